@@ -1,0 +1,65 @@
+// The device signature that ties a phone's key to one relay host (DESIGN.md decision 11, 14).
+// Shared by the relay (verify) and the reference phone (sign) so both sides agree on the bytes.
+import { createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, sign, verify, type KeyObject } from 'node:crypto';
+
+export const PROTOCOL_TAG = 'phonebridge-v1';
+export const NONCE_BYTES = 32;
+
+/** "phonebridge-v1" || 32 raw nonce bytes || relay host (UTF-8) || ts (decimal ASCII). */
+export function signedPayload(nonce: Buffer, relayHost: string, ts: number | string): Buffer {
+  return Buffer.concat([Buffer.from(PROTOCOL_TAG, 'utf8'), nonce, Buffer.from(relayHost, 'utf8'), Buffer.from(String(ts), 'ascii')]);
+}
+
+export function newNonce(): { raw: Buffer; wire: string } {
+  const raw = randomBytes(NONCE_BYTES);
+  return { raw, wire: raw.toString('base64url') };
+}
+
+/** Decodes a nonce as sent in X-Device-Nonce; undefined unless it is exactly 32 bytes of base64url. */
+export function decodeNonce(wire: string): Buffer | undefined {
+  if (!/^[A-Za-z0-9_-]{43}$/.test(wire)) return undefined;
+  const raw = Buffer.from(wire, 'base64url');
+  return raw.length === NONCE_BYTES ? raw : undefined;
+}
+
+/** Parses base64 P-256 SPKI DER; undefined if it is anything else. */
+export function parseDevicePublicKey(spkiBase64: string): KeyObject | undefined {
+  try {
+    const der = Buffer.from(spkiBase64, 'base64');
+    if (der.length < 60 || der.length > 200) return undefined;
+    const key = createPublicKey({ key: der, format: 'der', type: 'spki' });
+    if (key.asymmetricKeyType !== 'ec' || key.asymmetricKeyDetails?.namedCurve !== 'prime256v1') return undefined;
+    return key;
+  } catch {
+    return undefined;
+  }
+}
+
+export function verifyDeviceSignature(publicKey: KeyObject, payload: Buffer, sigBase64: string): boolean {
+  try {
+    return verify('sha256', payload, { key: publicKey, dsaEncoding: 'der' }, Buffer.from(sigBase64, 'base64'));
+  } catch {
+    return false;
+  }
+}
+
+export function signDevicePayload(privateKey: KeyObject, payload: Buffer): string {
+  return sign('sha256', payload, { key: privateKey, dsaEncoding: 'der' }).toString('base64');
+}
+
+export interface DeviceKeyPair {
+  privateKeyPem: string;
+  publicKeySpkiBase64: string;
+}
+
+export function generateDeviceKey(): DeviceKeyPair {
+  const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
+  return {
+    privateKeyPem: privateKey.export({ format: 'pem', type: 'pkcs8' }).toString(),
+    publicKeySpkiBase64: publicKey.export({ format: 'der', type: 'spki' }).toString('base64'),
+  };
+}
+
+export function loadPrivateKey(pem: string): KeyObject {
+  return createPrivateKey(pem);
+}
