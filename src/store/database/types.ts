@@ -1,0 +1,15 @@
+import type pg from 'pg';
+
+/**
+ * Where the database comes from. Every backend ends up as a `pg.PoolConfig`, so the store
+ * has one code path: Kysely's PostgresDialect over `pg` (DESIGN.md decision 12).
+ */
+export interface DatabaseSource {
+  readonly kind: 'postgres' | 'embedded';
+  /** Connection settings for `pg`; for the embedded backend, `host` is a directory holding the Unix socket. */
+  readonly pgConfig: pg.PoolConfig;
+  /** Human-readable origin for logs; never contains a password. */
+  readonly label: string;
+  /** Releases what this source opened (the PGlite instance, its socket and lock). Idempotent. */
+  close(): Promise<void>;
+}
