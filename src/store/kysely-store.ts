@@ -1,0 +1,273 @@
+// Store on Kysely + pg. The same code serves Postgres and embedded PGlite (through its socket).
+import { timingSafeEqual } from 'node:crypto';
+import { Kysely, PostgresDialect, type Selectable, type Transaction } from 'kysely';
+import pg from 'pg';
+import type { DatabaseSource } from './database/types.ts';
+import { migrate, readSchemaVersion } from './migrations/index.ts';
+import type { AccountsTable, DB, DevicesTable, TokensTable } from './schema.ts';
+import type { Account, CreateTokenResult, Device, RedeemResult, Scope, Store, Token } from './types.ts';
+
+export interface CreateStoreOptions {
+  /** pg pool size. PGlite runs one query at a time, so a few connections are plenty there. */
+  poolMax?: number;
+  /** Run migrations (default true). With false, schemaVersion is read, not changed. */
+  migrate?: boolean;
+}
+
+function toAccount(r: Selectable<AccountsTable>): Account {
+  return { id: r.id, maxDevices: r.max_devices, maxKeys: r.max_keys, locked: r.locked, createdAt: r.created_at };
+}
+
+function toDevice(r: Selectable<DevicesTable>): Device {
+  return {
+    id: r.id,
+    accountId: r.account_id,
+    name: r.name,
+    publicKey: r.public_key,
+    initResult: r.init_result ?? null,
+    lastSeenAt: r.last_seen_at,
+    createdAt: r.created_at,
+  };
+}
+
+function toToken(r: Selectable<TokensTable>): Token {
+  return {
+    id: r.id,
+    accountId: r.account_id,
+    deviceId: r.device_id,
+    scopes: r.scopes as Scope[],
+    via: r.via,
+    expiresAt: r.expires_at,
+    createdAt: r.created_at,
+  };
+}
+
+function sameSecret(a: string, b: string): boolean {
+  const ab = Buffer.from(a, 'utf8');
+  const bb = Buffer.from(b, 'utf8');
+  return ab.length === bb.length && timingSafeEqual(ab, bb);
+}
+
+async function countDevices(trx: Transaction<DB>, accountId: string): Promise<number> {
+  const r = await trx
+    .selectFrom('devices')
+    .select((eb) => eb.fn.countAll<string>().as('n'))
+    .where('account_id', '=', accountId)
+    .executeTakeFirstOrThrow();
+  return Number(r.n);
+}
+
+class KyselyStore implements Store {
+  constructor(
+    private readonly db: Kysely<DB>,
+    readonly schemaVersion: number,
+  ) {}
+
+  async ensureAccount(id: string, limits?: { maxDevices?: number | null; maxKeys?: number | null }): Promise<Account> {
+    // Insert if absent. Limits passed explicitly are applied to an existing account too, so
+    // calling it again with the same arguments leaves the same state (idempotent); limits left
+    // out (undefined) are never touched; null means unlimited.
+    const update: { max_devices?: number | null; max_keys?: number | null } = {};
+    if (limits?.maxDevices !== undefined) update.max_devices = limits.maxDevices;
+    if (limits?.maxKeys !== undefined) update.max_keys = limits.maxKeys;
+    const row = await this.db
+      .insertInto('accounts')
+      .values({ id, max_devices: update.max_devices ?? null, max_keys: update.max_keys ?? null })
+      .onConflict((oc) => (Object.keys(update).length ? oc.column('id').doUpdateSet(update) : oc.column('id').doNothing()))
+      .returningAll()
+      .executeTakeFirst();
+    // DO NOTHING returns no row when it already existed.
+    return row ? toAccount(row) : (await this.getAccount(id))!;
+  }
+
+  async getAccount(id: string): Promise<Account | undefined> {
+    const r = await this.db.selectFrom('accounts').selectAll().where('id', '=', id).executeTakeFirst();
+    return r && toAccount(r);
+  }
+
+  async setAccountLocked(id: string, locked: boolean): Promise<void> {
+    await this.db.updateTable('accounts').set({ locked }).where('id', '=', id).execute();
+  }
+
+  async createPairingCode(input: { accountId: string; codeHash: string; expiresAt: Date; name?: string | null }): Promise<{ ok: true } | { ok: false; error: 'limit_reached' }> {
+    return this.db.transaction().execute(async (trx) => {
+      const account = await trx.selectFrom('accounts').select('max_devices').where('id', '=', input.accountId).executeTakeFirst();
+      if (!account) throw new Error(`unknown account ${input.accountId}`);
+      // First check of the plan cap (the seed checks again at redemption).
+      if (account.max_devices !== null && (await countDevices(trx, input.accountId)) >= account.max_devices) {
+        return { ok: false as const, error: 'limit_reached' as const };
+      }
+      await trx
+        .insertInto('pairing_codes')
+        .values({ code_hash: input.codeHash, account_id: input.accountId, name: input.name ?? null, expires_at: input.expiresAt })
+        .execute();
+      return { ok: true as const };
+    });
+  }
+
+  async redeemPairingCode(input: { codeHash: string; deviceId: string; publicKey: string; name: string; now: Date }): Promise<RedeemResult> {
+    return this.db.transaction().execute(async (trx): Promise<RedeemResult> => {
+      // FOR UPDATE: of two concurrent redemptions, the second waits here and then sees used_at set.
+      const code = await trx.selectFrom('pairing_codes').selectAll().where('code_hash', '=', input.codeHash).forUpdate().executeTakeFirst();
+      // Wrong, used and expired all look the same to the caller (no oracle).
+      if (!code || !sameSecret(code.code_hash, input.codeHash)) return { ok: false, error: 'bad_code' };
+      if (code.used_at !== null || code.expires_at.getTime() <= input.now.getTime()) return { ok: false, error: 'bad_code' };
+      // Lock the account row so two different codes of one account cannot both take the last slot.
+      const account = await trx.selectFrom('accounts').select('max_devices').where('id', '=', code.account_id).forNoKeyUpdate().executeTakeFirst();
+      if (!account) return { ok: false, error: 'bad_code' };
+      if (account.max_devices !== null && (await countDevices(trx, code.account_id)) >= account.max_devices) {
+        // The code is deliberately NOT consumed: the owner can free a slot (remove a phone or
+        // upgrade) and the phone can retry with the same QR while it is still valid.
+        return { ok: false, error: 'limit_reached' };
+      }
+      await trx.updateTable('pairing_codes').set({ used_at: input.now }).where('code_hash', '=', code.code_hash).execute();
+      const device = await trx
+        .insertInto('devices')
+        .values({
+          id: input.deviceId,
+          account_id: code.account_id,
+          // The name the owner gave when creating the code wins over the phone's own.
+          name: code.name ?? input.name,
+          public_key: input.publicKey,
+          created_at: input.now,
+        })
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      return { ok: true, device: toDevice(device) };
+    });
+  }
+
+  async getDevice(id: string): Promise<Device | undefined> {
+    const r = await this.db.selectFrom('devices').selectAll().where('id', '=', id).executeTakeFirst();
+    return r && toDevice(r);
+  }
+
+  async listDevices(accountId?: string): Promise<Device[]> {
+    let q = this.db.selectFrom('devices').selectAll();
+    if (accountId !== undefined) q = q.where('account_id', '=', accountId);
+    const rows = await q.orderBy('created_at').orderBy('id').execute();
+    return rows.map(toDevice);
+  }
+
+  async removeDevice(id: string): Promise<boolean> {
+    return this.db.transaction().execute(async (trx) => {
+      // The foreign key cascades too; deleting explicitly keeps this correct even if it is ever relaxed.
+      await trx.deleteFrom('tokens').where('device_id', '=', id).execute();
+      const r = await trx.deleteFrom('devices').where('id', '=', id).executeTakeFirst();
+      return r.numDeletedRows > 0n;
+    });
+  }
+
+  async saveDeviceInitResult(id: string, initResult: unknown, seenAt: Date): Promise<void> {
+    await this.db
+      .updateTable('devices')
+      .set({ init_result: initResult === null || initResult === undefined ? null : JSON.stringify(initResult), last_seen_at: seenAt })
+      .where('id', '=', id)
+      .execute();
+  }
+
+  async touchDevice(id: string, seenAt: Date): Promise<void> {
+    await this.db.updateTable('devices').set({ last_seen_at: seenAt }).where('id', '=', id).execute();
+  }
+
+  async createToken(input: { id: string; accountId: string; deviceId: string; hash: string; scopes: Scope[]; via: 'key' | 'oauth'; expiresAt?: Date | null }): Promise<CreateTokenResult> {
+    return this.db.transaction().execute(async (trx): Promise<CreateTokenResult> => {
+      // Serialises key creation per account so the cap holds under concurrency.
+      const account = await trx.selectFrom('accounts').select('max_keys').where('id', '=', input.accountId).forNoKeyUpdate().executeTakeFirst();
+      if (!account) return { ok: false, error: 'no_device' };
+      // KEY SHARE keeps the device from being removed between this check and the insert.
+      const device = await trx
+        .selectFrom('devices')
+        .select('id')
+        .where('id', '=', input.deviceId)
+        .where('account_id', '=', input.accountId)
+        .forKeyShare()
+        .executeTakeFirst();
+      if (!device) return { ok: false, error: 'no_device' };
+      // The plan caps API keys. OAuth access tokens are minted on every refresh, so counting them
+      // would exhaust the cap by normal use; the OAuth grant itself is bounded by the phones.
+      if (input.via === 'key' && account.max_keys !== null) {
+        const now = new Date();
+        const r = await trx
+          .selectFrom('tokens')
+          .select((eb) => eb.fn.countAll<string>().as('n'))
+          .where('account_id', '=', input.accountId)
+          .where('via', '=', 'key')
+          .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', now)]))
+          .executeTakeFirstOrThrow();
+        if (Number(r.n) >= account.max_keys) return { ok: false, error: 'limit_reached' };
+      }
+      const row = await trx
+        .insertInto('tokens')
+        .values({
+          id: input.id,
+          account_id: input.accountId,
+          device_id: input.deviceId,
+          hash: input.hash,
+          scopes: [...input.scopes],
+          via: input.via,
+          expires_at: input.expiresAt ?? null,
+        })
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      return { ok: true, token: toToken(row) };
+    });
+  }
+
+  async findTokenByHash(hash: string, now: Date): Promise<Token | undefined> {
+    const r = await this.db
+      .selectFrom('tokens')
+      // A token counts only while its device exists in the same account.
+      .innerJoin('devices', (j) => j.onRef('devices.id', '=', 'tokens.device_id').onRef('devices.account_id', '=', 'tokens.account_id'))
+      .selectAll('tokens')
+      .where('tokens.hash', '=', hash)
+      .where((eb) => eb.or([eb('tokens.expires_at', 'is', null), eb('tokens.expires_at', '>', now)]))
+      .executeTakeFirst();
+    return r && toToken(r);
+  }
+
+  async listTokens(filter: { accountId?: string; deviceId?: string } = {}): Promise<Token[]> {
+    let q = this.db.selectFrom('tokens').selectAll();
+    if (filter.accountId !== undefined) q = q.where('account_id', '=', filter.accountId);
+    if (filter.deviceId !== undefined) q = q.where('device_id', '=', filter.deviceId);
+    const rows = await q.orderBy('created_at').orderBy('id').execute();
+    return rows.map(toToken);
+  }
+
+  async revokeToken(id: string): Promise<boolean> {
+    const r = await this.db.deleteFrom('tokens').where('id', '=', id).executeTakeFirst();
+    return r.numDeletedRows > 0n;
+  }
+
+  async purgeExpired(now: Date): Promise<number> {
+    return this.db.transaction().execute(async (trx) => {
+      const codes = await trx
+        .deleteFrom('pairing_codes')
+        .where((eb) => eb.or([eb('expires_at', '<=', now), eb('used_at', 'is not', null)]))
+        .executeTakeFirst();
+      const tokens = await trx.deleteFrom('tokens').where('expires_at', '<=', now).executeTakeFirst();
+      return Number(codes.numDeletedRows + tokens.numDeletedRows);
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.db.destroy();
+  }
+}
+
+/** A store over `source`. Migrates unless told not to; throws SchemaTooNewError on a newer schema. */
+export async function createStore(source: DatabaseSource, options: CreateStoreOptions = {}): Promise<Store> {
+  const pool = new pg.Pool({ ...source.pgConfig, max: options.poolMax ?? source.pgConfig.max ?? (source.kind === 'embedded' ? 4 : 10) });
+  // An idle client whose server went away (embedded serve stopped, Postgres restarted) emits
+  // 'error' on the pool; without a listener that would crash the process. The pool drops the
+  // client and the next query opens a fresh one.
+  pool.on('error', () => {});
+  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
+  try {
+    const version = options.migrate === false ? await readSchemaVersion(db) : (await migrate(db)).to;
+    return new KyselyStore(db, version);
+  } catch (err) {
+    await db.destroy().catch(() => {});
+    throw err;
+  }
+}

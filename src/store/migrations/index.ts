@@ -1,0 +1,67 @@
+// Our own small runner: numbered migrations applied in one transaction under an advisory lock,
+// and a one-row schema_version table (DESIGN.md decision 2).
+import { sql, type Kysely } from 'kysely';
+import { SchemaTooNewError } from '../types.ts';
+import { migration001 } from './001_initial.ts';
+import type { Migration } from './types.ts';
+
+export type { Migration } from './types.ts';
+
+export const MIGRATIONS: readonly Migration[] = [migration001];
+export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1].version;
+
+// Arbitrary constant ("phon") so concurrent migrators (several gateways starting at once, the
+// migrate job, a CLI command) queue up instead of racing on CREATE TABLE.
+const MIGRATE_LOCK_KEY = 0x70686f6e;
+
+export interface MigrateResult {
+  from: number;
+  to: number;
+}
+
+/**
+ * Brings the schema to the newest version this build knows. A schema newer than that throws
+ * SchemaTooNewError and changes nothing. Safe to call from many processes at once: the
+ * transaction-scoped advisory lock serialises them on Postgres, and on PGlite the socket
+ * multiplexer runs one transaction at a time anyway (session locks would not work there: every
+ * connection shares one session).
+ */
+export async function migrate(db: Kysely<any>, migrations: readonly Migration[] = MIGRATIONS): Promise<MigrateResult> {
+  migrations.forEach((m, i) => {
+    if (m.version !== i + 1) throw new Error(`migration ${m.name} has version ${m.version}, expected ${i + 1}`);
+  });
+  const latest = migrations.length;
+  return db.transaction().execute(async (trx) => {
+    await sql`select pg_advisory_xact_lock(${sql.lit(MIGRATE_LOCK_KEY)})`.execute(trx);
+    await sql`create table if not exists schema_version (
+      singleton boolean primary key default true check (singleton),
+      version integer not null,
+      updated_at timestamptz not null default now()
+    )`.execute(trx);
+    const row = await trx.selectFrom('schema_version').select('version').executeTakeFirst();
+    const from = row ? Number(row.version) : 0;
+    if (from > latest) throw new SchemaTooNewError(from, latest);
+    for (const m of migrations) {
+      if (m.version > from) await m.up(trx);
+    }
+    if (from !== latest) {
+      await trx
+        .insertInto('schema_version')
+        .values({ singleton: true, version: latest, updated_at: new Date() })
+        .onConflict((oc) => oc.column('singleton').doUpdateSet({ version: latest, updated_at: new Date() }))
+        .execute();
+    }
+    return { from, to: latest };
+  });
+}
+
+/** The version recorded in the database, 0 if none. Does not migrate (for readiness checks). */
+export async function readSchemaVersion(db: Kysely<any>): Promise<number> {
+  try {
+    const { rows } = await sql<{ version: number }>`select version from schema_version`.execute(db);
+    return rows[0] ? Number(rows[0].version) : 0;
+  } catch (err) {
+    if ((err as { code?: string }).code === '42P01') return 0; // undefined_table: never migrated
+    throw err;
+  }
+}

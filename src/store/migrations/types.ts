@@ -1,0 +1,9 @@
+import type { Kysely } from 'kysely';
+
+export interface Migration {
+  /** 1, 2, 3…: contiguous, never renumbered, never edited once released. */
+  version: number;
+  name: string;
+  /** Runs inside the migration transaction (Postgres DDL is transactional). */
+  up(db: Kysely<any>): Promise<void>;
+}
