@@ -1,0 +1,63 @@
+// `phonebridge serve`: one gateway node. SIGTERM drains (readiness fails at once, in-flight
+// requests finish up to --drain-ms, phones are told to reconnect), then exits 0.
+import type { RelayConfig } from '../src/config.ts';
+import { createLogger, type Logger } from '../src/log.ts';
+import { openStore, type OpenStore } from '../src/store/index.ts';
+import { createBus } from '../src/bus/index.ts';
+import { startGateway, type GatewayNode } from '../src/gateway/node.ts';
+import { writeRelayInfo } from './relay-info.ts';
+
+export interface RunningRelay {
+  node: GatewayNode;
+  store: OpenStore;
+  log: Logger;
+  stop(): Promise<void>;
+}
+
+export async function startRelay(config: RelayConfig, log = createLogger({ level: config.logLevel })): Promise<RunningRelay> {
+  const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, role: 'server' });
+  const bus = await createBus(config, log);
+  let node: GatewayNode;
+  try {
+    node = await startGateway({ config, store: store.store, bus, log });
+  } catch (err) {
+    await bus.close();
+    await store.close();
+    throw err;
+  }
+  writeRelayInfo(config.dataDir, { publicUrl: config.publicUrl, fingerprint: node.fingerprint });
+  let stopping: Promise<void> | undefined;
+  return {
+    node,
+    store,
+    log,
+    stop: () =>
+      (stopping ??= (async () => {
+        await node.close();
+        await bus.close();
+        await store.close();
+      })()),
+  };
+}
+
+export async function serve(config: RelayConfig): Promise<void> {
+  const relay = await startRelay(config);
+  let signalled = false;
+  const shutdown = async (signal: string) => {
+    if (signalled) return;
+    signalled = true;
+    relay.log.info({ signal }, 'draining');
+    try {
+      await relay.node.drain();
+      await relay.stop();
+      process.exit(0);
+    } catch (err) {
+      relay.log.error({ err: String(err) }, 'shutdown failed');
+      process.exit(1);
+    }
+  };
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+  // A ready line on stdout for scripts and tests that start the relay as a child process.
+  console.log(JSON.stringify({ ready: true, url: `${config.publicUrl}/mcp`, port: relay.node.port, adminPort: relay.node.adminPort }));
+}

@@ -1,0 +1,13 @@
+// Picks the bus driver: in-process unless --redis-url is given.
+import type { RelayConfig } from '../config.ts';
+import type { Logger } from '../log.ts';
+import type { Bus } from './types.ts';
+import { LocalBus } from './local/index.ts';
+
+export type { Bus, ControlEvent, SessionRecord, SessionStore } from './types.ts';
+
+export async function createBus(config: Pick<RelayConfig, 'redisUrl' | 'nodeId'>, log: Logger): Promise<Bus> {
+  if (!config.redisUrl) return new LocalBus();
+  const { RedisBus } = await import('./redis/index.ts');
+  return RedisBus.connect(config.redisUrl, config.nodeId, log);
+}

@@ -1,0 +1,127 @@
+// `phonebridge serve` settings: each flag `--some-flag` mirrors env `PHONEBRIDGE_SOME_FLAG`;
+// a flag wins over the environment, the environment over the default.
+import { parseArgs } from 'node:util';
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+
+export interface RelayConfig {
+  port: number;
+  host: string;
+  adminPort: number;
+  publicUrl: string;
+  /** false when publicUrl was derived from --host/--port (then a port 0 is filled in after listen). */
+  publicUrlExplicit: boolean;
+  /** host[:port] of publicUrl: what device signatures bind to and /pair returns as relay_host. */
+  relayHost: string;
+  dataDir: string;
+  databaseUrl?: string;
+  redisUrl?: string;
+  nodeId: string;
+  hosted: boolean;
+  trustProxy: boolean;
+  tlsCert?: string;
+  tlsKey?: string;
+  allowedOrigins: string[];
+  /** Per forwarded request (seed: 30 s). Lowered in tests. */
+  requestTimeoutMs: number;
+  /** Silence after which a phone socket is closed (seed: 25 min). */
+  deviceIdleMs: number;
+  /** Idle MCP session expiry (seed: 24 h). */
+  sessionIdleMs: number;
+  /** SIGTERM: how long in-flight requests may take to finish. */
+  drainMs: number;
+  logLevel: string;
+}
+
+const FLAGS = {
+  port: { type: 'string' },
+  host: { type: 'string' },
+  'admin-port': { type: 'string' },
+  'public-url': { type: 'string' },
+  'data-dir': { type: 'string' },
+  'database-url': { type: 'string' },
+  'redis-url': { type: 'string' },
+  'node-id': { type: 'string' },
+  hosted: { type: 'boolean' },
+  'trust-proxy': { type: 'boolean' },
+  'tls-cert': { type: 'string' },
+  'tls-key': { type: 'string' },
+  'allowed-origins': { type: 'string' },
+  'request-timeout-ms': { type: 'string' },
+  'device-idle-ms': { type: 'string' },
+  'session-idle-ms': { type: 'string' },
+  'drain-ms': { type: 'string' },
+  'log-level': { type: 'string' },
+} as const;
+
+export type FlagName = keyof typeof FLAGS;
+
+function envName(flag: string): string {
+  return `PHONEBRIDGE_${flag.toUpperCase().replace(/-/g, '_')}`;
+}
+
+function intValue(name: string, raw: string | undefined, dflt: number): number {
+  if (raw === undefined || raw === '') return dflt;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 0) throw new Error(`--${name} must be a non-negative integer, got "${raw}"`);
+  return n;
+}
+
+function boolValue(raw: string | boolean | undefined): boolean {
+  if (typeof raw === 'boolean') return raw;
+  return raw === '1' || raw === 'true' || raw === 'yes';
+}
+
+/** Flags shared by serve and every CLI command that touches the database. */
+export function storeOptions(values: { 'data-dir'?: string; 'database-url'?: string }, env = process.env) {
+  return {
+    dataDir: values['data-dir'] ?? env.PHONEBRIDGE_DATA_DIR ?? './.phonebridge',
+    databaseUrl: values['database-url'] ?? env.PHONEBRIDGE_DATABASE_URL ?? undefined,
+  };
+}
+
+export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): RelayConfig {
+  const { values } = parseArgs({ args: argv, options: FLAGS, strict: true, allowPositionals: false });
+  const get = (f: FlagName): string | boolean | undefined => (values as Record<string, string | boolean | undefined>)[f] ?? env[envName(f)];
+  const str = (f: FlagName) => {
+    const v = get(f);
+    return typeof v === 'string' && v !== '' ? v : undefined;
+  };
+  const port = intValue('port', str('port'), 8080);
+  const host = str('host') ?? '127.0.0.1';
+  const tlsCert = str('tls-cert');
+  const tlsKey = str('tls-key');
+  if (!!tlsCert !== !!tlsKey) throw new Error('--tls-cert and --tls-key go together');
+  const scheme = tlsCert ? 'https' : 'http';
+  const publicUrl = (str('public-url') ?? `${scheme}://${host.includes(':') ? `[${host}]` : host}:${port}`).replace(/\/+$/, '');
+  let parsed: URL;
+  try {
+    parsed = new URL(publicUrl);
+  } catch {
+    throw new Error(`--public-url is not a URL: "${publicUrl}"`);
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new Error('--public-url must be http(s)');
+  const { dataDir, databaseUrl } = storeOptions(values as Record<string, string>, env);
+  return {
+    port,
+    host,
+    adminPort: intValue('admin-port', str('admin-port'), 9464),
+    publicUrl,
+    publicUrlExplicit: str('public-url') !== undefined,
+    relayHost: parsed.host,
+    dataDir,
+    databaseUrl,
+    redisUrl: str('redis-url'),
+    nodeId: str('node-id') ?? `${hostname()}-${randomBytes(3).toString('hex')}`,
+    hosted: boolValue(get('hosted')),
+    trustProxy: boolValue(get('trust-proxy')),
+    tlsCert,
+    tlsKey,
+    allowedOrigins: (str('allowed-origins') ?? '').split(',').map((s) => s.trim()).filter(Boolean),
+    requestTimeoutMs: intValue('request-timeout-ms', str('request-timeout-ms'), 30_000),
+    deviceIdleMs: intValue('device-idle-ms', str('device-idle-ms'), 25 * 60_000),
+    sessionIdleMs: intValue('session-idle-ms', str('session-idle-ms'), 24 * 3600_000),
+    drainMs: intValue('drain-ms', str('drain-ms'), 25_000),
+    logLevel: str('log-level') ?? 'info',
+  };
+}

@@ -1,0 +1,62 @@
+// Client credentials on /mcp: X-Api-Key or Authorization: Bearer (X-Api-Key wins,
+// DESIGN.md decision 1), looked up by SHA-256 with a short cache that invalidation
+// events clear at once.
+import { sha256Hex } from '../crypto/secrets.ts';
+import type { Account, Store, Token } from '../store/types.ts';
+
+export interface Credential {
+  token: Token;
+  account: Account;
+}
+
+const CACHE_TTL_MS = 5_000;
+const CACHE_MAX = 10_000;
+
+export function presentedToken(headers: Record<string, string>): string | undefined {
+  const key = headers['x-api-key']?.trim();
+  if (key) return key;
+  const auth = headers['authorization'];
+  if (auth) {
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(auth);
+    if (m) return m[1];
+  }
+  return undefined;
+}
+
+export class Authenticator {
+  // Positive answers only: a key created by the CLI a moment after a failed try must work at once.
+  private readonly cache = new Map<string, { cred: Credential; until: number }>();
+
+  constructor(private readonly store: Store) {}
+
+  async authenticate(token: string | undefined): Promise<Credential | undefined> {
+    if (!token || token.length > 512) return undefined;
+    const hash = sha256Hex(token);
+    const now = Date.now();
+    const hit = this.cache.get(hash);
+    if (hit && hit.until > now && (!hit.cred.token.expiresAt || hit.cred.token.expiresAt.getTime() > now)) return hit.cred;
+    const t = await this.store.findTokenByHash(hash, new Date(now));
+    const account = t ? await this.store.getAccount(t.accountId) : undefined;
+    if (!t || !account) {
+      this.cache.delete(hash);
+      return undefined;
+    }
+    const cred = { token: t, account };
+    if (this.cache.size >= CACHE_MAX) this.cache.delete(this.cache.keys().next().value!);
+    this.cache.set(hash, { cred, until: now + CACHE_TTL_MS });
+    return cred;
+  }
+
+  /** Drops cached entries matching an invalidation event. */
+  invalidate(match: { tokenId?: string; deviceId?: string; accountId?: string }): void {
+    for (const [hash, { cred }] of this.cache) {
+      if (
+        (match.tokenId && cred.token.id === match.tokenId) ||
+        (match.deviceId && cred.token.deviceId === match.deviceId) ||
+        (match.accountId && cred.account.id === match.accountId)
+      ) {
+        this.cache.delete(hash);
+      }
+    }
+  }
+}

@@ -1,0 +1,179 @@
+// Phone sockets: POST /device/challenge, then GET /device/ws with a signature over the
+// challenge. Auth failures still upgrade and close at once with 4003 so the phone learns
+// why; success attaches a DeviceConnection, superseding any older socket with 4001.
+import type { HttpRequest, HttpResponse, WebSocket } from '../uws.ts';
+import type { WebSocketBehavior, us_socket_context_t } from 'uWebSockets.js';
+import { clientAddress, copyHeaders, Exchange, BodyTooLarge } from './http.ts';
+import { decodeNonce, newNonce, parseDevicePublicKey, signedPayload, verifyDeviceSignature } from '../crypto/device-auth.ts';
+import { CLOSE, DeviceConnection, MAX_FRAME_BYTES, type DeviceSocketData } from './device-connection.ts';
+import { metrics } from '../metrics.ts';
+import type { GatewayContext } from './context.ts';
+
+export const NONCE_TTL_S = 60;
+export const MAX_SKEW_S = 60;
+const CHALLENGES_PER_MINUTE = 120;
+/** Frames up to this size are read and refused with 1009; beyond it uWS drops the socket (1006). */
+const READ_LIMIT = 1024 * 1024;
+
+export function handleChallenge(ctx: GatewayContext) {
+  return (res: HttpResponse, req: HttpRequest): void => {
+    const ex = new Exchange(res);
+    const headers = copyHeaders(req, ['x-forwarded-for']);
+    const body = ex.body(4 * 1024);
+    const ip = clientAddress(res, headers['x-forwarded-for'], ctx.config.trustProxy);
+    void (async () => {
+      const raw = await body;
+      if ((await ctx.bus.hit(`challenge:${ip}`, 60_000)) > CHALLENGES_PER_MINUTE) {
+        return ex.error(429, 'rate_limited', 'too many challenges from this address', { 'Retry-After': '60' });
+      }
+      let deviceId: unknown;
+      try {
+        deviceId = (JSON.parse(raw.toString('utf8')) as { device_id?: unknown }).device_id;
+      } catch {
+        return ex.error(400, 'bad_request', 'body must be JSON {"device_id"}');
+      }
+      if (typeof deviceId !== 'string' || deviceId.length === 0 || deviceId.length > 128) {
+        return ex.error(400, 'bad_request', 'device_id must be a non-empty string');
+      }
+      // Unknown ids get a nonce too (no oracle); the signature check fails later.
+      const nonce = newNonce();
+      await ctx.bus.putNonce(nonce.wire, deviceId, NONCE_TTL_S * 1000);
+      ex.json(200, { nonce: nonce.wire, expires_in: NONCE_TTL_S });
+    })().catch((err) => {
+      if (err instanceof BodyTooLarge) return ex.error(413, 'too_large', err.message);
+      if (!ex.aborted) ex.error(500, 'relay_error', 'challenge failed on the relay');
+    });
+  };
+}
+
+const WS_HEADERS = ['x-device-id', 'x-device-nonce', 'x-device-ts', 'x-device-sig', 'x-device-app', 'sec-websocket-key', 'sec-websocket-protocol', 'sec-websocket-extensions'] as const;
+
+/** Checks the five headers; returns the device's account or why it failed. */
+async function authenticateDevice(ctx: GatewayContext, h: Record<string, string>): Promise<{ ok: true; accountId: string } | { ok: false; reason: string }> {
+  const deviceId = h['x-device-id'];
+  const nonceWire = h['x-device-nonce'];
+  const tsRaw = h['x-device-ts'];
+  const sig = h['x-device-sig'];
+  if (!deviceId || !nonceWire || !tsRaw || !sig || !h['x-device-app']) return { ok: false, reason: 'missing X-Device-* header' };
+  if (!/^\d{1,12}$/.test(tsRaw)) return { ok: false, reason: 'X-Device-Ts must be Unix seconds' };
+  if (Math.abs(Date.now() / 1000 - Number(tsRaw)) > MAX_SKEW_S) return { ok: false, reason: 'clock skew over 60 s' };
+  const nonce = decodeNonce(nonceWire);
+  if (!nonce) return { ok: false, reason: 'malformed nonce' };
+  // Single use: taken before the signature is checked, so a failed try burns it too.
+  const issuedFor = await ctx.bus.takeNonce(nonceWire);
+  if (issuedFor === undefined) return { ok: false, reason: 'unknown, expired or reused nonce' };
+  if (issuedFor !== deviceId) return { ok: false, reason: 'nonce was issued for another device' };
+  const device = await ctx.store.getDevice(deviceId);
+  const key = device ? parseDevicePublicKey(device.publicKey) : undefined;
+  // Decision 14: verify against our own host from --public-url, never the Host header.
+  if (!device || !key || !verifyDeviceSignature(key, signedPayload(nonce, ctx.config.relayHost, tsRaw), sig)) {
+    return { ok: false, reason: 'bad signature' };
+  }
+  return { ok: true, accountId: device.accountId };
+}
+
+export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<DeviceSocketData> {
+  return {
+    maxPayloadLength: READ_LIMIT,
+    idleTimeout: 0, // the 25-minute rule is ours (decision 13); uWS caps idleTimeout at 960 s
+    sendPingsAutomatically: false,
+    maxBackpressure: 8 * 1024 * 1024,
+    closeOnBackpressureLimit: 0,
+    compression: 0,
+
+    upgrade: (res: HttpResponse, req: HttpRequest, context: us_socket_context_t) => {
+      const ex = new Exchange(res);
+      const h = copyHeaders(req, WS_HEADERS);
+      if (ctx.state.draining) return ex.error(503, 'draining', 'this relay node is shutting down', { 'Retry-After': '1' });
+      if (!h['sec-websocket-key']) return ex.error(400, 'bad_request', 'expected a WebSocket upgrade');
+      void authenticateDevice(ctx, h)
+        .catch((err) => {
+          ctx.log.error({ err: String(err) }, 'device auth failed on the relay');
+          return { ok: false as const, reason: 'relay error' };
+        })
+        .then((auth) => {
+          if (ex.aborted) return;
+          metrics.deviceAuth.inc({ outcome: auth.ok ? 'ok' : 'rejected' });
+          const data: DeviceSocketData = auth.ok
+            ? { deviceId: h['x-device-id'], accountId: auth.accountId }
+            : { deviceId: h['x-device-id'] ?? '', accountId: '', rejectReason: auth.reason };
+          if (!auth.ok) ctx.log.info({ deviceId: h['x-device-id'], reason: auth.reason }, 'device socket rejected');
+          ex.finished = true;
+          res.cork(() => res.upgrade(data, h['sec-websocket-key'], h['sec-websocket-protocol'] ?? '', h['sec-websocket-extensions'] ?? '', context));
+        });
+    },
+
+    open: (ws: WebSocket<DeviceSocketData>) => {
+      const data = ws.getUserData();
+      if (data.rejectReason) {
+        ws.end(CLOSE.unauthorised, data.rejectReason.slice(0, 120));
+        return;
+      }
+      const conn = new DeviceConnection(ws, data, deviceEvents(ctx), ctx.log);
+      data.conn = conn;
+      const old = ctx.hub.attach(conn);
+      if (old) old.close(CLOSE.superseded, 'superseded by a newer connection', 'superseded');
+      ctx.log.info({ deviceId: conn.deviceId }, 'device connected');
+      conn.handshake(ctx.config.requestTimeoutMs).catch((err) => {
+        ctx.log.warn({ deviceId: conn.deviceId, err: String(err) }, 'device handshake failed');
+        conn.close(CLOSE.relayError, 'initialize failed');
+      });
+    },
+
+    message: (ws: WebSocket<DeviceSocketData>, message: ArrayBuffer, isBinary: boolean) => {
+      const conn = ws.getUserData().conn;
+      if (!conn || conn.closed) return;
+      if (message.byteLength > MAX_FRAME_BYTES) {
+        conn.close(CLOSE.tooBig, 'frame exceeds 256 KiB', 'relay_error');
+        return;
+      }
+      if (isBinary) {
+        conn.close(CLOSE.unsupportedData, 'text frames only');
+        return;
+      }
+      conn.onFrame(Buffer.from(message).toString('utf8'));
+    },
+
+    ping: (ws: WebSocket<DeviceSocketData>) => {
+      const conn = ws.getUserData().conn;
+      if (conn) conn.lastFrameAt = Date.now();
+    },
+    pong: (ws: WebSocket<DeviceSocketData>) => {
+      const conn = ws.getUserData().conn;
+      if (conn) conn.lastFrameAt = Date.now();
+    },
+
+    close: (ws: WebSocket<DeviceSocketData>, code: number) => {
+      const conn = ws.getUserData().conn;
+      metrics.deviceCloses.inc({ code: String(code) });
+      if (!conn) return;
+      conn.teardown('device_offline');
+      ctx.hub.detach(conn);
+      ctx.log.info({ deviceId: conn.deviceId, code }, 'device disconnected');
+      void ctx.store.touchDevice(conn.deviceId, new Date()).catch(() => {});
+    },
+  };
+}
+
+function deviceEvents(ctx: GatewayContext) {
+  return {
+    notification: (deviceId: string, frame: string) => {
+      ctx.hub.fanOut(deviceId, frame);
+    },
+    initialized: (deviceId: string, result: unknown) => {
+      void ctx.store.saveDeviceInitResult(deviceId, result, new Date()).catch((err) => ctx.log.warn({ deviceId, err: String(err) }, 'could not cache initialize result'));
+    },
+  };
+}
+
+/** Closes sockets silent for longer than the idle limit (pings count as traffic). */
+export function sweepIdleDevices(ctx: GatewayContext, now = Date.now()): number {
+  let closed = 0;
+  for (const conn of ctx.hub.connections()) {
+    if (now - conn.lastFrameAt > ctx.config.deviceIdleMs) {
+      conn.close(CLOSE.idle, 'no traffic for too long');
+      closed++;
+    }
+  }
+  return closed;
+}

@@ -1,0 +1,110 @@
+// uWebSockets.js HTTP plumbing. The rules that keep uWS from crashing or losing data live
+// here once: onAborted before any await, body chunks copied, every late write corked and
+// skipped after an abort, backpressure honoured on streams.
+import type { HttpRequest, HttpResponse } from '../uws.ts';
+
+export const STATUS: Record<number, string> = {
+  200: '200 OK',
+  202: '202 Accepted',
+  204: '204 No Content',
+  400: '400 Bad Request',
+  401: '401 Unauthorized',
+  402: '402 Payment Required',
+  403: '403 Forbidden',
+  404: '404 Not Found',
+  405: '405 Method Not Allowed',
+  406: '406 Not Acceptable',
+  413: '413 Payload Too Large',
+  415: '415 Unsupported Media Type',
+  429: '429 Too Many Requests',
+  500: '500 Internal Server Error',
+  503: '503 Service Unavailable',
+};
+
+export class BodyTooLarge extends Error {
+  constructor(readonly limit: number) {
+    super(`request body exceeds ${limit} bytes`);
+  }
+}
+
+/** Headers copied out of the request: uWS invalidates `req` once the handler returns. */
+export function copyHeaders(req: HttpRequest, names: readonly string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const n of names) {
+    const v = req.getHeader(n);
+    if (v !== '') out[n] = v;
+  }
+  return out;
+}
+
+export type Headers = Record<string, string>;
+
+/** One HTTP request/response. Create it synchronously at the top of the handler. */
+export class Exchange {
+  aborted = false;
+  finished = false;
+  private abortHandlers: Array<() => void> = [];
+
+  constructor(readonly res: HttpResponse) {
+    res.onAborted(() => {
+      this.aborted = true;
+      for (const h of this.abortHandlers) h();
+      this.abortHandlers = [];
+    });
+  }
+
+  onAbort(h: () => void): void {
+    if (this.aborted) h();
+    else this.abortHandlers.push(h);
+  }
+
+  /** Reads the whole body, copying each chunk (uWS reuses its buffers). Call before any await. */
+  body(limit: number): Promise<Buffer> {
+    return new Promise((resolve, reject) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      let failed = false;
+      this.onAbort(() => reject(new Error('client aborted')));
+      this.res.onData((chunk, isLast) => {
+        if (failed) return;
+        size += chunk.byteLength;
+        if (size > limit) {
+          failed = true;
+          reject(new BodyTooLarge(limit));
+          return;
+        }
+        chunks.push(Buffer.from(chunk.slice(0)));
+        if (isLast) resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
+      });
+    });
+  }
+
+  /** Writes a complete response; a no-op after an abort or a previous end. */
+  send(status: number, headers: Headers, body?: string | Buffer, closeConnection = false): void {
+    if (this.aborted || this.finished) return;
+    this.finished = true;
+    this.res.cork(() => {
+      this.res.writeStatus(STATUS[status] ?? `${status} Status`);
+      for (const k in headers) this.res.writeHeader(k, headers[k]);
+      this.res.end(body ?? '', closeConnection);
+    });
+  }
+
+  json(status: number, value: unknown, headers: Headers = {}): void {
+    this.send(status, { 'Content-Type': 'application/json', ...headers }, JSON.stringify(value));
+  }
+
+  /** `{"error": code, "message": …}` — the relay's own HTTP error shape outside JSON-RPC. */
+  error(status: number, code: string, message: string, headers: Headers = {}): void {
+    this.json(status, { error: code, message }, headers);
+  }
+}
+
+/** Client address: X-Forwarded-For's first hop only when the operator trusts the proxy. */
+export function clientAddress(res: HttpResponse, forwardedFor: string | undefined, trustProxy: boolean): string {
+  if (trustProxy && forwardedFor) {
+    const first = forwardedFor.split(',')[0].trim();
+    if (first) return first;
+  }
+  return Buffer.from(res.getRemoteAddressAsText()).toString();
+}

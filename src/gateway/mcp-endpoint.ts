@@ -1,0 +1,262 @@
+// /mcp for the session revisions (2025-03-26, 2025-06-18, 2025-11-25): authenticate, bind
+// the session, answer what the relay answers itself (initialize, notifications/initialized),
+// forward the rest to the phone and bring its answer back to this HTTP exchange.
+import { randomBytes } from 'node:crypto';
+import type { HttpRequest, HttpResponse, TemplatedApp } from '../uws.ts';
+import { BodyTooLarge, copyHeaders, Exchange } from './http.ts';
+import { SseStream } from './sse.ts';
+import { presentedToken, type Credential } from './auth.ts';
+import { classify, errorResponse, parseBody, resultResponse, type JsonRpcId, type JsonRpcRequest } from '../protocol/jsonrpc.ts';
+import { INVALID_REQUEST, relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
+import { allowsBatch, isSessionRevision, negotiateRevision, SESSION_REVISIONS } from '../protocol/revisions.ts';
+import { requestTimeoutMs } from '../protocol/timeouts.ts';
+import { withCallerContext } from '../protocol/caller.ts';
+import { MAX_FRAME_BYTES } from './device-connection.ts';
+import { methodLabel, metrics } from '../metrics.ts';
+import type { SessionRecord } from '../bus/types.ts';
+import type { GatewayContext } from './context.ts';
+
+const MCP_HEADERS = ['x-api-key', 'authorization', 'mcp-session-id', 'mcp-protocol-version', 'accept', 'content-type', 'origin', 'last-event-id'] as const;
+type McpHeaders = Record<string, string>;
+
+const JSON_HEADERS = { 'Content-Type': 'application/json' };
+
+/** What a client sees before it has a phone: enough to connect and learn it is offline. */
+const FALLBACK_INIT = { capabilities: { tools: { listChanged: true } }, serverInfo: { name: 'phonebridge-device', version: '0.0.0' } };
+
+export function registerMcpRoutes(app: TemplatedApp, ctx: GatewayContext): void {
+  const endpoint = new McpEndpoint(ctx);
+  app.post('/mcp', (res, req) => endpoint.post(res, req));
+  app.get('/mcp', (res, req) => endpoint.get(res, req));
+  app.del('/mcp', (res, req) => endpoint.delete(res, req));
+  app.any('/mcp', (res) => new Exchange(res).error(405, 'method_not_allowed', 'use POST, GET or DELETE', { Allow: 'POST, GET, DELETE' }));
+}
+
+class McpEndpoint {
+  private allowedOriginSet?: Set<string>;
+  /** Requests in flight on this node, by session and client id, for notifications/cancelled. */
+  private readonly inFlight = new Map<string, () => void>();
+
+  constructor(private readonly ctx: GatewayContext) {}
+
+  /** Built on first use: the public URL is final only once the node listens. */
+  private get allowedOrigins(): Set<string> {
+    return (this.allowedOriginSet ??= new Set([new URL(this.ctx.config.publicUrl).origin, ...this.ctx.config.allowedOrigins]));
+  }
+
+  /** Synchronous prelude shared by every verb: copy headers, DNS-rebinding check. */
+  private begin(res: HttpResponse, req: HttpRequest): { ex: Exchange; h: McpHeaders } | undefined {
+    const ex = new Exchange(res);
+    const h = copyHeaders(req, MCP_HEADERS);
+    if (h.origin && !this.allowedOrigins.has(h.origin)) {
+      ex.error(403, 'forbidden_origin', 'this Origin may not call the relay');
+      return undefined;
+    }
+    return { ex, h };
+  }
+
+  private async authenticate(ex: Exchange, h: McpHeaders): Promise<Credential | undefined> {
+    const cred = await this.ctx.auth.authenticate(presentedToken(h));
+    if (!cred) {
+      ex.send(401, { ...JSON_HEADERS, 'WWW-Authenticate': 'Bearer realm="phonebridge"' }, JSON.stringify({ error: 'unauthorized', message: 'missing or invalid API key' }));
+      return undefined;
+    }
+    if (cred.account.locked) {
+      ex.error(402, 'subscription_required', 'the account has no active subscription; pairings and keys are kept');
+      return undefined;
+    }
+    return cred;
+  }
+
+  /** The caller's live session, or a 400/404 already sent. */
+  private async session(ex: Exchange, h: McpHeaders, cred: Credential): Promise<SessionRecord | undefined> {
+    const id = h['mcp-session-id'];
+    if (!id) {
+      ex.send(400, JSON_HEADERS, errorResponse(null, { code: INVALID_REQUEST, message: 'Bad Request: Mcp-Session-Id header is required' }));
+      return undefined;
+    }
+    const s = await this.ctx.bus.sessions.touch(id, this.ctx.config.sessionIdleMs);
+    // A session belongs to the credential that created it; anyone else sees "not found".
+    if (!s || s.tokenId !== cred.token.id) {
+      ex.send(404, JSON_HEADERS, errorResponse(null, { code: -32001, message: 'Session not found' }));
+      return undefined;
+    }
+    return s;
+  }
+
+  post(res: HttpResponse, req: HttpRequest): void {
+    const begun = this.begin(res, req);
+    if (!begun) return;
+    const { ex, h } = begun;
+    const body = ex.body(MAX_FRAME_BYTES);
+    body.catch(() => {}); // observed below; avoid an unhandled rejection on early exits
+    this.handlePost(ex, h, body).catch((err) => this.fail(ex, err));
+  }
+
+  private fail(ex: Exchange, err: unknown): void {
+    if (err instanceof BodyTooLarge) {
+      ex.send(413, JSON_HEADERS, errorResponse(null, relayError('too_large', 'request body over 256 KiB')));
+      return;
+    }
+    if (ex.aborted) return;
+    this.ctx.log.error({ err: String(err) }, 'mcp request failed');
+    ex.send(500, JSON_HEADERS, errorResponse(null, relayError('relay_error')));
+  }
+
+  private async handlePost(ex: Exchange, h: McpHeaders, bodyP: Promise<Buffer>): Promise<void> {
+    const started = performance.now();
+    const cred = await this.authenticate(ex, h);
+    if (!cred) return;
+    const raw = await bodyP;
+    const parsed = parseBody(raw.toString('utf8'));
+    if (!parsed.ok) return ex.send(400, JSON_HEADERS, errorResponse(null, parsed.error));
+    const isBatch = Array.isArray(parsed.value);
+    const items = isBatch ? (parsed.value as unknown[]) : [parsed.value];
+    if (items.length === 0) return ex.send(400, JSON_HEADERS, errorResponse(null, { code: INVALID_REQUEST, message: 'Invalid Request: empty batch' }));
+
+    const versionHeader = h['mcp-protocol-version'];
+    if (versionHeader && !isSessionRevision(versionHeader)) {
+      return ex.send(400, JSON_HEADERS, errorResponse(null, { code: INVALID_REQUEST, message: `Bad Request: unsupported MCP-Protocol-Version ${versionHeader}; supported: ${SESSION_REVISIONS.join(', ')}` }));
+    }
+
+    const first = classify(items[0]);
+    if (!isBatch && first.kind === 'request' && first.msg.method === 'initialize') {
+      if (h['mcp-session-id']) {
+        return ex.send(400, JSON_HEADERS, errorResponse(first.msg.id, { code: INVALID_REQUEST, message: 'Invalid Request: this session is already initialized' }));
+      }
+      return this.initialize(ex, cred, first.msg, started, raw.length);
+    }
+
+    const session = await this.session(ex, h, cred);
+    if (!session) return;
+    if (isBatch && !allowsBatch(session.revision)) {
+      return ex.send(400, JSON_HEADERS, errorResponse(null, { code: INVALID_REQUEST, message: `Invalid Request: JSON-RPC batches are not supported in revision ${session.revision}` }));
+    }
+
+    const answers: Array<Promise<string>> = [];
+    for (const item of items) {
+      const c = classify(item);
+      if (c.kind === 'invalid') {
+        if (!isBatch) return ex.send(400, JSON_HEADERS, errorResponse(c.id, c.error));
+        answers.push(Promise.resolve(errorResponse(c.id, c.error)));
+      } else if (c.kind === 'request') {
+        if (c.msg.method === 'initialize') answers.push(Promise.resolve(errorResponse(c.msg.id, { code: INVALID_REQUEST, message: 'Invalid Request: initialize must not be batched' })));
+        else answers.push(this.forward(ex, cred, session, c.msg));
+      } else if (c.kind === 'notification') {
+        this.clientNotification(session, c.msg.method, c.msg.params);
+      }
+      // Responses from the client answer nothing: the relay never forwards phone requests.
+    }
+    if (answers.length === 0) return ex.send(202, {}, undefined);
+    const frames = await Promise.all(answers);
+    const out = isBatch ? `[${frames.join(',')}]` : frames[0];
+    ex.send(200, JSON_HEADERS, out);
+    this.observe(isBatch ? 'batch' : (items[0] as { method?: string }).method ?? 'other', started, raw.length, out.length, ex.aborted ? 'aborted' : 'ok');
+  }
+
+  private async initialize(ex: Exchange, cred: Credential, msg: JsonRpcRequest, started: number, bytesIn: number): Promise<void> {
+    const revision = negotiateRevision(msg.params?.protocolVersion);
+    const deviceId = cred.token.deviceId;
+    const cached = this.ctx.hub.device(deviceId)?.initResult ?? (await this.ctx.store.getDevice(deviceId))?.initResult ?? FALLBACK_INIT;
+    const now = Date.now();
+    const session: SessionRecord = {
+      id: randomBytes(18).toString('base64url'),
+      tokenId: cred.token.id,
+      deviceId,
+      accountId: cred.account.id,
+      revision,
+      scopes: cred.token.scopes,
+      createdAt: now,
+      lastSeenAt: now,
+    };
+    await this.ctx.bus.sessions.create(session, this.ctx.config.sessionIdleMs);
+    metrics.sessionsCreated.inc();
+    const out = resultResponse(msg.id, { ...(cached as object), protocolVersion: revision });
+    ex.send(200, { ...JSON_HEADERS, 'Mcp-Session-Id': session.id }, out);
+    this.observe('initialize', started, bytesIn, out.length, 'ok');
+  }
+
+  /** Sends one request to the phone; resolves with the response frame (client id restored). */
+  private async forward(ex: Exchange, cred: Credential, session: SessionRecord, msg: JsonRpcRequest): Promise<string> {
+    const conn = this.ctx.hub.device(session.deviceId);
+    if (!conn || conn.closed) return errorResponse(msg.id, relayError('device_offline'));
+    if (!conn.initResult) {
+      try {
+        await conn.handshake(this.ctx.config.requestTimeoutMs);
+      } catch {
+        return errorResponse(msg.id, relayError('device_offline', 'the phone did not complete initialize'));
+      }
+    }
+    const key = inFlightKey(session.id, msg.id);
+    return new Promise<string>((resolve) => {
+      const done = (frame: string) => {
+        this.inFlight.delete(key);
+        resolve(frame);
+      };
+      const cancel = conn.forward(
+        { method: msg.method, params: withCallerContext(msg.params, cred.token) },
+        msg.id,
+        { respond: done, fail: (e: JsonRpcErrorObject) => done(errorResponse(msg.id, e)) },
+        requestTimeoutMs(msg.method, msg.params, this.ctx.config.requestTimeoutMs),
+      );
+      this.inFlight.set(key, cancel);
+      // A client that goes away mid-request leaves nothing behind; the phone is told.
+      ex.onAbort(cancel);
+    });
+  }
+
+  private clientNotification(session: SessionRecord, method: string, params: Record<string, unknown> | undefined): void {
+    if (method === 'notifications/initialized') return; // swallowed: the relay initialized the phone itself
+    if (method === 'notifications/cancelled') {
+      const requestId = params?.requestId;
+      if (typeof requestId === 'string' || typeof requestId === 'number') this.inFlight.get(inFlightKey(session.id, requestId))?.();
+      return;
+    }
+    const conn = this.ctx.hub.device(session.deviceId);
+    if (conn && !conn.closed) conn.notify(method, params);
+  }
+
+  get(res: HttpResponse, req: HttpRequest): void {
+    const begun = this.begin(res, req);
+    if (!begun) return;
+    const { ex, h } = begun;
+    void (async () => {
+      const cred = await this.authenticate(ex, h);
+      if (!cred) return;
+      if (!(h.accept ?? '').includes('text/event-stream')) {
+        return ex.send(406, JSON_HEADERS, errorResponse(null, { code: INVALID_REQUEST, message: 'Not Acceptable: GET /mcp needs Accept: text/event-stream' }));
+      }
+      const session = await this.session(ex, h, cred);
+      if (!session || ex.aborted) return;
+      const stream = new SseStream(ex, { 'Mcp-Session-Id': session.id });
+      stream.onClose(this.ctx.hub.listen(session.deviceId, { sessionId: session.id, stream }));
+    })().catch((err) => this.fail(ex, err));
+  }
+
+  delete(res: HttpResponse, req: HttpRequest): void {
+    const begun = this.begin(res, req);
+    if (!begun) return;
+    const { ex, h } = begun;
+    void (async () => {
+      const cred = await this.authenticate(ex, h);
+      if (!cred) return;
+      const session = await this.session(ex, h, cred);
+      if (!session) return;
+      await this.ctx.bus.sessions.delete(session.id);
+      this.ctx.hub.endStreams({ deviceId: session.deviceId, sessionId: session.id });
+      ex.send(200, {}, undefined);
+    })().catch((err) => this.fail(ex, err));
+  }
+
+  private observe(method: string, started: number, bytesIn: number, bytesOut: number, outcome: string): void {
+    const seconds = (performance.now() - started) / 1000;
+    const label = methodLabel(method);
+    metrics.mcpRequests.inc({ method: label, outcome });
+    metrics.mcpLatency.observe({ method: label }, seconds);
+    this.ctx.log.debug({ method: label, bytesIn, bytesOut, ms: Math.round(seconds * 10000) / 10 }, 'mcp request');
+  }
+}
+
+function inFlightKey(sessionId: string, id: JsonRpcId): string {
+  return `${sessionId}\u0000${typeof id}:${id}`;
+}

@@ -1,0 +1,149 @@
+// A gateway node: one uWS app for clients and phones, one for the admin port, the shared
+// bus and store behind them, and the control plane (invalidation, idle sweep, drain).
+import { readFileSync } from 'node:fs';
+import { createHash, X509Certificate } from 'node:crypto';
+import { uws, type TemplatedApp, type us_listen_socket } from '../uws.ts';
+import type { RelayConfig } from '../config.ts';
+import type { Store } from '../store/types.ts';
+import type { Bus, ControlEvent } from '../bus/types.ts';
+import type { Logger } from '../log.ts';
+import { registry } from '../metrics.ts';
+import { Hub } from './hub.ts';
+import { Authenticator } from './auth.ts';
+import { Exchange } from './http.ts';
+import { handlePair } from './pairing.ts';
+import { deviceSocketBehavior, handleChallenge, sweepIdleDevices } from './device-socket.ts';
+import { registerMcpRoutes } from './mcp-endpoint.ts';
+import { CLOSE } from './device-connection.ts';
+import type { GatewayContext } from './context.ts';
+
+export interface GatewayNode {
+  ctx: GatewayContext;
+  port: number;
+  adminPort: number;
+  /** sha256:<hex> of the TLS leaf's SPKI when the relay terminates TLS. */
+  fingerprint?: string;
+  /** Announces and applies an invalidation on every node. */
+  control(event: ControlEvent): Promise<void>;
+  drain(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function startGateway(opts: { config: RelayConfig; store: Store; bus: Bus; log: Logger }): Promise<GatewayNode> {
+  const { config, store, bus, log } = opts;
+  const hub = new Hub();
+  const ctx: GatewayContext = { config, store, bus, hub, auth: new Authenticator(store), log, state: { draining: false } };
+
+  bus.onControl((event) => applyControl(ctx, event));
+
+  let fingerprint: string | undefined;
+  let app: TemplatedApp;
+  if (config.tlsCert && config.tlsKey) {
+    fingerprint = spkiFingerprint(readFileSync(config.tlsCert, 'utf8'));
+    app = uws.SSLApp({ cert_file_name: config.tlsCert, key_file_name: config.tlsKey });
+  } else {
+    app = uws.App();
+  }
+  app.post('/pair', handlePair(ctx));
+  app.post('/device/challenge', handleChallenge(ctx));
+  app.ws('/device/ws', deviceSocketBehavior(ctx));
+  registerMcpRoutes(app, ctx);
+  app.any('/*', (res) => new Exchange(res).error(404, 'not_found', 'no such endpoint'));
+
+  const admin = uws.App();
+  admin.get('/metrics', (res) => {
+    const ex = new Exchange(res);
+    registry.metrics().then((text) => ex.send(200, { 'Content-Type': registry.contentType }, text), () => ex.send(500, {}, 'metrics failed'));
+  });
+  admin.get('/healthz', (res) => new Exchange(res).json(200, { status: 'ok', node: config.nodeId }));
+  admin.get('/readyz', (res) => {
+    const ex = new Exchange(res);
+    if (ctx.state.draining) return ex.json(503, { status: 'draining' });
+    ex.json(200, { status: 'ready', devices: hub.deviceCount });
+  });
+  admin.any('/*', (res) => new Exchange(res).error(404, 'not_found', 'admin endpoints: /metrics /healthz /readyz'));
+
+  const listenSocket = await listen(app, config.host, config.port);
+  const adminSocket = await listen(admin, config.host, config.adminPort);
+  const port = uws.us_socket_local_port(listenSocket as never);
+  const adminPort = uws.us_socket_local_port(adminSocket as never);
+  if (!config.publicUrlExplicit && config.port === 0) {
+    // An ephemeral port (tests): the derived public URL names the port actually bound.
+    const u = new URL(config.publicUrl);
+    u.port = String(port);
+    config.publicUrl = u.origin;
+    config.relayHost = u.host;
+  }
+
+  const sweepEvery = Math.max(1000, Math.min(60_000, Math.floor(config.deviceIdleMs / 4)));
+  const sweeper = setInterval(() => sweepIdleDevices(ctx), sweepEvery);
+  sweeper.unref();
+  const purger = setInterval(() => void store.purgeExpired(new Date()).catch(() => {}), 10 * 60_000);
+  purger.unref();
+
+  log.info({ port, adminPort, publicUrl: config.publicUrl, node: config.nodeId, bus: bus.kind }, 'relay listening');
+
+  let closed = false;
+  const node: GatewayNode = {
+    ctx,
+    port,
+    adminPort,
+    fingerprint,
+    control: (event) => bus.publishControl(event),
+    async drain() {
+      ctx.state.draining = true;
+      uws.us_listen_socket_close(listenSocket as never);
+      const deadline = Date.now() + config.drainMs;
+      while (Date.now() < deadline && [...hub.connections()].some((c) => c.inFlight > 0)) await sleep(50);
+      for (const conn of [...hub.connections()]) conn.close(CLOSE.restarting, 'relay restarting; reconnect');
+      for (const l of hub.allStreams()) l.stream.end();
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      clearInterval(sweeper);
+      clearInterval(purger);
+      if (!ctx.state.draining) {
+        ctx.state.draining = true;
+        uws.us_listen_socket_close(listenSocket as never);
+        for (const conn of [...hub.connections()]) conn.close(CLOSE.restarting, 'relay stopping');
+        for (const l of hub.allStreams()) l.stream.end();
+      }
+      uws.us_listen_socket_close(adminSocket as never);
+    },
+  };
+  return node;
+}
+
+/** Applies an invalidation on this node: sockets closed, caches and sessions dropped. */
+function applyControl(ctx: GatewayContext, event: ControlEvent): void {
+  switch (event.type) {
+    case 'device_removed':
+      ctx.auth.invalidate({ deviceId: event.deviceId });
+      ctx.hub.device(event.deviceId)?.close(CLOSE.removed, 'device removed', 'device_removed');
+      ctx.hub.endStreams({ deviceId: event.deviceId });
+      void ctx.bus.sessions.deleteWhere({ deviceId: event.deviceId });
+      break;
+    case 'token_revoked':
+      ctx.auth.invalidate({ tokenId: event.tokenId });
+      void ctx.bus.sessions.deleteWhere({ tokenId: event.tokenId });
+      break;
+    case 'account_locked':
+      ctx.auth.invalidate({ accountId: event.accountId });
+      break;
+  }
+  ctx.log.info({ event: event.type }, 'control event applied');
+}
+
+function listen(app: TemplatedApp, host: string, port: number): Promise<us_listen_socket> {
+  return new Promise((resolve, reject) => {
+    app.listen(host, port, (socket) => (socket ? resolve(socket) : reject(new Error(`cannot listen on ${host}:${port}`))));
+  });
+}
+
+function spkiFingerprint(certPem: string): string {
+  const spki = new X509Certificate(certPem).publicKey.export({ type: 'spki', format: 'der' });
+  return `sha256:${createHash('sha256').update(spki).digest('hex')}`;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -1,0 +1,65 @@
+// POST /pair: a phone redeems a pairing code with its public key.
+// Wrong, expired and used codes look the same (403 bad_code); the sixth failure within
+// ten minutes from one address is a 429 before the code is even looked at.
+import type { HttpRequest, HttpResponse } from '../uws.ts';
+import { clientAddress, copyHeaders, Exchange, BodyTooLarge } from './http.ts';
+import { hashPairingCode, newId, normalizePairingCode } from '../crypto/secrets.ts';
+import { parseDevicePublicKey } from '../crypto/device-auth.ts';
+import { metrics } from '../metrics.ts';
+import type { GatewayContext } from './context.ts';
+
+export const PAIR_FAILURE_LIMIT = 5;
+export const PAIR_FAILURE_WINDOW_MS = 10 * 60_000;
+const MAX_NAME = 100;
+
+export function handlePair(ctx: GatewayContext) {
+  return (res: HttpResponse, req: HttpRequest): void => {
+    const ex = new Exchange(res);
+    const headers = copyHeaders(req, ['x-forwarded-for', 'content-type']);
+    const body = ex.body(8 * 1024);
+    const ip = clientAddress(res, headers['x-forwarded-for'], ctx.config.trustProxy);
+    void pair(ctx, ex, body, ip).catch((err) => {
+      if (err instanceof BodyTooLarge) return ex.error(413, 'too_large', err.message);
+      if (ex.aborted) return;
+      ctx.log.error({ err: String(err) }, 'pair failed');
+      ex.error(500, 'relay_error', 'pairing failed on the relay');
+    });
+  };
+}
+
+async function pair(ctx: GatewayContext, ex: Exchange, bodyP: Promise<Buffer>, ip: string): Promise<void> {
+  const raw = await bodyP;
+  const failKey = `pairfail:${ip}`;
+  if ((await ctx.bus.peek(failKey)) >= PAIR_FAILURE_LIMIT) {
+    metrics.pairAttempts.inc({ outcome: 'rate_limited' });
+    return ex.error(429, 'rate_limited', 'too many failed pairing attempts from this address; try again later', {
+      'Retry-After': String(PAIR_FAILURE_WINDOW_MS / 1000),
+    });
+  }
+  let input: { code?: unknown; public_key?: unknown; name?: unknown };
+  try {
+    input = JSON.parse(raw.toString('utf8'));
+    if (typeof input !== 'object' || input === null) throw new Error();
+  } catch {
+    return ex.error(400, 'bad_request', 'body must be JSON {"code","public_key","name"}');
+  }
+  if (typeof input.public_key !== 'string' || !parseDevicePublicKey(input.public_key)) {
+    return ex.error(400, 'bad_public_key', 'public_key must be base64 of a P-256 SubjectPublicKeyInfo (DER)');
+  }
+  const name = typeof input.name === 'string' && input.name.trim() ? input.name.trim().slice(0, MAX_NAME) : 'phone';
+  const code = normalizePairingCode(input.code);
+  const result = code
+    ? await ctx.store.redeemPairingCode({ codeHash: hashPairingCode(code), deviceId: newId('dev'), publicKey: input.public_key, name, now: new Date() })
+    : ({ ok: false, error: 'bad_code' } as const);
+  if (!result.ok) {
+    metrics.pairAttempts.inc({ outcome: result.error });
+    if (result.error === 'bad_code') {
+      await ctx.bus.hit(failKey, PAIR_FAILURE_WINDOW_MS);
+      return ex.error(403, 'bad_code', 'the pairing code is wrong, expired or already used');
+    }
+    return ex.error(403, 'limit_reached', 'the account is at its plan limit for phones');
+  }
+  metrics.pairAttempts.inc({ outcome: 'paired' });
+  ctx.log.info({ deviceId: result.device.id, accountId: result.device.accountId }, 'device paired');
+  ex.json(200, { device_id: result.device.id, relay_host: ctx.config.relayHost });
+}

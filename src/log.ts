@@ -1,0 +1,13 @@
+// One structured logger. Method names, sizes, ids and latency only: never message content or secrets.
+import { pino, type Logger } from 'pino';
+
+export type { Logger };
+
+export function createLogger(opts: { level?: string; name?: string } = {}): Logger {
+  return pino({
+    name: opts.name ?? 'phonebridge',
+    level: opts.level ?? process.env.PHONEBRIDGE_LOG_LEVEL ?? 'info',
+    base: undefined,
+    redact: { paths: ['token', 'code', 'authorization', 'headers.authorization', 'headers["x-api-key"]'], remove: true },
+  });
+}

@@ -1,0 +1,72 @@
+// JSON-RPC 2.0 shapes and the checks the relay applies to what clients send.
+import { INVALID_REQUEST, PARSE_ERROR, type JsonRpcErrorObject } from './errors.ts';
+
+export type JsonRpcId = string | number;
+
+export interface JsonRpcRequest {
+  jsonrpc: '2.0';
+  id: JsonRpcId;
+  method: string;
+  params?: Record<string, unknown>;
+}
+export interface JsonRpcNotification {
+  jsonrpc: '2.0';
+  method: string;
+  params?: Record<string, unknown>;
+}
+export interface JsonRpcResponse {
+  jsonrpc: '2.0';
+  id: JsonRpcId | null;
+  result?: unknown;
+  error?: JsonRpcErrorObject;
+}
+export type JsonRpcMessage = JsonRpcRequest | JsonRpcNotification | JsonRpcResponse;
+
+export type Classified =
+  | { kind: 'request'; msg: JsonRpcRequest }
+  | { kind: 'notification'; msg: JsonRpcNotification }
+  | { kind: 'response'; msg: JsonRpcResponse }
+  | { kind: 'invalid'; id: JsonRpcId | null; error: JsonRpcErrorObject };
+
+function isId(v: unknown): v is JsonRpcId {
+  return typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v));
+}
+
+export function classify(value: unknown): Classified {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    return { kind: 'invalid', id: null, error: { code: INVALID_REQUEST, message: 'Invalid Request: expected a JSON-RPC object' } };
+  }
+  const m = value as Record<string, unknown>;
+  const id = isId(m.id) ? m.id : null;
+  if (m.jsonrpc !== '2.0') return { kind: 'invalid', id, error: { code: INVALID_REQUEST, message: 'Invalid Request: jsonrpc must be "2.0"' } };
+  if (m.params !== undefined && (typeof m.params !== 'object' || m.params === null || Array.isArray(m.params))) {
+    return { kind: 'invalid', id, error: { code: INVALID_REQUEST, message: 'Invalid Request: params must be an object' } };
+  }
+  if (typeof m.method === 'string') {
+    if (m.id === undefined) return { kind: 'notification', msg: m as unknown as JsonRpcNotification };
+    if (!isId(m.id)) return { kind: 'invalid', id: null, error: { code: INVALID_REQUEST, message: 'Invalid Request: id must be a string or number' } };
+    return { kind: 'request', msg: m as unknown as JsonRpcRequest };
+  }
+  if ('result' in m || 'error' in m) {
+    if (!isId(m.id) && m.id !== null) return { kind: 'invalid', id: null, error: { code: INVALID_REQUEST, message: 'Invalid Request: bad response id' } };
+    return { kind: 'response', msg: m as unknown as JsonRpcResponse };
+  }
+  return { kind: 'invalid', id, error: { code: INVALID_REQUEST, message: 'Invalid Request: no method, result or error' } };
+}
+
+/** Parses a client body: one message or (for 2025-03-26) a batch. */
+export function parseBody(text: string): { ok: true; value: unknown } | { ok: false; error: JsonRpcErrorObject } {
+  try {
+    return { ok: true, value: JSON.parse(text) };
+  } catch {
+    return { ok: false, error: { code: PARSE_ERROR, message: 'Parse error: body is not valid JSON' } };
+  }
+}
+
+export function errorResponse(id: JsonRpcId | null, error: JsonRpcErrorObject): string {
+  return JSON.stringify({ jsonrpc: '2.0', id, error });
+}
+
+export function resultResponse(id: JsonRpcId | null, result: unknown): string {
+  return JSON.stringify({ jsonrpc: '2.0', id, result });
+}

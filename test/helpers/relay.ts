@@ -1,0 +1,100 @@
+// Test harness: a real relay (in this process or as a child), real phones (DeviceAgent over
+// real WebSockets) and the official SDK client. Nothing of our own is mocked.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { parseRelayConfig } from '../../src/config.ts';
+import { createLogger } from '../../src/log.ts';
+import { startRelay, type RunningRelay } from '../../services/serve.ts';
+import { createKey, createPairing, type QrPayload } from '../../services/cli.ts';
+import { DeviceAgent, silentLogger, type McpServerLike } from '../../src/device/agent/index.ts';
+import type { Scope } from '../../src/store/types.ts';
+
+export function tempDir(prefix = 'pb-test-'): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+export interface TestRelay {
+  relay: RunningRelay;
+  url: string;
+  mcpUrl: string;
+  dataDir: string;
+  pair(name?: string): Promise<QrPayload>;
+  key(deviceId: string, scopes?: Scope[]): Promise<{ id: string; token: string }>;
+  stop(): Promise<void>;
+}
+
+export async function startTestRelay(flags: string[] = [], opts: { dataDir?: string } = {}): Promise<TestRelay> {
+  const dataDir = opts.dataDir ?? tempDir();
+  const config = parseRelayConfig(['--port', '0', '--admin-port', '0', '--data-dir', dataDir, ...flags], {});
+  const relay = await startRelay(config, createLogger({ level: process.env.PB_TEST_LOG ?? 'silent' }));
+  const url = config.publicUrl;
+  return {
+    relay,
+    url,
+    mcpUrl: `${url}/mcp`,
+    dataDir,
+    pair: (name) => createPairing(relay.store.store, { relay: url, name }),
+    key: (deviceId, scopes) => createKey(relay.store.store, deviceId, scopes),
+    async stop() {
+      await relay.stop();
+      if (!opts.dataDir) rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface TestPhone {
+  agent: DeviceAgent;
+  deviceId: string;
+  stateDir: string;
+  stop(): Promise<void>;
+}
+
+/** Pairs a phone with the relay and waits until its socket is up and initialized. */
+export async function startTestPhone(relay: TestRelay, createServer: () => McpServerLike, opts: { stateDir?: string; name?: string } = {}): Promise<TestPhone> {
+  const stateDir = opts.stateDir ?? tempDir('pb-phone-');
+  const qr = await relay.pair(opts.name);
+  const identity = await DeviceAgent.pair({ stateDir, qr, name: opts.name ?? 'test-phone', log: silentLogger });
+  const agent = new DeviceAgent({ stateDir, createServer, log: silentLogger, backoff: { baseMs: 50, capMs: 500 } });
+  const connected = new Promise<void>((resolve) => agent.once('connected', () => resolve()));
+  agent.start();
+  await connected;
+  await waitFor(async () => !!relay.relay.node.ctx.hub.device(identity.device_id)?.initResult);
+  return {
+    agent,
+    deviceId: identity.device_id,
+    stateDir,
+    async stop() {
+      await agent.stop();
+    },
+  };
+}
+
+export async function connectClient(mcpUrl: string, token: string, opts: { protocolVersion?: string; header?: 'x-api-key' | 'bearer' } = {}): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
+  const headers: Record<string, string> = opts.header === 'bearer' ? { Authorization: `Bearer ${token}` } : { 'X-Api-Key': token };
+  const transport = new StreamableHTTPClientTransport(new URL(mcpUrl), { requestInit: { headers } });
+  if (opts.protocolVersion) {
+    // The SDK client always asks for its latest revision; to speak an older one, the test
+    // rewrites the initialize it sends. The relay's answer then sets the revision for real.
+    const send = transport.send.bind(transport);
+    const wanted = opts.protocolVersion;
+    transport.send = (msg, o) => {
+      if ('method' in msg && msg.method === 'initialize' && msg.params) msg = { ...msg, params: { ...msg.params, protocolVersion: wanted } };
+      return send(msg, o);
+    };
+  }
+  const client = new Client({ name: 'test-client', version: '1.0.0' });
+  await client.connect(transport);
+  return { client, transport };
+}
+
+export async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs = 10_000, what = 'condition'): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (Date.now() < until) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}

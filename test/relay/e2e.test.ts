@@ -1,0 +1,52 @@
+// The spine, end to end on one node: a real phone, the official SDK client, each revision.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { connectClient, startTestPhone, startTestRelay, waitFor, type TestPhone, type TestRelay } from '../helpers/relay.ts';
+import { createEchoServer } from '../fixtures/echo-server.ts';
+
+let relay: TestRelay;
+let phone: TestPhone;
+let token: string;
+
+beforeAll(async () => {
+  relay = await startTestRelay();
+  phone = await startTestPhone(relay, () => createEchoServer());
+  token = (await relay.key(phone.deviceId)).token;
+});
+afterAll(async () => {
+  await phone?.stop();
+  await relay?.stop();
+});
+
+describe.each(['2025-11-25', '2025-06-18', '2025-03-26'])('revision %s', (revision) => {
+  it('initializes, lists and calls tools, and receives notifications on the GET stream', async () => {
+    const { client, transport } = await connectClient(relay.mcpUrl, token, { protocolVersion: revision });
+    expect(transport.protocolVersion).toBe(revision);
+    expect(transport.sessionId).toBeTruthy();
+    expect(client.getServerVersion()?.name).toBe('echo-phone');
+
+    const tools = await client.listTools();
+    expect(tools.tools.map((t) => t.name)).toContain('echo');
+
+    const r = await client.callTool({ name: 'echo', arguments: { text: `hello ${revision}` } });
+    expect(r.content).toEqual([{ type: 'text', text: `hello ${revision}` }]);
+
+    const got: string[] = [];
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
+      got.push(String(n.params.data));
+    });
+    // The SDK opens its GET stream after initialized; wait until the relay holds it.
+    await waitFor(() => relay.relay.node.ctx.hub.allStreams().some((l) => l.sessionId === transport.sessionId), 5000, 'GET stream');
+    await client.callTool({ name: 'notify', arguments: { text: `note ${revision}` } });
+    await waitFor(() => got.includes(`note ${revision}`), 5000, 'notification');
+    await transport.terminateSession();
+    await client.close();
+  });
+});
+
+it('accepts Authorization: Bearer as well as X-Api-Key', async () => {
+  const { client } = await connectClient(relay.mcpUrl, token, { header: 'bearer' });
+  const r = await client.callTool({ name: 'echo', arguments: { text: 'bearer' } });
+  expect(r.content).toEqual([{ type: 'text', text: 'bearer' }]);
+  await client.close();
+});
