@@ -1,0 +1,354 @@
+// The store behaviour suite, run once per backend (store.embedded.test.ts, store.postgres.test.ts).
+import { Kysely, PostgresDialect, sql } from 'kysely';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { hashPairingCode, newApiToken, newPairingCode, sha256Hex } from '../crypto/secrets.ts';
+import type { DatabaseSource } from './database/types.ts';
+import { createStore, LATEST_SCHEMA_VERSION, migrate, openStore, type MigrateResult } from './index.ts';
+import { MIGRATIONS, type Migration } from './migrations/index.ts';
+import { uid, type TestBackend } from './test-support.ts';
+import { LOCAL_ACCOUNT_ID, SchemaTooNewError, SCOPES, type Scope, type Store } from './types.ts';
+
+const MIN = 60_000;
+
+export function storeSuite(backend: TestBackend): void {
+  describe(`store on ${backend.name}`, () => {
+    let source: DatabaseSource;
+    let store: Store;
+    /** A second store with its own pool: separate connections (separate sessions on Postgres). */
+    let other: Store;
+    let raw: pg.Pool;
+    let firstMigrations: MigrateResult[];
+    /** Set when a test has already closed the suite's store, pools and source. */
+    let closed = false;
+
+    const kyselyOn = (max = 2) => new Kysely<any>({ dialect: new PostgresDialect({ pool: new pg.Pool({ ...source.pgConfig, max }) }) });
+
+    beforeAll(async () => {
+      source = await backend.open();
+      raw = new pg.Pool({ ...source.pgConfig, max: 2 });
+      raw.on('error', () => {});
+      // The very first migration of an empty database, by two migrators at once.
+      const a = kyselyOn();
+      const b = kyselyOn();
+      try {
+        firstMigrations = await Promise.all([migrate(a), migrate(b)]);
+      } finally {
+        await Promise.all([a.destroy(), b.destroy()]);
+      }
+      store = await createStore(source);
+      other = await createStore(source);
+      await store.ensureAccount(LOCAL_ACCOUNT_ID);
+    });
+
+    afterAll(async () => {
+      if (!closed) {
+        await other?.close();
+        await store?.close();
+        await raw?.end();
+        await source?.close();
+      }
+      await backend.cleanup();
+    });
+
+    /** An account of its own per test, so tests do not see each other's rows. */
+    const account = (limits?: { maxDevices?: number | null; maxKeys?: number | null }) => store.ensureAccount(uid('acct'), limits);
+
+    async function pairedDevice(accountId: string, s: Store = store) {
+      const code = newPairingCode();
+      expect(await s.createPairingCode({ accountId, codeHash: hashPairingCode(code), expiresAt: new Date(Date.now() + 10 * MIN) })).toEqual({ ok: true });
+      const r = await s.redeemPairingCode({ codeHash: hashPairingCode(code), deviceId: uid('dev'), publicKey: 'pk', name: 'phone', now: new Date() });
+      if (!r.ok) throw new Error(`redeem failed: ${r.error}`);
+      return r.device;
+    }
+
+    async function newToken(accountId: string, deviceId: string, extra: { expiresAt?: Date | null; via?: 'key' | 'oauth'; scopes?: Scope[] } = {}) {
+      const secret = newApiToken();
+      const r = await store.createToken({ id: uid('tok'), accountId, deviceId, hash: sha256Hex(secret), scopes: extra.scopes ?? [...SCOPES], via: extra.via ?? 'key', expiresAt: extra.expiresAt });
+      return { r, secret };
+    }
+
+    describe('schema', () => {
+      it('migrates an empty database once, even with two migrators racing', async () => {
+        expect(firstMigrations.map((m) => m.from).sort()).toEqual([0, LATEST_SCHEMA_VERSION]);
+        expect(firstMigrations.every((m) => m.to === LATEST_SCHEMA_VERSION)).toBe(true);
+        const { rows } = await raw.query('select version from schema_version');
+        expect(rows).toEqual([{ version: LATEST_SCHEMA_VERSION }]);
+        const tables = await raw.query(`select table_name from information_schema.tables where table_schema = 'public' order by 1`);
+        expect(tables.rows.map((r) => r.table_name)).toEqual(['accounts', 'devices', 'pairing_codes', 'schema_version', 'tokens']);
+        expect(store.schemaVersion).toBe(LATEST_SCHEMA_VERSION);
+      });
+
+      it('reopening is a no-op and keeps the data', async () => {
+        const acct = await account();
+        const dev = await pairedDevice(acct.id);
+        const k = kyselyOn();
+        try {
+          expect(await migrate(k)).toEqual({ from: LATEST_SCHEMA_VERSION, to: LATEST_SCHEMA_VERSION });
+        } finally {
+          await k.destroy();
+        }
+        expect((await raw.query('select count(*)::int as n from schema_version')).rows[0].n).toBe(1);
+        expect(await store.getDevice(dev.id)).toMatchObject({ id: dev.id, accountId: acct.id });
+      });
+
+      it('a newer build migrates the schema; an older build then refuses it with SchemaTooNewError', async () => {
+        const next: Migration = {
+          version: LATEST_SCHEMA_VERSION + 1,
+          name: 'test_future',
+          up: async (db) => {
+            await sql`create table future_thing (id text primary key)`.execute(db);
+          },
+        };
+        const k = kyselyOn();
+        try {
+          expect(await migrate(k, [...MIGRATIONS, next])).toEqual({ from: LATEST_SCHEMA_VERSION, to: LATEST_SCHEMA_VERSION + 1 });
+          const err = await migrate(k).catch((e: unknown) => e);
+          expect(err).toBeInstanceOf(SchemaTooNewError);
+          expect(err).toMatchObject({ found: LATEST_SCHEMA_VERSION + 1, supported: LATEST_SCHEMA_VERSION });
+          await expect(createStore(source)).rejects.toBeInstanceOf(SchemaTooNewError);
+          // The entry point the CLI uses fails the same way (and the refusal changed nothing).
+          const opts = backend.name === 'embedded' ? { ...backend.reopenOptions(), role: 'cli' as const } : backend.reopenOptions();
+          await expect(openStore(opts)).rejects.toBeInstanceOf(SchemaTooNewError);
+          expect((await raw.query('select version from schema_version')).rows).toEqual([{ version: LATEST_SCHEMA_VERSION + 1 }]);
+        } finally {
+          await raw.query('drop table if exists future_thing');
+          await raw.query('update schema_version set version = $1', [LATEST_SCHEMA_VERSION]);
+          await k.destroy();
+        }
+      });
+    });
+
+    describe('accounts', () => {
+      it('the local account exists and is unlimited; ensureAccount is idempotent', async () => {
+        expect(await store.getAccount(LOCAL_ACCOUNT_ID)).toMatchObject({ id: LOCAL_ACCOUNT_ID, maxDevices: null, maxKeys: null, locked: false });
+        const id = uid('acct');
+        const a1 = await store.ensureAccount(id, { maxDevices: 2, maxKeys: 3 });
+        const a2 = await store.ensureAccount(id, { maxDevices: 2, maxKeys: 3 });
+        expect(a2).toEqual(a1);
+        expect(await store.ensureAccount(id)).toEqual(a1); // no limits given: untouched
+        expect(await store.ensureAccount(id, { maxKeys: null })).toMatchObject({ maxDevices: 2, maxKeys: null });
+        await store.setAccountLocked(id, true);
+        expect((await store.getAccount(id))?.locked).toBe(true);
+        expect(await store.getAccount(uid('nope'))).toBeUndefined();
+      });
+    });
+
+    describe('pairing', () => {
+      it('redeems a valid code once, then treats it as bad', async () => {
+        const acct = await account();
+        const code = newPairingCode();
+        const codeHash = hashPairingCode(code);
+        await store.createPairingCode({ accountId: acct.id, codeHash, expiresAt: new Date(Date.now() + 10 * MIN), name: 'Pixel' });
+        const now = new Date();
+        const r = await store.redeemPairingCode({ codeHash, deviceId: uid('dev'), publicKey: 'PUB', name: 'phone-says', now });
+        expect(r.ok).toBe(true);
+        if (!r.ok) return;
+        expect(r.device).toMatchObject({ accountId: acct.id, name: 'Pixel', publicKey: 'PUB', initResult: null, lastSeenAt: null });
+        expect(await store.getDevice(r.device.id)).toEqual(r.device);
+        expect(await store.listDevices(acct.id)).toEqual([r.device]);
+        // used
+        expect(await store.redeemPairingCode({ codeHash, deviceId: uid('dev'), publicKey: 'PUB', name: 'x', now })).toEqual({ ok: false, error: 'bad_code' });
+        expect(await store.listDevices(acct.id)).toHaveLength(1);
+      });
+
+      it('wrong and expired codes are bad_code', async () => {
+        const acct = await account();
+        const codeHash = hashPairingCode(newPairingCode());
+        const expiresAt = new Date(Date.now() + 10 * MIN);
+        await store.createPairingCode({ accountId: acct.id, codeHash, expiresAt });
+        const base = { deviceId: uid('dev'), publicKey: 'PUB', name: 'phone' };
+        expect(await store.redeemPairingCode({ ...base, codeHash: hashPairingCode(newPairingCode()), now: new Date() })).toEqual({ ok: false, error: 'bad_code' });
+        expect(await store.redeemPairingCode({ ...base, codeHash, now: expiresAt })).toEqual({ ok: false, error: 'bad_code' });
+        expect(await store.redeemPairingCode({ ...base, codeHash, now: new Date(expiresAt.getTime() + 1) })).toEqual({ ok: false, error: 'bad_code' });
+        expect(await store.listDevices(acct.id)).toEqual([]);
+        // Still good before expiry: the failures above consumed nothing.
+        expect((await store.redeemPairingCode({ ...base, codeHash, now: new Date(expiresAt.getTime() - 1) })).ok).toBe(true);
+      });
+
+      it('the device cap is enforced when a code is created', async () => {
+        const acct = await account({ maxDevices: 1 });
+        await pairedDevice(acct.id);
+        expect(await store.createPairingCode({ accountId: acct.id, codeHash: hashPairingCode(newPairingCode()), expiresAt: new Date(Date.now() + MIN) })).toEqual({ ok: false, error: 'limit_reached' });
+        const zero = await account({ maxDevices: 0 });
+        expect(await store.createPairingCode({ accountId: zero.id, codeHash: hashPairingCode(newPairingCode()), expiresAt: new Date(Date.now() + MIN) })).toEqual({ ok: false, error: 'limit_reached' });
+      });
+
+      it('the device cap is enforced again at redemption, leaving the code usable', async () => {
+        const acct = await account({ maxDevices: 1 });
+        const [c1, c2] = [hashPairingCode(newPairingCode()), hashPairingCode(newPairingCode())];
+        const expiresAt = new Date(Date.now() + 10 * MIN);
+        await store.createPairingCode({ accountId: acct.id, codeHash: c1, expiresAt });
+        await store.createPairingCode({ accountId: acct.id, codeHash: c2, expiresAt });
+        const first = await store.redeemPairingCode({ codeHash: c1, deviceId: uid('dev'), publicKey: 'a', name: 'a', now: new Date() });
+        expect(first.ok).toBe(true);
+        expect(await store.redeemPairingCode({ codeHash: c2, deviceId: uid('dev'), publicKey: 'b', name: 'b', now: new Date() })).toEqual({ ok: false, error: 'limit_reached' });
+        // Free the slot; the same code now works.
+        if (first.ok) expect(await store.removeDevice(first.device.id)).toBe(true);
+        expect((await store.redeemPairingCode({ codeHash: c2, deviceId: uid('dev'), publicKey: 'b', name: 'b', now: new Date() })).ok).toBe(true);
+      });
+
+      it('two concurrent redemptions of one code: exactly one wins', async () => {
+        const acct = await account();
+        const codeHash = hashPairingCode(newPairingCode());
+        await store.createPairingCode({ accountId: acct.id, codeHash, expiresAt: new Date(Date.now() + 10 * MIN) });
+        const attempts = Array.from({ length: 8 }, (_, i) =>
+          (i % 2 ? other : store).redeemPairingCode({ codeHash, deviceId: uid('dev'), publicKey: `pk${i}`, name: `p${i}`, now: new Date() }),
+        );
+        const results = await Promise.all(attempts);
+        expect(results.filter((r) => r.ok)).toHaveLength(1);
+        expect(results.filter((r) => !r.ok).map((r) => !r.ok && r.error)).toEqual(Array(7).fill('bad_code'));
+        expect(await store.listDevices(acct.id)).toHaveLength(1);
+      });
+
+      it('concurrent redemptions of different codes cannot exceed the cap', async () => {
+        const acct = await account({ maxDevices: 2 });
+        const hashes = Array.from({ length: 6 }, () => hashPairingCode(newPairingCode()));
+        for (const codeHash of hashes) await store.createPairingCode({ accountId: acct.id, codeHash, expiresAt: new Date(Date.now() + 10 * MIN) });
+        const results = await Promise.all(
+          hashes.map((codeHash, i) => (i % 2 ? other : store).redeemPairingCode({ codeHash, deviceId: uid('dev'), publicKey: 'pk', name: 'p', now: new Date() })),
+        );
+        expect(results.filter((r) => r.ok)).toHaveLength(2);
+        expect(results.filter((r) => !r.ok && r.error === 'limit_reached')).toHaveLength(4);
+        expect(await store.listDevices(acct.id)).toHaveLength(2);
+      });
+    });
+
+    describe('devices', () => {
+      it('stores the init result as JSON and the last-seen time', async () => {
+        const acct = await account();
+        const dev = await pairedDevice(acct.id);
+        const init = { protocolVersion: '2025-06-18', capabilities: { tools: { listChanged: true } }, list: [1, 'two', null] };
+        const seen = new Date('2026-01-02T03:04:05.678Z');
+        await store.saveDeviceInitResult(dev.id, init, seen);
+        expect(await store.getDevice(dev.id)).toMatchObject({ initResult: init, lastSeenAt: seen });
+        // An array at top level must stay JSON, not become a Postgres array.
+        await store.saveDeviceInitResult(dev.id, ['a', 1], seen);
+        expect((await store.getDevice(dev.id))?.initResult).toEqual(['a', 1]);
+        const later = new Date(seen.getTime() + 1000);
+        await store.touchDevice(dev.id, later);
+        expect(await store.getDevice(dev.id)).toMatchObject({ initResult: ['a', 1], lastSeenAt: later });
+        expect(await store.getDevice(uid('nope'))).toBeUndefined();
+      });
+
+      it('lists by account', async () => {
+        const a = await account();
+        const b = await account();
+        const d1 = await pairedDevice(a.id);
+        const d2 = await pairedDevice(a.id);
+        const d3 = await pairedDevice(b.id);
+        expect((await store.listDevices(a.id)).map((d) => d.id).sort()).toEqual([d1.id, d2.id].sort());
+        expect((await store.listDevices(b.id)).map((d) => d.id)).toEqual([d3.id]);
+        const all = (await store.listDevices()).map((d) => d.id);
+        expect(all).toEqual(expect.arrayContaining([d1.id, d2.id, d3.id]));
+      });
+    });
+
+    describe('tokens', () => {
+      it('finds a token by hash, only while unexpired', async () => {
+        const acct = await account();
+        const dev = await pairedDevice(acct.id);
+        const { r, secret } = await newToken(acct.id, dev.id, { scopes: ['devices:read', 'runs:start'] });
+        expect(r.ok).toBe(true);
+        if (!r.ok) return;
+        expect(r.token).toMatchObject({ accountId: acct.id, deviceId: dev.id, scopes: ['devices:read', 'runs:start'], via: 'key', expiresAt: null });
+        expect(await store.findTokenByHash(sha256Hex(secret), new Date())).toEqual(r.token);
+        expect(await store.findTokenByHash(sha256Hex(newApiToken()), new Date())).toBeUndefined();
+
+        const expiresAt = new Date(Date.now() + MIN);
+        const t2 = await newToken(acct.id, dev.id, { via: 'oauth', expiresAt });
+        expect(await store.findTokenByHash(sha256Hex(t2.secret), new Date(expiresAt.getTime() - 1))).toMatchObject({ via: 'oauth', expiresAt });
+        expect(await store.findTokenByHash(sha256Hex(t2.secret), expiresAt)).toBeUndefined();
+        expect((await store.listTokens({ deviceId: dev.id })).map((t) => t.via).sort()).toEqual(['key', 'oauth']);
+      });
+
+      it('refuses a device that does not exist or belongs to another account', async () => {
+        const a = await account();
+        const b = await account();
+        const devB = await pairedDevice(b.id);
+        expect((await newToken(a.id, devB.id)).r).toEqual({ ok: false, error: 'no_device' });
+        expect((await newToken(a.id, uid('dev'))).r).toEqual({ ok: false, error: 'no_device' });
+        expect((await newToken(uid('noacct'), devB.id)).r).toEqual({ ok: false, error: 'no_device' });
+        expect(await store.listTokens({ accountId: a.id })).toEqual([]);
+      });
+
+      it('enforces the key cap on API keys (expired keys do not count, OAuth tokens are not keys)', async () => {
+        const acct = await account({ maxKeys: 2 });
+        const dev = await pairedDevice(acct.id);
+        expect((await newToken(acct.id, dev.id, { expiresAt: new Date(Date.now() - 1000) })).r.ok).toBe(true);
+        expect((await newToken(acct.id, dev.id)).r.ok).toBe(true);
+        expect((await newToken(acct.id, dev.id)).r.ok).toBe(true);
+        expect((await newToken(acct.id, dev.id)).r).toEqual({ ok: false, error: 'limit_reached' });
+        expect((await newToken(acct.id, dev.id, { via: 'oauth', expiresAt: new Date(Date.now() + MIN) })).r.ok).toBe(true);
+      });
+
+      it('a token dies with its device', async () => {
+        const acct = await account();
+        const dev = await pairedDevice(acct.id);
+        const keep = await pairedDevice(acct.id);
+        const { secret } = await newToken(acct.id, dev.id);
+        const kept = await newToken(acct.id, keep.id);
+        expect(await store.findTokenByHash(sha256Hex(secret), new Date())).toBeDefined();
+        expect(await store.removeDevice(dev.id)).toBe(true);
+        expect(await store.findTokenByHash(sha256Hex(secret), new Date())).toBeUndefined();
+        expect(await store.listTokens({ deviceId: dev.id })).toEqual([]);
+        expect(await store.getDevice(dev.id)).toBeUndefined();
+        expect(await store.removeDevice(dev.id)).toBe(false);
+        expect(await store.findTokenByHash(sha256Hex(kept.secret), new Date())).toBeDefined();
+      });
+
+      it('revokes', async () => {
+        const acct = await account();
+        const dev = await pairedDevice(acct.id);
+        const { r, secret } = await newToken(acct.id, dev.id);
+        if (!r.ok) throw new Error('create failed');
+        expect(await store.revokeToken(r.token.id)).toBe(true);
+        expect(await store.findTokenByHash(sha256Hex(secret), new Date())).toBeUndefined();
+        expect(await store.revokeToken(r.token.id)).toBe(false);
+      });
+    });
+
+    it('purges expired and used codes and expired tokens', async () => {
+      // Everything is relative to a fixed instant ahead of the other tests' rows, after a first
+      // purge at that instant clears what they left behind, so the count is exact.
+      const t = new Date(Date.now() + 60 * MIN);
+      await store.purgeExpired(t);
+      const acct = await account();
+      const dev = await pairedDevice(acct.id); // its code is now used
+      const live = hashPairingCode(newPairingCode());
+      await store.createPairingCode({ accountId: acct.id, codeHash: live, expiresAt: new Date(t.getTime() + MIN) });
+      await store.createPairingCode({ accountId: acct.id, codeHash: hashPairingCode(newPairingCode()), expiresAt: new Date(t.getTime() - 1) });
+      const expired = await newToken(acct.id, dev.id, { expiresAt: t });
+      const forever = await newToken(acct.id, dev.id);
+      const later = await newToken(acct.id, dev.id, { expiresAt: new Date(t.getTime() + 1) });
+      expect(await store.purgeExpired(t)).toBe(3);
+      expect(await store.purgeExpired(t)).toBe(0);
+      const left = (await store.listTokens({ accountId: acct.id })).map((x) => x.id).sort();
+      expect(left).toEqual([forever.r, later.r].map((r) => (r.ok ? r.token.id : '')).sort());
+      expect(expired.r.ok).toBe(true);
+      expect((await raw.query('select code_hash from pairing_codes where account_id = $1', [acct.id])).rows).toEqual([{ code_hash: live }]);
+    });
+
+    it('openStore reopens the same database (no-op migration, data kept)', async () => {
+      const acct = await account();
+      const dev = await pairedDevice(acct.id);
+      if (backend.name === 'embedded') {
+        // Restart the embedded database for real: stop serving, then serve again.
+        await other.close();
+        await store.close();
+        await raw.end();
+        await source.close();
+        closed = true;
+      }
+      const h = await openStore(backend.reopenOptions());
+      try {
+        expect(h.store.schemaVersion).toBe(LATEST_SCHEMA_VERSION);
+        expect(h.source.kind).toBe(backend.name);
+        expect(await h.store.getDevice(dev.id)).toMatchObject({ id: dev.id, accountId: acct.id });
+        expect(await h.store.getAccount(LOCAL_ACCOUNT_ID)).toBeDefined();
+      } finally {
+        await h.close();
+      }
+    });
+  });
+}
