@@ -1,0 +1,169 @@
+// Pairing and phone-socket authentication: every bad input has its own answer.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestRelay, waitFor, type TestRelay } from '../helpers/relay.ts';
+import { challenge, completeHandshake, openSocket, pairRaw, postJson, signedHeaders, type RawPhone } from '../helpers/raw-device.ts';
+import { generateDeviceKey } from '../../src/crypto/device-auth.ts';
+import { createPairing } from '../../services/cli.ts';
+
+let relay: TestRelay;
+let phone: RawPhone;
+
+beforeAll(async () => {
+  relay = await startTestRelay();
+  phone = await pairRaw(relay.url, (await relay.pair()).code);
+});
+afterAll(async () => relay?.stop());
+
+describe('POST /pair', () => {
+  it('pairs once with a good code and returns the device id and relay host', async () => {
+    const qr = await relay.pair('good');
+    expect(qr.code).toMatch(/^([A-Z2-7]{4}-){7}[A-Z2-7]{4}$/);
+    const key = generateDeviceKey();
+    const r = await postJson(`${relay.url}/pair`, { code: qr.code, public_key: key.publicKeySpkiBase64, name: 'good' });
+    expect(r.status).toBe(200);
+    expect(r.json.device_id).toMatch(/^dev_/);
+    expect(r.json.relay_host).toBe(new URL(relay.url).host);
+    // Used codes are indistinguishable from wrong ones.
+    const again = await postJson(`${relay.url}/pair`, { code: qr.code, public_key: key.publicKeySpkiBase64, name: 'again' }, { 'x-forwarded-for': '10.9.9.1' });
+    expect(again.status).toBe(403);
+    expect(again.json.error).toBe('bad_code');
+  });
+
+  it('refuses an expired code with the same bad_code', async () => {
+    const qr = await createPairing(relay.relay.store.store, { relay: relay.url, now: new Date(Date.now() - 11 * 60_000) });
+    const r = await postJson(`${relay.url}/pair`, { code: qr.code, public_key: generateDeviceKey().publicKeySpkiBase64, name: 'late' });
+    expect(r.status).toBe(403);
+    expect(r.json.error).toBe('bad_code');
+  });
+
+  it('refuses a malformed public key with a specific error', async () => {
+    const qr = await relay.pair();
+    const r = await postJson(`${relay.url}/pair`, { code: qr.code, public_key: 'bm90IGEga2V5', name: 'x' });
+    expect(r.status).toBe(400);
+    expect(r.json.error).toBe('bad_public_key');
+    // The code was not consumed by a malformed request.
+    const ok = await postJson(`${relay.url}/pair`, { code: qr.code, public_key: generateDeviceKey().publicKeySpkiBase64, name: 'x' });
+    expect(ok.status).toBe(200);
+  });
+
+  it('answers malformed JSON with 400', async () => {
+    const r = await postJson(`${relay.url}/pair`, '{"code":');
+    expect(r.status).toBe(400);
+    expect(r.json.error).toBe('bad_request');
+  });
+
+  it('rate-limits the sixth failure within ten minutes from one address (429), even with a good code', async () => {
+    // X-Forwarded-For is ignored without --trust-proxy, so every try here counts against 127.0.0.1;
+    // use a second relay so the other tests' failures do not interfere.
+    const r2 = await startTestRelay();
+    try {
+      const key = generateDeviceKey().publicKeySpkiBase64;
+      for (let i = 0; i < 5; i++) {
+        const r = await postJson(`${r2.url}/pair`, { code: 'AAAA-AAAA-AAAA-AAAA-AAAA-AAAA-AAAA-AAAA', public_key: key, name: 'x' }, { 'x-forwarded-for': `10.0.0.${i}` });
+        expect(r.status).toBe(403);
+      }
+      const good = await r2.pair();
+      const sixth = await postJson(`${r2.url}/pair`, { code: good.code, public_key: key, name: 'x' });
+      expect(sixth.status).toBe(429);
+      expect(sixth.json.error).toBe('rate_limited');
+      expect(sixth.headers.get('retry-after')).toBeTruthy();
+    } finally {
+      await r2.stop();
+    }
+  });
+});
+
+describe('phone socket authentication', () => {
+  it('challenges unknown device ids too', async () => {
+    const r = await postJson(`${relay.url}/device/challenge`, { device_id: 'dev_nobody' });
+    expect(r.status).toBe(200);
+    expect(Buffer.from(r.json.nonce, 'base64url')).toHaveLength(32);
+    expect(r.json.expires_in).toBe(60);
+  });
+
+  it('accepts a good signature and initializes the phone', async () => {
+    const s = await openSocket(relay.url, signedHeaders(phone, await challenge(relay.url, phone.deviceId)));
+    await completeHandshake(s);
+    await waitFor(() => !!relay.relay.node.ctx.hub.device(phone.deviceId)?.initResult);
+    s.ws.close();
+    await s.closed;
+  });
+
+  it('closes with 4003 on a bad signature', async () => {
+    const other = generateDeviceKey();
+    const s = await openSocket(relay.url, signedHeaders(phone, await challenge(relay.url, phone.deviceId), { key: other }));
+    const c = await s.closed;
+    expect(c.code).toBe(4003);
+    expect(c.reason).toBe('bad signature');
+  });
+
+  it('closes with 4003 when the signature binds another relay host', async () => {
+    const s = await openSocket(relay.url, signedHeaders(phone, await challenge(relay.url, phone.deviceId), { host: 'evil.example:443' }));
+    expect((await s.closed).code).toBe(4003);
+  });
+
+  it('closes with 4003 on a clock skew over 60 s', async () => {
+    const s = await openSocket(relay.url, signedHeaders(phone, await challenge(relay.url, phone.deviceId), { ts: Math.floor(Date.now() / 1000) - 61 }));
+    const c = await s.closed;
+    expect(c.code).toBe(4003);
+    expect(c.reason).toMatch(/skew/);
+  });
+
+  it('closes with 4003 on a reused nonce', async () => {
+    const nonce = await challenge(relay.url, phone.deviceId);
+    const first = await openSocket(relay.url, signedHeaders(phone, nonce));
+    await completeHandshake(first);
+    const second = await openSocket(relay.url, signedHeaders(phone, nonce));
+    const c = await second.closed;
+    expect(c.code).toBe(4003);
+    expect(c.reason).toMatch(/nonce/);
+    first.ws.close();
+    await first.closed;
+  });
+
+  it('closes with 4003 when headers are missing', async () => {
+    const s = await openSocket(relay.url, { 'X-Device-Id': phone.deviceId });
+    expect((await s.closed).code).toBe(4003);
+  });
+
+  it('supersedes the older socket with 4001', async () => {
+    const a = await openSocket(relay.url, signedHeaders(phone, await challenge(relay.url, phone.deviceId)));
+    await completeHandshake(a);
+    const b = await openSocket(relay.url, signedHeaders(phone, await challenge(relay.url, phone.deviceId)));
+    expect((await a.closed).code).toBe(4001);
+    await completeHandshake(b);
+    expect(relay.relay.node.ctx.hub.device(phone.deviceId)).toBeTruthy();
+    b.ws.close();
+    await b.closed;
+  });
+
+  it('passes a frame of exactly 256 KiB and closes with 1009 on 256 KiB + 1', async () => {
+    const s = await openSocket(relay.url, signedHeaders(phone, await challenge(relay.url, phone.deviceId)));
+    await completeHandshake(s);
+    const frameOf = (bytes: number) => {
+      const head = '{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"';
+      const tail = '"}}';
+      return head + 'x'.repeat(bytes - head.length - tail.length) + tail;
+    };
+    const exact = frameOf(256 * 1024);
+    expect(Buffer.byteLength(exact)).toBe(262144);
+    s.ws.send(exact);
+    // Still open: the relay answers a ping request after the big frame.
+    s.ws.send(JSON.stringify({ jsonrpc: '2.0', id: 'p1', method: 'ping' }));
+    const pong = await s.nextFrame((f) => f.id === 'p1');
+    expect(pong.result).toEqual({});
+    s.ws.send(frameOf(256 * 1024 + 1));
+    const c = await s.closed;
+    expect(c.code).toBe(1009);
+  });
+
+  it('answers phone-originated requests with -32601 and never forwards them', async () => {
+    const s = await openSocket(relay.url, signedHeaders(phone, await challenge(relay.url, phone.deviceId)));
+    await completeHandshake(s);
+    s.ws.send(JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'sampling/createMessage', params: {} }));
+    const r = await s.nextFrame((f) => f.id === 7);
+    expect(r.error.code).toBe(-32601);
+    s.ws.close();
+    await s.closed;
+  });
+});

@@ -1,0 +1,241 @@
+// /mcp bad inputs and edge cases, each with its own answer.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connectClient, startTestPhone, startTestRelay, waitFor, type TestPhone, type TestRelay } from '../helpers/relay.ts';
+import { createEchoServer, type EchoServerControl } from '../fixtures/echo-server.ts';
+import { McpError } from '@modelcontextprotocol/sdk/types.js';
+
+let relay: TestRelay;
+let phone: TestPhone;
+let token: string;
+const control: EchoServerControl = { calls: [], cancellations: 0 };
+
+beforeAll(async () => {
+  relay = await startTestRelay(['--request-timeout-ms', '800']);
+  phone = await startTestPhone(relay, () => createEchoServer(control));
+  token = (await relay.key(phone.deviceId)).token;
+});
+afterAll(async () => {
+  await phone?.stop();
+  await relay?.stop();
+});
+
+async function rpc(body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; json: any; headers: Headers }> {
+  const r = await fetch(relay.mcpUrl, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  const text = await r.text();
+  let json: any = text;
+  try {
+    json = JSON.parse(text);
+  } catch {}
+  return { status: r.status, json, headers: r.headers };
+}
+
+async function openSession(revision = '2025-11-25', t = token): Promise<string> {
+  const r = await rpc({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: revision, capabilities: {}, clientInfo: { name: 'raw', version: '1' } } }, { 'x-api-key': t });
+  expect(r.status).toBe(200);
+  expect(r.json.result.protocolVersion).toBe(revision);
+  return r.headers.get('mcp-session-id')!;
+}
+
+describe('authentication', () => {
+  it('answers a missing token with 401 and the realm', async () => {
+    const r = await rpc({ jsonrpc: '2.0', id: 1, method: 'initialize', params: {} });
+    expect(r.status).toBe(401);
+    expect(r.headers.get('www-authenticate')).toBe('Bearer realm="phonebridge"');
+  });
+
+  it('answers a wrong token with 401', async () => {
+    const r = await rpc({ jsonrpc: '2.0', id: 1, method: 'initialize', params: {} }, { 'x-api-key': 'pb_wrong' });
+    expect(r.status).toBe(401);
+    expect(r.headers.get('www-authenticate')).toBe('Bearer realm="phonebridge"');
+  });
+
+  it('lets X-Api-Key win over a bad Bearer', async () => {
+    const r = await rpc({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25' } }, { 'x-api-key': token, authorization: 'Bearer pb_wrong' });
+    expect(r.status).toBe(200);
+  });
+
+  it('answers 402 subscription_required on a locked account, and works again once unlocked', async () => {
+    const store = relay.relay.store.store;
+    await store.setAccountLocked('local', true);
+    relay.relay.node.ctx.auth.invalidate({ accountId: 'local' });
+    const r = await rpc({ jsonrpc: '2.0', id: 1, method: 'initialize', params: {} }, { 'x-api-key': token });
+    expect(r.status).toBe(402);
+    expect(r.json.error).toBe('subscription_required');
+    await store.setAccountLocked('local', false);
+    relay.relay.node.ctx.auth.invalidate({ accountId: 'local' });
+    expect((await rpc({ jsonrpc: '2.0', id: 1, method: 'initialize', params: {} }, { 'x-api-key': token })).status).toBe(200);
+  });
+});
+
+describe('sessions', () => {
+  it('answers an unknown session with 404', async () => {
+    const r = await rpc({ jsonrpc: '2.0', id: 1, method: 'tools/list' }, { 'x-api-key': token, 'mcp-session-id': 'nope' });
+    expect(r.status).toBe(404);
+  });
+
+  it('requires a session for anything but initialize', async () => {
+    const r = await rpc({ jsonrpc: '2.0', id: 1, method: 'tools/list' }, { 'x-api-key': token });
+    expect(r.status).toBe(400);
+  });
+
+  it('hides a session from another credential (404)', async () => {
+    const sid = await openSession();
+    const other = (await relay.key(phone.deviceId)).token;
+    const r = await rpc({ jsonrpc: '2.0', id: 1, method: 'tools/list' }, { 'x-api-key': other, 'mcp-session-id': sid });
+    expect(r.status).toBe(404);
+  });
+
+  it('ends a session with DELETE; afterwards it is 404', async () => {
+    const sid = await openSession();
+    const d = await fetch(relay.mcpUrl, { method: 'DELETE', headers: { 'x-api-key': token, 'mcp-session-id': sid } });
+    expect(d.status).toBe(200);
+    const r = await rpc({ jsonrpc: '2.0', id: 1, method: 'tools/list' }, { 'x-api-key': token, 'mcp-session-id': sid });
+    expect(r.status).toBe(404);
+  });
+
+  it('expires idle sessions', async () => {
+    const r2 = await startTestRelay(['--session-idle-ms', '300']);
+    try {
+      const qrPhone = await startTestPhone(r2, () => createEchoServer());
+      const t = (await r2.key(qrPhone.deviceId)).token;
+      const init = await fetch(r2.mcpUrl, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': t }, body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25' } }) });
+      const sid = init.headers.get('mcp-session-id')!;
+      await new Promise((r) => setTimeout(r, 500));
+      const late = await fetch(r2.mcpUrl, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': t, 'mcp-session-id': sid }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }) });
+      expect(late.status).toBe(404);
+      await qrPhone.stop();
+    } finally {
+      await r2.stop();
+    }
+  });
+
+  it('swallows notifications/initialized with 202', async () => {
+    const sid = await openSession();
+    const r = await rpc({ jsonrpc: '2.0', method: 'notifications/initialized' }, { 'x-api-key': token, 'mcp-session-id': sid });
+    expect(r.status).toBe(202);
+  });
+});
+
+describe('bad bodies', () => {
+  it('answers malformed JSON with a parse error', async () => {
+    const sid = await openSession();
+    const r = await rpc('{"jsonrpc":', { 'x-api-key': token, 'mcp-session-id': sid });
+    expect(r.status).toBe(400);
+    expect(r.json.error.code).toBe(-32700);
+  });
+
+  it('answers a body over 256 KiB with 413 too_large', async () => {
+    const sid = await openSession();
+    const r = await rpc({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo', arguments: { text: 'x'.repeat(300 * 1024) } } }, { 'x-api-key': token, 'mcp-session-id': sid });
+    expect(r.status).toBe(413);
+    expect(r.json.error.data.code).toBe('too_large');
+  });
+
+  it('rejects batches after 2025-03-26 and handles them in 2025-03-26', async () => {
+    const modern = await openSession('2025-06-18');
+    const batch = [
+      { jsonrpc: '2.0', id: 'a', method: 'tools/call', params: { name: 'echo', arguments: { text: 'one' } } },
+      { jsonrpc: '2.0', method: 'notifications/roots/list_changed' },
+      { jsonrpc: '2.0', id: 'b', method: 'tools/call', params: { name: 'echo', arguments: { text: 'two' } } },
+    ];
+    const refused = await rpc(batch, { 'x-api-key': token, 'mcp-session-id': modern });
+    expect(refused.status).toBe(400);
+    expect(refused.json.error.code).toBe(-32600);
+    const old = await openSession('2025-03-26');
+    const ok = await rpc(batch, { 'x-api-key': token, 'mcp-session-id': old });
+    expect(ok.status).toBe(200);
+    expect(ok.json).toHaveLength(2);
+    expect(ok.json.map((m: any) => [m.id, m.result.content[0].text])).toEqual([['a', 'one'], ['b', 'two']]);
+  });
+});
+
+describe('forwarding', () => {
+  it('sets the caller context and drops a spoofed one', async () => {
+    const sid = await openSession();
+    const r = await rpc(
+      { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo', arguments: { text: 'who' }, _meta: { 'phonebridge/caller': { credential: 'admin', scopes: ['everything'] }, other: 1 } } },
+      { 'x-api-key': token, 'mcp-session-id': sid },
+    );
+    expect(r.json.result.content[0].text).toBe('who');
+    const seen = control.calls.at(-1)!.meta as Record<string, any>;
+    expect(seen['phonebridge/caller'].scopes).toEqual(['devices:read', 'devices:act', 'devices:lease', 'runs:start']);
+    expect(seen['phonebridge/caller'].credential).toMatch(/^key_/);
+    expect(seen.other).toBe(1);
+  });
+
+  it('times out with a timeout error and drops the late answer', async () => {
+    const { client } = await connectClient(relay.mcpUrl, token);
+    const err = await client.callTool({ name: 'sleep', arguments: { ms: 1500 } }).catch((e) => e);
+    expect(err).toBeInstanceOf(McpError);
+    expect((err as McpError).code).toBe(-31002);
+    expect((err as McpError).data).toEqual({ code: 'timeout' });
+    // The late answer arrives at ~1.5 s and must not reach anyone; the next call gets its own answer.
+    await new Promise((r) => setTimeout(r, 900));
+    const next = await client.callTool({ name: 'echo', arguments: { text: 'after' } });
+    expect(next.content).toEqual([{ type: 'text', text: 'after' }]);
+    expect(relay.relay.node.ctx.hub.device(phone.deviceId)!.inFlight).toBe(0);
+    await client.close();
+  });
+
+  it('leaves nothing behind when the client disconnects mid-request, and tells the phone', async () => {
+    const sid = await openSession();
+    const before = control.cancellations;
+    const ac = new AbortController();
+    const pending = fetch(relay.mcpUrl, {
+      method: 'POST',
+      signal: ac.signal,
+      headers: { 'content-type': 'application/json', 'x-api-key': token, 'mcp-session-id': sid },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'sleep', arguments: { ms: 5000 } } }),
+    }).catch(() => 'aborted');
+    await waitFor(() => relay.relay.node.ctx.hub.device(phone.deviceId)!.inFlight === 1, 3000, 'request in flight');
+    ac.abort();
+    expect(await pending).toBe('aborted');
+    await waitFor(() => relay.relay.node.ctx.hub.device(phone.deviceId)!.inFlight === 0, 3000, 'pending cleared');
+    await waitFor(() => control.cancellations === before + 1, 3000, 'phone saw the cancellation');
+  });
+
+  it('never mixes answers between two clients using the same ids (1,000 calls)', async () => {
+    const a = await connectClient(relay.mcpUrl, token);
+    const b = await connectClient(relay.mcpUrl, token);
+    const N = 500;
+    const calls: Array<Promise<void>> = [];
+    for (let i = 0; i < N; i++) {
+      for (const [who, c] of [['A', a.client], ['B', b.client]] as const) {
+        calls.push(
+          c.callTool({ name: 'echo', arguments: { text: `${who}-${i}` } }).then((r) => {
+            expect(r.content).toEqual([{ type: 'text', text: `${who}-${i}` }]);
+          }),
+        );
+      }
+    }
+    await Promise.all(calls);
+    expect(calls).toHaveLength(1000);
+    await a.client.close();
+    await b.client.close();
+  });
+});
+
+describe('phone offline', () => {
+  it('still answers initialize from the cache and gives device_offline on the first real call', async () => {
+    const r2 = await startTestRelay();
+    try {
+      const p = await startTestPhone(r2, () => createEchoServer());
+      const t = (await r2.key(p.deviceId)).token;
+      await p.stop();
+      await waitFor(() => !r2.relay.node.ctx.hub.device(p.deviceId), 5000, 'phone gone');
+      const { client } = await connectClient(r2.mcpUrl, t);
+      expect(client.getServerVersion()?.name).toBe('echo-phone');
+      const err = await client.listTools().catch((e) => e);
+      expect(err).toBeInstanceOf(McpError);
+      expect((err as McpError).code).toBe(-31001);
+      expect((err as McpError).data).toEqual({ code: 'device_offline' });
+      await client.close();
+    } finally {
+      await r2.stop();
+    }
+  });
+});
