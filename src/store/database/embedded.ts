@@ -52,12 +52,12 @@ function pgConfigFor(socketDir: string): pg.PoolConfig {
 
 function prepareDataDir(dataDir: string): string {
   const dir = resolve(dataDir);
-  // The socket has no authentication: the directory's mode is the access control.
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const socketPath = join(dir, CLI_SOCKET_DIR, SOCKET_NAME);
+  const socketPath = join(dir, CLI_SOCKET_DIR, SOCKET_NAME); // the longer of the two socket paths
   if (Buffer.byteLength(socketPath) > MAX_SOCKET_PATH) {
     throw new Error(`data dir path is too long for a Unix socket (${socketPath}); use a shorter --data-dir`);
   }
+  // The socket has no authentication: the directory's mode is the access control.
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
   return dir;
 }
 

@@ -62,13 +62,15 @@ function holderAlive(path: string, info: LockInfo): boolean {
 export type LockAttempt = { ok: true; release: () => void } | { ok: false; holder: LockInfo };
 
 /**
- * One attempt to take the lock. A lock whose pid is dead is stale and is removed.
+ * Takes the lock or reports its live holder, without waiting. A lock whose pid is dead is stale
+ * and is removed.
  * Two processes that find the same stale lock at the same instant could both remove it; the
  * window is a few microseconds after a crash, which we accept rather than depend on flock(2)
  * (not exposed by Node).
  */
 export function tryLock(path: string, role: LockInfo['role']): LockAttempt {
-  for (let attempt = 0; attempt < 3; attempt++) {
+  let unparseable = 0;
+  for (let attempt = 0; attempt < 5; attempt++) {
     let fd: number;
     try {
       fd = openSync(path, 'wx', 0o600);
@@ -77,14 +79,17 @@ export function tryLock(path: string, role: LockInfo['role']): LockAttempt {
       const holder = readLock(path);
       if (!holder) continue; // released between our open and read
       if (holder.pid === 0) {
-        // Unparseable: give a writer that just created it a moment before calling it stale.
-        if (attempt < 2) {
+        // Unparseable: give a writer that has just created it a moment before calling it stale.
+        if (unparseable++ < 2) {
           sleepSync(50);
           continue;
         }
       } else if (holderAlive(path, holder)) {
         return { ok: false, holder };
       }
+      // Narrow the window in which we could delete a lock someone else has just taken over.
+      const again = readLock(path);
+      if (again && (again.pid !== holder.pid || again.startedAt !== holder.startedAt)) continue;
       try {
         unlinkSync(path);
       } catch (e) {
