@@ -1,0 +1,117 @@
+// Talking to the relay before the socket opens: JSON POSTs (/pair, /device/challenge) and the
+// TLS pin from the QR's `fp`. A pinned connection is verified on 'secureConnect' before any
+// request byte is written; the pin then stands in for CA validation, so a self-signed relay works.
+import { createHash, X509Certificate } from 'node:crypto';
+import { request as httpsRequest } from 'node:https';
+import { isIP } from 'node:net';
+import { connect as tlsConnect, type TLSSocket } from 'node:tls';
+
+export type FetchLike = typeof fetch;
+
+export class PinMismatchError extends Error {
+  constructor(readonly expected: string, readonly actual: string | undefined) {
+    super(`relay TLS key does not match the pinned fingerprint (expected ${expected}, got ${actual ?? 'no certificate'}); refusing to talk to it`);
+    this.name = 'PinMismatchError';
+  }
+}
+
+/** "sha256:<hex>" of a certificate's SubjectPublicKeyInfo (DER), the form the QR's `fp` uses. */
+export function spkiFingerprint(certDer: Buffer): string {
+  const spki = new X509Certificate(certDer).publicKey.export({ type: 'spki', format: 'der' });
+  return 'sha256:' + createHash('sha256').update(spki).digest('hex');
+}
+
+/** The pin to enforce for this URL: only https relays have a certificate to pin. */
+export function pinFor(url: string, fp: string | undefined): string | undefined {
+  return fp !== undefined && url.startsWith('https:') ? fp : undefined;
+}
+
+/** Opens a TLS connection and resolves only once the peer's leaf SPKI matches `fp`. */
+export function connectPinned(url: URL, fp: string, timeoutMs: number): Promise<TLSSocket> {
+  return new Promise((resolve, reject) => {
+    const host = url.hostname.replace(/^\[|\]$/g, '');
+    const socket = tlsConnect({
+      host,
+      port: Number(url.port || 443),
+      servername: isIP(host) ? undefined : host,
+      rejectUnauthorized: false, // the pin below is the trust decision
+    });
+    socket.setTimeout(timeoutMs, () => socket.destroy(new Error(`TLS connect to ${url.host} timed out`)));
+    socket.once('error', reject);
+    socket.once('secureConnect', () => {
+      socket.setTimeout(0);
+      socket.off('error', reject);
+      const raw = socket.getPeerCertificate()?.raw;
+      const actual = raw ? spkiFingerprint(raw) : undefined;
+      if (actual?.toLowerCase() !== fp.toLowerCase()) {
+        socket.destroy();
+        reject(new PinMismatchError(fp, actual));
+        return;
+      }
+      resolve(socket);
+    });
+  });
+}
+
+export interface PostOptions {
+  /** Enforced when the URL is https. */
+  fp?: string;
+  /** Used for unpinned requests (a test seam); pinned requests always use node:https. */
+  fetchImpl?: FetchLike;
+  timeoutMs: number;
+  signal?: AbortSignal;
+}
+
+export interface JsonReply {
+  status: number;
+  /** Parsed body, or undefined when it was not JSON. */
+  body: any;
+}
+
+export async function postJson(url: string, payload: unknown, opts: PostOptions): Promise<JsonReply> {
+  const text = JSON.stringify(payload);
+  const pin = pinFor(url, opts.fp);
+  if (pin === undefined) {
+    const signal = opts.signal ? AbortSignal.any([opts.signal, AbortSignal.timeout(opts.timeoutMs)]) : AbortSignal.timeout(opts.timeoutMs);
+    const res = await (opts.fetchImpl ?? fetch)(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: text, signal });
+    return { status: res.status, body: parseJson(await res.text()) };
+  }
+  const target = new URL(url);
+  const socket = await connectPinned(target, pin, opts.timeoutMs);
+  return new Promise((resolve, reject) => {
+    const req = httpsRequest(target, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) },
+      createConnection: () => socket,
+      timeout: opts.timeoutMs,
+      signal: opts.signal,
+    });
+    req.on('timeout', () => req.destroy(new Error(`POST ${url} timed out`)));
+    req.on('error', reject);
+    req.on('response', (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('error', reject);
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: parseJson(Buffer.concat(chunks).toString('utf8')) }));
+    });
+    req.end(text);
+  });
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Joins a path onto the relay base URL, which may carry a path prefix. */
+export function relayUrl(relay: string, path: string): string {
+  return relay.replace(/\/+$/, '') + path;
+}
+
+/** ws(s)://{relay}/device/ws */
+export function deviceSocketUrl(relay: string): string {
+  return relayUrl(relay, '/device/ws').replace(/^http/, 'ws');
+}
