@@ -1,0 +1,65 @@
+// Renders docs/TOOLS.md from what the server actually registers (via tools/list), so the
+// reference cannot describe a tool that does not exist or miss one that does.
+import { SimPhone } from '../sim/model.ts';
+import { ERROR_CODES, SCOPE_META_KEY, SURFACE_VERSION } from './contract.ts';
+import { connect } from './in-memory.ts';
+
+export const TOOLS_DOC_PATH = 'docs/TOOLS.md';
+export const TOOLS_DOC_COMMAND = 'npx tsx scripts/gen-tools-doc.ts';
+
+export async function renderToolsDoc(): Promise<string> {
+  const client = await connect({ phone: new SimPhone(), deviceId: 'doc' });
+  const { tools } = await client.listTools();
+  const version = client.getServerVersion()?.version;
+  await client.close();
+
+  const yes = (v: unknown) => (v ? 'yes' : 'no');
+  const lines = [
+    '# Phone tool surface',
+    '',
+    `<!-- Generated from the registered tools by \`${TOOLS_DOC_COMMAND}\`; do not edit by hand. -->`,
+    '',
+    `Surface version (server info \`version\`): \`${version ?? SURFACE_VERSION}\`. Every tool description ends with \`@since <version>\`.`,
+    `Each tool's scope is in \`_meta["${SCOPE_META_KEY}"]\`; \`requiresUserInteraction\` is in \`_meta\` too.`,
+    'A success carries `structuredContent` (valid against `outputSchema`) and the same JSON in a text block;',
+    'an error is `isError: true` with `{"error":{"code","message",…}}` in the text block and no `structuredContent`.',
+    '',
+    '| Tool | Scope | readOnly | destructive | idempotent | openWorld | requiresUserInteraction |',
+    '| - | - | - | - | - | - | - |',
+    ...tools.map((t) => `| \`${t.name}\` | \`${t._meta?.[SCOPE_META_KEY]}\` | ${yes(t.annotations?.readOnlyHint)} | ${yes(t.annotations?.destructiveHint)} | ${yes(t.annotations?.idempotentHint)} | ${yes(t.annotations?.openWorldHint)} | ${yes(t._meta?.requiresUserInteraction)} |`),
+    '',
+    '## Error codes',
+    '',
+    '| Code | Meaning |',
+    '| - | - |',
+    ...Object.entries(ERROR_CODES).map(([code, meaning]) => `| \`${code}\` | ${meaning} |`),
+    '',
+  ];
+  for (const t of tools) {
+    lines.push(
+      `## \`${t.name}\`${t.title ? ` — ${t.title}` : ''}`,
+      '',
+      (t.description ?? '').trim(),
+      '',
+      `Scope \`${t._meta?.[SCOPE_META_KEY]}\`. Annotations: \`${JSON.stringify(t.annotations)}\`. Meta: \`${JSON.stringify(t._meta)}\`.`,
+      '',
+      '<details><summary>Input schema</summary>',
+      '',
+      '```json',
+      JSON.stringify(t.inputSchema, null, 2),
+      '```',
+      '',
+      '</details>',
+      '',
+      '<details><summary>Output schema</summary>',
+      '',
+      '```json',
+      JSON.stringify(t.outputSchema, null, 2),
+      '```',
+      '',
+      '</details>',
+      '',
+    );
+  }
+  return lines.join('\n');
+}

@@ -1,0 +1,74 @@
+import { describe, expect, it } from 'vitest';
+import { SimPhone } from '../sim/model.ts';
+import { callerOf, connect, err, ok } from './in-memory.ts';
+
+async function setup() {
+  const phone = new SimPhone({ now: () => 7_000 });
+  const client = await connect({ phone, deviceId: 'phone-1' });
+  return { phone, call: callerOf(client) };
+}
+
+describe('wait_for_events', () => {
+  it('returns pending events since the cursor at once', async () => {
+    const { phone, call } = await setup();
+    phone.openApp('com.android.settings');
+    const result = ok(await call('wait_for_events', { cursor: 0, timeout_s: 600 }));
+    expect(result).toEqual({
+      events: [
+        { seq: 1, type: 'app_changed', at: 7_000, app: 'com.android.settings', previousApp: 'com.android.launcher' },
+        { seq: 2, type: 'screen_changed', at: 7_000, app: 'com.android.settings', screen: 'settings', title: 'Settings' },
+      ],
+      cursor: 2, timedOut: false, more: false,
+    });
+    expect(ok(await call('wait_for_events', { cursor: 0, timeout_s: 0, types: ['screen_changed'] })).events.map((e: { seq: number }) => e.seq)).toEqual([2]);
+  });
+
+  it('returns an injected notification within its timeout', async () => {
+    const { phone, call } = await setup();
+    const started = Date.now();
+    const waiting = call('wait_for_events', { timeout_s: 10, types: ['notification'] });
+    setTimeout(() => {
+      phone.openApp('com.android.settings'); // filtered out by types
+      phone.injectNotification({ app: 'com.android.messaging', title: 'Ada', text: 'Lunch?' });
+    }, 50);
+    const result = ok(await waiting);
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(result).toEqual({
+      events: [{ seq: 3, type: 'notification', at: 7_000, app: 'com.android.messaging', title: 'Ada', text: 'Lunch?' }],
+      cursor: 3, timedOut: false, more: false,
+    });
+  });
+
+  it('returns empty at the timeout', async () => {
+    const { phone, call } = await setup();
+    const started = Date.now();
+    expect(ok(await call('wait_for_events', { timeout_s: 0.2 }))).toEqual({ events: [], cursor: 0, timedOut: true, more: false });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(190);
+    expect(ok(await call('wait_for_events', { cursor: 0, timeout_s: 0 })).timedOut).toBe(true);
+    expect(phone.listenerCount).toBe(0);
+  });
+
+  it('stops waiting when the request is cancelled', async () => {
+    const { phone, call } = await setup();
+    const controller = new AbortController();
+    const waiting = call('wait_for_events', { timeout_s: 600 }, { signal: controller.signal });
+    await new Promise((r) => setTimeout(r, 50));
+    expect(phone.listenerCount).toBe(1);
+    controller.abort('enough');
+    await expect(waiting).rejects.toThrow();
+    await new Promise((r) => setTimeout(r, 20)); // the cancellation notification reaches the server
+    expect(phone.listenerCount).toBe(0);
+    expect(ok(await call('list_devices')).devices).toHaveLength(1);
+  });
+
+  it('caps one result and says there is more', async () => {
+    const { phone, call } = await setup();
+    for (let i = 0; i < 130; i++) phone.injectNotification({ app: 'notes', title: `n${i}`, text: '' });
+    const first = ok(await call('wait_for_events', { cursor: 0, timeout_s: 0 }));
+    expect(first).toMatchObject({ cursor: 100, more: true });
+    expect(first.events).toHaveLength(100);
+    const rest = ok(await call('wait_for_events', { cursor: first.cursor, timeout_s: 0 }));
+    expect(rest).toMatchObject({ cursor: 130, more: false });
+    expect(err(await call('wait_for_events', { timeout_s: -1 })).code).toBe('invalid_arguments');
+  });
+});
