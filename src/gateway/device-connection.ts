@@ -24,10 +24,10 @@ export const CLOSE = {
 
 /** Where the phone's answer to one forwarded request goes. */
 export interface ReplySink {
-  /** The response frame, with the client's id already restored. */
-  respond(frame: string): void;
+  /** The response frame (UTF-8 JSON), with the client's id already restored. */
+  respond(frame: Buffer): void;
   /** A message about this request that travels before its response (progress, logs). */
-  related?(frame: string): void;
+  related?(frame: Buffer): void;
   fail(error: JsonRpcErrorObject): void;
 }
 
@@ -48,7 +48,7 @@ export interface DeviceSocketData {
 
 export interface DeviceConnectionEvents {
   /** A phone notification for every listening stream of this device. */
-  notification(deviceId: string, frame: string): void;
+  notification(deviceId: string, frame: Buffer): void;
   initialized(deviceId: string, result: unknown): void;
 }
 
@@ -85,7 +85,7 @@ export class DeviceConnection {
         'relay-init',
         {
           respond: (frame) => {
-            const parsed = JSON.parse(frame) as { result?: unknown; error?: JsonRpcErrorObject };
+            const parsed = JSON.parse(frame.toString('utf8')) as { result?: unknown; error?: JsonRpcErrorObject };
             if (!parsed.result) return reject(new Error(`phone refused initialize: ${parsed.error?.message ?? 'no result'}`));
             this.initResult = parsed.result;
             this.sendFrame(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
@@ -163,8 +163,8 @@ export class DeviceConnection {
     return status !== 2;
   }
 
-  /** One text frame from the phone. */
-  onFrame(text: string): void {
+  /** One text frame from the phone (its own copy of the bytes). */
+  onFrame(text: Buffer): void {
     this.lastFrameAt = Date.now();
     metrics.deviceFrames.inc({ direction: 'from_device' });
     const f = inspectPhoneFrame(text);

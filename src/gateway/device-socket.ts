@@ -131,7 +131,8 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
         conn.close(CLOSE.unsupportedData, 'text frames only');
         return;
       }
-      conn.onFrame(Buffer.from(message).toString('utf8'));
+      // uWS reuses the ArrayBuffer after this callback: copy once, keep bytes, never re-encode.
+      conn.onFrame(Buffer.from(new Uint8Array(message)));
     },
 
     ping: (ws: WebSocket<DeviceSocketData>) => {
@@ -157,7 +158,7 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
 
 function deviceEvents(ctx: GatewayContext) {
   return {
-    notification: (deviceId: string, frame: string) => {
+    notification: (deviceId: string, frame: Buffer) => {
       ctx.hub.fanOut(deviceId, frame);
     },
     initialized: (deviceId: string, result: unknown) => {

@@ -51,7 +51,7 @@ export class Hub {
   }
 
   /** Sends a phone notification to every listening stream of that device on this node. */
-  fanOut(deviceId: string, frame: string): number {
+  fanOut(deviceId: string, frame: Buffer): number {
     const set = this.listeners.get(deviceId);
     if (!set) return 0;
     for (const l of set) l.stream.send(frame);

@@ -133,14 +133,14 @@ class McpEndpoint {
       return ex.send(400, JSON_HEADERS, errorResponse(null, { code: INVALID_REQUEST, message: `Invalid Request: JSON-RPC batches are not supported in revision ${session.revision}` }));
     }
 
-    const answers: Array<Promise<string>> = [];
+    const answers: Array<Promise<Buffer>> = [];
     for (const item of items) {
       const c = classify(item);
       if (c.kind === 'invalid') {
         if (!isBatch) return ex.send(400, JSON_HEADERS, errorResponse(c.id, c.error));
-        answers.push(Promise.resolve(errorResponse(c.id, c.error)));
+        answers.push(Promise.resolve(Buffer.from(errorResponse(c.id, c.error))));
       } else if (c.kind === 'request') {
-        if (c.msg.method === 'initialize') answers.push(Promise.resolve(errorResponse(c.msg.id, { code: INVALID_REQUEST, message: 'Invalid Request: initialize must not be batched' })));
+        if (c.msg.method === 'initialize') answers.push(Promise.resolve(Buffer.from(errorResponse(c.msg.id, { code: INVALID_REQUEST, message: 'Invalid Request: initialize must not be batched' }))));
         else answers.push(this.forward(ex, cred, session, c.msg));
       } else if (c.kind === 'notification') {
         this.clientNotification(session, c.msg.method, c.msg.params);
@@ -149,7 +149,7 @@ class McpEndpoint {
     }
     if (answers.length === 0) return ex.send(202, {}, undefined);
     const frames = await Promise.all(answers);
-    const out = isBatch ? `[${frames.join(',')}]` : frames[0];
+    const out = isBatch ? joinBatch(frames) : frames[0];
     ex.send(200, JSON_HEADERS, out);
     this.observe(isBatch ? 'batch' : (items[0] as { method?: string }).method ?? 'other', started, raw.length, out.length, ex.aborted ? 'aborted' : 'ok');
   }
@@ -177,26 +177,26 @@ class McpEndpoint {
   }
 
   /** Sends one request to the phone; resolves with the response frame (client id restored). */
-  private async forward(ex: Exchange, cred: Credential, session: SessionRecord, msg: JsonRpcRequest): Promise<string> {
+  private async forward(ex: Exchange, cred: Credential, session: SessionRecord, msg: JsonRpcRequest): Promise<Buffer> {
     const conn = this.ctx.hub.device(session.deviceId);
-    if (!conn || conn.closed) return errorResponse(msg.id, relayError('device_offline'));
+    if (!conn || conn.closed) return Buffer.from(errorResponse(msg.id, relayError('device_offline')));
     if (!conn.initResult) {
       try {
         await conn.handshake(this.ctx.config.requestTimeoutMs);
       } catch {
-        return errorResponse(msg.id, relayError('device_offline', 'the phone did not complete initialize'));
+        return Buffer.from(errorResponse(msg.id, relayError('device_offline', 'the phone did not complete initialize')));
       }
     }
     const key = inFlightKey(session.id, msg.id);
-    return new Promise<string>((resolve) => {
-      const done = (frame: string) => {
+    return new Promise<Buffer>((resolve) => {
+      const done = (frame: Buffer) => {
         this.inFlight.delete(key);
         resolve(frame);
       };
       const cancel = conn.forward(
         { method: msg.method, params: withCallerContext(msg.params, cred.token) },
         msg.id,
-        { respond: done, fail: (e: JsonRpcErrorObject) => done(errorResponse(msg.id, e)) },
+        { respond: done, fail: (e: JsonRpcErrorObject) => done(Buffer.from(errorResponse(msg.id, e))) },
         requestTimeoutMs(msg.method, msg.params, this.ctx.config.requestTimeoutMs),
       );
       this.inFlight.set(key, cancel);
@@ -255,6 +255,15 @@ class McpEndpoint {
     metrics.mcpLatency.observe({ method: label }, seconds);
     this.ctx.log.debug({ method: label, bytesIn, bytesOut, ms: Math.round(seconds * 10000) / 10 }, 'mcp request');
   }
+}
+
+const COMMA = Buffer.from(',');
+
+function joinBatch(frames: Buffer[]): Buffer {
+  const parts: Buffer[] = [Buffer.from('[')];
+  frames.forEach((f, i) => parts.push(...(i ? [COMMA, f] : [f])));
+  parts.push(Buffer.from(']'));
+  return Buffer.concat(parts);
 }
 
 function inFlightKey(sessionId: string, id: JsonRpcId): string {

@@ -4,9 +4,18 @@
 import type { Exchange } from './http.ts';
 
 const MAX_QUEUED_BYTES = 4 * 1024 * 1024;
+const EVENT_END = Buffer.from('\n\n');
+
+/** Raw line breaks can only be whitespace between JSON tokens; SSE data must be one line. */
+function singleLine(json: Buffer): Buffer {
+  if (json.indexOf(0x0a) < 0 && json.indexOf(0x0d) < 0) return json;
+  const copy = Buffer.from(json);
+  for (let i = 0; i < copy.length; i++) if (copy[i] === 0x0a || copy[i] === 0x0d) copy[i] = 0x20;
+  return copy;
+}
 
 export class SseStream {
-  private queue: string[] = [];
+  private queue: Array<string | Buffer> = [];
   private queuedBytes = 0;
   private waiting = false;
   closed = false;
@@ -37,11 +46,13 @@ export class SseStream {
   }
 
   /** One JSON-RPC message as an SSE `message` event. */
-  send(data: string, id?: string): boolean {
-    return this.write(`${id !== undefined ? `id: ${id}\n` : ''}event: message\ndata: ${data}\n\n`);
+  send(data: string | Buffer, id?: string): boolean {
+    const head = `${id !== undefined ? `id: ${id}\n` : ''}event: message\ndata: `;
+    if (typeof data === 'string') return this.write(`${head}${data}\n\n`);
+    return this.write(Buffer.concat([Buffer.from(head), singleLine(data), EVENT_END]));
   }
 
-  write(chunk: string): boolean {
+  write(chunk: string | Buffer): boolean {
     if (this.closed) return false;
     if (this.waiting) {
       this.queuedBytes += chunk.length;

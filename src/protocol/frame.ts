@@ -1,6 +1,8 @@
 // Reading the phone's frames without paying for a full parse of large responses.
 // A response (up to 256 KiB) only needs its top-level "id" found and swapped back to the
 // client's id; requests and notifications from the phone are small and parsed whole.
+// Frames stay UTF-8 bytes end to end: JSON's structural characters are ASCII and UTF-8
+// never reuses ASCII bytes inside multi-byte sequences, so a byte scan is exact.
 import type { JsonRpcId } from './jsonrpc.ts';
 
 export type PhoneFrame =
@@ -11,24 +13,28 @@ export type PhoneFrame =
 // `{"result":…,"jsonrpc":"2.0","id":7}` is what the MCP SDK writes: the id is the last member.
 const TAIL_ID = /,\s*"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*"|null)\s*\}\s*$/;
 const FIRST_KEY = /^\s*\{\s*"(result|error)"\s*:/;
+const PEEK = 256;
 
-export function inspectPhoneFrame(text: string): PhoneFrame {
-  if (FIRST_KEY.test(text)) {
-    const tail = TAIL_ID.exec(text.length > 256 ? text.slice(-256) : text);
+const QUOTE = 0x22, BACKSLASH = 0x5c, COMMA = 0x2c, COLON = 0x3a;
+const OPEN_OBJ = 0x7b, CLOSE_OBJ = 0x7d, OPEN_ARR = 0x5b, CLOSE_ARR = 0x5d;
+
+export function inspectPhoneFrame(frame: Buffer): PhoneFrame {
+  // latin1 maps each byte to one char, so regex indexes are byte offsets.
+  if (FIRST_KEY.test(frame.toString('latin1', 0, Math.min(PEEK, frame.length)))) {
+    const offset = Math.max(0, frame.length - PEEK);
+    const tail = TAIL_ID.exec(frame.toString('latin1', offset));
     if (tail) {
-      const offset = text.length > 256 ? text.length - 256 : 0;
-      const valueStart = offset + tail.index + tail[0].indexOf(tail[1], tail[0].indexOf(':') + 1);
-      return responseAt(text, valueStart, valueStart + tail[1].length);
+      const valueStart = offset + tail.index + tail[0].lastIndexOf(tail[1]);
+      return responseAt(frame, valueStart, valueStart + tail[1].length);
     }
   }
-  return scanTopLevel(text);
+  return scanTopLevel(frame);
 }
 
-function responseAt(text: string, start: number, end: number): PhoneFrame {
-  const raw = text.slice(start, end);
-  let id: JsonRpcId | null;
+function responseAt(s: Buffer, start: number, end: number): PhoneFrame {
+  let id: unknown;
   try {
-    id = JSON.parse(raw) as JsonRpcId | null;
+    id = JSON.parse(s.toString('utf8', start, end));
   } catch {
     return { kind: 'invalid', reason: 'malformed id' };
   }
@@ -37,20 +43,20 @@ function responseAt(text: string, start: number, end: number): PhoneFrame {
 }
 
 /** Walks the top-level members only; nested values are skipped, strings with indexOf. */
-function scanTopLevel(s: string): PhoneFrame {
+function scanTopLevel(s: Buffer): PhoneFrame {
   let i = skipWs(s, 0);
-  if (s.charCodeAt(i) !== 123 /* { */) return { kind: 'invalid', reason: 'not a JSON object' };
+  if (s[i] !== OPEN_OBJ) return { kind: 'invalid', reason: 'not a JSON object' };
   i = skipWs(s, i + 1);
+  if (s[i] === CLOSE_OBJ) return { kind: 'invalid', reason: 'empty object' };
   let idSpan: [number, number] | undefined;
   let isResponse = false;
-  if (s.charCodeAt(i) === 125) return { kind: 'invalid', reason: 'empty object' };
   for (;;) {
-    if (s.charCodeAt(i) !== 34) return { kind: 'invalid', reason: 'expected a member name' };
+    if (s[i] !== QUOTE) return { kind: 'invalid', reason: 'expected a member name' };
     const keyEnd = skipString(s, i);
     if (keyEnd < 0) return { kind: 'invalid', reason: 'unterminated string' };
-    const key = s.slice(i + 1, keyEnd - 1);
+    const key = keyEnd - i <= 10 ? s.toString('latin1', i + 1, keyEnd - 1) : '';
     i = skipWs(s, keyEnd);
-    if (s.charCodeAt(i) !== 58 /* : */) return { kind: 'invalid', reason: 'expected ":"' };
+    if (s[i] !== COLON) return { kind: 'invalid', reason: 'expected ":"' };
     i = skipWs(s, i + 1);
     const valueStart = i;
     const valueEnd = skipValue(s, i);
@@ -60,59 +66,58 @@ function scanTopLevel(s: string): PhoneFrame {
     else if (key === 'result' || key === 'error') isResponse = true;
     if (isResponse && idSpan) return responseAt(s, idSpan[0], idSpan[1]);
     i = skipWs(s, valueEnd);
-    const c = s.charCodeAt(i);
-    if (c === 44 /* , */) {
+    if (s[i] === COMMA) {
       i = skipWs(s, i + 1);
       continue;
     }
-    if (c === 125 /* } */) break;
+    if (s[i] === CLOSE_OBJ) break;
     return { kind: 'invalid', reason: 'expected "," or "}"' };
   }
   if (skipWs(s, i + 1) !== s.length) return { kind: 'invalid', reason: 'trailing data' };
   return { kind: 'invalid', reason: isResponse ? 'response without id' : 'no method, result or error' };
 }
 
-function parseWhole(s: string): PhoneFrame {
+function parseWhole(s: Buffer): PhoneFrame {
   try {
-    return { kind: 'message', value: JSON.parse(s) };
+    return { kind: 'message', value: JSON.parse(s.toString('utf8')) };
   } catch {
     return { kind: 'invalid', reason: 'malformed JSON' };
   }
 }
 
-function skipWs(s: string, i: number): number {
+function skipWs(s: Buffer, i: number): number {
   for (;;) {
-    const c = s.charCodeAt(i);
-    if (c === 32 || c === 10 || c === 13 || c === 9) i++;
+    const c = s[i];
+    if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) i++;
     else return i;
   }
 }
 
 /** s[i] is a quote; returns the index after the closing quote, or -1. */
-function skipString(s: string, i: number): number {
+function skipString(s: Buffer, i: number): number {
   let from = i + 1;
   for (;;) {
-    const q = s.indexOf('"', from);
+    const q = s.indexOf(QUOTE, from);
     if (q < 0) return -1;
     let backslashes = 0;
-    for (let k = q - 1; k > i && s.charCodeAt(k) === 92; k--) backslashes++;
+    for (let k = q - 1; k > i && s[k] === BACKSLASH; k--) backslashes++;
     if (backslashes % 2 === 0) return q + 1;
     from = q + 1;
   }
 }
 
-function skipValue(s: string, i: number): number {
-  const c = s.charCodeAt(i);
-  if (c === 34) return skipString(s, i);
-  if (c === 123 || c === 91) {
+function skipValue(s: Buffer, i: number): number {
+  const c = s[i];
+  if (c === QUOTE) return skipString(s, i);
+  if (c === OPEN_OBJ || c === OPEN_ARR) {
     let depth = 0;
     for (let j = i; j < s.length; j++) {
-      const d = s.charCodeAt(j);
-      if (d === 34) {
+      const d = s[j];
+      if (d === QUOTE) {
         j = skipString(s, j) - 1;
         if (j < 0) return -1;
-      } else if (d === 123 || d === 91) depth++;
-      else if (d === 125 || d === 93) {
+      } else if (d === OPEN_OBJ || d === OPEN_ARR) depth++;
+      else if (d === CLOSE_OBJ || d === CLOSE_ARR) {
         depth--;
         if (depth === 0) return j + 1;
       }
@@ -121,14 +126,19 @@ function skipValue(s: string, i: number): number {
   }
   let j = i;
   while (j < s.length) {
-    const d = s.charCodeAt(j);
-    if (d === 44 || d === 125 || d === 93 || d === 32 || d === 10 || d === 13 || d === 9) break;
+    const d = s[j];
+    if (d === COMMA || d === CLOSE_OBJ || d === CLOSE_ARR || d === 0x20 || d === 0x0a || d === 0x0d || d === 0x09) break;
     j++;
   }
   return j > i ? j : -1;
 }
 
-/** The frame with the id value at [start, end) replaced by the client's own id. */
-export function withId(text: string, start: number, end: number, id: JsonRpcId | null): string {
-  return text.slice(0, start) + JSON.stringify(id) + text.slice(end);
+/** The frame with the id value at [start, end) replaced by the client's own id: one copy. */
+export function withId(frame: Buffer, start: number, end: number, id: JsonRpcId | null): Buffer {
+  const idBytes = Buffer.from(JSON.stringify(id), 'utf8');
+  const out = Buffer.allocUnsafe(frame.length - (end - start) + idBytes.length);
+  frame.copy(out, 0, 0, start);
+  idBytes.copy(out, start);
+  frame.copy(out, start + idBytes.length, end);
+  return out;
 }

@@ -14,7 +14,8 @@ import WebSocket, { type RawData } from 'ws';
 /** The phonebridge-v1 frame limit, in bytes of the UTF-8 text frame payload. */
 export const MAX_FRAME_BYTES = 262_144;
 /** JSON-RPC error code for a non-tool response that would not fit in a frame. */
-export const TOO_LARGE_RPC_CODE = -32001;
+// The relay's too_large code (docs/PROTOCOL.md, error codes): outside JSON-RPC's reserved range.
+export const TOO_LARGE_RPC_CODE = -31003;
 
 export interface WebSocketTransportOptions {
   maxFrameBytes?: number;

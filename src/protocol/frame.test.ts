@@ -1,0 +1,66 @@
+import { describe, expect, it } from 'vitest';
+import { inspectPhoneFrame, withId } from './frame.ts';
+
+function restore(text: string, id: string | number | null): unknown {
+  const f = inspectPhoneFrame(Buffer.from(text));
+  if (f.kind !== 'response') throw new Error(`not a response: ${JSON.stringify(f)}`);
+  return JSON.parse(withId(Buffer.from(text), f.idStart, f.idEnd, id).toString());
+}
+
+describe('inspectPhoneFrame', () => {
+  it('finds the id when it is the last member (what the MCP SDK writes)', () => {
+    const text = JSON.stringify({ result: { content: [{ type: 'text', text: 'a "quoted" } id' }] }, jsonrpc: '2.0', id: 42 });
+    const f = inspectPhoneFrame(Buffer.from(text));
+    expect(f).toMatchObject({ kind: 'response', id: 42 });
+    expect(restore(text, 'client-7')).toEqual({ result: { content: [{ type: 'text', text: 'a "quoted" } id' }] }, jsonrpc: '2.0', id: 'client-7' });
+  });
+
+  it('finds the id when it comes first', () => {
+    const text = '{"jsonrpc":"2.0","id":3,"result":{"id":99,"nested":{"id":5}}}';
+    expect(inspectPhoneFrame(Buffer.from(text))).toMatchObject({ kind: 'response', id: 3 });
+    expect(restore(text, 'x')).toEqual({ jsonrpc: '2.0', id: 'x', result: { id: 99, nested: { id: 5 } } });
+  });
+
+  it('is not fooled by an "id" inside nested values or strings', () => {
+    const text = '{"result":{"text":"\\",\\"id\\":1}"},"error":null,"jsonrpc":"2.0", "id" : 8 }';
+    expect(inspectPhoneFrame(Buffer.from(text))).toMatchObject({ kind: 'response', id: 8 });
+    const nestedLast = '{"result":{"a":{"id":1}},"jsonrpc":"2.0","id":2}';
+    expect(inspectPhoneFrame(Buffer.from(nestedLast))).toMatchObject({ kind: 'response', id: 2 });
+    const nestedOnly = '{"result":{"x":1,"id":2}}';
+    expect(inspectPhoneFrame(Buffer.from(nestedOnly))).toMatchObject({ kind: 'invalid' });
+  });
+
+  it('handles errors, string ids, whitespace and escaped backslashes', () => {
+    const text = '{ "error" : {"code":-1,"message":"a\\\\"} ,\n "jsonrpc":"2.0",\n "id" : "r\\"1" }';
+    expect(inspectPhoneFrame(Buffer.from(text))).toMatchObject({ kind: 'response', id: 'r"1' });
+    expect(restore(text, 5)).toEqual({ error: { code: -1, message: 'a\\' }, jsonrpc: '2.0', id: 5 });
+  });
+
+  it('parses requests and notifications whole', () => {
+    expect(inspectPhoneFrame(Buffer.from('{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info"}}'))).toEqual({
+      kind: 'message',
+      value: { jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info' } },
+    });
+    expect(inspectPhoneFrame(Buffer.from('{"id":1,"jsonrpc":"2.0","method":"ping"}'))).toMatchObject({ kind: 'message' });
+  });
+
+  it('reports garbage as invalid', () => {
+    for (const bad of ['', 'nope', '[]', '{}', '{"jsonrpc":"2.0"}', '{"result":1', '{"result":1,"id":}', '{"result":{"a":"unterminated}']) {
+      expect(inspectPhoneFrame(Buffer.from(bad)).kind).toBe('invalid');
+    }
+  });
+
+  it('keeps multi-byte UTF-8 intact around the id', () => {
+    const text = JSON.stringify({ result: { text: 'héllo → 📱 "id":1' }, jsonrpc: '2.0', id: 'ü' });
+    expect(inspectPhoneFrame(Buffer.from(text))).toMatchObject({ kind: 'response', id: 'ü' });
+    expect(restore(text, 'ök')).toEqual({ result: { text: 'héllo → 📱 "id":1' }, jsonrpc: '2.0', id: 'ök' });
+    const first = '{"jsonrpc":"2.0","id":"ü","result":{"t":"📱"}}';
+    expect(restore(first, 1)).toEqual({ jsonrpc: '2.0', id: 1, result: { t: '📱' } });
+  });
+
+  it('restores ids in a 256 KiB response exactly as a full parse would', () => {
+    const big = { result: { content: [{ type: 'text', text: 'y'.repeat(256 * 1024 - 100) }], structuredContent: { id: 1 } }, jsonrpc: '2.0', id: 123456 };
+    const text = JSON.stringify(big);
+    expect(restore(text, 'abc')).toEqual({ ...big, id: 'abc' });
+  });
+});

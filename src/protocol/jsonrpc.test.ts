@@ -1,0 +1,53 @@
+import { describe, expect, it } from 'vitest';
+import { classify, parseBody } from './jsonrpc.ts';
+import { requestTimeoutMs } from './timeouts.ts';
+import { withCallerContext } from './caller.ts';
+import { negotiateRevision, allowsBatch } from './revisions.ts';
+
+describe('classify', () => {
+  it('tells requests, notifications and responses apart', () => {
+    expect(classify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }).kind).toBe('request');
+    expect(classify({ jsonrpc: '2.0', method: 'notifications/initialized' }).kind).toBe('notification');
+    expect(classify({ jsonrpc: '2.0', id: 1, result: {} }).kind).toBe('response');
+  });
+  it('rejects what is not JSON-RPC 2.0 with -32600', () => {
+    for (const bad of [null, 1, 'x', [], { id: 1, method: 'x' }, { jsonrpc: '1.0', id: 1, method: 'x' }, { jsonrpc: '2.0', id: {}, method: 'x' }, { jsonrpc: '2.0', id: 1, method: 'x', params: [1] }, { jsonrpc: '2.0' }]) {
+      const c = classify(bad);
+      expect(c.kind).toBe('invalid');
+      if (c.kind === 'invalid') expect(c.error.code).toBe(-32600);
+    }
+  });
+  it('reports a parse error as -32700', () => {
+    const r = parseBody('{"a":');
+    expect(r.ok).toBe(false);
+    if (!r.ok) expect(r.error.code).toBe(-32700);
+  });
+});
+
+describe('timeouts', () => {
+  it('gives 30 s by default and wait_for_events its timeout_s + 15 s, capped at 615 s', () => {
+    expect(requestTimeoutMs('tools/call', { name: 'tap', arguments: { timeout_s: 500 } })).toBe(30_000);
+    expect(requestTimeoutMs('tools/call', { name: 'wait_for_events', arguments: { timeout_s: 60 } })).toBe(75_000);
+    expect(requestTimeoutMs('tools/call', { name: 'wait_for_events', arguments: { timeout_s: 600 } })).toBe(615_000);
+    expect(requestTimeoutMs('tools/call', { name: 'wait_for_events', arguments: { timeout_s: 10_000 } })).toBe(615_000);
+    expect(requestTimeoutMs('tools/call', { name: 'wait_for_events', arguments: { timeout_s: 'x' } })).toBe(30_000);
+    expect(requestTimeoutMs('resources/read', undefined)).toBe(30_000);
+  });
+});
+
+describe('caller context', () => {
+  it('replaces a spoofed caller and keeps other _meta', () => {
+    const p = withCallerContext({ name: 'tap', _meta: { 'phonebridge/caller': { credential: 'root' }, progressToken: 7 } }, { id: 'key_1', scopes: ['devices:read'] });
+    expect(p._meta).toEqual({ 'phonebridge/caller': { credential: 'key_1', scopes: ['devices:read'] }, progressToken: 7 });
+    expect(withCallerContext(undefined, { id: 'k', scopes: [] })._meta).toEqual({ 'phonebridge/caller': { credential: 'k', scopes: [] } });
+  });
+});
+
+describe('revisions', () => {
+  it('echoes a supported revision and falls back to the latest', () => {
+    expect(negotiateRevision('2025-03-26')).toBe('2025-03-26');
+    expect(negotiateRevision('1999-01-01')).toBe('2025-11-25');
+    expect(allowsBatch('2025-03-26')).toBe(true);
+    expect(allowsBatch('2025-06-18')).toBe(false);
+  });
+});
