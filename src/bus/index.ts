@@ -4,10 +4,12 @@ import type { Logger } from '../log.ts';
 import type { Bus } from './types.ts';
 import { LocalBus } from './local/index.ts';
 
-export type { Bus, ControlEvent, SessionRecord, SessionStore } from './types.ts';
+export type { Bus, ControlEvent, DeviceOwner, ReplayEvent, SessionRecord, SessionStore } from './types.ts';
+export { BusUnavailableError } from './errors.ts';
+export { parseEventId } from './util.ts';
 
 export async function createBus(config: Pick<RelayConfig, 'redisUrl' | 'nodeId'>, log: Logger): Promise<Bus> {
-  if (!config.redisUrl) return new LocalBus();
+  if (!config.redisUrl) return new LocalBus({ nodeId: config.nodeId, log });
   const { RedisBus } = await import('./redis/index.ts');
   return RedisBus.connect(config.redisUrl, config.nodeId, log);
 }

@@ -1,0 +1,232 @@
+// In-process bus for a single node: maps with expiry. Nothing leaves the process.
+import type { Logger } from '../../log.ts';
+import type { Bus, ControlEvent, DeviceOwner, ReplayEvent, SessionRecord, SessionStore } from '../types.ts';
+import { checkStreamId, DEFAULT_REPLAY, eventId, Handlers, parseEventId, type ReplayLimits } from '../util.ts';
+
+class ExpiringMap<V> {
+  private readonly entries = new Map<string, { value: V; expiresAt: number }>();
+  private sweepAt = 0;
+
+  get(key: string, now = Date.now()): V | undefined {
+    const e = this.entries.get(key);
+    if (!e) return undefined;
+    if (e.expiresAt <= now) {
+      this.entries.delete(key);
+      return undefined;
+    }
+    return e.value;
+  }
+  set(key: string, value: V, ttlMs: number, now = Date.now()): void {
+    this.entries.set(key, { value, expiresAt: now + ttlMs });
+    if (now >= this.sweepAt) this.sweep(now);
+  }
+  /** Replaces the value and keeps the expiry. */
+  update(key: string, value: V): void {
+    const e = this.entries.get(key);
+    if (e) e.value = value;
+  }
+  delete(key: string): boolean {
+    return this.entries.delete(key);
+  }
+  values(): IterableIterator<[string, { value: V; expiresAt: number }]> {
+    return this.entries.entries();
+  }
+  remainingMs(key: string, now = Date.now()): number | undefined {
+    const e = this.entries.get(key);
+    return e && e.expiresAt > now ? e.expiresAt - now : undefined;
+  }
+  /** Amortised cleanup so abandoned keys cannot grow the map without bound. */
+  private sweep(now: number): void {
+    this.sweepAt = now + 10_000;
+    for (const [k, e] of this.entries) if (e.expiresAt <= now) this.entries.delete(k);
+  }
+}
+
+class LocalSessions implements SessionStore {
+  // evseq numbers the session's SSE events; it lives exactly as long as the session.
+  private readonly map = new ExpiringMap<{ s: SessionRecord; evseq: number }>();
+  constructor(private readonly dropped: (id: string) => void) {}
+
+  async create(s: SessionRecord, idleMs: number): Promise<void> {
+    this.map.set(s.id, { s, evseq: 0 }, idleMs);
+  }
+  async touch(id: string, idleMs: number): Promise<SessionRecord | undefined> {
+    const e = this.map.get(id);
+    if (!e) return undefined;
+    e.s.lastSeenAt = Date.now();
+    this.map.set(id, e, idleMs);
+    return e.s;
+  }
+  async delete(id: string): Promise<boolean> {
+    this.dropped(id);
+    return this.map.delete(id);
+  }
+  async deleteWhere(match: { deviceId?: string; tokenId?: string }): Promise<number> {
+    let n = 0;
+    for (const [id, { value }] of this.map.values()) {
+      const s = value.s;
+      if ((match.deviceId && s.deviceId === match.deviceId) || (match.tokenId && s.tokenId === match.tokenId)) {
+        this.map.delete(id);
+        this.dropped(id);
+        n++;
+      }
+    }
+    return n;
+  }
+  /** Next event number of a live session, with its remaining idle time; undefined if there is none. */
+  nextEventSeq(id: string): { seq: number; remainingMs: number } | undefined {
+    const e = this.map.get(id);
+    const remainingMs = this.map.remainingMs(id);
+    if (!e || remainingMs === undefined) return undefined;
+    return { seq: ++e.evseq, remainingMs };
+  }
+}
+
+interface ReplayBuffer {
+  seq: number; // used only when there is no session to number events
+  bytes: number;
+  events: Array<{ seq: number; streamId: string; data: string; size: number }>;
+}
+
+export interface LocalBusOptions {
+  nodeId?: string;
+  log?: Logger;
+  replay?: Partial<ReplayLimits>;
+}
+
+export class LocalBus implements Bus {
+  readonly kind = 'local' as const;
+  readonly nodeId: string;
+  readonly available = true;
+  readonly sessions: LocalSessions;
+  private readonly nonces = new ExpiringMap<string>();
+  private readonly counters = new ExpiringMap<number>();
+  private readonly replay = new ExpiringMap<ReplayBuffer>();
+  private readonly replayLimits: ReplayLimits;
+  private readonly epochs = new Map<string, number>(); // last epoch handed out per device
+  private readonly owned = new Map<string, number>(); // device -> epoch of the socket held here
+  private readonly devices = new Map<string, Set<(frame: string) => void>>();
+  private readonly control: Handlers<[ControlEvent]>;
+  private readonly nodeMessages: Handlers<[string]>;
+  private readonly log?: Logger;
+
+  constructor(opts: LocalBusOptions = {}) {
+    this.nodeId = opts.nodeId ?? 'local';
+    this.log = opts.log;
+    this.replayLimits = { ...DEFAULT_REPLAY, ...opts.replay };
+    this.sessions = new LocalSessions((id) => this.replay.delete(id));
+    this.control = new Handlers('control', opts.log);
+    this.nodeMessages = new Handlers('node message', opts.log);
+  }
+
+  async putNonce(nonce: string, deviceId: string, ttlMs: number): Promise<void> {
+    this.nonces.set(nonce, deviceId, ttlMs);
+  }
+  async takeNonce(nonce: string): Promise<string | undefined> {
+    const v = this.nonces.get(nonce);
+    this.nonces.delete(nonce);
+    return v;
+  }
+  async hit(key: string, windowMs: number): Promise<number> {
+    const n = (this.counters.get(key) ?? 0) + 1;
+    // Fixed window: the first hit opens it; later hits keep its end.
+    if (n === 1) this.counters.set(key, n, windowMs);
+    else this.counters.update(key, n);
+    return n;
+  }
+  async peek(key: string): Promise<number> {
+    return this.counters.get(key) ?? 0;
+  }
+  async publishControl(event: ControlEvent): Promise<void> {
+    this.control.emit(event);
+  }
+  onControl(handler: (event: ControlEvent) => void): void {
+    this.control.add(handler);
+  }
+
+  // One node: ownership is a local map and nobody else can supersede or die.
+  async claimDevice(deviceId: string): Promise<number> {
+    const epoch = (this.epochs.get(deviceId) ?? 0) + 1;
+    this.epochs.set(deviceId, epoch);
+    this.owned.set(deviceId, epoch);
+    return epoch;
+  }
+  async reclaimDevice(deviceId: string, epoch: number): Promise<number | undefined> {
+    const cur = this.owned.get(deviceId);
+    if (cur === epoch) return epoch;
+    return cur === undefined ? this.claimDevice(deviceId) : undefined;
+  }
+  async releaseDevice(deviceId: string, epoch: number): Promise<boolean> {
+    if (this.owned.get(deviceId) !== epoch) return false;
+    this.owned.delete(deviceId);
+    return true;
+  }
+  async ownerOf(deviceId: string): Promise<DeviceOwner | undefined> {
+    const epoch = this.owned.get(deviceId);
+    return epoch === undefined ? undefined : { nodeId: this.nodeId, epoch };
+  }
+  onSuperseded(): void {}
+  async aliveNodes(): Promise<string[]> {
+    return [this.nodeId];
+  }
+  onNodeDown(): void {}
+
+  async sendToNode(nodeId: string, msg: string): Promise<boolean> {
+    if (nodeId !== this.nodeId) return false;
+    this.nodeMessages.emit(msg);
+    return true;
+  }
+  onNodeMessage(handler: (msg: string) => void): void {
+    this.nodeMessages.add(handler);
+  }
+  async publishDevice(deviceId: string, frame: string): Promise<number> {
+    const set = this.devices.get(deviceId);
+    if (!set) return 0;
+    for (const h of [...set]) {
+      try {
+        h(frame);
+      } catch (err) {
+        this.log?.error({ err }, 'device frame handler threw');
+      }
+    }
+    return 1;
+  }
+  async subscribeDevice(deviceId: string, handler: (frame: string) => void): Promise<() => void> {
+    let set = this.devices.get(deviceId);
+    if (!set) this.devices.set(deviceId, (set = new Set()));
+    const entry = (frame: string) => handler(frame); // distinct per call, so one handler may subscribe twice
+    set.add(entry);
+    return () => {
+      set.delete(entry);
+      if (set.size === 0 && this.devices.get(deviceId) === set) this.devices.delete(deviceId);
+    };
+  }
+
+  async appendEvent(sessionId: string, streamId: string, data: string): Promise<string> {
+    checkStreamId(streamId);
+    const { maxEvents, maxBytes, ttlMs } = this.replayLimits;
+    const live = this.sessions.nextEventSeq(sessionId);
+    const buf = this.replay.get(sessionId) ?? { seq: 0, bytes: 0, events: [] };
+    const seq = live ? live.seq : ++buf.seq;
+    const size = Buffer.byteLength(data) + Buffer.byteLength(streamId) + String(seq).length + 2;
+    buf.events.push({ seq, streamId, data, size });
+    buf.bytes += size;
+    while (buf.events.length > 1 && (buf.events.length > maxEvents || buf.bytes > maxBytes)) {
+      buf.bytes -= buf.events.shift()!.size;
+    }
+    this.replay.set(sessionId, buf, Math.min(ttlMs, live?.remainingMs ?? ttlMs));
+    return eventId(streamId, seq);
+  }
+  async replayAfter(sessionId: string, lastEventId: string): Promise<ReplayEvent[]> {
+    const last = parseEventId(lastEventId);
+    const buf = this.replay.get(sessionId);
+    if (!last || !buf) return [];
+    return buf.events
+      .filter((e) => e.streamId === last.streamId && e.seq > last.seq)
+      .map((e) => ({ id: eventId(e.streamId, e.seq), data: e.data }));
+  }
+
+  onUnavailable(): void {}
+  onReconnected(): void {}
+  async close(): Promise<void> {}
+}

@@ -1,0 +1,421 @@
+// Redis driver of the cluster bus: shared state lives in Redis (atomic Lua), node-to-node traffic
+// goes over pub/sub. Two connections: commands, and a subscriber (subscriber mode needs its own).
+//
+// Failure model: no offline queue and no command retries, so while Redis is unreachable every call
+// rejects at once (or after commandTimeoutMs if Redis hangs) with BusUnavailableError. ioredis keeps
+// reconnecting; once both connections are back we resubscribe, re-announce the node and fire
+// onReconnected. Nothing is re-claimed automatically: the gateway calls reclaimDevice.
+import { createHash, randomBytes } from 'node:crypto';
+import { Redis, type RedisOptions } from 'ioredis';
+import type { Logger } from '../../log.ts';
+import { BusUnavailableError } from '../errors.ts';
+import type { Bus, ControlEvent, DeviceOwner, ReplayEvent, SessionRecord, SessionStore } from '../types.ts';
+import { checkStreamId, DEFAULT_REPLAY, eventId, Handlers, parseEventId, type ReplayLimits } from '../util.ts';
+import { lua, type ScriptName } from './scripts.ts';
+
+export interface RedisBusOptions {
+  /** Namespace of every key and channel. Default `pb:`; tests use a random one. */
+  prefix?: string;
+  /** A node not renewed for this long is dead: its devices count as unowned. Default 3000. */
+  nodeTtlMs?: number;
+  /** How often the node renews itself and looks for dead peers. Default 1000. */
+  heartbeatMs?: number;
+  /** Longest wait for any Redis reply (a hung Redis, not a closed one). Default 1000. */
+  commandTimeoutMs?: number;
+  replay?: Partial<ReplayLimits>;
+}
+
+const DEFAULTS = { prefix: 'pb:', nodeTtlMs: 3000, heartbeatMs: 1000, commandTimeoutMs: 1000 };
+
+const SHA = Object.fromEntries(
+  Object.entries(lua).map(([name, src]) => [name, createHash('sha1').update(src).digest('hex')]),
+) as Record<ScriptName, string>;
+
+// Replies that mean "Redis cannot serve right now" rather than "this command is wrong".
+const TRANSIENT_REPLY = /^(LOADING|READONLY|MASTERDOWN|BUSY|TRYAGAIN|CLUSTERDOWN|OOM)/;
+
+function asBusError(err: unknown): Error {
+  if (err instanceof BusUnavailableError) return err;
+  const e = err as Error;
+  if (e?.name === 'ReplyError' && !TRANSIENT_REPLY.test(e.message)) return e; // a bug, not an outage
+  return new BusUnavailableError(`cluster bus unavailable: ${e?.message ?? String(err)}`, { cause: err });
+}
+
+interface DeviceSub {
+  handlers: Set<(frame: string) => void>;
+  subscribed: Promise<unknown>;
+}
+
+export class RedisBus implements Bus {
+  readonly kind = 'redis' as const;
+  readonly sessions: SessionStore;
+  private readonly o: typeof DEFAULTS;
+  private readonly replayLimits: ReplayLimits;
+  private readonly boot = randomBytes(8).toString('hex'); // tells a restart under the same node id apart
+  private readonly cmd: Redis;
+  private readonly sub: Redis;
+  private readonly chControl: string;
+  private readonly chSelf: string;
+  private readonly chDev: string;
+  private readonly devices = new Map<string, DeviceSub>();
+  private peers = new Map<string, string>(); // alive node -> boot id, as of the last heartbeat
+  private up = false;
+  private started = false;
+  private closing = false;
+  private resyncing?: Promise<void>;
+  private beating?: Promise<boolean>;
+  private announced = false;
+  private timer?: NodeJS.Timeout;
+
+  private readonly on: {
+    control: Handlers<[ControlEvent]>;
+    superseded: Handlers<[string, number]>;
+    nodeDown: Handlers<[string]>;
+    nodeMessage: Handlers<[string]>;
+    unavailable: Handlers<[]>;
+    reconnected: Handlers<[]>;
+  };
+
+  private constructor(
+    url: string,
+    readonly nodeId: string,
+    private readonly log: Logger,
+    opts: RedisBusOptions,
+  ) {
+    this.o = { ...DEFAULTS, ...definedOnly(opts) };
+    const h = <A extends unknown[]>(what: string) => new Handlers<A>(what, log);
+    this.on = {
+      control: h('control'),
+      superseded: h('superseded'),
+      nodeDown: h('node down'),
+      nodeMessage: h('node message'),
+      unavailable: h('unavailable'),
+      reconnected: h('reconnected'),
+    };
+    this.replayLimits = { ...DEFAULT_REPLAY, ...opts.replay };
+    const p = this.o.prefix;
+    this.chControl = `${p}ch:control`;
+    this.chSelf = `${p}ch:node:${nodeId}`;
+    this.chDev = `${p}ch:dev:`;
+    const common: RedisOptions = {
+      lazyConnect: true,
+      enableOfflineQueue: false, // fail fast instead of queueing while disconnected
+      maxRetriesPerRequest: 0, // in-flight commands fail on disconnect ...
+      autoResendUnfulfilledCommands: false, // ... and are never replayed later (claims, INCRs)
+      autoResubscribe: false, // resync() resubscribes, then reports recovery
+      commandTimeout: this.o.commandTimeoutMs,
+      connectTimeout: 2000,
+      retryStrategy: (n) => Math.min(50 * 2 ** n, 1000),
+    };
+    this.cmd = new Redis(url, { ...common, connectionName: `phonebridge:${nodeId}:cmd` });
+    this.sub = new Redis(url, { ...common, connectionName: `phonebridge:${nodeId}:sub` });
+    for (const c of [this.cmd, this.sub]) {
+      c.on('error', (err: Error) => this.log.debug({ err: err.message }, 'redis connection error'));
+      c.on('close', () => this.markDown('connection closed'));
+      c.on('ready', () => void this.recover());
+    }
+    this.sub.on('message', (channel: string, msg: string) => this.dispatch(channel, msg));
+    this.sessions = new RedisSessions(this);
+  }
+
+  /** Connects both connections, subscribes and announces the node; BusUnavailableError if Redis is down. */
+  static async connect(url: string, nodeId: string, log: Logger, opts: RedisBusOptions = {}): Promise<RedisBus> {
+    const bus = new RedisBus(url, nodeId, log, opts);
+    try {
+      await Promise.all([bus.cmd.connect(), bus.sub.connect()]);
+      await bus.resync();
+    } catch (err) {
+      bus.cmd.disconnect();
+      bus.sub.disconnect();
+      throw asBusError(err);
+    }
+    bus.started = true;
+    bus.timer = setInterval(() => bus.tick(), bus.o.heartbeatMs);
+    bus.timer.unref();
+    return bus;
+  }
+
+  get available(): boolean {
+    return this.up;
+  }
+
+  // --- plumbing ---------------------------------------------------------------------------------
+
+  /** @internal Runs a script; reloads it if Redis lost its script cache (restart). */
+  async run(name: ScriptName, args: Array<string | number>): Promise<unknown> {
+    try {
+      try {
+        return await this.cmd.evalsha(SHA[name], 0, this.o.prefix, ...args);
+      } catch (err) {
+        if (!(err as Error).message?.startsWith('NOSCRIPT')) throw err;
+        return await this.cmd.eval(lua[name], 0, this.o.prefix, ...args);
+      }
+    } catch (err) {
+      throw asBusError(err);
+    }
+  }
+
+  private async op<T>(f: (r: Redis) => Promise<T>): Promise<T> {
+    try {
+      return await f(this.cmd);
+    } catch (err) {
+      throw asBusError(err);
+    }
+  }
+
+  private key(k: string): string {
+    return this.o.prefix + k;
+  }
+
+  private markDown(why: string): void {
+    if (!this.started || this.closing || !this.up) return;
+    this.up = false;
+    this.log.warn({ node: this.nodeId, why }, 'cluster bus unavailable');
+    this.on.unavailable.emit();
+  }
+
+  /** Once both connections are ready again: resubscribe, re-announce, report. */
+  private recover(): Promise<void> | undefined {
+    if (!this.started || this.closing || this.up || this.resyncing) return this.resyncing;
+    if (this.cmd.status !== 'ready' || this.sub.status !== 'ready') return undefined;
+    this.resyncing = this.resync()
+      .then(() => {
+        this.log.info({ node: this.nodeId }, 'cluster bus recovered');
+        this.on.reconnected.emit();
+      })
+      .catch((err) => this.log.debug({ err: (err as Error).message }, 'cluster bus resync failed; retrying'))
+      .finally(() => (this.resyncing = undefined));
+    return this.resyncing;
+  }
+
+  private async resync(): Promise<void> {
+    const channels = [this.chControl, this.chSelf, ...[...this.devices.keys()].map((d) => this.chDev + d)];
+    await this.sub.subscribe(...channels).catch((err) => Promise.reject(asBusError(err)));
+    await this.beat();
+    this.up = true;
+  }
+
+  private tick(): void {
+    if (!this.up) {
+      void this.recover(); // also retries a resync that failed half-way
+      return;
+    }
+    if (this.beating) return; // Redis is slow; do not pile up heartbeats
+    this.beat().then(
+      (lapsed) => lapsed && this.up && this.on.reconnected.emit(),
+      (err) => this.markDown(`heartbeat failed: ${(err as Error).message}`),
+    );
+  }
+
+  /**
+   * Renews this node, reaps dead ones, reports peers that vanished. True if this node had been
+   * presumed dead (its ownership may have been reaped): the gateway must reclaim its sockets.
+   */
+  private beat(): Promise<boolean> {
+    this.beating ??= (async () => {
+      const r = (await this.run('heartbeat', [this.nodeId, this.boot, this.o.nodeTtlMs])) as Array<string | number>;
+      const [wasAlive, prevBoot] = [Number(r[0]), String(r[1])];
+      const now = new Map<string, string>();
+      for (let i = 2; i < r.length; i += 2) now.set(String(r[i]), String(r[i + 1]));
+      let lapsed = false;
+      if (!this.announced) {
+        if (wasAlive && prevBoot) this.log.warn({ node: this.nodeId }, 'node id was still announced by a previous process');
+      } else if (prevBoot === this.boot || prevBoot === '') {
+        lapsed = !wasAlive; // expired, reaped by a peer, or Redis lost its data
+      } else {
+        this.log.error({ node: this.nodeId }, 'another process announces this node id');
+        lapsed = true;
+      }
+      this.announced = true;
+      if (lapsed) this.log.warn({ node: this.nodeId }, 'this node had been presumed dead');
+      for (const [n, boot] of this.peers) if (n !== this.nodeId && now.get(n) !== boot) this.on.nodeDown.emit(n);
+      this.peers = now;
+      return lapsed;
+    })().finally(() => (this.beating = undefined));
+    return this.beating;
+  }
+
+  private dispatch(channel: string, msg: string): void {
+    if (channel === this.chSelf) {
+      if (msg[0] === 'm') this.on.nodeMessage.emit(msg.slice(1));
+      else if (msg[0] === 's') {
+        const sp = msg.indexOf(' ');
+        this.on.superseded.emit(msg.slice(sp + 1), Number(msg.slice(1, sp)));
+      }
+    } else if (channel === this.chControl) {
+      let event: ControlEvent;
+      try {
+        event = JSON.parse(msg) as ControlEvent;
+      } catch {
+        return this.log.warn('malformed control event ignored');
+      }
+      this.on.control.emit(event);
+    } else if (channel.startsWith(this.chDev)) {
+      const s = this.devices.get(channel.slice(this.chDev.length));
+      for (const h of s ? [...s.handlers] : []) {
+        try {
+          h(msg);
+        } catch (err) {
+          this.log.error({ err }, 'device frame handler threw');
+        }
+      }
+    }
+  }
+
+  // --- nonces, counters, control ----------------------------------------------------------------
+
+  async putNonce(nonce: string, deviceId: string, ttlMs: number): Promise<void> {
+    await this.op((r) => r.set(this.key(`nonce:${nonce}`), deviceId, 'PX', ttlMs));
+  }
+  async takeNonce(nonce: string): Promise<string | undefined> {
+    // GETDEL is atomic: of concurrent takers exactly one sees the value.
+    return (await this.op((r) => r.getdel(this.key(`nonce:${nonce}`)))) ?? undefined;
+  }
+  async hit(key: string, windowMs: number): Promise<number> {
+    return Number(await this.run('hit', [key, windowMs]));
+  }
+  async peek(key: string): Promise<number> {
+    return Number((await this.op((r) => r.get(this.key(`rl:${key}`)))) ?? 0);
+  }
+  async publishControl(event: ControlEvent): Promise<void> {
+    await this.op((r) => r.publish(this.chControl, JSON.stringify(event)));
+  }
+  onControl(handler: (event: ControlEvent) => void): void {
+    this.on.control.add(handler);
+  }
+
+  // --- ownership and liveness -------------------------------------------------------------------
+
+  async claimDevice(deviceId: string): Promise<number> {
+    return Number(await this.run('claim', [this.nodeId, deviceId]));
+  }
+  async reclaimDevice(deviceId: string, epoch: number): Promise<number | undefined> {
+    const r = await this.run('reclaim', [this.nodeId, deviceId, epoch]);
+    return r == null ? undefined : Number(r);
+  }
+  async releaseDevice(deviceId: string, epoch: number): Promise<boolean> {
+    return Number(await this.run('release', [this.nodeId, deviceId, epoch])) === 1;
+  }
+  async ownerOf(deviceId: string): Promise<DeviceOwner | undefined> {
+    const r = (await this.run('owner', [deviceId])) as [string, string] | null;
+    return r ? { nodeId: String(r[0]), epoch: Number(r[1]) } : undefined;
+  }
+  onSuperseded(handler: (deviceId: string, epoch: number) => void): void {
+    this.on.superseded.add(handler);
+  }
+  async aliveNodes(): Promise<string[]> {
+    return ((await this.run('alive', [])) as string[]).map(String);
+  }
+  onNodeDown(handler: (nodeId: string) => void): void {
+    this.on.nodeDown.add(handler);
+  }
+
+  // --- messaging ----------------------------------------------------------------------------------
+
+  async sendToNode(nodeId: string, msg: string): Promise<boolean> {
+    return (await this.op((r) => r.publish(this.key(`ch:node:${nodeId}`), 'm' + msg))) > 0;
+  }
+  onNodeMessage(handler: (msg: string) => void): void {
+    this.on.nodeMessage.add(handler);
+  }
+  async publishDevice(deviceId: string, frame: string): Promise<number> {
+    return this.op((r) => r.publish(this.chDev + deviceId, frame));
+  }
+  async subscribeDevice(deviceId: string, handler: (frame: string) => void): Promise<() => void> {
+    let s = this.devices.get(deviceId);
+    if (!s) {
+      s = { handlers: new Set(), subscribed: this.sub.subscribe(this.chDev + deviceId) };
+      this.devices.set(deviceId, s);
+    }
+    const entry = (frame: string) => handler(frame); // distinct per call: the same handler may subscribe twice
+    s.handlers.add(entry);
+    const leave = () => {
+      s.handlers.delete(entry);
+      if (s.handlers.size > 0 || this.devices.get(deviceId) !== s) return;
+      this.devices.delete(deviceId);
+      // If Redis is down this fails, and resync() will not resubscribe it: nothing else to do.
+      this.sub.unsubscribe(this.chDev + deviceId).catch(() => {});
+    };
+    try {
+      await s.subscribed;
+    } catch (err) {
+      leave();
+      throw asBusError(err);
+    }
+    let left = false;
+    return () => {
+      if (!left) leave();
+      left = true;
+    };
+  }
+
+  // --- replay buffer ------------------------------------------------------------------------------
+
+  async appendEvent(sessionId: string, streamId: string, data: string): Promise<string> {
+    checkStreamId(streamId);
+    const { maxEvents, maxBytes, ttlMs } = this.replayLimits;
+    const seq = Number(await this.run('append', [sessionId, streamId, data, maxEvents, maxBytes, ttlMs]));
+    return eventId(streamId, seq);
+  }
+  async replayAfter(sessionId: string, lastEventId: string): Promise<ReplayEvent[]> {
+    const last = parseEventId(lastEventId);
+    if (!last) return [];
+    const entries = await this.op((r) => r.lrange(this.key(`ev:${sessionId}`), 0, -1));
+    const out: ReplayEvent[] = [];
+    for (const e of entries) {
+      const a = e.indexOf('\n');
+      const b = e.indexOf('\n', a + 1);
+      const seq = Number(e.slice(0, a));
+      const streamId = e.slice(a + 1, b);
+      if (streamId === last.streamId && seq > last.seq) out.push({ id: eventId(streamId, seq), data: e.slice(b + 1) });
+    }
+    return out;
+  }
+
+  // --- health -------------------------------------------------------------------------------------
+
+  onUnavailable(handler: () => void): void {
+    this.on.unavailable.add(handler);
+  }
+  onReconnected(handler: () => void): void {
+    this.on.reconnected.add(handler);
+  }
+
+  /** Leaves the cluster (this node's devices become unowned at once) and closes both connections. */
+  async close(): Promise<void> {
+    if (this.closing) return;
+    this.closing = true;
+    this.up = false;
+    clearInterval(this.timer);
+    await this.run('leave', [this.nodeId]).catch(() => {});
+    await Promise.allSettled([this.cmd.quit(), this.sub.quit()]);
+    this.cmd.disconnect();
+    this.sub.disconnect();
+  }
+}
+
+class RedisSessions implements SessionStore {
+  constructor(private readonly bus: RedisBus) {}
+
+  async create(s: SessionRecord, idleMs: number): Promise<void> {
+    await this.bus.run('sessionCreate', [s.id, JSON.stringify(s), s.deviceId, s.tokenId, idleMs]);
+  }
+  async touch(id: string, idleMs: number): Promise<SessionRecord | undefined> {
+    const rec = await this.bus.run('sessionTouch', [id, idleMs]);
+    if (rec == null) return undefined;
+    const s = JSON.parse(String(rec)) as SessionRecord;
+    s.lastSeenAt = Date.now();
+    return s;
+  }
+  async delete(id: string): Promise<boolean> {
+    return Number(await this.bus.run('sessionDelete', [id])) === 1;
+  }
+  async deleteWhere(match: { deviceId?: string; tokenId?: string }): Promise<number> {
+    if (!match.deviceId && !match.tokenId) return 0;
+    return Number(await this.bus.run('sessionDeleteWhere', [match.deviceId ?? '', match.tokenId ?? '']));
+  }
+}
+
+function definedOnly<T extends object>(o: T): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+}

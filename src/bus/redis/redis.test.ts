@@ -1,0 +1,224 @@
+// Several nodes on one real Redis: routing, supersede, liveness, outages.
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { BusUnavailableError } from '../errors.ts';
+import { RedisBus, type RedisBusOptions } from './index.ts';
+import { dropPrefix, quietLog, randomPrefix, REDIS_URL, ScratchRedis, sleep, waitFor } from './test-support.ts';
+
+const prefix = randomPrefix();
+const fast = { prefix, nodeTtlMs: 600, heartbeatMs: 150 } satisfies RedisBusOptions;
+const open: RedisBus[] = [];
+const uid = () => randomBytes(4).toString('hex');
+
+async function node(id = `n-${uid()}`, opts: RedisBusOptions = fast, url = REDIS_URL): Promise<RedisBus> {
+  const b = await RedisBus.connect(url, id, quietLog, opts);
+  open.push(b);
+  return b;
+}
+
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((b) => b.close()));
+});
+afterAll(() => dropPrefix(prefix));
+
+describe('RedisBus across nodes', () => {
+  it('control events reach every node, the publisher included, exactly once', async () => {
+    const [a, b] = [await node(), await node()];
+    const got = { a: [] as unknown[], b: [] as unknown[] };
+    a.onControl((e) => got.a.push(e));
+    b.onControl((e) => got.b.push(e));
+    await a.publishControl({ type: 'device_removed', deviceId: 'd1' });
+    await b.publishControl({ type: 'account_locked', accountId: 'acc', locked: true });
+    await sleep(100);
+    const all = [{ type: 'device_removed', deviceId: 'd1' }, { type: 'account_locked', accountId: 'acc', locked: true }];
+    expect(got.a).toEqual(all);
+    expect(got.b).toEqual(all);
+  });
+
+  it('a nonce raced by many takers on two nodes has one winner', async () => {
+    const [a, b] = [await node(), await node()];
+    const nonce = uid();
+    await a.putNonce(nonce, 'dev', 10_000);
+    const got = await Promise.all(Array.from({ length: 40 }, (_, i) => (i % 2 ? a : b).takeNonce(nonce)));
+    expect(got.filter(Boolean)).toEqual(['dev']);
+  });
+
+  it('sessions and counters are shared between nodes', async () => {
+    const [a, b] = [await node(), await node()];
+    const id = uid();
+    await a.sessions.create({ id, deviceId: 'd', tokenId: 't', accountId: 'x', revision: '2025-06-18', scopes: [], createdAt: 1, lastSeenAt: 1 }, 10_000);
+    expect(await b.sessions.touch(id, 10_000)).toMatchObject({ id, scopes: [] });
+    const k = uid();
+    await a.hit(k, 10_000);
+    expect(await b.hit(k, 10_000)).toBe(2);
+  });
+
+  it('claiming on another node supersedes the old owner, which can then neither release nor reclaim', async () => {
+    const [a, b] = [await node(), await node()];
+    const d = uid();
+    const seen = { a: [] as Array<[string, number]>, b: [] as Array<[string, number]> };
+    a.onSuperseded((dev, e) => seen.a.push([dev, e]));
+    b.onSuperseded((dev, e) => seen.b.push([dev, e]));
+    const e1 = await a.claimDevice(d);
+    const e2 = await b.claimDevice(d);
+    expect(e2).toBe(e1 + 1);
+    await waitFor(() => seen.a.length > 0, 1000, 'supersede');
+    expect(seen.a).toEqual([[d, e2]]);
+    expect(seen.b).toEqual([]);
+    expect(await a.ownerOf(d)).toEqual({ nodeId: b.nodeId, epoch: e2 });
+    expect(await a.releaseDevice(d, e1)).toBe(false); // stale epoch: a no-op
+    expect(await a.reclaimDevice(d, e1)).toBeUndefined(); // B is alive and owns it
+    expect(await b.ownerOf(d)).toEqual({ nodeId: b.nodeId, epoch: e2 });
+  });
+
+  it('sendToNode and device frames cross nodes; unsubscribing stops delivery', async () => {
+    const [a, b] = [await node(), await node()];
+    const atA: string[] = [];
+    const atB: string[] = [];
+    a.onNodeMessage((m) => atA.push(m));
+    b.onNodeMessage((m) => {
+      atB.push(m);
+      void b.sendToNode(a.nodeId, `re:${m}`);
+    });
+    expect(await a.sendToNode(b.nodeId, 'ping\n{"x":1}')).toBe(true);
+    await waitFor(() => atA.length === 1, 1000, 'reply');
+    expect(atB).toEqual(['ping\n{"x":1}']);
+    expect(atA).toEqual(['re:ping\n{"x":1}']);
+
+    const d = uid();
+    const frames: string[] = [];
+    const off = await b.subscribeDevice(d, (f) => frames.push(f));
+    expect(await a.publishDevice(d, 'n1')).toBe(1);
+    await waitFor(() => frames.length === 1, 1000, 'frame');
+    off();
+    const raw = new Redis(REDIS_URL);
+    await waitFor(async () => ((await raw.pubsub('NUMSUB', `${prefix}ch:dev:${d}`)) as [string, number])[1] === 0, 1000, 'unsubscribe');
+    raw.disconnect();
+    expect(await a.publishDevice(d, 'n2')).toBe(0);
+  });
+
+  it('a killed node (kill -9) is reported down and its devices become unowned within a few seconds', async () => {
+    const a = await node();
+    const down: Array<[string, number]> = [];
+    a.onNodeDown((n) => down.push([n, Date.now()]));
+    const victim = `victim-${uid()}`;
+    const d = uid();
+    const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('./test-node.ts', import.meta.url))], {
+      env: { ...process.env, REDIS_URL, PREFIX: prefix, NODE_ID: victim, DEVICE: d, NODE_TTL_MS: '600', HEARTBEAT_MS: '150' },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    child.stdout!.on('data', (c) => (out += c));
+    await waitFor(() => out.includes('ready'), 15_000, 'child node');
+    await waitFor(async () => (await a.aliveNodes()).includes(victim), 2000, 'victim announced');
+    await sleep(2 * fast.heartbeatMs); // A has seen the victim in a heartbeat
+    expect(await a.ownerOf(d)).toMatchObject({ nodeId: victim });
+
+    const killedAt = Date.now();
+    child.kill('SIGKILL');
+    await waitFor(() => down.some(([n]) => n === victim), 3000, 'node down');
+    const after = down.find(([n]) => n === victim)![1] - killedAt;
+    expect(after).toBeLessThan(fast.nodeTtlMs + 2 * fast.heartbeatMs + 600);
+    expect(await a.ownerOf(d)).toBeUndefined();
+    expect(await a.aliveNodes()).not.toContain(victim);
+    // The phone reconnects here: a plain claim, nobody to notify.
+    expect(await a.claimDevice(d)).toBe(2);
+  });
+
+  it('a node that closes is down for the others at once; one restarted under the same id too', async () => {
+    const a = await node();
+    const downs: string[] = [];
+    a.onNodeDown((n) => downs.push(n));
+    const id = `n-${uid()}`;
+    const b1 = await node(id);
+    const d = uid();
+    await b1.claimDevice(d);
+    await sleep(2 * fast.heartbeatMs);
+    // Restart under the same id (a pod restarting within the TTL): the old process's claims are void.
+    const b2 = await node(id);
+    await waitFor(() => downs.includes(id), 1000, 'restart noticed');
+    expect(await a.ownerOf(d)).toBeUndefined();
+    await b1.close().catch(() => {});
+    await b2.claimDevice(d);
+    await b2.close();
+    expect(await a.ownerOf(d)).toBeUndefined(); // leaving releases everything at once
+    expect(await a.aliveNodes()).not.toContain(id);
+  });
+});
+
+describe('RedisBus during a Redis outage', () => {
+  let redis: ScratchRedis | undefined;
+  afterEach(async () => {
+    await Promise.all(open.splice(0).map((b) => b.close()));
+    await redis?.kill();
+  });
+
+  it('fails fast while Redis is gone and recovers by itself when it returns', async () => {
+    redis = await ScratchRedis.start();
+    const opts = { ...fast, commandTimeoutMs: 500 };
+    const [a, b] = [await node('a', opts, redis.url), await node('b', opts, redis.url)];
+    const events: string[] = [];
+    for (const [name, bus] of [['a', a], ['b', b]] as const) {
+      bus.onUnavailable(() => events.push(`${name}:down`));
+      bus.onReconnected(() => events.push(`${name}:up`));
+    }
+    const d = uid();
+    const frames: string[] = [];
+    await a.subscribeDevice(d, (f) => frames.push(f));
+    const atA: string[] = [];
+    a.onNodeMessage((m) => atA.push(m));
+
+    await redis.kill();
+    await waitFor(() => !a.available && !b.available, 1000, 'outage noticed');
+    for (const call of [() => a.hit('k', 1000), () => a.takeNonce('n'), () => b.claimDevice(d), () => b.sendToNode('a', 'x'), () => a.subscribeDevice(uid(), () => {})]) {
+      const t0 = performance.now();
+      await expect(call()).rejects.toBeInstanceOf(BusUnavailableError);
+      expect(performance.now() - t0).toBeLessThan(1000);
+    }
+    await expect(a.hit('k', 1000)).rejects.toMatchObject({ code: 'relay_unavailable' });
+
+    const restartedAt = Date.now();
+    await redis.restart(); // same port, empty data: as after a Redis crash without persistence
+    await waitFor(() => a.available && b.available, 5000, 'recovery');
+    const recoveredIn = Date.now() - restartedAt;
+    expect(recoveredIn).toBeLessThan(3000);
+    expect(events.sort()).toEqual(['a:down', 'a:up', 'b:down', 'b:up']);
+
+    // Channels were resubscribed and nodes re-announced.
+    expect(await b.publishDevice(d, 'again')).toBe(1);
+    expect(await b.sendToNode('a', 'hi')).toBe(true);
+    await waitFor(() => frames.length === 1 && atA.length === 1, 1000, 'delivery after recovery');
+    expect((await a.aliveNodes()).sort()).toEqual(['a', 'b']);
+    expect(await a.hit('k', 1000)).toBe(1);
+    // Ownership was lost with Redis's data: reclaim takes it anew.
+    expect(await b.reclaimDevice(d, 1)).toBe(1);
+  });
+
+  it('a hung Redis (no replies) times out fast, then the bus recovers', async () => {
+    redis = await ScratchRedis.start();
+    const a = await node('a', { ...fast, commandTimeoutMs: 300 }, redis.url);
+    const ups: number[] = [];
+    a.onReconnected(() => ups.push(Date.now()));
+    const admin = new Redis(redis.url);
+    await admin.client('PAUSE', 1500, 'ALL');
+    const t0 = performance.now();
+    await expect(a.hit('k', 1000)).rejects.toBeInstanceOf(BusUnavailableError);
+    expect(performance.now() - t0).toBeLessThan(1000);
+    await waitFor(() => !a.available, 2000, 'hang noticed by the heartbeat');
+    await waitFor(() => a.available, 5000, 'recovery after the pause');
+    expect(ups).toHaveLength(1);
+    expect(await a.hit('k2', 1000)).toBe(1);
+    admin.disconnect();
+  });
+
+  it('connect fails fast with BusUnavailableError when Redis is not there', async () => {
+    redis = await ScratchRedis.start();
+    await redis.kill();
+    const t0 = performance.now();
+    await expect(RedisBus.connect(redis.url, 'x', quietLog, fast)).rejects.toBeInstanceOf(BusUnavailableError);
+    expect(performance.now() - t0).toBeLessThan(1000);
+  });
+});

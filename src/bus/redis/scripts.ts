@@ -1,0 +1,209 @@
+// Lua run atomically inside Redis. Every script gets the key prefix `p` as ARGV[1] and derives the
+// key names it needs from it (standalone Redis only; Redis Cluster would need hash-tagged keys).
+//
+// Keys under prefix p:
+//   nonce:<n>            string deviceId, PX ttl
+//   rl:<key>             fixed-window counter, PX window
+//   sess:<id>            hash rec (JSON), dev, tok, evseq; PX idle
+//   sx:d:<deviceId>      zset sessionId -> expiry ms (index for deleteWhere), PX >= its members
+//   sx:t:<tokenId>       same, by token
+//   ev:<sessionId>       list of "seq\nstreamId\ndata" (replay buffer); evm:<sessionId> hash bytes[, seq]
+//   dev:<deviceId>       hash node, epoch (epoch survives release so it stays monotonic); 30 days
+//   owned:<nodeId>       set of devices claimed by the node (to reap them when it dies)
+//   nodes                zset nodeId -> liveness deadline (Redis server clock, ms)
+//   boots                hash nodeId -> boot id of the process announcing it
+// Channels: ch:control, ch:node:<nodeId> ("m"+msg | "s<epoch> <deviceId>"), ch:dev:<deviceId>.
+
+const NOW = `local function now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+`;
+
+const ALIVE = `${NOW}
+local function alive(p, n)
+  local s = redis.call('ZSCORE', p .. 'nodes', n)
+  return s and tonumber(s) >= now()
+end
+`;
+
+/** Releases every device a node holds and forgets the node. */
+const REAP = `local function reap(p, n)
+  local owned = p .. 'owned:' .. n
+  for _, d in ipairs(redis.call('SMEMBERS', owned)) do
+    local k = p .. 'dev:' .. d
+    if redis.call('HGET', k, 'node') == n then redis.call('HDEL', k, 'node') end
+  end
+  redis.call('DEL', owned)
+  redis.call('ZREM', p .. 'nodes', n)
+  redis.call('HDEL', p .. 'boots', n)
+end
+`;
+
+/** Adds a session to an index; the index lives at least as long as its newest member. */
+const INDEX = `${NOW}
+local function index(k, sid, idle)
+  local t = now()
+  redis.call('ZADD', k, t + idle, sid)
+  redis.call('ZREMRANGEBYSCORE', k, '-inf', t)
+  if redis.call('PTTL', k) < idle then redis.call('PEXPIRE', k, idle) end
+end
+`;
+
+const DROP = `local function drop(p, sid)
+  local key = p .. 'sess:' .. sid
+  local f = redis.call('HMGET', key, 'dev', 'tok')
+  if not f[1] then return 0 end
+  redis.call('DEL', key, p .. 'ev:' .. sid, p .. 'evm:' .. sid)
+  redis.call('ZREM', p .. 'sx:d:' .. f[1], sid)
+  redis.call('ZREM', p .. 'sx:t:' .. f[2], sid)
+  return 1
+end
+`;
+
+// Claims a device for ARGV[2]; tells a different previous owner it was superseded.
+const CLAIM_BODY = `
+  local prev = redis.call('HGET', k, 'node')
+  local e = redis.call('HINCRBY', k, 'epoch', 1)
+  redis.call('HSET', k, 'node', self)
+  redis.call('PEXPIRE', k, 2592000000) -- 30 days: forgets devices gone for good
+  redis.call('SADD', p .. 'owned:' .. self, d)
+  if prev and prev ~= self then
+    redis.call('SREM', p .. 'owned:' .. prev, d)
+    redis.call('PUBLISH', p .. 'ch:node:' .. prev, 's' .. e .. ' ' .. d)
+  end
+  return e
+`;
+
+export const lua = {
+  // ARGV: p, key, windowMs. Opens the window on the first hit only.
+  hit: `local k = ARGV[1] .. 'rl:' .. ARGV[2]
+local n = redis.call('INCR', k)
+if redis.call('PTTL', k) < 0 then redis.call('PEXPIRE', k, ARGV[3]) end
+return n`,
+
+  // ARGV: p, sid, rec, dev, tok, idleMs
+  sessionCreate: `${INDEX}
+local p, sid, idle = ARGV[1], ARGV[2], tonumber(ARGV[6])
+local key = p .. 'sess:' .. sid
+redis.call('HSET', key, 'rec', ARGV[3], 'dev', ARGV[4], 'tok', ARGV[5])
+redis.call('PEXPIRE', key, idle)
+index(p .. 'sx:d:' .. ARGV[4], sid, idle)
+index(p .. 'sx:t:' .. ARGV[5], sid, idle)
+return 1`,
+
+  // ARGV: p, sid, idleMs. Returns the record JSON or nil.
+  sessionTouch: `${INDEX}
+local p, sid, idle = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local key = p .. 'sess:' .. sid
+local f = redis.call('HMGET', key, 'rec', 'dev', 'tok')
+if not f[1] then return false end
+redis.call('PEXPIRE', key, idle)
+index(p .. 'sx:d:' .. f[2], sid, idle)
+index(p .. 'sx:t:' .. f[3], sid, idle)
+return f[1]`,
+
+  // ARGV: p, sid
+  sessionDelete: `${DROP}
+return drop(ARGV[1], ARGV[2])`,
+
+  // ARGV: p, deviceId or '', tokenId or ''. Sessions matching either.
+  sessionDeleteWhere: `${DROP}
+local p, n = ARGV[1], 0
+for i, kind in ipairs({'d', 't'}) do
+  local id = ARGV[i + 1]
+  if id ~= '' then
+    local k = p .. 'sx:' .. kind .. ':' .. id
+    for _, sid in ipairs(redis.call('ZRANGE', k, 0, -1)) do n = n + drop(p, sid) end
+    redis.call('DEL', k)
+  end
+end
+return n`,
+
+  // ARGV: p, self, deviceId
+  claim: `local p, self, d = ARGV[1], ARGV[2], ARGV[3]
+local k = p .. 'dev:' .. d
+${CLAIM_BODY}`,
+
+  // ARGV: p, self, deviceId, epoch. Keep, claim anew (absent or dead owner), or nil (someone else's).
+  reclaim: `${ALIVE}
+local p, self, d = ARGV[1], ARGV[2], ARGV[3]
+local k = p .. 'dev:' .. d
+local f = redis.call('HMGET', k, 'node', 'epoch')
+if f[1] == self and tonumber(f[2]) == tonumber(ARGV[4]) then
+  redis.call('SADD', p .. 'owned:' .. self, d)
+  return tonumber(f[2])
+end
+if f[1] == self or (f[1] and alive(p, f[1])) then return false end
+${CLAIM_BODY}`,
+
+  // ARGV: p, self, deviceId, epoch. Compare-and-delete.
+  release: `local p, self, d = ARGV[1], ARGV[2], ARGV[3]
+local k = p .. 'dev:' .. d
+local f = redis.call('HMGET', k, 'node', 'epoch')
+if f[1] ~= self or tonumber(f[2]) ~= tonumber(ARGV[4]) then return 0 end
+redis.call('HDEL', k, 'node')
+redis.call('SREM', p .. 'owned:' .. self, d)
+return 1`,
+
+  // ARGV: p, deviceId. {node, epoch} if owned by a live node.
+  owner: `${ALIVE}
+local f = redis.call('HMGET', ARGV[1] .. 'dev:' .. ARGV[2], 'node', 'epoch')
+if f[1] and alive(ARGV[1], f[1]) then return {f[1], f[2]} end
+return false`,
+
+  // ARGV: p, self, boot, ttlMs. Renews this node, reaps dead ones.
+  // Returns {wasAlive, previousBoot, node1, boot1, node2, boot2, ...} (alive nodes after renewal).
+  heartbeat: `${NOW}${REAP}
+local p, self, boot = ARGV[1], ARGV[2], ARGV[3]
+local nodes, boots, t = p .. 'nodes', p .. 'boots', now()
+local prevScore = redis.call('ZSCORE', nodes, self)
+local prevBoot = redis.call('HGET', boots, self) or ''
+local wasAlive = (prevScore and tonumber(prevScore) >= t) and 1 or 0
+-- A new process under this id holds none of its predecessor's sockets.
+if prevBoot ~= boot then reap(p, self) end
+-- Dead peers lose their devices. A lapsed self keeps its own: reclaimDevice then keeps the epochs.
+for _, n in ipairs(redis.call('ZRANGEBYSCORE', nodes, '-inf', '(' .. t)) do
+  if n ~= self then reap(p, n) end
+end
+redis.call('ZADD', nodes, t + tonumber(ARGV[4]), self)
+redis.call('HSET', boots, self, boot)
+local out = {wasAlive, prevBoot}
+for _, n in ipairs(redis.call('ZRANGEBYSCORE', nodes, t, '+inf')) do
+  out[#out + 1] = n
+  out[#out + 1] = redis.call('HGET', boots, n) or ''
+end
+return out`,
+
+  // ARGV: p, self
+  leave: `${REAP}
+reap(ARGV[1], ARGV[2])
+return 1`,
+
+  // ARGV: p
+  alive: `${NOW}
+return redis.call('ZRANGEBYSCORE', ARGV[1] .. 'nodes', now(), '+inf')`,
+
+  // ARGV: p, sid, streamId, data, maxEvents, maxBytes, ttlMs. Returns seq.
+  // seq lives on the session hash so ids never repeat within a session even if the buffer expires.
+  append: `local p, sid = ARGV[1], ARGV[2]
+local list, meta, sess = p .. 'ev:' .. sid, p .. 'evm:' .. sid, p .. 'sess:' .. sid
+local live = redis.call('EXISTS', sess) == 1
+local seq = redis.call('HINCRBY', live and sess or meta, live and 'evseq' or 'seq', 1)
+local entry = seq .. '\\n' .. ARGV[3] .. '\\n' .. ARGV[4]
+redis.call('RPUSH', list, entry)
+local bytes = redis.call('HINCRBY', meta, 'bytes', #entry)
+local n = redis.call('LLEN', list)
+while n > 1 and (n > tonumber(ARGV[5]) or bytes > tonumber(ARGV[6])) do
+  bytes = redis.call('HINCRBY', meta, 'bytes', -#redis.call('LPOP', list))
+  n = n - 1
+end
+local ttl = tonumber(ARGV[7])
+local s = redis.call('PTTL', sess)
+if s > 0 and s < ttl then ttl = s end
+redis.call('PEXPIRE', list, ttl)
+redis.call('PEXPIRE', meta, ttl)
+return seq`,
+} as const;
+
+export type ScriptName = keyof typeof lua;

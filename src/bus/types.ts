@@ -1,0 +1,118 @@
+// The cluster bus: everything gateway nodes must share. One small interface, two drivers:
+// `local` (in-process, single node — the default) and `redis` (many nodes).
+import type { Scope } from '../store/types.ts';
+import type { SessionRevision } from '../protocol/revisions.ts';
+
+export interface SessionRecord {
+  id: string;
+  tokenId: string;
+  deviceId: string;
+  accountId: string;
+  revision: SessionRevision;
+  scopes: Scope[];
+  createdAt: number;
+  lastSeenAt: number;
+}
+
+export interface SessionStore {
+  create(s: SessionRecord, idleMs: number): Promise<void>;
+  /** The live session, its idle clock renewed; undefined if unknown or expired. */
+  touch(id: string, idleMs: number): Promise<SessionRecord | undefined>;
+  delete(id: string): Promise<boolean>;
+  /** Sessions bound to a device or token, for invalidation. */
+  deleteWhere(match: { deviceId?: string; tokenId?: string }): Promise<number>;
+}
+
+/** What must take effect on every node at once (DESIGN.md decision 3). */
+export type ControlEvent =
+  | { type: 'device_removed'; deviceId: string }
+  | { type: 'token_revoked'; tokenId: string }
+  | { type: 'account_locked'; accountId: string; locked: boolean };
+
+/** Who holds a device's socket. A request must carry the epoch; a stale owner can never answer. */
+export interface DeviceOwner {
+  nodeId: string;
+  epoch: number;
+}
+
+/** One buffered SSE event: `id` is `<streamId>:<seq>` (see parseEventId in util.ts). */
+export interface ReplayEvent {
+  id: string;
+  data: string;
+}
+
+export interface Bus {
+  readonly kind: 'local' | 'redis';
+  readonly nodeId: string;
+  readonly sessions: SessionStore;
+  /** False while the backend is unreachable (every call then fails fast with BusUnavailableError). */
+  readonly available: boolean;
+
+  /** Remembers a challenge nonce for `ttlMs`. */
+  putNonce(nonce: string, deviceId: string, ttlMs: number): Promise<void>;
+  /** Consumes a nonce: the device id it was issued for, once; undefined afterwards or when expired. */
+  takeNonce(nonce: string): Promise<string | undefined>;
+
+  /** Fixed-window counter shared by all nodes: increments and returns the new count. */
+  hit(key: string, windowMs: number): Promise<number>;
+  /** Current count of a window without incrementing. */
+  peek(key: string): Promise<number>;
+
+  /** Reaches every node, this one included, once each. */
+  publishControl(event: ControlEvent): Promise<void>;
+  onControl(handler: (event: ControlEvent) => void): void;
+
+  // --- Device ownership --------------------------------------------------------------------
+  /**
+   * This node now holds the device's socket. Returns the new epoch (monotonic per device).
+   * A different previous owner gets `onSuperseded(deviceId, epoch)` so it closes its socket (4001).
+   */
+  claimDevice(deviceId: string): Promise<number>;
+  /**
+   * After a bus outage: keeps the claim if the record is still (this node, epoch), claims anew if
+   * the device has no live owner (returns the new epoch), and returns undefined if another live node
+   * (or a newer socket here) owns it — then this socket is stale and should be closed with 4001.
+   */
+  reclaimDevice(deviceId: string, epoch: number): Promise<number | undefined>;
+  /** Clears ownership if it is still (this node, epoch); false (a no-op) otherwise. */
+  releaseDevice(deviceId: string, epoch: number): Promise<boolean>;
+  /** The current owner, or undefined if none or its node is not alive. */
+  ownerOf(deviceId: string): Promise<DeviceOwner | undefined>;
+  /** Another node claimed a device this node owned; `epoch` is the new owner's. */
+  onSuperseded(handler: (deviceId: string, epoch: number) => void): void;
+
+  // --- Node liveness -----------------------------------------------------------------------
+  /** Node ids currently announced (this one included). */
+  aliveNodes(): Promise<string[]>;
+  /** Another node vanished (crash, kill -9, close, or restart under the same id). */
+  onNodeDown(handler: (nodeId: string) => void): void;
+
+  // --- Messaging -----------------------------------------------------------------------------
+  /** Delivers an opaque message to one node's onNodeMessage handlers; false if that node is not listening. */
+  sendToNode(nodeId: string, msg: string): Promise<boolean>;
+  onNodeMessage(handler: (msg: string) => void): void;
+  /** Fans a frame out to every node subscribed to the device; resolves with how many nodes got it. */
+  publishDevice(deviceId: string, frame: string): Promise<number>;
+  /**
+   * Resolves once subscribed (frames published afterwards are not missed). Subscriptions are
+   * refcounted: the node unsubscribes when its last local listener for the device leaves.
+   */
+  subscribeDevice(deviceId: string, handler: (frame: string) => void): Promise<() => void>;
+
+  // --- SSE replay buffer (bounded; dropped with the session) ----------------------------------
+  /** Buffers one event of a stream; returns its id (unique within the session, encodes the stream). */
+  appendEvent(sessionId: string, streamId: string, data: string): Promise<string>;
+  /** Buffered events of `lastEventId`'s stream after it, oldest first; [] if unknown or malformed. */
+  replayAfter(sessionId: string, lastEventId: string): Promise<ReplayEvent[]>;
+
+  // --- Health ----------------------------------------------------------------------------------
+  /** The backend became unreachable: in-flight cross-node work will not complete. */
+  onUnavailable(handler: () => void): void;
+  /**
+   * The bus is whole again (resubscribed, re-announced) after an outage or after this node was
+   * presumed dead. Messages sent meanwhile may be lost; the gateway should reclaimDevice its sockets.
+   */
+  onReconnected(handler: () => void): void;
+
+  close(): Promise<void>;
+}
