@@ -1,0 +1,241 @@
+// Bridge backend (issue 3, item 4; `device run --backend bridge`): serves an existing MCP server
+// through the relay as if it were the phone's own. One upstream connection is shared; each relay
+// socket gets a low-level SDK Server that forwards to it and relays its notifications back.
+//
+// Proxied: initialize (the upstream's serverInfo, instructions and capabilities), tools/list (all
+// upstream pages in one, each tool scoped), tools/call (with _meta, progress and cancellation),
+// resources/list, resources/templates/list, resources/read, resources/subscribe/unsubscribe,
+// prompts/list, prompts/get, completion/complete, logging/setLevel; and the notifications
+// message, resources/updated, and tools/prompts/resources list_changed.
+// Refused: requests from the upstream to its client (sampling/createMessage, elicitation/create,
+// roots/list) get -32601 from the bridge, because the relay never forwards phone-originated
+// requests to MCP clients. Upstream `tasks` and `experimental` capabilities are not advertised,
+// since their methods are not proxied.
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import type { RequestOptions } from '@modelcontextprotocol/sdk/shared/protocol.js';
+import {
+  CallToolRequestSchema,
+  CompleteRequestSchema,
+  EmptyResultSchema,
+  GetPromptRequestSchema,
+  ListPromptsRequestSchema,
+  ListResourceTemplatesRequestSchema,
+  ListResourcesRequestSchema,
+  ListToolsRequestSchema,
+  ListToolsResultSchema,
+  ReadResourceRequestSchema,
+  ResultSchema,
+  SetLevelRequestSchema,
+  SubscribeRequestSchema,
+  UnsubscribeRequestSchema,
+  type ClientRequest,
+  type LoggingLevel,
+  type ServerCapabilities,
+  type ServerNotification,
+  type ServerRequest,
+  type Tool,
+} from '@modelcontextprotocol/sdk/types.js';
+import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
+import { stderrLogger, type AgentLogger, type McpServerLike } from '../agent/agent.ts';
+import type { BackoffOptions } from '../agent/backoff.ts';
+import { errorResult } from '../tools/contract.ts';
+import { loadScopeMap, withScope, type ScopeMap } from './scopes.ts';
+import { Upstream, UpstreamUnavailableError } from './upstream.ts';
+
+export { loadScopeMap, scopeFor, type ScopeMap } from './scopes.ts';
+export { Upstream, UpstreamUnavailableError } from './upstream.ts';
+
+export interface BridgeOptions {
+  /** A stdio MCP server, run as `sh -c 'exec <cmd>'`: one command; quotes and $VARS work. */
+  upstreamCmd?: string;
+  /** A Streamable HTTP MCP server. */
+  upstreamUrl?: string;
+  /** Path of a JSON file `{"toolName": "<scope>"}` overriding the scopes derived from annotations. */
+  scopeMap?: string;
+  log?: AgentLogger;
+  /** Restart backoff after the upstream goes away. */
+  backoff?: BackoffOptions;
+}
+
+/** Called once per relay socket; also stops the shared upstream. */
+export interface BridgeServerFactory {
+  (): McpServerLike;
+  readonly upstream: Upstream;
+  close(): Promise<void>;
+}
+
+/**
+ * The relay owns request deadlines (it cancels, which cancels upstream); this only bounds an
+ * upstream that hangs past them.
+ */
+const UPSTREAM_TIMEOUT_MS = 15 * 60_000;
+
+type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
+
+export async function bridgeServerFactory(opts: BridgeOptions): Promise<BridgeServerFactory> {
+  if (!opts.upstreamCmd === !opts.upstreamUrl) throw new Error('bridge: give exactly one of --upstream-cmd or --upstream-url');
+  const scopeMap = opts.scopeMap ? loadScopeMap(opts.scopeMap) : {};
+  const servers = new Set<Server>();
+  let logLevel: LoggingLevel | undefined;
+  const upstream: Upstream = new Upstream(opts.upstreamCmd ? { cmd: opts.upstreamCmd } : { url: opts.upstreamUrl! }, {
+    log: opts.log ?? stderrLogger,
+    backoff: opts.backoff,
+    onNotification: (notification) => {
+      const targets = notification.method === 'notifications/resources/updated' ? subscriptions.subscribers(notification.params.uri) : servers;
+      for (const server of targets) notify(server, notification);
+    },
+    onRestart: () => {
+      subscriptions.renew();
+      if (logLevel) void upstream.request({ method: 'logging/setLevel', params: { level: logLevel } }, EmptyResultSchema, { timeout: 10_000 }).catch(() => {});
+      // The relay caches tools/list per socket; a restarted server may list different things.
+      // (A server made before the restart refuses a family it lacks; notify() drops that.)
+      for (const notification of listChanged(upstream.info.capabilities)) for (const server of servers) notify(server, notification);
+    },
+  });
+  const subscriptions = new Subscriptions(upstream);
+  await upstream.start();
+
+  const factory = () => {
+    const server = createBridgeServer(upstream, scopeMap, subscriptions, (level) => (logLevel = level));
+    servers.add(server);
+    server.onclose = () => {
+      servers.delete(server);
+      subscriptions.dropAll(server);
+    };
+    return server;
+  };
+  return Object.assign(factory, { upstream, close: () => upstream.close() });
+}
+
+function createBridgeServer(upstream: Upstream, scopeMap: ScopeMap, subscriptions: Subscriptions, onLogLevel: (level: LoggingLevel) => void): Server {
+  const { serverInfo, capabilities, instructions } = upstream.info;
+  // Created with the upstream's capabilities, the SDK Server accepts exactly the methods it has.
+  const server = new Server(serverInfo, { capabilities: proxiedCapabilities(capabilities), instructions });
+  const forward = (request: ClientRequest, extra: Extra) => upstream.request(request, ResultSchema, forwardOptions(request, extra));
+
+  if (capabilities.tools) {
+    server.setRequestHandler(ListToolsRequestSchema, async (request, extra) => {
+      // All pages in one answer: the relay caches the whole list once per socket.
+      const tools: Tool[] = [];
+      let cursor: string | undefined;
+      do {
+        const page = await upstream.request({ ...request, params: { ...request.params, cursor } }, ListToolsResultSchema, forwardOptions(request, extra));
+        tools.push(...page.tools.map((tool) => withScope(tool, scopeMap)));
+        cursor = page.nextCursor;
+      } while (cursor);
+      return { tools };
+    });
+    server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+      try {
+        return await forward(request, extra);
+      } catch (err) {
+        // Tool failures are results, in the phone's error envelope (seed 003), not JSON-RPC errors.
+        if (err instanceof UpstreamUnavailableError) return errorResult('upstream_unavailable', err.message);
+        throw err;
+      }
+    });
+  }
+  if (capabilities.resources) {
+    server.setRequestHandler(ListResourcesRequestSchema, forward);
+    server.setRequestHandler(ListResourceTemplatesRequestSchema, forward);
+    server.setRequestHandler(ReadResourceRequestSchema, forward);
+    if (capabilities.resources.subscribe) {
+      server.setRequestHandler(SubscribeRequestSchema, (request, extra) => subscriptions.add(server, request, forwardOptions(request, extra)));
+      server.setRequestHandler(UnsubscribeRequestSchema, (request, extra) => subscriptions.remove(server, request, forwardOptions(request, extra)));
+    }
+  }
+  if (capabilities.prompts) {
+    server.setRequestHandler(ListPromptsRequestSchema, forward);
+    server.setRequestHandler(GetPromptRequestSchema, forward);
+  }
+  if (capabilities.completions) server.setRequestHandler(CompleteRequestSchema, forward);
+  if (capabilities.logging) {
+    // Replaces the SDK's local handler: the upstream filters its own messages. One level for all sockets.
+    server.setRequestHandler(SetLevelRequestSchema, async (request, extra) => {
+      const result = await forward(request, extra);
+      onLogLevel(request.params.level);
+      return result;
+    });
+  }
+  return server;
+}
+
+/** The capability families the bridge proxies, as the upstream declared them. */
+function proxiedCapabilities(upstream: ServerCapabilities): ServerCapabilities {
+  const { tools, resources, prompts, completions, logging } = upstream;
+  return { ...(tools && { tools }), ...(resources && { resources }), ...(prompts && { prompts }), ...(completions && { completions }), ...(logging && { logging }) };
+}
+
+/**
+ * The request goes upstream with its _meta (the caller context included). Upstream gets a token
+ * of the bridge's own; progress comes back under the relay's token to the request that asked.
+ * The relay's cancellation aborts extra.signal, which cancels upstream.
+ */
+function forwardOptions(request: ClientRequest, extra: Extra): RequestOptions {
+  const progressToken = request.params?._meta?.progressToken;
+  const options: RequestOptions = { signal: extra.signal, timeout: UPSTREAM_TIMEOUT_MS };
+  if (progressToken === undefined) return options;
+  return {
+    ...options,
+    onprogress: (progress) => void extra.sendNotification({ method: 'notifications/progress', params: { ...progress, progressToken } }).catch(() => {}),
+  };
+}
+
+function listChanged(capabilities: ServerCapabilities): ServerNotification[] {
+  const methods = [
+    capabilities.tools && 'notifications/tools/list_changed',
+    capabilities.prompts && 'notifications/prompts/list_changed',
+    capabilities.resources && 'notifications/resources/list_changed',
+  ] as const;
+  return methods.filter((method) => !!method).map((method) => ({ method }) as ServerNotification);
+}
+
+function notify(server: Server, notification: ServerNotification): void {
+  // A socket that is closing or not yet initialized just misses it.
+  server.notification(notification).catch(() => {});
+}
+
+/**
+ * Upstream subscriptions are shared by the relay sockets: subscribe upstream for the first
+ * subscriber of a URI, unsubscribe after the last, and send resources/updated only to subscribers.
+ */
+class Subscriptions {
+  private readonly byUri = new Map<string, Set<Server>>();
+
+  constructor(private readonly upstream: Upstream) {}
+
+  subscribers(uri: string): Iterable<Server> {
+    return this.byUri.get(uri) ?? [];
+  }
+
+  async add(server: Server, request: ClientRequest & { method: 'resources/subscribe' }, options: RequestOptions) {
+    const { uri } = request.params;
+    if (!this.byUri.has(uri)) {
+      await this.upstream.request(request, EmptyResultSchema, options);
+      if (!this.byUri.has(uri)) this.byUri.set(uri, new Set());
+    }
+    this.byUri.get(uri)!.add(server);
+    return {};
+  }
+
+  async remove(server: Server, request: ClientRequest & { method: 'resources/unsubscribe' }, options?: RequestOptions) {
+    const subscribers = this.byUri.get(request.params.uri);
+    if (!subscribers?.delete(server) || subscribers.size > 0) return {};
+    this.byUri.delete(request.params.uri);
+    return this.upstream.request(request, EmptyResultSchema, options ?? { timeout: 10_000 });
+  }
+
+  /** A relay socket closed. */
+  dropAll(server: Server): void {
+    for (const uri of [...this.byUri.keys()]) {
+      this.remove(server, { method: 'resources/unsubscribe', params: { uri } }).catch(() => {});
+    }
+  }
+
+  /** A restarted upstream has no subscriptions. */
+  renew(): void {
+    for (const uri of this.byUri.keys()) {
+      this.upstream.request({ method: 'resources/subscribe', params: { uri } }, EmptyResultSchema, { timeout: 10_000 }).catch(() => {});
+    }
+  }
+}

@@ -1,0 +1,236 @@
+// The one MCP client connection to the bridged server, shared by every relay socket. When the
+// server goes away it is restarted (stdio) or reconnected (HTTP) with backoff; calls made
+// meanwhile fail at once with a clear error rather than hang.
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { RequestOptions } from '@modelcontextprotocol/sdk/shared/protocol.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import type { AnySchema, SchemaOutput } from '@modelcontextprotocol/sdk/server/zod-compat.js';
+import {
+  ErrorCode,
+  LoggingMessageNotificationSchema,
+  McpError,
+  PromptListChangedNotificationSchema,
+  ResourceListChangedNotificationSchema,
+  ResourceUpdatedNotificationSchema,
+  ToolListChangedNotificationSchema,
+  type ClientRequest,
+  type Implementation,
+  type JSONRPCMessage,
+  type Progress,
+  type ProgressNotification,
+  type ServerCapabilities,
+  type ServerNotification,
+} from '@modelcontextprotocol/sdk/types.js';
+import { AGENT_VERSION, type AgentLogger } from '../agent/agent.ts';
+import { Backoff, type BackoffOptions } from '../agent/backoff.ts';
+
+export type UpstreamTarget = { cmd: string } | { url: string };
+
+/** What the upstream said in initialize; the bridge answers the relay's initialize with it. */
+export interface UpstreamInfo {
+  serverInfo: Implementation;
+  capabilities: ServerCapabilities;
+  instructions?: string;
+}
+
+/** A JSON-RPC error whose message goes out as is (McpError would prefix "MCP error <code>: "). */
+export class RpcError extends Error {
+  constructor(readonly code: number, message: string, readonly data?: unknown) {
+    super(message);
+  }
+}
+
+export class UpstreamUnavailableError extends RpcError {
+  constructor(message: string) {
+    super(ErrorCode.InternalError, message, { code: 'upstream_unavailable' });
+  }
+}
+
+/** The notifications relayed to the relay; progress travels separately, per request. */
+const RELAYED_NOTIFICATIONS = [
+  LoggingMessageNotificationSchema,
+  ResourceUpdatedNotificationSchema,
+  ResourceListChangedNotificationSchema,
+  ToolListChangedNotificationSchema,
+  PromptListChangedNotificationSchema,
+];
+
+/** Quick first retries (a local process that crashed once), widening to 30 s for one that keeps failing. */
+const RESTART_BACKOFF: BackoffOptions = { baseMs: 250, dropWindowMs: 250, capMs: 30_000 };
+
+export interface UpstreamOptions {
+  log: AgentLogger;
+  backoff?: BackoffOptions;
+  onNotification: (notification: ServerNotification) => void;
+  /** After a restart: the new server knows nothing of earlier subscriptions, log level or lists. */
+  onRestart: () => void;
+}
+
+export class Upstream {
+  private client: Client | undefined;
+  private closed = false;
+  private restartTimer: NodeJS.Timeout | undefined;
+  private downReason = 'not started';
+  /** Upstream progress token → where its progress goes. Tokens are ours: unique per bridge. */
+  private readonly progressRoutes = new Map<string, (progress: Progress) => void>();
+  private progressTokens = 0;
+  private readonly backoff: Backoff;
+  readonly label: string;
+  info: UpstreamInfo = { serverInfo: { name: 'unknown', version: '0' }, capabilities: {} };
+
+  constructor(private readonly target: UpstreamTarget, private readonly options: UpstreamOptions) {
+    this.backoff = new Backoff({ ...RESTART_BACKOFF, ...options.backoff });
+    this.label = 'url' in target ? target.url : `"${target.cmd}"`;
+  }
+
+  /** The first connection; throws, so a wrong command or URL stops `device run` at once. */
+  async start(): Promise<void> {
+    try {
+      this.attach(await this.connect());
+    } catch (err) {
+      throw new Error(`bridge: could not start the upstream MCP server ${this.label}: ${describe(err)}`);
+    }
+  }
+
+  get connected(): boolean {
+    return this.client !== undefined;
+  }
+
+  /** The stdio server's process id (for tests and logs). */
+  get pid(): number | undefined {
+    const transport = this.client?.transport;
+    return transport instanceof StdioClientTransport ? transport.pid ?? undefined : undefined;
+  }
+
+  /**
+   * Sends one request upstream. The upstream's own JSON-RPC errors come back unchanged; a lost
+   * connection becomes UpstreamUnavailableError and starts a restart.
+   */
+  async request<S extends AnySchema>(request: ClientRequest, resultSchema: S, options: RequestOptions): Promise<SchemaOutput<S>> {
+    const client = this.client;
+    if (!client) throw this.unavailable();
+    const { onprogress, ...sdkOptions } = options;
+    let progressToken: string | undefined;
+    if (onprogress) {
+      progressToken = `phonebridge-${++this.progressTokens}`;
+      this.progressRoutes.set(progressToken, onprogress);
+      request = { ...request, params: { ...request.params, _meta: { ...request.params?._meta, progressToken } } } as ClientRequest;
+    }
+    try {
+      return await client.request(request, resultSchema, sdkOptions);
+    } catch (err) {
+      if (options.signal?.aborted) throw err; // cancelled by the relay: nobody reads the answer
+      if (err instanceof McpError && err.code !== ErrorCode.ConnectionClosed) {
+        throw new RpcError(err.code, err.message.replace(/^MCP error -?\d+: /, ''), err.data);
+      }
+      if (err instanceof Error && err.name === 'ZodError') {
+        throw new RpcError(ErrorCode.InternalError, `the bridged MCP server sent a malformed ${request.method} result: ${err.message}`);
+      }
+      this.dropped(client, describe(err));
+      throw this.unavailable();
+    } finally {
+      if (progressToken) this.progressRoutes.delete(progressToken);
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.restartTimer);
+    const client = this.client;
+    this.client = undefined;
+    // An HTTP server keeps a session until told; a stdio server is ended by closing its stdin.
+    if (client?.transport instanceof StreamableHTTPClientTransport) await client.transport.terminateSession().catch(() => {});
+    await client?.close();
+  }
+
+  private unavailable(): UpstreamUnavailableError {
+    const what = this.closed ? 'the bridge is shutting down' : `${this.downReason}; restarting it with backoff`;
+    return new UpstreamUnavailableError(`the bridged MCP server ${this.label} is unavailable: ${what}`);
+  }
+
+  private async connect(): Promise<Client> {
+    // No client capabilities: sampling, elicitation and roots cannot reach a client through the relay.
+    const client = new Client({ name: 'phonebridge-bridge', version: AGENT_VERSION }, { capabilities: {} });
+    client.fallbackRequestHandler = async (request) => {
+      this.options.log.warn(`bridge: refused ${request.method} from the upstream MCP server (requests from the phone never reach MCP clients)`);
+      throw new RpcError(ErrorCode.MethodNotFound, `${request.method} is not available: this MCP server is bridged through a phonebridge relay, which does not forward requests from the server to MCP clients (no sampling, elicitation or roots)`);
+    };
+    for (const schema of RELAYED_NOTIFICATIONS) {
+      client.setNotificationHandler(schema, async (notification) => this.options.onNotification(notification));
+    }
+    client.onerror = (err) => this.options.log.warn(`bridge: upstream ${this.label}: ${err.message}`);
+    const transport = this.transport();
+    await client.connect(transport);
+    // Progress is routed here, synchronously in arrival order, not through the SDK's onprogress:
+    // the SDK settles a response at once but defers notifications to a microtask, so the last
+    // progress of a request that returns right after it would be lost (typescript-sdk#2580).
+    const deliver = transport.onmessage;
+    transport.onmessage = (message, extra) => {
+      const route = isProgress(message) && this.progressRoutes.get(String(message.params.progressToken));
+      if (route) route(progressOf(message.params));
+      else deliver?.(message, extra);
+    };
+    return client;
+  }
+
+  private transport(): Transport {
+    if ('url' in this.target) return new StreamableHTTPClientTransport(new URL(this.target.url));
+    // A shell so the command works as typed (quotes, $VARS, ~); `exec` makes the server itself the
+    // child, so its exit is seen at once and closing the bridge signals it rather than a shell.
+    // The whole environment is passed: the operator's upstream may need its API keys.
+    const env = Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => e[1] !== undefined));
+    return new StdioClientTransport({ command: 'sh', args: ['-c', `exec ${this.target.cmd}`], env, stderr: 'inherit' });
+  }
+
+  private attach(client: Client): void {
+    this.client = client;
+    this.backoff.connected();
+    const capabilities = client.getServerCapabilities() ?? {};
+    this.info = { serverInfo: client.getServerVersion() ?? this.info.serverInfo, capabilities, instructions: client.getInstructions() };
+    client.onclose = () => this.dropped(client, 'the connection closed (the process exited?)');
+  }
+
+  private dropped(client: Client, reason: string): void {
+    if (this.client !== client || this.closed) return;
+    this.client = undefined;
+    this.downReason = reason;
+    void client.close().catch(() => {});
+    this.options.log.warn(`bridge: lost the upstream MCP server ${this.label}: ${reason}`);
+    this.backoff.dropped();
+    this.scheduleRestart();
+  }
+
+  private scheduleRestart(): void {
+    const delayMs = this.backoff.next();
+    this.restartTimer = setTimeout(async () => {
+      try {
+        const client = await this.connect();
+        if (this.closed) return void (await client.close());
+        this.attach(client);
+        this.options.log.info(`bridge: the upstream MCP server ${this.label} is back`);
+        this.options.onRestart();
+      } catch (err) {
+        this.downReason = `restart failed: ${describe(err)}`;
+        if (this.closed) return;
+        this.options.log.warn(`bridge: ${this.downReason}`);
+        this.scheduleRestart();
+      }
+    }, delayMs);
+  }
+}
+
+function isProgress(message: JSONRPCMessage): message is ProgressNotification & JSONRPCMessage {
+  return 'method' in message && message.method === 'notifications/progress' && !('id' in message);
+}
+
+function progressOf({ progressToken: _token, ...progress }: ProgressNotification['params']): Progress {
+  return progress;
+}
+
+function describe(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  const cause = err.cause as { code?: string; message?: string } | undefined;
+  return cause ? `${err.message} (${cause.code ?? cause.message})` : err.message;
+}
