@@ -1,11 +1,14 @@
 // One phone socket's protocol, seen from the relay: the relay is the MCP client towards the
-// phone (initialize once per socket), every forwarded request gets a relay-unique id, and
-// the phone's answers go back to whoever asked with the client's id restored.
+// phone (initialize once per socket, tools/list cached for scope checks), every forwarded
+// request gets a relay-unique id, and the phone's answers go back to whoever asked with the
+// client's id (and progress token) restored.
 import type { WebSocket } from '../uws.ts';
 import { inspectPhoneFrame, withId } from '../protocol/frame.ts';
-import { classify, errorResponse, resultResponse, type JsonRpcId } from '../protocol/jsonrpc.ts';
-import { METHOD_NOT_FOUND, relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
+import { classify, errorResponse, resultResponse, type JsonRpcId, type JsonRpcRequest } from '../protocol/jsonrpc.ts';
+import { INVALID_PARAMS, METHOD_NOT_FOUND, relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
 import { LATEST_SESSION_REVISION } from '../protocol/revisions.ts';
+import { ToolCatalog, type ToolLike } from '../protocol/scopes.ts';
+import type { Scope } from '../store/types.ts';
 import type { Logger } from '../log.ts';
 import { metrics } from '../metrics.ts';
 
@@ -26,9 +29,14 @@ export const CLOSE = {
 export interface ReplySink {
   /** The response frame (UTF-8 JSON), with the client's id already restored. */
   respond(frame: Buffer): void;
-  /** A message about this request that travels before its response (progress, logs). */
+  /** A message about this request that travels before its response (progress). */
   related?(frame: Buffer): void;
   fail(error: JsonRpcErrorObject): void;
+}
+
+/** Who is asking, as far as the phone's surface is concerned. */
+export interface Caller {
+  scopes: readonly Scope[];
 }
 
 interface Pending {
@@ -36,6 +44,8 @@ interface Pending {
   sink: ReplySink;
   timer: NodeJS.Timeout;
   method: string;
+  /** The client's own progress token, when the request carried one. */
+  progressToken?: string | number;
 }
 
 export interface DeviceSocketData {
@@ -52,22 +62,27 @@ export interface DeviceConnectionEvents {
   initialized(deviceId: string, result: unknown): void;
 }
 
+type TeardownReason = 'device_offline' | 'device_removed' | 'superseded' | 'relay_error';
+
 export class DeviceConnection {
   readonly deviceId: string;
   readonly accountId: string;
   readonly connectedAt = Date.now();
   lastFrameAt = Date.now();
   initResult: unknown;
+  /** The phone's tools (all pages), for scope checks; undefined if it serves no tools. */
+  tools?: ToolCatalog;
   closed = false;
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
-  private handshakeDone?: Promise<void>;
+  private readyPromise?: Promise<void>;
 
   constructor(
     private readonly ws: WebSocket<DeviceSocketData>,
     data: DeviceSocketData,
     private readonly events: DeviceConnectionEvents,
     private readonly log: Logger,
+    private readonly internalTimeoutMs = 30_000,
   ) {
     this.deviceId = data.deviceId;
     this.accountId = data.accountId;
@@ -77,33 +92,72 @@ export class DeviceConnection {
     return this.pending.size;
   }
 
-  /** initialize + notifications/initialized, once per socket; the result is cached by the caller. */
-  handshake(timeoutMs: number): Promise<void> {
-    this.handshakeDone ??= new Promise<void>((resolve, reject) => {
-      this.forward(
-        { method: 'initialize', params: { protocolVersion: LATEST_SESSION_REVISION, capabilities: {}, clientInfo: { name: 'phonebridge-relay', version: '0.1.0' } } },
-        'relay-init',
-        {
-          respond: (frame) => {
-            const parsed = JSON.parse(frame.toString('utf8')) as { result?: unknown; error?: JsonRpcErrorObject };
-            if (!parsed.result) return reject(new Error(`phone refused initialize: ${parsed.error?.message ?? 'no result'}`));
-            this.initResult = parsed.result;
-            this.sendFrame(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
-            this.events.initialized(this.deviceId, parsed.result);
-            resolve();
-          },
-          fail: (e) => reject(new Error(e.message)),
+  /** initialize + notifications/initialized, then the tool catalog: once per socket. */
+  ready(): Promise<void> {
+    this.readyPromise ??= (async () => {
+      const result = await this.call('initialize', { protocolVersion: LATEST_SESSION_REVISION, capabilities: {}, clientInfo: { name: 'phonebridge-relay', version: '0.1.0' } });
+      this.initResult = result;
+      this.notify('notifications/initialized');
+      this.events.initialized(this.deviceId, result);
+      await this.loadTools();
+    })();
+    return this.readyPromise;
+  }
+
+  /** A request of the relay's own to the phone; resolves with its result. */
+  private call(method: string, params?: Record<string, unknown>): Promise<Record<string, unknown>> {
+    return new Promise((resolve, reject) => {
+      this.forward({ method, params }, 0, {
+        respond: (frame) => {
+          const parsed = JSON.parse(frame.toString('utf8')) as { result?: Record<string, unknown>; error?: JsonRpcErrorObject };
+          if (parsed.result) resolve(parsed.result);
+          else reject(new Error(`phone refused ${method}: ${parsed.error?.message ?? 'no result'}`));
         },
-        timeoutMs,
-      );
+        fail: (e) => reject(new Error(`${method}: ${e.message}`)),
+      }, this.internalTimeoutMs);
     });
-    return this.handshakeDone;
+  }
+
+  private async loadTools(): Promise<void> {
+    const caps = (this.initResult as { capabilities?: { tools?: unknown } } | undefined)?.capabilities;
+    if (!caps?.tools) {
+      this.tools = undefined;
+      return;
+    }
+    const all: ToolLike[] = [];
+    let cursor: string | undefined;
+    for (let page = 0; page < 100; page++) {
+      const r = await this.call('tools/list', cursor ? { cursor } : undefined);
+      all.push(...((r.tools as ToolLike[] | undefined) ?? []));
+      cursor = typeof r.nextCursor === 'string' ? r.nextCursor : undefined;
+      if (!cursor) break;
+    }
+    this.tools = new ToolCatalog(all);
   }
 
   /**
-   * Sends a request to the phone under a fresh relay id. The sink gets exactly one of
-   * respond/fail. Returns a cancel function (client gone): it drops the pending entry and
-   * tells the phone with notifications/cancelled.
+   * One client request: answered from the cache (tools/list), refused (a tool outside the
+   * caller's scopes), or forwarded. Returns a cancel function for a client that goes away.
+   */
+  handleClientRequest(msg: JsonRpcRequest, params: Record<string, unknown> | undefined, caller: Caller, sink: ReplySink, timeoutMs: number): () => void {
+    if (this.tools && msg.method === 'tools/list') {
+      sink.respond(Buffer.from(resultResponse(msg.id, { tools: this.tools.visibleTo(caller.scopes) })));
+      return () => {};
+    }
+    if (this.tools && msg.method === 'tools/call') {
+      const verdict = this.tools.check(params?.name, caller.scopes);
+      if (!verdict.ok) {
+        if (verdict.reason === 'unknown_tool') sink.fail({ code: INVALID_PARAMS, message: `Unknown tool: ${String(params?.name)}` });
+        else sink.fail({ ...relayError('insufficient_scope', verdict.scope), data: { code: 'insufficient_scope', scope: verdict.scope } });
+        return () => {};
+      }
+    }
+    return this.forward({ method: msg.method, params }, msg.id, sink, timeoutMs);
+  }
+
+  /**
+   * Sends a request to the phone under a fresh relay id (also its progress token, if it
+   * carried one). The sink gets exactly one of respond/fail. Returns a cancel function.
    */
   forward(msg: { method: string; params?: Record<string, unknown> }, clientId: JsonRpcId, sink: ReplySink, timeoutMs: number): () => void {
     if (this.closed) {
@@ -111,6 +165,13 @@ export class DeviceConnection {
       return () => {};
     }
     const relayId = this.nextId++;
+    let progressToken: string | number | undefined;
+    const meta = msg.params?._meta as Record<string, unknown> | undefined;
+    if (meta && (typeof meta.progressToken === 'string' || typeof meta.progressToken === 'number')) {
+      progressToken = meta.progressToken;
+      // Client tokens may collide across sessions: the phone sees ours (the relay id).
+      msg = { ...msg, params: { ...msg.params, _meta: { ...meta, progressToken: relayId } } };
+    }
     const frame = JSON.stringify({ jsonrpc: '2.0', id: relayId, method: msg.method, params: msg.params });
     if (Buffer.byteLength(frame) > MAX_FRAME_BYTES) {
       sink.fail(relayError('too_large'));
@@ -122,7 +183,7 @@ export class DeviceConnection {
         sink.fail(relayError('timeout', `no answer within ${Math.round(timeoutMs / 1000)} s`));
       }
     }, timeoutMs);
-    this.pending.set(relayId, { clientId, sink, timer, method: msg.method });
+    this.pending.set(relayId, { clientId, sink, timer, method: msg.method, progressToken });
     if (!this.sendFrame(frame)) {
       this.settle(relayId);
       sink.fail(relayError('relay_error', 'phone socket is saturated'));
@@ -135,9 +196,9 @@ export class DeviceConnection {
     };
   }
 
-  /** Fire-and-forget notification to the phone (client notifications, cancellations). */
+  /** Fire-and-forget notification to the phone. */
   notify(method: string, params?: Record<string, unknown>): void {
-    this.sendFrame(JSON.stringify({ jsonrpc: '2.0', method, params }));
+    this.sendFrame(JSON.stringify(params === undefined ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', method, params }));
   }
 
   private sendCancelled(relayId: number, reason: string): void {
@@ -164,18 +225,18 @@ export class DeviceConnection {
   }
 
   /** One text frame from the phone (its own copy of the bytes). */
-  onFrame(text: Buffer): void {
+  onFrame(frame: Buffer): void {
     this.lastFrameAt = Date.now();
     metrics.deviceFrames.inc({ direction: 'from_device' });
-    const f = inspectPhoneFrame(text);
+    const f = inspectPhoneFrame(frame);
     if (f.kind === 'response') {
       const p = typeof f.id === 'number' ? this.settle(f.id) : undefined;
       // Unknown ids are late answers to cancelled or timed-out requests: dropped by design.
-      if (p) p.sink.respond(withId(text, f.idStart, f.idEnd, p.clientId));
+      if (p) p.sink.respond(withId(frame, f.idStart, f.idEnd, p.clientId));
       return;
     }
     if (f.kind === 'invalid') {
-      this.log.warn({ deviceId: this.deviceId, reason: f.reason, bytes: text.length }, 'invalid frame from phone');
+      this.log.warn({ deviceId: this.deviceId, reason: f.reason, bytes: frame.length }, 'invalid frame from phone');
       return;
     }
     const c = classify(f.value);
@@ -185,15 +246,39 @@ export class DeviceConnection {
       else this.sendFrame(errorResponse(c.msg.id, { code: METHOD_NOT_FOUND, message: `Method not found: the relay does not forward ${c.msg.method} to clients` }));
       return;
     }
-    if (c.kind === 'notification') {
-      this.events.notification(this.deviceId, text);
+    if (c.kind !== 'notification') {
+      this.log.warn({ deviceId: this.deviceId, bytes: frame.length }, 'unexpected frame from phone');
       return;
     }
-    this.log.warn({ deviceId: this.deviceId, bytes: text.length }, 'unexpected frame from phone');
+    const params = c.msg.params ?? {};
+    switch (c.msg.method) {
+      case 'notifications/progress': {
+        // Only to the stream of the request that carried the token; late progress is dropped.
+        const p = typeof params.progressToken === 'number' ? this.pending.get(params.progressToken) : undefined;
+        if (p?.progressToken !== undefined && p.sink.related) {
+          p.sink.related(Buffer.from(JSON.stringify({ ...c.msg, params: { ...params, progressToken: p.progressToken } })));
+        }
+        return;
+      }
+      case 'notifications/cancelled': {
+        // The phone gave up on one of our requests.
+        const p = typeof params.requestId === 'number' ? this.settle(params.requestId) : undefined;
+        p?.sink.fail(relayError('cancelled', 'the phone cancelled the request'));
+        return;
+      }
+      case 'notifications/tools/list_changed':
+        // Refresh the catalog first so clients that re-list see the new surface.
+        void this.loadTools()
+          .catch((err) => this.log.warn({ deviceId: this.deviceId, err: String(err) }, 'tools/list refresh failed'))
+          .finally(() => this.events.notification(this.deviceId, frame));
+        return;
+      default:
+        this.events.notification(this.deviceId, frame);
+    }
   }
 
   /** Fails everything in flight; the socket itself is closed by the caller or already gone. */
-  teardown(reason: 'device_offline' | 'device_removed' | 'superseded' | 'relay_error'): void {
+  teardown(reason: TeardownReason): void {
     if (this.closed) return;
     this.closed = true;
     for (const [id, p] of this.pending) {
@@ -204,7 +289,7 @@ export class DeviceConnection {
   }
 
   /** Closes the socket with a code; safe to call more than once. */
-  close(code: number, reason: string, failWith: 'device_offline' | 'device_removed' | 'superseded' | 'relay_error' = 'device_offline'): void {
+  close(code: number, reason: string, failWith: TeardownReason = 'device_offline'): void {
     if (this.closed) return;
     this.teardown(failWith);
     try {

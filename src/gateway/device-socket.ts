@@ -109,12 +109,12 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
         ws.end(CLOSE.unauthorised, data.rejectReason.slice(0, 120));
         return;
       }
-      const conn = new DeviceConnection(ws, data, deviceEvents(ctx), ctx.log);
+      const conn = new DeviceConnection(ws, data, deviceEvents(ctx), ctx.log, ctx.config.requestTimeoutMs);
       data.conn = conn;
       const old = ctx.hub.attach(conn);
       if (old) old.close(CLOSE.superseded, 'superseded by a newer connection', 'superseded');
       ctx.log.info({ deviceId: conn.deviceId }, 'device connected');
-      conn.handshake(ctx.config.requestTimeoutMs).catch((err) => {
+      conn.ready().catch((err) => {
         ctx.log.warn({ deviceId: conn.deviceId, err: String(err) }, 'device handshake failed');
         conn.close(CLOSE.relayError, 'initialize failed');
       });

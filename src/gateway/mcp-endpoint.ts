@@ -11,6 +11,8 @@ import { INVALID_REQUEST, relayError, type JsonRpcErrorObject } from '../protoco
 import { allowsBatch, isSessionRevision, negotiateRevision, SESSION_REVISIONS } from '../protocol/revisions.ts';
 import { requestTimeoutMs } from '../protocol/timeouts.ts';
 import { withCallerContext } from '../protocol/caller.ts';
+import { insufficientScopeChallenge } from '../protocol/scopes.ts';
+import type { Scope } from '../store/types.ts';
 import { MAX_FRAME_BYTES } from './device-connection.ts';
 import { methodLabel, metrics } from '../metrics.ts';
 import type { SessionRecord } from '../bus/types.ts';
@@ -133,6 +135,8 @@ class McpEndpoint {
       return ex.send(400, JSON_HEADERS, errorResponse(null, { code: INVALID_REQUEST, message: `Invalid Request: JSON-RPC batches are not supported in revision ${session.revision}` }));
     }
 
+    if (!isBatch && first.kind === 'request') return this.answerOne(ex, h, cred, session, first.msg, started, raw.length);
+
     const answers: Array<Promise<Buffer>> = [];
     for (const item of items) {
       const c = classify(item);
@@ -141,17 +145,47 @@ class McpEndpoint {
         answers.push(Promise.resolve(Buffer.from(errorResponse(c.id, c.error))));
       } else if (c.kind === 'request') {
         if (c.msg.method === 'initialize') answers.push(Promise.resolve(Buffer.from(errorResponse(c.msg.id, { code: INVALID_REQUEST, message: 'Invalid Request: initialize must not be batched' }))));
-        else answers.push(this.forward(ex, cred, session, c.msg));
+        else answers.push(this.forward(ex, cred, session, c.msg).then((o) => o.frame));
       } else if (c.kind === 'notification') {
         this.clientNotification(session, c.msg.method, c.msg.params);
       }
       // Responses from the client answer nothing: the relay never forwards phone requests.
     }
     if (answers.length === 0) return ex.send(202, {}, undefined);
-    const frames = await Promise.all(answers);
-    const out = isBatch ? joinBatch(frames) : frames[0];
+    const out = joinBatch(await Promise.all(answers));
     ex.send(200, JSON_HEADERS, out);
-    this.observe(isBatch ? 'batch' : (items[0] as { method?: string }).method ?? 'other', started, raw.length, out.length, ex.aborted ? 'aborted' : 'ok');
+    this.observe('batch', started, raw.length, out.length, ex.aborted ? 'aborted' : 'ok');
+  }
+
+  /**
+   * One request, one POST. JSON by default; an SSE stream when the request carries a
+   * progress token (its progress travels on this stream only, decision 7). A call outside
+   * the credential's scopes is a 403 with the scope challenge.
+   */
+  private async answerOne(ex: Exchange, h: McpHeaders, cred: Credential, session: SessionRecord, msg: JsonRpcRequest, started: number, bytesIn: number): Promise<void> {
+    const meta = msg.params?._meta as Record<string, unknown> | undefined;
+    const streamed = meta?.progressToken !== undefined && (h.accept ?? '').includes('text/event-stream');
+    // The stream opens on the first progress, or after a second so keep-alives can flow;
+    // a refusal decided before that can still be a plain 403.
+    let stream: SseStream | undefined;
+    const open = () => (stream ??= new SseStream(ex, {}));
+    const early = streamed ? setTimeout(open, 1000) : undefined;
+    const outcome = await this.forward(ex, cred, session, msg, (frame) => open().send(frame));
+    clearTimeout(early);
+    if (outcome.refusal?.data && (outcome.refusal.data as { code?: string }).code === 'insufficient_scope' && !stream) {
+      const scope = (outcome.refusal.data as { scope: Scope }).scope;
+      ex.send(403, { ...JSON_HEADERS, 'WWW-Authenticate': insufficientScopeChallenge(scope) }, outcome.frame);
+      this.observe(msg.method, started, bytesIn, outcome.frame.length, 'forbidden');
+      return;
+    }
+    if (stream || streamed) {
+      const s = open();
+      s.send(outcome.frame);
+      s.end();
+    } else {
+      ex.send(200, JSON_HEADERS, outcome.frame);
+    }
+    this.observe(msg.method, started, bytesIn, outcome.frame.length, ex.aborted ? 'aborted' : outcome.refusal ? 'error' : 'ok');
   }
 
   private async initialize(ex: Exchange, cred: Credential, msg: JsonRpcRequest, started: number, bytesIn: number): Promise<void> {
@@ -177,26 +211,26 @@ class McpEndpoint {
   }
 
   /** Sends one request to the phone; resolves with the response frame (client id restored). */
-  private async forward(ex: Exchange, cred: Credential, session: SessionRecord, msg: JsonRpcRequest): Promise<Buffer> {
+  private async forward(ex: Exchange, cred: Credential, session: SessionRecord, msg: JsonRpcRequest, related?: (frame: Buffer) => void): Promise<{ frame: Buffer; refusal?: JsonRpcErrorObject }> {
+    const refuse = (e: JsonRpcErrorObject) => ({ frame: Buffer.from(errorResponse(msg.id, e)), refusal: e });
     const conn = this.ctx.hub.device(session.deviceId);
-    if (!conn || conn.closed) return Buffer.from(errorResponse(msg.id, relayError('device_offline')));
-    if (!conn.initResult) {
-      try {
-        await conn.handshake(this.ctx.config.requestTimeoutMs);
-      } catch {
-        return Buffer.from(errorResponse(msg.id, relayError('device_offline', 'the phone did not complete initialize')));
-      }
+    if (!conn || conn.closed) return refuse(relayError('device_offline'));
+    try {
+      await conn.ready();
+    } catch {
+      return refuse(relayError('device_offline', 'the phone did not complete initialize'));
     }
     const key = inFlightKey(session.id, msg.id);
-    return new Promise<Buffer>((resolve) => {
-      const done = (frame: Buffer) => {
+    return new Promise((resolve) => {
+      const settle = (o: { frame: Buffer; refusal?: JsonRpcErrorObject }) => {
         this.inFlight.delete(key);
-        resolve(frame);
+        resolve(o);
       };
-      const cancel = conn.forward(
-        { method: msg.method, params: withCallerContext(msg.params, cred.token) },
-        msg.id,
-        { respond: done, fail: (e: JsonRpcErrorObject) => done(Buffer.from(errorResponse(msg.id, e))) },
+      const cancel = conn.handleClientRequest(
+        msg,
+        withCallerContext(msg.params, cred.token),
+        { scopes: cred.token.scopes },
+        { respond: (frame) => settle({ frame }), related, fail: (e) => settle(refuse(e)) },
         requestTimeoutMs(msg.method, msg.params, this.ctx.config.requestTimeoutMs),
       );
       this.inFlight.set(key, cancel);

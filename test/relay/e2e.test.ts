@@ -50,3 +50,23 @@ it('accepts Authorization: Bearer as well as X-Api-Key', async () => {
   expect(r.content).toEqual([{ type: 'text', text: 'bearer' }]);
   await client.close();
 });
+
+it('never mixes answers between two clients using the same ids (1,000 calls)', async () => {
+  const a = await connectClient(relay.mcpUrl, token);
+  const b = await connectClient(relay.mcpUrl, token);
+  const N = 500;
+  const calls: Array<Promise<void>> = [];
+  for (let i = 0; i < N; i++) {
+    for (const [who, c] of [['A', a.client], ['B', b.client]] as const) {
+      calls.push(
+        c.callTool({ name: 'echo', arguments: { text: `${who}-${i}` } }).then((r) => {
+          expect(r.content).toEqual([{ type: 'text', text: `${who}-${i}` }]);
+        }),
+      );
+    }
+  }
+  await Promise.all(calls);
+  expect(calls).toHaveLength(1000);
+  await a.client.close();
+  await b.client.close();
+});

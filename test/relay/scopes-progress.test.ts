@@ -1,0 +1,111 @@
+// Decision 5 (scopes from the cached tools/list) and decision 7 (progress on its own stream).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { connectClient, startTestPhone, startTestRelay, waitFor, type TestPhone, type TestRelay } from '../helpers/relay.ts';
+import { createEchoServer, type EchoServerControl } from '../fixtures/echo-server.ts';
+
+let relay: TestRelay;
+let phone: TestPhone;
+let fullToken: string;
+let readToken: string;
+const control: EchoServerControl = { calls: [], cancellations: 0 };
+
+beforeAll(async () => {
+  relay = await startTestRelay();
+  phone = await startTestPhone(relay, () => createEchoServer(control));
+  fullToken = (await relay.key(phone.deviceId)).token;
+  readToken = (await relay.key(phone.deviceId, ['devices:read'])).token;
+});
+afterAll(async () => {
+  await phone?.stop();
+  await relay?.stop();
+});
+
+async function post(token: string, sid: string, body: unknown): Promise<Response> {
+  return fetch(relay.mcpUrl, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'x-api-key': token, 'mcp-session-id': sid, 'mcp-protocol-version': '2025-11-25' },
+    body: JSON.stringify(body),
+  });
+}
+
+describe('scopes', () => {
+  it('lists only the tools of the credential scopes, never unscoped ones', async () => {
+    const read = await connectClient(relay.mcpUrl, readToken);
+    const names = (await read.client.listTools()).tools.map((t) => t.name);
+    expect(names).toContain('echo');
+    expect(names).not.toContain('tap');
+    expect(names).not.toContain('unscoped');
+    const full = await connectClient(relay.mcpUrl, fullToken);
+    const all = (await full.client.listTools()).tools.map((t) => t.name);
+    expect(all).toContain('tap');
+    expect(all).not.toContain('unscoped');
+    await read.client.close();
+    await full.client.close();
+  });
+
+  it('refuses tap without devices:act with 403 and the scope challenge; nothing reaches the phone', async () => {
+    const { transport, client } = await connectClient(relay.mcpUrl, readToken);
+    const before = control.calls.length;
+    const r = await post(readToken, transport.sessionId!, { jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'tap', arguments: { x: 1, y: 2 } } });
+    expect(r.status).toBe(403);
+    expect(r.headers.get('www-authenticate')).toMatch(/^Bearer error="insufficient_scope", scope="devices:act"/);
+    const body = await r.json();
+    expect(body).toMatchObject({ id: 9, error: { code: -31008, data: { code: 'insufficient_scope', scope: 'devices:act' } } });
+    const unscoped = await post(fullToken, (await connectClient(relay.mcpUrl, fullToken)).transport.sessionId!, { jsonrpc: '2.0', id: 10, method: 'tools/call', params: { name: 'unscoped', arguments: {} } });
+    expect((await unscoped.json()).error.code).toBe(-32602);
+    // Give a stray forward time to arrive before asserting that none did.
+    await new Promise((r) => setTimeout(r, 200));
+    expect(control.calls.slice(before).map((c) => c.name)).toEqual([]);
+    await client.close();
+  });
+
+  it('refreshes the catalog on tools/list_changed, then tells clients', async () => {
+    const { client, transport } = await connectClient(relay.mcpUrl, readToken);
+    let changed = 0;
+    client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+      changed++;
+    });
+    await waitFor(() => relay.relay.node.ctx.hub.allStreams().some((l) => l.sessionId === transport.sessionId), 5000, 'GET stream');
+    await client.callTool({ name: 'add_tool', arguments: {} });
+    await waitFor(() => changed > 0, 5000, 'list_changed');
+    expect((await client.listTools()).tools.map((t) => t.name)).toContain('late_tool');
+    expect((await client.callTool({ name: 'late_tool', arguments: {} })).content).toEqual([{ type: 'text', text: 'late' }]);
+    await client.close();
+  });
+});
+
+describe('progress', () => {
+  it('delivers progress only to the request that carried the token, even when two clients use the same token', async () => {
+    const a = await connectClient(relay.mcpUrl, fullToken);
+    const b = await connectClient(relay.mcpUrl, fullToken);
+    const seen: Record<string, string[]> = { A: [], B: [] };
+    // Raw POSTs so both clients can use the very same progress token.
+    const run = async (who: 'A' | 'B', sid: string) => {
+      const r = await post(fullToken, sid, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'progress', arguments: { text: who, n: 5 }, _meta: { progressToken: 'same' } } });
+      expect(r.headers.get('content-type')).toBe('text/event-stream');
+      const text = await r.text();
+      const events = text.split('\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6)));
+      for (const e of events) if (e.method === 'notifications/progress') {
+        expect(e.params.progressToken).toBe('same');
+        seen[who].push(e.params.message);
+      }
+      const final = events.at(-1);
+      expect(final).toMatchObject({ id: 1, result: { content: [{ type: 'text', text: `${who} done` }] } });
+    };
+    await Promise.all([run('A', a.transport.sessionId!), run('B', b.transport.sessionId!)]);
+    expect(seen.A).toEqual(['A 1', 'A 2', 'A 3', 'A 4', 'A 5']);
+    expect(seen.B).toEqual(['B 1', 'B 2', 'B 3', 'B 4', 'B 5']);
+    await a.client.close();
+    await b.client.close();
+  });
+
+  it('works with the SDK client onprogress', async () => {
+    const { client } = await connectClient(relay.mcpUrl, fullToken);
+    const progress: number[] = [];
+    const r = await client.callTool({ name: 'progress', arguments: { text: 'sdk', n: 3 } }, undefined, { onprogress: (p) => progress.push(p.progress) });
+    expect(r.content).toEqual([{ type: 'text', text: 'sdk done' }]);
+    expect(progress).toEqual([1, 2, 3]);
+    await client.close();
+  });
+});
