@@ -53,7 +53,7 @@ describe('scopes', () => {
     const body = await r.json();
     expect(body).toMatchObject({ id: 9, error: { code: -31008, data: { code: 'insufficient_scope', scope: 'devices:act' } } });
     const unscoped = await post(fullToken, (await connectClient(relay.mcpUrl, fullToken)).transport.sessionId!, { jsonrpc: '2.0', id: 10, method: 'tools/call', params: { name: 'unscoped', arguments: {} } });
-    expect((await unscoped.json()).error.code).toBe(-32602);
+    expect(((await unscoped.json()) as { error: { code: number } }).error.code).toBe(-32602);
     // Give a stray forward time to arrive before asserting that none did.
     await new Promise((r) => setTimeout(r, 200));
     expect(control.calls.slice(before).map((c) => c.name)).toEqual([]);
