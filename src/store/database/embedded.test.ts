@@ -31,7 +31,7 @@ describe('embedded database shared between processes', () => {
     const h = await openStore({ dataDir: dir, role: 'server' });
     try {
       expect(h.source.kind).toBe('embedded');
-      expect(h.source.pgConfig).toEqual({ host: dir, port: 5432, user: 'postgres', database: 'postgres' });
+      expect(h.source.pgConfig).toEqual({ host: dir, port: 5432, user: 'postgres', database: 'postgres', ssl: false });
       expect(lstatSync(socket).isSocket()).toBe(true);
       expect(readLock(lock)).toMatchObject({ pid: process.pid, role: 'serve' });
       expect(statSync(dir).mode & 0o777).toBe(0o700);

@@ -47,7 +47,9 @@ export interface EmbeddedOptions {
 }
 
 function pgConfigFor(socketDir: string): pg.PoolConfig {
-  return { host: socketDir, port: PORT, user: 'postgres', database: 'postgres' };
+  // ssl: false explicitly, or a PGSSLMODE=require meant for a real database would make pg demand
+  // TLS from pglite-socket, which refuses it.
+  return { host: socketDir, port: PORT, user: 'postgres', database: 'postgres', ssl: false };
 }
 
 function prepareDataDir(dataDir: string): string {
