@@ -28,6 +28,8 @@ export interface RelayConfig {
   deviceIdleMs: number;
   /** Idle MCP session expiry (seed: 24 h). */
   sessionIdleMs: number;
+  /** How often the node reads the store's invalidation journal (CLI changes). */
+  controlPollMs: number;
   /** SIGTERM: how long in-flight requests may take to finish. */
   drainMs: number;
   logLevel: string;
@@ -51,6 +53,7 @@ const FLAGS = {
   'device-idle-ms': { type: 'string' },
   'session-idle-ms': { type: 'string' },
   'drain-ms': { type: 'string' },
+  'control-poll-ms': { type: 'string' },
   'log-level': { type: 'string' },
 } as const;
 
@@ -122,6 +125,7 @@ export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     deviceIdleMs: intValue('device-idle-ms', str('device-idle-ms'), 25 * 60_000),
     sessionIdleMs: intValue('session-idle-ms', str('session-idle-ms'), 24 * 3600_000),
     drainMs: intValue('drain-ms', str('drain-ms'), 25_000),
+    controlPollMs: Math.max(50, intValue('control-poll-ms', str('control-poll-ms'), 250)),
     logLevel: str('log-level') ?? 'info',
   };
 }

@@ -23,11 +23,9 @@ export interface SessionStore {
   deleteWhere(match: { deviceId?: string; tokenId?: string }): Promise<number>;
 }
 
-/** What must take effect on every node at once (DESIGN.md decision 3). */
-export type ControlEvent =
-  | { type: 'device_removed'; deviceId: string }
-  | { type: 'token_revoked'; tokenId: string }
-  | { type: 'account_locked'; accountId: string; locked: boolean };
+/** What must take effect on every node at once (DESIGN.md decision 3); defined with the store's journal. */
+export type { ControlEvent } from '../store/types.ts';
+import type { ControlEvent } from '../store/types.ts';
 
 /** Who holds a device's socket. A request must carry the epoch; a stale owner can never answer. */
 export interface DeviceOwner {

@@ -5,6 +5,7 @@ import type { Bus } from '../bus/types.ts';
 import type { Logger } from '../log.ts';
 import type { Hub } from './hub.ts';
 import type { Authenticator } from './auth.ts';
+import type { Router } from './router.ts';
 
 export interface GatewayContext {
   config: RelayConfig;
@@ -12,6 +13,7 @@ export interface GatewayContext {
   bus: Bus;
   hub: Hub;
   auth: Authenticator;
+  router: Router;
   log: Logger;
   state: { draining: boolean };
 }

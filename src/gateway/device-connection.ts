@@ -73,6 +73,9 @@ export class DeviceConnection {
   /** The phone's tools (all pages), for scope checks; undefined if it serves no tools. */
   tools?: ToolCatalog;
   closed = false;
+  /** Ownership on the bus: the epoch of this socket's claim, once known. */
+  epoch?: number;
+  claim?: Promise<number | undefined>;
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
   private readyPromise?: Promise<void>;

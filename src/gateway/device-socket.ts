@@ -114,6 +114,15 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
       const old = ctx.hub.attach(conn);
       if (old) old.close(CLOSE.superseded, 'superseded by a newer connection', 'superseded');
       ctx.log.info({ deviceId: conn.deviceId }, 'device connected');
+      // Tell the cluster this node holds the phone now; an older socket elsewhere gets 4001.
+      conn.claim = ctx.bus.claimDevice(conn.deviceId).then(
+        (epoch) => (conn.epoch = epoch),
+        (err) => {
+          // Local clients still reach the phone; the claim is retried when the bus is back.
+          ctx.log.warn({ deviceId: conn.deviceId, err: String(err) }, 'could not claim device on the bus');
+          return undefined;
+        },
+      );
       conn.ready().catch((err) => {
         ctx.log.warn({ deviceId: conn.deviceId, err: String(err) }, 'device handshake failed');
         conn.close(CLOSE.relayError, 'initialize failed');
@@ -150,6 +159,7 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
       if (!conn) return;
       conn.teardown('device_offline');
       ctx.hub.detach(conn);
+      void conn.claim?.then((epoch) => epoch !== undefined && ctx.bus.releaseDevice(conn.deviceId, epoch)).catch(() => {});
       ctx.log.info({ deviceId: conn.deviceId, code }, 'device disconnected');
       void ctx.store.touchDevice(conn.deviceId, new Date()).catch(() => {});
     },
@@ -159,7 +169,7 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
 function deviceEvents(ctx: GatewayContext) {
   return {
     notification: (deviceId: string, frame: Buffer) => {
-      ctx.hub.fanOut(deviceId, frame);
+      ctx.hub.publish(deviceId, frame);
     },
     initialized: (deviceId: string, result: unknown) => {
       void ctx.store.saveDeviceInitResult(deviceId, result, new Date()).catch((err) => ctx.log.warn({ deviceId, err: String(err) }, 'could not cache initialize result'));

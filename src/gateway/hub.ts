@@ -1,7 +1,9 @@
 // This node's registry: which phone sockets it holds, and which client SSE streams listen
-// to which phone. Nothing here crosses the node boundary; the bus does that.
+// to which phone. Phone notifications travel through the bus's per-device channel, so a
+// stream on any node hears a phone on any other; this node subscribes while it has listeners.
 import type { DeviceConnection } from './device-connection.ts';
 import type { SseStream } from './sse.ts';
+import type { Bus } from '../bus/types.ts';
 import { metrics } from '../metrics.ts';
 
 export interface Listener {
@@ -9,9 +11,16 @@ export interface Listener {
   stream: SseStream;
 }
 
+interface DeviceListeners {
+  set: Set<Listener>;
+  subscription: Promise<() => void>;
+}
+
 export class Hub {
   private readonly devices = new Map<string, DeviceConnection>();
-  private readonly listeners = new Map<string, Set<Listener>>();
+  private readonly listeners = new Map<string, DeviceListeners>();
+
+  constructor(private readonly bus: Bus) {}
 
   device(deviceId: string): DeviceConnection | undefined {
     return this.devices.get(deviceId);
@@ -39,33 +48,56 @@ export class Hub {
     return this.devices.size;
   }
 
-  listen(deviceId: string, l: Listener): () => void {
-    let set = this.listeners.get(deviceId);
-    if (!set) this.listeners.set(deviceId, (set = new Set()));
-    set.add(l);
+  /** A phone notification, published for every node with a listening stream. */
+  publish(deviceId: string, frame: Buffer): void {
+    void this.bus.publishDevice(deviceId, frame.toString('utf8')).catch(() => {});
+  }
+
+  /** Adds a stream once the node hears the device's channel; resolves with its remover. */
+  async listen(deviceId: string, l: Listener): Promise<() => void> {
+    let entry = this.listeners.get(deviceId);
+    if (!entry) {
+      entry = { set: new Set(), subscription: this.bus.subscribeDevice(deviceId, (frame) => this.fanOut(deviceId, frame)) };
+      this.listeners.set(deviceId, entry);
+    }
+    const mine = entry;
+    mine.set.add(l);
     metrics.sseStreams.inc();
-    return () => {
-      if (set!.delete(l)) metrics.sseStreams.dec();
-      if (set!.size === 0 && this.listeners.get(deviceId) === set) this.listeners.delete(deviceId);
+    let removed = false;
+    const remove = () => {
+      if (removed) return;
+      removed = true;
+      if (mine.set.delete(l)) metrics.sseStreams.dec();
+      if (mine.set.size === 0 && this.listeners.get(deviceId) === mine) {
+        this.listeners.delete(deviceId);
+        void mine.subscription.then((unsubscribe) => unsubscribe(), () => {});
+      }
     };
+    try {
+      await mine.subscription;
+    } catch (err) {
+      remove();
+      throw err;
+    }
+    return remove;
   }
 
   /** Sends a phone notification to every listening stream of that device on this node. */
-  fanOut(deviceId: string, frame: Buffer): number {
-    const set = this.listeners.get(deviceId);
-    if (!set) return 0;
-    for (const l of set) l.stream.send(frame);
-    return set.size;
+  fanOut(deviceId: string, frame: string | Buffer): number {
+    const entry = this.listeners.get(deviceId);
+    if (!entry) return 0;
+    for (const l of entry.set) l.stream.send(frame);
+    return entry.set.size;
   }
 
   /** Ends the streams of one session (DELETE) or of a whole device (removed). */
   endStreams(match: { deviceId: string; sessionId?: string }): void {
-    const set = this.listeners.get(match.deviceId);
-    if (!set) return;
-    for (const l of [...set]) if (!match.sessionId || l.sessionId === match.sessionId) l.stream.end();
+    const entry = this.listeners.get(match.deviceId);
+    if (!entry) return;
+    for (const l of [...entry.set]) if (!match.sessionId || l.sessionId === match.sessionId) l.stream.end();
   }
 
   allStreams(): Listener[] {
-    return [...this.listeners.values()].flatMap((s) => [...s]);
+    return [...this.listeners.values()].flatMap((e) => [...e.set]);
   }
 }

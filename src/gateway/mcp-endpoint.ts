@@ -210,32 +210,28 @@ class McpEndpoint {
     this.observe('initialize', started, bytesIn, out.length, 'ok');
   }
 
-  /** Sends one request to the phone; resolves with the response frame (client id restored). */
-  private async forward(ex: Exchange, cred: Credential, session: SessionRecord, msg: JsonRpcRequest, related?: (frame: Buffer) => void): Promise<{ frame: Buffer; refusal?: JsonRpcErrorObject }> {
-    const refuse = (e: JsonRpcErrorObject) => ({ frame: Buffer.from(errorResponse(msg.id, e)), refusal: e });
-    const conn = this.ctx.hub.device(session.deviceId);
-    if (!conn || conn.closed) return refuse(relayError('device_offline'));
-    try {
-      await conn.ready();
-    } catch {
-      return refuse(relayError('device_offline', 'the phone did not complete initialize'));
-    }
+  /** Sends one request to the phone, wherever it is; resolves with the answer (client id restored). */
+  private forward(ex: Exchange, cred: Credential, session: SessionRecord, msg: JsonRpcRequest, related?: (frame: Buffer) => void): Promise<{ frame: Buffer; refusal?: JsonRpcErrorObject }> {
     const key = inFlightKey(session.id, msg.id);
     return new Promise((resolve) => {
+      let settled = false;
       const settle = (o: { frame: Buffer; refusal?: JsonRpcErrorObject }) => {
+        settled = true;
         this.inFlight.delete(key);
         resolve(o);
       };
-      const cancel = conn.handleClientRequest(
-        msg,
-        withCallerContext(msg.params, cred.token),
-        { scopes: cred.token.scopes },
-        { respond: (frame) => settle({ frame }), related, fail: (e) => settle(refuse(e)) },
-        requestTimeoutMs(msg.method, msg.params, this.ctx.config.requestTimeoutMs),
-      );
-      this.inFlight.set(key, cancel);
-      // A client that goes away mid-request leaves nothing behind; the phone is told.
-      ex.onAbort(cancel);
+      const sink = {
+        respond: (frame: Buffer) => settle({ frame }),
+        related,
+        fail: (e: JsonRpcErrorObject) => settle({ frame: Buffer.from(errorResponse(msg.id, e)), refusal: e }),
+      };
+      const timeoutMs = requestTimeoutMs(msg.method, msg.params, this.ctx.config.requestTimeoutMs);
+      void this.ctx.router.request(session.deviceId, msg, withCallerContext(msg.params, cred.token), { scopes: cred.token.scopes }, sink, timeoutMs).then((cancel) => {
+        if (settled) return;
+        this.inFlight.set(key, cancel);
+        // A client that goes away mid-request leaves nothing behind; the phone is told.
+        ex.onAbort(cancel);
+      });
     });
   }
 
@@ -246,8 +242,7 @@ class McpEndpoint {
       if (typeof requestId === 'string' || typeof requestId === 'number') this.inFlight.get(inFlightKey(session.id, requestId))?.();
       return;
     }
-    const conn = this.ctx.hub.device(session.deviceId);
-    if (conn && !conn.closed) conn.notify(method, params);
+    void this.ctx.router.notify(session.deviceId, method, params);
   }
 
   get(res: HttpResponse, req: HttpRequest): void {
@@ -263,7 +258,9 @@ class McpEndpoint {
       const session = await this.session(ex, h, cred);
       if (!session || ex.aborted) return;
       const stream = new SseStream(ex, { 'Mcp-Session-Id': session.id });
-      stream.onClose(this.ctx.hub.listen(session.deviceId, { sessionId: session.id, stream }));
+      const remove = await this.ctx.hub.listen(session.deviceId, { sessionId: session.id, stream }).catch(() => undefined);
+      if (!remove) return stream.end(); // bus unavailable: the client retries the GET
+      stream.onClose(remove);
     })().catch((err) => this.fail(ex, err));
   }
 

@@ -15,6 +15,7 @@ import { handlePair } from './pairing.ts';
 import { deviceSocketBehavior, handleChallenge, sweepIdleDevices } from './device-socket.ts';
 import { registerMcpRoutes } from './mcp-endpoint.ts';
 import { CLOSE } from './device-connection.ts';
+import { Router } from './router.ts';
 import type { GatewayContext } from './context.ts';
 
 export interface GatewayNode {
@@ -31,10 +32,14 @@ export interface GatewayNode {
 
 export async function startGateway(opts: { config: RelayConfig; store: Store; bus: Bus; log: Logger }): Promise<GatewayNode> {
   const { config, store, bus, log } = opts;
-  const hub = new Hub();
-  const ctx: GatewayContext = { config, store, bus, hub, auth: new Authenticator(store), log, state: { draining: false } };
+  const hub = new Hub(bus);
+  const ctx = { config, store, bus, hub, auth: new Authenticator(store), log, state: { draining: false } } as GatewayContext;
+  ctx.router = new Router(ctx);
 
   bus.onControl((event) => applyControl(ctx, event));
+  bus.onSuperseded((deviceId, epoch) => void supersede(ctx, deviceId, epoch));
+  bus.onReconnected(() => void reclaimAll(ctx));
+  const journal = tailControlJournal(ctx, config.controlPollMs);
 
   let fingerprint: string | undefined;
   let app: TemplatedApp;
@@ -103,6 +108,7 @@ export async function startGateway(opts: { config: RelayConfig; store: Store; bu
       closed = true;
       clearInterval(sweeper);
       clearInterval(purger);
+      journal.stop();
       if (!ctx.state.draining) {
         ctx.state.draining = true;
         uws.us_listen_socket_close(listenSocket as never);
@@ -113,6 +119,55 @@ export async function startGateway(opts: { config: RelayConfig; store: Store; bu
     },
   };
   return node;
+}
+
+/** Another node claimed a device whose socket is here: close ours unless it is the newer one. */
+async function supersede(ctx: GatewayContext, deviceId: string, epoch: number): Promise<void> {
+  const conn = ctx.hub.device(deviceId);
+  if (!conn) return;
+  const mine = conn.epoch ?? (await conn.claim);
+  if (mine !== undefined && mine > epoch) return;
+  conn.close(CLOSE.superseded, 'superseded by a newer connection on another node', 'superseded');
+}
+
+/** After a bus outage: keep or renew each local claim; a socket that lost its claim is stale. */
+async function reclaimAll(ctx: GatewayContext): Promise<void> {
+  for (const conn of [...ctx.hub.connections()]) {
+    const epoch = conn.epoch ?? (await conn.claim);
+    try {
+      const kept = epoch === undefined ? await ctx.bus.claimDevice(conn.deviceId) : await ctx.bus.reclaimDevice(conn.deviceId, epoch);
+      if (kept === undefined) conn.close(CLOSE.superseded, 'superseded while the relay bus was down', 'superseded');
+      else conn.epoch = kept;
+    } catch (err) {
+      ctx.log.warn({ deviceId: conn.deviceId, err: String(err) }, 'reclaim failed');
+    }
+  }
+}
+
+/**
+ * Tails the store's invalidation journal: the CLI (another process, no bus) and other nodes
+ * write it in the same transaction as the change, so it reaches this node within one poll.
+ */
+function tailControlJournal(ctx: GatewayContext, pollMs: number): { stop(): void } {
+  let lastId: string | null = null;
+  let busy = false;
+  const poll = async () => {
+    if (busy) return;
+    busy = true;
+    try {
+      const r = await ctx.store.controlEventsAfter(lastId);
+      lastId = r.lastId;
+      for (const e of r.events) applyControl(ctx, e);
+    } catch (err) {
+      ctx.log.debug({ err: String(err) }, 'control journal poll failed');
+    } finally {
+      busy = false;
+    }
+  };
+  void poll();
+  const timer = setInterval(() => void poll(), pollMs);
+  timer.unref();
+  return { stop: () => clearInterval(timer) };
 }
 
 /** Applies an invalidation on this node: sockets closed, caches and sessions dropped. */

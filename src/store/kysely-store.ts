@@ -5,7 +5,7 @@ import pg from 'pg';
 import type { DatabaseSource } from './database/types.ts';
 import { migrate, readSchemaVersion } from './migrations/index.ts';
 import type { AccountsTable, DB, DevicesTable, TokensTable } from './schema.ts';
-import type { Account, CreateTokenResult, Device, RedeemResult, Scope, Store, Token } from './types.ts';
+import type { Account, ControlEvent, CreateTokenResult, Device, RedeemResult, Scope, Store, Token } from './types.ts';
 
 export interface CreateStoreOptions {
   /** pg pool size. PGlite runs one query at a time, so a few connections are plenty there. */
@@ -86,7 +86,10 @@ class KyselyStore implements Store {
   }
 
   async setAccountLocked(id: string, locked: boolean): Promise<void> {
-    await this.db.updateTable('accounts').set({ locked }).where('id', '=', id).execute();
+    await this.db.transaction().execute(async (trx) => {
+      await trx.updateTable('accounts').set({ locked }).where('id', '=', id).execute();
+      await journal(trx, { type: 'account_locked', accountId: id, locked });
+    });
   }
 
   async createPairingCode(input: { accountId: string; codeHash: string; expiresAt: Date; name?: string | null }): Promise<{ ok: true } | { ok: false; error: 'limit_reached' }> {
@@ -154,7 +157,9 @@ class KyselyStore implements Store {
       // The foreign key cascades too; deleting explicitly keeps this correct even if it is ever relaxed.
       await trx.deleteFrom('tokens').where('device_id', '=', id).execute();
       const r = await trx.deleteFrom('devices').where('id', '=', id).executeTakeFirst();
-      return r.numDeletedRows > 0n;
+      if (r.numDeletedRows === 0n) return false;
+      await journal(trx, { type: 'device_removed', deviceId: id });
+      return true;
     });
   }
 
@@ -235,8 +240,22 @@ class KyselyStore implements Store {
   }
 
   async revokeToken(id: string): Promise<boolean> {
-    const r = await this.db.deleteFrom('tokens').where('id', '=', id).executeTakeFirst();
-    return r.numDeletedRows > 0n;
+    return this.db.transaction().execute(async (trx) => {
+      const r = await trx.deleteFrom('tokens').where('id', '=', id).executeTakeFirst();
+      if (r.numDeletedRows === 0n) return false;
+      await journal(trx, { type: 'token_revoked', tokenId: id });
+      return true;
+    });
+  }
+
+  async controlEventsAfter(afterId: string | null, limit = 500): Promise<{ lastId: string; events: ControlEvent[] }> {
+    if (afterId === null) {
+      // Tail from now: history before this node started has already taken effect.
+      const row = await this.db.selectFrom('control_events').select((eb) => eb.fn.max('id').as('id')).executeTakeFirst();
+      return { lastId: String(row?.id ?? '0'), events: [] };
+    }
+    const rows = await this.db.selectFrom('control_events').select(['id', 'event']).where('id', '>', afterId).orderBy('id').limit(limit).execute();
+    return { lastId: rows.length ? String(rows[rows.length - 1].id) : afterId, events: rows.map((r) => r.event as ControlEvent) };
   }
 
   async purgeExpired(now: Date): Promise<number> {
@@ -246,6 +265,8 @@ class KyselyStore implements Store {
         .where((eb) => eb.or([eb('expires_at', '<=', now), eb('used_at', 'is not', null)]))
         .executeTakeFirst();
       const tokens = await trx.deleteFrom('tokens').where('expires_at', '<=', now).executeTakeFirst();
+      // The journal only needs to outlive the slowest poller.
+      await trx.deleteFrom('control_events').where('created_at', '<', new Date(now.getTime() - 3600_000)).execute();
       return Number(codes.numDeletedRows + tokens.numDeletedRows);
     });
   }
@@ -270,4 +291,8 @@ export async function createStore(source: DatabaseSource, options: CreateStoreOp
     await db.destroy().catch(() => {});
     throw err;
   }
+}
+
+async function journal(trx: Kysely<DB>, event: ControlEvent): Promise<void> {
+  await trx.insertInto('control_events').values({ event: JSON.stringify(event) }).execute();
 }

@@ -45,6 +45,13 @@ export interface PairingCodesTable {
   created_at: ColumnType<Date, Date | undefined, never>;
 }
 
+export interface ControlEventsTable {
+  id: Generated<string>;
+  /** jsonb, written as JSON text. */
+  event: ColumnType<unknown, string, never>;
+  created_at: ColumnType<Date, Date | undefined, never>;
+}
+
 export interface SchemaVersionTable {
   /** Always true: the primary key that keeps this table to one row. */
   singleton: Generated<boolean>;
@@ -58,4 +65,5 @@ export interface DB {
   tokens: TokensTable;
   pairing_codes: PairingCodesTable;
   schema_version: SchemaVersionTable;
+  control_events: ControlEventsTable;
 }

@@ -72,10 +72,22 @@ export interface Store {
   listTokens(filter?: { accountId?: string; deviceId?: string }): Promise<Token[]>;
   revokeToken(id: string): Promise<boolean>;
 
+  /**
+   * The invalidation journal (written by removeDevice, revokeToken, setAccountLocked in the
+   * same transaction). `afterId` null: start tailing from now.
+   */
+  controlEventsAfter(afterId: string | null, limit?: number): Promise<{ lastId: string; events: ControlEvent[] }>;
+
   /** Drops expired or used pairing codes and expired tokens. Returns how many rows went. */
   purgeExpired(now: Date): Promise<number>;
   close(): Promise<void>;
 }
+
+/** What must take effect on every node at once (DESIGN.md decision 3). */
+export type ControlEvent =
+  | { type: 'device_removed'; deviceId: string }
+  | { type: 'token_revoked'; tokenId: string }
+  | { type: 'account_locked'; accountId: string; locked: boolean };
 
 export class SchemaTooNewError extends Error {
   constructor(readonly found: number, readonly supported: number) {

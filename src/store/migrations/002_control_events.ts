@@ -1,0 +1,17 @@
+import { sql, type Kysely } from 'kysely';
+import type { Migration } from './types.ts';
+
+// A journal of invalidations (device removed, token revoked, plan locked) written in the same
+// transaction as the change. Every node tails it, so a change made by the CLI — a separate
+// process with no bus — reaches every node within a poll interval (DESIGN.md decision 3).
+export const migration002: Migration = {
+  version: 2,
+  name: 'control_events',
+  async up(db: Kysely<any>) {
+    await sql`create table control_events (
+      id bigserial primary key,
+      event jsonb not null,
+      created_at timestamptz not null default now()
+    )`.execute(db);
+  },
+};
