@@ -309,6 +309,26 @@ export function storeSuite(backend: TestBackend): void {
       });
     });
 
+    it('journals removals, revocations and plan locks for other processes to tail', async () => {
+      const start = await other.controlEventsAfter(null);
+      const acct = await account();
+      const dev = await pairedDevice(acct.id);
+      const { r } = await newToken(acct.id, dev.id);
+      if (!r.ok) throw new Error('create failed');
+      expect(await store.revokeToken(r.token.id)).toBe(true);
+      expect(await store.revokeToken(r.token.id)).toBe(false); // nothing happened: nothing journaled
+      await store.setAccountLocked(acct.id, true);
+      expect(await store.removeDevice(dev.id)).toBe(true);
+      // Another store (another process's view) sees exactly these, in order.
+      const seen = await other.controlEventsAfter(start.lastId);
+      expect(seen.events).toEqual([
+        { type: 'token_revoked', tokenId: r.token.id },
+        { type: 'account_locked', accountId: acct.id, locked: true },
+        { type: 'device_removed', deviceId: dev.id },
+      ]);
+      expect(await other.controlEventsAfter(seen.lastId)).toEqual({ lastId: seen.lastId, events: [] });
+    });
+
     it('purges expired and used codes and expired tokens', async () => {
       // Everything is relative to a fixed instant ahead of the other tests' rows, after a first
       // purge at that instant clears what they left behind, so the count is exact.
