@@ -1,0 +1,32 @@
+// The official MCP conformance suite through the relay (issue 4, item 7): test/conformance/run.ts
+// starts a relay, a reference phone in bridge mode serving test/fixtures/conformance-server.ts,
+// and runs @modelcontextprotocol/conformance against /mcp for --requirements 2025-11-25,
+// --requirements 2026-07-28, server-session-lifecycle and server-sse-polling.
+//
+// Skipped unless PB_CONFORMANCE is set: the relay does not serve revision 2026-07-28 yet, so
+// today about 90 checks fail that are not in expected-failures.json (see baseline-today.json
+// for each one and the relay feature it is missing). Remove the skipIf when the lead says the
+// relay is ready.
+//   PB_CONFORMANCE=1 npx vitest run test/conformance          against expected-failures.json
+//   PB_CONFORMANCE=baseline npx vitest run test/conformance   against baseline-today.json
+// A run takes about 30-70 s here (plus about 30 s once per machine for npx to fetch Node 22
+// and the suite).
+import { spawnSync } from 'node:child_process';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+
+describe.skipIf(!process.env.PB_CONFORMANCE)('MCP conformance suite through the relay', () => {
+  it('fails only where expected, and passes everything else', () => {
+    const baseline = process.env.PB_CONFORMANCE === 'baseline';
+    const args = [join(ROOT, 'node_modules/tsx/dist/cli.mjs'), join(ROOT, 'test/conformance/run.ts')];
+    if (baseline) args.push('--expected', join(ROOT, 'test/conformance/baseline-today.json'), '--improvements-ok');
+    const r = spawnSync(process.execPath, args, { cwd: ROOT, encoding: 'utf8', timeout: 600_000 });
+    const out = `${r.stdout ?? ''}${r.stderr ?? ''}`;
+    // The pass count and any unexpected result, in the test log.
+    console.log(out.split('\n').filter((l) => /^\[conformance\]|^conformance:|^UNEXPECTED/.test(l)).join('\n'));
+    expect(r.status, out.slice(-4000)).toBe(0);
+  }, 660_000);
+});
