@@ -2,13 +2,14 @@
 // to which phone. Phone notifications travel through the bus's per-device channel, so a
 // stream on any node hears a phone on any other; this node subscribes while it has listeners.
 import type { DeviceConnection } from './device-connection.ts';
-import type { SseStream } from './sse.ts';
 import type { Bus } from '../bus/types.ts';
 import { metrics } from '../metrics.ts';
 
+/** Something on this node that wants a device's notifications: a session's SSE streams. */
 export interface Listener {
   sessionId: string;
-  stream: SseStream;
+  deliver(frame: string | Buffer): void;
+  end(): void;
 }
 
 interface DeviceListeners {
@@ -86,7 +87,7 @@ export class Hub {
   fanOut(deviceId: string, frame: string | Buffer): number {
     const entry = this.listeners.get(deviceId);
     if (!entry) return 0;
-    for (const l of entry.set) l.stream.send(frame);
+    for (const l of entry.set) l.deliver(frame);
     return entry.set.size;
   }
 
@@ -94,7 +95,7 @@ export class Hub {
   endStreams(match: { deviceId: string; sessionId?: string }): void {
     const entry = this.listeners.get(match.deviceId);
     if (!entry) return;
-    for (const l of [...entry.set]) if (!match.sessionId || l.sessionId === match.sessionId) l.stream.end();
+    for (const l of [...entry.set]) if (!match.sessionId || l.sessionId === match.sessionId) l.end();
   }
 
   allStreams(): Listener[] {

@@ -5,6 +5,8 @@ import { randomBytes } from 'node:crypto';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../uws.ts';
 import { BodyTooLarge, copyHeaders, Exchange } from './http.ts';
 import { SseStream } from './sse.ts';
+import { EventStream, newStreamId, SessionChannel } from './session-streams.ts';
+import { parseEventId } from '../bus/index.ts';
 import { presentedToken, type Credential } from './auth.ts';
 import { classify, errorResponse, parseBody, resultResponse, type JsonRpcId, type JsonRpcRequest } from '../protocol/jsonrpc.ts';
 import { INVALID_REQUEST, relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
@@ -36,6 +38,8 @@ export function registerMcpRoutes(app: TemplatedApp, ctx: GatewayContext): void 
 
 class McpEndpoint {
   private allowedOriginSet?: Set<string>;
+  /** Sessions with SSE streams on this node. */
+  private readonly channels = new Map<string, SessionChannel>();
   /** Requests in flight on this node, by session and client id, for notifications/cancelled. */
   private readonly inFlight = new Map<string, () => void>();
 
@@ -167,10 +171,15 @@ class McpEndpoint {
     const streamed = meta?.progressToken !== undefined && (h.accept ?? '').includes('text/event-stream');
     // The stream opens on the first progress, or after a second so keep-alives can flow;
     // a refusal decided before that can still be a plain 403.
-    let stream: SseStream | undefined;
-    const open = () => (stream ??= new SseStream(ex, {}));
+    let stream: EventStream | undefined;
+    const open = () => {
+      if (stream) return stream;
+      stream = new EventStream(this.ctx.bus, session.id, newStreamId(), new SseStream(ex, {}));
+      if (session.revision === '2025-11-25') void stream.prime();
+      return stream;
+    };
     const early = streamed ? setTimeout(open, 1000) : undefined;
-    const outcome = await this.forward(ex, cred, session, msg, (frame) => open().send(frame));
+    const outcome = await this.forward(ex, cred, session, msg, (frame) => void open().send(frame));
     clearTimeout(early);
     if (outcome.refusal?.data && (outcome.refusal.data as { code?: string }).code === 'insufficient_scope' && !stream) {
       const scope = (outcome.refusal.data as { scope: Scope }).scope;
@@ -180,8 +189,8 @@ class McpEndpoint {
     }
     if (stream || streamed) {
       const s = open();
-      s.send(outcome.frame);
-      s.end();
+      void s.send(outcome.frame);
+      await s.end();
     } else {
       ex.send(200, JSON_HEADERS, outcome.frame);
     }
@@ -257,10 +266,31 @@ class McpEndpoint {
       }
       const session = await this.session(ex, h, cred);
       if (!session || ex.aborted) return;
-      const stream = new SseStream(ex, { 'Mcp-Session-Id': session.id });
-      const remove = await this.ctx.hub.listen(session.deviceId, { sessionId: session.id, stream }).catch(() => undefined);
-      if (!remove) return stream.end(); // bus unavailable: the client retries the GET
-      stream.onClose(remove);
+      let channel = this.channels.get(session.id);
+      if (!channel || channel.closed) {
+        const created = new SessionChannel(this.ctx.bus, session.id, () => {
+          if (this.channels.get(session.id) === created) this.channels.delete(session.id);
+        });
+        this.channels.set(session.id, created);
+        channel = created;
+        try {
+          await created.join(this.ctx.hub, session.deviceId);
+        } catch {
+          created.end();
+          return ex.send(503, { ...JSON_HEADERS, 'Retry-After': '1' }, errorResponse(null, relayError('relay_unavailable')));
+        }
+      }
+      if (ex.aborted) return;
+      // Last-Event-ID resumes that stream: what it missed is replayed, then it continues.
+      const resume = h['last-event-id'] ? parseEventId(h['last-event-id']) : undefined;
+      const stream = new EventStream(this.ctx.bus, session.id, resume?.streamId ?? newStreamId(), new SseStream(ex, { 'Mcp-Session-Id': session.id }));
+      if (resume) {
+        const missed = await this.ctx.bus.replayAfter(session.id, h['last-event-id']).catch(() => []);
+        for (const e of missed) if (e.data) stream.sse!.send(e.data, e.id);
+      } else if (session.revision === '2025-11-25') {
+        await stream.prime();
+      }
+      channel.attach(stream);
     })().catch((err) => this.fail(ex, err));
   }
 
@@ -274,6 +304,7 @@ class McpEndpoint {
       const session = await this.session(ex, h, cred);
       if (!session) return;
       await this.ctx.bus.sessions.delete(session.id);
+      this.channels.get(session.id)?.end();
       this.ctx.hub.endStreams({ deviceId: session.deviceId, sessionId: session.id });
       ex.send(200, {}, undefined);
     })().catch((err) => this.fail(ex, err));

@@ -101,7 +101,7 @@ export async function startGateway(opts: { config: RelayConfig; store: Store; bu
       const deadline = Date.now() + config.drainMs;
       while (Date.now() < deadline && [...hub.connections()].some((c) => c.inFlight > 0)) await sleep(50);
       for (const conn of [...hub.connections()]) conn.close(CLOSE.restarting, 'relay restarting; reconnect');
-      for (const l of hub.allStreams()) l.stream.end();
+      for (const l of hub.allStreams()) l.end();
     },
     async close() {
       if (closed) return;
@@ -113,7 +113,7 @@ export async function startGateway(opts: { config: RelayConfig; store: Store; bu
         ctx.state.draining = true;
         uws.us_listen_socket_close(listenSocket as never);
         for (const conn of [...hub.connections()]) conn.close(CLOSE.restarting, 'relay stopping');
-        for (const l of hub.allStreams()) l.stream.end();
+        for (const l of hub.allStreams()) l.end();
       }
       uws.us_listen_socket_close(adminSocket as never);
     },

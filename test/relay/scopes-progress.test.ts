@@ -85,7 +85,11 @@ describe('progress', () => {
       const r = await post(fullToken, sid, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'progress', arguments: { text: who, n: 5 }, _meta: { progressToken: 'same' } } });
       expect(r.headers.get('content-type')).toBe('text/event-stream');
       const text = await r.text();
-      const events = text.split('\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6)));
+      // 2025-11-25: a priming event (an id, empty data) comes first; every event has an id.
+      const blocks = text.split('\n\n').filter((b) => b.includes('data:'));
+      expect(blocks[0]).toMatch(/^id: [\w-]+:\d+\nretry: \d+\ndata: $/);
+      expect(blocks.every((b) => /^id: /m.test(b))).toBe(true);
+      const events = text.split('\n').filter((l) => l.startsWith('data: ') && l.length > 6).map((l) => JSON.parse(l.slice(6)));
       for (const e of events) if (e.method === 'notifications/progress') {
         expect(e.params.progressToken).toBe('same');
         seen[who].push(e.params.message);

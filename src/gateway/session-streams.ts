@@ -1,0 +1,123 @@
+// A session's SSE streams on this node. Every event gets an id from the bus's replay
+// buffer (`<streamId>:<seq>`, unique per session), so a client that lost a stream resumes it
+// with GET + Last-Event-ID, on any node. A session's notification goes to exactly one of its
+// streams (the newest), never to all; while none is connected, notifications are still
+// buffered for the stream that dropped, for a grace period.
+import { randomBytes } from 'node:crypto';
+import type { Bus } from '../bus/types.ts';
+import type { Hub, Listener } from './hub.ts';
+import type { SseStream } from './sse.ts';
+
+/** How long a dropped GET stream keeps collecting events for its resumption. */
+export const DETACHED_GRACE_MS = 60_000;
+/** Clients wait this long before reconnecting a stream the relay ended (SSE `retry`). */
+export const RETRY_MS = 1000;
+
+export function newStreamId(): string {
+  return randomBytes(6).toString('base64url');
+}
+
+/** One SSE stream whose events carry ids from the replay buffer, in order. */
+export class EventStream {
+  private chain: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly bus: Bus,
+    readonly sessionId: string,
+    readonly streamId: string,
+    readonly sse: SseStream | undefined,
+  ) {}
+
+  /** Buffers the event (for resumption) and, if connected, writes it with its id. */
+  send(data: string | Buffer): Promise<void> {
+    const text = typeof data === 'string' ? data : data.toString('utf8');
+    this.chain = this.chain.then(async () => {
+      const id = await this.bus.appendEvent(this.sessionId, this.streamId, text).catch(() => undefined);
+      this.sse?.send(text, id);
+    });
+    return this.chain;
+  }
+
+  /** The priming event: an id and empty data, so the client can resume from the very start. */
+  async prime(): Promise<void> {
+    this.chain = this.chain.then(async () => {
+      const id = await this.bus.appendEvent(this.sessionId, this.streamId, '').catch(() => undefined);
+      this.sse?.write(`${id ? `id: ${id}\n` : ''}retry: ${RETRY_MS}\ndata: \n\n`);
+    });
+    return this.chain;
+  }
+
+  /** Waits for queued events to be written, then ends the response. */
+  async end(): Promise<void> {
+    await this.chain;
+    this.sse?.end();
+  }
+}
+
+/** The hub listener of one session on this node: its GET streams. */
+export class SessionChannel implements Listener {
+  private readonly streams: EventStream[] = [];
+  private detached?: { stream: EventStream; timer: NodeJS.Timeout };
+  private removeFromHub?: () => void;
+  closed = false;
+
+  constructor(
+    private readonly bus: Bus,
+    readonly sessionId: string,
+    private readonly onEmpty: () => void,
+  ) {}
+
+  /** Joins the device's notifications (resolves once the node hears them). */
+  async join(hub: Hub, deviceId: string): Promise<void> {
+    this.removeFromHub = await hub.listen(deviceId, this);
+  }
+
+  get connected(): number {
+    return this.streams.length;
+  }
+
+  attach(stream: EventStream): void {
+    if (this.detached) {
+      clearTimeout(this.detached.timer);
+      this.detached = undefined;
+    }
+    this.streams.push(stream);
+    stream.sse?.onClose(() => this.detach(stream));
+  }
+
+  private detach(stream: EventStream): void {
+    const i = this.streams.indexOf(stream);
+    if (i < 0) return;
+    this.streams.splice(i, 1);
+    if (this.streams.length > 0 || this.closed) return;
+    // Keep collecting for this stream so a GET with Last-Event-ID finds what it missed.
+    const ghost = new EventStream(this.bus, this.sessionId, stream.streamId, undefined);
+    const timer = setTimeout(() => this.end(), DETACHED_GRACE_MS);
+    timer.unref();
+    this.detached = { stream: ghost, timer };
+  }
+
+  /**
+   * Closes the connections but not the streams (the spec's polling behaviour): clients
+   * reconnect with Last-Event-ID, to this node or another, and miss nothing buffered.
+   */
+  disconnect(): void {
+    for (const s of [...this.streams]) s.sse?.end();
+  }
+
+  deliver(frame: string | Buffer): void {
+    const target = this.streams.at(-1) ?? this.detached?.stream;
+    void target?.send(frame);
+  }
+
+  end(): void {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.detached) clearTimeout(this.detached.timer);
+    this.detached = undefined;
+    for (const s of [...this.streams]) void s.end();
+    this.streams.length = 0;
+    this.removeFromHub?.();
+    this.onEmpty();
+  }
+}

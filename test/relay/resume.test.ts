@@ -1,0 +1,73 @@
+// SSE event ids and resumption: a client that loses its GET stream gets what it missed.
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { connectClient, startTestPhone, startTestRelay, waitFor, type TestPhone, type TestRelay } from '../helpers/relay.ts';
+import { createEchoServer } from '../fixtures/echo-server.ts';
+import type { SessionChannel } from '../../src/gateway/session-streams.ts';
+
+let relay: TestRelay;
+let phone: TestPhone;
+let token: string;
+
+beforeAll(async () => {
+  relay = await startTestRelay();
+  phone = await startTestPhone(relay, () => createEchoServer());
+  token = (await relay.key(phone.deviceId)).token;
+});
+afterAll(async () => {
+  await phone?.stop();
+  await relay?.stop();
+});
+
+const channelOf = (sessionId: string) => relay.relay.node.ctx.hub.allStreams().find((l) => l.sessionId === sessionId) as SessionChannel | undefined;
+
+it('the SDK client resumes a dropped GET stream and receives the notification sent while it was away', async () => {
+  const { client, transport } = await connectClient(relay.mcpUrl, token);
+  const got: string[] = [];
+  client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => void got.push(String(n.params.data)));
+  await waitFor(() => (channelOf(transport.sessionId!)?.connected ?? 0) === 1, 5000, 'GET stream');
+  await client.callTool({ name: 'notify', arguments: { text: 'before' } });
+  await waitFor(() => got.includes('before'), 5000, 'first notification');
+
+  // The relay closes the connection (not the stream); while the client is away a
+  // notification is sent; the client comes back with Last-Event-ID and gets it.
+  channelOf(transport.sessionId!)!.disconnect();
+  expect(channelOf(transport.sessionId!)!.connected).toBe(0);
+  await client.callTool({ name: 'notify', arguments: { text: 'while away' } });
+  await waitFor(() => got.includes('while away'), 10_000, 'replayed notification');
+  await waitFor(() => channelOf(transport.sessionId!)?.connected === 1, 5000, 'stream resumed');
+  await client.callTool({ name: 'notify', arguments: { text: 'after' } });
+  await waitFor(() => got.includes('after'), 5000, 'live again');
+  // Each notification exactly once, in order.
+  expect(got).toEqual(['before', 'while away', 'after']);
+  await client.close();
+});
+
+it('sends each notification on one stream of a session, not all of them', async () => {
+  const { client, transport } = await connectClient(relay.mcpUrl, token);
+  await waitFor(() => (channelOf(transport.sessionId!)?.connected ?? 0) === 1, 5000, 'SDK GET stream');
+  // A second GET stream on the same session, read raw.
+  const ac = new AbortController();
+  const second = await fetch(relay.mcpUrl, { headers: { accept: 'text/event-stream', 'x-api-key': token, 'mcp-session-id': transport.sessionId!, 'mcp-protocol-version': '2025-11-25' }, signal: ac.signal });
+  expect(second.headers.get('content-type')).toBe('text/event-stream');
+  await waitFor(() => channelOf(transport.sessionId!)?.connected === 2, 5000, 'second stream');
+  let sdkGot = 0;
+  client.setNotificationHandler(LoggingMessageNotificationSchema, () => void sdkGot++);
+  const reader = second.body!.getReader();
+  let rawText = '';
+  const reading = (async () => {
+    for (;;) {
+      const r = await reader.read().catch(() => ({ done: true, value: undefined }));
+      if (r.done) return;
+      rawText += new TextDecoder().decode(r.value);
+    }
+  })();
+  await client.callTool({ name: 'notify', arguments: { text: 'once' } });
+  await waitFor(() => rawText.includes('"once"') || sdkGot > 0, 5000, 'delivery');
+  await new Promise((r) => setTimeout(r, 300));
+  const onRaw = rawText.split('"once"').length - 1;
+  expect(onRaw + sdkGot).toBe(1);
+  ac.abort();
+  await reading;
+  await client.close();
+});
