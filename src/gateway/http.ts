@@ -37,6 +37,14 @@ export function copyHeaders(req: HttpRequest, names: readonly string[]): Record<
   return out;
 }
 
+/** Every header whose (lower-case) name starts with `prefix`, e.g. `mcp-param-`. */
+export function copyHeadersWithPrefix(req: HttpRequest, prefix: string, into: Record<string, string>): Record<string, string> {
+  req.forEach((k, v) => {
+    if (k.startsWith(prefix)) into[k] = v;
+  });
+  return into;
+}
+
 export type Headers = Record<string, string>;
 
 /** One HTTP request/response. Create it synchronously at the top of the handler. */

@@ -3,7 +3,9 @@
 // forward the rest to the phone and bring its answer back to this HTTP exchange.
 import { randomBytes } from 'node:crypto';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../uws.ts';
-import { BodyTooLarge, copyHeaders, Exchange } from './http.ts';
+import { BodyTooLarge, copyHeaders, copyHeadersWithPrefix, Exchange } from './http.ts';
+import { StatelessEndpoint } from './mcp-stateless.ts';
+import { classifyEra } from '../protocol/stateless.ts';
 import { SseStream } from './sse.ts';
 import { EventStream, newStreamId, SessionChannel } from './session-streams.ts';
 import { parseEventId } from '../bus/index.ts';
@@ -20,7 +22,7 @@ import { methodLabel, metrics } from '../metrics.ts';
 import type { SessionRecord } from '../bus/types.ts';
 import type { GatewayContext } from './context.ts';
 
-const MCP_HEADERS = ['x-api-key', 'authorization', 'mcp-session-id', 'mcp-protocol-version', 'accept', 'content-type', 'origin', 'last-event-id'] as const;
+const MCP_HEADERS = ['x-api-key', 'authorization', 'mcp-session-id', 'mcp-protocol-version', 'mcp-method', 'mcp-name', 'accept', 'content-type', 'origin', 'last-event-id'] as const;
 type McpHeaders = Record<string, string>;
 
 const JSON_HEADERS = { 'Content-Type': 'application/json' };
@@ -43,7 +45,11 @@ class McpEndpoint {
   /** Requests in flight on this node, by session and client id, for notifications/cancelled. */
   private readonly inFlight = new Map<string, () => void>();
 
-  constructor(private readonly ctx: GatewayContext) {}
+  private readonly stateless: StatelessEndpoint;
+
+  constructor(private readonly ctx: GatewayContext) {
+    this.stateless = new StatelessEndpoint(ctx, (ex, cred, deviceId, msg, related) => this.forwardTo(ex, cred, deviceId, undefined, msg, related));
+  }
 
   /** Built on first use: the public URL is final only once the node listens. */
   private get allowedOrigins(): Set<string> {
@@ -53,7 +59,7 @@ class McpEndpoint {
   /** Synchronous prelude shared by every verb: copy headers, DNS-rebinding check. */
   private begin(res: HttpResponse, req: HttpRequest): { ex: Exchange; h: McpHeaders } | undefined {
     const ex = new Exchange(res);
-    const h = copyHeaders(req, MCP_HEADERS);
+    const h = copyHeadersWithPrefix(req, 'mcp-param-', copyHeaders(req, MCP_HEADERS));
     if (h.origin && !this.allowedOrigins.has(h.origin)) {
       ex.error(403, 'forbidden_origin', 'this Origin may not call the relay');
       return undefined;
@@ -116,6 +122,7 @@ class McpEndpoint {
     const raw = await bodyP;
     const parsed = parseBody(raw.toString('utf8'));
     if (!parsed.ok) return ex.send(400, JSON_HEADERS, errorResponse(null, parsed.error));
+    if (classifyEra(h, parsed.value) === 'stateless') return this.stateless.post(ex, h, cred, parsed.value);
     const isBatch = Array.isArray(parsed.value);
     const items = isBatch ? (parsed.value as unknown[]) : [parsed.value];
     if (items.length === 0) return ex.send(400, JSON_HEADERS, errorResponse(null, { code: INVALID_REQUEST, message: 'Invalid Request: empty batch' }));
@@ -221,12 +228,17 @@ class McpEndpoint {
 
   /** Sends one request to the phone, wherever it is; resolves with the answer (client id restored). */
   private forward(ex: Exchange, cred: Credential, session: SessionRecord, msg: JsonRpcRequest, related?: (frame: Buffer) => void): Promise<{ frame: Buffer; refusal?: JsonRpcErrorObject }> {
-    const key = inFlightKey(session.id, msg.id);
+    return this.forwardTo(ex, cred, session.deviceId, session.id, msg, related);
+  }
+
+  /** `sessionId` undefined (2026-07-28): only closing the response cancels the request. */
+  private forwardTo(ex: Exchange, cred: Credential, deviceId: string, sessionId: string | undefined, msg: JsonRpcRequest, related?: (frame: Buffer) => void): Promise<{ frame: Buffer; refusal?: JsonRpcErrorObject }> {
+    const key = sessionId === undefined ? undefined : inFlightKey(sessionId, msg.id);
     return new Promise((resolve) => {
       let settled = false;
       const settle = (o: { frame: Buffer; refusal?: JsonRpcErrorObject }) => {
         settled = true;
-        this.inFlight.delete(key);
+        if (key !== undefined) this.inFlight.delete(key);
         resolve(o);
       };
       const sink = {
@@ -235,9 +247,9 @@ class McpEndpoint {
         fail: (e: JsonRpcErrorObject) => settle({ frame: Buffer.from(errorResponse(msg.id, e)), refusal: e }),
       };
       const timeoutMs = requestTimeoutMs(msg.method, msg.params, this.ctx.config.requestTimeoutMs);
-      void this.ctx.router.request(session.deviceId, msg, withCallerContext(msg.params, cred.token), { scopes: cred.token.scopes }, sink, timeoutMs).then((cancel) => {
+      void this.ctx.router.request(deviceId, msg, withCallerContext(msg.params, cred.token), { scopes: cred.token.scopes }, sink, timeoutMs).then((cancel) => {
         if (settled) return;
-        this.inFlight.set(key, cancel);
+        if (key !== undefined) this.inFlight.set(key, cancel);
         // A client that goes away mid-request leaves nothing behind; the phone is told.
         ex.onAbort(cancel);
       });

@@ -1,0 +1,118 @@
+// /mcp for revision 2026-07-28: no session, no initialize, every request carries its own
+// version and client info in _meta and mirrors method/name into headers. The relay answers
+// server/discover from the phone's cached initialize result, serves subscriptions/listen
+// from the phone's notifications, and forwards the rest, finishing each result with the
+// fields this revision requires. Closing a response stream cancels the request.
+import type { Exchange } from './http.ts';
+import { SseStream } from './sse.ts';
+import type { Credential } from './auth.ts';
+import type { Listener } from './hub.ts';
+import type { GatewayContext } from './context.ts';
+import { classify, errorResponse, resultResponse, type JsonRpcRequest } from '../protocol/jsonrpc.ts';
+import { INVALID_REQUEST, type JsonRpcErrorObject } from '../protocol/errors.ts';
+import { insufficientScopeChallenge } from '../protocol/scopes.ts';
+import {
+  acknowledgeSubscription,
+  discoverResult,
+  finishStatelessResultFrame,
+  honouredFilter,
+  parseSubscriptionFilter,
+  subscriptionNotification,
+  validateParamHeaders,
+  validateStatelessRequest,
+} from '../protocol/stateless.ts';
+import type { Scope } from '../store/types.ts';
+
+const JSON_HEADERS = { 'Content-Type': 'application/json' };
+
+/** What a client sees before it has a phone (see the session endpoint). */
+const FALLBACK_INIT = { capabilities: { tools: { listChanged: true } }, serverInfo: { name: 'phonebridge-device', version: '0.0.0' } };
+
+export type ForwardOutcome = { frame: Buffer; refusal?: JsonRpcErrorObject };
+export type Forward = (ex: Exchange, cred: Credential, deviceId: string, msg: JsonRpcRequest, related?: (frame: Buffer) => void) => Promise<ForwardOutcome>;
+
+export class StatelessEndpoint {
+  constructor(
+    private readonly ctx: GatewayContext,
+    private readonly forward: Forward,
+  ) {}
+
+  private async cachedInit(deviceId: string): Promise<Record<string, unknown>> {
+    const init = this.ctx.hub.device(deviceId)?.initResult ?? (await this.ctx.store.getDevice(deviceId))?.initResult;
+    return (init as Record<string, unknown> | undefined) ?? FALLBACK_INIT;
+  }
+
+  async post(ex: Exchange, h: Record<string, string>, cred: Credential, body: unknown): Promise<void> {
+    const c = classify(body);
+    if (c.kind === 'notification') return ex.send(202, {}, undefined); // none defined on HTTP in this revision
+    if (c.kind === 'response') return ex.send(400, JSON_HEADERS, errorResponse(null, { code: INVALID_REQUEST, message: 'Invalid Request: clients send no responses in 2026-07-28' }));
+    if (c.kind === 'invalid') return ex.send(400, JSON_HEADERS, errorResponse(c.id, c.error));
+    const msg = c.msg;
+    const checked = validateStatelessRequest(h, msg);
+    if (!checked.ok) return ex.send(checked.status, JSON_HEADERS, errorResponse(msg.id, checked.error));
+    const deviceId = cred.token.deviceId;
+
+    if (msg.method === 'server/discover') {
+      return ex.send(200, JSON_HEADERS, resultResponse(msg.id, discoverResult(await this.cachedInit(deviceId))));
+    }
+    if (msg.method === 'subscriptions/listen') return this.listen(ex, cred, msg);
+
+    if (msg.method === 'tools/call') {
+      // Mcp-Param-* headers must match the arguments they mirror (checked where the catalog is).
+      const tool = this.ctx.hub.device(deviceId)?.tools?.byName.get(String(msg.params?.name));
+      if (tool) {
+        const p = validateParamHeaders(tool.inputSchema, h, msg.params?.arguments);
+        if (!p.ok) return ex.send(p.status, JSON_HEADERS, errorResponse(msg.id, p.error));
+      }
+    }
+
+    const serverInfo = (await this.cachedInit(deviceId)).serverInfo;
+    const finish = (frame: Buffer) => finishStatelessResultFrame(msg.method, frame, { serverInfo, forcePrivate: msg.method === 'tools/list' });
+    const meta = msg.params?._meta as Record<string, unknown> | undefined;
+    const wantsStream = meta?.progressToken !== undefined && (h.accept ?? '').includes('text/event-stream');
+    let stream: SseStream | undefined;
+    const open = () => (stream ??= new SseStream(ex, {}));
+    const early = wantsStream ? setTimeout(open, 1000) : undefined;
+    const outcome = await this.forward(ex, cred, deviceId, msg, (frame) => open().send(frame));
+    clearTimeout(early);
+    const refusal = outcome.refusal?.data as { code?: string; scope?: Scope } | undefined;
+    if (refusal?.code === 'insufficient_scope' && !stream) {
+      return ex.send(403, { ...JSON_HEADERS, 'WWW-Authenticate': insufficientScopeChallenge(refusal.scope!) }, outcome.frame);
+    }
+    const frame = outcome.refusal ? outcome.frame : finish(outcome.frame);
+    if (stream || wantsStream) {
+      const s = open();
+      s.send(frame);
+      s.end();
+    } else {
+      ex.send(200, JSON_HEADERS, frame);
+    }
+  }
+
+  /** subscriptions/listen: an SSE stream of the change notifications the client opted in to. */
+  private async listen(ex: Exchange, cred: Credential, msg: JsonRpcRequest): Promise<void> {
+    const parsed = parseSubscriptionFilter(msg.params);
+    if (!parsed.ok) return ex.send(400, JSON_HEADERS, errorResponse(msg.id, parsed.error));
+    const deviceId = cred.token.deviceId;
+    const honoured = honouredFilter(parsed.filter, (await this.cachedInit(deviceId)).capabilities);
+    const stream = new SseStream(ex, {});
+    const listener: Listener = {
+      sessionId: `listen:${String(msg.id)}`,
+      deliver: (frame) => {
+        let n: unknown;
+        try {
+          n = JSON.parse(typeof frame === 'string' ? frame : frame.toString('utf8'));
+        } catch {
+          return;
+        }
+        const out = subscriptionNotification(n, msg.id, honoured);
+        if (out) stream.send(JSON.stringify(out));
+      },
+      end: () => stream.end(),
+    };
+    const remove = await this.ctx.hub.listen(deviceId, listener).catch(() => undefined);
+    if (!remove) return stream.end();
+    stream.onClose(remove);
+    stream.send(JSON.stringify(acknowledgeSubscription(msg.id, honoured)));
+  }
+}
