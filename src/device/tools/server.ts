@@ -1,6 +1,7 @@
 // The phone's MCP tool surface (seed 003): four groups, one scope each, typed results,
 // explicit annotations, strict inputs, leases, idempotency keys and runs.
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import type { CallToolResult, ContentBlock, ServerNotification, ServerRequest } from '@modelcontextprotocol/sdk/types.js';
 import type * as z from 'zod';
@@ -345,11 +346,36 @@ export function createPhoneServer(opts: PhoneServerOptions): McpServer {
   const control = controlFor(opts.phone);
   const mcp = new McpServer(
     { name: opts.serverName ?? 'phonebridge-phone', version: SURFACE_VERSION },
-    { capabilities: { logging: {} }, instructions: INSTRUCTIONS },
+    // The validator only serves elicitation, which the phone never sends; the SDK would build a
+    // fresh Ajv per server (~20 KB and ~0.7 ms per socket), which a fleet of phones pays a thousand times.
+    { capabilities: { logging: {} }, instructions: INSTRUCTIONS, jsonSchemaValidator: sharedValidator() },
   );
   for (const spec of TOOLS) register(mcp, spec, (caller, extra) => new CallContext(caller, settings, control, extra));
   envelopeSdkErrors(mcp);
+  cacheToolList(mcp);
   return mcp;
+}
+
+let validator: AjvJsonSchemaValidator | undefined;
+const sharedValidator = () => (validator ??= new AjvJsonSchemaValidator());
+
+/**
+ * The surface is fixed (TOOLS never changes at run time), so its tools/list is the same for every
+ * phone. The SDK converts all zod schemas to JSON Schema on each tools/list (~7 ms here), and the
+ * relay fetches the list on every socket: compute it once per process and hand out the same object.
+ */
+let toolList: Promise<unknown> | undefined;
+function cacheToolList(mcp: McpServer): void {
+  const handlers = (mcp.server as unknown as { _requestHandlers: Map<string, RawRequestHandler> })._requestHandlers;
+  const sdkListTools = handlers.get('tools/list');
+  if (!sdkListTools) throw new Error('McpServer has no tools/list handler to wrap');
+  handlers.set('tools/list', (request, extra) => {
+    toolList ??= sdkListTools(request, extra).catch((error: unknown) => {
+      toolList = undefined;
+      throw error;
+    });
+    return toolList;
+  });
 }
 
 function register(mcp: McpServer, spec: ToolSpec, context: (caller: Caller, extra: RequestHandlerExtra<ServerRequest, ServerNotification>) => CallContext) {
