@@ -20,6 +20,8 @@ import {
   subscriptionNotification,
   validateParamHeaders,
   validateStatelessRequest,
+  MISSING_REQUIRED_CLIENT_CAPABILITY,
+  SUPPORTED_VERSIONS,
 } from '../protocol/stateless.ts';
 import type { Scope } from '../store/types.ts';
 
@@ -53,7 +55,8 @@ export class StatelessEndpoint {
     const deviceId = cred.token.deviceId;
 
     if (msg.method === 'server/discover') {
-      return ex.send(200, JSON_HEADERS, resultResponse(msg.id, discoverResult(await this.cachedInit(deviceId))));
+      // A dual-era relay: every version it speaks, so -32022's list is a subset of this one.
+      return ex.send(200, JSON_HEADERS, resultResponse(msg.id, discoverResult(await this.cachedInit(deviceId), { supportedVersions: SUPPORTED_VERSIONS })));
     }
     if (msg.method === 'subscriptions/listen') return this.listen(ex, cred, msg);
 
@@ -85,7 +88,7 @@ export class StatelessEndpoint {
       s.send(frame);
       s.end();
     } else {
-      ex.send(200, JSON_HEADERS, frame);
+      ex.send(missingCapability(frame) ? 400 : 200, JSON_HEADERS, frame);
     }
   }
 
@@ -114,5 +117,15 @@ export class StatelessEndpoint {
     if (!remove) return stream.end();
     stream.onClose(remove);
     stream.send(JSON.stringify(acknowledgeSubscription(msg.id, honoured)));
+  }
+}
+
+/** The phone's -32021 (a capability the client did not declare) is an HTTP 400 on this revision. */
+function missingCapability(frame: Buffer): boolean {
+  if (frame.length > 16 * 1024 || frame.indexOf(String(MISSING_REQUIRED_CLIENT_CAPABILITY)) < 0) return false;
+  try {
+    return (JSON.parse(frame.toString('utf8')) as { error?: { code?: number } }).error?.code === MISSING_REQUIRED_CLIENT_CAPABILITY;
+  } catch {
+    return false;
   }
 }

@@ -3,12 +3,8 @@
 // and runs @modelcontextprotocol/conformance against /mcp for --requirements 2025-11-25,
 // --requirements 2026-07-28, server-session-lifecycle and server-sse-polling.
 //
-// Skipped unless PB_CONFORMANCE is set: the relay does not serve revision 2026-07-28 yet, so
-// today about 90 checks fail that are not in expected-failures.json (see baseline-today.json
-// for each one and the relay feature it is missing). Remove the skipIf when the lead says the
-// relay is ready.
-//   PB_CONFORMANCE=1 npx vitest run test/conformance          against expected-failures.json
-//   PB_CONFORMANCE=baseline npx vitest run test/conformance   against baseline-today.json
+// Runs in npm test against expected-failures.json (every entry carries its reason).
+//   PB_CONFORMANCE=baseline npx vitest run test/conformance   against baseline-today.json (history)
 // A run takes about 30-70 s here (plus about 30 s once per machine for npx to fetch Node 22
 // and the suite).
 import { spawnSync } from 'node:child_process';
@@ -18,7 +14,7 @@ import { describe, expect, it } from 'vitest';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 
-describe.skipIf(!process.env.PB_CONFORMANCE)('MCP conformance suite through the relay', () => {
+describe('MCP conformance suite through the relay', () => {
   it('fails only where expected, and passes everything else', () => {
     const baseline = process.env.PB_CONFORMANCE === 'baseline';
     const args = [join(ROOT, 'node_modules/tsx/dist/cli.mjs'), join(ROOT, 'test/conformance/run.ts')];

@@ -107,6 +107,11 @@ export async function bridgeServerFactory(opts: BridgeOptions): Promise<BridgeSe
   return Object.assign(factory, { upstream, close: () => upstream.close() });
 }
 
+// The SDK's request schemas strip unknown params; a bridge must not (2026-07-28 MRTR retries
+// carry inputResponses/requestState that the upstream needs back untouched).
+const CallToolPassThrough = CallToolRequestSchema.extend({ params: CallToolRequestSchema.shape.params.loose() });
+const GetPromptPassThrough = GetPromptRequestSchema.extend({ params: GetPromptRequestSchema.shape.params.loose() });
+
 function createBridgeServer(upstream: Upstream, scopeMap: ScopeMap, subscriptions: Subscriptions, onLogLevel: (level: LoggingLevel) => void): Server {
   const { serverInfo, capabilities, instructions } = upstream.info;
   // Created with the upstream's capabilities, the SDK Server accepts exactly the methods it has.
@@ -125,7 +130,7 @@ function createBridgeServer(upstream: Upstream, scopeMap: ScopeMap, subscription
       } while (cursor);
       return { tools };
     });
-    server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+    server.setRequestHandler(CallToolPassThrough, async (request, extra) => {
       try {
         return await forward(request, extra);
       } catch (err) {
@@ -146,7 +151,7 @@ function createBridgeServer(upstream: Upstream, scopeMap: ScopeMap, subscription
   }
   if (capabilities.prompts) {
     server.setRequestHandler(ListPromptsRequestSchema, forward);
-    server.setRequestHandler(GetPromptRequestSchema, forward);
+    server.setRequestHandler(GetPromptPassThrough, forward);
   }
   if (capabilities.completions) server.setRequestHandler(CompleteRequestSchema, forward);
   if (capabilities.logging) {
