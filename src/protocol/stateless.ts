@@ -3,7 +3,7 @@
  * No I/O. Spec: `modelcontextprotocol/modelcontextprotocol`, docs/specification/2026-07-28/
  * (basic/index, basic/versioning, basic/transports/streamable-http, basic/patterns/*,
  * server/discover, server/utilities/caching, changelog) and schema/2026-07-28/schema.ts.
- * The rules as they apply to the relay are summarised in docs/STATELESS-NOTES.md.
+ * The rules as they apply to the relay are summarised in docs/PROTOCOL.md ("Revision 2026-07-28").
  *
  * API
  * - classifyEra(headers, body)            'stateless' | 'session' for one HTTP request
