@@ -270,6 +270,7 @@ class McpEndpoint {
     const begun = this.begin(res, req);
     if (!begun) return;
     const { ex, h } = begun;
+    if (classifyEra(h, undefined) === 'stateless') return this.statelessMethodNotAllowed(ex);
     void (async () => {
       const cred = await this.authenticate(ex, h);
       if (!cred) return;
@@ -310,6 +311,7 @@ class McpEndpoint {
     const begun = this.begin(res, req);
     if (!begun) return;
     const { ex, h } = begun;
+    if (classifyEra(h, undefined) === 'stateless') return this.statelessMethodNotAllowed(ex);
     void (async () => {
       const cred = await this.authenticate(ex, h);
       if (!cred) return;
@@ -320,6 +322,11 @@ class McpEndpoint {
       this.ctx.hub.endStreams({ deviceId: session.deviceId, sessionId: session.id });
       ex.send(200, {}, undefined);
     })().catch((err) => this.fail(ex, err));
+  }
+
+  /** 2026-07-28 has no GET stream and no session to delete. */
+  private statelessMethodNotAllowed(ex: Exchange): void {
+    ex.send(405, { ...JSON_HEADERS, Allow: 'POST' }, errorResponse(null, { code: INVALID_REQUEST, message: 'Method Not Allowed: revision 2026-07-28 serves POST only' }));
   }
 
   private observe(method: string, started: number, bytesIn: number, bytesOut: number, outcome: string): void {
