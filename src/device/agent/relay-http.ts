@@ -2,6 +2,7 @@
 // TLS pin from the QR's `fp`. A pinned connection is verified on 'secureConnect' before any
 // request byte is written; the pin then stands in for CA validation, so a self-signed relay works.
 import { createHash, X509Certificate } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { isIP } from 'node:net';
 import { connect as tlsConnect, type TLSSocket } from 'node:tls';
@@ -56,7 +57,7 @@ export function connectPinned(url: URL, fp: string, timeoutMs: number): Promise<
 export interface PostOptions {
   /** Enforced when the URL is https. */
   fp?: string;
-  /** Used for unpinned requests (a test seam); pinned requests always use node:https. */
+  /** Replaces the built-in client for unpinned requests (the fleet binds source addresses with it); pinned requests always use node:https. */
   fetchImpl?: FetchLike;
   timeoutMs: number;
   signal?: AbortSignal;
@@ -71,20 +72,25 @@ export interface JsonReply {
 export async function postJson(url: string, payload: unknown, opts: PostOptions): Promise<JsonReply> {
   const text = JSON.stringify(payload);
   const pin = pinFor(url, opts.fp);
-  if (pin === undefined) {
-    const signal = opts.signal ? AbortSignal.any([opts.signal, AbortSignal.timeout(opts.timeoutMs)]) : AbortSignal.timeout(opts.timeoutMs);
-    const res = await (opts.fetchImpl ?? fetch)(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: text, signal });
+  const signal = opts.signal ? AbortSignal.any([opts.signal, AbortSignal.timeout(opts.timeoutMs)]) : AbortSignal.timeout(opts.timeoutMs);
+  if (pin === undefined && opts.fetchImpl) {
+    const res = await opts.fetchImpl(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: text, signal });
     return { status: res.status, body: parseJson(await res.text()) };
   }
+  // Every POST on a connection of its own, never a pooled keep-alive one (fetch would reuse
+  // one): after a drop or a 1012 the next challenge must reach whichever node now answers the
+  // relay's address, not the draining or stopped node behind an old connection, whose nonce
+  // no other node knows (the upgrade would then be refused with 4003, and the agent stops).
   const target = new URL(url);
-  const socket = await connectPinned(target, pin, opts.timeoutMs);
+  const socket = pin !== undefined ? await connectPinned(target, pin, opts.timeoutMs) : undefined;
+  const send = target.protocol === 'https:' ? httpsRequest : httpRequest;
   return new Promise((resolve, reject) => {
-    const req = httpsRequest(target, {
+    const req = send(target, {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) },
-      createConnection: () => socket,
+      ...(socket ? { createConnection: () => socket } : { agent: false }),
       timeout: opts.timeoutMs,
-      signal: opts.signal,
+      signal,
     });
     req.on('timeout', () => req.destroy(new Error(`POST ${url} timed out`)));
     req.on('error', reject);
