@@ -1,56 +1,31 @@
-import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { pairDevice, PairingError, parseQrPayload } from './pairing.ts';
-import { ensureStateDir, IDENTITY_FILE, KEY_FILE, loadIdentity, loadOrCreateKey } from './state.ts';
-import { TestRelay } from './test-relay.ts';
+import { parseQrPayload } from './pairing.ts';
+import { ensureStateDir, KEY_FILE, loadIdentity, loadOrCreateKey } from './state.ts';
 
 let root: string;
-let relay: TestRelay;
-beforeEach(async () => {
+beforeEach(() => {
   root = mkdtempSync(join(tmpdir(), 'pb-state-'));
-  relay = await new TestRelay().listen();
 });
-afterEach(async () => {
-  await relay.close();
+afterEach(() => {
   rmSync(root, { recursive: true, force: true });
 });
 
 const mode = (path: string) => statSync(path).mode & 0o777;
 
+// Pairing against the relay (0600 files, one pairing per dir, key kept across a refused code)
+// is in test/phone/pairing.test.ts; these need no relay.
 describe('state dir', () => {
-  it('creates the dir 0700 and writes 0600 files, with no temp files left behind', async () => {
+  it('creates a missing dir 0700 and a key file 0600, and reuses the key', () => {
     const dir = join(root, 'nested', 'state');
-    const identity = await pairDevice({ stateDir: dir, qr: relay.qr(), name: 'pixel' });
+    ensureStateDir(dir);
     expect(mode(dir)).toBe(0o700);
+    const key = loadOrCreateKey(dir);
     expect(mode(join(dir, KEY_FILE))).toBe(0o600);
-    expect(mode(join(dir, IDENTITY_FILE))).toBe(0o600);
-    expect(readdirSync(dir).sort()).toEqual([IDENTITY_FILE, KEY_FILE].sort());
-    expect(JSON.parse(readFileSync(join(dir, IDENTITY_FILE), 'utf8'))).toEqual({ device_id: identity.device_id, relay: relay.url, relay_host: 'relay.test', name: 'pixel' });
-    expect(relay.devices.get(identity.device_id)?.name).toBe('pixel');
-  });
-
-  it('reuses the stored identity and key: pairing happens once', async () => {
-    const dir = join(root, 's');
-    const first = await pairDevice({ stateDir: dir, qr: relay.qr(), name: 'a' });
-    const key = readFileSync(join(dir, KEY_FILE), 'utf8');
-    await expect(pairDevice({ stateDir: dir, qr: relay.qr(), name: 'a' })).rejects.toMatchObject({ code: 'already_paired' });
-    expect(loadIdentity(dir)).toEqual(first);
-    expect(loadOrCreateKey(dir).privateKeyPem).toBe(key);
-  });
-
-  it('keeps the key across a failed pairing, so the retry uses the same one', async () => {
-    const dir = join(root, 's');
-    const bad = JSON.stringify({ v: 1, relay: relay.url, code: 'NOPE-NOPE' });
-    const err = await pairDevice({ stateDir: dir, qr: bad, name: 'a' }).catch((e) => e);
-    expect(err).toBeInstanceOf(PairingError);
-    expect(err).toMatchObject({ code: 'bad_code', status: 403 });
-    expect(err.message).toMatch(/wrong, expired or already used/);
+    expect(loadOrCreateKey(dir).privateKeyPem).toBe(key.privateKeyPem);
     expect(loadIdentity(dir)).toBeUndefined();
-    const key = readFileSync(join(dir, KEY_FILE), 'utf8');
-    await pairDevice({ stateDir: dir, qr: relay.qr(), name: 'a' });
-    expect(readFileSync(join(dir, KEY_FILE), 'utf8')).toBe(key);
   });
 
   it('warns about an existing dir that others can read, and leaves its mode alone', () => {

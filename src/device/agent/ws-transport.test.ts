@@ -25,11 +25,12 @@ function serveTestTools(): McpServer {
 /** Sends a raw frame and waits for the response carrying `id`. */
 async function call(id: number, method: string, params: object = {}): Promise<{ bytes: number; message: any }> {
   peer.send(JSON.stringify({ jsonrpc: '2.0', id, method, params }));
-  for (;;) {
+  for (const until = Date.now() + 5_000; Date.now() < until; ) {
     const hit = frames.find((f) => f.message.id === id);
     if (hit) return hit;
     await new Promise((r) => setTimeout(r, 5));
   }
+  throw new Error(`no response to ${method} (id ${id}) within 5 s`);
 }
 
 async function initialize(): Promise<void> {

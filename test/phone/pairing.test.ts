@@ -1,0 +1,71 @@
+// Pairing against the real relay: the QR's one-time code redeemed once per state dir, the key
+// kept in 0600 files, and the relay's refusals explained.
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createPublicKey } from 'node:crypto';
+import { pairDevice, PairingError } from '../../src/device/agent/pairing.ts';
+import { IDENTITY_FILE, KEY_FILE, loadIdentity, loadOrCreateKey } from '../../src/device/agent/state.ts';
+import { startTestRelay, tempDir, type TestRelay } from '../helpers/relay.ts';
+
+let relay: TestRelay;
+beforeAll(async () => {
+  relay = await startTestRelay();
+});
+afterAll(async () => {
+  await relay?.stop();
+});
+
+const mode = (path: string) => statSync(path).mode & 0o777;
+
+describe('pairing with the relay', () => {
+  it('creates the dir 0700 and writes 0600 files, with no temp files left behind; the relay stores the same key', async () => {
+    const dir = join(tempDir('pb-state-'), 'nested', 'state');
+    const identity = await pairDevice({ stateDir: dir, qr: await relay.pair(), name: 'pixel' });
+    expect(mode(dir)).toBe(0o700);
+    expect(mode(join(dir, KEY_FILE))).toBe(0o600);
+    expect(mode(join(dir, IDENTITY_FILE))).toBe(0o600);
+    expect(readdirSync(dir).sort()).toEqual([IDENTITY_FILE, KEY_FILE].sort());
+    expect(JSON.parse(readFileSync(join(dir, IDENTITY_FILE), 'utf8'))).toEqual({
+      device_id: identity.device_id,
+      relay: relay.url,
+      relay_host: new URL(relay.url).host,
+      name: 'pixel',
+    });
+    const device = await relay.relay.store.store.getDevice(identity.device_id);
+    expect(device?.name).toBe('pixel');
+    expect(device?.publicKey).toBe(createPublicKey(readFileSync(join(dir, KEY_FILE), 'utf8')).export({ type: 'spki', format: 'der' }).toString('base64'));
+  });
+
+  it('reuses the stored identity and key: pairing happens once', async () => {
+    const dir = join(tempDir('pb-state-'), 's');
+    const first = await pairDevice({ stateDir: dir, qr: await relay.pair(), name: 'a' });
+    const key = readFileSync(join(dir, KEY_FILE), 'utf8');
+    const unused = await relay.pair();
+    await expect(pairDevice({ stateDir: dir, qr: unused, name: 'a' })).rejects.toMatchObject({ code: 'already_paired' });
+    expect(loadIdentity(dir)).toEqual(first);
+    expect(loadOrCreateKey(dir).privateKeyPem).toBe(key);
+    // The refused attempt never reached the relay: the code is still good for another phone.
+    const other = await pairDevice({ stateDir: join(tempDir('pb-state-'), 's'), qr: unused, name: 'b' });
+    expect(other.device_id).not.toBe(first.device_id);
+  });
+
+  it('keeps the key across a refused code, so the retry uses the same one', async () => {
+    const dir = join(tempDir('pb-state-'), 's');
+    const bad = JSON.stringify({ v: 1, relay: relay.url, code: 'NOPE-NOPE' });
+    const err = await pairDevice({ stateDir: dir, qr: bad, name: 'a' }).catch((e) => e);
+    expect(err).toBeInstanceOf(PairingError);
+    expect(err).toMatchObject({ code: 'bad_code', status: 403 });
+    expect(err.message).toMatch(/wrong, expired or already used/);
+    expect(loadIdentity(dir)).toBeUndefined();
+    const key = readFileSync(join(dir, KEY_FILE), 'utf8');
+    await pairDevice({ stateDir: dir, qr: await relay.pair(), name: 'a' });
+    expect(readFileSync(join(dir, KEY_FILE), 'utf8')).toBe(key);
+  });
+
+  it('a used code is refused like a wrong one', async () => {
+    const qr = await relay.pair();
+    await pairDevice({ stateDir: join(tempDir('pb-state-'), 's'), qr, name: 'first' });
+    await expect(pairDevice({ stateDir: join(tempDir('pb-state-'), 's'), qr, name: 'second' })).rejects.toMatchObject({ code: 'bad_code', status: 403 });
+  });
+});
