@@ -16,6 +16,8 @@ export interface RelayConfig {
   dataDir: string;
   databaseUrl?: string;
   redisUrl?: string;
+  /** Namespace of every Redis key and channel (default `pb:`); lets clusters share one Redis. */
+  redisPrefix?: string;
   nodeId: string;
   hosted: boolean;
   trustProxy: boolean;
@@ -43,6 +45,7 @@ const FLAGS = {
   'data-dir': { type: 'string' },
   'database-url': { type: 'string' },
   'redis-url': { type: 'string' },
+  'redis-prefix': { type: 'string' },
   'node-id': { type: 'string' },
   hosted: { type: 'boolean' },
   'trust-proxy': { type: 'boolean' },
@@ -115,6 +118,7 @@ export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     dataDir,
     databaseUrl,
     redisUrl: str('redis-url'),
+    redisPrefix: str('redis-prefix'),
     nodeId: str('node-id') ?? `${hostname()}-${randomBytes(3).toString('hex')}`,
     hosted: boolValue(get('hosted')),
     trustProxy: boolValue(get('trust-proxy')),

@@ -20,6 +20,8 @@ interface DeviceListeners {
 export class Hub {
   private readonly devices = new Map<string, DeviceConnection>();
   private readonly listeners = new Map<string, DeviceListeners>();
+  /** Sockets being handed over to other nodes (drain): no new work starts on them. */
+  private readonly moving = new WeakSet<DeviceConnection>();
 
   constructor(private readonly bus: Bus) {}
 
@@ -39,6 +41,14 @@ export class Hub {
   detach(conn: DeviceConnection): void {
     if (this.devices.get(conn.deviceId) === conn) this.devices.delete(conn.deviceId);
     metrics.devicesConnected.set(this.devices.size);
+  }
+
+  markMoving(conn: DeviceConnection): void {
+    this.moving.add(conn);
+  }
+
+  isMoving(conn: DeviceConnection): boolean {
+    return this.moving.has(conn);
   }
 
   connections(): IterableIterator<DeviceConnection> {

@@ -14,7 +14,7 @@ import { Exchange } from './http.ts';
 import { handlePair } from './pairing.ts';
 import { deviceSocketBehavior, handleChallenge, sweepIdleDevices } from './device-socket.ts';
 import { registerMcpRoutes } from './mcp-endpoint.ts';
-import { CLOSE } from './device-connection.ts';
+import { CLOSE, type DeviceConnection } from './device-connection.ts';
 import { Router } from './router.ts';
 import type { GatewayContext } from './context.ts';
 
@@ -89,30 +89,59 @@ export async function startGateway(opts: { config: RelayConfig; store: Store; bu
   log.info({ port, adminPort, publicUrl: config.publicUrl, node: config.nodeId, bus: bus.kind }, 'relay listening');
 
   let closed = false;
+  let draining: Promise<void> | undefined;
+
+  /**
+   * SIGTERM: readiness fails and no new connection is accepted; each phone is handed over —
+   * no new request starts on its socket (origins hold them, see router.ts), and once the
+   * requests running on it are done (or at the deadline) it is closed with 1012 so it
+   * reconnects elsewhere through the load balancer. Then the requests this node's own clients
+   * sent finish (their phones now elsewhere), and SSE streams end so clients reconnect.
+   */
+  async function drainNode(): Promise<void> {
+    ctx.state.draining = true;
+    uws.us_listen_socket_close(listenSocket as never);
+    const deadline = Date.now() + config.drainMs;
+    const pending = new Set(hub.connections());
+    for (const conn of pending) ctx.router.handOver(conn);
+    while (pending.size > 0) {
+      const late = Date.now() >= deadline;
+      const now: DeviceConnection[] = [];
+      for (const conn of pending) {
+        if (conn.closed) pending.delete(conn);
+        else if (late || conn.inFlight === 0) {
+          pending.delete(conn);
+          now.push(conn);
+        }
+      }
+      await Promise.all(now.map((c) => ctx.router.markMoving(c.deviceId)));
+      for (const conn of now) conn.close(CLOSE.restarting, 'relay restarting; reconnect');
+      if (pending.size > 0) await sleep(20);
+    }
+    while (Date.now() < deadline && ctx.router.inFlight > 0) await sleep(20);
+    for (const l of hub.allStreams()) l.end();
+  }
+
   const node: GatewayNode = {
     ctx,
     port,
     adminPort,
     fingerprint,
     control: (event) => bus.publishControl(event),
-    async drain() {
-      ctx.state.draining = true;
-      uws.us_listen_socket_close(listenSocket as never);
-      const deadline = Date.now() + config.drainMs;
-      while (Date.now() < deadline && [...hub.connections()].some((c) => c.inFlight > 0)) await sleep(50);
-      for (const conn of [...hub.connections()]) conn.close(CLOSE.restarting, 'relay restarting; reconnect');
-      for (const l of hub.allStreams()) l.end();
-    },
+    drain: () => (draining ??= drainNode()),
     async close() {
       if (closed) return;
       closed = true;
       clearInterval(sweeper);
       clearInterval(purger);
       journal.stop();
+      ctx.router.close();
       if (!ctx.state.draining) {
         ctx.state.draining = true;
         uws.us_listen_socket_close(listenSocket as never);
-        for (const conn of [...hub.connections()]) conn.close(CLOSE.restarting, 'relay stopping');
+        const conns = [...hub.connections()];
+        await Promise.all(conns.map((c) => ctx.router.markMoving(c.deviceId)));
+        for (const conn of conns) conn.close(CLOSE.restarting, 'relay stopping');
         for (const l of hub.allStreams()) l.end();
       }
       uws.us_listen_socket_close(adminSocket as never);

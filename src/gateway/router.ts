@@ -1,51 +1,102 @@
 // Getting a client request to the phone wherever its socket is: on this node (hub), or on
 // the node that owns it (bus). The owner node runs the same DeviceConnection logic either
 // way; the origin only relays the answer back to its HTTP exchange.
+//
+// Phones move between nodes: a draining node (SIGTERM) stops starting new work on its
+// sockets, lets what is in flight finish, then closes each socket with 1012 after marking the
+// device as moving in the bus (`moving:<id>`, MOVE_GRACE_MS). Until the phone has reconnected
+// elsewhere, origin nodes hold new requests for it instead of failing them with
+// device_offline: a request that reaches the draining owner is sent back (`redo`), and a
+// request that finds no owner polls while the moving mark lives. See docs/OPERATIONS.md.
 import { relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
 import type { JsonRpcRequest } from '../protocol/jsonrpc.ts';
-import { BusUnavailableError } from '../bus/index.ts';
+import { BusUnavailableError, type DeviceOwner } from '../bus/index.ts';
 import type { Scope } from '../store/types.ts';
-import type { Caller, ReplySink } from './device-connection.ts';
+import type { Caller, DeviceConnection, ReplySink } from './device-connection.ts';
 import type { GatewayContext } from './context.ts';
 
 /** Extra time the origin waits beyond the owner's own timeout before giving up itself. */
 const ORIGIN_GRACE_MS = 2_000;
+/** How long a phone closed with 1012 counts as moving: its reconnect (≤ 1 s jitter) plus handshake. */
+export const MOVE_GRACE_MS = 5_000;
+/** How often a held request looks for the phone's new owner. */
+const MOVE_POLL_MS = 50;
+/** Remote requests older than this have their owner re-checked (a phone that left a dead node). */
+const OWNER_CHECK_MS = 500;
+
+export const movingKey = (deviceId: string) => `moving:${deviceId}`;
 
 // Node-to-node messages: one JSON header line, then an optional raw payload (a phone frame
 // travels unescaped).
 type Header =
-  | { t: 'req'; from: string; rid: number; deviceId: string; id: JsonRpcRequest['id']; method: string; scopes: Scope[]; timeoutMs: number }
+  | { t: 'req'; from: string; rid: number; deviceId: string; epoch: number; id: JsonRpcRequest['id']; method: string; scopes: Scope[]; timeoutMs: number }
   | { t: 'note'; deviceId: string; method: string }
   | { t: 'cancel'; from: string; rid: number }
-  | { t: 'res' | 'rel'; rid: number }
+  | { t: 'res' | 'rel' | 'redo'; rid: number }
   | { t: 'fail'; rid: number; error: JsonRpcErrorObject };
 
 function encode(h: Header, payload = ''): string {
   return `${JSON.stringify(h)}\n${payload}`;
 }
 
-interface RemotePending {
+/** One client request on its way to the phone. */
+interface Route {
+  deviceId: string;
+  msg: JsonRpcRequest;
+  params: Record<string, unknown> | undefined;
+  /** params as JSON, encoded once even if the request is sent more than once. */
+  payload?: string;
+  caller: Caller;
   sink: ReplySink;
+  deadline: number;
+  done: boolean;
+  state: 'routing' | 'local' | 'remote';
+  cancelLocal?: () => void;
+  rid?: number;
+}
+
+interface RemotePending {
+  route: Route;
   node: string;
+  sentAt: number;
   timer: NodeJS.Timeout;
 }
 
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
 export class Router {
   private nextRid = 1;
+  /** Requests this node accepted from its clients and has not answered yet. */
+  private readonly active = new Set<Route>();
   /** Origin side: requests this node sent to an owner node. */
   private readonly remote = new Map<number, RemotePending>();
   /** Owner side: requests other nodes sent here, by `${from}:${rid}`, for cancellation. */
   private readonly served = new Map<string, () => void>();
+  /** Devices this node handed over to other nodes (drain): late requests for them are sent back. */
+  private readonly handedOver = new Set<string>();
+  private readonly ownerCheck: NodeJS.Timeout;
+  private checking = false;
 
   constructor(private readonly ctx: GatewayContext) {
     const bus = ctx.bus;
     bus.onNodeMessage((m) => this.onMessage(m));
     bus.onNodeDown((node) => this.failWhere((p) => p.node === node, relayError('device_offline', 'the relay node holding the phone stopped')));
     bus.onUnavailable(() => this.failWhere(() => true, relayError('relay_unavailable')));
+    this.ownerCheck = setInterval(() => void this.checkOwners(), OWNER_CHECK_MS);
+    this.ownerCheck.unref();
+  }
+
+  /** Client requests this node is still answering (local or remote, held or sent). */
+  get inFlight(): number {
+    return this.active.size;
   }
 
   get remoteInFlight(): number {
     return this.remote.size;
+  }
+
+  close(): void {
+    clearInterval(this.ownerCheck);
   }
 
   /**
@@ -53,52 +104,122 @@ export class Router {
    * the returned function cancels (client gone, or its notifications/cancelled).
    */
   async request(deviceId: string, msg: JsonRpcRequest, params: Record<string, unknown> | undefined, caller: Caller, sink: ReplySink, timeoutMs: number): Promise<() => void> {
-    const local = this.ctx.hub.device(deviceId);
-    if (local && !local.closed) {
-      try {
-        await local.ready();
-      } catch {
-        sink.fail(relayError('device_offline', 'the phone did not complete initialize'));
-        return () => {};
-      }
-      return local.handleClientRequest(msg, params, caller, sink, timeoutMs);
-    }
-    let owner;
-    try {
-      owner = await this.ctx.bus.ownerOf(deviceId);
-    } catch (err) {
-      sink.fail(relayError(err instanceof BusUnavailableError ? 'relay_unavailable' : 'relay_error'));
-      return () => {};
-    }
-    if (!owner || owner.nodeId === this.ctx.bus.nodeId) {
-      sink.fail(relayError('device_offline'));
-      return () => {};
-    }
-    const rid = this.nextRid++;
-    const timer = setTimeout(() => {
-      if (this.remote.delete(rid)) sink.fail(relayError('timeout', 'no answer from the node holding the phone'));
-    }, timeoutMs + ORIGIN_GRACE_MS);
-    this.remote.set(rid, { sink, node: owner.nodeId, timer });
-    const header: Header = { t: 'req', from: this.ctx.bus.nodeId, rid, deviceId, id: msg.id, method: msg.method, scopes: [...caller.scopes], timeoutMs };
-    const delivered = await this.ctx.bus.sendToNode(owner.nodeId, encode(header, params === undefined ? '' : JSON.stringify(params))).catch(() => false);
-    if (!delivered) this.settle(rid)?.sink.fail(relayError('relay_unavailable', 'the node holding the phone is unreachable'));
-    const node = owner.nodeId;
-    return () => {
-      const p = this.settle(rid);
-      if (!p) return;
-      void this.ctx.bus.sendToNode(node, encode({ t: 'cancel', from: this.ctx.bus.nodeId, rid })).catch(() => {});
-      p.sink.fail(relayError('cancelled'));
+    const r: Route = { deviceId, msg, params, caller, sink, deadline: Date.now() + timeoutMs, done: false, state: 'routing' };
+    const finish = () => {
+      if (r.done) return false;
+      r.done = true;
+      this.active.delete(r);
+      return true;
     };
+    r.sink = {
+      respond: (frame) => finish() && sink.respond(frame),
+      related: sink.related && ((frame) => !r.done && sink.related!(frame)),
+      fail: (error) => finish() && sink.fail(error),
+    };
+    this.active.add(r);
+    void this.route(r); // never throws; may wait while the phone moves, so cancel works meanwhile
+    return () => this.cancel(r);
   }
 
   /** A client notification for the phone (not answered). */
   async notify(deviceId: string, method: string, params: Record<string, unknown> | undefined): Promise<void> {
     const local = this.ctx.hub.device(deviceId);
-    if (local) return local.notify(method, params);
+    if (local && !local.closed) return local.notify(method, params);
     const owner = await this.ctx.bus.ownerOf(deviceId).catch(() => undefined);
     if (owner && owner.nodeId !== this.ctx.bus.nodeId) {
       await this.ctx.bus.sendToNode(owner.nodeId, encode({ t: 'note', deviceId, method }, params === undefined ? '' : JSON.stringify(params))).catch(() => {});
     }
+  }
+
+  // --- moving phones (drain) ----------------------------------------------------------------
+
+  /** Drain: no new work starts on this socket; requests for the phone wait for its next node. */
+  handOver(conn: DeviceConnection): void {
+    this.ctx.hub.markMoving(conn);
+    this.handedOver.add(conn.deviceId);
+  }
+
+  /** Marks the device as moving in the bus; call right before closing its socket with 1012. */
+  async markMoving(deviceId: string): Promise<void> {
+    this.handedOver.add(deviceId);
+    await this.ctx.bus.hit(movingKey(deviceId), MOVE_GRACE_MS).catch(() => {});
+  }
+
+  /** True while the phone is between nodes: held requests keep waiting for it. */
+  private async isMoving(deviceId: string): Promise<boolean> {
+    const local = this.ctx.hub.device(deviceId);
+    if (local && !local.closed && this.ctx.hub.isMoving(local)) return true;
+    return (await this.ctx.bus.peek(movingKey(deviceId))) > 0;
+  }
+
+  /** The local socket if new work may start on it. */
+  private usableLocal(deviceId: string): DeviceConnection | undefined {
+    const local = this.ctx.hub.device(deviceId);
+    return local && !local.closed && !this.ctx.hub.isMoving(local) ? local : undefined;
+  }
+
+  // --- origin side --------------------------------------------------------------------------
+
+  /** Finds the phone and starts the request there; waits while the phone is moving. */
+  private async route(r: Route): Promise<void> {
+    try {
+      for (;;) {
+        if (r.done) return;
+        const local = this.usableLocal(r.deviceId);
+        if (local) {
+          try {
+            await local.ready();
+          } catch {
+            return void r.sink.fail(relayError('device_offline', 'the phone did not complete initialize'));
+          }
+          if (r.done) return;
+          if (this.usableLocal(r.deviceId) !== local) continue;
+          r.state = 'local';
+          r.cancelLocal = local.handleClientRequest(r.msg, r.params, r.caller, r.sink, this.remaining(r));
+          return;
+        }
+        const owner = await this.ctx.bus.ownerOf(r.deviceId);
+        if (r.done) return;
+        if (owner && owner.nodeId !== this.ctx.bus.nodeId) return await this.send(r, owner);
+        // No node to send it to. Wait only if the phone is known to be moving.
+        if (Date.now() + MOVE_POLL_MS < r.deadline && (await this.isMoving(r.deviceId))) {
+          await sleep(MOVE_POLL_MS);
+          continue;
+        }
+        return void r.sink.fail(relayError('device_offline'));
+      }
+    } catch (err) {
+      r.sink.fail(relayError(err instanceof BusUnavailableError ? 'relay_unavailable' : 'relay_error'));
+    }
+  }
+
+  private remaining(r: Route): number {
+    return Math.max(1, r.deadline - Date.now());
+  }
+
+  private async send(r: Route, owner: DeviceOwner): Promise<void> {
+    const rid = this.nextRid++;
+    const timeoutMs = this.remaining(r);
+    const timer = setTimeout(() => {
+      if (this.settle(rid)) r.sink.fail(relayError('timeout', 'no answer from the node holding the phone'));
+    }, timeoutMs + ORIGIN_GRACE_MS);
+    r.state = 'remote';
+    r.rid = rid;
+    this.remote.set(rid, { route: r, node: owner.nodeId, sentAt: Date.now(), timer });
+    r.payload ??= r.params === undefined ? '' : JSON.stringify(r.params);
+    const header: Header = { t: 'req', from: this.ctx.bus.nodeId, rid, deviceId: r.deviceId, epoch: owner.epoch, id: r.msg.id, method: r.msg.method, scopes: [...r.caller.scopes], timeoutMs };
+    const delivered = await this.ctx.bus.sendToNode(owner.nodeId, encode(header, r.payload)).catch(() => false);
+    if (!delivered && this.settle(rid)) r.sink.fail(relayError('relay_unavailable', 'the node holding the phone is unreachable'));
+  }
+
+  private cancel(r: Route): void {
+    if (r.done) return;
+    if (r.state === 'local') return r.cancelLocal?.();
+    if (r.state === 'remote' && r.rid !== undefined) {
+      const p = this.settle(r.rid);
+      if (p) void this.ctx.bus.sendToNode(p.node, encode({ t: 'cancel', from: this.ctx.bus.nodeId, rid: r.rid })).catch(() => {});
+    }
+    r.sink.fail(relayError('cancelled'));
   }
 
   private settle(rid: number): RemotePending | undefined {
@@ -110,7 +231,39 @@ export class Router {
   }
 
   private failWhere(match: (p: RemotePending) => boolean, error: JsonRpcErrorObject): void {
-    for (const [rid, p] of this.remote) if (match(p)) this.settle(rid)?.sink.fail(error);
+    for (const [rid, p] of this.remote) if (match(p)) this.settle(rid)?.route.sink.fail(error);
+  }
+
+  /**
+   * A node killed without a goodbye is declared dead only after its liveness lapses (≈ 4 s),
+   * but its phones reconnect elsewhere within about a second. Requests sent to it that have
+   * waited a while are failed as soon as their phone is owned by another node (or by none).
+   */
+  private async checkOwners(): Promise<void> {
+    if (this.checking || this.remote.size === 0 || !this.ctx.bus.available) return;
+    this.checking = true;
+    try {
+      const old = Date.now() - OWNER_CHECK_MS;
+      const byDevice = new Map<string, Array<[number, RemotePending]>>();
+      for (const e of this.remote) {
+        if (e[1].sentAt > old) continue;
+        const list = byDevice.get(e[1].route.deviceId) ?? [];
+        list.push(e);
+        byDevice.set(e[1].route.deviceId, list);
+      }
+      for (const [deviceId, list] of byDevice) {
+        const owner = await this.ctx.bus.ownerOf(deviceId);
+        if (!owner && (await this.isMoving(deviceId))) continue; // its old node finishes or fails them itself
+        for (const [rid, p] of list) {
+          if (owner?.nodeId === p.node) continue;
+          this.settle(rid)?.route.sink.fail(relayError('device_offline', 'the phone left the relay node that was serving the request'));
+        }
+      }
+    } catch {
+      // bus trouble: onUnavailable fails them
+    } finally {
+      this.checking = false;
+    }
   }
 
   private onMessage(raw: string): void {
@@ -128,25 +281,41 @@ export class Router {
         return void this.serve(h, payload);
       case 'note': {
         const conn = this.ctx.hub.device(h.deviceId);
-        if (conn) conn.notify(h.method, payload ? (JSON.parse(payload) as Record<string, unknown>) : undefined);
+        if (conn && !conn.closed) {
+          try {
+            conn.notify(h.method, payload ? (JSON.parse(payload) as Record<string, unknown>) : undefined);
+          } catch {
+            this.ctx.log.warn('malformed forwarded notification');
+          }
+        }
         return;
       }
       case 'cancel':
         this.served.get(`${h.from}:${h.rid}`)?.();
         return;
       case 'res':
-        this.settle(h.rid)?.sink.respond(Buffer.from(payload, 'utf8'));
+        this.settle(h.rid)?.route.sink.respond(Buffer.from(payload, 'utf8'));
         return;
       case 'rel':
-        this.remote.get(h.rid)?.sink.related?.(Buffer.from(payload, 'utf8'));
+        this.remote.get(h.rid)?.route.sink.related?.(Buffer.from(payload, 'utf8'));
         return;
       case 'fail':
-        this.settle(h.rid)?.sink.fail(h.error);
+        this.settle(h.rid)?.route.sink.fail(h.error);
         return;
+      case 'redo': {
+        // The owner is handing the phone over and did not start the request: route it again.
+        const p = this.settle(h.rid);
+        if (!p || p.route.done) return;
+        p.route.state = 'routing';
+        void sleep(MOVE_POLL_MS).then(() => this.route(p.route));
+        return;
+      }
     }
   }
 
-  /** Owner side: run a request for another node and send the answer back to it. */
+  // --- owner side ---------------------------------------------------------------------------
+
+  /** Runs a request for another node and sends the answer back to it. */
   private async serve(h: Extract<Header, { t: 'req' }>, payload: string): Promise<void> {
     const key = `${h.from}:${h.rid}`;
     let done = false;
@@ -165,7 +334,13 @@ export class Router {
       },
     };
     const conn = this.ctx.hub.device(h.deviceId);
-    if (!conn || conn.closed) return sink.fail(relayError('device_offline'));
+    if (!conn || conn.closed || this.ctx.hub.isMoving(conn)) {
+      // Handed over (drain): the origin waits for the phone's next node.
+      if (this.handedOver.has(h.deviceId)) return reply({ t: 'redo', rid: h.rid });
+      return sink.fail(relayError('device_offline'));
+    }
+    // A stale owner never answers: the origin saw a newer claim than this socket's.
+    if (conn.epoch !== undefined && h.epoch > conn.epoch) return sink.fail(relayError('device_offline', 'the phone reconnected elsewhere'));
     let params: Record<string, unknown> | undefined;
     try {
       params = payload ? (JSON.parse(payload) as Record<string, unknown>) : undefined;

@@ -1,0 +1,239 @@
+// Cluster test harness: real node processes (services/cluster.ts) behind our round-robin
+// front, real Redis (a fresh key prefix per cluster) and real Postgres (a fresh database per
+// cluster, dropped at the end), real phones (DeviceAgent + the echo MCP server) and raw HTTP
+// or the official SDK client. Nothing of ours is mocked.
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { Redis } from 'ioredis';
+import { Agent, request as httpRequest } from 'node:http';
+import { startCluster, type Cluster, type ClusterNode, type ClusterOptions } from '../../services/cluster.ts';
+import { createKey, createPairing } from '../../services/cli.ts';
+import { openStore, type OpenStore } from '../../src/store/index.ts';
+import { DeviceAgent, silentLogger } from '../../src/device/agent/index.ts';
+import { saveIdentity } from '../../src/device/agent/state.ts';
+import { createEchoServer, type EchoServerControl } from '../fixtures/echo-server.ts';
+
+export const REDIS_URL = process.env.PHONEBRIDGE_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+export const PG_ADMIN_URL = process.env.PHONEBRIDGE_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+
+export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+export async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs = 10_000, what = 'condition'): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (Date.now() < until) {
+    if (await check()) return;
+    await sleep(20);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+async function admin<T>(fn: (c: pg.Client) => Promise<T>): Promise<T> {
+  const c = new pg.Client({ connectionString: PG_ADMIN_URL });
+  await c.connect();
+  try {
+    return await fn(c);
+  } finally {
+    await c.end();
+  }
+}
+
+/** A fresh Postgres database; `drop()` removes it (closing whatever still uses it). */
+export async function createDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
+  const name = `pb_cluster_${randomBytes(5).toString('hex')}`;
+  await admin((c) => c.query(`create database ${name}`));
+  const url = new URL(PG_ADMIN_URL);
+  url.pathname = `/${name}`;
+  return { url: url.toString(), drop: () => admin((c) => c.query(`drop database if exists ${name} with (force)`)).then(() => undefined) };
+}
+
+export interface ClusterPhone {
+  agent: DeviceAgent;
+  deviceId: string;
+  control: EchoServerControl;
+  /** Close codes the phone saw, in order. */
+  closes: number[];
+  stop(): Promise<void>;
+}
+
+export interface TestCluster {
+  cluster: Cluster;
+  /** The front: what phones pair with and clients may call. */
+  url: string;
+  nodes: ClusterNode[];
+  databaseUrl: string;
+  prefix: string;
+  store: OpenStore;
+  redis: Redis;
+  /** Pairs a phone through the front; with `node`, it then connects to that node directly. */
+  phone(opts?: { node?: ClusterNode; name?: string; control?: EchoServerControl }): Promise<ClusterPhone>;
+  key(deviceId: string): Promise<string>;
+  /** The node id holding the device's socket per the bus, if any. */
+  ownerOf(deviceId: string): Promise<string | undefined>;
+  node(id: string): ClusterNode;
+  stop(): Promise<void>;
+}
+
+export async function startTestCluster(opts: { nodes?: number; redisUrl?: string; serveArgs?: string[]; log?: boolean } & Partial<Pick<ClusterOptions, 'env'>> = {}): Promise<TestCluster> {
+  const db = await createDatabase();
+  const prefix = `pbc:${randomBytes(4).toString('hex')}:`;
+  const dir = mkdtempSync(join(tmpdir(), 'pb-cl-'));
+  const redisUrl = opts.redisUrl ?? REDIS_URL;
+  let cluster: Cluster;
+  try {
+    cluster = await startCluster({
+      nodes: opts.nodes ?? 3,
+      databaseUrl: db.url,
+      redisUrl,
+      redisPrefix: prefix,
+      dataDir: dir,
+      serveArgs: ['--log-level', opts.log ? 'info' : 'warn', '--drain-ms', '5000', ...(opts.serveArgs ?? [])],
+      env: opts.env,
+      onLog: opts.log || process.env.PB_TEST_LOG ? (id, line) => process.stderr.write(`[${id}] ${line}\n`) : undefined,
+    });
+  } catch (err) {
+    await db.drop().catch(() => {});
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
+  }
+  const store = await openStore({ dataDir: dir, databaseUrl: db.url, role: 'cli' });
+  const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => 100 });
+  redis.on('error', () => {});
+  await redis.connect();
+  const phones: ClusterPhone[] = [];
+
+  const tc: TestCluster = {
+    cluster,
+    url: cluster.url,
+    nodes: cluster.nodes,
+    databaseUrl: db.url,
+    prefix,
+    store,
+    redis,
+    async phone(o = {}) {
+      const stateDir = mkdtempSync(join(dir, 'phone-'));
+      const name = o.name ?? 'cluster phone';
+      const qr = await createPairing(store.store, { relay: cluster.url, name });
+      const identity = await DeviceAgent.pair({ stateDir, qr, name, log: silentLogger });
+      if (o.node) saveIdentity(stateDir, { ...identity, relay: o.node.url }); // same relay_host: signatures still bind the front
+      const control = o.control ?? { calls: [], cancellations: 0 };
+      const agent = new DeviceAgent({ stateDir, createServer: () => createEchoServer(control), log: silentLogger, backoff: { baseMs: 50, capMs: 500 }, drainJitterMs: 200 });
+      const closes: number[] = [];
+      agent.on('disconnected', (e) => closes.push(e.code));
+      agent.start();
+      const phone: ClusterPhone = { agent, deviceId: identity.device_id, control, closes, stop: () => agent.stop() };
+      phones.push(phone);
+      await waitFor(async () => (await tc.ownerOf(identity.device_id)) !== undefined, 15_000, 'phone claimed on a node');
+      return phone;
+    },
+    key: async (deviceId) => (await createKey(store.store, deviceId)).token,
+    async ownerOf(deviceId) {
+      const node = await redis.hget(`${prefix}dev:${deviceId}`, 'node');
+      return node ?? undefined;
+    },
+    node(id) {
+      const n = cluster.nodes.find((x) => x.id === id);
+      if (!n) throw new Error(`no node ${id}`);
+      return n;
+    },
+    async stop() {
+      await Promise.all(phones.map((p) => p.agent.stop().catch(() => {})));
+      await cluster.stop(5000).catch(() => {});
+      await store.close().catch(() => {});
+      await dropPrefix(redis, prefix).catch(() => {});
+      redis.disconnect();
+      await db.drop().catch(() => {});
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  return tc;
+}
+
+async function dropPrefix(r: Redis, prefix: string): Promise<void> {
+  let cursor = '0';
+  do {
+    const [next, keys] = await r.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 500);
+    if (keys.length) await r.del(...keys);
+    cursor = next;
+  } while (cursor !== '0');
+}
+
+// --- raw MCP over HTTP (keep-alive), for load and for precise assertions ---------------------
+
+export interface RawClient {
+  /** A session initialized on `base` (any node or the front). */
+  sessionId: string;
+  post(base: string, body: unknown, opts?: { signal?: AbortSignal; headers?: Record<string, string> }): Promise<{ status: number; headers: Record<string, string>; text: string; json: any }>;
+  call(base: string, id: number | string, name: string, args: Record<string, unknown>, opts?: { signal?: AbortSignal }): Promise<any>;
+  close(): Promise<void>;
+}
+
+export const PROTOCOL = '2025-11-25';
+
+export async function rawClient(base: string, token: string, opts: { maxSockets?: number } = {}): Promise<RawClient> {
+  const agent = new Agent({ keepAlive: true, maxSockets: opts.maxSockets ?? 16 });
+  const baseHeaders = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'x-api-key': token };
+  let sessionId = '';
+  const post: RawClient['post'] = (b, body, o = {}) =>
+    new Promise((resolve, reject) => {
+      const headers: Record<string, string> = { ...baseHeaders, ...(sessionId ? { 'mcp-session-id': sessionId, 'mcp-protocol-version': PROTOCOL } : {}), ...o.headers };
+      const payload = JSON.stringify(body);
+      const req = httpRequest(`${b}/mcp`, { method: 'POST', headers: { ...headers, 'content-length': String(Buffer.byteLength(payload)) }, agent, signal: o.signal }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('error', reject);
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          const ct = String(res.headers['content-type'] ?? '');
+          let json: any;
+          try {
+            if (ct.includes('application/json') && text) json = JSON.parse(text);
+            else if (ct.includes('text/event-stream')) json = lastSseMessage(text);
+          } catch (err) {
+            return reject(err);
+          }
+          resolve({ status: res.statusCode ?? 0, headers: res.headers as Record<string, string>, text, json });
+        });
+      });
+      req.on('error', reject);
+      req.end(payload);
+    });
+  const init = await post(base, { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: PROTOCOL, capabilities: {}, clientInfo: { name: 'raw', version: '1' } } });
+  if (init.status !== 200) throw new Error(`initialize failed: ${init.status} ${init.text}`);
+  sessionId = String(init.headers['mcp-session-id']);
+  return {
+    sessionId,
+    post,
+    async call(b, id, name, args, o) {
+      const r = await post(b, { jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args } }, o);
+      if (r.status !== 200 && !r.json) throw new Error(`HTTP ${r.status}: ${r.text}`);
+      return r.json;
+    },
+    async close() {
+      agent.destroy();
+    },
+  };
+}
+
+/** The last `data:` message of an SSE body. */
+export function lastSseMessage(text: string): any {
+  const datas = text
+    .split('\n')
+    .filter((l) => l.startsWith('data:'))
+    .map((l) => l.slice(5).trim())
+    .filter(Boolean);
+  return datas.length ? JSON.parse(datas[datas.length - 1]) : undefined;
+}
+
+/** The text of a tools/call result from a raw answer, or the error's data.code. */
+export function outcome(answer: any): string {
+  if (answer?.error) return `error:${answer.error.data?.code ?? answer.error.code}`;
+  return answer?.result?.content?.[0]?.text ?? `?${JSON.stringify(answer)}`;
+}
+
+export function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}

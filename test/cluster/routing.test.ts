@@ -1,0 +1,203 @@
+// Requests crossing nodes: three `phonebridge serve` processes on one Redis and one Postgres,
+// a phone on node A, clients on B and C. Calls, notifications, progress, cancellation,
+// sessions that move between nodes, id collisions under concurrency, removal from the CLI.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { cli } from '../helpers/processes.ts';
+import { outcome, PROTOCOL, rawClient, startTestCluster, waitFor, type ClusterPhone, type TestCluster } from './harness.ts';
+import type { ClusterNode } from '../../services/cluster.ts';
+
+let tc: TestCluster;
+let A: ClusterNode, B: ClusterNode, C: ClusterNode;
+let phone: ClusterPhone;
+let token: string;
+
+beforeAll(async () => {
+  tc = await startTestCluster({ nodes: 3, serveArgs: ['--request-timeout-ms', '15000'] });
+  [A, B, C] = tc.nodes;
+  phone = await tc.phone({ node: A, name: 'phone on A' });
+  token = await tc.key(phone.deviceId);
+  expect(await tc.ownerOf(phone.deviceId)).toBe(A.id);
+}, 90_000);
+
+afterAll(async () => {
+  await tc?.stop();
+}, 60_000);
+
+/** An SDK client whose POSTs go to `post` and whose GET stream goes to `get`. */
+async function splitClient(post: ClusterNode, get: ClusterNode, opts: { sessionId?: string } = {}) {
+  const seen: Array<{ method: string; node: string; status?: number }> = [];
+  let getOpen = false;
+  const transport = new StreamableHTTPClientTransport(new URL(`${post.url}/mcp`), {
+    sessionId: opts.sessionId,
+    requestInit: { headers: { 'X-Api-Key': token } },
+    fetch: async (url, init) => {
+      const method = init?.method ?? 'GET';
+      const target = method === 'GET' ? new URL(new URL(String(url)).pathname, get.url) : url;
+      const res = await fetch(target, init);
+      seen.push({ method, node: method === 'GET' ? get.id : post.id, status: res.status });
+      if (method === 'GET' && res.status === 200) getOpen = true;
+      return res;
+    },
+  });
+  const sent: string[] = [];
+  const send = transport.send.bind(transport);
+  transport.send = (msg, o) => {
+    if ('method' in msg) sent.push(msg.method);
+    return send(msg, o);
+  };
+  const client = new Client({ name: 'cluster-test', version: '1.0.0' });
+  await client.connect(transport);
+  return { client, transport, seen, sent, getOpen: () => getOpen };
+}
+
+describe('a phone on node A, a client on node B', () => {
+  it('calls tools, gets notifications on a GET stream held by node C, progress on its own POST stream', async () => {
+    const { client, transport, seen } = await splitClient(B, C);
+    const r = await client.callTool({ name: 'echo', arguments: { text: 'across nodes' } });
+    expect(r.content).toEqual([{ type: 'text', text: 'across nodes' }]);
+    expect(await tc.ownerOf(phone.deviceId)).toBe(A.id);
+
+    // Notifications: the phone (A) → the device channel → the session's GET stream on C.
+    const notes: string[] = [];
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => void notes.push(String(n.params.data)));
+    await waitFor(() => seen.some((s) => s.method === 'GET' && s.status === 200), 10_000, 'GET stream on C');
+    await client.callTool({ name: 'notify', arguments: { text: 'hello from A' } });
+    await waitFor(() => notes.includes('hello from A'), 5000, 'notification through C');
+
+    // Progress: relay-unique token on the phone, the client's own token back, on the POST's SSE stream.
+    const progress: Array<{ progress: number; message?: string }> = [];
+    const p = await client.callTool({ name: 'progress', arguments: { text: 'step', n: 4 } }, undefined, {
+      onprogress: (e) => void progress.push({ progress: e.progress, message: e.message }),
+    });
+    expect(p.content).toEqual([{ type: 'text', text: 'step done' }]);
+    expect(progress).toEqual([1, 2, 3, 4].map((i) => ({ progress: i, message: `step ${i}` })));
+
+    expect(new Set(seen.filter((s) => s.method === 'POST').map((s) => s.node))).toEqual(new Set([B.id]));
+    expect(new Set(seen.filter((s) => s.method === 'GET').map((s) => s.node))).toEqual(new Set([C.id]));
+    await transport.terminateSession();
+    await client.close();
+  });
+
+  it('cancels across nodes: the client aborts (notifications/cancelled, or closing the POST) and the phone sees notifications/cancelled', async () => {
+    const { client } = await splitClient(B, C);
+    const before = phone.control.cancellations;
+
+    // 1. The SDK's AbortSignal: it sends notifications/cancelled to B, B cancels the request on A.
+    const ac = new AbortController();
+    const calls = phone.control.calls.length;
+    const pending = client.callTool({ name: 'sleep', arguments: { ms: 20_000 } }, undefined, { signal: ac.signal });
+    await waitFor(() => phone.control.calls.length > calls, 5000, 'sleep reached the phone');
+    const t0 = Date.now();
+    ac.abort('test cancels');
+    await expect(pending).rejects.toThrow();
+    await waitFor(() => phone.control.cancellations === before + 1, 5000, 'phone saw notifications/cancelled');
+    const viaNotification = Date.now() - t0;
+
+    // 2. Closing the HTTP request: B sees the abort and tells A.
+    const raw = await rawClient(C.url, token);
+    const ac2 = new AbortController();
+    const calls2 = phone.control.calls.length;
+    const closed = raw.call(B.url, 7, 'sleep', { ms: 20_000 }, { signal: ac2.signal }).catch((e) => e);
+    await waitFor(() => phone.control.calls.length > calls2, 5000, 'second sleep reached the phone');
+    const t1 = Date.now();
+    ac2.abort();
+    expect(String(await closed)).toMatch(/abort/i);
+    await waitFor(() => phone.control.cancellations === before + 2, 5000, 'phone saw the second notifications/cancelled');
+    console.log(`cancellation across nodes: ${viaNotification} ms via notifications/cancelled, ${Date.now() - t1} ms via a closed POST`);
+    await raw.close();
+    await client.close();
+  });
+});
+
+describe('sessions without sticky load balancing', () => {
+  it('a session initialized via node A continues via B and C with no re-initialize', async () => {
+    const raw = await rawClient(A.url, token);
+    const sessionId = raw.sessionId;
+    expect(outcome(await raw.call(A.url, 1, 'echo', { text: 'on A' }))).toBe('on A');
+
+    for (const node of [B, C]) {
+      const { client, sent, transport } = await splitClient(node, node, { sessionId });
+      expect(transport.sessionId).toBe(sessionId);
+      const r = await client.callTool({ name: 'echo', arguments: { text: `on ${node.id}` } });
+      expect(r.content).toEqual([{ type: 'text', text: `on ${node.id}` }]);
+      const tools = await client.listTools();
+      expect(tools.tools.map((t) => t.name)).toContain('echo');
+      expect(sent).not.toContain('initialize');
+      await client.close();
+    }
+    // And through the front, whichever node it picks.
+    for (let i = 0; i < 3; i++) expect(outcome(await raw.call(tc.url, 10 + i, 'echo', { text: `front ${i}` }))).toBe(`front ${i}`);
+    // Deleted on C: gone on A too.
+    const del = await fetch(`${C.url}/mcp`, { method: 'DELETE', headers: { 'x-api-key': token, 'mcp-session-id': sessionId, 'mcp-protocol-version': PROTOCOL } });
+    expect(del.status).toBe(200);
+    expect((await raw.post(A.url, { jsonrpc: '2.0', id: 99, method: 'tools/list' })).status).toBe(404);
+    await raw.close();
+  });
+});
+
+describe('no cross-talk', () => {
+  it('colliding client ids from clients on three nodes, two phones, concurrently (3,000 calls)', async () => {
+    const phone2 = await tc.phone({ node: B, name: 'phone on B' });
+    const token2 = await tc.key(phone2.deviceId);
+    const PER_CLIENT = 500;
+    const CONCURRENCY = 16;
+    const clients = await Promise.all(
+      [A, B, C].flatMap((node) => [
+        rawClient(node.url, token).then((c) => ({ c, node, tag: `${node.id}/p1` })),
+        rawClient(node.url, token2).then((c) => ({ c, node, tag: `${node.id}/p2` })),
+      ]),
+    );
+    let wrong = 0;
+    let total = 0;
+    const t0 = Date.now();
+    await Promise.all(
+      clients.map(async ({ c, node, tag }) => {
+        let next = 1;
+        await Promise.all(
+          Array.from({ length: CONCURRENCY }, async () => {
+            while (next <= PER_CLIENT) {
+              const id = next++;
+              const r = await c.post(node.url, { jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'echo', arguments: { text: `${tag}#${id}` } } });
+              total++;
+              if (r.json?.id !== id || outcome(r.json) !== `${tag}#${id}`) {
+                if (wrong++ < 5) console.error('cross-talk', tag, id, r.status, r.text.slice(0, 200));
+              }
+            }
+          }),
+        );
+      }),
+    );
+    const ms = Date.now() - t0;
+    console.log(`no cross-talk: ${total} calls from 6 clients on 3 nodes to 2 phones in ${ms} ms (${Math.round((total / ms) * 1000)}/s)`);
+    expect(total).toBe(6 * PER_CLIENT);
+    expect(wrong).toBe(0);
+    await Promise.all(clients.map(({ c }) => c.close()));
+    await phone2.stop();
+  }, 90_000);
+});
+
+describe('device removal from the CLI', () => {
+  it('closes the socket with 4004 on whichever node holds it, within one second of the CLI exiting', async () => {
+    const victim = await tc.phone({ node: C, name: 'to be removed' });
+    expect(await tc.ownerOf(victim.deviceId)).toBe(C.id);
+    let closedAt = 0;
+    victim.agent.on('disconnected', (e) => {
+      if (e.code === 4004) closedAt = Date.now();
+    });
+    const stopped = victim.agent.whenStopped();
+    await cli(['devices', 'remove', victim.deviceId, '--database-url', tc.databaseUrl]);
+    const exitedAt = Date.now();
+    const stop = await stopped;
+    expect(stop).toMatchObject({ reason: 'removed', code: 4004 });
+    const after = closedAt - exitedAt;
+    console.log(`device removal: socket closed 4004 ${after} ms after the CLI exited (journal poll 250 ms)`);
+    expect(after).toBeLessThan(1000);
+    // Its sessions and keys are gone everywhere; the phone on A is untouched.
+    const raw = await rawClient(A.url, token);
+    expect(outcome(await raw.call(B.url, 1, 'echo', { text: 'still here' }))).toBe('still here');
+    await raw.close();
+  });
+});
