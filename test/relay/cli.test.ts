@@ -72,7 +72,7 @@ describe('phonebridge serve + CLI + device run', () => {
 
     const bye = await serve.kill('SIGTERM');
     expect(bye.code).toBe(0);
-  });
+  }, 240_000); // about ten processes, each starting node + tsx: slow on a loaded 2-core machine
 
   it('refuses an unknown scope with a usage error', async () => {
     const data = dir('pb-cli-');
@@ -96,5 +96,5 @@ describe('npm start (phonebridge demo)', () => {
     console.log(`npm start: MCP endpoint answering ${Date.now() - t0} ms after launch (fresh data dir)`);
     await client.close();
     expect((await demo.kill('SIGTERM')).code).toBe(0);
-  });
+  }, 120_000);
 });
