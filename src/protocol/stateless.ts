@@ -18,6 +18,7 @@
  *   subscriptionClosedResult              subscriptions/listen
  * - shouldForwardLog(meta, notification)  notifications/message only when asked for
  */
+import { OPEN_OBJ, scanObject, skipWs, type Span } from './json-bytes.ts';
 import { INVALID_PARAMS, METHOD_NOT_FOUND, type JsonRpcErrorObject } from './errors.ts';
 import type { JsonRpcId } from './jsonrpc.ts';
 import { SESSION_REVISIONS, STATELESS_REVISIONS } from './revisions.ts';
@@ -488,11 +489,11 @@ function missingMembers(method: string, present: { [k: string]: unknown } | Set<
  * unchanged. forcePrivate with a phone-set cacheScope falls back to a full parse.
  */
 export function finishStatelessResultFrame(method: string, frame: Buffer, opts: FinishOptions = {}): Buffer {
-  const top = scanObject(frame, skipWs(frame, 0));
+  const top = objectMembers(frame, skipWs(frame, 0));
   if (!top) return frame;
   const result = top.members.get('result');
   if (!result || frame[result.start] !== OPEN_OBJ) return frame;
-  const members = scanObject(frame, result.start);
+  const members = objectMembers(frame, result.start);
   if (!members) return frame;
   const keys = new Set(members.members.keys());
   const rt = members.members.get('resultType');
@@ -515,7 +516,7 @@ export function finishStatelessResultFrame(method: string, frame: Buffer, opts: 
   if (opts.serverInfo !== undefined) {
     if (!meta) add.push(['_meta', { [META_SERVER_INFO]: opts.serverInfo }]);
     else if (frame[meta.start] === OPEN_OBJ) {
-      const inner = scanObject(frame, meta.start);
+      const inner = objectMembers(frame, meta.start);
       if (inner && !inner.members.has(META_SERVER_INFO)) {
         inserts.push({ at: meta.start + 1, text: member(META_SERVER_INFO, opts.serverInfo) + (inner.members.size > 0 ? ',' : '') });
       }
@@ -540,80 +541,10 @@ function member(k: string, v: unknown): string {
   return `${JSON.stringify(k)}:${JSON.stringify(v)}`;
 }
 
-// A small top-level member scanner over UTF-8 bytes (same technique as frame.ts).
-const QUOTE = 0x22, BACKSLASH = 0x5c, COMMA = 0x2c, COLON = 0x3a;
-const OPEN_OBJ = 0x7b, CLOSE_OBJ = 0x7d, OPEN_ARR = 0x5b, CLOSE_ARR = 0x5d;
-
-function skipWs(s: Buffer, i: number): number {
-  while (s[i] === 0x20 || s[i] === 0x0a || s[i] === 0x0d || s[i] === 0x09) i++;
-  return i;
-}
-
-function skipString(s: Buffer, i: number): number {
-  let from = i + 1;
-  for (;;) {
-    const q = s.indexOf(QUOTE, from);
-    if (q < 0) return -1;
-    let bs = 0;
-    for (let k = q - 1; k > i && s[k] === BACKSLASH; k--) bs++;
-    if (bs % 2 === 0) return q + 1;
-    from = q + 1;
-  }
-}
-
-function skipValue(s: Buffer, i: number): number {
-  const c = s[i];
-  if (c === QUOTE) return skipString(s, i);
-  if (c === OPEN_OBJ || c === OPEN_ARR) {
-    let depth = 0;
-    for (let j = i; j < s.length; j++) {
-      const d = s[j];
-      if (d === QUOTE) {
-        j = skipString(s, j) - 1;
-        if (j < 0) return -1;
-      } else if (d === OPEN_OBJ || d === OPEN_ARR) depth++;
-      else if (d === CLOSE_OBJ || d === CLOSE_ARR) {
-        depth--;
-        if (depth === 0) return j + 1;
-      }
-    }
-    return -1;
-  }
-  let j = i;
-  while (j < s.length && ![COMMA, CLOSE_OBJ, CLOSE_ARR, 0x20, 0x0a, 0x0d, 0x09].includes(s[j])) j++;
-  return j > i ? j : -1;
-}
-
 /** The members of the object at s[i] === '{' with their value spans, or undefined. */
-function scanObject(s: Buffer, i: number): { members: Map<string, { start: number; end: number }>; end: number } | undefined {
-  if (s[i] !== OPEN_OBJ) return undefined;
-  const members = new Map<string, { start: number; end: number }>();
-  i = skipWs(s, i + 1);
-  if (s[i] === CLOSE_OBJ) return { members, end: i + 1 };
-  for (;;) {
-    if (s[i] !== QUOTE) return undefined;
-    const keyEnd = skipString(s, i);
-    if (keyEnd < 0) return undefined;
-    let key: string;
-    try {
-      key = JSON.parse(s.toString('utf8', i, keyEnd)) as string;
-    } catch {
-      return undefined;
-    }
-    i = skipWs(s, keyEnd);
-    if (s[i] !== COLON) return undefined;
-    i = skipWs(s, i + 1);
-    const end = skipValue(s, i);
-    if (end < 0) return undefined;
-    members.set(key, { start: i, end });
-    i = skipWs(s, end);
-    if (s[i] === COMMA) {
-      i = skipWs(s, i + 1);
-      continue;
-    }
-    if (s[i] === CLOSE_OBJ) return { members, end: i + 1 };
-    return undefined;
-  }
+function objectMembers(s: Buffer, i: number): { members: Map<string, Span>; end: number } | undefined {
+  const r = scanObject(s, i);
+  return r.ok ? { members: r.members, end: r.end } : undefined;
 }
 
 // ---------------------------------------------------------------------------------------

@@ -1,0 +1,100 @@
+// A scanner for JSON objects held as UTF-8 bytes: finds top-level members and their value
+// spans without parsing or allocating the values. JSON's structural characters are ASCII and
+// UTF-8 never reuses ASCII bytes inside multi-byte sequences, so a byte scan is exact.
+// Used to restore ids (frame.ts) and to splice members into results (stateless.ts).
+
+export const QUOTE = 0x22, BACKSLASH = 0x5c, COMMA = 0x2c, COLON = 0x3a;
+export const OPEN_OBJ = 0x7b, CLOSE_OBJ = 0x7d, OPEN_ARR = 0x5b, CLOSE_ARR = 0x5d;
+
+export interface Span {
+  start: number;
+  end: number;
+}
+
+export function skipWs(s: Buffer, i: number): number {
+  while (s[i] === 0x20 || s[i] === 0x0a || s[i] === 0x0d || s[i] === 0x09) i++;
+  return i;
+}
+
+/** s[i] is a quote; returns the index after the closing quote, or -1. */
+export function skipString(s: Buffer, i: number): number {
+  let from = i + 1;
+  for (;;) {
+    const q = s.indexOf(QUOTE, from);
+    if (q < 0) return -1;
+    let backslashes = 0;
+    for (let k = q - 1; k > i && s[k] === BACKSLASH; k--) backslashes++;
+    if (backslashes % 2 === 0) return q + 1;
+    from = q + 1;
+  }
+}
+
+/** The index after the value starting at s[i], or -1 if it is malformed. */
+export function skipValue(s: Buffer, i: number): number {
+  const c = s[i];
+  if (c === QUOTE) return skipString(s, i);
+  if (c === OPEN_OBJ || c === OPEN_ARR) {
+    let depth = 0;
+    for (let j = i; j < s.length; j++) {
+      const d = s[j];
+      if (d === QUOTE) {
+        j = skipString(s, j) - 1;
+        if (j < 0) return -1;
+      } else if (d === OPEN_OBJ || d === OPEN_ARR) depth++;
+      else if (d === CLOSE_OBJ || d === CLOSE_ARR) {
+        depth--;
+        if (depth === 0) return j + 1;
+      }
+    }
+    return -1;
+  }
+  let j = i;
+  while (j < s.length) {
+    const d = s[j];
+    if (d === COMMA || d === CLOSE_OBJ || d === CLOSE_ARR || d === 0x20 || d === 0x0a || d === 0x0d || d === 0x09) break;
+    j++;
+  }
+  return j > i ? j : -1;
+}
+
+export type ScanResult = { ok: true; members: Map<string, Span>; end: number; stopped: boolean } | { ok: false; reason: string };
+
+/**
+ * The members of the object at s[i] (`{`). `visit` sees each member as it is found and may
+ * stop the scan early by returning true (then `stopped` is set and `end` is where it stopped).
+ */
+export function scanObject(s: Buffer, i: number, visit?: (key: string, value: Span, members: Map<string, Span>) => boolean): ScanResult {
+  if (s[i] !== OPEN_OBJ) return { ok: false, reason: 'not a JSON object' };
+  const members = new Map<string, Span>();
+  i = skipWs(s, i + 1);
+  if (s[i] === CLOSE_OBJ) return { ok: true, members, end: i + 1, stopped: false };
+  for (;;) {
+    if (s[i] !== QUOTE) return { ok: false, reason: 'expected a member name' };
+    const keyEnd = skipString(s, i);
+    if (keyEnd < 0) return { ok: false, reason: 'unterminated string' };
+    // Member names the relay looks for are plain ASCII; escaped names are decoded properly.
+    let key = s.toString('latin1', i + 1, keyEnd - 1);
+    if (key.includes('\\')) {
+      try {
+        key = JSON.parse(s.toString('utf8', i, keyEnd)) as string;
+      } catch {
+        return { ok: false, reason: 'malformed member name' };
+      }
+    }
+    i = skipWs(s, keyEnd);
+    if (s[i] !== COLON) return { ok: false, reason: 'expected ":"' };
+    i = skipWs(s, i + 1);
+    const end = skipValue(s, i);
+    if (end < 0) return { ok: false, reason: 'malformed value' };
+    const span = { start: i, end };
+    members.set(key, span);
+    if (visit?.(key, span, members)) return { ok: true, members, end, stopped: true };
+    i = skipWs(s, end);
+    if (s[i] === COMMA) {
+      i = skipWs(s, i + 1);
+      continue;
+    }
+    if (s[i] === CLOSE_OBJ) return { ok: true, members, end: i + 1, stopped: false };
+    return { ok: false, reason: 'expected "," or "}"' };
+  }
+}
