@@ -1,0 +1,152 @@
+// A real relay (the same startRelay as `phonebridge serve`) in a child process, with an IPC
+// control channel for fleet tests and benches: pairing codes and keys in bulk (what
+// `phonebridge pair` / `keys create` do, without a process per code), and the relay's own view
+// of its phone sockets (when each connected). Being a child, it can be killed for real.
+//
+//   fork('loadtest/fleet-relay.ts', ['--port', '0', '--data-dir', DIR], { execArgv: ['--import', 'tsx'] })
+//   → { type: 'ready', port, url }   then answers requests { id, op, … } with { id, ok, result | error }.
+import { fork, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { parseRelayConfig } from '../src/config.ts';
+import { createLogger } from '../src/log.ts';
+import type { Scope } from '../src/store/types.ts';
+import type { QrPayload } from '../src/device/agent/index.ts';
+
+export type RelayRequest =
+  | { op: 'pair'; count: number }
+  | { op: 'keys'; deviceIds: string[]; scopes?: Scope[] }
+  | { op: 'connections' }
+  | { op: 'stop' };
+
+export interface RelayConnectionInfo {
+  deviceId: string;
+  connectedAt: number;
+  initialized: boolean;
+}
+
+/** The parent's handle on a relay child. */
+export interface RelayChild {
+  child: ChildProcess;
+  port: number;
+  url: string;
+  mcpUrl: string;
+  pair(count: number): Promise<QrPayload[]>;
+  keys(deviceIds: string[], scopes?: Scope[]): Promise<Array<{ id: string; token: string }>>;
+  connections(): Promise<RelayConnectionInfo[]>;
+  /** SIGKILL: no drain, no close frames; phones see their sockets drop (1006). */
+  kill(): Promise<void>;
+  /** Graceful stop (phones get 1012), then the process exits. */
+  stop(): Promise<void>;
+}
+
+const SELF = fileURLToPath(import.meta.url);
+
+export function startRelayChild(flags: string[], opts: { startTimeoutMs?: number; env?: NodeJS.ProcessEnv; execArgv?: string[] } = {}): Promise<RelayChild> {
+  const child = fork(SELF, flags, { execArgv: ['--import', 'tsx', ...(opts.execArgv ?? [])], stdio: ['ignore', 'inherit', 'inherit', 'ipc'], env: { ...process.env, ...opts.env } });
+  let nextId = 1;
+  const pending = new Map<number, { resolve: (v: any) => void; reject: (e: Error) => void }>();
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.on('message', (m: any) => {
+    if (m?.id === undefined) return;
+    const p = pending.get(m.id);
+    if (!p) return;
+    pending.delete(m.id);
+    if (m.ok) p.resolve(m.result);
+    else p.reject(new Error(m.error));
+  });
+  child.once('exit', (code, signal) => {
+    for (const p of pending.values()) p.reject(new Error(`relay child exited (${code ?? signal})`));
+    pending.clear();
+  });
+  const request = <T>(req: RelayRequest, timeoutMs = 120_000): Promise<T> =>
+    new Promise<T>((resolve, reject) => {
+      const id = nextId++;
+      const timer = setTimeout(() => {
+        pending.delete(id);
+        reject(new Error(`relay child: ${req.op} timed out`));
+      }, timeoutMs);
+      pending.set(id, { resolve: (v) => (clearTimeout(timer), resolve(v)), reject: (e) => (clearTimeout(timer), reject(e)) });
+      child.send({ id, ...req });
+    });
+
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error('relay child did not start in time'));
+    }, opts.startTimeoutMs ?? 60_000);
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`relay child exited before it was ready (${code ?? signal})`));
+    });
+    child.on('message', function ready(m: any) {
+      if (m?.type !== 'ready') return;
+      clearTimeout(timer);
+      child.off('message', ready);
+      resolve({
+        child,
+        port: m.port,
+        url: m.url,
+        mcpUrl: `${m.url}/mcp`,
+        pair: (count) => request({ op: 'pair', count }),
+        keys: (deviceIds, scopes) => request({ op: 'keys', deviceIds, scopes }),
+        connections: () => request({ op: 'connections' }),
+        async kill() {
+          if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+          await exited;
+        },
+        async stop() {
+          if (child.exitCode !== null || child.signalCode !== null) return;
+          await request({ op: 'stop' }).catch(() => {});
+          await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);
+          if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+          await exited;
+        },
+      });
+    });
+  });
+}
+
+// ---- the child ------------------------------------------------------------------
+
+async function childMain(argv: string[]): Promise<void> {
+  const { startRelay } = await import('../services/serve.ts');
+  const { createKey, createPairing } = await import('../services/cli.ts');
+  const config = parseRelayConfig(['--admin-port', '0', '--log-level', 'silent', ...argv], {});
+  const relay = await startRelay(config, createLogger({ level: config.logLevel }));
+  const store = relay.store.store;
+  process.on('message', async (m: any) => {
+    const answer = (result: unknown) => process.send!({ id: m.id, ok: true, result });
+    try {
+      switch (m.op) {
+        case 'pair': {
+          const out: QrPayload[] = [];
+          for (let i = 0; i < m.count; i++) out.push(await createPairing(store, { relay: config.publicUrl, name: `fleet-${i}`, fp: relay.node.fingerprint }));
+          return answer(out);
+        }
+        case 'keys': {
+          const out = [];
+          for (const id of m.deviceIds as string[]) out.push(await createKey(store, id, m.scopes));
+          return answer(out.map((k) => ({ id: k.id, token: k.token })));
+        }
+        case 'connections':
+          return answer([...relay.node.ctx.hub.connections()].map((c) => ({ deviceId: c.deviceId, connectedAt: c.connectedAt, initialized: !!c.initResult })));
+        case 'stop':
+          answer(true);
+          await relay.node.drain();
+          await relay.stop();
+          process.exit(0);
+      }
+    } catch (err) {
+      process.send!({ id: m.id, ok: false, error: (err as Error).message });
+    }
+  });
+  process.on('disconnect', () => process.exit(0)); // the parent went away
+  process.send!({ type: 'ready', port: relay.node.port, url: config.publicUrl });
+}
+
+if (process.argv[1] === SELF && process.send) {
+  childMain(process.argv.slice(2)).catch((err) => {
+    console.error(`fleet-relay: ${(err as Error).stack ?? err}`);
+    process.exit(1);
+  });
+}
