@@ -96,10 +96,12 @@ export async function startFront(opts: FrontOptions = {}): Promise<Front> {
         counts.set(keyOf(b), (counts.get(keyOf(b)) ?? 0) + 1);
         track(upstream);
         upstream.setNoDelay(true);
+        // Errors cut both sides; a clean close of one side ends the other after what is
+        // buffered has been written (a response followed by `Connection: close` must arrive).
         upstream.on('error', () => client.destroy());
         client.on('error', () => upstream.destroy());
-        upstream.once('close', () => client.destroy());
-        client.once('close', () => upstream.destroy());
+        upstream.once('close', () => client.end());
+        client.once('close', () => upstream.end());
         if (client.destroyed) return upstream.destroy();
         client.pipe(upstream);
         upstream.pipe(client);

@@ -2,7 +2,7 @@
 // bus and store behind them, and the control plane (invalidation, idle sweep, drain).
 import { readFileSync } from 'node:fs';
 import { createHash, X509Certificate } from 'node:crypto';
-import { uws, type TemplatedApp, type us_listen_socket } from '../uws.ts';
+import { uws, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket } from '../uws.ts';
 import type { RelayConfig } from '../config.ts';
 import type { Store } from '../store/types.ts';
 import type { Bus, ControlEvent } from '../bus/types.ts';
@@ -49,11 +49,13 @@ export async function startGateway(opts: { config: RelayConfig; store: Store; bu
   } else {
     app = uws.App();
   }
-  app.post('/pair', handlePair(ctx));
-  app.post('/device/challenge', handleChallenge(ctx));
+  const traffic = { lastRequestAt: 0 };
+  const routes = closingWhileDraining(app, ctx.state, traffic);
+  routes.post('/pair', handlePair(ctx));
+  routes.post('/device/challenge', handleChallenge(ctx));
   app.ws('/device/ws', deviceSocketBehavior(ctx));
-  registerMcpRoutes(app, ctx);
-  app.any('/*', (res) => new Exchange(res).error(404, 'not_found', 'no such endpoint'));
+  registerMcpRoutes(routes, ctx);
+  routes.any('/*', (res) => new Exchange(res).error(404, 'not_found', 'no such endpoint'));
 
   const admin = uws.App();
   admin.get('/metrics', (res) => {
@@ -116,9 +118,18 @@ export async function startGateway(opts: { config: RelayConfig; store: Store; bu
       }
       await Promise.all(now.map((c) => ctx.router.markMoving(c.deviceId)));
       for (const conn of now) conn.close(CLOSE.restarting, 'relay restarting; reconnect');
+      // Released now, not later by the close handler: origins stop sending requests here.
+      await Promise.all(now.map(async (c) => {
+        const epoch = c.epoch ?? (await c.claim);
+        if (epoch !== undefined) await bus.releaseDevice(c.deviceId, epoch).catch(() => {});
+      }));
       if (pending.size > 0) await sleep(20);
     }
-    while (Date.now() < deadline && ctx.router.inFlight > 0) await sleep(20);
+    // Keep-alive clients still talking to this node get `Connection: close` on each answer
+    // (closingWhileDraining) and reconnect elsewhere, and origins that read the old owner
+    // just before the release get `redo`: wait until both kinds of traffic have stopped.
+    const quiet = () => Date.now() - Math.max(traffic.lastRequestAt, ctx.router.lastServedAt) >= DRAIN_QUIET_MS;
+    while (Date.now() < deadline && (ctx.router.inFlight > 0 || !quiet())) await sleep(20);
     for (const l of hub.allStreams()) l.end();
   }
 
@@ -148,6 +159,42 @@ export async function startGateway(opts: { config: RelayConfig; store: Store; bu
     },
   };
   return node;
+}
+
+/** While draining, no new request arrived on the client port for this long: safe to exit. */
+const DRAIN_QUIET_MS = 300;
+
+const HTTP_VERBS = new Set(['get', 'post', 'put', 'patch', 'del', 'options', 'head', 'any']);
+
+/**
+ * The app as route handlers see it: every response ends with `Connection: close` once the
+ * node is draining, so keep-alive clients (and the load balancer's pooled connections) stop
+ * reusing a connection to a node that is about to exit, and their next request opens a new
+ * one to a live node. Also records when the last request arrived.
+ */
+function closingWhileDraining(app: TemplatedApp, state: { draining: boolean }, traffic: { lastRequestAt: number }): TemplatedApp {
+  type Handler = (res: HttpResponse, req: HttpRequest) => void;
+  const wrap = (handler: Handler): Handler => (res, req) => {
+    traffic.lastRequestAt = Date.now();
+    const end = res.end;
+    const endWithoutBody = res.endWithoutBody;
+    res.end = (body, closeConnection) => end.call(res, body, closeConnection || state.draining);
+    res.endWithoutBody = (length, closeConnection) => endWithoutBody.call(res, length, closeConnection || state.draining);
+    handler(res, req);
+  };
+  const proxy: TemplatedApp = new Proxy(app, {
+    get(target, prop) {
+      if (typeof prop === 'string' && HTTP_VERBS.has(prop)) {
+        return (pattern: string, handler: Handler) => {
+          (target as unknown as Record<string, (p: string, h: Handler) => void>)[prop](pattern, wrap(handler));
+          return proxy;
+        };
+      }
+      const v = Reflect.get(target, prop) as unknown;
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+    },
+  });
+  return proxy;
 }
 
 /** Another node claimed a device whose socket is here: close ours unless it is the newer one. */

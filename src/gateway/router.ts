@@ -76,6 +76,8 @@ export class Router {
   private readonly handedOver = new Set<string>();
   private readonly ownerCheck: NodeJS.Timeout;
   private checking = false;
+  /** When another node last sent this node a request (drain waits for that traffic to stop). */
+  lastServedAt = 0;
 
   constructor(private readonly ctx: GatewayContext) {
     const bus = ctx.bus;
@@ -317,6 +319,7 @@ export class Router {
 
   /** Runs a request for another node and sends the answer back to it. */
   private async serve(h: Extract<Header, { t: 'req' }>, payload: string): Promise<void> {
+    this.lastServedAt = Date.now();
     const key = `${h.from}:${h.rid}`;
     let done = false;
     const reply = (header: Header, body = '') => void this.ctx.bus.sendToNode(h.from, encode(header, body)).catch(() => {});

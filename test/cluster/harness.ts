@@ -164,8 +164,10 @@ async function dropPrefix(r: Redis, prefix: string): Promise<void> {
 
 export interface RawClient {
   /** A session initialized on `base` (any node or the front). */
-  sessionId: string;
-  post(base: string, body: unknown, opts?: { signal?: AbortSignal; headers?: Record<string, string> }): Promise<{ status: number; headers: Record<string, string>; text: string; json: any }>;
+  readonly sessionId: string;
+  /** A new session (what a client does after a 404). */
+  initialize(base: string): Promise<string>;
+  post(base: string, body: unknown, opts?: { signal?: AbortSignal; headers?: Record<string, string>; noSession?: boolean }): Promise<{ status: number; headers: Record<string, string>; text: string; json: any }>;
   call(base: string, id: number | string, name: string, args: Record<string, unknown>, opts?: { signal?: AbortSignal }): Promise<any>;
   close(): Promise<void>;
 }
@@ -178,7 +180,7 @@ export async function rawClient(base: string, token: string, opts: { maxSockets?
   let sessionId = '';
   const post: RawClient['post'] = (b, body, o = {}) =>
     new Promise((resolve, reject) => {
-      const headers: Record<string, string> = { ...baseHeaders, ...(sessionId ? { 'mcp-session-id': sessionId, 'mcp-protocol-version': PROTOCOL } : {}), ...o.headers };
+      const headers: Record<string, string> = { ...baseHeaders, ...(sessionId && !o.noSession ? { 'mcp-session-id': sessionId, 'mcp-protocol-version': PROTOCOL } : {}), ...o.headers };
       const payload = JSON.stringify(body);
       const req = httpRequest(`${b}/mcp`, { method: 'POST', headers: { ...headers, 'content-length': String(Buffer.byteLength(payload)) }, agent, signal: o.signal }, (res) => {
         const chunks: Buffer[] = [];
@@ -200,21 +202,37 @@ export async function rawClient(base: string, token: string, opts: { maxSockets?
       req.on('error', reject);
       req.end(payload);
     });
-  const init = await post(base, { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: PROTOCOL, capabilities: {}, clientInfo: { name: 'raw', version: '1' } } });
-  if (init.status !== 200) throw new Error(`initialize failed: ${init.status} ${init.text}`);
-  sessionId = String(init.headers['mcp-session-id']);
+  const initialize = async (b: string) => {
+    const init = await post(b, { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: PROTOCOL, capabilities: {}, clientInfo: { name: 'raw', version: '1' } } }, { noSession: true });
+    if (init.status !== 200) throw new Error(`initialize failed: ${init.status} ${init.text}`);
+    sessionId = String(init.headers['mcp-session-id']);
+    return sessionId;
+  };
+  await initialize(base);
   return {
-    sessionId,
+    get sessionId() {
+      return sessionId;
+    },
+    initialize,
     post,
     async call(b, id, name, args, o) {
       const r = await post(b, { jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args } }, o);
-      if (r.status !== 200 && !r.json) throw new Error(`HTTP ${r.status}: ${r.text}`);
+      if ((r.status !== 200 && !r.json) || r.status === 404) throw new HttpError(r.status, r.text);
       return r.json;
     },
     async close() {
       agent.destroy();
     },
   };
+}
+
+export class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly body: string,
+  ) {
+    super(`HTTP ${status}: ${body.slice(0, 200)}`);
+  }
 }
 
 /** The last `data:` message of an SSE body. */
@@ -236,4 +254,61 @@ export function outcome(answer: any): string {
 export function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return NaN;
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}
+
+// --- load with a record of every call -----------------------------------------------------------
+
+export interface CallRecord {
+  start: number;
+  end: number;
+  /** The echoed text, `error:<data.code>`, or `http:<message>` for a transport failure. */
+  outcome: string;
+  ok: boolean;
+  expected: string;
+  /** The error message, for failures. */
+  detail?: string;
+}
+
+/**
+ * Runs `loops` concurrent call loops until `stop()` is called. Each call is a tools/call of
+ * `echo` (or `sleep` when sleepMs is given, answered with `slept <ms>`) on `target(i)`.
+ */
+export function runLoad(opts: { client: RawClient; loops: number; target: (loop: number, n: number) => string; sleepMs?: (n: number) => number; pauseAfterErrorMs?: number; tag?: string; reinitialize?: boolean }) {
+  const records: CallRecord[] = [];
+  let stopped = false;
+  let n = 0;
+  const tag = opts.tag ?? 'load';
+  const loops = Array.from({ length: opts.loops }, async (_, loop) => {
+    while (!stopped) {
+      const i = n++;
+      const ms = opts.sleepMs?.(i);
+      const expected = ms === undefined ? `${tag}#${i}` : `slept ${ms}`;
+      const start = Date.now();
+      let got: string;
+      let detail: string | undefined;
+      try {
+        const answer = ms === undefined ? await opts.client.call(opts.target(loop, i), i, 'echo', { text: expected }) : await opts.client.call(opts.target(loop, i), i, 'sleep', { ms });
+        got = outcome(answer);
+        detail = answer?.error?.message;
+      } catch (err) {
+        got = `http:${(err as Error).message}`;
+        if (err instanceof HttpError && err.status === 404 && opts.reinitialize) {
+          got = 'session_lost';
+          await opts.client.initialize(opts.target(loop, i)).catch(() => {});
+        }
+      }
+      const rec: CallRecord = { start, end: Date.now(), outcome: got, ok: got === expected, expected, detail };
+      records.push(rec);
+      if (!rec.ok && opts.pauseAfterErrorMs) await sleep(opts.pauseAfterErrorMs);
+    }
+  });
+  return {
+    records,
+    ok: () => records.filter((r) => r.ok).length,
+    async stop() {
+      stopped = true;
+      await Promise.all(loops);
+      return records;
+    },
+  };
 }
