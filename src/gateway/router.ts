@@ -23,6 +23,14 @@ export const MOVE_GRACE_MS = 5_000;
 const MOVE_POLL_MS = 50;
 /** Remote requests older than this have their owner re-checked (a phone that left a dead node). */
 const OWNER_CHECK_MS = 500;
+/**
+ * How long an origin reuses a device's owner without asking Redis (one round trip saved per
+ * request). A stale entry costs one extra hop: the old owner answers `redo` and the origin
+ * asks again.
+ */
+const OWNER_CACHE_MS = 2_000;
+/** Re-routes after an owner said the phone is not there, before giving up with device_offline. */
+const MAX_GONE = 2;
 
 export const movingKey = (deviceId: string) => `moving:${deviceId}`;
 
@@ -32,7 +40,8 @@ type Header =
   | { t: 'req'; from: string; rid: number; deviceId: string; epoch: number; id: JsonRpcRequest['id']; method: string; scopes: Scope[]; timeoutMs: number }
   | { t: 'note'; deviceId: string; method: string }
   | { t: 'cancel'; from: string; rid: number }
-  | { t: 'res' | 'rel' | 'redo'; rid: number }
+  | { t: 'res' | 'rel'; rid: number }
+  | { t: 'redo'; rid: number; why: 'moving' | 'gone' }
   | { t: 'fail'; rid: number; error: JsonRpcErrorObject };
 
 function encode(h: Header, payload = ''): string {
@@ -53,6 +62,9 @@ interface Route {
   state: 'routing' | 'local' | 'remote';
   cancelLocal?: () => void;
   rid?: number;
+  /** Times an owner said the phone was not there; the next lookup skips the cache. */
+  gone: number;
+  fresh?: boolean;
 }
 
 interface RemotePending {
@@ -60,6 +72,7 @@ interface RemotePending {
   node: string;
   sentAt: number;
   timer: NodeJS.Timeout;
+  cached: boolean;
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -78,12 +91,21 @@ export class Router {
   private checking = false;
   /** When another node last sent this node a request (drain waits for that traffic to stop). */
   lastServedAt = 0;
+  /** Origin side: recently seen owners of devices held elsewhere. */
+  private readonly owners = new Map<string, { owner: DeviceOwner; until: number }>();
 
   constructor(private readonly ctx: GatewayContext) {
     const bus = ctx.bus;
     bus.onNodeMessage((m) => this.onMessage(m));
-    bus.onNodeDown((node) => this.failWhere((p) => p.node === node, relayError('device_offline', 'the relay node holding the phone stopped')));
-    bus.onUnavailable(() => this.failWhere(() => true, relayError('relay_unavailable')));
+    bus.onNodeDown((node) => {
+      for (const [d, e] of this.owners) if (e.owner.nodeId === node) this.owners.delete(d);
+      this.failWhere((p) => p.node === node, relayError('device_offline', 'the relay node holding the phone stopped'));
+    });
+    bus.onUnavailable(() => {
+      this.owners.clear();
+      this.failWhere(() => true, relayError('relay_unavailable'));
+    });
+    bus.onReconnected(() => this.owners.clear());
     this.ownerCheck = setInterval(() => void this.checkOwners(), OWNER_CHECK_MS);
     this.ownerCheck.unref();
   }
@@ -106,7 +128,7 @@ export class Router {
    * the returned function cancels (client gone, or its notifications/cancelled).
    */
   async request(deviceId: string, msg: JsonRpcRequest, params: Record<string, unknown> | undefined, caller: Caller, sink: ReplySink, timeoutMs: number): Promise<() => void> {
-    const r: Route = { deviceId, msg, params, caller, sink, deadline: Date.now() + timeoutMs, done: false, state: 'routing' };
+    const r: Route = { deviceId, msg, params, caller, sink, deadline: Date.now() + timeoutMs, done: false, state: 'routing', gone: 0 };
     const finish = () => {
       if (r.done) return false;
       r.done = true;
@@ -180,9 +202,11 @@ export class Router {
           r.cancelLocal = local.handleClientRequest(r.msg, r.params, r.caller, r.sink, this.remaining(r));
           return;
         }
-        const owner = await this.ctx.bus.ownerOf(r.deviceId);
+        const cached = r.fresh ? undefined : this.cachedOwner(r.deviceId);
+        const owner = cached ?? (await this.lookupOwner(r.deviceId));
+        r.fresh = false;
         if (r.done) return;
-        if (owner && owner.nodeId !== this.ctx.bus.nodeId) return await this.send(r, owner);
+        if (owner && owner.nodeId !== this.ctx.bus.nodeId) return await this.send(r, owner, cached !== undefined);
         // No node to send it to. Wait only if the phone is known to be moving.
         if (Date.now() + MOVE_POLL_MS < r.deadline && (await this.isMoving(r.deviceId))) {
           await sleep(MOVE_POLL_MS);
@@ -195,11 +219,27 @@ export class Router {
     }
   }
 
+  private cachedOwner(deviceId: string): DeviceOwner | undefined {
+    const e = this.owners.get(deviceId);
+    if (!e) return undefined;
+    if (e.until > Date.now()) return e.owner;
+    this.owners.delete(deviceId);
+    return undefined;
+  }
+
+  /** Asks the bus; remembers owners on other nodes for OWNER_CACHE_MS. */
+  private async lookupOwner(deviceId: string): Promise<DeviceOwner | undefined> {
+    const owner = await this.ctx.bus.ownerOf(deviceId);
+    if (owner && owner.nodeId !== this.ctx.bus.nodeId) this.owners.set(deviceId, { owner, until: Date.now() + OWNER_CACHE_MS });
+    else this.owners.delete(deviceId);
+    return owner;
+  }
+
   private remaining(r: Route): number {
     return Math.max(1, r.deadline - Date.now());
   }
 
-  private async send(r: Route, owner: DeviceOwner): Promise<void> {
+  private async send(r: Route, owner: DeviceOwner, cached: boolean): Promise<void> {
     const rid = this.nextRid++;
     const timeoutMs = this.remaining(r);
     const timer = setTimeout(() => {
@@ -207,11 +247,23 @@ export class Router {
     }, timeoutMs + ORIGIN_GRACE_MS);
     r.state = 'remote';
     r.rid = rid;
-    this.remote.set(rid, { route: r, node: owner.nodeId, sentAt: Date.now(), timer });
+    this.remote.set(rid, { route: r, node: owner.nodeId, sentAt: Date.now(), timer, cached });
     r.payload ??= r.params === undefined ? '' : JSON.stringify(r.params);
     const header: Header = { t: 'req', from: this.ctx.bus.nodeId, rid, deviceId: r.deviceId, epoch: owner.epoch, id: r.msg.id, method: r.msg.method, scopes: [...r.caller.scopes], timeoutMs };
     const delivered = await this.ctx.bus.sendToNode(owner.nodeId, encode(header, r.payload)).catch(() => false);
-    if (!delivered && this.settle(rid)) r.sink.fail(relayError('relay_unavailable', 'the node holding the phone is unreachable'));
+    if (delivered || !this.settle(rid)) return;
+    this.forgetOwner(r.deviceId, owner.nodeId);
+    if (cached) {
+      // A remembered owner that stopped listening: ask the bus before giving up.
+      r.state = 'routing';
+      r.fresh = true;
+      return this.route(r);
+    }
+    r.sink.fail(relayError('relay_unavailable', 'the node holding the phone is unreachable'));
+  }
+
+  private forgetOwner(deviceId: string, nodeId: string): void {
+    if (this.owners.get(deviceId)?.owner.nodeId === nodeId) this.owners.delete(deviceId);
   }
 
   private cancel(r: Route): void {
@@ -254,7 +306,7 @@ export class Router {
         byDevice.set(e[1].route.deviceId, list);
       }
       for (const [deviceId, list] of byDevice) {
-        const owner = await this.ctx.bus.ownerOf(deviceId);
+        const owner = await this.lookupOwner(deviceId);
         if (!owner && (await this.isMoving(deviceId))) continue; // its old node finishes or fails them itself
         for (const [rid, p] of list) {
           if (owner?.nodeId === p.node) continue;
@@ -305,11 +357,17 @@ export class Router {
         this.settle(h.rid)?.route.sink.fail(h.error);
         return;
       case 'redo': {
-        // The owner is handing the phone over and did not start the request: route it again.
+        // The owner did not start the request: the phone is moving away from it (drain), or
+        // is not there at all (a stale owner): route it again.
         const p = this.settle(h.rid);
         if (!p || p.route.done) return;
-        p.route.state = 'routing';
-        void sleep(MOVE_POLL_MS).then(() => this.route(p.route));
+        const r = p.route;
+        this.forgetOwner(r.deviceId, p.node);
+        r.state = 'routing';
+        r.fresh = true;
+        if (h.why === 'moving') return void sleep(MOVE_POLL_MS).then(() => this.route(r));
+        if (++r.gone > MAX_GONE) return void r.sink.fail(relayError('device_offline'));
+        void this.route(r);
         return;
       }
     }
@@ -338,9 +396,9 @@ export class Router {
     };
     const conn = this.ctx.hub.device(h.deviceId);
     if (!conn || conn.closed || this.ctx.hub.isMoving(conn)) {
-      // Handed over (drain): the origin waits for the phone's next node.
-      if (this.handedOver.has(h.deviceId)) return reply({ t: 'redo', rid: h.rid });
-      return sink.fail(relayError('device_offline'));
+      // Handed over (drain): the origin waits for the phone's next node. Otherwise the origin
+      // had a stale owner: it asks the bus again.
+      return reply({ t: 'redo', rid: h.rid, why: this.handedOver.has(h.deviceId) ? 'moving' : 'gone' });
     }
     // A stale owner never answers: the origin saw a newer claim than this socket's.
     if (conn.epoch !== undefined && h.epoch > conn.epoch) return sink.fail(relayError('device_offline', 'the phone reconnected elsewhere'));
