@@ -93,20 +93,42 @@ export async function startGateway(opts: { config: RelayConfig; store: Store; bu
   let closed = false;
   let draining: Promise<void> | undefined;
 
+  /** Whether a phone closed here has another node to go to (else handing it over is pointless). */
+  async function othersAlive(): Promise<boolean> {
+    if (bus.kind === 'local') return false;
+    const alive = await bus.aliveNodes().catch(() => [] as string[]);
+    return alive.some((n) => n !== bus.nodeId);
+  }
+
   /**
    * SIGTERM: readiness fails and no new connection is accepted; each phone is handed over —
    * no new request starts on its socket (origins hold them, see router.ts), and once the
    * requests running on it are done (or at the deadline) it is closed with 1012 so it
    * reconnects elsewhere through the load balancer. Then the requests this node's own clients
    * sent finish (their phones now elsewhere), and SSE streams end so clients reconnect.
+   * The last node of a cluster (or a single node) has nowhere to hand phones to: it keeps
+   * serving them until nothing is in flight, then closes them.
    */
   async function drainNode(): Promise<void> {
     ctx.state.draining = true;
     uws.us_listen_socket_close(listenSocket as never);
     const deadline = Date.now() + config.drainMs;
-    const pending = new Set(hub.connections());
-    for (const conn of pending) ctx.router.handOver(conn);
-    while (pending.size > 0) {
+    const handOver = await othersAlive();
+    if (!handOver) {
+      while (Date.now() < deadline && [...hub.connections()].some((c) => c.inFlight > 0)) await sleep(20);
+      for (const conn of [...hub.connections()]) conn.close(CLOSE.restarting, 'relay restarting; reconnect');
+    }
+    const seen = new Set<DeviceConnection>();
+    const pending = new Set<DeviceConnection>();
+    for (;;) {
+      // Sockets that opened while the drain began are handed over too.
+      for (const conn of hub.connections()) {
+        if (seen.has(conn)) continue;
+        seen.add(conn);
+        pending.add(conn);
+        ctx.router.handOver(conn);
+      }
+      if (pending.size === 0) break;
       const late = Date.now() >= deadline;
       const now: DeviceConnection[] = [];
       for (const conn of pending) {
@@ -151,7 +173,7 @@ export async function startGateway(opts: { config: RelayConfig; store: Store; bu
         ctx.state.draining = true;
         uws.us_listen_socket_close(listenSocket as never);
         const conns = [...hub.connections()];
-        await Promise.all(conns.map((c) => ctx.router.markMoving(c.deviceId)));
+        if (await othersAlive()) await Promise.all(conns.map((c) => ctx.router.markMoving(c.deviceId)));
         for (const conn of conns) conn.close(CLOSE.restarting, 'relay stopping');
         for (const l of hub.allStreams()) l.end();
       }

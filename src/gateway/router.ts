@@ -9,7 +9,7 @@
 // device_offline: a request that reaches the draining owner is sent back (`redo`), and a
 // request that finds no owner polls while the moving mark lives. See docs/OPERATIONS.md.
 import { relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
-import type { JsonRpcRequest } from '../protocol/jsonrpc.ts';
+import type { JsonRpcId, JsonRpcRequest } from '../protocol/jsonrpc.ts';
 import { BusUnavailableError, type DeviceOwner } from '../bus/index.ts';
 import type { Scope } from '../store/types.ts';
 import type { Caller, DeviceConnection, ReplySink } from './device-connection.ts';
@@ -40,6 +40,7 @@ type Header =
   | { t: 'req'; from: string; rid: number; deviceId: string; epoch: number; id: JsonRpcRequest['id']; method: string; scopes: Scope[]; timeoutMs: number }
   | { t: 'note'; deviceId: string; method: string }
   | { t: 'cancel'; from: string; rid: number }
+  | { t: 'ccancel'; sessionId: string; requestId: JsonRpcId }
   | { t: 'res' | 'rel'; rid: number }
   | { t: 'redo'; rid: number; why: 'moving' | 'gone' }
   | { t: 'fail'; rid: number; error: JsonRpcErrorObject };
@@ -91,6 +92,7 @@ export class Router {
   private checking = false;
   /** When another node last sent this node a request (drain waits for that traffic to stop). */
   lastServedAt = 0;
+  private readonly clientCancel: Array<(sessionId: string, requestId: JsonRpcId) => void> = [];
   /** Origin side: recently seen owners of devices held elsewhere. */
   private readonly owners = new Map<string, { owner: DeviceOwner; until: number }>();
 
@@ -153,6 +155,22 @@ export class Router {
     if (owner && owner.nodeId !== this.ctx.bus.nodeId) {
       await this.ctx.bus.sendToNode(owner.nodeId, encode({ t: 'note', deviceId, method }, params === undefined ? '' : JSON.stringify(params))).catch(() => {});
     }
+  }
+
+  /**
+   * A client's notifications/cancelled reached a node that is not answering that request
+   * (no sticky sessions: the client's POSTs land anywhere). Every other node is asked to
+   * cancel it if it is the one answering; see onClientCancel.
+   */
+  async broadcastCancel(sessionId: string, requestId: JsonRpcId): Promise<void> {
+    const nodes = await this.ctx.bus.aliveNodes().catch(() => [] as string[]);
+    const msg = encode({ t: 'ccancel', sessionId, requestId });
+    await Promise.all(nodes.filter((n) => n !== this.ctx.bus.nodeId).map((n) => this.ctx.bus.sendToNode(n, msg).catch(() => false)));
+  }
+
+  /** Another node relays a client's notifications/cancelled (the /mcp endpoint cancels its request, if it has it). */
+  onClientCancel(handler: (sessionId: string, requestId: JsonRpcId) => void): void {
+    this.clientCancel.push(handler);
   }
 
   // --- moving phones (drain) ----------------------------------------------------------------
@@ -346,6 +364,9 @@ export class Router {
       }
       case 'cancel':
         this.served.get(`${h.from}:${h.rid}`)?.();
+        return;
+      case 'ccancel':
+        for (const f of this.clientCancel) f(h.sessionId, h.requestId);
         return;
       case 'res':
         this.settle(h.rid)?.route.sink.respond(Buffer.from(payload, 'utf8'));

@@ -112,6 +112,22 @@ describe('a phone on node A, a client on node B', () => {
   });
 });
 
+describe('cancellation without sticky load balancing', () => {
+  it("a client's notifications/cancelled that lands on another node than its request still reaches the phone", async () => {
+    const raw = await rawClient(A.url, token);
+    const before = phone.control.cancellations;
+    const calls = phone.control.calls.length;
+    const pending = raw.call(B.url, 'slow-1', 'sleep', { ms: 20_000 });
+    await waitFor(() => phone.control.calls.length > calls, 5000, 'sleep reached the phone');
+    const note = await raw.post(C.url, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'slow-1', reason: 'changed my mind' } });
+    expect(note.status).toBe(202);
+    const answer = await pending;
+    expect(answer.error?.data?.code).toBe('cancelled');
+    await waitFor(() => phone.control.cancellations === before + 1, 5000, 'phone saw notifications/cancelled');
+    await raw.close();
+  });
+});
+
 describe('sessions without sticky load balancing', () => {
   it('a session initialized via node A continues via B and C with no re-initialize', async () => {
     const raw = await rawClient(A.url, token);
