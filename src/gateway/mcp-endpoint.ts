@@ -8,7 +8,7 @@ import { StatelessEndpoint } from './mcp-stateless.ts';
 import { classifyEra } from '../protocol/stateless.ts';
 import { SseStream } from './sse.ts';
 import { EventStream, newStreamId, SessionChannel } from './session-streams.ts';
-import { parseEventId } from '../bus/index.ts';
+import { BusUnavailableError, parseEventId } from '../bus/index.ts';
 import { presentedToken, type Credential } from './auth.ts';
 import { classify, errorResponse, parseBody, resultResponse, type JsonRpcId, type JsonRpcRequest } from '../protocol/jsonrpc.ts';
 import { INVALID_REQUEST, relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
@@ -26,6 +26,7 @@ const MCP_HEADERS = ['x-api-key', 'authorization', 'mcp-session-id', 'mcp-protoc
 type McpHeaders = Record<string, string>;
 
 const JSON_HEADERS = { 'Content-Type': 'application/json' };
+const RECENT_SESSIONS_MAX = 10_000;
 
 /** What a client sees before it has a phone: enough to connect and learn it is offline. */
 const FALLBACK_INIT = { capabilities: { tools: { listChanged: true } }, serverInfo: { name: 'phonebridge-device', version: '0.0.0' } };
@@ -40,6 +41,8 @@ export function registerMcpRoutes(app: TemplatedApp, ctx: GatewayContext): void 
 
 class McpEndpoint {
   private allowedOriginSet?: Set<string>;
+  /** Sessions this node served lately, to keep local phones reachable while the bus is down. */
+  private readonly recentSessions = new Map<string, SessionRecord>();
   /** Sessions with SSE streams on this node. */
   private readonly channels = new Map<string, SessionChannel>();
   /** Requests in flight on this node, by session and client id, for notifications/cancelled. */
@@ -49,6 +52,8 @@ class McpEndpoint {
 
   constructor(private readonly ctx: GatewayContext) {
     this.stateless = new StatelessEndpoint(ctx, (ex, cred, deviceId, msg, related) => this.forwardTo(ex, cred, deviceId, undefined, msg, related));
+    // A client's notifications/cancelled may land on another node than its request.
+    ctx.router.onClientCancel((sessionId, requestId) => this.inFlight.get(inFlightKey(sessionId, requestId))?.());
   }
 
   /** Built on first use: the public URL is final only once the node listens. */
@@ -87,13 +92,40 @@ class McpEndpoint {
       ex.send(400, JSON_HEADERS, errorResponse(null, { code: INVALID_REQUEST, message: 'Bad Request: Mcp-Session-Id header is required' }));
       return undefined;
     }
-    const s = await this.ctx.bus.sessions.touch(id, this.ctx.config.sessionIdleMs);
+    const s = await this.touchSession(id);
     // A session belongs to the credential that created it; anyone else sees "not found".
     if (!s || s.tokenId !== cred.token.id) {
       ex.send(404, JSON_HEADERS, errorResponse(null, { code: -32001, message: 'Session not found' }));
       return undefined;
     }
     return s;
+  }
+
+  /**
+   * The shared session, renewed. While the bus is down, a session this node saw recently
+   * keeps working for a phone this node holds (nothing else would need the bus); anything
+   * else is relay_unavailable.
+   */
+  private async touchSession(id: string): Promise<SessionRecord | undefined> {
+    try {
+      const s = await this.ctx.bus.sessions.touch(id, this.ctx.config.sessionIdleMs);
+      if (s) this.rememberSession(s);
+      else this.recentSessions.delete(id);
+      return s;
+    } catch (err) {
+      const recent = this.recentSessions.get(id);
+      if (err instanceof BusUnavailableError && recent && this.ctx.hub.device(recent.deviceId) && Date.now() - recent.lastSeenAt < this.ctx.config.sessionIdleMs) {
+        recent.lastSeenAt = Date.now();
+        return recent;
+      }
+      throw err;
+    }
+  }
+
+  private rememberSession(s: SessionRecord): void {
+    this.recentSessions.delete(s.id);
+    this.recentSessions.set(s.id, { ...s });
+    if (this.recentSessions.size > RECENT_SESSIONS_MAX) this.recentSessions.delete(this.recentSessions.keys().next().value!);
   }
 
   post(res: HttpResponse, req: HttpRequest): void {
@@ -111,6 +143,10 @@ class McpEndpoint {
       return;
     }
     if (ex.aborted) return;
+    if (err instanceof BusUnavailableError) {
+      ex.send(503, { ...JSON_HEADERS, 'Retry-After': '1' }, errorResponse(null, relayError('relay_unavailable')));
+      return;
+    }
     this.ctx.log.error({ err: String(err) }, 'mcp request failed');
     ex.send(500, JSON_HEADERS, errorResponse(null, relayError('relay_error')));
   }
@@ -220,6 +256,7 @@ class McpEndpoint {
       lastSeenAt: now,
     };
     await this.ctx.bus.sessions.create(session, this.ctx.config.sessionIdleMs);
+    this.rememberSession(session);
     metrics.sessionsCreated.inc();
     const out = resultResponse(msg.id, { ...(cached as object), protocolVersion: revision });
     ex.send(200, { ...JSON_HEADERS, 'Mcp-Session-Id': session.id }, out);
@@ -260,7 +297,10 @@ class McpEndpoint {
     if (method === 'notifications/initialized') return; // swallowed: the relay initialized the phone itself
     if (method === 'notifications/cancelled') {
       const requestId = params?.requestId;
-      if (typeof requestId === 'string' || typeof requestId === 'number') this.inFlight.get(inFlightKey(session.id, requestId))?.();
+      if (typeof requestId !== 'string' && typeof requestId !== 'number') return;
+      const cancel = this.inFlight.get(inFlightKey(session.id, requestId));
+      if (cancel) cancel();
+      else void this.ctx.router.broadcastCancel(session.id, requestId); // the request is on another node
       return;
     }
     void this.ctx.router.notify(session.deviceId, method, params);
@@ -318,6 +358,7 @@ class McpEndpoint {
       const session = await this.session(ex, h, cred);
       if (!session) return;
       await this.ctx.bus.sessions.delete(session.id);
+      this.recentSessions.delete(session.id);
       this.channels.get(session.id)?.end();
       this.ctx.hub.endStreams({ deviceId: session.deviceId, sessionId: session.id });
       ex.send(200, {}, undefined);
