@@ -9,8 +9,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DeviceAgent, silentLogger } from '../../src/device/agent/index.ts';
 import { FRAME_LIMIT_BYTES, REPLAYED_META_KEY, SURFACE_VERSION } from '../../src/device/tools/index.ts';
 import { SCOPES, type Scope } from '../../src/store/types.ts';
-import { connectClient, startTestRelay, tempDir, waitFor, type TestRelay } from '../helpers/relay.ts';
-import { SimPhone, caller, ok, phoneServerFactory, sleep, toolError } from './helpers.ts';
+import { connectClient, startTestRelay, waitFor, type TestRelay } from '../helpers/relay.ts';
+import { caller, ok, phoneServerFactory, removeScratch, scratchDir, SimPhone, sleep, toolError } from './helpers.ts';
 
 const ALL_TOOLS = [
   'list_devices', 'observe_screen', 'get_outcome', 'wait_for_events',
@@ -25,6 +25,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await relay?.stop();
+  removeScratch();
 });
 
 interface Phone {
@@ -41,7 +42,7 @@ afterEach(async () => {
 
 /** A paired phone serving the real surface, connected through the relay. */
 async function startPhone(server: { leaseTtlMs?: number; runStepDelayMs?: number } = {}): Promise<Phone> {
-  const stateDir = join(tempDir('pb-phone-'), 'state');
+  const stateDir = join(scratchDir('pb-phone-'), 'state');
   const sim = new SimPhone({ seed: 11 });
   const { device_id: deviceId } = await DeviceAgent.pair({ stateDir, qr: await relay.pair(), name: 'sim', log: silentLogger });
   const agent = new DeviceAgent({ stateDir, createServer: phoneServerFactory(stateDir, sim, { runStepDelayMs: 100, ...server }), log: silentLogger });

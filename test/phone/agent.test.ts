@@ -10,8 +10,8 @@ import { generateDeviceKey } from '../../src/crypto/device-auth.ts';
 import { DeviceAgent, runDevice, silentLogger, type DeviceAgentOptions, type StopInfo } from '../../src/device/agent/index.ts';
 import { KEY_FILE, loadIdentity } from '../../src/device/agent/state.ts';
 import { PinMismatchError, spkiFingerprint } from '../../src/device/agent/relay-http.ts';
-import { connectClient, startTestRelay, tempDir, waitFor, type TestRelay } from '../helpers/relay.ts';
-import { FreezableProxy, SimPhone, metricValue, phoneServerFactory, sleep, startRestartableRelay } from './helpers.ts';
+import { connectClient, startTestRelay, waitFor, type TestRelay } from '../helpers/relay.ts';
+import { FreezableProxy, metricValue, phoneServerFactory, removeScratch, scratchDir, SimPhone, sleep, startRestartableRelay } from './helpers.ts';
 
 let relayHandle: Awaited<ReturnType<typeof startRestartableRelay>>;
 const relay = () => relayHandle.relay;
@@ -24,6 +24,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await relayHandle?.relay.stop();
   rmSync(relayHandle.dataDir, { recursive: true, force: true });
+  removeScratch();
 });
 afterEach(async () => {
   await Promise.all(agents.splice(0).map((a) => a.stop()));
@@ -31,7 +32,7 @@ afterEach(async () => {
 
 /** A freshly paired state dir. */
 async function pairedPhone(name = 'agent-test', r: TestRelay = relay()): Promise<{ stateDir: string; deviceId: string }> {
-  const stateDir = join(tempDir('pb-agent-'), 'state');
+  const stateDir = join(scratchDir('pb-agent-'), 'state');
   const identity = await DeviceAgent.pair({ stateDir, qr: await r.pair(name), name, log: silentLogger });
   return { stateDir, deviceId: identity.device_id };
 }
@@ -106,7 +107,7 @@ describe('DeviceAgent against the relay', () => {
     first.on('connected', () => firstConnects++);
     const stopped = once(first, 'stopped') as Promise<[StopInfo]>;
 
-    const copy = join(tempDir('pb-agent-copy-'), 'state');
+    const copy = join(scratchDir('pb-agent-copy-'), 'state');
     cpSync(stateDir, copy, { recursive: true });
     const second = startAgent(copy);
     const [info] = await stopped;
@@ -184,7 +185,7 @@ describe('DeviceAgent against the relay', () => {
     const proxy = await FreezableProxy.start(relayHandle.port);
     try {
       // The phone reaches the relay through the proxy; relay_host is still the relay's own.
-      const stateDir = join(tempDir('pb-agent-'), 'state');
+      const stateDir = join(scratchDir('pb-agent-'), 'state');
       const qr = { ...(await relay().pair()), relay: proxy.url };
       const { device_id: deviceId } = await DeviceAgent.pair({ stateDir, qr, name: 'behind-nat', log: silentLogger });
       const agent = startAgent(stateDir, { pingIntervals: { initialMs: 100, pongTimeoutMs: 200 } });
@@ -207,7 +208,7 @@ describe('DeviceAgent against the relay', () => {
   });
 
   it('refuses to start an unpaired state dir', () => {
-    expect(() => new DeviceAgent(agentOptions(join(tempDir(), 'empty'))).start()).toThrow(/not paired/);
+    expect(() => new DeviceAgent(agentOptions(join(scratchDir(), 'empty'))).start()).toThrow(/not paired/);
   });
 
   // These two restart the relay: keep them last in the file. After a restart they check the
@@ -264,7 +265,7 @@ describe.skipIf(!haveOpenssl)('TLS pinning against a relay serving https', () =>
   let fp: string;
 
   beforeAll(async () => {
-    const dir = tempDir('pb-tls-');
+    const dir = scratchDir('pb-tls-');
     execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1', '-subj', '/CN=relay.test',
       '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')], { stdio: 'ignore' });
     fp = spkiFingerprint(new X509Certificate(readFileSync(join(dir, 'cert.pem'))).raw);
@@ -280,7 +281,7 @@ describe.skipIf(!haveOpenssl)('TLS pinning against a relay serving https', () =>
   });
 
   it('pairs and connects over wss when the pin matches', async () => {
-    const stateDir = join(tempDir('pb-agent-'), 'state');
+    const stateDir = join(scratchDir('pb-agent-'), 'state');
     const identity = await DeviceAgent.pair({ stateDir, qr: { ...(await tlsRelay.pair('pinned')), fp }, name: 'pinned', log: silentLogger });
     expect(loadIdentity(stateDir)!.fp).toBe(fp);
     startAgent(stateDir);
@@ -290,16 +291,16 @@ describe.skipIf(!haveOpenssl)('TLS pinning against a relay serving https', () =>
   });
 
   it('refuses a relay whose key does not match, before sending the code', async () => {
-    const stateDir = join(tempDir('pb-agent-'), 'state');
+    const stateDir = join(scratchDir('pb-agent-'), 'state');
     const qr = await tlsRelay.pair('wrong-pin');
     await expect(DeviceAgent.pair({ stateDir, qr: { ...qr, fp: 'sha256:' + '00'.repeat(32) }, name: 'x', log: silentLogger })).rejects.toBeInstanceOf(PinMismatchError);
     // The code was never sent: it still pairs (it is single use) with the right pin.
-    const identity = await DeviceAgent.pair({ stateDir: join(tempDir('pb-agent-'), 'state'), qr: { ...qr, fp }, name: 'x', log: silentLogger });
+    const identity = await DeviceAgent.pair({ stateDir: join(scratchDir('pb-agent-'), 'state'), qr: { ...qr, fp }, name: 'x', log: silentLogger });
     expect(await tlsRelay.relay.store.store.getDevice(identity.device_id)).toBeTruthy();
   });
 
   it('without a pin, a self-signed relay is not trusted', async () => {
-    const stateDir = join(tempDir('pb-agent-'), 'state');
+    const stateDir = join(scratchDir('pb-agent-'), 'state');
     await expect(DeviceAgent.pair({ stateDir, qr: await tlsRelay.pair(), name: 'x', log: silentLogger })).rejects.toThrow(/self[- ]signed certificate/);
   });
 });

@@ -1,5 +1,6 @@
 // Shared by test/phone: real relays (in process, on a port we can reuse after a restart),
 // simulated phones served by the real agent, SDK clients, and small TCP/metrics tools.
+import { rmSync } from 'node:fs';
 import { createServer as createNetServer, connect as netConnect, type Server, type Socket } from 'node:net';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { RequestOptions } from '@modelcontextprotocol/sdk/shared/protocol.js';
@@ -8,6 +9,19 @@ import { loadIdentity } from '../../src/device/agent/index.ts';
 import { SimPhone } from '../../src/device/sim/model.ts';
 import { createPhoneServer, type PhoneServerOptions } from '../../src/device/tools/index.ts';
 import { startTestRelay, tempDir, type TestRelay } from '../helpers/relay.ts';
+
+const scratch: string[] = [];
+
+/** A temp dir that removeScratch() deletes (each test file calls it in afterAll). */
+export function scratchDir(prefix = 'pb-phone-test-'): string {
+  const dir = tempDir(prefix);
+  scratch.push(dir);
+  return dir;
+}
+
+export function removeScratch(): void {
+  for (const dir of scratch.splice(0)) rmSync(dir, { recursive: true, force: true });
+}
 
 /**
  * A port that is free now. The relay binds an explicit port so that it can be restarted on

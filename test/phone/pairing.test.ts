@@ -6,7 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPublicKey } from 'node:crypto';
 import { pairDevice, PairingError } from '../../src/device/agent/pairing.ts';
 import { IDENTITY_FILE, KEY_FILE, loadIdentity, loadOrCreateKey } from '../../src/device/agent/state.ts';
-import { startTestRelay, tempDir, type TestRelay } from '../helpers/relay.ts';
+import { startTestRelay, type TestRelay } from '../helpers/relay.ts';
+import { removeScratch, scratchDir } from './helpers.ts';
 
 let relay: TestRelay;
 beforeAll(async () => {
@@ -14,13 +15,14 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await relay?.stop();
+  removeScratch();
 });
 
 const mode = (path: string) => statSync(path).mode & 0o777;
 
 describe('pairing with the relay', () => {
   it('creates the dir 0700 and writes 0600 files, with no temp files left behind; the relay stores the same key', async () => {
-    const dir = join(tempDir('pb-state-'), 'nested', 'state');
+    const dir = join(scratchDir('pb-state-'), 'nested', 'state');
     const identity = await pairDevice({ stateDir: dir, qr: await relay.pair(), name: 'pixel' });
     expect(mode(dir)).toBe(0o700);
     expect(mode(join(dir, KEY_FILE))).toBe(0o600);
@@ -38,7 +40,7 @@ describe('pairing with the relay', () => {
   });
 
   it('reuses the stored identity and key: pairing happens once', async () => {
-    const dir = join(tempDir('pb-state-'), 's');
+    const dir = join(scratchDir('pb-state-'), 's');
     const first = await pairDevice({ stateDir: dir, qr: await relay.pair(), name: 'a' });
     const key = readFileSync(join(dir, KEY_FILE), 'utf8');
     const unused = await relay.pair();
@@ -46,12 +48,12 @@ describe('pairing with the relay', () => {
     expect(loadIdentity(dir)).toEqual(first);
     expect(loadOrCreateKey(dir).privateKeyPem).toBe(key);
     // The refused attempt never reached the relay: the code is still good for another phone.
-    const other = await pairDevice({ stateDir: join(tempDir('pb-state-'), 's'), qr: unused, name: 'b' });
+    const other = await pairDevice({ stateDir: join(scratchDir('pb-state-'), 's'), qr: unused, name: 'b' });
     expect(other.device_id).not.toBe(first.device_id);
   });
 
   it('keeps the key across a refused code, so the retry uses the same one', async () => {
-    const dir = join(tempDir('pb-state-'), 's');
+    const dir = join(scratchDir('pb-state-'), 's');
     const bad = JSON.stringify({ v: 1, relay: relay.url, code: 'NOPE-NOPE' });
     const err = await pairDevice({ stateDir: dir, qr: bad, name: 'a' }).catch((e) => e);
     expect(err).toBeInstanceOf(PairingError);
@@ -65,7 +67,7 @@ describe('pairing with the relay', () => {
 
   it('a used code is refused like a wrong one', async () => {
     const qr = await relay.pair();
-    await pairDevice({ stateDir: join(tempDir('pb-state-'), 's'), qr, name: 'first' });
-    await expect(pairDevice({ stateDir: join(tempDir('pb-state-'), 's'), qr, name: 'second' })).rejects.toMatchObject({ code: 'bad_code', status: 403 });
+    await pairDevice({ stateDir: join(scratchDir('pb-state-'), 's'), qr, name: 'first' });
+    await expect(pairDevice({ stateDir: join(scratchDir('pb-state-'), 's'), qr, name: 'second' })).rejects.toMatchObject({ code: 'bad_code', status: 403 });
   });
 });

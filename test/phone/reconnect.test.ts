@@ -20,8 +20,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DeviceAgent, silentLogger } from '../../src/device/agent/index.ts';
 import { maxIn100ms, startFleet, parseAddresses, type Fleet } from '../../loadtest/fleet.ts';
 import { startRelayChild, type RelayChild } from '../../loadtest/fleet-relay.ts';
-import { connectClient, tempDir, waitFor } from '../helpers/relay.ts';
-import { SimPhone, caller, freePort, ok, phoneServerFactory } from './helpers.ts';
+import { connectClient, waitFor } from '../helpers/relay.ts';
+import { caller, freePort, ok, phoneServerFactory, removeScratch, scratchDir, SimPhone } from './helpers.ts';
 
 const N = 300;
 const CONTROL = 40;
@@ -38,19 +38,20 @@ const cleanups: Array<() => Promise<void>> = [];
 
 beforeAll(async () => {
   port = await freePort();
-  dataDir = tempDir('pb-reconnect-');
+  dataDir = scratchDir('pb-reconnect-');
   relay = await startRelayChild(['--port', String(port), '--data-dir', dataDir]);
 }, 60_000);
 afterAll(async () => {
   for (const c of cleanups.reverse()) await c().catch(() => {});
   await relay?.stop();
   rmSync(dataDir, { recursive: true, force: true });
+  removeScratch();
 });
 
 describe('relay killed and restarted on the same port and data dir', () => {
   it('one phone is back within its backoff bound; the fleet comes back spread out, all within the bound', async () => {
     // --- one phone, with an SDK client using it before and after
-    const stateDir = join(tempDir('pb-phone-'), 'state');
+    const stateDir = join(scratchDir('pb-phone-'), 'state');
     const [qr] = await relay.pair(1);
     const { device_id: deviceId } = await DeviceAgent.pair({ stateDir, qr, name: 'the-phone', log: silentLogger });
     const agent = new DeviceAgent({ stateDir, createServer: phoneServerFactory(stateDir, new SimPhone({ seed: 5 })), log: silentLogger, backoff: PHONE_BACKOFF, requestTimeoutMs: 5_000 });
