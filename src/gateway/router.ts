@@ -101,7 +101,7 @@ export class Router {
     bus.onNodeMessage((m) => this.onMessage(m));
     bus.onNodeDown((node) => {
       for (const [d, e] of this.owners) if (e.owner.nodeId === node) this.owners.delete(d);
-      this.failWhere((p) => p.node === node, relayError('device_offline', 'the relay node holding the phone stopped'));
+      void this.nodeGone(node);
     });
     bus.onUnavailable(() => {
       this.owners.clear();
@@ -300,6 +300,27 @@ export class Router {
     clearTimeout(p.timer);
     this.remote.delete(rid);
     return p;
+  }
+
+  /**
+   * Requests still waiting on a node that left. A drained node left on purpose: it started
+   * nothing it did not finish, so a request it never answered was never run — route it again
+   * to where its phone went. A crashed node may have run them: fail them, clearly.
+   */
+  private async nodeGone(node: string): Promise<void> {
+    for (const [rid, p] of [...this.remote]) {
+      if (p.node !== node) continue;
+      const moving = await this.isMoving(p.route.deviceId).catch(() => false);
+      if (!this.settle(rid) || p.route.done) continue;
+      const r = p.route;
+      if (moving) {
+        r.state = 'routing';
+        r.fresh = true;
+        void this.route(r);
+      } else {
+        r.sink.fail(relayError('device_offline', 'the relay node holding the phone stopped'));
+      }
+    }
   }
 
   private failWhere(match: (p: RemotePending) => boolean, error: JsonRpcErrorObject): void {
