@@ -93,6 +93,8 @@ export interface Fleet {
   stop(): Promise<void>;
 }
 
+export const phoneDirName = (i: number) => `phone-${String(i).padStart(5, '0')}`;
+
 /** Runs `fn` over 0..count-1 with at most `limit` at once; rejects with the first error. */
 export async function pool(count: number, limit: number, fn: (i: number) => Promise<void>): Promise<void> {
   let next = 0;
@@ -183,7 +185,7 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
   // Pairing first (each phone once; a reused stateRoot skips it), then connecting.
   const t0 = performance.now();
   await pool(opts.count, concurrency, async (i) => {
-    const stateDir = join(stateRoot, `phone-${String(i).padStart(5, '0')}`);
+    const stateDir = join(stateRoot, phoneDirName(i));
     let identity = loadIdentity(stateDir);
     for (let attempt = 1; !identity || identity.removed_at; attempt++) {
       try {
@@ -301,10 +303,10 @@ const USAGE = `npx tsx loadtest/fleet.ts --relay URL --count N [options]
   --count N               simulated phones
   --state-root DIR        where the phones' keys live (reuse it to skip pairing next time)
   --concurrency C         phones pairing/connecting at once (50)
-  --data-dir DIR          pair by creating codes in the relay's store, as \`phonebridge pair\` does,
-                          in this process (fast); the relay must be serving DIR
-  --pair-cmd "CMD"        else: run CMD once per unpaired phone; it must print a QR payload line
-                          (default: phonebridge pair --json)
+  --data-dir DIR          the relay's data dir: create the codes in its store as \`phonebridge pair\`
+                          does, all up front in this process (fast); the relay must be serving DIR
+  --pair-cmd "CMD"        else: run CMD once per unpaired phone, one at a time; it prints a QR payload
+                          line (default: phonebridge pair --json, ~1–6 s each: fine for a few phones)
   --source-addresses A    127.0.0.2-127.0.0.51 or a,b,c: local addresses for the phones' HTTP requests
   --stats-every S         print a JSON stats line every S seconds (10)`;
 
@@ -334,30 +336,51 @@ async function cli(argv: string[]): Promise<void> {
   }
   const count = Number(values.count);
   if (!Number.isInteger(count) || count < 1) throw new Error('--count must be a positive integer');
+  const stateRoot = values['state-root'] ?? mkdtempSync(join(tmpdir(), 'pb-fleet-'));
+  const unpaired = Array.from({ length: count }, (_, i) => i).filter((i) => {
+    const id = loadIdentity(join(stateRoot, phoneDirName(i)));
+    return !id || id.removed_at;
+  }).length;
   let pairing: (i: number) => Promise<QrPayload>;
-  let closeStore = async () => {};
-  if (values['data-dir']) {
+  if (values['data-dir'] && unpaired > 0) {
+    // All codes first, on one connection, then the store is closed before any phone pairs: the
+    // embedded store is shared with the relay through its socket, and this process should not
+    // be querying it while the relay redeems codes (see the report on pglite-socket).
     const { openStore } = await import('../src/store/index.ts');
     const { createPairing } = await import('../services/cli.ts');
-    // One connection: the embedded store's socket is shared with the relay.
     const opened = await openStore({ dataDir: values['data-dir'], role: 'cli', poolMax: 1 });
-    closeStore = () => opened.close();
-    pairing = (i) => createPairing(opened.store, { relay: values.relay!, name: `fleet-${i}` });
+    const codes: QrPayload[] = [];
+    try {
+      const spares = Math.ceil(unpaired * 0.05) + 3; // for pairings whose answer is lost and retried
+      for (let i = 0; i < unpaired + spares; i++) codes.push(await createPairing(opened.store, { relay: values.relay!, name: null }));
+    } finally {
+      await opened.close();
+    }
+    pairing = async () => {
+      const qr = codes.shift();
+      if (!qr) throw new Error('ran out of pairing codes');
+      return qr;
+    };
   } else {
+    // One \`phonebridge pair --json\` at a time: each opens the relay's store for itself.
     const bin = fileURLToPath(new URL('../bin/phonebridge.mjs', import.meta.url));
     const cmd = values['pair-cmd'] ?? `node ${bin} pair --json`;
-    pairing = () => runPairCommand(cmd);
+    let queue = Promise.resolve();
+    pairing = () => {
+      const next = queue.then(() => runPairCommand(cmd));
+      queue = next.then(() => undefined, () => undefined);
+      return next;
+    };
   }
   const fleet = await startFleet({
     relayUrl: values.relay,
     count,
     pairing,
-    stateRoot: values['state-root'],
+    stateRoot,
     concurrency: values.concurrency ? Number(values.concurrency) : undefined,
     sourceAddresses: values['source-addresses'] ? parseAddresses(values['source-addresses']) : undefined,
     log: count <= 10 ? stderrLogger : silentLogger,
   });
-  await closeStore();
   const mem = () => {
     const m = process.memoryUsage();
     return { rssMiB: Math.round(m.rss / 2 ** 20), heapMiB: Math.round(m.heapUsed / 2 ** 20) };
