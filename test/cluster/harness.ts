@@ -52,6 +52,8 @@ export async function createDatabase(): Promise<{ url: string; drop(): Promise<v
 export interface ClusterPhone {
   agent: DeviceAgent;
   deviceId: string;
+  /** The agent's state dir (key and identity), for starting a second instance of this phone. */
+  stateDir: string;
   control: EchoServerControl;
   /** Close codes the phone saw, in order. */
   closes: number[];
@@ -123,7 +125,7 @@ export async function startTestCluster(opts: { nodes?: number; redisUrl?: string
       const closes: number[] = [];
       agent.on('disconnected', (e) => closes.push(e.code));
       agent.start();
-      const phone: ClusterPhone = { agent, deviceId: identity.device_id, control, closes, stop: () => agent.stop() };
+      const phone: ClusterPhone = { agent, deviceId: identity.device_id, stateDir, control, closes, stop: () => agent.stop() };
       phones.push(phone);
       await waitFor(async () => (await tc.ownerOf(identity.device_id)) !== undefined, 15_000, 'phone claimed on a node');
       return phone;

@@ -8,6 +8,12 @@ import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/type
 import { cli } from '../helpers/processes.ts';
 import { outcome, PROTOCOL, rawClient, startTestCluster, waitFor, type ClusterPhone, type TestCluster } from './harness.ts';
 import type { ClusterNode } from '../../services/cluster.ts';
+import { cpSync, mkdtempSync } from 'node:fs';
+import { join } from 'node:path';
+import { tmpdir } from 'node:os';
+import { DeviceAgent, loadIdentity, silentLogger } from '../../src/device/agent/index.ts';
+import { saveIdentity } from '../../src/device/agent/state.ts';
+import { createEchoServer, type EchoServerControl } from '../fixtures/echo-server.ts';
 
 let tc: TestCluster;
 let A: ClusterNode, B: ClusterNode, C: ClusterNode;
@@ -216,4 +222,37 @@ describe('device removal from the CLI', () => {
     expect(outcome(await raw.call(B.url, 1, 'echo', { text: 'still here' }))).toBe('still here');
     await raw.close();
   });
+});
+
+describe('supersede across nodes', () => {
+  it('a phone reconnecting to B closes its socket on A with 4001 and fails the requests in flight on A at once', async () => {
+    const moving = await tc.phone({ node: A, name: 'supersede me' });
+    const t = await tc.key(moving.deviceId);
+    const client = await rawClient(C.url, t);
+    await client.initialize(C.url);
+    const t0 = Date.now();
+    const inflight = client.call(C.url, 1, 'sleep', { ms: 12_000 });
+    await waitFor(() => moving.control.calls.some((c) => c.name === 'sleep'), 10_000, 'sleep running on the phone via A');
+
+    // A second instance of the same phone (same key) connects straight to B.
+    const dir = mkdtempSync(join(tmpdir(), 'pb-sup-'));
+    cpSync(moving.stateDir, dir, { recursive: true });
+    saveIdentity(dir, { ...loadIdentity(dir)!, relay: B.url });
+    const control: EchoServerControl = { calls: [], cancellations: 0 };
+    const second = new DeviceAgent({ stateDir: dir, createServer: () => createEchoServer(control), log: silentLogger });
+    second.start();
+    try {
+      await waitFor(async () => (await tc.ownerOf(moving.deviceId)) === B.id, 10_000, 'B owns the phone');
+      await waitFor(() => moving.closes.includes(4001), 5000, 'old socket closed with 4001');
+      const answer = await inflight;
+      expect(outcome(answer)).toBe('error:superseded');
+      expect(Date.now() - t0).toBeLessThan(8000); // not the 12 s sleep, not the 15 s timeout
+      // The client's next call reaches the phone on B.
+      expect(outcome(await client.call(C.url, 2, 'echo', { text: 'on B' }))).toBe('on B');
+      expect(control.calls.map((c) => c.name)).toContain('echo');
+    } finally {
+      await second.stop();
+      await client.close();
+    }
+  }, 60_000);
 });
