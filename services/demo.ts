@@ -1,6 +1,6 @@
 // `npm start`: the relay on the embedded default, one simulated phone paired to it, and a
 // key — everything a person needs to point an MCP client at a phone in one command.
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseRelayConfig } from '../src/config.ts';
 import { sha256Hex } from '../src/crypto/secrets.ts';
@@ -18,6 +18,8 @@ export async function demo(argv: string[]): Promise<void> {
   // Reuse the demo phone across restarts while its pairing still exists.
   const known = loadIdentity(phoneDir);
   if (!known || known.removed_at || !(await store.getDevice(known.device_id)) || known.relay !== config.publicUrl) {
+    // A stale demo phone (removed, or paired with a relay on another URL): start it afresh.
+    rmSync(phoneDir, { recursive: true, force: true });
     const qr = await createPairing(store, { relay: config.publicUrl, name: 'demo phone', fp: relay.node.fingerprint });
     await DeviceAgent.pair({ stateDir: phoneDir, qr, name: 'demo phone', log: stderrLogger });
   }
