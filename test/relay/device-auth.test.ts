@@ -157,6 +157,15 @@ describe('phone socket authentication', () => {
     expect(c.code).toBe(1009);
   });
 
+  it('closes with 1011 when the phone refuses initialize', async () => {
+    const s = await openSocket(relay.url, signedHeaders(phone, await challenge(relay.url, phone.deviceId)));
+    const init = await s.nextFrame((f) => f.method === 'initialize');
+    s.ws.send(JSON.stringify({ jsonrpc: '2.0', id: init.id, error: { code: -32603, message: 'no' } }));
+    const c = await s.closed;
+    expect(c.code).toBe(1011);
+    expect(c.reason).toBe('initialize failed');
+  });
+
   it('answers phone-originated requests with -32601 and never forwards them', async () => {
     const s = await openSocket(relay.url, signedHeaders(phone, await challenge(relay.url, phone.deviceId)));
     await completeHandshake(s);
