@@ -42,6 +42,11 @@ export async function startRelay(config: RelayConfig, log = createLogger({ level
 
 export async function serve(config: RelayConfig): Promise<void> {
   const relay = await startRelay(config);
+  // One failed promise somewhere (a database blip under load) must not take down every phone
+  // and client on this node: log it and keep serving. A thrown exception still exits.
+  process.on('unhandledRejection', (reason) => {
+    relay.log.error({ err: reason instanceof Error ? `${reason.name}: ${reason.message}` : String(reason) }, 'unhandled rejection');
+  });
   let signalled = false;
   const shutdown = async (signal: string) => {
     if (signalled) return;

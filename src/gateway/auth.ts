@@ -9,7 +9,9 @@ export interface Credential {
   account: Account;
 }
 
-const CACHE_TTL_MS = 5_000;
+// Invalidations (revoke, removal, plan lock) clear entries at once through the bus and the
+// store's journal; the TTL only bounds how long a missed one could linger.
+const CACHE_TTL_MS = 30_000;
 const CACHE_MAX = 10_000;
 
 export function presentedToken(headers: Record<string, string>): string | undefined {

@@ -11,7 +11,9 @@ import type { GatewayContext } from './context.ts';
 
 export const NONCE_TTL_S = 60;
 export const MAX_SKEW_S = 60;
-const CHALLENGES_PER_MINUTE = 120;
+// Not from the seed (which limits only pairing failures): a bound on live nonces per address.
+// High enough for a fleet of thousands of phones behind one NAT reconnecting after a restart.
+const CHALLENGES_PER_MINUTE = 6000;
 /** Frames up to this size are read and refused with 1009; beyond it uWS drops the socket (1006). */
 const READ_LIMIT = 1024 * 1024;
 

@@ -278,11 +278,15 @@ class KyselyStore implements Store {
 
 /** A store over `source`. Migrates unless told not to; throws SchemaTooNewError on a newer schema. */
 export async function createStore(source: DatabaseSource, options: CreateStoreOptions = {}): Promise<Store> {
-  const pool = new pg.Pool({ ...source.pgConfig, max: options.poolMax ?? source.pgConfig.max ?? (source.kind === 'embedded' ? 4 : 10) });
-  // An idle client whose server went away (embedded serve stopped, Postgres restarted) emits
-  // 'error' on the pool; without a listener that would crash the process. The pool drops the
-  // client and the next query opens a fresh one.
+  // Embedded: one connection per process. pglite-socket multiplexes every connection onto one
+  // PGlite session, and concurrent extended-protocol exchanges from several connections of one
+  // process interleave there ("portal does not exist", dropped connections under load).
+  const pool = new pg.Pool({ ...source.pgConfig, max: options.poolMax ?? source.pgConfig.max ?? (source.kind === 'embedded' ? 1 : 10) });
+  // A client whose server went away (embedded serve stopped, Postgres restarted) emits 'error';
+  // without listeners — on the pool for idle clients, on each client while checked out — that
+  // would crash the process. The failed query rejects; the pool replaces the client.
   pool.on('error', () => {});
+  pool.on('connect', (client) => client.on('error', () => {}));
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
   try {
     const version = options.migrate === false ? await readSchemaVersion(db) : (await migrate(db)).to;
