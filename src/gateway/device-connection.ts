@@ -51,8 +51,10 @@ interface Pending {
 export interface DeviceSocketData {
   deviceId: string;
   accountId: string;
-  /** Set when auth failed: the socket is closed with 4003 as soon as it opens. */
+  /** Set when auth failed: the socket is closed as soon as it opens, with this reason... */
   rejectReason?: string;
+  /** ...and this code: 4003 (unauthorised) or 1011 (the relay could not check). */
+  rejectCode?: number;
   conn?: DeviceConnection;
 }
 

@@ -91,14 +91,14 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
       void authenticateDevice(ctx, h)
         .catch((err) => {
           ctx.log.error({ err: String(err) }, 'device auth failed on the relay');
-          return { ok: false as const, reason: 'relay error' };
+          return { ok: false as const, reason: 'relay error', relayFault: true };
         })
         .then((auth) => {
           if (ex.aborted) return;
           metrics.deviceAuth.inc({ outcome: auth.ok ? 'ok' : 'rejected' });
           const data: DeviceSocketData = auth.ok
             ? { deviceId: h['x-device-id'], accountId: auth.accountId }
-            : { deviceId: h['x-device-id'] ?? '', accountId: '', rejectReason: auth.reason };
+            : { deviceId: h['x-device-id'] ?? '', accountId: '', rejectReason: auth.reason, rejectCode: 'relayFault' in auth ? CLOSE.relayError : CLOSE.unauthorised };
           if (!auth.ok) ctx.log.info({ deviceId: h['x-device-id'], reason: auth.reason }, 'device socket rejected');
           ex.finished = true;
           res.cork(() => res.upgrade(data, h['sec-websocket-key'], h['sec-websocket-protocol'] ?? '', h['sec-websocket-extensions'] ?? '', context));
@@ -108,7 +108,8 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
     open: (ws: WebSocket<DeviceSocketData>) => {
       const data = ws.getUserData();
       if (data.rejectReason) {
-        ws.end(CLOSE.unauthorised, data.rejectReason.slice(0, 120));
+        // 4003 tells the phone to stop; a fault of ours (database down) is 1011: retry later.
+        ws.end(data.rejectCode ?? CLOSE.unauthorised, data.rejectReason.slice(0, 120));
         return;
       }
       const conn = new DeviceConnection(ws, data, deviceEvents(ctx), ctx.log, ctx.config.requestTimeoutMs);

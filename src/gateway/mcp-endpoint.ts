@@ -5,6 +5,7 @@ import { randomBytes } from 'node:crypto';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../uws.ts';
 import { BodyTooLarge, copyHeaders, copyHeadersWithPrefix, Exchange } from './http.ts';
 import { StatelessEndpoint } from './mcp-stateless.ts';
+import { storeUnavailable } from './pairing.ts';
 import { classifyEra } from '../protocol/stateless.ts';
 import { SseStream } from './sse.ts';
 import { EventStream, newStreamId, SessionChannel } from './session-streams.ts';
@@ -73,7 +74,15 @@ class McpEndpoint {
   }
 
   private async authenticate(ex: Exchange, h: McpHeaders): Promise<Credential | undefined> {
-    const cred = await this.ctx.auth.authenticate(presentedToken(h));
+    let cred: Credential | undefined;
+    try {
+      // Known keys are answered from the node's cache, so traffic goes on while Postgres is away.
+      cred = await this.ctx.auth.authenticate(presentedToken(h));
+    } catch (err) {
+      this.ctx.log.warn({ err: String(err) }, 'auth: store unavailable');
+      storeUnavailable(ex);
+      return undefined;
+    }
     if (!cred) {
       ex.send(401, { ...JSON_HEADERS, 'WWW-Authenticate': 'Bearer realm="phonebridge"' }, JSON.stringify({ error: 'unauthorized', message: 'missing or invalid API key' }));
       return undefined;

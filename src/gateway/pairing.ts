@@ -48,9 +48,15 @@ async function pair(ctx: GatewayContext, ex: Exchange, bodyP: Promise<Buffer>, i
   }
   const name = typeof input.name === 'string' && input.name.trim() ? input.name.trim().slice(0, MAX_NAME) : 'phone';
   const code = normalizePairingCode(input.code);
-  const result = code
-    ? await ctx.store.redeemPairingCode({ codeHash: hashPairingCode(code), deviceId: newId('dev'), publicKey: input.public_key, name, now: new Date() })
-    : ({ ok: false, error: 'bad_code' } as const);
+  let result: Awaited<ReturnType<typeof ctx.store.redeemPairingCode>>;
+  try {
+    result = code
+      ? await ctx.store.redeemPairingCode({ codeHash: hashPairingCode(code), deviceId: newId('dev'), publicKey: input.public_key, name, now: new Date() })
+      : { ok: false, error: 'bad_code' };
+  } catch (err) {
+    ctx.log.warn({ err: String(err) }, 'pairing: store unavailable');
+    return storeUnavailable(ex);
+  }
   if (!result.ok) {
     metrics.pairAttempts.inc({ outcome: result.error });
     if (result.error === 'bad_code') {
@@ -62,4 +68,9 @@ async function pair(ctx: GatewayContext, ex: Exchange, bodyP: Promise<Buffer>, i
   metrics.pairAttempts.inc({ outcome: 'paired' });
   ctx.log.info({ deviceId: result.device.id, accountId: result.device.accountId }, 'device paired');
   ex.json(200, { device_id: result.device.id, relay_host: ctx.config.relayHost });
+}
+
+/** The database is unreachable: nothing was changed; the phone retries later. */
+export function storeUnavailable(ex: Exchange): void {
+  ex.error(503, 'store_unavailable', 'the relay cannot reach its database right now; try again shortly', { 'Retry-After': '5' });
 }

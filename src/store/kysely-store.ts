@@ -281,7 +281,14 @@ export async function createStore(source: DatabaseSource, options: CreateStoreOp
   // Embedded: one connection per process. pglite-socket multiplexes every connection onto one
   // PGlite session, and concurrent extended-protocol exchanges from several connections of one
   // process interleave there ("portal does not exist", dropped connections under load).
-  const pool = new pg.Pool({ ...source.pgConfig, max: options.poolMax ?? source.pgConfig.max ?? (source.kind === 'embedded' ? 1 : 10) });
+  const pool = new pg.Pool({
+    // A database that stops answering must turn into errors (503s), never into hung requests.
+    // (Embedded: one connection, so this also bounds the wait behind other queries.)
+    connectionTimeoutMillis: source.kind === 'embedded' ? 30_000 : 5_000,
+    query_timeout: 15_000,
+    ...source.pgConfig,
+    max: options.poolMax ?? source.pgConfig.max ?? (source.kind === 'embedded' ? 1 : 10),
+  });
   // A client whose server went away (embedded serve stopped, Postgres restarted) emits 'error';
   // without listeners — on the pool for idle clients, on each client while checked out — that
   // would crash the process. The failed query rejects; the pool replaces the client.
