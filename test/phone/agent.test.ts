@@ -260,6 +260,7 @@ const haveOpenssl = (() => {
   }
 })();
 
+// Skipped only where the openssl CLI is missing: it makes the self-signed certificate.
 describe.skipIf(!haveOpenssl)('TLS pinning against a relay serving https', () => {
   let tlsRelay: TestRelay;
   let fp: string;
