@@ -315,63 +315,67 @@ class McpEndpoint {
     void this.ctx.router.notify(session.deviceId, method, params);
   }
 
-  get(res: HttpResponse, req: HttpRequest): void {
+  /** GET and DELETE: session revisions only; authenticated, with a live session of the caller. */
+  private withSession(res: HttpResponse, req: HttpRequest, handle: (ex: Exchange, h: McpHeaders, session: SessionRecord) => Promise<void>, check?: (ex: Exchange, h: McpHeaders) => boolean): void {
     const begun = this.begin(res, req);
     if (!begun) return;
     const { ex, h } = begun;
     if (classifyEra(h, undefined) === 'stateless') return this.statelessMethodNotAllowed(ex);
+    if (check && !check(ex, h)) return;
     void (async () => {
       const cred = await this.authenticate(ex, h);
       if (!cred) return;
-      if (!(h.accept ?? '').includes('text/event-stream')) {
-        return ex.send(406, JSON_HEADERS, errorResponse(null, { code: INVALID_REQUEST, message: 'Not Acceptable: GET /mcp needs Accept: text/event-stream' }));
-      }
       const session = await this.session(ex, h, cred);
       if (!session || ex.aborted) return;
-      let channel = this.channels.get(session.id);
-      if (!channel || channel.closed) {
-        const created = new SessionChannel(this.ctx.bus, session.id, () => {
-          if (this.channels.get(session.id) === created) this.channels.delete(session.id);
-        });
-        this.channels.set(session.id, created);
-        channel = created;
-        try {
-          await created.join(this.ctx.hub, session.deviceId);
-        } catch {
-          created.end();
-          return ex.send(503, { ...JSON_HEADERS, 'Retry-After': '1' }, errorResponse(null, relayError('relay_unavailable')));
-        }
-      }
-      if (ex.aborted) return;
-      // Last-Event-ID resumes that stream: what it missed is replayed, then it continues.
-      const resume = h['last-event-id'] ? parseEventId(h['last-event-id']) : undefined;
-      const stream = new EventStream(this.ctx.bus, session.id, resume?.streamId ?? newStreamId(), new SseStream(ex, { 'Mcp-Session-Id': session.id }));
-      if (resume) {
-        const missed = await this.ctx.bus.replayAfter(session.id, h['last-event-id']).catch(() => []);
-        for (const e of missed) if (e.data) stream.sse!.send(e.data, e.id);
-      } else if (session.revision === '2025-11-25') {
-        await stream.prime();
-      }
-      channel.attach(stream);
+      await handle(ex, h, session);
     })().catch((err) => this.fail(ex, err));
   }
 
+  get(res: HttpResponse, req: HttpRequest): void {
+    this.withSession(res, req, (ex, h, session) => this.openStream(ex, h, session), (ex, h) => {
+      if ((h.accept ?? '').includes('text/event-stream')) return true;
+      ex.send(406, JSON_HEADERS, errorResponse(null, { code: INVALID_REQUEST, message: 'Not Acceptable: GET /mcp needs Accept: text/event-stream' }));
+      return false;
+    });
+  }
+
+  /** A GET stream: joins (or creates) the session's channel; Last-Event-ID resumes a stream. */
+  private async openStream(ex: Exchange, h: McpHeaders, session: SessionRecord): Promise<void> {
+    let channel = this.channels.get(session.id);
+    if (!channel || channel.closed) {
+      const created = new SessionChannel(this.ctx.bus, session.id, () => {
+        if (this.channels.get(session.id) === created) this.channels.delete(session.id);
+      });
+      this.channels.set(session.id, created);
+      channel = created;
+      try {
+        await created.join(this.ctx.hub, session.deviceId);
+      } catch {
+        created.end();
+        return ex.send(503, { ...JSON_HEADERS, 'Retry-After': '1' }, errorResponse(null, relayError('relay_unavailable')));
+      }
+    }
+    if (ex.aborted) return;
+    // Last-Event-ID resumes that stream: what it missed is replayed, then it continues.
+    const resume = h['last-event-id'] ? parseEventId(h['last-event-id']) : undefined;
+    const stream = new EventStream(this.ctx.bus, session.id, resume?.streamId ?? newStreamId(), new SseStream(ex, { 'Mcp-Session-Id': session.id }));
+    if (resume) {
+      const missed = await this.ctx.bus.replayAfter(session.id, h['last-event-id']).catch(() => []);
+      for (const e of missed) if (e.data) stream.sse!.send(e.data, e.id);
+    } else if (session.revision === '2025-11-25') {
+      await stream.prime();
+    }
+    channel.attach(stream);
+  }
+
   delete(res: HttpResponse, req: HttpRequest): void {
-    const begun = this.begin(res, req);
-    if (!begun) return;
-    const { ex, h } = begun;
-    if (classifyEra(h, undefined) === 'stateless') return this.statelessMethodNotAllowed(ex);
-    void (async () => {
-      const cred = await this.authenticate(ex, h);
-      if (!cred) return;
-      const session = await this.session(ex, h, cred);
-      if (!session) return;
+    this.withSession(res, req, async (ex, _h, session) => {
       await this.ctx.bus.sessions.delete(session.id);
       this.recentSessions.delete(session.id);
       this.channels.get(session.id)?.end();
       this.ctx.hub.endStreams({ deviceId: session.deviceId, sessionId: session.id });
       ex.send(200, {}, undefined);
-    })().catch((err) => this.fail(ex, err));
+    });
   }
 
   /** 2026-07-28 has no GET stream and no session to delete. */
