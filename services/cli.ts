@@ -1,6 +1,5 @@
 // The `phonebridge` command line: serve, pair, keys, devices, device run, demo.
 import { parseArgs } from 'node:util';
-import { readFileSync } from 'node:fs';
 import { parseRelayConfig, storeOptions } from '../src/config.ts';
 import { openStore, SchemaTooNewError, DataDirBusyError, SCOPES, type Scope, type Store } from '../src/store/index.ts';
 import { hashPairingCode, newApiToken, newId, newPairingCode, sha256Hex } from '../src/crypto/secrets.ts';
@@ -177,8 +176,4 @@ async function devicesCommand(argv: string[]): Promise<void> {
     return;
   }
   throw new UsageError('devices: expected list or remove');
-}
-
-export function readJsonFile(path: string): unknown {
-  return JSON.parse(readFileSync(path, 'utf8'));
 }

@@ -117,10 +117,6 @@ export class Router {
     return this.active.size;
   }
 
-  get remoteInFlight(): number {
-    return this.remote.size;
-  }
-
   close(): void {
     clearInterval(this.ownerCheck);
   }
