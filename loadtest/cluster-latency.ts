@@ -22,6 +22,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { Redis } from 'ioredis';
 import { startCluster } from '../services/cluster.ts';
+import { dropPrefix } from '../src/bus/redis/test-support.ts';
 import { createKey, createPairing } from '../services/cli.ts';
 import { openStore } from '../src/store/index.ts';
 import { decodeNonce, generateDeviceKey, loadPrivateKey, signDevicePayload, signedPayload } from '../src/crypto/device-auth.ts';
@@ -217,13 +218,8 @@ async function main(): Promise<void> {
     await worker?.terminate();
     await cluster.stop(5000);
     await store.close();
-    let cursor = '0';
-    do {
-      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 500);
-      if (keys.length) await redis.del(...keys);
-      cursor = next;
-    } while (cursor !== '0');
     redis.disconnect();
+    await dropPrefix(prefix, values['redis-url']!);
     await admin(`drop database if exists ${dbName} with (force)`);
     rmSync(dir, { recursive: true, force: true });
   }

@@ -2,6 +2,7 @@
 // front, real Redis (a fresh key prefix per cluster) and real Postgres (a fresh database per
 // cluster, dropped at the end), real phones (DeviceAgent + the echo MCP server) and raw HTTP
 // or the official SDK client. Nothing of ours is mocked.
+import { dropPrefix } from '../../src/bus/redis/test-support.ts';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -144,22 +145,13 @@ export async function startTestCluster(opts: { nodes?: number; redisUrl?: string
       await Promise.all(phones.map((p) => p.agent.stop().catch(() => {})));
       await cluster.stop(5000).catch(() => {});
       await store.close().catch(() => {});
-      await dropPrefix(redis, prefix).catch(() => {});
+      await dropPrefix(prefix, redisUrl).catch(() => {});
       redis.disconnect();
       await db.drop().catch(() => {});
       rmSync(dir, { recursive: true, force: true });
     },
   };
   return tc;
-}
-
-async function dropPrefix(r: Redis, prefix: string): Promise<void> {
-  let cursor = '0';
-  do {
-    const [next, keys] = await r.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 500);
-    if (keys.length) await r.del(...keys);
-    cursor = next;
-  } while (cursor !== '0');
 }
 
 // --- raw MCP over HTTP (keep-alive), for load and for precise assertions ---------------------
