@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../uws.ts';
 import { BodyTooLarge, copyHeaders, copyHeadersWithPrefix, Exchange } from './http.ts';
-import { StatelessEndpoint } from './mcp-stateless.ts';
+import { cachedInitialize, JSON_HEADERS, StatelessEndpoint } from './mcp-stateless.ts';
 import { storeUnavailable } from './pairing.ts';
 import { classifyEra } from '../protocol/stateless.ts';
 import { SseStream } from './sse.ts';
@@ -26,11 +26,7 @@ import type { GatewayContext } from './context.ts';
 const MCP_HEADERS = ['x-api-key', 'authorization', 'mcp-session-id', 'mcp-protocol-version', 'mcp-method', 'mcp-name', 'accept', 'content-type', 'origin', 'last-event-id'] as const;
 type McpHeaders = Record<string, string>;
 
-const JSON_HEADERS = { 'Content-Type': 'application/json' };
 const RECENT_SESSIONS_MAX = 10_000;
-
-/** What a client sees before it has a phone: enough to connect and learn it is offline. */
-const FALLBACK_INIT = { capabilities: { tools: { listChanged: true } }, serverInfo: { name: 'phonebridge-device', version: '0.0.0' } };
 
 export function registerMcpRoutes(app: TemplatedApp, ctx: GatewayContext): void {
   const endpoint = new McpEndpoint(ctx);
@@ -252,7 +248,7 @@ class McpEndpoint {
   private async initialize(ex: Exchange, cred: Credential, msg: JsonRpcRequest, started: number, bytesIn: number): Promise<void> {
     const revision = negotiateRevision(msg.params?.protocolVersion);
     const deviceId = cred.token.deviceId;
-    const cached = this.ctx.hub.device(deviceId)?.initResult ?? (await this.ctx.store.getDevice(deviceId))?.initResult ?? FALLBACK_INIT;
+    const cached = await cachedInitialize(this.ctx, deviceId);
     const now = Date.now();
     const session: SessionRecord = {
       id: randomBytes(18).toString('base64url'),
@@ -267,7 +263,7 @@ class McpEndpoint {
     await this.ctx.bus.sessions.create(session, this.ctx.config.sessionIdleMs);
     this.rememberSession(session);
     metrics.sessionsCreated.inc();
-    const out = resultResponse(msg.id, { ...(cached as object), protocolVersion: revision });
+    const out = resultResponse(msg.id, { ...cached, protocolVersion: revision });
     ex.send(200, { ...JSON_HEADERS, 'Mcp-Session-Id': session.id }, out);
     this.observe('initialize', started, bytesIn, out.length, 'ok');
   }

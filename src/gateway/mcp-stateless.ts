@@ -25,10 +25,16 @@ import {
 } from '../protocol/stateless.ts';
 import type { Scope } from '../store/types.ts';
 
-const JSON_HEADERS = { 'Content-Type': 'application/json' };
+export const JSON_HEADERS = { 'Content-Type': 'application/json' };
 
-/** What a client sees before it has a phone (see the session endpoint). */
+/** What a client sees before its phone ever connected: enough to connect and learn it is offline. */
 const FALLBACK_INIT = { capabilities: { tools: { listChanged: true } }, serverInfo: { name: 'phonebridge-device', version: '0.0.0' } };
+
+/** The phone's initialize result: from its live socket, else the store's cache, else the fallback. */
+export async function cachedInitialize(ctx: GatewayContext, deviceId: string): Promise<Record<string, unknown>> {
+  const init = ctx.hub.device(deviceId)?.initResult ?? (await ctx.store.getDevice(deviceId))?.initResult;
+  return (init as Record<string, unknown> | undefined) ?? FALLBACK_INIT;
+}
 
 export type ForwardOutcome = { frame: Buffer; refusal?: JsonRpcErrorObject };
 export type Forward = (ex: Exchange, cred: Credential, deviceId: string, msg: JsonRpcRequest, related?: (frame: Buffer) => void) => Promise<ForwardOutcome>;
@@ -38,11 +44,6 @@ export class StatelessEndpoint {
     private readonly ctx: GatewayContext,
     private readonly forward: Forward,
   ) {}
-
-  private async cachedInit(deviceId: string): Promise<Record<string, unknown>> {
-    const init = this.ctx.hub.device(deviceId)?.initResult ?? (await this.ctx.store.getDevice(deviceId))?.initResult;
-    return (init as Record<string, unknown> | undefined) ?? FALLBACK_INIT;
-  }
 
   async post(ex: Exchange, h: Record<string, string>, cred: Credential, body: unknown): Promise<void> {
     const c = classify(body);
@@ -56,7 +57,7 @@ export class StatelessEndpoint {
 
     if (msg.method === 'server/discover') {
       // A dual-era relay: every version it speaks, so -32022's list is a subset of this one.
-      return ex.send(200, JSON_HEADERS, resultResponse(msg.id, discoverResult(await this.cachedInit(deviceId), { supportedVersions: SUPPORTED_VERSIONS })));
+      return ex.send(200, JSON_HEADERS, resultResponse(msg.id, discoverResult(await cachedInitialize(this.ctx, deviceId), { supportedVersions: SUPPORTED_VERSIONS })));
     }
     if (msg.method === 'subscriptions/listen') return this.listen(ex, cred, msg);
 
@@ -69,7 +70,7 @@ export class StatelessEndpoint {
       }
     }
 
-    const serverInfo = (await this.cachedInit(deviceId)).serverInfo;
+    const serverInfo = (await cachedInitialize(this.ctx, deviceId)).serverInfo;
     const finish = (frame: Buffer) => finishStatelessResultFrame(msg.method, frame, { serverInfo, forcePrivate: msg.method === 'tools/list' });
     const meta = msg.params?._meta as Record<string, unknown> | undefined;
     const wantsStream = meta?.progressToken !== undefined && (h.accept ?? '').includes('text/event-stream');
@@ -97,7 +98,7 @@ export class StatelessEndpoint {
     const parsed = parseSubscriptionFilter(msg.params);
     if (!parsed.ok) return ex.send(400, JSON_HEADERS, errorResponse(msg.id, parsed.error));
     const deviceId = cred.token.deviceId;
-    const honoured = honouredFilter(parsed.filter, (await this.cachedInit(deviceId)).capabilities);
+    const honoured = honouredFilter(parsed.filter, (await cachedInitialize(this.ctx, deviceId)).capabilities);
     const stream = new SseStream(ex, {});
     const listener: Listener = {
       sessionId: `listen:${String(msg.id)}`,
