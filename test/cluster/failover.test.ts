@@ -78,7 +78,10 @@ describe('kill -9 of the node holding the phone', () => {
 });
 
 describe('SIGTERM drain under load', () => {
-  it('fails no request that started before the drain deadline; the phones move to other nodes', async () => {
+  // Known race, open (see the issue note): about one run in ten, a few requests sent to the
+  // draining node in its last ~150 ms fail with device_offline ("node stopped") instead of
+  // being re-routed. Retried so CI reflects the other runs; the assertions are unchanged.
+  it('fails no request that started before the drain deadline; the phones move to other nodes', { timeout: 90_000, retry: 2 }, async () => {
     const phones = [];
     for (let i = 0; i < 4; i++) {
       phones.push(await tc.phone({ name: `fleet ${i}` }));
@@ -122,8 +125,5 @@ describe('SIGTERM drain under load', () => {
     expect(failures).toEqual([]);
     for (const p of moving) expect(p.closes).toContain(1012);
     await Promise.all(clients.map((c) => c.close()));
-  // Known race, open (see the issue note): about one run in ten, a few requests sent to the
-  // draining node in its last ~150 ms fail with device_offline ("node stopped") instead of
-  // being re-routed. Retried so CI reflects the other nine; the assertion itself is unchanged.
-  }, { timeout: 90_000, retry: 2 });
+  });
 });
