@@ -192,6 +192,7 @@ describe('forwarding', () => {
       body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'sleep', arguments: { ms: 5000 } } }),
     }).catch(() => 'aborted');
     await waitFor(() => relay.relay.node.ctx.hub.device(phone.deviceId)!.inFlight === 1, 3000, 'request in flight');
+    await waitFor(() => control.calls.at(-1)?.name === 'sleep', 3000, 'phone started the call');
     ac.abort();
     expect(await pending).toBe('aborted');
     await waitFor(() => relay.relay.node.ctx.hub.device(phone.deviceId)!.inFlight === 0, 3000, 'pending cleared');
