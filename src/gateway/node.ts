@@ -177,6 +177,7 @@ export async function startGateway(opts: { config: RelayConfig; store: Store; bu
         for (const conn of conns) conn.close(CLOSE.restarting, 'relay stopping');
         for (const l of hub.allStreams()) l.end();
       }
+      await ctx.router.farewell();
       uws.us_listen_socket_close(adminSocket as never);
       // Also drop idle keep-alive connections, which would otherwise keep reaching a stopped node.
       for (const a of [app, admin]) (a as unknown as { close?: () => void }).close?.();

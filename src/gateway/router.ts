@@ -29,6 +29,8 @@ const OWNER_CHECK_MS = 500;
  * asks again.
  */
 const OWNER_CACHE_MS = 2_000;
+/** How long a goodbye counts: a node restarted under the same id after that is a new node. */
+const DEPARTED_MS = 10_000;
 /** Re-routes after an owner said the phone is not there, before giving up with device_offline. */
 const MAX_GONE = 2;
 
@@ -43,10 +45,16 @@ type Header =
   | { t: 'ccancel'; sessionId: string; requestId: JsonRpcId }
   | { t: 'res' | 'rel'; rid: number }
   | { t: 'redo'; rid: number; why: 'moving' | 'gone' }
-  | { t: 'fail'; rid: number; error: JsonRpcErrorObject };
+  | { t: 'fail'; rid: number; error: JsonRpcErrorObject }
+  | { t: 'bye'; from: string };
 
 function encode(h: Header, payload = ''): string {
   return `${JSON.stringify(h)}\n${payload}`;
+}
+
+/** What a node stopping on purpose sends every other node (see Router.farewell). */
+export function farewellMessage(nodeId: string): string {
+  return encode({ t: 'bye', from: nodeId });
 }
 
 /** One client request on its way to the phone. */
@@ -95,6 +103,8 @@ export class Router {
   private readonly clientCancel: Array<(sessionId: string, requestId: JsonRpcId) => void> = [];
   /** Origin side: recently seen owners of devices held elsewhere. */
   private readonly owners = new Map<string, { owner: DeviceOwner; until: number }>();
+  /** Nodes that said goodbye (drained or stopped on purpose), for a while after. */
+  private readonly departed = new Map<string, NodeJS.Timeout>();
 
   constructor(private readonly ctx: GatewayContext) {
     const bus = ctx.bus;
@@ -119,6 +129,18 @@ export class Router {
 
   close(): void {
     clearInterval(this.ownerCheck);
+    for (const t of this.departed.values()) clearTimeout(t);
+  }
+
+  /**
+   * Last words of a node stopping on purpose, after everything it started has been answered:
+   * requests that reach it from now on are never run, so their origins route them again.
+   * Sent on the same connection as the answers, so it arrives after all of them.
+   */
+  async farewell(): Promise<void> {
+    const nodes = await this.ctx.bus.aliveNodes().catch(() => [] as string[]);
+    const msg = farewellMessage(this.ctx.bus.nodeId);
+    await Promise.all(nodes.filter((n) => n !== this.ctx.bus.nodeId).map((n) => this.ctx.bus.sendToNode(n, msg).catch(() => false)));
   }
 
   /**
@@ -255,6 +277,8 @@ export class Router {
 
   private async send(r: Route, owner: DeviceOwner, cached: boolean): Promise<void> {
     const rid = this.nextRid++;
+    // It owns a phone again: back under the same id, so no longer departed.
+    this.forgetDeparture(owner.nodeId);
     const timeoutMs = this.remaining(r);
     const timer = setTimeout(() => {
       if (this.settle(rid)) r.sink.fail(relayError('timeout', 'no answer from the node holding the phone'));
@@ -274,6 +298,13 @@ export class Router {
       return this.route(r);
     }
     r.sink.fail(relayError('relay_unavailable', 'the node holding the phone is unreachable'));
+  }
+
+  private forgetDeparture(nodeId: string): void {
+    const t = this.departed.get(nodeId);
+    if (t === undefined) return;
+    clearTimeout(t);
+    this.departed.delete(nodeId);
   }
 
   private forgetOwner(deviceId: string, nodeId: string): void {
@@ -299,14 +330,15 @@ export class Router {
   }
 
   /**
-   * Requests still waiting on a node that left. A drained node left on purpose: it started
-   * nothing it did not finish, so a request it never answered was never run — route it again
-   * to where its phone went. A crashed node may have run them: fail them, clearly.
+   * Requests still waiting on a node that left. A node that said goodbye left on purpose: it
+   * started nothing it did not finish, so a request it never answered was never run — route it
+   * again to where its phone went. A crashed node may have run them: fail them, clearly
+   * (unless the phone was moving away from it: then the node had stopped starting work).
    */
   private async nodeGone(node: string): Promise<void> {
     for (const [rid, p] of [...this.remote]) {
       if (p.node !== node) continue;
-      const moving = await this.isMoving(p.route.deviceId).catch(() => false);
+      const moving = this.departed.has(node) || (await this.isMoving(p.route.deviceId).catch(() => false));
       if (!this.settle(rid) || p.route.done) continue;
       const r = p.route;
       if (moving) {
@@ -394,6 +426,16 @@ export class Router {
       case 'fail':
         this.settle(h.rid)?.route.sink.fail(h.error);
         return;
+      case 'bye': {
+        clearTimeout(this.departed.get(h.from));
+        // Long enough to cover the node's liveness lapsing; a restart under the same id says nothing.
+        const t = setTimeout(() => this.departed.delete(h.from), DEPARTED_MS);
+        t.unref();
+        this.departed.set(h.from, t);
+        for (const [d, e] of this.owners) if (e.owner.nodeId === h.from) this.owners.delete(d);
+        void this.nodeGone(h.from);
+        return;
+      }
       case 'redo': {
         // The owner did not start the request: the phone is moving away from it (drain), or
         // is not there at all (a stale owner): route it again.

@@ -14,6 +14,9 @@ import { tmpdir } from 'node:os';
 import { DeviceAgent, loadIdentity, silentLogger } from '../../src/device/agent/index.ts';
 import { saveIdentity } from '../../src/device/agent/state.ts';
 import { createEchoServer, type EchoServerControl } from '../fixtures/echo-server.ts';
+import { RedisBus } from '../../src/bus/redis/index.ts';
+import { quietLog, REDIS_URL } from '../../src/bus/redis/test-support.ts';
+import { farewellMessage, MOVE_GRACE_MS, movingKey } from '../../src/gateway/router.ts';
 
 let tc: TestCluster;
 let A: ClusterNode, B: ClusterNode, C: ClusterNode;
@@ -253,6 +256,44 @@ describe('supersede across nodes', () => {
     } finally {
       await second.stop();
       await client.close();
+    }
+  }, 60_000);
+});
+
+describe('a node that leaves on purpose', () => {
+  // What a draining node does last: its phones are marked moving and released, and it says
+  // goodbye. A request that reached it and was never answered (it arrived after the node had
+  // stopped starting work) is routed again to the phone's next node, not failed. Node Z is a
+  // bare bus node in this process, so the test decides exactly when it leaves.
+  it('requests it never answered are routed again to where the phone went', async () => {
+    const p = await tc.phone({ node: A, name: 'leaves Z' });
+    const t = await tc.key(p.deviceId);
+    await p.stop();
+    await waitFor(async () => (await tc.ownerOf(p.deviceId)) === undefined, 10_000, 'phone released');
+
+    const z = await RedisBus.connect(REDIS_URL, `z-${Date.now()}`, quietLog, { prefix: tc.prefix });
+    const heard: string[] = [];
+    z.onNodeMessage((m) => heard.push(m));
+    const client = await rawClient(B.url, t);
+    const control: EchoServerControl = { calls: [], cancellations: 0 };
+    const again = new DeviceAgent({ stateDir: p.stateDir, createServer: () => createEchoServer(control), log: silentLogger, backoff: { baseMs: 50, capMs: 500 } });
+    try {
+      const epoch = await z.claimDevice(p.deviceId);
+      await client.initialize(B.url);
+      const pending = client.call(B.url, 1, 'echo', { text: 'routed again' });
+      await waitFor(() => heard.some((m) => m.startsWith('{"t":"req"')), 10_000, 'the request reached Z');
+
+      await z.hit(movingKey(p.deviceId), MOVE_GRACE_MS);
+      await z.releaseDevice(p.deviceId, epoch);
+      await z.sendToNode(B.id, farewellMessage(z.nodeId));
+      again.start(); // the phone comes back, on A
+      expect(outcome(await pending)).toBe('routed again');
+      expect(control.calls.map((c) => c.name)).toEqual(['echo']);
+      expect(await tc.ownerOf(p.deviceId)).toBe(A.id);
+    } finally {
+      await again.stop();
+      await client.close();
+      await z.close();
     }
   }, 60_000);
 });
