@@ -1,6 +1,8 @@
 // The device agent against the real relay: signed upgrade, MCP over the socket, and what it does
 // on each way a connection can end — every close code produced by the relay itself.
 import { execFileSync } from 'node:child_process';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { X509Certificate } from 'node:crypto';
 import { once } from 'node:events';
 import { cpSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -8,7 +10,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { generateDeviceKey } from '../../src/crypto/device-auth.ts';
 import { DeviceAgent, runDevice, silentLogger, type DeviceAgentOptions, type StopInfo } from '../../src/device/agent/index.ts';
-import { KEY_FILE, loadIdentity } from '../../src/device/agent/state.ts';
+import { KEY_FILE, loadIdentity, saveIdentity } from '../../src/device/agent/state.ts';
 import { PinMismatchError, spkiFingerprint } from '../../src/device/agent/relay-http.ts';
 import { connectClient, startTestRelay, waitFor, type TestRelay } from '../helpers/relay.ts';
 import { FreezableProxy, metricValue, phoneServerFactory, removeScratch, scratchDir, SimPhone, sleep, startRestartableRelay } from './helpers.ts';
@@ -215,6 +217,35 @@ describe('DeviceAgent against the relay', () => {
   // phone through the relay's own view (it initialized the new socket), not with an SDK client:
   // the stopped in-process relay keeps answering HTTP on pooled keep-alive connections (its
   // node.close() never closes the uWS app), so a client's pooled fetch could reach the dead one.
+  it('gives up after repeated HTTP 401/403 refusals of its upgrade (a proxy in front of the relay), saying why', async () => {
+    // Our relay always upgrades and closes with 4003; an ingress or auth proxy in front of it
+    // refuses with an HTTP status instead. Plain node:http stands in for that proxy.
+    const { stateDir } = await pairedPhone('behind-a-proxy');
+    const seen: string[] = [];
+    const proxy: Server = createServer((req, res) => {
+      seen.push(`${req.method} ${req.url}`);
+      if (req.url === '/device/challenge') return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ nonce: 'n'.repeat(43) }));
+      res.writeHead(403, { 'content-type': 'application/json' }).end('{"error":"forbidden"}');
+    });
+    proxy.on('upgrade', (req, socket) => {
+      seen.push(`UPGRADE ${req.url}`);
+      socket.end('HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\nconnection: close\r\n\r\n');
+    });
+    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', () => r()));
+    try {
+      saveIdentity(stateDir, { ...loadIdentity(stateDir)!, relay: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}` });
+      const agent = startAgent(stateDir, { maxAuthRejections: 3 });
+      const info = await agent.whenStopped();
+      expect(info).toMatchObject({ reason: 'unauthorised', code: 403 });
+      expect(info.message).toMatch(/rejected this device's signature 3 times in a row \(HTTP 403\)/);
+      expect(seen.filter((s) => s.startsWith('UPGRADE'))).toHaveLength(3);
+      await sleep(200);
+      expect(seen.filter((s) => s.startsWith('UPGRADE'))).toHaveLength(3); // stopped for good
+    } finally {
+      await new Promise((r) => proxy.close(r));
+    }
+  });
+
   it('comes back promptly after 1012 (relay draining), using the drain jitter and not the backoff', async () => {
     const { stateDir, deviceId } = await pairedPhone();
     // random 0.5: the drain jitter gives 0.5 × 100 = 50 ms; the backoff would give 0.5 × 1 000 = 500 ms.
