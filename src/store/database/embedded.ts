@@ -22,6 +22,7 @@ import { chmodSync, lstatSync, mkdirSync, unlinkSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
 import { DataDirBusyError, readLock, tryLock, type LockInfo } from './lock.ts';
+import { emptyDir, isFreshDataDir, readTemplate } from './template.ts';
 import type { DatabaseSource } from './types.ts';
 
 export { DataDirBusyError } from './lock.ts';
@@ -44,6 +45,8 @@ const IDLE_TIMEOUT_MS = 60_000;
 export interface EmbeddedOptions {
   /** How long to wait for another process's lock to go away (or its socket to answer). Default 10 s. */
   waitMs?: number;
+  /** Where the initdb template is looked for (template.ts); default node_modules/.cache/phonebridge. */
+  templateDir?: string;
 }
 
 function pgConfigFor(socketDir: string): pg.PoolConfig {
@@ -109,8 +112,22 @@ function busyMessage(dataDir: string, holder: LockInfo): string {
   return `${dataDir} is in use by another phonebridge command (pid ${holder.pid}); try again when it has finished`;
 }
 
+/** Opens PGlite; a new data dir starts from the prepared initdb template when there is one. */
+async function openPglite(pgdata: string, templateDir?: string): Promise<PGlite> {
+  const template = isFreshDataDir(pgdata) ? readTemplate(templateDir) : undefined;
+  if (template) {
+    try {
+      return await PGlite.create({ dataDir: pgdata, loadDataDir: template });
+    } catch {
+      // A damaged template: fall back to initdb in an emptied dir.
+      emptyDir(pgdata);
+    }
+  }
+  return PGlite.create({ dataDir: pgdata });
+}
+
 /** Opens PGlite on `<dataDir>/pgdata` and serves it on `<socketDir>/.s.PGSQL.5432`. The caller holds the lock. */
-async function openAndServe(dataDir: string, socketDir: string, release: () => void, label: string): Promise<DatabaseSource> {
+async function openAndServe(dataDir: string, socketDir: string, release: () => void, label: string, templateDir?: string): Promise<DatabaseSource> {
   let db: PGlite | undefined;
   let server: PGLiteSocketServer | undefined;
   try {
@@ -120,7 +137,7 @@ async function openAndServe(dataDir: string, socketDir: string, release: () => v
     const pgdata = join(dataDir, 'pgdata');
     mkdirSync(pgdata, { recursive: true, mode: 0o700 });
     chmodSync(pgdata, 0o700);
-    db = await PGlite.create({ dataDir: pgdata });
+    db = await openPglite(pgdata, templateDir);
     server = new PGLiteSocketServer({ db, path: socketPath, maxConnections: MAX_CONNECTIONS, idleTimeout: IDLE_TIMEOUT_MS });
     await server.start();
   } catch (err) {
@@ -179,7 +196,7 @@ export async function serveEmbedded(dataDir: string, options: EmbeddedOptions = 
     return 'wait';
   });
   if ('kind' in got) return got;
-  return openAndServe(dir, dir, got.release, `embedded PGlite in ${dir} (serving ${join(dir, SOCKET_NAME)})`);
+  return openAndServe(dir, dir, got.release, `embedded PGlite in ${dir} (serving ${join(dir, SOCKET_NAME)})`, options.templateDir);
 }
 
 /**
@@ -200,5 +217,5 @@ export async function openEmbeddedForCli(dataDir: string, options: EmbeddedOptio
     (await socketAnswers(dir)) ? viaServe() : 'wait',
   );
   if ('kind' in got) return got;
-  return openAndServe(dir, join(dir, CLI_SOCKET_DIR), got.release, `embedded PGlite in ${dir} (opened by this command)`);
+  return openAndServe(dir, join(dir, CLI_SOCKET_DIR), got.release, `embedded PGlite in ${dir} (opened by this command)`, options.templateDir);
 }
