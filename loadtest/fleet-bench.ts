@@ -20,8 +20,12 @@
 //     0.1 calls/s/phone (100/s):  fleet 9.6–11 % of a core, ~1.0 ms per call → ~9,000–10,000 phones per core
 //     0.2 calls/s/phone (200/s):  12.6 %, 0.63 ms per call → ~7,900 phones per core
 //     0.3 calls/s/phone (300/s):  17.6 %, 0.59 ms per call → ~5,700 phones per core
-//     0.5 calls/s/phone (500/s):  the relay process crashed (embedded store: pg "Connection terminated
-//                                 unexpectedly", unhandled); not a fleet limit
+//     0.5 calls/s/phone (500/s):  at first the relay crashed here (embedded store: pg "Connection
+//                                 terminated unexpectedly", unhandled); fixed (pool of 1, client error
+//                                 listeners). Re-measured 14:30, idle machine, --window-s 15:
+//                                 0 errors of 7,501, p50 2 ms, p99 216 ms; fleet 21.5 %, 0.43 ms/call
+//     1 call/s/phone (1,000/s):   0 errors of 15,002, p50 2 ms, p99 57 ms; fleet 29.7 %, 0.30 ms/call
+//                                 → ~3,400 phones per core at 1 call/s each
 //   reconnect of 1,000 phones after kill -9 with the agent's default backoff (first window 5 s, cap 30 s):
 //     relay back after 5–6 s; first attempts spread over 5.2 s, busiest 100 ms: 48 (4.8 %);
 //     relay-side accepts spread over 15 s (5th–95th percentile), busiest 100 ms: 56 (5.6 %);
