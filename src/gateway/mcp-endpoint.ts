@@ -235,7 +235,8 @@ class McpEndpoint {
       this.observe(msg.method, started, bytesIn, outcome.frame.length, 'forbidden');
       return;
     }
-    if (stream || streamed) {
+    // A client gone before its stream opened never learnt the stream's id: nothing to buffer for.
+    if (stream || (streamed && !ex.aborted)) {
       const s = open();
       void s.send(outcome.frame);
       await s.end();
@@ -273,7 +274,7 @@ class McpEndpoint {
     return this.forwardTo(ex, cred, session.deviceId, session.id, msg, related);
   }
 
-  /** `sessionId` undefined (2026-07-28): only closing the response cancels the request. */
+  /** `sessionId` undefined (2026-07-28): closing the response is the only way to cancel the request. */
   private forwardTo(ex: Exchange, cred: Credential, deviceId: string, sessionId: string | undefined, msg: JsonRpcRequest, related?: (frame: Buffer) => void): Promise<{ frame: Buffer; refusal?: JsonRpcErrorObject }> {
     const key = sessionId === undefined ? undefined : inFlightKey(sessionId, msg.id);
     return new Promise((resolve) => {
@@ -292,8 +293,11 @@ class McpEndpoint {
       void this.ctx.router.request(deviceId, msg, withCallerContext(msg.params, cred.token), { scopes: cred.token.scopes }, sink, timeoutMs).then((cancel) => {
         if (settled) return;
         if (key !== undefined) this.inFlight.set(key, cancel);
-        // A client that goes away mid-request leaves nothing behind; the phone is told.
-        ex.onAbort(cancel);
+        // 2026-07-28: closing the response cancels the request, and the phone is told. Session
+        // revisions: "disconnection SHOULD NOT be interpreted as the client cancelling its
+        // request" — it runs to its end (its timeout bounds it), a streamed answer still reaches
+        // the replay buffer, and the client's notifications/cancelled still cancels it.
+        if (sessionId === undefined) ex.onAbort(cancel);
       });
     });
   }

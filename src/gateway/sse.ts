@@ -25,6 +25,7 @@ export class SseStream {
   constructor(private readonly ex: Exchange, headers: Record<string, string>, keepAliveMs = 15_000) {
     ex.onAbort(() => this.teardown());
     ex.finished = true; // the stream owns the response from here on
+    if (ex.aborted) return; // the client is gone: a closed stream (touching res now would crash uWS)
     ex.res.cork(() => {
       ex.res.writeStatus('200 OK');
       ex.res.writeHeader('Content-Type', 'text/event-stream');

@@ -71,3 +71,51 @@ it('sends each notification on one stream of a session, not all of them', async 
   await reading;
   await client.close();
 });
+
+it('a POST stream the client dropped mid-call still gets its answer buffered: GET with Last-Event-ID returns it', async () => {
+  // Session revisions do not cancel on disconnect; SSE polling (2025-11-25) resumes the stream.
+  const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'x-api-key': token, 'mcp-protocol-version': '2025-11-25' };
+  const init = await fetch(relay.mcpUrl, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'poll', version: '1' } } }) });
+  const sid = init.headers.get('mcp-session-id')!;
+  await init.text();
+  const ac = new AbortController();
+  const res = await fetch(relay.mcpUrl, {
+    method: 'POST',
+    signal: ac.signal,
+    headers: { ...headers, 'mcp-session-id': sid },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 'long', method: 'tools/call', params: { name: 'progress', arguments: { text: 'step', n: 60 }, _meta: { progressToken: 'p1' } } }),
+  });
+  expect(res.headers.get('content-type')).toBe('text/event-stream');
+  // Read until the first progress event with an id, then hang up.
+  const reader = res.body!.getReader();
+  let text = '';
+  let lastId: string | undefined;
+  while (!lastId) {
+    const r = await reader.read();
+    if (r.done) throw new Error('stream ended early');
+    text += new TextDecoder().decode(r.value);
+    const m = [...text.matchAll(/id: (\S+)\nevent: message\ndata: (.*)\n/g)].find((x) => x[2].includes('notifications/progress'));
+    lastId = m?.[1];
+  }
+  ac.abort();
+  await waitFor(() => relay.relay.node.ctx.hub.device(phone.deviceId)!.inFlight === 0, 5000, 'the call ended on the phone');
+
+  const again = await fetch(relay.mcpUrl, { headers: { ...headers, accept: 'text/event-stream', 'mcp-session-id': sid, 'last-event-id': lastId } });
+  expect(again.status).toBe(200);
+  const r2 = again.body!.getReader();
+  let replay = '';
+  while (!replay.includes('"id":"long"')) {
+    const r = await r2.read();
+    if (r.done) break;
+    replay += new TextDecoder().decode(r.value);
+  }
+  await r2.cancel();
+  const messages = [...replay.matchAll(/data: (\{.*\})\n/g)].map((m) => JSON.parse(m[1]));
+  const answer = messages.find((m) => m.id === 'long');
+  expect(answer?.result?.content?.[0]?.text).toBe('step done');
+  // Progress after the last seen event, in order, then the answer: nothing repeated.
+  const steps = messages.filter((m) => m.method === 'notifications/progress').map((m) => m.params.progress);
+  expect(steps[0]).toBeGreaterThan(1);
+  expect(steps).toEqual([...steps].sort((a, b) => a - b));
+  expect(steps.at(-1)).toBe(60);
+});
