@@ -2,16 +2,17 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { connectClient, startTestPhone, startTestRelay, waitFor, type TestPhone, type TestRelay } from '../helpers/relay.ts';
-import { createEchoServer } from '../fixtures/echo-server.ts';
+import { createEchoServer, type EchoServerControl } from '../fixtures/echo-server.ts';
 import type { SessionChannel } from '../../src/gateway/session-streams.ts';
 
 let relay: TestRelay;
 let phone: TestPhone;
 let token: string;
+const control: EchoServerControl = { calls: [], cancellations: 0 };
 
 beforeAll(async () => {
   relay = await startTestRelay();
-  phone = await startTestPhone(relay, () => createEchoServer());
+  phone = await startTestPhone(relay, () => createEchoServer(control));
   token = (await relay.key(phone.deviceId)).token;
 });
 afterAll(async () => {
@@ -118,4 +119,43 @@ it('a POST stream the client dropped mid-call still gets its answer buffered: GE
   expect(steps[0]).toBeGreaterThan(1);
   expect(steps).toEqual([...steps].sort((a, b) => a - b));
   expect(steps.at(-1)).toBe(60);
+});
+
+it('a client that disconnects mid-request: the request runs on (disconnection is not cancellation), and nothing is left once it ends', async () => {
+  // Session revisions: "Disconnection SHOULD NOT be interpreted as the client cancelling its
+  // request. To cancel, the client SHOULD explicitly send an MCP CancelledNotification."
+  const init = await fetch(relay.mcpUrl, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'x-api-key': token },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'gone', version: '1' } } }),
+  });
+  const sid = init.headers.get('mcp-session-id')!;
+  await init.text();
+  const conn = () => relay.relay.node.ctx.hub.device(phone.deviceId)!;
+  const post = (body: unknown, signal?: AbortSignal) =>
+    fetch(relay.mcpUrl, { method: 'POST', signal, headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'x-api-key': token, 'mcp-session-id': sid, 'mcp-protocol-version': '2025-11-25' }, body: JSON.stringify(body) });
+  const before = control.cancellations;
+
+  // 1. Gone mid-call: the phone finishes the call; the relay drops the answer and keeps nothing.
+  const ac = new AbortController();
+  const first = post({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'sleep', arguments: { ms: 1500 } } }, ac.signal).catch(() => 'aborted');
+  await waitFor(() => control.calls.at(-1)?.name === 'sleep' && conn().inFlight === 1, 3000, 'phone started the call');
+  ac.abort();
+  expect(await first).toBe('aborted');
+  await new Promise((r) => setTimeout(r, 300));
+  expect(conn().inFlight).toBe(1); // still running on the phone
+  await waitFor(() => conn().inFlight === 0, 3000, 'the call ended on its own');
+  expect(control.cancellations).toBe(before);
+
+  // 2. Gone mid-call, then an explicit notifications/cancelled (same id, same session): that cancels.
+  const ac2 = new AbortController();
+  const calls = control.calls.length;
+  const second = post({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'sleep', arguments: { ms: 20_000 } } }, ac2.signal).catch(() => 'aborted');
+  await waitFor(() => conn().inFlight === 1, 3000, 'second call in flight');
+  await waitFor(() => control.calls.length > calls, 3000, 'phone started the second call');
+  ac2.abort();
+  expect(await second).toBe('aborted');
+  expect((await post({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 2, reason: 'changed my mind' } })).status).toBe(202);
+  await waitFor(() => control.cancellations === before + 1, 3000, 'phone saw the cancellation');
+  await waitFor(() => conn().inFlight === 0, 3000, 'pending cleared');
 });
