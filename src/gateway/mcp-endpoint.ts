@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../uws.ts';
 import { BodyTooLarge, copyHeaders, copyHeadersWithPrefix, Exchange } from './http.ts';
-import { cachedInitialize, JSON_HEADERS, StatelessEndpoint } from './mcp-stateless.ts';
+import { cachedInitialize, JSON_HEADERS, SLOW_ANSWER_MS, StatelessEndpoint } from './mcp-stateless.ts';
 import { storeUnavailable } from './pairing.ts';
 import { classifyEra } from '../protocol/stateless.ts';
 import { SseStream } from './sse.ts';
@@ -210,14 +210,17 @@ class McpEndpoint {
   }
 
   /**
-   * One request, one POST. JSON by default; an SSE stream when the request carries a
-   * progress token (its progress travels on this stream only, decision 7). A call outside
-   * the credential's scopes is a 403 with the scope challenge.
+   * One request, one POST. JSON when the answer is ready within SLOW_ANSWER_MS; otherwise,
+   * when the client accepts it, an SSE stream (keep-alives so idle proxies do not cut a long
+   * call, event ids so a dropped one resumes). A request carrying a progress token is always
+   * an SSE stream (its progress travels on it only, decision 7). A call outside the
+   * credential's scopes is a 403 with the scope challenge.
    */
   private async answerOne(ex: Exchange, h: McpHeaders, cred: Credential, session: SessionRecord, msg: JsonRpcRequest, started: number, bytesIn: number): Promise<void> {
     const meta = msg.params?._meta as Record<string, unknown> | undefined;
-    const streamed = meta?.progressToken !== undefined && (h.accept ?? '').includes('text/event-stream');
-    // The stream opens on the first progress, or after a second so keep-alives can flow;
+    const sseOk = (h.accept ?? '').includes('text/event-stream');
+    const streamed = meta?.progressToken !== undefined && sseOk;
+    // The stream opens on the first progress or related message, or once the answer is slow;
     // a refusal decided before that can still be a plain 403.
     let stream: EventStream | undefined;
     const open = () => {
@@ -226,7 +229,7 @@ class McpEndpoint {
       if (session.revision === '2025-11-25') void stream.prime();
       return stream;
     };
-    const early = streamed ? setTimeout(open, 1000) : undefined;
+    const early = sseOk ? setTimeout(() => ex.aborted || open(), SLOW_ANSWER_MS) : undefined;
     const outcome = await this.forward(ex, cred, session, msg, (frame) => void open().send(frame));
     clearTimeout(early);
     if (outcome.refusal?.data && (outcome.refusal.data as { code?: string }).code === 'insufficient_scope' && !stream) {

@@ -25,6 +25,9 @@ import {
 } from '../protocol/stateless.ts';
 import type { Scope } from '../store/types.ts';
 
+/** A POST not answered within this long becomes an SSE stream (if the client accepts one). */
+export const SLOW_ANSWER_MS = 1000;
+
 export const JSON_HEADERS = { 'Content-Type': 'application/json' };
 
 /** What a client sees before its phone ever connected: enough to connect and learn it is offline. */
@@ -73,10 +76,12 @@ export class StatelessEndpoint {
     const serverInfo = (await cachedInitialize(this.ctx, deviceId)).serverInfo;
     const finish = (frame: Buffer) => finishStatelessResultFrame(msg.method, frame, { serverInfo, forcePrivate: msg.method === 'tools/list' });
     const meta = msg.params?._meta as Record<string, unknown> | undefined;
-    const wantsStream = meta?.progressToken !== undefined && (h.accept ?? '').includes('text/event-stream');
+    const sseOk = (h.accept ?? '').includes('text/event-stream');
+    const wantsStream = meta?.progressToken !== undefined && sseOk;
     let stream: SseStream | undefined;
     const open = () => (stream ??= new SseStream(ex, {}));
-    const early = wantsStream ? setTimeout(open, 1000) : undefined;
+    // As on the session path: a slow answer becomes a stream so keep-alives flow.
+    const early = sseOk ? setTimeout(() => ex.aborted || open(), SLOW_ANSWER_MS) : undefined;
     const outcome = await this.forward(ex, cred, deviceId, msg, (frame) => open().send(frame));
     clearTimeout(early);
     const refusal = outcome.refusal?.data as { code?: string; scope?: Scope } | undefined;

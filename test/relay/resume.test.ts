@@ -159,3 +159,28 @@ it('a client that disconnects mid-request: the request runs on (disconnection is
   await waitFor(() => control.cancellations === before + 1, 3000, 'phone saw the cancellation');
   await waitFor(() => conn().inFlight === 0, 3000, 'pending cleared');
 });
+
+it('a slow answer arrives as an SSE stream (priming event, then the answer); a fast one, or a client without SSE, gets JSON', async () => {
+  const base = { 'content-type': 'application/json', 'x-api-key': token, 'mcp-protocol-version': '2025-11-25' };
+  const both = { ...base, accept: 'application/json, text/event-stream' };
+  const init = await fetch(relay.mcpUrl, { method: 'POST', headers: both, body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'slow', version: '1' } } }) });
+  const sid = init.headers.get('mcp-session-id')!;
+  await init.text();
+  const call = (headers: Record<string, string>, id: number, name: string, args: Record<string, unknown>) =>
+    fetch(relay.mcpUrl, { method: 'POST', headers: { ...headers, 'mcp-session-id': sid }, body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args } }) });
+
+  const slow = await call(both, 1, 'sleep', { ms: 1600 });
+  expect(slow.headers.get('content-type')).toBe('text/event-stream');
+  const text = await slow.text();
+  expect(text).toMatch(/^: open\n\nid: \S+\nretry: 1000\ndata: \n\n/); // priming: an id, retry, empty data
+  const answer = JSON.parse(/id: \S+\nevent: message\ndata: (.*)\n/.exec(text)![1]);
+  expect(answer).toMatchObject({ id: 1, result: { content: [{ type: 'text', text: 'slept 1600' }] } });
+
+  const fast = await call(both, 2, 'echo', { text: 'quick' });
+  expect(fast.headers.get('content-type')).toBe('application/json');
+  expect(((await fast.json()) as any).result.content[0].text).toBe('quick');
+
+  const jsonOnly = await call({ ...base, accept: 'application/json' }, 3, 'sleep', { ms: 1200 });
+  expect(jsonOnly.headers.get('content-type')).toBe('application/json');
+  expect(((await jsonOnly.json()) as any).result.content[0].text).toBe('slept 1200');
+});
