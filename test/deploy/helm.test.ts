@@ -1,0 +1,486 @@
+// The Helm chart (helm/phonebridge) as an operator renders it: `helm lint --strict` and
+// `helm template` with several value sets, the rendered YAML parsed and checked against what
+// the relay really reads (src/config.ts) and really exports (src/metrics.ts).
+// Needs `.tools/helm` (bash scripts/ensure-helm.sh); promtool is used when present.
+import { afterAll, describe, expect, it } from 'vitest';
+import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parse as parseYaml, parseAllDocuments, stringify as stringifyYaml } from 'yaml';
+import { parseRelayConfig } from '../../src/config.ts';
+import { registry } from '../../src/metrics.ts';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const HELM = join(ROOT, '.tools', 'helm');
+const CHART = join(ROOT, 'helm', 'phonebridge');
+const haveHelm = existsSync(HELM);
+// promtool (Debian package `prometheus`) is optional: PROMTOOL names one, else /usr/bin/promtool.
+const PROMTOOL = [process.env.PROMTOOL, '/usr/bin/promtool'].find((p): p is string => !!p && existsSync(p));
+
+const PUBLIC_URL = 'https://relay.example.com';
+const BASE = { publicUrl: PUBLIC_URL };
+
+type Values = Record<string, unknown>;
+type K8s = { apiVersion: string; kind: string; metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> }; spec?: any; [k: string]: any };
+interface Run { code: number; stdout: string; stderr: string }
+
+const tmp = mkdtempSync(join(tmpdir(), 'pb-helm-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+let fileNo = 0;
+
+function run(cmd: string, args: string[]): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(cmd, args, { maxBuffer: 16 << 20, timeout: 60_000 }, (err, stdout, stderr) => {
+      const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1) : 0;
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** Values go in as a file (JSON is YAML), so nothing is reinterpreted by --set's syntax. */
+function valuesFile(values: Values): string {
+  const f = join(tmp, `values-${++fileNo}.json`);
+  writeFileSync(f, JSON.stringify(values));
+  return f;
+}
+
+async function template(values: Values, release = 'pb', namespace = 'relay'): Promise<Run> {
+  return run(HELM, ['template', release, CHART, '--namespace', namespace, '-f', valuesFile(values)]);
+}
+
+async function render(values: Values = BASE, release = 'pb', namespace = 'relay'): Promise<K8s[]> {
+  const r = await template(values, release, namespace);
+  if (r.code !== 0) throw new Error(`helm template failed (${r.code}): ${r.stderr}`);
+  const docs = parseAllDocuments(r.stdout);
+  for (const d of docs) if (d.errors.length) throw new Error(`rendered YAML does not parse: ${d.errors[0]!.message}`);
+  return docs.map((d) => d.toJS() as K8s).filter((d) => d && typeof d === 'object');
+}
+
+function one(docs: K8s[], kind: string, name?: string): K8s {
+  const found = docs.filter((d) => d.kind === kind && (name === undefined || d.metadata.name === name));
+  expect(found.map((d) => `${d.kind}/${d.metadata.name}`), `exactly one ${kind}${name ? ` ${name}` : ''}`).toHaveLength(1);
+  return found[0]!;
+}
+
+function gateway(docs: K8s[]): any {
+  const dep = one(docs, 'Deployment');
+  return dep.spec.template.spec.containers.find((c: any) => c.name === 'gateway');
+}
+
+function envOf(container: any): Map<string, any> {
+  return new Map((container.env as any[]).map((e) => [e.name, e]));
+}
+
+/** The container port a probe or Service targetPort (a name or a number) lands on. */
+function containerPort(container: any, port: string | number): number {
+  if (typeof port === 'number') return port;
+  const p = (container.ports as any[]).find((x) => x.name === port);
+  expect(p, `container port named ${port}`).toBeDefined();
+  return p.containerPort;
+}
+
+/** Every series name the relay exposes on /metrics, read from its real registry. */
+async function relayMetricNames(): Promise<Set<string>> {
+  const text = await registry.metrics();
+  const names = new Set<string>();
+  for (const m of text.matchAll(/^# TYPE (\S+) (\S+)$/gm)) {
+    const [, name, type] = m as unknown as [string, string, string];
+    names.add(name);
+    if (type === 'histogram') for (const s of ['_bucket', '_sum', '_count']) names.add(name + s);
+    if (type === 'summary') for (const s of ['_sum', '_count']) names.add(name + s);
+  }
+  return names;
+}
+
+function labelNamesOf(series: string): string[] {
+  const base = series.replace(/_(bucket|sum|count)$/, '');
+  const m = (registry.getSingleMetric(series) ?? registry.getSingleMetric(base)) as unknown as { labelNames?: readonly string[] } | undefined;
+  return [...(m?.labelNames ?? []), ...(series.endsWith('_bucket') ? ['le'] : [])];
+}
+
+// In CI the chart must really be checked: a missing helm is a failure, not a skip.
+describe.runIf(!!process.env.CI && !haveHelm)('helm chart (CI without helm)', () => {
+  it('finds .tools/helm', () => {
+    throw new Error('.tools/helm is missing: run `bash scripts/ensure-helm.sh` first (.ci/run does, before npm test)');
+  });
+});
+
+// Outside CI a developer may not have built helm yet (a cold build takes ~5 min): these tests
+// are skipped then, and `bash scripts/ensure-helm.sh` enables them.
+describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
+  it('passes helm lint --strict with the minimal and a full value set', async () => {
+    const full = {
+      ...BASE,
+      database: { url: 'postgres://pb:secret@pg:5432/phonebridge' },
+      redis: { url: 'redis://redis:6379', prefix: 'pb-prod:' },
+      ingress: { enabled: true, className: 'nginx', tls: [{ secretName: 'relay-tls', hosts: ['relay.example.com'] }] },
+      serviceMonitor: { enabled: true },
+      prometheusRule: { enabled: true },
+      autoscaling: { enabled: true },
+      extraEnv: [{ name: 'PHONEBRIDGE_REQUEST_TIMEOUT_MS', value: '45000' }],
+    };
+    for (const values of [BASE, full]) {
+      const r = await run(HELM, ['lint', '--strict', CHART, '-f', valuesFile(values)]);
+      expect(r.code, r.stdout + r.stderr).toBe(0);
+      expect(r.stdout).toMatch(/0 chart\(s\) failed/);
+    }
+  });
+
+  it('fails the render with a clear message without publicUrl, or with a non-http one', async () => {
+    const none = await template({});
+    expect(none.code).not.toBe(0);
+    expect(none.stderr).toMatch(/publicUrl is required/);
+    expect(none.stderr).toMatch(/load balancer's public URL/);
+    const bad = await template({ publicUrl: 'relay.example.com' });
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toMatch(/publicUrl must start with https:\/\/ or http:\/\//);
+  });
+
+  it('renders only the core objects by default', async () => {
+    const docs = await render();
+    expect(docs.map((d) => d.kind).sort()).toEqual(['Deployment', 'PodDisruptionBudget', 'Service', 'Service', 'ServiceAccount']);
+    for (const kind of ['Ingress', 'ServiceMonitor', 'PrometheusRule', 'Secret', 'HorizontalPodAutoscaler']) {
+      expect(docs.some((d) => d.kind === kind), kind).toBe(false);
+    }
+    expect(one(docs, 'Deployment').spec.replicas).toBe(3);
+  });
+
+  it('sets the env the relay reads: parseRelayConfig sees the chart values', async () => {
+    const docs = await render({ ...BASE, drainMs: 40000, logLevel: 'debug', redis: { existingSecret: 'redis', prefix: 'pb-a:' } });
+    const c = gateway(docs);
+    const env = envOf(c);
+    expect(env.get('PHONEBRIDGE_NODE_ID').valueFrom).toEqual({ fieldRef: { fieldPath: 'metadata.name' } });
+    expect(env.get('PHONEBRIDGE_NODE_ID').value).toBeUndefined();
+    // What the kubelet would give the process: plain values, the pod name, secret contents.
+    const secrets: Record<string, string> = { 'database-url': 'postgres://u:p@pg:5432/pb', 'redis-url': 'redis://redis:6379' };
+    const processEnv: Record<string, string> = {};
+    for (const e of c.env as any[]) {
+      if (e.value !== undefined) processEnv[e.name] = e.value;
+      else if (e.valueFrom?.fieldRef?.fieldPath === 'metadata.name') processEnv[e.name] = 'pb-phonebridge-7d9f-abcde';
+      else if (e.valueFrom?.secretKeyRef) processEnv[e.name] = secrets[e.valueFrom.secretKeyRef.key]!;
+    }
+    for (const name of Object.keys(processEnv)) expect(name).toMatch(/^PHONEBRIDGE_[A-Z_]+$/);
+    const config = parseRelayConfig([], processEnv);
+    expect(config).toMatchObject({
+      host: '0.0.0.0',
+      port: 8080,
+      adminPort: 9464,
+      publicUrl: PUBLIC_URL,
+      publicUrlExplicit: true,
+      relayHost: 'relay.example.com',
+      nodeId: 'pb-phonebridge-7d9f-abcde',
+      drainMs: 40000,
+      logLevel: 'debug',
+      databaseUrl: secrets['database-url'],
+      redisUrl: secrets['redis-url'],
+      redisPrefix: 'pb-a:',
+      dataDir: '/data',
+      trustProxy: false,
+    });
+    expect(c.ports).toEqual([
+      { name: 'http', containerPort: 8080, protocol: 'TCP' },
+      { name: 'admin', containerPort: 9464, protocol: 'TCP' },
+    ]);
+    // Service links would add PHONEBRIDGE_<SERVICE>_PORT=tcp://… variables the relay would read.
+    expect(one(docs, 'Deployment').spec.template.spec.enableServiceLinks).toBe(false);
+  });
+
+  it('points the probes at /readyz and /healthz on the admin port', async () => {
+    for (const values of [BASE, { ...BASE, containerPorts: { client: 8000, admin: 9000 } }]) {
+      const c = gateway(await render(values));
+      const admin = containerPort(c, 'admin');
+      expect(admin).toBe((values as any).containerPorts?.admin ?? 9464);
+      expect(c.readinessProbe.httpGet.path).toBe('/readyz');
+      expect(containerPort(c, c.readinessProbe.httpGet.port)).toBe(admin);
+      expect(c.livenessProbe.httpGet.path).toBe('/healthz');
+      expect(containerPort(c, c.livenessProbe.httpGet.port)).toBe(admin);
+      expect(c.startupProbe.httpGet.path).toBe('/healthz');
+      expect(containerPort(c, c.startupProbe.httpGet.port)).toBe(admin);
+      expect(envOf(c).get('PHONEBRIDGE_ADMIN_PORT').value).toBe(String(admin));
+      expect(containerPort(c, 'http')).not.toBe(admin);
+    }
+  });
+
+  it('gives pods a termination grace period longer than the drain', async () => {
+    for (const [drainMs, preStop] of [[25000, 5], [60000, 5], [1500, 0], [90001, 12]] as const) {
+      const docs = await render({ ...BASE, drainMs, lifecycle: { preStopSleepSeconds: preStop } });
+      const pod = one(docs, 'Deployment').spec.template.spec;
+      const c = gateway(docs);
+      expect(envOf(c).get('PHONEBRIDGE_DRAIN_MS').value).toBe(String(drainMs));
+      expect(pod.terminationGracePeriodSeconds).toBeGreaterThan(drainMs / 1000 + preStop);
+      expect(Number.isInteger(pod.terminationGracePeriodSeconds)).toBe(true);
+      if (preStop > 0) expect(c.lifecycle.preStop.exec.command).toEqual(['sleep', String(preStop)]);
+      else expect(c.lifecycle).toBeUndefined();
+    }
+    const none = await template({ ...BASE, terminationGraceMarginSeconds: 0 });
+    expect(none.code).not.toBe(0);
+    expect(none.stderr).toMatch(/terminationGraceMarginSeconds must be >= 1/);
+  });
+
+  it('takes the database and Redis URLs from Secrets only', async () => {
+    const dbUrl = 'postgres://pb:s3cret@pg.db:5432/phonebridge';
+    const redisUrl = 'redis://:r3dis@redis:6379/0';
+    const cases: Array<{ values: Values; db: [string, string]; redis: [string, string]; chartSecret: boolean }> = [
+      { values: BASE, db: ['pb-phonebridge', 'database-url'], redis: ['pb-phonebridge', 'redis-url'], chartSecret: false },
+      { values: { ...BASE, database: { url: dbUrl }, redis: { url: redisUrl } }, db: ['pb-phonebridge', 'database-url'], redis: ['pb-phonebridge', 'redis-url'], chartSecret: true },
+      {
+        values: { ...BASE, database: { existingSecret: 'cnpg-app', secretKey: 'uri' }, redis: { existingSecret: 'redis-conn', secretKey: 'url' } },
+        db: ['cnpg-app', 'uri'],
+        redis: ['redis-conn', 'url'],
+        chartSecret: false,
+      },
+      { values: { ...BASE, database: { url: dbUrl }, redis: { existingSecret: 'redis-conn' } }, db: ['pb-phonebridge', 'database-url'], redis: ['redis-conn', 'redis-url'], chartSecret: true },
+    ];
+    for (const { values, db, redis, chartSecret } of cases) {
+      const docs = await render(values);
+      const dep = one(docs, 'Deployment');
+      const env = envOf(gateway(docs));
+      for (const [name, [secret, key]] of [['PHONEBRIDGE_DATABASE_URL', db], ['PHONEBRIDGE_REDIS_URL', redis]] as const) {
+        expect(env.get(name).value, `${name} must not be a plain value`).toBeUndefined();
+        expect(env.get(name).valueFrom).toEqual({ secretKeyRef: { name: secret, key } });
+      }
+      const text = JSON.stringify(dep);
+      expect(text).not.toContain('s3cret');
+      expect(text).not.toContain('r3dis');
+      const secrets = docs.filter((d) => d.kind === 'Secret');
+      expect(secrets.length).toBe(chartSecret ? 1 : 0);
+      if (chartSecret) {
+        const s = secrets[0]!;
+        expect(s.metadata.name).toBe('pb-phonebridge');
+        expect(s.stringData['database-url']).toBe(dbUrl);
+        // The pods roll when the URLs change.
+        expect(dep.spec.template.metadata.annotations['checksum/secret']).toMatch(/^[0-9a-f]{64}$/);
+      }
+    }
+    const half = await template({ ...BASE, database: { url: dbUrl } });
+    expect(half.code).not.toBe(0);
+    expect(half.stderr).toMatch(/redis: set redis\.url or redis\.existingSecret/);
+    const both = await template({ ...BASE, database: { url: dbUrl, existingSecret: 'x' }, redis: { existingSecret: 'y' } });
+    expect(both.code).not.toBe(0);
+    expect(both.stderr).toMatch(/either database\.existingSecret or database\.url/);
+  });
+
+  it('runs locked down: non-root, read-only root with emptyDirs at /data and /tmp, no capabilities', async () => {
+    const docs = await render();
+    const pod = one(docs, 'Deployment').spec.template.spec;
+    const c = gateway(docs);
+    expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: 1000, seccompProfile: { type: 'RuntimeDefault' } });
+    expect(c.securityContext).toMatchObject({
+      runAsNonRoot: true,
+      readOnlyRootFilesystem: true,
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ['ALL'] },
+      seccompProfile: { type: 'RuntimeDefault' },
+    });
+    const mounts = new Map((c.volumeMounts as any[]).map((m) => [m.mountPath, m.name]));
+    for (const path of ['/data', '/tmp']) {
+      const vol = (pod.volumes as any[]).find((v) => v.name === mounts.get(path));
+      expect(vol?.emptyDir, `emptyDir at ${path}`).toBeDefined();
+    }
+    expect(pod.automountServiceAccountToken).toBe(false);
+    expect(c.resources.requests).toMatchObject({ cpu: expect.any(String), memory: expect.any(String) });
+    expect(c.resources.limits.memory).toBeDefined();
+  });
+
+  it('rolls and spreads for availability: maxUnavailable 0, PDB, anti-affinity, topology spread', async () => {
+    const docs = await render();
+    const dep = one(docs, 'Deployment');
+    expect(dep.spec.strategy).toMatchObject({ type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0 } });
+    const pod = dep.spec.template.spec;
+    const selector = dep.spec.selector.matchLabels;
+    expect(pod.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm).toMatchObject({
+      topologyKey: 'kubernetes.io/hostname',
+      labelSelector: { matchLabels: selector },
+    });
+    expect(pod.topologySpreadConstraints.map((t: any) => t.topologyKey)).toContain('kubernetes.io/hostname');
+    for (const t of pod.topologySpreadConstraints) expect(t.labelSelector.matchLabels).toEqual(selector);
+    const pdb = one(docs, 'PodDisruptionBudget');
+    expect(pdb.apiVersion).toBe('policy/v1');
+    expect(pdb.spec).toMatchObject({ maxUnavailable: 1, selector: { matchLabels: selector } });
+    expect(pdb.spec.minAvailable).toBeUndefined();
+    const hard = await render({ ...BASE, podAntiAffinityPreset: 'hard', podDisruptionBudget: { minAvailable: 2 } });
+    expect(one(hard, 'Deployment').spec.template.spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution).toHaveLength(1);
+    expect(one(hard, 'PodDisruptionBudget').spec).toMatchObject({ minAvailable: 2 });
+    expect(one(hard, 'PodDisruptionBudget').spec.maxUnavailable).toBeUndefined();
+    const hpa = await render({ ...BASE, autoscaling: { enabled: true, minReplicas: 4 } });
+    expect(one(hpa, 'Deployment').spec.replicas).toBeUndefined();
+    expect(one(hpa, 'HorizontalPodAutoscaler').spec).toMatchObject({ minReplicas: 4, scaleTargetRef: { kind: 'Deployment', name: 'pb-phonebridge' } });
+  });
+
+  it('serves clients on a ClusterIP Service without session affinity, and admin on its own Service', async () => {
+    const docs = await render();
+    const c = gateway(docs);
+    const svc = one(docs, 'Service', 'pb-phonebridge');
+    expect(svc.spec.type).toBe('ClusterIP');
+    expect(svc.spec.sessionAffinity ?? 'None').toBe('None');
+    expect(svc.spec.sessionAffinityConfig).toBeUndefined();
+    expect(svc.spec.ports).toHaveLength(1);
+    expect(svc.spec.ports[0].port).toBe(80);
+    expect(containerPort(c, svc.spec.ports[0].targetPort)).toBe(8080);
+    expect(svc.spec.selector).toEqual(one(docs, 'Deployment').spec.selector.matchLabels);
+    const admin = one(docs, 'Service', 'pb-phonebridge-admin');
+    expect(admin.spec.ports.map((p: any) => containerPort(c, p.targetPort))).toEqual([9464]);
+    expect(admin.spec.publishNotReadyAddresses).toBe(true);
+  });
+
+  it('creates the Ingress only when enabled, for publicUrl\'s host, and trusts X-Forwarded-For only then', async () => {
+    const off = await render();
+    expect(off.some((d) => d.kind === 'Ingress')).toBe(false);
+    expect(envOf(gateway(off)).has('PHONEBRIDGE_TRUST_PROXY')).toBe(false);
+    const annotations = { 'nginx.ingress.kubernetes.io/proxy-read-timeout': '3600' };
+    const on = await render({ ...BASE, publicUrl: 'https://relay.example.com:8443/', ingress: { enabled: true, className: 'nginx', annotations } });
+    const ing = one(on, 'Ingress');
+    expect(ing.metadata.annotations).toEqual(annotations);
+    expect(ing.spec.ingressClassName).toBe('nginx');
+    expect(ing.spec.rules).toEqual([
+      { host: 'relay.example.com', http: { paths: [{ path: '/', pathType: 'Prefix', backend: { service: { name: 'pb-phonebridge', port: { number: 80 } } } }] } },
+    ]);
+    const env = envOf(gateway(on));
+    expect(env.get('PHONEBRIDGE_TRUST_PROXY').value).toBe('true');
+    expect(env.get('PHONEBRIDGE_PUBLIC_URL').value).toBe('https://relay.example.com:8443');
+    const forcedOff = await render({ ...BASE, ingress: { enabled: true }, trustProxy: false });
+    expect(envOf(gateway(forcedOff)).has('PHONEBRIDGE_TRUST_PROXY')).toBe(false);
+    const forcedOn = await render({ ...BASE, trustProxy: true });
+    expect(envOf(gateway(forcedOn)).get('PHONEBRIDGE_TRUST_PROXY').value).toBe('true');
+  });
+
+  it('creates the ServiceMonitor only when enabled, scraping /metrics on the admin Service', async () => {
+    expect((await render()).some((d) => d.kind === 'ServiceMonitor')).toBe(false);
+    const docs = await render({ ...BASE, serviceMonitor: { enabled: true, additionalLabels: { release: 'kps' } } });
+    const sm = one(docs, 'ServiceMonitor');
+    expect(sm.apiVersion).toBe('monitoring.coreos.com/v1');
+    expect(sm.metadata.labels!.release).toBe('kps');
+    expect(sm.spec.endpoints).toHaveLength(1);
+    expect(sm.spec.endpoints[0]).toMatchObject({ port: 'admin', path: '/metrics' });
+    expect(sm.spec.namespaceSelector).toEqual({ matchNames: ['relay'] });
+    const matches = (svc: K8s) => Object.entries(sm.spec.selector.matchLabels).every(([k, v]) => svc.metadata.labels?.[k] === v);
+    const services = docs.filter((d) => d.kind === 'Service');
+    expect(services.filter(matches).map((s) => s.metadata.name)).toEqual(['pb-phonebridge-admin']);
+    const admin = one(docs, 'Service', 'pb-phonebridge-admin');
+    expect(admin.spec.ports.map((p: any) => p.name)).toContain(sm.spec.endpoints[0].port);
+  });
+
+  describe('PrometheusRule', () => {
+    const withRules = { ...BASE, serviceMonitor: { enabled: true }, prometheusRule: { enabled: true } };
+
+    it('appears only when enabled', async () => {
+      expect((await render()).some((d) => d.kind === 'PrometheusRule')).toBe(false);
+      const rule = one(await render(withRules), 'PrometheusRule');
+      expect(rule.apiVersion).toBe('monitoring.coreos.com/v1');
+      const alerts = rule.spec.groups.flatMap((g: any) => g.rules.map((r: any) => r.alert));
+      expect(alerts).toEqual(expect.arrayContaining(['PhonebridgeNoReadyReplicas', 'PhonebridgeMcpErrorRatioHigh', 'PhonebridgeMcpLatencyP99High', 'PhonebridgeDeviceAuthRejections']));
+      const off = one(await render({ ...withRules, prometheusRule: { enabled: true, alerts: { devicesDropped: { enabled: false } } } }), 'PrometheusRule');
+      expect(JSON.stringify(off)).not.toContain('PhonebridgeDevicesDropped');
+    });
+
+    it('uses only metrics and labels the relay really exports', async () => {
+      const exported = await relayMetricNames();
+      // Sanity: the registry read is the relay's, not an empty one.
+      expect(exported).toContain('phonebridge_mcp_requests_total');
+      const rule = one(await render(withRules), 'PrometheusRule');
+      const exprs: string[] = rule.spec.groups.flatMap((g: any) => g.rules.map((r: any) => String(r.expr)));
+      const used = new Set<string>();
+      for (const expr of exprs) {
+        // Every `name{…}` series selector, and every bare phonebridge_* name.
+        for (const m of expr.matchAll(/\b([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^}]*)\}/g)) {
+          const [, name, matchers] = m as unknown as [string, string, string];
+          used.add(name);
+          if (!name.startsWith('phonebridge_')) continue;
+          expect(exported, `metric ${name} in the PrometheusRule`).toContain(name);
+          const allowed = new Set([...labelNamesOf(name), 'job', 'namespace', 'pod', 'instance']);
+          for (const matcher of matchers.split(',').map((s) => s.trim()).filter(Boolean)) {
+            const label = matcher.split(/=~|!~|!=|=/)[0]!.trim();
+            expect(allowed, `label ${label} of ${name}`).toContain(label);
+          }
+        }
+        for (const m of expr.matchAll(/\bphonebridge_[a-z0-9_]+/g)) used.add(m[0]);
+      }
+      const relay = [...used].filter((n) => n.startsWith('phonebridge_'));
+      expect(relay.length).toBeGreaterThanOrEqual(4);
+      for (const name of relay) expect(exported, `metric ${name} in the PrometheusRule`).toContain(name);
+      // Series from outside the relay: Prometheus' own `up` and kube-state-metrics.
+      expect([...used].filter((n) => !n.startsWith('phonebridge_')).sort()).toEqual(['kube_deployment_status_replicas_available', 'up']);
+      // The selectors match what the ServiceMonitor scrapes.
+      for (const expr of exprs.filter((e) => e.includes('phonebridge_'))) expect(expr).toContain('job="pb-phonebridge-admin", namespace="relay"');
+    });
+
+    // promtool ships in Debian's `prometheus` package; the test installs nothing, so without
+    // it these two checks are skipped (set PROMTOOL=/path/to/promtool to use another copy).
+    it.skipIf(!PROMTOOL)('passes promtool check rules', async () => {
+      const rule = one(await render(withRules), 'PrometheusRule');
+      const file = join(tmp, 'rules.yaml');
+      writeFileSync(file, stringifyYaml(rule.spec));
+      const r = await run(PROMTOOL!, ['check', 'rules', file]);
+      expect(r.code, r.stdout + r.stderr).toBe(0);
+      expect(r.stdout).toMatch(/SUCCESS: \d+ rules found/);
+    });
+
+    it.skipIf(!PROMTOOL)('fires the error-ratio, latency and auth alerts on synthetic relay series (promtool test rules)', async () => {
+      const rule = one(await render(withRules), 'PrometheusRule');
+      const rulesFile = join(tmp, 'rules-for-test.yaml');
+      writeFileSync(rulesFile, stringifyYaml(rule.spec));
+      const sel = 'job="pb-phonebridge-admin", namespace="relay"';
+      // promtool compares annotations too: the summary with its rendered $value, the description as rendered.
+      const rules: any[] = rule.spec.groups.flatMap((g: any) => g.rules);
+      const fires = (alertname: string, labels: Record<string, string>, summary: string) => {
+        const description = String(rules.find((r) => r.alert === alertname).annotations.description).replaceAll('{{ $labels.method }}', labels.method ?? '');
+        return { eval_time: '30m', alertname, exp_alerts: [{ exp_labels: { severity: 'warning', ...labels }, exp_annotations: { summary, description } }] };
+      };
+      const bucket = (le: string, series: string) => ({ series: `phonebridge_mcp_request_duration_seconds_bucket{${sel}, pod="a", method="tools/list", le="${le}"}`, values: series });
+      const tests = {
+        rule_files: [rulesFile],
+        evaluation_interval: '1m',
+        tests: [
+          {
+            interval: '1m',
+            input_series: [
+              // 60 ok and 10 error requests a minute: 14 % errors, over the 5 % threshold.
+              { series: `phonebridge_mcp_requests_total{${sel}, pod="a", method="tools/call", outcome="ok"}`, values: '0+60x40' },
+              { series: `phonebridge_mcp_requests_total{${sel}, pod="a", method="tools/call", outcome="error"}`, values: '0+10x40' },
+              // 60 rejected phone authentications a minute = 1/s, over 0.5/s.
+              { series: `phonebridge_device_auth_total{${sel}, pod="a", outcome="rejected"}`, values: '0+60x40' },
+              { series: `phonebridge_device_auth_total{${sel}, pod="a", outcome="ok"}`, values: '0+5x40' },
+              // tools/list answered in 2.5–5 s: p99 above 2 s.
+              bucket('2.5', '0+0x40'),
+              bucket('5', '0+100x40'),
+              bucket('+Inf', '0+100x40'),
+              { series: `up{${sel}, pod="a"}`, values: '1x40' },
+            ],
+            alert_rule_test: [
+              fires('PhonebridgeMcpErrorRatioHigh', {}, '14.29% of MCP requests end in a relay error'),
+              fires('PhonebridgeDeviceAuthRejections', {}, 'Phone socket authentications are being rejected (1/s)'),
+              fires('PhonebridgeMcpLatencyP99High', { method: 'tools/list' }, 'p99 latency of MCP tools/list is 4.975s'),
+              { eval_time: '30m', alertname: 'PhonebridgeTargetsDown', exp_alerts: [] },
+              { eval_time: '30m', alertname: 'PhonebridgePairingFailures', exp_alerts: [] },
+            ],
+          },
+        ],
+      };
+      const testFile = join(tmp, 'rules-test.yaml');
+      writeFileSync(testFile, stringifyYaml(tests));
+      const r = await run(PROMTOOL!, ['test', 'rules', testFile]);
+      expect(r.code, r.stdout + r.stderr).toBe(0);
+    });
+  });
+
+  it('documents every value in the chart README', () => {
+    const values = parseYaml(readFileSync(join(CHART, 'values.yaml'), 'utf8')) as Values;
+    const readme = readFileSync(join(CHART, 'README.md'), 'utf8');
+    // Objects whose defaults are documented as a whole rather than key by key.
+    const whole = new Set(['resources', 'podSecurityContext', 'securityContext', 'updateStrategy']);
+    const paths: string[] = [];
+    const walk = (obj: Values, prefix: string) => {
+      for (const [k, v] of Object.entries(obj)) {
+        const path = prefix ? `${prefix}.${k}` : k;
+        if (v && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length > 0 && !whole.has(path)) walk(v as Values, path);
+        else paths.push(path);
+      }
+    };
+    walk(values, '');
+    expect(paths.length).toBeGreaterThan(40);
+    const missing = paths.filter((p) => !readme.includes(`\`${p}\``));
+    expect(missing, 'values missing from helm/phonebridge/README.md').toEqual([]);
+  });
+});
