@@ -8,13 +8,13 @@ import { cachedInitialize, JSON_HEADERS, SLOW_ANSWER_MS, StatelessEndpoint } fro
 import { storeUnavailable } from './pairing.ts';
 import { classifyEra } from '../protocol/stateless.ts';
 import { SseStream } from './sse.ts';
-import { EventStream, newStreamId, SessionChannel } from './session-streams.ts';
+import { EventStream, isResponseEvent, newStreamId, postStreamDeadline, SessionChannel } from './session-streams.ts';
 import { BusUnavailableError, parseEventId } from '../bus/index.ts';
 import { presentedToken, type Credential } from './auth.ts';
 import { classify, errorResponse, parseBody, resultResponse, type JsonRpcId, type JsonRpcRequest } from '../protocol/jsonrpc.ts';
 import { INVALID_REQUEST, relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
 import { allowsBatch, isSessionRevision, negotiateRevision, SESSION_REVISIONS } from '../protocol/revisions.ts';
-import { requestTimeoutMs } from '../protocol/timeouts.ts';
+import { MAX_TIMEOUT_MS, requestTimeoutMs } from '../protocol/timeouts.ts';
 import { withCallerContext } from '../protocol/caller.ts';
 import { insufficientScopeChallenge } from '../protocol/scopes.ts';
 import type { Scope } from '../store/types.ts';
@@ -27,6 +27,11 @@ const MCP_HEADERS = ['x-api-key', 'authorization', 'mcp-session-id', 'mcp-protoc
 type McpHeaders = Record<string, string>;
 
 const RECENT_SESSIONS_MAX = 10_000;
+/** A resumed POST stream looks for its next events this often (the replay buffer is shared by all nodes). */
+const FOLLOW_POLL_MS = 200;
+/** Beyond a request's deadline: the origin's grace before it gives up, plus the buffer write. */
+const FOLLOW_GRACE_MS = 5_000;
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 export function registerMcpRoutes(app: TemplatedApp, ctx: GatewayContext): void {
   const endpoint = new McpEndpoint(ctx);
@@ -225,7 +230,7 @@ class McpEndpoint {
     let stream: EventStream | undefined;
     const open = () => {
       if (stream) return stream;
-      stream = new EventStream(this.ctx.bus, session.id, newStreamId(), new SseStream(ex, {}));
+      stream = new EventStream(this.ctx.bus, session.id, newStreamId({ deadline: Date.now() + requestTimeoutMs(msg.method, msg.params, this.ctx.config.requestTimeoutMs) }), new SseStream(ex, {}));
       if (session.revision === '2025-11-25') void stream.prime();
       return stream;
     };
@@ -344,6 +349,9 @@ class McpEndpoint {
 
   /** A GET stream: joins (or creates) the session's channel; Last-Event-ID resumes a stream. */
   private async openStream(ex: Exchange, h: McpHeaders, session: SessionRecord): Promise<void> {
+    const lastEventId = h['last-event-id'];
+    const postDeadline = lastEventId ? postStreamDeadline(parseEventId(lastEventId)?.streamId ?? '') : undefined;
+    if (postDeadline !== undefined) return this.resumePostStream(ex, session, lastEventId!, postDeadline);
     let channel = this.channels.get(session.id);
     if (!channel || channel.closed) {
       const created = new SessionChannel(this.ctx.bus, session.id, () => {
@@ -369,6 +377,31 @@ class McpEndpoint {
       await stream.prime();
     }
     channel.attach(stream);
+  }
+
+  /**
+   * GET with the Last-Event-ID of a POST stream (the client lost it, or was cut off by a
+   * proxy): what that stream carried since, then its answer — followed through the replay
+   * buffer, so it works on any node while the call is still running — then the stream ends.
+   */
+  private async resumePostStream(ex: Exchange, session: SessionRecord, lastEventId: string, deadline: number): Promise<void> {
+    const sse = new SseStream(ex, { 'Mcp-Session-Id': session.id });
+    // Past the request's deadline its answer (a timeout error at worst) is buffered, or gone.
+    const until = Math.min(deadline, Date.now() + MAX_TIMEOUT_MS) + FOLLOW_GRACE_MS;
+    let last = lastEventId;
+    while (!sse.closed) {
+      const events = await this.ctx.bus.replayAfter(session.id, last).catch(() => undefined);
+      if (events === undefined) break; // the bus is away: end the stream, the client retries
+      for (const e of events) {
+        last = e.id;
+        if (!e.data) continue;
+        sse.send(e.data, e.id);
+        if (isResponseEvent(e.data)) return sse.end();
+      }
+      if (Date.now() >= until) break;
+      await sleep(FOLLOW_POLL_MS);
+    }
+    sse.end();
   }
 
   delete(res: HttpResponse, req: HttpRequest): void {

@@ -13,8 +13,31 @@ export const DETACHED_GRACE_MS = 60_000;
 /** Clients wait this long before reconnecting a stream the relay ended (SSE `retry`). */
 export const RETRY_MS = 1000;
 
-export function newStreamId(): string {
-  return randomBytes(6).toString('base64url');
+/**
+ * A GET stream's id is random; a POST stream's id also says when its request's deadline is
+ * (`p.<deadline, base 36>.<random>`), so a GET resuming it on any node knows to follow it to
+ * its answer, and for how long at most.
+ */
+export function newStreamId(post?: { deadline: number }): string {
+  const id = randomBytes(6).toString('base64url'); // base64url has no '.': the marks are unambiguous
+  return post ? `p.${Math.ceil(post.deadline).toString(36)}.${id}` : id;
+}
+
+/** The deadline a POST stream's id carries; undefined for a GET stream's. */
+export function postStreamDeadline(streamId: string): number | undefined {
+  const m = /^p\.([0-9a-z]{1,11})\./.exec(streamId);
+  return m ? parseInt(m[1], 36) : undefined;
+}
+
+/** A buffered event that is a JSON-RPC response (what ends a POST stream). */
+export function isResponseEvent(data: string): boolean {
+  if (!data.includes('"id"')) return false;
+  try {
+    const m = JSON.parse(data) as Record<string, unknown>;
+    return m !== null && typeof m === 'object' && !('method' in m) && ('result' in m || 'error' in m);
+  } catch {
+    return false;
+  }
 }
 
 /** One SSE stream whose events carry ids from the replay buffer, in order. */

@@ -125,6 +125,40 @@ describe('a phone on node A, a client on node B', () => {
   });
 });
 
+describe('a POST stream resumed on another node', () => {
+  it('a call whose POST stream (node B) drops is followed to its answer by a GET with Last-Event-ID on node C', async () => {
+    const raw = await rawClient(B.url, token);
+    const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'x-api-key': token, 'mcp-session-id': raw.sessionId, 'mcp-protocol-version': PROTOCOL };
+    const ac = new AbortController();
+    const res = await fetch(`${B.url}/mcp`, {
+      method: 'POST',
+      signal: ac.signal,
+      headers,
+      body: JSON.stringify({ jsonrpc: '2.0', id: 'far', method: 'tools/call', params: { name: 'progress', arguments: { text: 'hop', n: 30, delayMs: 50 }, _meta: { progressToken: 't' } } }),
+    });
+    expect(res.headers.get('content-type')).toBe('text/event-stream');
+    const reader = res.body!.getReader();
+    let text = '';
+    let lastId: string | undefined;
+    while (!lastId) {
+      const r = await reader.read();
+      if (r.done) throw new Error('stream ended early');
+      text += new TextDecoder().decode(r.value);
+      lastId = /id: (\S+)\nevent: message\ndata: .*notifications\/progress/.exec(text)?.[1];
+    }
+    ac.abort();
+    const again = await fetch(`${C.url}/mcp`, { headers: { ...headers, accept: 'text/event-stream', 'last-event-id': lastId } });
+    expect(again.status).toBe(200);
+    const replay = await again.text(); // ends after the answer
+    const messages = [...replay.matchAll(/data: (\{.*\})\n/g)].map((m) => JSON.parse(m[1]));
+    expect(messages.find((m) => m.id === 'far')?.result?.content?.[0]?.text).toBe('hop done');
+    const steps = messages.filter((m) => m.method === 'notifications/progress').map((m) => m.params.progress);
+    expect(steps.at(-1)).toBe(30);
+    expect(steps).toEqual([...steps].sort((a, b) => a - b));
+    await raw.close();
+  });
+});
+
 describe('cancellation without sticky load balancing', () => {
   it("a client's notifications/cancelled that lands on another node than its request still reaches the phone", async () => {
     const raw = await rawClient(A.url, token);

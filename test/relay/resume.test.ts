@@ -1,6 +1,8 @@
 // SSE event ids and resumption: a client that loses its GET stream gets what it missed.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { connectClient, startTestPhone, startTestRelay, waitFor, type TestPhone, type TestRelay } from '../helpers/relay.ts';
 import { createEchoServer, type EchoServerControl } from '../fixtures/echo-server.ts';
 import type { SessionChannel } from '../../src/gateway/session-streams.ts';
@@ -73,7 +75,7 @@ it('sends each notification on one stream of a session, not all of them', async 
   await client.close();
 });
 
-it('a POST stream the client dropped mid-call still gets its answer buffered: GET with Last-Event-ID returns it', async () => {
+it('a POST stream the client dropped mid-call: GET with its Last-Event-ID follows it to the answer, while the call still runs', async () => {
   // Session revisions do not cancel on disconnect; SSE polling (2025-11-25) resumes the stream.
   const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'x-api-key': token, 'mcp-protocol-version': '2025-11-25' };
   const init = await fetch(relay.mcpUrl, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'poll', version: '1' } } }) });
@@ -84,7 +86,7 @@ it('a POST stream the client dropped mid-call still gets its answer buffered: GE
     method: 'POST',
     signal: ac.signal,
     headers: { ...headers, 'mcp-session-id': sid },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 'long', method: 'tools/call', params: { name: 'progress', arguments: { text: 'step', n: 60 }, _meta: { progressToken: 'p1' } } }),
+    body: JSON.stringify({ jsonrpc: '2.0', id: 'long', method: 'tools/call', params: { name: 'progress', arguments: { text: 'step', n: 30, delayMs: 50 }, _meta: { progressToken: 'p1' } } }),
   });
   expect(res.headers.get('content-type')).toBe('text/event-stream');
   // Read until the first progress event with an id, then hang up.
@@ -99,18 +101,12 @@ it('a POST stream the client dropped mid-call still gets its answer buffered: GE
     lastId = m?.[1];
   }
   ac.abort();
-  await waitFor(() => relay.relay.node.ctx.hub.device(phone.deviceId)!.inFlight === 0, 5000, 'the call ended on the phone');
-
+  // Resumed while the call is still running: the GET follows the POST stream to its answer,
+  // then ends (the SDK client does exactly this GET when a POST stream with ids drops).
+  expect(relay.relay.node.ctx.hub.device(phone.deviceId)!.inFlight).toBe(1);
   const again = await fetch(relay.mcpUrl, { headers: { ...headers, accept: 'text/event-stream', 'mcp-session-id': sid, 'last-event-id': lastId } });
   expect(again.status).toBe(200);
-  const r2 = again.body!.getReader();
-  let replay = '';
-  while (!replay.includes('"id":"long"')) {
-    const r = await r2.read();
-    if (r.done) break;
-    replay += new TextDecoder().decode(r.value);
-  }
-  await r2.cancel();
+  const replay = await again.text(); // the stream ends after the answer
   const messages = [...replay.matchAll(/data: (\{.*\})\n/g)].map((m) => JSON.parse(m[1]));
   const answer = messages.find((m) => m.id === 'long');
   expect(answer?.result?.content?.[0]?.text).toBe('step done');
@@ -118,7 +114,7 @@ it('a POST stream the client dropped mid-call still gets its answer buffered: GE
   const steps = messages.filter((m) => m.method === 'notifications/progress').map((m) => m.params.progress);
   expect(steps[0]).toBeGreaterThan(1);
   expect(steps).toEqual([...steps].sort((a, b) => a - b));
-  expect(steps.at(-1)).toBe(60);
+  expect(steps.at(-1)).toBe(30);
 });
 
 it('a client that disconnects mid-request: the request runs on (disconnection is not cancellation), and nothing is left once it ends', async () => {
@@ -183,4 +179,45 @@ it('a slow answer arrives as an SSE stream (priming event, then the answer); a f
   const jsonOnly = await call({ ...base, accept: 'application/json' }, 3, 'sleep', { ms: 1200 });
   expect(jsonOnly.headers.get('content-type')).toBe('application/json');
   expect(((await jsonOnly.json()) as any).result.content[0].text).toBe('slept 1200');
+});
+
+it('the SDK client whose POST stream drops mid-call gets the answer anyway (it resumes with GET + Last-Event-ID)', async () => {
+  const seen: string[] = [];
+  let dropped = false;
+  const transport = new StreamableHTTPClientTransport(new URL(relay.mcpUrl), {
+    requestInit: { headers: { 'X-Api-Key': token } },
+    reconnectionOptions: { initialReconnectionDelay: 100, maxReconnectionDelay: 1000, reconnectionDelayGrowFactor: 1.5, maxRetries: 3 },
+    fetch: async (url, init) => {
+      const headers = new Headers(init?.headers);
+      const res = await fetch(url, init);
+      const isCall = init?.method === 'POST' && String(init.body).includes('"tools/call"');
+      seen.push(`${init?.method ?? 'GET'}${headers.get('last-event-id') ? ' last-event-id' : ''} ${res.headers.get('content-type')}`);
+      if (!isCall || dropped || !res.headers.get('content-type')?.includes('text/event-stream')) return res;
+      // A network drop right after the priming event: the body errors, the socket closes.
+      dropped = true;
+      const upstream = res.body!.getReader();
+      let text = '';
+      const body = new ReadableStream<Uint8Array>({
+        async pull(controller) {
+          const r = await upstream.read();
+          if (r.done) return controller.close();
+          controller.enqueue(r.value);
+          text += new TextDecoder().decode(r.value);
+          if (/id: \S+\nretry/.test(text)) {
+            await upstream.cancel();
+            controller.error(new TypeError('network connection lost'));
+          }
+        },
+      });
+      return new Response(body, { status: res.status, headers: res.headers });
+    },
+  });
+  const client = new Client({ name: 'drops', version: '1.0.0' });
+  client.onerror = () => {}; // the SDK reports the drop; the call itself must still succeed
+  await client.connect(transport);
+  const result = await client.callTool({ name: 'sleep', arguments: { ms: 2500 } });
+  expect(result.content).toEqual([{ type: 'text', text: 'slept 2500' }]);
+  expect(dropped).toBe(true);
+  expect(seen.some((s) => s.startsWith('GET last-event-id text/event-stream'))).toBe(true);
+  await client.close();
 });
