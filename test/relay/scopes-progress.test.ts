@@ -87,7 +87,7 @@ describe('progress', () => {
       const text = await r.text();
       // 2025-11-25: a priming event (an id, empty data) comes first; every event has an id.
       const blocks = text.split('\n\n').filter((b) => b.includes('data:'));
-      expect(blocks[0]).toMatch(/^id: [\w-]+:\d+\nretry: \d+\ndata: $/);
+      expect(blocks[0]).toMatch(/^id: [\w.-]+:\d+\nretry: \d+\ndata: $/);
       expect(blocks.every((b) => /^id: /m.test(b))).toBe(true);
       const events = text.split('\n').filter((l) => l.startsWith('data: ') && l.length > 6).map((l) => JSON.parse(l.slice(6)));
       for (const e of events) if (e.method === 'notifications/progress') {
