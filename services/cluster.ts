@@ -87,9 +87,11 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
       '--redis-url', opts.redisUrl,
       ...(opts.redisPrefix ? ['--redis-prefix', opts.redisPrefix] : []),
       '--node-id', id,
+      // Its stdin is a pipe from this process: if this process dies (even kill -9), the node drains and exits.
+      '--exit-with-parent',
       ...(opts.serveArgs ?? []),
     ];
-    const proc = spawn(process.execPath, args, { env: { ...process.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const proc = spawn(process.execPath, args, { env: { ...process.env, ...opts.env }, stdio: ['pipe', 'pipe', 'pipe'] });
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) =>
       proc.once('exit', (code, signal) => {
         opts.onExit?.(id, code, signal);

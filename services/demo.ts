@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { parseRelayConfig } from '../src/config.ts';
 import { sha256Hex } from '../src/crypto/secrets.ts';
 import { DeviceAgent, loadIdentity, stderrLogger } from '../src/device/agent/index.ts';
-import { startRelay } from './serve.ts';
+import { onParentGone, startRelay } from './serve.ts';
 import { createKey, createPairing } from './cli.ts';
 import { simServerFactory } from './device-run.ts';
 
@@ -62,4 +62,5 @@ Ctrl-C stops it.`);
   };
   process.once('SIGINT', () => void shutdown());
   process.once('SIGTERM', () => void shutdown());
+  onParentGone(config, () => void shutdown());
 }

@@ -42,6 +42,18 @@ export async function startRelay(config: RelayConfig, log = createLogger({ level
   };
 }
 
+/**
+ * With --exit-with-parent, stdin is a pipe from the process that started this one (npm run
+ * cluster, a test): when it closes — that process exited, even by kill -9 — drain and exit
+ * rather than live on as an orphan holding ports and phones.
+ */
+export function onParentGone(config: RelayConfig, shutdown: () => void): void {
+  if (!config.exitWithParent) return;
+  process.stdin.on('end', shutdown);
+  process.stdin.on('error', shutdown);
+  process.stdin.resume();
+}
+
 export async function serve(config: RelayConfig): Promise<void> {
   const relay = await startRelay(config);
   // One failed promise somewhere (a database blip under load) must not take down every phone
@@ -65,6 +77,7 @@ export async function serve(config: RelayConfig): Promise<void> {
   };
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
   process.on('SIGINT', () => void shutdown('SIGINT'));
+  onParentGone(config, () => void shutdown('parent gone'));
   // A ready line on stdout for scripts and tests that start the relay as a child process.
   console.log(JSON.stringify({ ready: true, url: `${config.publicUrl}/mcp`, port: relay.node.port, adminPort: relay.node.adminPort }));
 }

@@ -35,6 +35,8 @@ export interface RelayConfig {
   /** SIGTERM: how long in-flight requests may take to finish. */
   drainMs: number;
   logLevel: string;
+  /** Drain and exit when stdin (a pipe from the parent process) closes: no orphaned nodes. */
+  exitWithParent: boolean;
 }
 
 const FLAGS = {
@@ -58,6 +60,7 @@ const FLAGS = {
   'drain-ms': { type: 'string' },
   'control-poll-ms': { type: 'string' },
   'log-level': { type: 'string' },
+  'exit-with-parent': { type: 'boolean' },
 } as const;
 
 export type FlagName = keyof typeof FLAGS;
@@ -131,5 +134,6 @@ export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     drainMs: intValue('drain-ms', str('drain-ms'), 25_000),
     controlPollMs: Math.max(50, intValue('control-poll-ms', str('control-poll-ms'), 250)),
     logLevel: str('log-level') ?? 'info',
+    exitWithParent: boolValue(get('exit-with-parent')),
   };
 }

@@ -18,7 +18,8 @@ export interface Child {
 }
 
 export function startChild(args: string[], env: Record<string, string> = {}): Child {
-  const proc = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, PHONEBRIDGE_LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  // stdin is a pipe that closes with this process: relays started here never outlive the test run.
+  const proc = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, PHONEBRIDGE_LOG_LEVEL: 'warn', PHONEBRIDGE_EXIT_WITH_PARENT: '1', ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
   const stderr: string[] = [];
   createInterface({ input: proc.stderr! }).on('line', (l) => stderr.push(l));
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => proc.once('exit', (code, signal) => r({ code, signal })));

@@ -80,6 +80,18 @@ describe('phonebridge serve + CLI + device run', () => {
   });
 });
 
+describe('serve --exit-with-parent', () => {
+  it('drains and exits 0 when its parent goes away (stdin closes)', async () => {
+    const data = dir('pb-orphan-');
+    const serve = startChild(['serve', '--port', '0', '--admin-port', '0', '--data-dir', data, '--exit-with-parent']);
+    children.push(serve);
+    const ready = await serve.ready;
+    expect((await fetch(`http://127.0.0.1:${ready.adminPort}/healthz`)).status).toBe(200);
+    serve.proc.stdin!.end(); // what the kernel does to the pipe when the parent dies
+    expect(await serve.exited).toEqual({ code: 0, signal: null });
+  }, 60_000);
+});
+
 describe('npm start (phonebridge demo)', () => {
   it('serves a working MCP endpoint with a simulated phone and prints a key', async () => {
     const data = dir('pb-demo-');
