@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { parseRelayConfig } from '../../src/config.ts';
-import { createLogger } from '../../src/log.ts';
+import { createLogger, type Logger } from '../../src/log.ts';
 import { startRelay, type RunningRelay } from '../../services/serve.ts';
 import { createKey, createPairing, type QrPayload } from '../../services/cli.ts';
 import { DeviceAgent, silentLogger, type McpServerLike } from '../../src/device/agent/index.ts';
@@ -26,10 +26,10 @@ export interface TestRelay {
   stop(): Promise<void>;
 }
 
-export async function startTestRelay(flags: string[] = [], opts: { dataDir?: string } = {}): Promise<TestRelay> {
+export async function startTestRelay(flags: string[] = [], opts: { dataDir?: string; log?: Logger } = {}): Promise<TestRelay> {
   const dataDir = opts.dataDir ?? tempDir();
   const config = parseRelayConfig(['--port', '0', '--admin-port', '0', '--data-dir', dataDir, ...flags], {});
-  const relay = await startRelay(config, createLogger({ level: process.env.PB_TEST_LOG ?? 'silent' }));
+  const relay = await startRelay(config, opts.log ?? createLogger({ level: process.env.PB_TEST_LOG ?? 'silent' }));
   const url = config.publicUrl;
   return {
     relay,
@@ -48,6 +48,8 @@ export async function startTestRelay(flags: string[] = [], opts: { dataDir?: str
 export interface TestPhone {
   agent: DeviceAgent;
   deviceId: string;
+  /** The pairing payload it was paired with (its code is spent). */
+  qr: QrPayload;
   stateDir: string;
   stop(): Promise<void>;
 }
@@ -65,6 +67,7 @@ export async function startTestPhone(relay: TestRelay, createServer: () => McpSe
   return {
     agent,
     deviceId: identity.device_id,
+    qr,
     stateDir,
     async stop() {
       await agent.stop();
