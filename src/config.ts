@@ -37,6 +37,8 @@ export interface RelayConfig {
   logLevel: string;
   /** Drain and exit when stdin (a pipe from the parent process) closes: no orphaned nodes. */
   exitWithParent: boolean;
+  /** Client requests in flight per phone socket before new ones get device_busy. */
+  maxInFlight: number;
 }
 
 const FLAGS = {
@@ -61,6 +63,7 @@ const FLAGS = {
   'control-poll-ms': { type: 'string' },
   'log-level': { type: 'string' },
   'exit-with-parent': { type: 'boolean' },
+  'max-in-flight': { type: 'string' },
 } as const;
 
 export type FlagName = keyof typeof FLAGS;
@@ -135,5 +138,6 @@ export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     controlPollMs: Math.max(50, intValue('control-poll-ms', str('control-poll-ms'), 250)),
     logLevel: str('log-level') ?? 'info',
     exitWithParent: boolValue(get('exit-with-parent')),
+    maxInFlight: Math.max(1, intValue('max-in-flight', str('max-in-flight'), 2_048)),
   };
 }

@@ -88,6 +88,8 @@ export class DeviceConnection {
     private readonly events: DeviceConnectionEvents,
     private readonly log: Logger,
     private readonly internalTimeoutMs = 30_000,
+    /** Client requests in flight on this socket beyond which new ones are refused (device_busy). */
+    private readonly maxInFlight = 2_048,
   ) {
     this.deviceId = data.deviceId;
     this.accountId = data.accountId;
@@ -145,6 +147,12 @@ export class DeviceConnection {
    * caller's scopes), or forwarded. Returns a cancel function for a client that goes away.
    */
   handleClientRequest(msg: JsonRpcRequest, params: Record<string, unknown> | undefined, caller: Caller, sink: ReplySink, timeoutMs: number): () => void {
+    if (this.pending.size >= this.maxInFlight) {
+      // Bounds what one phone's clients can pile up on a node (calls that outlive a client's
+      // disconnect included); the phone itself is not asked.
+      sink.fail(relayError('device_busy', `${this.maxInFlight} requests already in flight`));
+      return () => {};
+    }
     if (this.tools && msg.method === 'tools/list') {
       sink.respond(Buffer.from(resultResponse(msg.id, { tools: this.tools.visibleTo(caller.scopes) })));
       return () => {};

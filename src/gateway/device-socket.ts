@@ -112,7 +112,7 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
         ws.end(data.rejectCode ?? CLOSE.unauthorised, data.rejectReason.slice(0, 120));
         return;
       }
-      const conn = new DeviceConnection(ws, data, deviceEvents(ctx), ctx.log, ctx.config.requestTimeoutMs);
+      const conn = new DeviceConnection(ws, data, deviceEvents(ctx), ctx.log, ctx.config.requestTimeoutMs, ctx.config.maxInFlight);
       data.conn = conn;
       const old = ctx.hub.attach(conn);
       if (old) old.close(CLOSE.superseded, 'superseded by a newer connection', 'superseded');

@@ -12,6 +12,7 @@ export const RELAY_ERRORS = {
   device_removed: { code: -31006, message: 'The phone was removed' },
   superseded: { code: -31007, message: 'The phone reconnected; requests on the old socket were dropped' },
   insufficient_scope: { code: -31008, message: 'The credential lacks the scope this tool needs' },
+  device_busy: { code: -31009, message: 'Too many requests are in flight for this phone' },
 } as const;
 
 export type RelayErrorName = keyof typeof RELAY_ERRORS;

@@ -203,3 +203,30 @@ describe('phone offline', () => {
     }
   });
 });
+
+describe('a phone with too many requests in flight', () => {
+  it('refuses more with device_busy at once, without asking the phone, and serves again when they end', async () => {
+    const r2 = await startTestRelay(['--max-in-flight', '3']);
+    const ctl: EchoServerControl = { calls: [], cancellations: 0 };
+    try {
+      const p = await startTestPhone(r2, () => createEchoServer(ctl));
+      const { client } = await connectClient(r2.mcpUrl, (await r2.key(p.deviceId)).token);
+      const slow = [1, 2, 3].map(() => client.callTool({ name: 'sleep', arguments: { ms: 1500 } }));
+      await waitFor(() => r2.relay.node.ctx.hub.device(p.deviceId)!.inFlight === 3, 5000, 'three calls in flight');
+      const calls = ctl.calls.length;
+      const t0 = Date.now();
+      const err = await client.callTool({ name: 'echo', arguments: { text: 'one too many' } }).catch((e) => e);
+      expect(err).toBeInstanceOf(McpError);
+      expect((err as McpError).code).toBe(-31009);
+      expect((err as McpError).data).toEqual({ code: 'device_busy' });
+      expect(Date.now() - t0).toBeLessThan(1000); // refused at once, not queued
+      expect(ctl.calls.length).toBe(calls); // the phone was not asked
+      expect((await Promise.all(slow)).map((r) => r.content)).toEqual([1, 2, 3].map(() => [{ type: 'text', text: 'slept 1500' }]));
+      expect((await client.callTool({ name: 'echo', arguments: { text: 'room again' } })).content).toEqual([{ type: 'text', text: 'room again' }]);
+      await client.close();
+      await p.stop();
+    } finally {
+      await r2.stop();
+    }
+  });
+});
