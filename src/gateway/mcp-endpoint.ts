@@ -388,13 +388,17 @@ class McpEndpoint {
     const sse = new SseStream(ex, { 'Mcp-Session-Id': session.id });
     // Past the request's deadline its answer (a timeout error at worst) is buffered, or gone.
     const until = Math.min(deadline, Date.now() + MAX_TIMEOUT_MS) + FOLLOW_GRACE_MS;
-    let last = lastEventId;
-    while (!sse.closed) {
+    const { streamId, seq: seen } = parseEventId(lastEventId)!;
+    // The first read takes the whole stream: a client holding one of its ids means it has at
+    // least one event, so none at all is a stream that never was (or expired): nothing to follow.
+    let last = `${streamId}:0`;
+    for (let first = true; !sse.closed; first = false) {
       const events = await this.ctx.bus.replayAfter(session.id, last).catch(() => undefined);
       if (events === undefined) break; // the bus is away: end the stream, the client retries
+      if (first && events.length === 0) break;
       for (const e of events) {
         last = e.id;
-        if (!e.data) continue;
+        if (!e.data || parseEventId(e.id)!.seq <= seen) continue;
         sse.send(e.data, e.id);
         if (isResponseEvent(e.data)) return sse.end();
       }

@@ -6,6 +6,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { cli } from '../helpers/processes.ts';
+import { firstProgressEventId, sseMessages } from '../helpers/relay.ts';
 import { outcome, PROTOCOL, rawClient, startTestCluster, waitFor, type ClusterPhone, type TestCluster } from './harness.ts';
 import type { ClusterNode } from '../../services/cluster.ts';
 import { cpSync, mkdtempSync } from 'node:fs';
@@ -137,20 +138,12 @@ describe('a POST stream resumed on another node', () => {
       body: JSON.stringify({ jsonrpc: '2.0', id: 'far', method: 'tools/call', params: { name: 'progress', arguments: { text: 'hop', n: 30, delayMs: 50 }, _meta: { progressToken: 't' } } }),
     });
     expect(res.headers.get('content-type')).toBe('text/event-stream');
-    const reader = res.body!.getReader();
-    let text = '';
-    let lastId: string | undefined;
-    while (!lastId) {
-      const r = await reader.read();
-      if (r.done) throw new Error('stream ended early');
-      text += new TextDecoder().decode(r.value);
-      lastId = /id: (\S+)\nevent: message\ndata: .*notifications\/progress/.exec(text)?.[1];
-    }
+    const lastId = await firstProgressEventId(res);
     ac.abort();
     const again = await fetch(`${C.url}/mcp`, { headers: { ...headers, accept: 'text/event-stream', 'last-event-id': lastId } });
     expect(again.status).toBe(200);
     const replay = await again.text(); // ends after the answer
-    const messages = [...replay.matchAll(/data: (\{.*\})\n/g)].map((m) => JSON.parse(m[1]));
+    const messages = sseMessages(replay);
     expect(messages.find((m) => m.id === 'far')?.result?.content?.[0]?.text).toBe('hop done');
     const steps = messages.filter((m) => m.method === 'notifications/progress').map((m) => m.params.progress);
     expect(steps.at(-1)).toBe(30);

@@ -101,3 +101,21 @@ export async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs
   }
   throw new Error(`timed out waiting for ${what}`);
 }
+
+/** Reads an SSE response until its first progress event and returns that event's id (the stream stays open). */
+export async function firstProgressEventId(res: Response): Promise<string> {
+  const reader = res.body!.getReader();
+  let text = '';
+  for (;;) {
+    const r = await reader.read();
+    if (r.done) throw new Error('stream ended before a progress event');
+    text += new TextDecoder().decode(r.value);
+    const id = /id: (\S+)\nevent: message\ndata: .*notifications\/progress/.exec(text)?.[1];
+    if (id) return id;
+  }
+}
+
+/** The JSON-RPC messages in an SSE body, in order. */
+export function sseMessages(text: string): any[] {
+  return [...text.matchAll(/data: (\{.*\})\n/g)].map((m) => JSON.parse(m[1]));
+}

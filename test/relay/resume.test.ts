@@ -3,7 +3,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { connectClient, startTestPhone, startTestRelay, waitFor, type TestPhone, type TestRelay } from '../helpers/relay.ts';
+import { connectClient, firstProgressEventId, sseMessages, startTestPhone, startTestRelay, waitFor, type TestPhone, type TestRelay } from '../helpers/relay.ts';
 import { createEchoServer, type EchoServerControl } from '../fixtures/echo-server.ts';
 import type { SessionChannel } from '../../src/gateway/session-streams.ts';
 
@@ -90,16 +90,7 @@ it('a POST stream the client dropped mid-call: GET with its Last-Event-ID follow
   });
   expect(res.headers.get('content-type')).toBe('text/event-stream');
   // Read until the first progress event with an id, then hang up.
-  const reader = res.body!.getReader();
-  let text = '';
-  let lastId: string | undefined;
-  while (!lastId) {
-    const r = await reader.read();
-    if (r.done) throw new Error('stream ended early');
-    text += new TextDecoder().decode(r.value);
-    const m = [...text.matchAll(/id: (\S+)\nevent: message\ndata: (.*)\n/g)].find((x) => x[2].includes('notifications/progress'));
-    lastId = m?.[1];
-  }
+  const lastId = await firstProgressEventId(res);
   ac.abort();
   // Resumed while the call is still running: the GET follows the POST stream to its answer,
   // then ends (the SDK client does exactly this GET when a POST stream with ids drops).
@@ -107,7 +98,7 @@ it('a POST stream the client dropped mid-call: GET with its Last-Event-ID follow
   const again = await fetch(relay.mcpUrl, { headers: { ...headers, accept: 'text/event-stream', 'mcp-session-id': sid, 'last-event-id': lastId } });
   expect(again.status).toBe(200);
   const replay = await again.text(); // the stream ends after the answer
-  const messages = [...replay.matchAll(/data: (\{.*\})\n/g)].map((m) => JSON.parse(m[1]));
+  const messages = sseMessages(replay);
   const answer = messages.find((m) => m.id === 'long');
   expect(answer?.result?.content?.[0]?.text).toBe('step done');
   // Progress after the last seen event, in order, then the answer: nothing repeated.
@@ -220,4 +211,17 @@ it('the SDK client whose POST stream drops mid-call gets the answer anyway (it r
   expect(dropped).toBe(true);
   expect(seen.some((s) => s.startsWith('GET last-event-id text/event-stream'))).toBe(true);
   await client.close();
+});
+
+it('a GET naming a POST stream that never existed (or expired) ends at once instead of waiting on it', async () => {
+  const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'x-api-key': token, 'mcp-protocol-version': '2025-11-25' };
+  const init = await fetch(relay.mcpUrl, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'forger', version: '1' } } }) });
+  const sid = init.headers.get('mcp-session-id')!;
+  await init.text();
+  const farFuture = (Date.now() + 10 * 60_000).toString(36);
+  const t0 = Date.now();
+  const res = await fetch(relay.mcpUrl, { headers: { ...headers, accept: 'text/event-stream', 'mcp-session-id': sid, 'last-event-id': `p.${farFuture}.forged00:5` } });
+  expect(res.status).toBe(200);
+  expect(sseMessages(await res.text())).toEqual([]);
+  expect(Date.now() - t0).toBeLessThan(2000);
 });
