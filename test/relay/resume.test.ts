@@ -125,19 +125,20 @@ it('a client that disconnects mid-request: the request runs on (disconnection is
 
   // 1. Gone mid-call: the phone finishes the call; the relay drops the answer and keeps nothing.
   const ac = new AbortController();
-  const first = post({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'sleep', arguments: { ms: 1500 } } }, ac.signal).catch(() => 'aborted');
+  // (Reading the body too: an answer that turned into an SSE stream after 1 s aborts there.)
+  const first = post({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'sleep', arguments: { ms: 3000 } } }, ac.signal).then((r) => r.text()).catch(() => 'aborted');
   await waitFor(() => control.calls.at(-1)?.name === 'sleep' && conn().inFlight === 1, 3000, 'phone started the call');
   ac.abort();
   expect(await first).toBe('aborted');
   await new Promise((r) => setTimeout(r, 300));
   expect(conn().inFlight).toBe(1); // still running on the phone
-  await waitFor(() => conn().inFlight === 0, 3000, 'the call ended on its own');
+  await waitFor(() => conn().inFlight === 0, 6000, 'the call ended on its own');
   expect(control.cancellations).toBe(before);
 
   // 2. Gone mid-call, then an explicit notifications/cancelled (same id, same session): that cancels.
   const ac2 = new AbortController();
   const calls = control.calls.length;
-  const second = post({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'sleep', arguments: { ms: 20_000 } } }, ac2.signal).catch(() => 'aborted');
+  const second = post({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'sleep', arguments: { ms: 20_000 } } }, ac2.signal).then((r) => r.text()).catch(() => 'aborted');
   await waitFor(() => conn().inFlight === 1, 3000, 'second call in flight');
   await waitFor(() => control.calls.length > calls, 3000, 'phone started the second call');
   ac2.abort();
