@@ -110,7 +110,7 @@ export class Router {
     const bus = ctx.bus;
     bus.onNodeMessage((m) => this.onMessage(m));
     bus.onNodeDown((node) => {
-      for (const [d, e] of this.owners) if (e.owner.nodeId === node) this.owners.delete(d);
+      this.forgetNode(node);
       void this.nodeGone(node);
     });
     bus.onUnavailable(() => {
@@ -300,6 +300,11 @@ export class Router {
     r.sink.fail(relayError('relay_unavailable', 'the node holding the phone is unreachable'));
   }
 
+  /** Owners remembered on a node that left are stale. */
+  private forgetNode(nodeId: string): void {
+    for (const [d, e] of this.owners) if (e.owner.nodeId === nodeId) this.owners.delete(d);
+  }
+
   private forgetDeparture(nodeId: string): void {
     const t = this.departed.get(nodeId);
     if (t === undefined) return;
@@ -432,7 +437,7 @@ export class Router {
         const t = setTimeout(() => this.departed.delete(h.from), DEPARTED_MS);
         t.unref();
         this.departed.set(h.from, t);
-        for (const [d, e] of this.owners) if (e.owner.nodeId === h.from) this.owners.delete(d);
+        this.forgetNode(h.from);
         void this.nodeGone(h.from);
         return;
       }

@@ -22,6 +22,14 @@ afterAll(async () => {
   await relay?.stop();
 });
 
+/** A fresh 2025-11-25 session over raw HTTP: the headers each later request carries, its id included. */
+async function rawSession(name: string): Promise<Record<string, string>> {
+  const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'x-api-key': token, 'mcp-protocol-version': '2025-11-25' };
+  const init = await fetch(relay.mcpUrl, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name, version: '1' } } }) });
+  await init.text();
+  return { ...headers, 'mcp-session-id': init.headers.get('mcp-session-id')! };
+}
+
 const channelOf = (sessionId: string) => relay.relay.node.ctx.hub.allStreams().find((l) => l.sessionId === sessionId) as SessionChannel | undefined;
 
 it('the SDK client resumes a dropped GET stream and receives the notification sent while it was away', async () => {
@@ -77,15 +85,12 @@ it('sends each notification on one stream of a session, not all of them', async 
 
 it('a POST stream the client dropped mid-call: GET with its Last-Event-ID follows it to the answer, while the call still runs', async () => {
   // Session revisions do not cancel on disconnect; SSE polling (2025-11-25) resumes the stream.
-  const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'x-api-key': token, 'mcp-protocol-version': '2025-11-25' };
-  const init = await fetch(relay.mcpUrl, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'poll', version: '1' } } }) });
-  const sid = init.headers.get('mcp-session-id')!;
-  await init.text();
+  const headers = await rawSession('poll');
   const ac = new AbortController();
   const res = await fetch(relay.mcpUrl, {
     method: 'POST',
     signal: ac.signal,
-    headers: { ...headers, 'mcp-session-id': sid },
+    headers,
     body: JSON.stringify({ jsonrpc: '2.0', id: 'long', method: 'tools/call', params: { name: 'progress', arguments: { text: 'step', n: 30, delayMs: 50 }, _meta: { progressToken: 'p1' } } }),
   });
   expect(res.headers.get('content-type')).toBe('text/event-stream');
@@ -95,7 +100,7 @@ it('a POST stream the client dropped mid-call: GET with its Last-Event-ID follow
   // Resumed while the call is still running: the GET follows the POST stream to its answer,
   // then ends (the SDK client does exactly this GET when a POST stream with ids drops).
   expect(relay.relay.node.ctx.hub.device(phone.deviceId)!.inFlight).toBe(1);
-  const again = await fetch(relay.mcpUrl, { headers: { ...headers, accept: 'text/event-stream', 'mcp-session-id': sid, 'last-event-id': lastId } });
+  const again = await fetch(relay.mcpUrl, { headers: { ...headers, accept: 'text/event-stream', 'last-event-id': lastId } });
   expect(again.status).toBe(200);
   const replay = await again.text(); // the stream ends after the answer
   const messages = sseMessages(replay);
@@ -111,16 +116,10 @@ it('a POST stream the client dropped mid-call: GET with its Last-Event-ID follow
 it('a client that disconnects mid-request: the request runs on (disconnection is not cancellation), and nothing is left once it ends', async () => {
   // Session revisions: "Disconnection SHOULD NOT be interpreted as the client cancelling its
   // request. To cancel, the client SHOULD explicitly send an MCP CancelledNotification."
-  const init = await fetch(relay.mcpUrl, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'x-api-key': token },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'gone', version: '1' } } }),
-  });
-  const sid = init.headers.get('mcp-session-id')!;
-  await init.text();
+  const headers = await rawSession('gone');
   const conn = () => relay.relay.node.ctx.hub.device(phone.deviceId)!;
   const post = (body: unknown, signal?: AbortSignal) =>
-    fetch(relay.mcpUrl, { method: 'POST', signal, headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'x-api-key': token, 'mcp-session-id': sid, 'mcp-protocol-version': '2025-11-25' }, body: JSON.stringify(body) });
+    fetch(relay.mcpUrl, { method: 'POST', signal, headers, body: JSON.stringify(body) });
   const before = control.cancellations;
 
   // 1. Gone mid-call: the phone finishes the call; the relay drops the answer and keeps nothing.
@@ -149,13 +148,9 @@ it('a client that disconnects mid-request: the request runs on (disconnection is
 });
 
 it('a slow answer arrives as an SSE stream (priming event, then the answer); a fast one, or a client without SSE, gets JSON', async () => {
-  const base = { 'content-type': 'application/json', 'x-api-key': token, 'mcp-protocol-version': '2025-11-25' };
-  const both = { ...base, accept: 'application/json, text/event-stream' };
-  const init = await fetch(relay.mcpUrl, { method: 'POST', headers: both, body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'slow', version: '1' } } }) });
-  const sid = init.headers.get('mcp-session-id')!;
-  await init.text();
+  const both = await rawSession('slow');
   const call = (headers: Record<string, string>, id: number, name: string, args: Record<string, unknown>) =>
-    fetch(relay.mcpUrl, { method: 'POST', headers: { ...headers, 'mcp-session-id': sid }, body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args } }) });
+    fetch(relay.mcpUrl, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args } }) });
 
   const slow = await call(both, 1, 'sleep', { ms: 1600 });
   expect(slow.headers.get('content-type')).toBe('text/event-stream');
@@ -168,7 +163,7 @@ it('a slow answer arrives as an SSE stream (priming event, then the answer); a f
   expect(fast.headers.get('content-type')).toBe('application/json');
   expect(((await fast.json()) as any).result.content[0].text).toBe('quick');
 
-  const jsonOnly = await call({ ...base, accept: 'application/json' }, 3, 'sleep', { ms: 1200 });
+  const jsonOnly = await call({ ...both, accept: 'application/json' }, 3, 'sleep', { ms: 1200 });
   expect(jsonOnly.headers.get('content-type')).toBe('application/json');
   expect(((await jsonOnly.json()) as any).result.content[0].text).toBe('slept 1200');
 });
@@ -215,13 +210,10 @@ it('the SDK client whose POST stream drops mid-call gets the answer anyway (it r
 });
 
 it('a GET naming a POST stream that never existed (or expired) ends at once instead of waiting on it', async () => {
-  const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'x-api-key': token, 'mcp-protocol-version': '2025-11-25' };
-  const init = await fetch(relay.mcpUrl, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'forger', version: '1' } } }) });
-  const sid = init.headers.get('mcp-session-id')!;
-  await init.text();
+  const headers = await rawSession('forger');
   const farFuture = (Date.now() + 10 * 60_000).toString(36);
   const t0 = Date.now();
-  const res = await fetch(relay.mcpUrl, { headers: { ...headers, accept: 'text/event-stream', 'mcp-session-id': sid, 'last-event-id': `p.${farFuture}.forged00:5` } });
+  const res = await fetch(relay.mcpUrl, { headers: { ...headers, accept: 'text/event-stream', 'last-event-id': `p.${farFuture}.forged00:5` } });
   expect(res.status).toBe(200);
   expect(sseMessages(await res.text())).toEqual([]);
   expect(Date.now() - t0).toBeLessThan(2000);
