@@ -19,6 +19,8 @@ import type { GatewayContext } from './context.ts';
 const ORIGIN_GRACE_MS = 2_000;
 /** How long a phone closed with 1012 counts as moving: its reconnect (≤ 1 s jitter) plus handshake. */
 export const MOVE_GRACE_MS = 5_000;
+/** How often an owner retries an answer the bus could not take (it is reconnecting). */
+const REPLY_RETRY_MS = 50;
 /** How often a held request looks for the phone's new owner. */
 const MOVE_POLL_MS = 50;
 /** Remote requests older than this have their owner re-checked (a phone that left a dead node). */
@@ -300,6 +302,18 @@ export class Router {
     r.sink.fail(relayError('relay_unavailable', 'the node holding the phone is unreachable'));
   }
 
+  private async sendUntil(node: string, msg: string, until: number): Promise<void> {
+    for (;;) {
+      try {
+        await this.ctx.bus.sendToNode(node, msg);
+        return;
+      } catch (err) {
+        if (!(err instanceof BusUnavailableError) || Date.now() + REPLY_RETRY_MS >= until) return;
+        await sleep(REPLY_RETRY_MS);
+      }
+    }
+  }
+
   /** Owners remembered on a node that left are stale. */
   private forgetNode(nodeId: string): void {
     for (const [d, e] of this.owners) if (e.owner.nodeId === nodeId) this.owners.delete(d);
@@ -465,7 +479,14 @@ export class Router {
     this.lastServedAt = Date.now();
     const key = `${h.from}:${h.rid}`;
     let done = false;
-    const reply = (header: Header, body = '') => void this.ctx.bus.sendToNode(h.from, encode(header, body)).catch(() => {});
+    // Answers go out in order; one that meets a bus still reconnecting (its subscriber back
+    // before its command connection) is retried rather than lost, until the origin gives up.
+    const until = Date.now() + h.timeoutMs + ORIGIN_GRACE_MS;
+    let outbox = Promise.resolve();
+    const reply = (header: Header, body = '') => {
+      const msg = encode(header, body);
+      outbox = outbox.then(() => this.sendUntil(h.from, msg, until));
+    };
     const sink: ReplySink = {
       respond: (frame) => {
         done = true;
