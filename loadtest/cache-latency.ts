@@ -18,14 +18,41 @@ export async function runCacheLatency(n = N): Promise<Record<string, { p50: numb
   const phone = await startTestPhone(relay, () => createEchoServer());
   const token = (await relay.key(phone.deviceId)).token;
   try {
-    const init = await fetch(relay.mcpUrl, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': token }, body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'bench', version: '1' } } }) });
+    const init = await fetch(relay.mcpUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': token },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 0,
+        method: 'initialize',
+        params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'bench', version: '1' } },
+      }),
+    });
     const sid = init.headers.get('mcp-session-id')!;
     await init.text();
-    const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
+    const meta = {
+      'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+      'io.modelcontextprotocol/clientCapabilities': {},
+    };
     const cases: Record<string, { headers: Record<string, string>; body: (i: number) => string }> = {
-      'tools/list (cache)': { headers: { 'mcp-session-id': sid, 'mcp-protocol-version': '2025-11-25' }, body: (i) => JSON.stringify({ jsonrpc: '2.0', id: i, method: 'tools/list' }) },
-      'server/discover (cache)': { headers: { 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'server/discover' }, body: (i) => JSON.stringify({ jsonrpc: '2.0', id: i, method: 'server/discover', params: { _meta: meta } }) },
-      'tools/call (forwarded)': { headers: { 'mcp-session-id': sid, 'mcp-protocol-version': '2025-11-25' }, body: (i) => JSON.stringify({ jsonrpc: '2.0', id: i, method: 'tools/call', params: { name: 'echo', arguments: { text: 'x' } } }) },
+      'tools/list (cache)': {
+        headers: { 'mcp-session-id': sid, 'mcp-protocol-version': '2025-11-25' },
+        body: (i) => JSON.stringify({ jsonrpc: '2.0', id: i, method: 'tools/list' }),
+      },
+      'server/discover (cache)': {
+        headers: { 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'server/discover' },
+        body: (i) => JSON.stringify({ jsonrpc: '2.0', id: i, method: 'server/discover', params: { _meta: meta } }),
+      },
+      'tools/call (forwarded)': {
+        headers: { 'mcp-session-id': sid, 'mcp-protocol-version': '2025-11-25' },
+        body: (i) =>
+          JSON.stringify({
+            jsonrpc: '2.0',
+            id: i,
+            method: 'tools/call',
+            params: { name: 'echo', arguments: { text: 'x' } },
+          }),
+      },
     };
     const out: Record<string, { p50: number; p99: number }> = {};
     // Interleaved rounds so machine noise hits every case alike.
@@ -33,7 +60,11 @@ export async function runCacheLatency(n = N): Promise<Record<string, { p50: numb
     for (let i = 0; i < n; i++) {
       for (const [name, c] of Object.entries(cases)) {
         const t0 = performance.now();
-        const r = await fetch(relay.mcpUrl, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': token, ...c.headers }, body: c.body(i) });
+        const r = await fetch(relay.mcpUrl, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-api-key': token, ...c.headers },
+          body: c.body(i),
+        });
         await r.arrayBuffer();
         if (r.status !== 200) throw new Error(`${name}: HTTP ${r.status}`);
         if (i >= 50) samples[name].push(performance.now() - t0); // skip warm-up

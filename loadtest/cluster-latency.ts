@@ -25,7 +25,13 @@ import { startCluster } from '../services/cluster.ts';
 import { dropPrefix } from '../src/bus/redis/test-support.ts';
 import { createKey, createPairing } from '../services/cli.ts';
 import { openStore } from '../src/store/index.ts';
-import { decodeNonce, generateDeviceKey, loadPrivateKey, signDevicePayload, signedPayload } from '../src/crypto/device-auth.ts';
+import {
+  decodeNonce,
+  generateDeviceKey,
+  loadPrivateKey,
+  signDevicePayload,
+  signedPayload,
+} from '../src/crypto/device-auth.ts';
 
 interface PhoneJob {
   /** ws:// URL of /device/ws on the node the phone should hold its socket to. */
@@ -60,17 +66,30 @@ ws.on('error', (err) => parentPort.postMessage({ error: err.message }));
 async function startPhone(front: string, node: string, code: string): Promise<{ deviceId: string; worker: Worker }> {
   const key = generateDeviceKey();
   const post = async (url: string, body: unknown) => {
-    const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const r = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
     if (r.status !== 200) throw new Error(`${url}: HTTP ${r.status} ${await r.text()}`);
     return (await r.json()) as Record<string, string>;
   };
   const paired = await post(`${front}/pair`, { code, public_key: key.publicKeySpkiBase64, name: 'latency phone' });
   const { nonce } = await post(`${node}/device/challenge`, { device_id: paired.device_id });
   const ts = String(Math.floor(Date.now() / 1000));
-  const sig = signDevicePayload(loadPrivateKey(key.privateKeyPem), signedPayload(decodeNonce(nonce)!, paired.relay_host, ts));
+  const sig = signDevicePayload(
+    loadPrivateKey(key.privateKeyPem),
+    signedPayload(decodeNonce(nonce)!, paired.relay_host, ts),
+  );
   const job: PhoneJob = {
     url: `${node.replace(/^http/, 'ws')}/device/ws`,
-    headers: { 'X-Device-Id': paired.device_id, 'X-Device-Nonce': nonce, 'X-Device-Ts': ts, 'X-Device-Sig': sig, 'X-Device-App': 'latency-phone/1' },
+    headers: {
+      'X-Device-Id': paired.device_id,
+      'X-Device-Nonce': nonce,
+      'X-Device-Ts': ts,
+      'X-Device-Sig': sig,
+      'X-Device-App': 'latency-phone/1',
+    },
     requireFrom: fileURLToPath(import.meta.url),
   };
   const worker = new Worker(PHONE_SOURCE, { eval: true, workerData: job });
@@ -91,13 +110,22 @@ function rawSession(agent: Agent, token: string) {
   let sessionId = '';
   const post = (base: string, body: string) =>
     new Promise<string>((resolve, reject) => {
-      const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'x-api-key': token, 'content-length': String(Buffer.byteLength(body)) };
+      const headers: Record<string, string> = {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'x-api-key': token,
+        'content-length': String(Buffer.byteLength(body)),
+      };
       if (sessionId) Object.assign(headers, { 'mcp-session-id': sessionId, 'mcp-protocol-version': '2025-11-25' });
       const req = httpRequest(`${base}/mcp`, { method: 'POST', headers, agent }, (res) => {
         if (res.headers['mcp-session-id']) sessionId = String(res.headers['mcp-session-id']);
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => (res.statusCode === 200 ? resolve(Buffer.concat(chunks).toString()) : reject(new Error(`HTTP ${res.statusCode}: ${Buffer.concat(chunks)}`))));
+        res.on('end', () =>
+          res.statusCode === 200
+            ? resolve(Buffer.concat(chunks).toString())
+            : reject(new Error(`HTTP ${res.statusCode}: ${Buffer.concat(chunks)}`)),
+        );
         res.on('error', reject);
       });
       req.on('error', reject);
@@ -105,12 +133,25 @@ function rawSession(agent: Agent, token: string) {
     });
   let id = 0;
   return {
-    initialize: (base: string) => post(base, JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'latency', version: '1' } } })),
+    initialize: (base: string) =>
+      post(
+        base,
+        JSON.stringify({
+          jsonrpc: '2.0',
+          id: 0,
+          method: 'initialize',
+          params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'latency', version: '1' } },
+        }),
+      ),
     async call(base: string): Promise<void> {
       const n = ++id;
       const text = `c${n}`;
-      const answer = await post(base, `{"jsonrpc":"2.0","id":${n},"method":"tools/call","params":{"name":"echo","arguments":{"text":"${text}"}}}`);
-      if (!answer.includes(`"text":"${text}"`) || !answer.includes(`"id":${n}`)) throw new Error(`wrong answer: ${answer.slice(0, 200)}`);
+      const answer = await post(
+        base,
+        `{"jsonrpc":"2.0","id":${n},"method":"tools/call","params":{"name":"echo","arguments":{"text":"${text}"}}}`,
+      );
+      if (!answer.includes(`"text":"${text}"`) || !answer.includes(`"id":${n}`))
+        throw new Error(`wrong answer: ${answer.slice(0, 200)}`);
     },
   };
 }
@@ -122,7 +163,10 @@ async function main(): Promise<void> {
       concurrency: { type: 'string', default: '32' },
       seconds: { type: 'string', default: '6' },
       'redis-url': { type: 'string', default: process.env.PHONEBRIDGE_REDIS_URL ?? 'redis://127.0.0.1:6379' },
-      'admin-database-url': { type: 'string', default: process.env.PHONEBRIDGE_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres' },
+      'admin-database-url': {
+        type: 'string',
+        default: process.env.PHONEBRIDGE_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
+      },
     },
   });
   const CALLS = Number(values.calls);
@@ -147,7 +191,14 @@ async function main(): Promise<void> {
   const prefix = `pblat:${randomBytes(4).toString('hex')}:`;
   const dir = mkdtempSync(join(tmpdir(), 'pb-lat-'));
   const redis = new Redis(values['redis-url']!);
-  const cluster = await startCluster({ nodes: 2, databaseUrl: dbUrl.toString(), redisUrl: values['redis-url']!, redisPrefix: prefix, dataDir: dir, serveArgs: ['--log-level', 'warn'] });
+  const cluster = await startCluster({
+    nodes: 2,
+    databaseUrl: dbUrl.toString(),
+    redisUrl: values['redis-url']!,
+    redisPrefix: prefix,
+    dataDir: dir,
+    serveArgs: ['--log-level', 'warn'],
+  });
   const [A, B] = cluster.nodes;
   const store = await openStore({ dataDir: dir, databaseUrl: dbUrl.toString(), role: 'cli' });
   let worker: Worker | undefined;
@@ -156,7 +207,8 @@ async function main(): Promise<void> {
     const phone = await startPhone(cluster.url, A.url, qr.code);
     worker = phone.worker;
     const deviceId = phone.deviceId;
-    for (let i = 0; i < 200 && (await redis.hget(`${prefix}dev:${deviceId}`, 'node')) !== A.id; i++) await new Promise((r) => setTimeout(r, 25));
+    for (let i = 0; i < 200 && (await redis.hget(`${prefix}dev:${deviceId}`, 'node')) !== A.id; i++)
+      await new Promise((r) => setTimeout(r, 25));
     const token = (await createKey(store.store, deviceId)).token;
     const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
     const client = rawSession(agent, token);
@@ -207,12 +259,31 @@ async function main(): Promise<void> {
     const added50 = percentile(lat.cross, 50) - percentile(lat.same, 50);
     const added99 = percentile(lat.cross, 99) - percentile(lat.same, 99);
     const fraction = rate.cross / rate.same;
-    console.log(`cluster-latency: 2 nodes, 1 phone on ${A.id}, ${CALLS} sequential calls per path, ${CONCURRENCY} concurrent for ${SECONDS} s`);
-    console.log(`  same node  (client → ${A.id} → phone):            p50 ${p(lat.same, 50)} ms  p99 ${p(lat.same, 99)} ms  ${Math.round(rate.same)} calls/s`);
-    console.log(`  cross node (client → ${B.id} → Redis → ${A.id} → phone): p50 ${p(lat.cross, 50)} ms  p99 ${p(lat.cross, 99)} ms  ${Math.round(rate.cross)} calls/s`);
-    console.log(`  Redis PING from the client, same run (one hop, for scale): p50 ${p(lat.ping, 50)} ms  p99 ${p(lat.ping, 99)} ms`);
-    console.log(`  added by crossing: p50 +${added50.toFixed(3)} ms (target < 0.5) ${added50 < 0.5 ? 'PASS' : 'MISS'}, p99 +${added99.toFixed(3)} ms; throughput ${(fraction * 100).toFixed(0)}% of same-node (target ≥ 50%) ${fraction >= 0.5 ? 'PASS' : 'MISS'}`);
-    console.log(JSON.stringify({ same: { p50: percentile(lat.same, 50), p99: percentile(lat.same, 99), rps: rate.same }, cross: { p50: percentile(lat.cross, 50), p99: percentile(lat.cross, 99), rps: rate.cross }, addedP50: added50, addedP99: added99, throughputFraction: fraction, redisPingP50: percentile(lat.ping, 50) }));
+    console.log(
+      `cluster-latency: 2 nodes, 1 phone on ${A.id}, ${CALLS} sequential calls per path, ${CONCURRENCY} concurrent for ${SECONDS} s`,
+    );
+    console.log(
+      `  same node  (client → ${A.id} → phone):            p50 ${p(lat.same, 50)} ms  p99 ${p(lat.same, 99)} ms  ${Math.round(rate.same)} calls/s`,
+    );
+    console.log(
+      `  cross node (client → ${B.id} → Redis → ${A.id} → phone): p50 ${p(lat.cross, 50)} ms  p99 ${p(lat.cross, 99)} ms  ${Math.round(rate.cross)} calls/s`,
+    );
+    console.log(
+      `  Redis PING from the client, same run (one hop, for scale): p50 ${p(lat.ping, 50)} ms  p99 ${p(lat.ping, 99)} ms`,
+    );
+    console.log(
+      `  added by crossing: p50 +${added50.toFixed(3)} ms (target < 0.5) ${added50 < 0.5 ? 'PASS' : 'MISS'}, p99 +${added99.toFixed(3)} ms; throughput ${(fraction * 100).toFixed(0)}% of same-node (target ≥ 50%) ${fraction >= 0.5 ? 'PASS' : 'MISS'}`,
+    );
+    console.log(
+      JSON.stringify({
+        same: { p50: percentile(lat.same, 50), p99: percentile(lat.same, 99), rps: rate.same },
+        cross: { p50: percentile(lat.cross, 50), p99: percentile(lat.cross, 99), rps: rate.cross },
+        addedP50: added50,
+        addedP99: added99,
+        throughputFraction: fraction,
+        redisPingP50: percentile(lat.ping, 50),
+      }),
+    );
     agent.destroy();
   } finally {
     await worker?.terminate();

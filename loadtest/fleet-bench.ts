@@ -75,13 +75,26 @@ async function driverMain(): Promise<void> {
   // token lookups (see the report); a bench of the fleet should not be a bench of that.
   for (let i = 0; i < task.tokens.length; i += 8) {
     const batch = task.tokens.slice(i, i + 8);
-    sessions.push(...(await Promise.all(batch.map(async (token) => {
-      const r = await fetch(task.mcpUrl, { method: 'POST', headers: headers(token), body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'bench', version: '0' } } }) });
-      await r.text();
-      const sid = r.headers.get('mcp-session-id');
-      if (!sid) throw new Error(`initialize failed: ${r.status}`);
-      return sid;
-    }))));
+    sessions.push(
+      ...(await Promise.all(
+        batch.map(async (token) => {
+          const r = await fetch(task.mcpUrl, {
+            method: 'POST',
+            headers: headers(token),
+            body: JSON.stringify({
+              jsonrpc: '2.0',
+              id: 0,
+              method: 'initialize',
+              params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'bench', version: '0' } },
+            }),
+          });
+          await r.text();
+          const sid = r.headers.get('mcp-session-id');
+          if (!sid) throw new Error(`initialize failed: ${r.status}`);
+          return sid;
+        }),
+      )),
+    );
   }
   process.send!({ ready: true });
   await new Promise((resolve) => process.once('message', resolve)); // go
@@ -113,25 +126,40 @@ async function driverMain(): Promise<void> {
     const id = ++sent;
     inFlight++;
     const t = performance.now();
-    pending.push(fetch(task.mcpUrl, { method: 'POST', headers: headers(task.tokens[phone], sessions[phone]), body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: call }) })
-      .then(async (r) => {
-        const body = (await r.json()) as { result?: { isError?: boolean }; error?: unknown };
-        if (!body.result) errors++;
-        latencies.push(performance.now() - t);
+    pending.push(
+      fetch(task.mcpUrl, {
+        method: 'POST',
+        headers: headers(task.tokens[phone], sessions[phone]),
+        body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: call }),
       })
-      .catch(() => {
-        errors++;
-      })
-      .finally(() => {
-        inFlight--;
-      }));
+        .then(async (r) => {
+          const body = (await r.json()) as { result?: { isError?: boolean }; error?: unknown };
+          if (!body.result) errors++;
+          latencies.push(performance.now() - t);
+        })
+        .catch(() => {
+          errors++;
+        })
+        .finally(() => {
+          inFlight--;
+        }),
+    );
     if (pending.length > 10_000) pending.splice(0, 5_000);
   }
   await Promise.race([Promise.allSettled(pending), sleep(35_000)]);
   const elapsed = (performance.now() - started) / 1000;
   latencies.sort((a, b) => a - b);
-  const q = (p: number) => Math.round(latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * p))] ?? NaN);
-  process.send!({ done: true, sent, completed: latencies.length, errors, achievedRate: Math.round(latencies.length / elapsed), p50Ms: q(0.5), p99Ms: q(0.99) });
+  const q = (p: number) =>
+    Math.round(latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * p))] ?? NaN);
+  process.send!({
+    done: true,
+    sent,
+    completed: latencies.length,
+    errors,
+    achievedRate: Math.round(latencies.length / elapsed),
+    p50Ms: q(0.5),
+    p99Ms: q(0.99),
+  });
 }
 
 // ---- the bench (this process holds the fleet) -------------------------------------------
@@ -139,19 +167,27 @@ async function driverMain(): Promise<void> {
 async function benchMain(argv: string[]): Promise<void> {
   const { values } = parseArgs({
     args: argv,
-    options: { count: { type: 'string', default: '1000' }, rates: { type: 'string', default: '0.1,0.5,1' }, 'window-s': { type: 'string', default: '20' }, 'no-reconnect': { type: 'boolean' } },
+    options: {
+      count: { type: 'string', default: '1000' },
+      rates: { type: 'string', default: '0.1,0.5,1' },
+      'window-s': { type: 'string', default: '20' },
+      'no-reconnect': { type: 'boolean' },
+    },
   });
   const count = Number(values.count);
   const rates = values.rates!.split(',').map(Number);
   const windowS = Number(values['window-s']);
   if (!gc) out({ warning: 'run with --expose-gc (npx tsx --expose-gc …) for stable memory numbers' });
 
-  const probe = await import('node:net').then(({ createServer }) => new Promise<number>((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  }));
+  const probe = await import('node:net').then(
+    ({ createServer }) =>
+      new Promise<number>((resolve) => {
+        const s = createServer().listen(0, '127.0.0.1', () => {
+          const { port } = s.address() as { port: number };
+          s.close(() => resolve(port));
+        });
+      }),
+  );
   const dataDir = mkdtempSync(join(tmpdir(), 'pb-bench-relay-'));
   let relay = await startRelayChild(['--port', String(probe), '--data-dir', dataDir]);
   let shm = false;
@@ -189,7 +225,12 @@ async function benchMain(argv: string[]): Promise<void> {
       },
     });
     const startCpu = process.cpuUsage(cpu0);
-    out({ phase: 'started', ...fleet.stats(), wallMs: Math.round(performance.now() - t0), fleetCpuMsPerPhone: +((startCpu.user + startCpu.system) / 1000 / count).toFixed(2) });
+    out({
+      phase: 'started',
+      ...fleet.stats(),
+      wallMs: Math.round(performance.now() - t0),
+      fleetCpuMsPerPhone: +((startCpu.user + startCpu.system) / 1000 / count).toFixed(2),
+    });
     await sleep(2_000);
     const after = memory();
     const perPhone = {
@@ -197,7 +238,13 @@ async function benchMain(argv: string[]): Promise<void> {
       heapKiB: +((after.heap - before.heap) / count / 1024).toFixed(1),
       externalKiB: +((after.external - before.external) / count / 1024).toFixed(1),
     };
-    out({ phase: 'memory', count, perPhone, rssMiB: Math.round(after.rss / 2 ** 20), heapMiB: Math.round(after.heap / 2 ** 20) });
+    out({
+      phase: 'memory',
+      count,
+      perPhone,
+      rssMiB: Math.round(after.rss / 2 ** 20),
+      heapMiB: Math.round(after.heap / 2 ** 20),
+    });
 
     // Idle: pings only.
     let c = process.cpuUsage();
@@ -239,9 +286,20 @@ async function benchMain(argv: string[]): Promise<void> {
     for (const perPhone of rates) {
       if (relay.child.exitCode !== null || relay.child.signalCode !== null) break;
       const rate = perPhone * count;
-      const driver = fork(SELF, ['--driver'], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+      const driver = fork(SELF, ['--driver'], {
+        execArgv: ['--import', 'tsx'],
+        stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      });
       const messages: any[] = [];
-      const exited = new Promise<never>((_, reject) => driver.once('exit', (code) => reject(new Error(`the driver exited (${code}); relay alive: ${relay.child.exitCode === null && relay.child.signalCode === null}`))));
+      const exited = new Promise<never>((_, reject) =>
+        driver.once('exit', (code) =>
+          reject(
+            new Error(
+              `the driver exited (${code}); relay alive: ${relay.child.exitCode === null && relay.child.signalCode === null}`,
+            ),
+          ),
+        ),
+      );
       exited.catch(() => {});
       const next = () => Promise.race([new Promise<any>((resolve) => driver.once('message', resolve)), exited]);
       driver.send({ mcpUrl: relay.mcpUrl, tokens, rate, seconds: windowS } satisfies DriverTask);
@@ -269,7 +327,23 @@ async function benchMain(argv: string[]): Promise<void> {
       driver.kill();
     }
 
-    out({ summary: true, count, perPhone, idleFleetCpuPct: idlePct, loads: loads.map((l) => ({ callsPerPhonePerS: l.callsPerPhonePerS, achievedRate: (l as any).achievedRate, fleetCpuPct: l.fleetCpuPct, phonesPerCore: l.phonesPerCore, p50Ms: (l as any).p50Ms, p99Ms: (l as any).p99Ms, errors: (l as any).errors, relayDied: l.relayDied })), reconnect });
+    out({
+      summary: true,
+      count,
+      perPhone,
+      idleFleetCpuPct: idlePct,
+      loads: loads.map((l) => ({
+        callsPerPhonePerS: l.callsPerPhonePerS,
+        achievedRate: (l as any).achievedRate,
+        fleetCpuPct: l.fleetCpuPct,
+        phonesPerCore: l.phonesPerCore,
+        p50Ms: (l as any).p50Ms,
+        p99Ms: (l as any).p99Ms,
+        errors: (l as any).errors,
+        relayDied: l.relayDied,
+      })),
+      reconnect,
+    });
     await fleet.stop();
   } finally {
     await cleanup();
@@ -278,8 +352,11 @@ async function benchMain(argv: string[]): Promise<void> {
 
 if (process.argv[1] === SELF) {
   const main = process.argv.includes('--driver') ? driverMain() : benchMain(process.argv.slice(2));
-  main.then(() => process.exit(0), (err) => {
-    console.error(`fleet-bench: ${(err as Error).stack ?? err}`);
-    process.exit(1);
-  });
+  main.then(
+    () => process.exit(0),
+    (err) => {
+      console.error(`fleet-bench: ${(err as Error).stack ?? err}`);
+      process.exit(1);
+    },
+  );
 }

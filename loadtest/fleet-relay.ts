@@ -41,8 +41,15 @@ export interface RelayChild {
 
 const SELF = fileURLToPath(import.meta.url);
 
-export function startRelayChild(flags: string[], opts: { startTimeoutMs?: number; env?: NodeJS.ProcessEnv; execArgv?: string[] } = {}): Promise<RelayChild> {
-  const child = fork(SELF, flags, { execArgv: ['--import', 'tsx', ...(opts.execArgv ?? [])], stdio: ['ignore', 'inherit', 'inherit', 'ipc'], env: { ...process.env, ...opts.env } });
+export function startRelayChild(
+  flags: string[],
+  opts: { startTimeoutMs?: number; env?: NodeJS.ProcessEnv; execArgv?: string[] } = {},
+): Promise<RelayChild> {
+  const child = fork(SELF, flags, {
+    execArgv: ['--import', 'tsx', ...(opts.execArgv ?? [])],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    env: { ...process.env, ...opts.env },
+  });
   let nextId = 1;
   const pending = new Map<number, { resolve: (v: any) => void; reject: (e: Error) => void }>();
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
@@ -65,7 +72,10 @@ export function startRelayChild(flags: string[], opts: { startTimeoutMs?: number
         pending.delete(id);
         reject(new Error(`relay child: ${req.op} timed out`));
       }, timeoutMs);
-      pending.set(id, { resolve: (v) => (clearTimeout(timer), resolve(v)), reject: (e) => (clearTimeout(timer), reject(e)) });
+      pending.set(id, {
+        resolve: (v) => (clearTimeout(timer), resolve(v)),
+        reject: (e) => (clearTimeout(timer), reject(e)),
+      });
       child.send({ id, ...req });
     });
 
@@ -120,7 +130,10 @@ async function childMain(argv: string[]): Promise<void> {
       switch (m.op) {
         case 'pair': {
           const out: QrPayload[] = [];
-          for (let i = 0; i < m.count; i++) out.push(await createPairing(store, { relay: config.publicUrl, name: `fleet-${i}`, fp: relay.node.fingerprint }));
+          for (let i = 0; i < m.count; i++)
+            out.push(
+              await createPairing(store, { relay: config.publicUrl, name: `fleet-${i}`, fp: relay.node.fingerprint }),
+            );
           return answer(out);
         }
         case 'keys': {
@@ -129,7 +142,13 @@ async function childMain(argv: string[]): Promise<void> {
           return answer(out.map((k) => ({ id: k.id, token: k.token })));
         }
         case 'connections':
-          return answer([...relay.node.ctx.hub.connections()].map((c) => ({ deviceId: c.deviceId, connectedAt: c.connectedAt, initialized: !!c.initResult })));
+          return answer(
+            [...relay.node.ctx.hub.connections()].map((c) => ({
+              deviceId: c.deviceId,
+              connectedAt: c.connectedAt,
+              initialized: !!c.initResult,
+            })),
+          );
         case 'stop':
           answer(true);
           await relay.node.drain();

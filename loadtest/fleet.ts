@@ -19,7 +19,18 @@ import { join } from 'node:path';
 import { execFile } from 'node:child_process';
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
-import { DeviceAgent, PairingError, loadIdentity, silentLogger, stderrLogger, type AgentLogger, type BackoffOptions, type PingOptions, type QrPayload, type StopInfo } from '../src/device/agent/index.ts';
+import {
+  DeviceAgent,
+  PairingError,
+  loadIdentity,
+  silentLogger,
+  stderrLogger,
+  type AgentLogger,
+  type BackoffOptions,
+  type PingOptions,
+  type QrPayload,
+  type StopInfo,
+} from '../src/device/agent/index.ts';
 import { SimPhone } from '../src/device/sim/model.ts';
 import { createPhoneServer, type PhoneServerOptions } from '../src/device/tools/index.ts';
 
@@ -131,7 +142,9 @@ export function boundFetch(localAddress: string | undefined): typeof fetch {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
         res.on('error', reject);
-        res.on('end', () => resolve(new Response(Buffer.concat(chunks).toString('utf8'), { status: res.statusCode ?? 0 })));
+        res.on('end', () =>
+          resolve(new Response(Buffer.concat(chunks).toString('utf8'), { status: res.statusCode ?? 0 })),
+        );
       });
       req.end(body);
     });
@@ -156,7 +169,10 @@ export function parseAddresses(spec: string): string[] {
     for (let i = Number(range[2]); i <= Number(range[3]) && out.length < 256; i++) out.push(`${range[1]}${i}`);
     return out;
   }
-  return spec.split(',').map((s) => s.trim()).filter(Boolean);
+  return spec
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
 }
 
 export async function startFleet(opts: FleetOptions): Promise<Fleet> {
@@ -189,7 +205,14 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
     let identity = loadIdentity(stateDir);
     for (let attempt = 1; !identity || identity.removed_at; attempt++) {
       try {
-        identity = await DeviceAgent.pair({ stateDir, qr: await opts.pairing(i), name: `fleet-${i}`, fetchImpl: fetchFor(i), timeoutMs: opts.pairTimeoutMs ?? 10_000, log });
+        identity = await DeviceAgent.pair({
+          stateDir,
+          qr: await opts.pairing(i),
+          name: `fleet-${i}`,
+          fetchImpl: fetchFor(i),
+          timeoutMs: opts.pairTimeoutMs ?? 10_000,
+          log,
+        });
       } catch (err) {
         // A refusal (bad code, plan limit, rate limit) is final; a lost answer is retried with a new code.
         if (err instanceof PairingError || attempt >= 3) throw err;
@@ -209,7 +232,16 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
       fetchImpl: fetchFor(i),
       log,
     });
-    phones[i] = { index: i, deviceId, stateDir, agent, sim, connects: 0, lastConnectedAt: undefined, stopped: undefined };
+    phones[i] = {
+      index: i,
+      deviceId,
+      stateDir,
+      agent,
+      sim,
+      connects: 0,
+      lastConnectedAt: undefined,
+      stopped: undefined,
+    };
   });
   const pairMs = performance.now() - t0;
 
@@ -238,13 +270,17 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
 
   const t1 = performance.now();
   const connectTimeoutMs = opts.connectTimeoutMs ?? 30_000;
-  const stopAll = () => pool(phones.length, 200, async (i) => {
-    await phones[i]?.agent.stop();
-  });
+  const stopAll = () =>
+    pool(phones.length, 200, async (i) => {
+      await phones[i]?.agent.stop();
+    });
   await pool(opts.count, concurrency, async (i) => {
     const { agent } = phones[i];
     await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`phone ${i} did not connect within ${connectTimeoutMs} ms`)), connectTimeoutMs);
+      const timer = setTimeout(
+        () => reject(new Error(`phone ${i} did not connect within ${connectTimeoutMs} ms`)),
+        connectTimeoutMs,
+      );
       const done = () => {
         clearTimeout(timer);
         agent.off('connected', done);
@@ -269,12 +305,19 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
   return {
     phones,
     stateRoot,
-    stats: () => ({ count: opts.count, connected, ...counters, pairMs: Math.round(pairMs), startMs: Math.round(startMs) }),
+    stats: () => ({
+      count: opts.count,
+      connected,
+      ...counters,
+      pairMs: Math.round(pairMs),
+      startMs: Math.round(startMs),
+    }),
     waitConnected(n, timeoutMs) {
       return new Promise<void>((resolve, reject) => {
         const check = () => {
           if (connected >= n) finish();
-          else if (counters.stopped > opts.count - n) fail(new Error(`${counters.stopped} phones stopped for good; ${n} cannot connect`));
+          else if (counters.stopped > opts.count - n)
+            fail(new Error(`${counters.stopped} phones stopped for good; ${n} cannot connect`));
         };
         const finish = () => {
           clearTimeout(timer);
@@ -286,7 +329,10 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
           waiters.delete(check);
           reject(err);
         };
-        const timer = setTimeout(() => fail(new Error(`only ${connected} of ${n} phones connected within ${timeoutMs} ms`)), timeoutMs);
+        const timer = setTimeout(
+          () => fail(new Error(`only ${connected} of ${n} phones connected within ${timeoutMs} ms`)),
+          timeoutMs,
+        );
         waiters.add(check);
         check();
       });
@@ -314,7 +360,10 @@ function runPairCommand(cmd: string): Promise<QrPayload> {
   return new Promise((resolve, reject) => {
     execFile('/bin/sh', ['-c', cmd], { timeout: 120_000, maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
       if (err) return reject(new Error(`${cmd} failed: ${stderr || err.message}`));
-      const line = stdout.split('\n').map((l) => l.trim()).find((l) => l.startsWith('{'));
+      const line = stdout
+        .split('\n')
+        .map((l) => l.trim())
+        .find((l) => l.startsWith('{'));
       if (!line) return reject(new Error(`${cmd} printed no QR payload`));
       resolve(JSON.parse(line) as QrPayload);
     });
@@ -325,8 +374,14 @@ async function cli(argv: string[]): Promise<void> {
   const { values } = parseArgs({
     args: argv,
     options: {
-      relay: { type: 'string' }, count: { type: 'string' }, 'state-root': { type: 'string' }, concurrency: { type: 'string' },
-      'data-dir': { type: 'string' }, 'pair-cmd': { type: 'string' }, 'source-addresses': { type: 'string' }, 'stats-every': { type: 'string' },
+      relay: { type: 'string' },
+      count: { type: 'string' },
+      'state-root': { type: 'string' },
+      concurrency: { type: 'string' },
+      'data-dir': { type: 'string' },
+      'pair-cmd': { type: 'string' },
+      'source-addresses': { type: 'string' },
+      'stats-every': { type: 'string' },
       help: { type: 'boolean' },
     },
   });
@@ -352,7 +407,8 @@ async function cli(argv: string[]): Promise<void> {
     const codes: QrPayload[] = [];
     try {
       const spares = Math.ceil(unpaired * 0.05) + 3; // for pairings whose answer is lost and retried
-      for (let i = 0; i < unpaired + spares; i++) codes.push(await createPairing(opened.store, { relay: values.relay!, name: null }));
+      for (let i = 0; i < unpaired + spares; i++)
+        codes.push(await createPairing(opened.store, { relay: values.relay!, name: null }));
     } finally {
       await opened.close();
     }
@@ -368,7 +424,10 @@ async function cli(argv: string[]): Promise<void> {
     let queue = Promise.resolve();
     pairing = () => {
       const next = queue.then(() => runPairCommand(cmd));
-      queue = next.then(() => undefined, () => undefined);
+      queue = next.then(
+        () => undefined,
+        () => undefined,
+      );
       return next;
     };
   }
@@ -387,7 +446,10 @@ async function cli(argv: string[]): Promise<void> {
   };
   console.log(JSON.stringify({ ready: true, stateRoot: fleet.stateRoot, ...fleet.stats(), ...mem() }));
   const every = Number(values['stats-every'] ?? 10) * 1000;
-  const timer = setInterval(() => console.log(JSON.stringify({ at: new Date().toISOString(), ...fleet.stats(), ...mem() })), every);
+  const timer = setInterval(
+    () => console.log(JSON.stringify({ at: new Date().toISOString(), ...fleet.stats(), ...mem() })),
+    every,
+  );
   const shutdown = async () => {
     clearInterval(timer);
     await fleet.stop();

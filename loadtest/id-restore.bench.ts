@@ -7,7 +7,16 @@ function frameOf(bytes: number, shape: 'text' | 'tree'): Buffer {
   const result =
     shape === 'text'
       ? { content: [{ type: 'text', text: 'x'.repeat(Math.max(0, bytes - 80)) }] }
-      : { structuredContent: { elements: Array.from({ length: Math.max(1, Math.floor(bytes / 110)) }, (_, i) => ({ id: `e${i}`, role: 'button', text: `Item ${i}`, bounds: [0, i, 100, i + 10] })) } };
+      : {
+          structuredContent: {
+            elements: Array.from({ length: Math.max(1, Math.floor(bytes / 110)) }, (_, i) => ({
+              id: `e${i}`,
+              role: 'button',
+              text: `Item ${i}`,
+              bounds: [0, i, 100, i + 10],
+            })),
+          },
+        };
   return Buffer.from(JSON.stringify({ result, jsonrpc: '2.0', id: 123456 }));
 }
 
@@ -41,7 +50,13 @@ export function runIdRestoreBench(): Array<Record<string, string | number>> {
       if (JSON.stringify(JSON.parse(span().toString())) !== full().toString()) throw new Error('rewrites disagree');
       const a = time(span);
       const b = time(full);
-      rows.push({ shape, size: `${kib} KiB`, 'span rewrite µs': a.toFixed(1), 'decode+parse+stringify+encode µs': b.toFixed(1), speedup: `${(b / a).toFixed(1)}x` });
+      rows.push({
+        shape,
+        size: `${kib} KiB`,
+        'span rewrite µs': a.toFixed(1),
+        'decode+parse+stringify+encode µs': b.toFixed(1),
+        speedup: `${(b / a).toFixed(1)}x`,
+      });
     }
   }
   return rows;

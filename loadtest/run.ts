@@ -23,7 +23,11 @@ for (const name of names) {
     continue;
   }
   console.log(`\n=== ${name} (${file})`);
-  const r = spawnSync(process.execPath, ['--import', 'tsx', file], { cwd: root, stdio: 'inherit', timeout: 30 * 60_000 });
+  const r = spawnSync(process.execPath, ['--import', 'tsx', file], {
+    cwd: root,
+    stdio: 'inherit',
+    timeout: 30 * 60_000,
+  });
   if (r.status !== 0) failed++;
 }
 process.exit(failed ? 1 : 0);

@@ -53,7 +53,11 @@ export async function main(argv: string[]): Promise<void> {
       console.error(`phonebridge: ${err.message}`);
       process.exit(2);
     }
-    if (err instanceof UsageError || err instanceof DataDirBusyError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+    if (
+      err instanceof UsageError ||
+      err instanceof DataDirBusyError ||
+      (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')
+    ) {
       console.error(`phonebridge: ${(err as Error).message}\n\n${USAGE}`);
       process.exit(64);
     }
@@ -79,33 +83,69 @@ export interface QrPayload {
 }
 
 /** Creates a pairing code; the QR payload is what the phone scans. */
-export async function createPairing(store: Store, opts: { accountId?: string; name?: string | null; relay: string; fp?: string; now?: Date }): Promise<QrPayload> {
+export async function createPairing(
+  store: Store,
+  opts: { accountId?: string; name?: string | null; relay: string; fp?: string; now?: Date },
+): Promise<QrPayload> {
   const code = newPairingCode();
   const now = opts.now ?? new Date();
-  const r = await store.createPairingCode({ accountId: opts.accountId ?? 'local', codeHash: hashPairingCode(code), expiresAt: new Date(now.getTime() + 10 * 60_000), name: opts.name ?? null });
+  const r = await store.createPairingCode({
+    accountId: opts.accountId ?? 'local',
+    codeHash: hashPairingCode(code),
+    expiresAt: new Date(now.getTime() + 10 * 60_000),
+    name: opts.name ?? null,
+  });
   if (!r.ok) throw new Error('the account is at its plan limit for phones');
   return { v: 1, relay: opts.relay, code, ...(opts.fp ? { fp: opts.fp } : {}) };
 }
 
 /** Mints an API key bound to one device. The token is shown once; only its hash is stored. */
-export async function createKey(store: Store, deviceId: string, scopes: Scope[] = [...SCOPES]): Promise<{ id: string; token: string; device_id: string; scopes: Scope[] }> {
+export async function createKey(
+  store: Store,
+  deviceId: string,
+  scopes: Scope[] = [...SCOPES],
+): Promise<{ id: string; token: string; device_id: string; scopes: Scope[] }> {
   const device = await store.getDevice(deviceId);
   if (!device) throw new Error(`no device "${deviceId}"`);
   const token = newApiToken();
-  const r = await store.createToken({ id: newId('key'), accountId: device.accountId, deviceId, hash: sha256Hex(token), scopes, via: 'key' });
-  if (!r.ok) throw new Error(r.error === 'limit_reached' ? 'the account is at its plan limit for keys' : `no device "${deviceId}"`);
+  const r = await store.createToken({
+    id: newId('key'),
+    accountId: device.accountId,
+    deviceId,
+    hash: sha256Hex(token),
+    scopes,
+    via: 'key',
+  });
+  if (!r.ok)
+    throw new Error(
+      r.error === 'limit_reached' ? 'the account is at its plan limit for keys' : `no device "${deviceId}"`,
+    );
   return { id: r.token.id, token, device_id: deviceId, scopes };
 }
 
 async function pairCommand(argv: string[]): Promise<void> {
   const { values } = parseArgs({
     args: argv,
-    options: { ...STORE_FLAGS, name: { type: 'string' }, account: { type: 'string' }, json: { type: 'boolean' }, 'public-url': { type: 'string' } },
+    options: {
+      ...STORE_FLAGS,
+      name: { type: 'string' },
+      account: { type: 'string' },
+      json: { type: 'boolean' },
+      'public-url': { type: 'string' },
+    },
   });
   const { dataDir } = storeOptions(values);
   const info = readRelayInfo(dataDir);
-  const relay = values['public-url'] ?? process.env.PHONEBRIDGE_PUBLIC_URL ?? info?.publicUrl ?? 'http://127.0.0.1:8080';
-  const payload = await withStore(values, (store) => createPairing(store, { accountId: values.account, name: values.name, relay, fp: info?.publicUrl === relay ? info.fingerprint : undefined }));
+  const relay =
+    values['public-url'] ?? process.env.PHONEBRIDGE_PUBLIC_URL ?? info?.publicUrl ?? 'http://127.0.0.1:8080';
+  const payload = await withStore(values, (store) =>
+    createPairing(store, {
+      accountId: values.account,
+      name: values.name,
+      relay,
+      fp: info?.publicUrl === relay ? info.fingerprint : undefined,
+    }),
+  );
   if (values.json) {
     console.log(JSON.stringify(payload));
     return;
@@ -113,13 +153,20 @@ async function pairCommand(argv: string[]): Promise<void> {
   const { default: qrcode } = await import('qrcode-terminal');
   const text = JSON.stringify(payload);
   qrcode.generate(text, { small: true }, (qr: string) => console.log(qr));
-  console.log(`Scan with the phonebridge app, or run a reference phone:\n  phonebridge device run --state ./phone --pair '${text}'\nThe code is valid for ten minutes, once.`);
+  console.log(
+    `Scan with the phonebridge app, or run a reference phone:\n  phonebridge device run --state ./phone --pair '${text}'\nThe code is valid for ten minutes, once.`,
+  );
 }
 
 function parseScopes(raw: string | undefined): Scope[] {
   if (!raw) return [...SCOPES];
-  const list = raw.split(',').map((s) => s.trim()).filter(Boolean);
-  for (const s of list) if (!(SCOPES as readonly string[]).includes(s)) throw new UsageError(`unknown scope "${s}"; scopes are ${SCOPES.join(', ')}`);
+  const list = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  for (const s of list)
+    if (!(SCOPES as readonly string[]).includes(s))
+      throw new UsageError(`unknown scope "${s}"; scopes are ${SCOPES.join(', ')}`);
   if (list.length === 0) throw new UsageError('--scopes needs at least one scope');
   return [...new Set(list)] as Scope[];
 }
@@ -136,12 +183,24 @@ async function keysCommand(argv: string[]): Promise<void> {
     const scopes = parseScopes(values.scopes);
     const key = await withStore(values, (store) => createKey(store, values.device!, scopes));
     if (values.json) console.log(JSON.stringify(key));
-    else console.log(`key ${key.id} for ${key.device_id} (${key.scopes.join(', ')})\n${key.token}\nShown once: store it now.`);
+    else
+      console.log(
+        `key ${key.id} for ${key.device_id} (${key.scopes.join(', ')})\n${key.token}\nShown once: store it now.`,
+      );
     return;
   }
   if (sub === 'list') {
-    const tokens = await withStore(values, (store) => store.listTokens(values.device ? { deviceId: values.device } : undefined));
-    const rows = tokens.map((t) => ({ id: t.id, device_id: t.deviceId, scopes: t.scopes, via: t.via, created_at: t.createdAt.toISOString(), expires_at: t.expiresAt?.toISOString() ?? null }));
+    const tokens = await withStore(values, (store) =>
+      store.listTokens(values.device ? { deviceId: values.device } : undefined),
+    );
+    const rows = tokens.map((t) => ({
+      id: t.id,
+      device_id: t.deviceId,
+      scopes: t.scopes,
+      via: t.via,
+      created_at: t.createdAt.toISOString(),
+      expires_at: t.expiresAt?.toISOString() ?? null,
+    }));
     if (values.json) console.log(JSON.stringify(rows));
     else for (const r of rows) console.log(`${r.id}  ${r.device_id}  ${r.scopes.join(',')}  ${r.via}  ${r.created_at}`);
     return;
@@ -159,10 +218,20 @@ async function keysCommand(argv: string[]): Promise<void> {
 
 async function devicesCommand(argv: string[]): Promise<void> {
   const [sub, ...rest] = argv;
-  const { values, positionals } = parseArgs({ args: rest, allowPositionals: true, options: { ...STORE_FLAGS, json: { type: 'boolean' } } });
+  const { values, positionals } = parseArgs({
+    args: rest,
+    allowPositionals: true,
+    options: { ...STORE_FLAGS, json: { type: 'boolean' } },
+  });
   if (sub === 'list') {
     const devices = await withStore(values, (store) => store.listDevices());
-    const rows = devices.map((d) => ({ id: d.id, name: d.name, account_id: d.accountId, last_seen_at: d.lastSeenAt?.toISOString() ?? null, created_at: d.createdAt.toISOString() }));
+    const rows = devices.map((d) => ({
+      id: d.id,
+      name: d.name,
+      account_id: d.accountId,
+      last_seen_at: d.lastSeenAt?.toISOString() ?? null,
+      created_at: d.createdAt.toISOString(),
+    }));
     if (values.json) console.log(JSON.stringify(rows));
     else for (const r of rows) console.log(`${r.id}  ${r.name}  last seen ${r.last_seen_at ?? 'never'}`);
     return;

@@ -72,26 +72,41 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
   const front = await startFront({ host: opts.host ?? '127.0.0.1', port: opts.port ?? 0 });
   const nodes: ClusterNode[] = [];
 
-  const syncFront = () => front.setBackends(nodes.filter((n) => n.alive).map((n) => ({ host: '127.0.0.1', port: n.port })));
+  const syncFront = () =>
+    front.setBackends(nodes.filter((n) => n.alive).map((n) => ({ host: '127.0.0.1', port: n.port })));
 
   async function startNode(index = nodes.length + 1): Promise<ClusterNode> {
     const id = `${idPrefix}${index}`;
     const dataDir = join(opts.dataDir, id);
     mkdirSync(dataDir, { recursive: true });
     const args = [
-      BIN, 'serve',
-      '--host', '127.0.0.1', '--port', '0', '--admin-port', '0',
-      '--public-url', front.url,
-      '--data-dir', dataDir,
-      '--database-url', opts.databaseUrl,
-      '--redis-url', opts.redisUrl,
+      BIN,
+      'serve',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      '0',
+      '--admin-port',
+      '0',
+      '--public-url',
+      front.url,
+      '--data-dir',
+      dataDir,
+      '--database-url',
+      opts.databaseUrl,
+      '--redis-url',
+      opts.redisUrl,
       ...(opts.redisPrefix ? ['--redis-prefix', opts.redisPrefix] : []),
-      '--node-id', id,
+      '--node-id',
+      id,
       // Its stdin is a pipe from this process: if this process dies (even kill -9), the node drains and exits.
       '--exit-with-parent',
       ...(opts.serveArgs ?? []),
     ];
-    const proc = spawn(process.execPath, args, { env: { ...process.env, ...opts.env }, stdio: ['pipe', 'pipe', 'pipe'] });
+    const proc = spawn(process.execPath, args, {
+      env: { ...process.env, ...opts.env },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) =>
       proc.once('exit', (code, signal) => {
         opts.onExit?.(id, code, signal);
@@ -118,7 +133,9 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
         }
         log(line);
       });
-      void exited.then(({ code, signal }) => reject(new Error(`node ${id} exited (${code ?? signal}) before ready: ${tail.slice(-5).join(' | ')}`)));
+      void exited.then(({ code, signal }) =>
+        reject(new Error(`node ${id} exited (${code ?? signal}) before ready: ${tail.slice(-5).join(' | ')}`)),
+      );
     });
     const { port, adminPort } = await ready;
     const node: ClusterNode = {
@@ -159,11 +176,13 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
     stop: (graceMs = 30_000) =>
       (stopping ??= (async () => {
         await Promise.all(
-          nodes.filter((n) => n?.alive).map(async (n) => {
-            const timer = setTimeout(() => n.kill('SIGKILL'), graceMs);
-            await n.kill('SIGTERM');
-            clearTimeout(timer);
-          }),
+          nodes
+            .filter((n) => n?.alive)
+            .map(async (n) => {
+              const timer = setTimeout(() => n.kill('SIGKILL'), graceMs);
+              await n.kill('SIGTERM');
+              clearTimeout(timer);
+            }),
         );
         await front.close();
       })()),
@@ -191,12 +210,16 @@ export async function clusterMain(argv: string[]): Promise<void> {
   });
   const env = process.env;
   if (values.help) {
-    console.log('npm run cluster -- [--nodes 3] [--port 8080] [--host 127.0.0.1] --database-url postgres://… [--redis-url redis://127.0.0.1:6379] [--redis-prefix pb:] [--data-dir ./.phonebridge-cluster] [--quiet] [-- serve flags]');
+    console.log(
+      'npm run cluster -- [--nodes 3] [--port 8080] [--host 127.0.0.1] --database-url postgres://… [--redis-url redis://127.0.0.1:6379] [--redis-prefix pb:] [--data-dir ./.phonebridge-cluster] [--quiet] [-- serve flags]',
+    );
     return;
   }
   const databaseUrl = values['database-url'] ?? env.PHONEBRIDGE_DATABASE_URL;
   if (!databaseUrl) {
-    console.error('phonebridge cluster: --database-url (or PHONEBRIDGE_DATABASE_URL) is required: every node shares one Postgres');
+    console.error(
+      'phonebridge cluster: --database-url (or PHONEBRIDGE_DATABASE_URL) is required: every node shares one Postgres',
+    );
     process.exit(64);
   }
   const nodes = Number(values.nodes ?? env.PHONEBRIDGE_CLUSTER_NODES ?? 3);
@@ -235,7 +258,20 @@ export async function clusterMain(argv: string[]): Promise<void> {
       `  MCP endpoint: ${cluster.url}/mcp\n` +
       `  pair a phone: phonebridge pair --json --database-url <same> --public-url ${cluster.url}\n`,
   );
-  console.log(JSON.stringify({ ready: true, url: `${cluster.url}/mcp`, front: cluster.url, nodes: cluster.nodes.map((n) => ({ id: n.id, url: n.url, port: n.port, adminPort: n.adminPort, pid: n.proc.pid })) }));
+  console.log(
+    JSON.stringify({
+      ready: true,
+      url: `${cluster.url}/mcp`,
+      front: cluster.url,
+      nodes: cluster.nodes.map((n) => ({
+        id: n.id,
+        url: n.url,
+        port: n.port,
+        adminPort: n.adminPort,
+        pid: n.proc.pid,
+      })),
+    }),
+  );
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {

@@ -36,14 +36,24 @@ export async function deviceCommand(argv: string[]): Promise<void> {
     createServer = simServerFactory(values.state, values.seed ? Number(values.seed) : 1);
   } else if (values.backend === 'bridge') {
     const { bridgeServerFactory } = await import('../src/device/bridge/index.ts');
-    createServer = await bridgeServerFactory({ upstreamCmd: values['upstream-cmd'], upstreamUrl: values['upstream-url'], scopeMap: values['scope-map'] });
+    createServer = await bridgeServerFactory({
+      upstreamCmd: values['upstream-cmd'],
+      upstreamUrl: values['upstream-url'],
+      scopeMap: values['scope-map'],
+    });
   } else {
     throw new Error(`unknown --backend "${values.backend}"; use sim or bridge`);
   }
   const ac = new AbortController();
   process.once('SIGINT', () => ac.abort());
   process.once('SIGTERM', () => ac.abort());
-  const stop = await runDevice({ stateDir: values.state, pair: values.pair, name: values.name, createServer, signal: ac.signal });
+  const stop = await runDevice({
+    stateDir: values.state,
+    pair: values.pair,
+    name: values.name,
+    createServer,
+    signal: ac.signal,
+  });
   console.error(`phonebridge device: stopped (${stop.reason}): ${stop.message}`);
   process.exit(stop.reason === 'stopped' ? 0 : 3);
 }

@@ -14,7 +14,10 @@ export interface RunningRelay {
   stop(): Promise<void>;
 }
 
-export async function startRelay(config: RelayConfig, log = createLogger({ level: config.logLevel })): Promise<RunningRelay> {
+export async function startRelay(
+  config: RelayConfig,
+  log = createLogger({ level: config.logLevel }),
+): Promise<RunningRelay> {
   // Refuse rather than run a self-hosted relay that someone believes is multi-tenant.
   if (config.hosted) throw new Error('--hosted (accounts, sign-in, OAuth) is not available in this build yet');
   const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, role: 'server' });
@@ -59,7 +62,10 @@ export async function serve(config: RelayConfig): Promise<void> {
   // One failed promise somewhere (a database blip under load) must not take down every phone
   // and client on this node: log it and keep serving. A thrown exception still exits.
   process.on('unhandledRejection', (reason) => {
-    relay.log.error({ err: reason instanceof Error ? `${reason.name}: ${reason.message}` : String(reason) }, 'unhandled rejection');
+    relay.log.error(
+      { err: reason instanceof Error ? `${reason.name}: ${reason.message}` : String(reason) },
+      'unhandled rejection',
+    );
   });
   let signalled = false;
   const shutdown = async (signal: string) => {
@@ -79,5 +85,12 @@ export async function serve(config: RelayConfig): Promise<void> {
   process.on('SIGINT', () => void shutdown('SIGINT'));
   onParentGone(config, () => void shutdown('parent gone'));
   // A ready line on stdout for scripts and tests that start the relay as a child process.
-  console.log(JSON.stringify({ ready: true, url: `${config.publicUrl}/mcp`, port: relay.node.port, adminPort: relay.node.adminPort }));
+  console.log(
+    JSON.stringify({
+      ready: true,
+      url: `${config.publicUrl}/mcp`,
+      port: relay.node.port,
+      adminPort: relay.node.adminPort,
+    }),
+  );
 }

@@ -94,7 +94,8 @@ export function storeOptions(values: { 'data-dir'?: string; 'database-url'?: str
 
 export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): RelayConfig {
   const { values } = parseArgs({ args: argv, options: FLAGS, strict: true, allowPositionals: false });
-  const get = (f: FlagName): string | boolean | undefined => (values as Record<string, string | boolean | undefined>)[f] ?? env[envName(f)];
+  const get = (f: FlagName): string | boolean | undefined =>
+    (values as Record<string, string | boolean | undefined>)[f] ?? env[envName(f)];
   const str = (f: FlagName) => {
     const v = get(f);
     return typeof v === 'string' && v !== '' ? v : undefined;
@@ -105,7 +106,10 @@ export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = proces
   const tlsKey = str('tls-key');
   if (!!tlsCert !== !!tlsKey) throw new Error('--tls-cert and --tls-key go together');
   const scheme = tlsCert ? 'https' : 'http';
-  const publicUrl = (str('public-url') ?? `${scheme}://${host.includes(':') ? `[${host}]` : host}:${port}`).replace(/\/+$/, '');
+  const publicUrl = (str('public-url') ?? `${scheme}://${host.includes(':') ? `[${host}]` : host}:${port}`).replace(
+    /\/+$/,
+    '',
+  );
   let parsed: URL;
   try {
     parsed = new URL(publicUrl);
@@ -130,7 +134,10 @@ export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     trustProxy: boolValue(get('trust-proxy')),
     tlsCert,
     tlsKey,
-    allowedOrigins: (str('allowed-origins') ?? '').split(',').map((s) => s.trim()).filter(Boolean),
+    allowedOrigins: (str('allowed-origins') ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean),
     requestTimeoutMs: intValue('request-timeout-ms', str('request-timeout-ms'), 30_000),
     deviceIdleMs: intValue('device-idle-ms', str('device-idle-ms'), 25 * 60_000),
     sessionIdleMs: intValue('session-idle-ms', str('session-idle-ms'), 24 * 3600_000),

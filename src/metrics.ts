@@ -5,9 +5,24 @@ export const registry = new client.Registry();
 client.collectDefaultMetrics({ register: registry, prefix: 'phonebridge_process_' });
 
 const KNOWN_METHODS = new Set([
-  'initialize', 'ping', 'tools/list', 'tools/call', 'resources/list', 'resources/read', 'resources/templates/list',
-  'resources/subscribe', 'resources/unsubscribe', 'prompts/list', 'prompts/get', 'completion/complete', 'logging/setLevel',
-  'server/discover', 'notifications/cancelled', 'notifications/initialized', 'notifications/progress', 'notifications/roots/list_changed',
+  'initialize',
+  'ping',
+  'tools/list',
+  'tools/call',
+  'resources/list',
+  'resources/read',
+  'resources/templates/list',
+  'resources/subscribe',
+  'resources/unsubscribe',
+  'prompts/list',
+  'prompts/get',
+  'completion/complete',
+  'logging/setLevel',
+  'server/discover',
+  'notifications/cancelled',
+  'notifications/initialized',
+  'notifications/progress',
+  'notifications/roots/list_changed',
 ]);
 
 export function methodLabel(method: string): string {

@@ -10,7 +10,9 @@ function loadNative(): typeof UWS {
   try {
     return require(file) as typeof UWS;
   } catch (err) {
-    throw new Error(`uWebSockets.js native binary did not load (${file}): ${(err as Error).message}. phonebridge will not run on the slow fallback.`);
+    throw new Error(
+      `uWebSockets.js native binary did not load (${file}): ${(err as Error).message}. phonebridge will not run on the slow fallback.`,
+    );
   }
 }
 

@@ -17,7 +17,16 @@ const drivers: Array<[string, () => Promise<Bus>]> = [
 afterAll(() => dropPrefix(prefix));
 
 function session(id: string, deviceId: string, tokenId: string): SessionRecord {
-  return { id, deviceId, tokenId, accountId: 'acc', revision: '2025-06-18', scopes: ['devices:read'], createdAt: 1, lastSeenAt: 1 };
+  return {
+    id,
+    deviceId,
+    tokenId,
+    accountId: 'acc',
+    revision: '2025-06-18',
+    scopes: ['devices:read'],
+    createdAt: 1,
+    lastSeenAt: 1,
+  };
 }
 
 describe.each(drivers)('%s bus', (_name, make) => {

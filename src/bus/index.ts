@@ -8,7 +8,10 @@ export type { Bus, ControlEvent, DeviceOwner, ReplayEvent, SessionRecord, Sessio
 export { BusUnavailableError } from './errors.ts';
 export { parseEventId } from './util.ts';
 
-export async function createBus(config: Pick<RelayConfig, 'redisUrl' | 'nodeId'> & { redisPrefix?: string }, log: Logger): Promise<Bus> {
+export async function createBus(
+  config: Pick<RelayConfig, 'redisUrl' | 'nodeId'> & { redisPrefix?: string },
+  log: Logger,
+): Promise<Bus> {
   if (!config.redisUrl) return new LocalBus({ nodeId: config.nodeId, log });
   const { RedisBus } = await import('./redis/index.ts');
   return RedisBus.connect(config.redisUrl, config.nodeId, log, { prefix: config.redisPrefix });

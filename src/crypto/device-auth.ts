@@ -1,13 +1,26 @@
 // The device signature that ties a phone's key to one relay host (DESIGN.md decision 11, 14).
 // Shared by the relay (verify) and the reference phone (sign) so both sides agree on the bytes.
-import { createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, sign, verify, type KeyObject } from 'node:crypto';
+import {
+  createPrivateKey,
+  createPublicKey,
+  generateKeyPairSync,
+  randomBytes,
+  sign,
+  verify,
+  type KeyObject,
+} from 'node:crypto';
 
 export const PROTOCOL_TAG = 'phonebridge-v1';
 export const NONCE_BYTES = 32;
 
 /** "phonebridge-v1" || 32 raw nonce bytes || relay host (UTF-8) || ts (decimal ASCII). */
 export function signedPayload(nonce: Buffer, relayHost: string, ts: number | string): Buffer {
-  return Buffer.concat([Buffer.from(PROTOCOL_TAG, 'utf8'), nonce, Buffer.from(relayHost, 'utf8'), Buffer.from(String(ts), 'ascii')]);
+  return Buffer.concat([
+    Buffer.from(PROTOCOL_TAG, 'utf8'),
+    nonce,
+    Buffer.from(relayHost, 'utf8'),
+    Buffer.from(String(ts), 'ascii'),
+  ]);
 }
 
 export function newNonce(): { raw: Buffer; wire: string } {

@@ -36,7 +36,8 @@ export class Authenticator {
     const hash = sha256Hex(token);
     const now = Date.now();
     const hit = this.cache.get(hash);
-    if (hit && hit.until > now && (!hit.cred.token.expiresAt || hit.cred.token.expiresAt.getTime() > now)) return hit.cred;
+    if (hit && hit.until > now && (!hit.cred.token.expiresAt || hit.cred.token.expiresAt.getTime() > now))
+      return hit.cred;
     const t = await this.store.findTokenByHash(hash, new Date(now));
     const account = t ? await this.store.getAccount(t.accountId) : undefined;
     if (!t || !account) {

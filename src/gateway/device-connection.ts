@@ -102,7 +102,11 @@ export class DeviceConnection {
   /** initialize + notifications/initialized, then the tool catalog: once per socket. */
   ready(): Promise<void> {
     this.readyPromise ??= (async () => {
-      const result = await this.call('initialize', { protocolVersion: LATEST_SESSION_REVISION, capabilities: {}, clientInfo: { name: 'phonebridge-relay', version: '0.1.0' } });
+      const result = await this.call('initialize', {
+        protocolVersion: LATEST_SESSION_REVISION,
+        capabilities: {},
+        clientInfo: { name: 'phonebridge-relay', version: '0.1.0' },
+      });
       this.initResult = result;
       this.notify('notifications/initialized');
       this.events.initialized(this.deviceId, result);
@@ -114,14 +118,22 @@ export class DeviceConnection {
   /** A request of the relay's own to the phone; resolves with its result. */
   private call(method: string, params?: Record<string, unknown>): Promise<Record<string, unknown>> {
     return new Promise((resolve, reject) => {
-      this.forward({ method, params }, 0, {
-        respond: (frame) => {
-          const parsed = JSON.parse(frame.toString('utf8')) as { result?: Record<string, unknown>; error?: JsonRpcErrorObject };
-          if (parsed.result) resolve(parsed.result);
-          else reject(new Error(`phone refused ${method}: ${parsed.error?.message ?? 'no result'}`));
+      this.forward(
+        { method, params },
+        0,
+        {
+          respond: (frame) => {
+            const parsed = JSON.parse(frame.toString('utf8')) as {
+              result?: Record<string, unknown>;
+              error?: JsonRpcErrorObject;
+            };
+            if (parsed.result) resolve(parsed.result);
+            else reject(new Error(`phone refused ${method}: ${parsed.error?.message ?? 'no result'}`));
+          },
+          fail: (e) => reject(new Error(`${method}: ${e.message}`)),
         },
-        fail: (e) => reject(new Error(`${method}: ${e.message}`)),
-      }, this.internalTimeoutMs);
+        this.internalTimeoutMs,
+      );
     });
   }
 
@@ -146,7 +158,13 @@ export class DeviceConnection {
    * One client request: answered from the cache (tools/list), refused (a tool outside the
    * caller's scopes), or forwarded. Returns a cancel function for a client that goes away.
    */
-  handleClientRequest(msg: JsonRpcRequest, params: Record<string, unknown> | undefined, caller: Caller, sink: ReplySink, timeoutMs: number): () => void {
+  handleClientRequest(
+    msg: JsonRpcRequest,
+    params: Record<string, unknown> | undefined,
+    caller: Caller,
+    sink: ReplySink,
+    timeoutMs: number,
+  ): () => void {
     if (this.pending.size >= this.maxInFlight) {
       // Bounds what one phone's clients can pile up on a node (calls that outlive a client's
       // disconnect included); the phone itself is not asked.
@@ -160,8 +178,13 @@ export class DeviceConnection {
     if (this.tools && msg.method === 'tools/call') {
       const verdict = this.tools.check(params?.name, caller.scopes);
       if (!verdict.ok) {
-        if (verdict.reason === 'unknown_tool') sink.fail({ code: INVALID_PARAMS, message: `Unknown tool: ${String(params?.name)}` });
-        else sink.fail({ ...relayError('insufficient_scope', verdict.scope), data: { code: 'insufficient_scope', scope: verdict.scope } });
+        if (verdict.reason === 'unknown_tool')
+          sink.fail({ code: INVALID_PARAMS, message: `Unknown tool: ${String(params?.name)}` });
+        else
+          sink.fail({
+            ...relayError('insufficient_scope', verdict.scope),
+            data: { code: 'insufficient_scope', scope: verdict.scope },
+          });
         return () => {};
       }
     }
@@ -172,7 +195,12 @@ export class DeviceConnection {
    * Sends a request to the phone under a fresh relay id (also its progress token, if it
    * carried one). The sink gets exactly one of respond/fail. Returns a cancel function.
    */
-  forward(msg: { method: string; params?: Record<string, unknown> }, clientId: JsonRpcId, sink: ReplySink, timeoutMs: number): () => void {
+  forward(
+    msg: { method: string; params?: Record<string, unknown> },
+    clientId: JsonRpcId,
+    sink: ReplySink,
+    timeoutMs: number,
+  ): () => void {
     if (this.closed) {
       sink.fail(relayError('device_offline'));
       return () => {};
@@ -211,7 +239,9 @@ export class DeviceConnection {
 
   /** Fire-and-forget notification to the phone. */
   notify(method: string, params?: Record<string, unknown>): void {
-    this.sendFrame(JSON.stringify(params === undefined ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', method, params }));
+    this.sendFrame(
+      JSON.stringify(params === undefined ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', method, params }),
+    );
   }
 
   private sendCancelled(relayId: number, reason: string): void {
@@ -256,7 +286,13 @@ export class DeviceConnection {
     if (c.kind === 'request') {
       // The relay never forwards phone-originated requests; it answers ping itself.
       if (c.msg.method === 'ping') this.sendFrame(resultResponse(c.msg.id, {}));
-      else this.sendFrame(errorResponse(c.msg.id, { code: METHOD_NOT_FOUND, message: `Method not found: the relay does not forward ${c.msg.method} to clients` }));
+      else
+        this.sendFrame(
+          errorResponse(c.msg.id, {
+            code: METHOD_NOT_FOUND,
+            message: `Method not found: the relay does not forward ${c.msg.method} to clients`,
+          }),
+        );
       return;
     }
     if (c.kind !== 'notification') {
@@ -269,7 +305,9 @@ export class DeviceConnection {
         // Only to the stream of the request that carried the token; late progress is dropped.
         const p = typeof params.progressToken === 'number' ? this.pending.get(params.progressToken) : undefined;
         if (p?.progressToken !== undefined && p.sink.related) {
-          p.sink.related(Buffer.from(JSON.stringify({ ...c.msg, params: { ...params, progressToken: p.progressToken } })));
+          p.sink.related(
+            Buffer.from(JSON.stringify({ ...c.msg, params: { ...params, progressToken: p.progressToken } })),
+          );
         }
         return;
       }

@@ -4,7 +4,13 @@
 import type { HttpRequest, HttpResponse, WebSocket } from '../uws.ts';
 import type { WebSocketBehavior, us_socket_context_t } from 'uWebSockets.js';
 import { clientAddress, copyHeaders, Exchange, BodyTooLarge } from './http.ts';
-import { decodeNonce, newNonce, parseDevicePublicKey, signedPayload, verifyDeviceSignature } from '../crypto/device-auth.ts';
+import {
+  decodeNonce,
+  newNonce,
+  parseDevicePublicKey,
+  signedPayload,
+  verifyDeviceSignature,
+} from '../crypto/device-auth.ts';
 import { CLOSE, DeviceConnection, MAX_FRAME_BYTES, type DeviceSocketData } from './device-connection.ts';
 import { metrics } from '../metrics.ts';
 import type { GatewayContext } from './context.ts';
@@ -48,15 +54,28 @@ export function handleChallenge(ctx: GatewayContext) {
   };
 }
 
-const WS_HEADERS = ['x-device-id', 'x-device-nonce', 'x-device-ts', 'x-device-sig', 'x-device-app', 'sec-websocket-key', 'sec-websocket-protocol', 'sec-websocket-extensions'] as const;
+const WS_HEADERS = [
+  'x-device-id',
+  'x-device-nonce',
+  'x-device-ts',
+  'x-device-sig',
+  'x-device-app',
+  'sec-websocket-key',
+  'sec-websocket-protocol',
+  'sec-websocket-extensions',
+] as const;
 
 /** Checks the five headers; returns the device's account or why it failed. */
-async function authenticateDevice(ctx: GatewayContext, h: Record<string, string>): Promise<{ ok: true; accountId: string } | { ok: false; reason: string }> {
+async function authenticateDevice(
+  ctx: GatewayContext,
+  h: Record<string, string>,
+): Promise<{ ok: true; accountId: string } | { ok: false; reason: string }> {
   const deviceId = h['x-device-id'];
   const nonceWire = h['x-device-nonce'];
   const tsRaw = h['x-device-ts'];
   const sig = h['x-device-sig'];
-  if (!deviceId || !nonceWire || !tsRaw || !sig || !h['x-device-app']) return { ok: false, reason: 'missing X-Device-* header' };
+  if (!deviceId || !nonceWire || !tsRaw || !sig || !h['x-device-app'])
+    return { ok: false, reason: 'missing X-Device-* header' };
   if (!/^\d{1,12}$/.test(tsRaw)) return { ok: false, reason: 'X-Device-Ts must be Unix seconds' };
   if (Math.abs(Date.now() / 1000 - Number(tsRaw)) > MAX_SKEW_S) return { ok: false, reason: 'clock skew over 60 s' };
   const nonce = decodeNonce(nonceWire);
@@ -86,7 +105,8 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
     upgrade: (res: HttpResponse, req: HttpRequest, context: us_socket_context_t) => {
       const ex = new Exchange(res);
       const h = copyHeaders(req, WS_HEADERS);
-      if (ctx.state.draining) return ex.error(503, 'draining', 'this relay node is shutting down', { 'Retry-After': '1' });
+      if (ctx.state.draining)
+        return ex.error(503, 'draining', 'this relay node is shutting down', { 'Retry-After': '1' });
       if (!h['sec-websocket-key']) return ex.error(400, 'bad_request', 'expected a WebSocket upgrade');
       void authenticateDevice(ctx, h)
         .catch((err) => {
@@ -98,10 +118,23 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
           metrics.deviceAuth.inc({ outcome: auth.ok ? 'ok' : 'rejected' });
           const data: DeviceSocketData = auth.ok
             ? { deviceId: h['x-device-id'], accountId: auth.accountId }
-            : { deviceId: h['x-device-id'] ?? '', accountId: '', rejectReason: auth.reason, rejectCode: 'relayFault' in auth ? CLOSE.relayError : CLOSE.unauthorised };
+            : {
+                deviceId: h['x-device-id'] ?? '',
+                accountId: '',
+                rejectReason: auth.reason,
+                rejectCode: 'relayFault' in auth ? CLOSE.relayError : CLOSE.unauthorised,
+              };
           if (!auth.ok) ctx.log.info({ deviceId: h['x-device-id'], reason: auth.reason }, 'device socket rejected');
           ex.finished = true;
-          res.cork(() => res.upgrade(data, h['sec-websocket-key'], h['sec-websocket-protocol'] ?? '', h['sec-websocket-extensions'] ?? '', context));
+          res.cork(() =>
+            res.upgrade(
+              data,
+              h['sec-websocket-key'],
+              h['sec-websocket-protocol'] ?? '',
+              h['sec-websocket-extensions'] ?? '',
+              context,
+            ),
+          );
         });
     },
 
@@ -112,7 +145,14 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
         ws.end(data.rejectCode ?? CLOSE.unauthorised, data.rejectReason.slice(0, 120));
         return;
       }
-      const conn = new DeviceConnection(ws, data, deviceEvents(ctx), ctx.log, ctx.config.requestTimeoutMs, ctx.config.maxInFlight);
+      const conn = new DeviceConnection(
+        ws,
+        data,
+        deviceEvents(ctx),
+        ctx.log,
+        ctx.config.requestTimeoutMs,
+        ctx.config.maxInFlight,
+      );
       data.conn = conn;
       const old = ctx.hub.attach(conn);
       if (old) old.close(CLOSE.superseded, 'superseded by a newer connection', 'superseded');
@@ -162,7 +202,9 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
       if (!conn) return;
       conn.teardown('device_offline');
       ctx.hub.detach(conn);
-      void conn.claim?.then((epoch) => epoch !== undefined && ctx.bus.releaseDevice(conn.deviceId, epoch)).catch(() => {});
+      void conn.claim
+        ?.then((epoch) => epoch !== undefined && ctx.bus.releaseDevice(conn.deviceId, epoch))
+        .catch(() => {});
       ctx.log.info({ deviceId: conn.deviceId, code }, 'device disconnected');
       void ctx.store.touchDevice(conn.deviceId, new Date()).catch(() => {});
     },
@@ -175,7 +217,9 @@ function deviceEvents(ctx: GatewayContext) {
       ctx.hub.publish(deviceId, frame);
     },
     initialized: (deviceId: string, result: unknown) => {
-      void ctx.store.saveDeviceInitResult(deviceId, result, new Date()).catch((err) => ctx.log.warn({ deviceId, err: String(err) }, 'could not cache initialize result'));
+      void ctx.store
+        .saveDeviceInitResult(deviceId, result, new Date())
+        .catch((err) => ctx.log.warn({ deviceId, err: String(err) }, 'could not cache initialize result'));
     },
   };
 }

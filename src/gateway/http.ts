@@ -38,7 +38,11 @@ export function copyHeaders(req: HttpRequest, names: readonly string[]): Record<
 }
 
 /** Every header whose (lower-case) name starts with `prefix`, e.g. `mcp-param-`. */
-export function copyHeadersWithPrefix(req: HttpRequest, prefix: string, into: Record<string, string>): Record<string, string> {
+export function copyHeadersWithPrefix(
+  req: HttpRequest,
+  prefix: string,
+  into: Record<string, string>,
+): Record<string, string> {
   req.forEach((k, v) => {
     if (k.startsWith(prefix)) into[k] = v;
   });

@@ -68,7 +68,10 @@ export class Hub {
   async listen(deviceId: string, l: Listener): Promise<() => void> {
     let entry = this.listeners.get(deviceId);
     if (!entry) {
-      entry = { set: new Set(), subscription: this.bus.subscribeDevice(deviceId, (frame) => this.fanOut(deviceId, frame)) };
+      entry = {
+        set: new Set(),
+        subscription: this.bus.subscribeDevice(deviceId, (frame) => this.fanOut(deviceId, frame)),
+      };
       this.listeners.set(deviceId, entry);
     }
     const mine = entry;
@@ -81,7 +84,10 @@ export class Hub {
       if (mine.set.delete(l)) metrics.sseStreams.dec();
       if (mine.set.size === 0 && this.listeners.get(deviceId) === mine) {
         this.listeners.delete(deviceId);
-        void mine.subscription.then((unsubscribe) => unsubscribe(), () => {});
+        void mine.subscription.then(
+          (unsubscribe) => unsubscribe(),
+          () => {},
+        );
       }
     };
     try {

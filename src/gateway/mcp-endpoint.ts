@@ -11,7 +11,14 @@ import { SseStream } from './sse.ts';
 import { EventStream, isResponseEvent, newStreamId, postStreamDeadline, SessionChannel } from './session-streams.ts';
 import { BusUnavailableError, parseEventId } from '../bus/index.ts';
 import { presentedToken, type Credential } from './auth.ts';
-import { classify, errorResponse, parseBody, resultResponse, type JsonRpcId, type JsonRpcRequest } from '../protocol/jsonrpc.ts';
+import {
+  classify,
+  errorResponse,
+  parseBody,
+  resultResponse,
+  type JsonRpcId,
+  type JsonRpcRequest,
+} from '../protocol/jsonrpc.ts';
 import { INVALID_REQUEST, relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
 import { allowsBatch, isSessionRevision, negotiateRevision, SESSION_REVISIONS } from '../protocol/revisions.ts';
 import { MAX_TIMEOUT_MS, requestTimeoutMs } from '../protocol/timeouts.ts';
@@ -23,7 +30,18 @@ import { methodLabel, metrics } from '../metrics.ts';
 import type { SessionRecord } from '../bus/types.ts';
 import type { GatewayContext } from './context.ts';
 
-const MCP_HEADERS = ['x-api-key', 'authorization', 'mcp-session-id', 'mcp-protocol-version', 'mcp-method', 'mcp-name', 'accept', 'content-type', 'origin', 'last-event-id'] as const;
+const MCP_HEADERS = [
+  'x-api-key',
+  'authorization',
+  'mcp-session-id',
+  'mcp-protocol-version',
+  'mcp-method',
+  'mcp-name',
+  'accept',
+  'content-type',
+  'origin',
+  'last-event-id',
+] as const;
 type McpHeaders = Record<string, string>;
 
 const RECENT_SESSIONS_MAX = 10_000;
@@ -38,7 +56,9 @@ export function registerMcpRoutes(app: TemplatedApp, ctx: GatewayContext): void 
   app.post('/mcp', (res, req) => endpoint.post(res, req));
   app.get('/mcp', (res, req) => endpoint.get(res, req));
   app.del('/mcp', (res, req) => endpoint.delete(res, req));
-  app.any('/mcp', (res) => new Exchange(res).error(405, 'method_not_allowed', 'use POST, GET or DELETE', { Allow: 'POST, GET, DELETE' }));
+  app.any('/mcp', (res) =>
+    new Exchange(res).error(405, 'method_not_allowed', 'use POST, GET or DELETE', { Allow: 'POST, GET, DELETE' }),
+  );
 }
 
 class McpEndpoint {
@@ -53,14 +73,19 @@ class McpEndpoint {
   private readonly stateless: StatelessEndpoint;
 
   constructor(private readonly ctx: GatewayContext) {
-    this.stateless = new StatelessEndpoint(ctx, (ex, cred, deviceId, msg, related) => this.forwardTo(ex, cred, deviceId, undefined, msg, related));
+    this.stateless = new StatelessEndpoint(ctx, (ex, cred, deviceId, msg, related) =>
+      this.forwardTo(ex, cred, deviceId, undefined, msg, related),
+    );
     // A client's notifications/cancelled may land on another node than its request.
     ctx.router.onClientCancel((sessionId, requestId) => this.inFlight.get(inFlightKey(sessionId, requestId))?.());
   }
 
   /** Built on first use: the public URL is final only once the node listens. */
   private get allowedOrigins(): Set<string> {
-    return (this.allowedOriginSet ??= new Set([new URL(this.ctx.config.publicUrl).origin, ...this.ctx.config.allowedOrigins]));
+    return (this.allowedOriginSet ??= new Set([
+      new URL(this.ctx.config.publicUrl).origin,
+      ...this.ctx.config.allowedOrigins,
+    ]));
   }
 
   /** Synchronous prelude shared by every verb: copy headers, DNS-rebinding check. */
@@ -85,7 +110,11 @@ class McpEndpoint {
       return undefined;
     }
     if (!cred) {
-      ex.send(401, { ...JSON_HEADERS, 'WWW-Authenticate': 'Bearer realm="phonebridge"' }, JSON.stringify({ error: 'unauthorized', message: 'missing or invalid API key' }));
+      ex.send(
+        401,
+        { ...JSON_HEADERS, 'WWW-Authenticate': 'Bearer realm="phonebridge"' },
+        JSON.stringify({ error: 'unauthorized', message: 'missing or invalid API key' }),
+      );
       return undefined;
     }
     if (cred.account.locked) {
@@ -99,7 +128,11 @@ class McpEndpoint {
   private async session(ex: Exchange, h: McpHeaders, cred: Credential): Promise<SessionRecord | undefined> {
     const id = h['mcp-session-id'];
     if (!id) {
-      ex.send(400, JSON_HEADERS, errorResponse(null, { code: INVALID_REQUEST, message: 'Bad Request: Mcp-Session-Id header is required' }));
+      ex.send(
+        400,
+        JSON_HEADERS,
+        errorResponse(null, { code: INVALID_REQUEST, message: 'Bad Request: Mcp-Session-Id header is required' }),
+      );
       return undefined;
     }
     const s = await this.touchSession(id);
@@ -124,7 +157,12 @@ class McpEndpoint {
       return s;
     } catch (err) {
       const recent = this.recentSessions.get(id);
-      if (err instanceof BusUnavailableError && recent && this.ctx.hub.device(recent.deviceId) && Date.now() - recent.lastSeenAt < this.ctx.config.sessionIdleMs) {
+      if (
+        err instanceof BusUnavailableError &&
+        recent &&
+        this.ctx.hub.device(recent.deviceId) &&
+        Date.now() - recent.lastSeenAt < this.ctx.config.sessionIdleMs
+      ) {
         recent.lastSeenAt = Date.now();
         return recent;
       }
@@ -135,7 +173,8 @@ class McpEndpoint {
   private rememberSession(s: SessionRecord): void {
     this.recentSessions.delete(s.id);
     this.recentSessions.set(s.id, { ...s });
-    if (this.recentSessions.size > RECENT_SESSIONS_MAX) this.recentSessions.delete(this.recentSessions.keys().next().value!);
+    if (this.recentSessions.size > RECENT_SESSIONS_MAX)
+      this.recentSessions.delete(this.recentSessions.keys().next().value!);
   }
 
   post(res: HttpResponse, req: HttpRequest): void {
@@ -171,17 +210,36 @@ class McpEndpoint {
     if (classifyEra(h, parsed.value) === 'stateless') return this.stateless.post(ex, h, cred, parsed.value);
     const isBatch = Array.isArray(parsed.value);
     const items = isBatch ? (parsed.value as unknown[]) : [parsed.value];
-    if (items.length === 0) return ex.send(400, JSON_HEADERS, errorResponse(null, { code: INVALID_REQUEST, message: 'Invalid Request: empty batch' }));
+    if (items.length === 0)
+      return ex.send(
+        400,
+        JSON_HEADERS,
+        errorResponse(null, { code: INVALID_REQUEST, message: 'Invalid Request: empty batch' }),
+      );
 
     const versionHeader = h['mcp-protocol-version'];
     if (versionHeader && !isSessionRevision(versionHeader)) {
-      return ex.send(400, JSON_HEADERS, errorResponse(null, { code: INVALID_REQUEST, message: `Bad Request: unsupported MCP-Protocol-Version ${versionHeader}; supported: ${SESSION_REVISIONS.join(', ')}` }));
+      return ex.send(
+        400,
+        JSON_HEADERS,
+        errorResponse(null, {
+          code: INVALID_REQUEST,
+          message: `Bad Request: unsupported MCP-Protocol-Version ${versionHeader}; supported: ${SESSION_REVISIONS.join(', ')}`,
+        }),
+      );
     }
 
     const first = classify(items[0]);
     if (!isBatch && first.kind === 'request' && first.msg.method === 'initialize') {
       if (h['mcp-session-id']) {
-        return ex.send(400, JSON_HEADERS, errorResponse(first.msg.id, { code: INVALID_REQUEST, message: 'Invalid Request: this session is already initialized' }));
+        return ex.send(
+          400,
+          JSON_HEADERS,
+          errorResponse(first.msg.id, {
+            code: INVALID_REQUEST,
+            message: 'Invalid Request: this session is already initialized',
+          }),
+        );
       }
       return this.initialize(ex, cred, first.msg, started, raw.length);
     }
@@ -189,10 +247,18 @@ class McpEndpoint {
     const session = await this.session(ex, h, cred);
     if (!session) return;
     if (isBatch && !allowsBatch(session.revision)) {
-      return ex.send(400, JSON_HEADERS, errorResponse(null, { code: INVALID_REQUEST, message: `Invalid Request: JSON-RPC batches are not supported in revision ${session.revision}` }));
+      return ex.send(
+        400,
+        JSON_HEADERS,
+        errorResponse(null, {
+          code: INVALID_REQUEST,
+          message: `Invalid Request: JSON-RPC batches are not supported in revision ${session.revision}`,
+        }),
+      );
     }
 
-    if (!isBatch && first.kind === 'request') return this.answerOne(ex, h, cred, session, first.msg, started, raw.length);
+    if (!isBatch && first.kind === 'request')
+      return this.answerOne(ex, h, cred, session, first.msg, started, raw.length);
 
     const answers: Array<Promise<Buffer>> = [];
     for (const item of items) {
@@ -201,7 +267,17 @@ class McpEndpoint {
         if (!isBatch) return ex.send(400, JSON_HEADERS, errorResponse(c.id, c.error));
         answers.push(Promise.resolve(Buffer.from(errorResponse(c.id, c.error))));
       } else if (c.kind === 'request') {
-        if (c.msg.method === 'initialize') answers.push(Promise.resolve(Buffer.from(errorResponse(c.msg.id, { code: INVALID_REQUEST, message: 'Invalid Request: initialize must not be batched' }))));
+        if (c.msg.method === 'initialize')
+          answers.push(
+            Promise.resolve(
+              Buffer.from(
+                errorResponse(c.msg.id, {
+                  code: INVALID_REQUEST,
+                  message: 'Invalid Request: initialize must not be batched',
+                }),
+              ),
+            ),
+          );
         else answers.push(this.forward(ex, cred, session, c.msg).then((o) => o.frame));
       } else if (c.kind === 'notification') {
         this.clientNotification(session, c.msg.method, c.msg.params);
@@ -221,7 +297,15 @@ class McpEndpoint {
    * an SSE stream (its progress travels on it only, decision 7). A call outside the
    * credential's scopes is a 403 with the scope challenge.
    */
-  private async answerOne(ex: Exchange, h: McpHeaders, cred: Credential, session: SessionRecord, msg: JsonRpcRequest, started: number, bytesIn: number): Promise<void> {
+  private async answerOne(
+    ex: Exchange,
+    h: McpHeaders,
+    cred: Credential,
+    session: SessionRecord,
+    msg: JsonRpcRequest,
+    started: number,
+    bytesIn: number,
+  ): Promise<void> {
     const meta = msg.params?._meta as Record<string, unknown> | undefined;
     const sseOk = (h.accept ?? '').includes('text/event-stream');
     const streamed = meta?.progressToken !== undefined && sseOk;
@@ -230,7 +314,14 @@ class McpEndpoint {
     let stream: EventStream | undefined;
     const open = () => {
       if (stream) return stream;
-      stream = new EventStream(this.ctx.bus, session.id, newStreamId({ deadline: Date.now() + requestTimeoutMs(msg.method, msg.params, this.ctx.config.requestTimeoutMs) }), new SseStream(ex, {}));
+      stream = new EventStream(
+        this.ctx.bus,
+        session.id,
+        newStreamId({
+          deadline: Date.now() + requestTimeoutMs(msg.method, msg.params, this.ctx.config.requestTimeoutMs),
+        }),
+        new SseStream(ex, {}),
+      );
       if (session.revision === '2025-11-25') void stream.prime();
       return stream;
     };
@@ -251,10 +342,22 @@ class McpEndpoint {
     } else {
       ex.send(200, JSON_HEADERS, outcome.frame);
     }
-    this.observe(msg.method, started, bytesIn, outcome.frame.length, ex.aborted ? 'aborted' : outcome.refusal ? 'error' : 'ok');
+    this.observe(
+      msg.method,
+      started,
+      bytesIn,
+      outcome.frame.length,
+      ex.aborted ? 'aborted' : outcome.refusal ? 'error' : 'ok',
+    );
   }
 
-  private async initialize(ex: Exchange, cred: Credential, msg: JsonRpcRequest, started: number, bytesIn: number): Promise<void> {
+  private async initialize(
+    ex: Exchange,
+    cred: Credential,
+    msg: JsonRpcRequest,
+    started: number,
+    bytesIn: number,
+  ): Promise<void> {
     const revision = negotiateRevision(msg.params?.protocolVersion);
     const deviceId = cred.token.deviceId;
     const cached = await cachedInitialize(this.ctx, deviceId);
@@ -278,12 +381,25 @@ class McpEndpoint {
   }
 
   /** Sends one request to the phone, wherever it is; resolves with the answer (client id restored). */
-  private forward(ex: Exchange, cred: Credential, session: SessionRecord, msg: JsonRpcRequest, related?: (frame: Buffer) => void): Promise<{ frame: Buffer; refusal?: JsonRpcErrorObject }> {
+  private forward(
+    ex: Exchange,
+    cred: Credential,
+    session: SessionRecord,
+    msg: JsonRpcRequest,
+    related?: (frame: Buffer) => void,
+  ): Promise<{ frame: Buffer; refusal?: JsonRpcErrorObject }> {
     return this.forwardTo(ex, cred, session.deviceId, session.id, msg, related);
   }
 
   /** `sessionId` undefined (2026-07-28): closing the response is the only way to cancel the request. */
-  private forwardTo(ex: Exchange, cred: Credential, deviceId: string, sessionId: string | undefined, msg: JsonRpcRequest, related?: (frame: Buffer) => void): Promise<{ frame: Buffer; refusal?: JsonRpcErrorObject }> {
+  private forwardTo(
+    ex: Exchange,
+    cred: Credential,
+    deviceId: string,
+    sessionId: string | undefined,
+    msg: JsonRpcRequest,
+    related?: (frame: Buffer) => void,
+  ): Promise<{ frame: Buffer; refusal?: JsonRpcErrorObject }> {
     const key = sessionId === undefined ? undefined : inFlightKey(sessionId, msg.id);
     return new Promise((resolve) => {
       let settled = false;
@@ -298,19 +414,32 @@ class McpEndpoint {
         fail: (e: JsonRpcErrorObject) => settle({ frame: Buffer.from(errorResponse(msg.id, e)), refusal: e }),
       };
       const timeoutMs = requestTimeoutMs(msg.method, msg.params, this.ctx.config.requestTimeoutMs);
-      void this.ctx.router.request(deviceId, msg, withCallerContext(msg.params, cred.token), { scopes: cred.token.scopes }, sink, timeoutMs).then((cancel) => {
-        if (settled) return;
-        if (key !== undefined) this.inFlight.set(key, cancel);
-        // 2026-07-28: closing the response cancels the request, and the phone is told. Session
-        // revisions: "disconnection SHOULD NOT be interpreted as the client cancelling its
-        // request" — it runs to its end (its timeout bounds it), a streamed answer still reaches
-        // the replay buffer, and the client's notifications/cancelled still cancels it.
-        if (sessionId === undefined) ex.onAbort(cancel);
-      });
+      void this.ctx.router
+        .request(
+          deviceId,
+          msg,
+          withCallerContext(msg.params, cred.token),
+          { scopes: cred.token.scopes },
+          sink,
+          timeoutMs,
+        )
+        .then((cancel) => {
+          if (settled) return;
+          if (key !== undefined) this.inFlight.set(key, cancel);
+          // 2026-07-28: closing the response cancels the request, and the phone is told. Session
+          // revisions: "disconnection SHOULD NOT be interpreted as the client cancelling its
+          // request" — it runs to its end (its timeout bounds it), a streamed answer still reaches
+          // the replay buffer, and the client's notifications/cancelled still cancels it.
+          if (sessionId === undefined) ex.onAbort(cancel);
+        });
     });
   }
 
-  private clientNotification(session: SessionRecord, method: string, params: Record<string, unknown> | undefined): void {
+  private clientNotification(
+    session: SessionRecord,
+    method: string,
+    params: Record<string, unknown> | undefined,
+  ): void {
     if (method === 'notifications/initialized') return; // swallowed: the relay initialized the phone itself
     if (method === 'notifications/cancelled') {
       const requestId = params?.requestId;
@@ -324,7 +453,12 @@ class McpEndpoint {
   }
 
   /** GET and DELETE: session revisions only; authenticated, with a live session of the caller. */
-  private withSession(res: HttpResponse, req: HttpRequest, handle: (ex: Exchange, h: McpHeaders, session: SessionRecord) => Promise<void>, check?: (ex: Exchange, h: McpHeaders) => boolean): void {
+  private withSession(
+    res: HttpResponse,
+    req: HttpRequest,
+    handle: (ex: Exchange, h: McpHeaders, session: SessionRecord) => Promise<void>,
+    check?: (ex: Exchange, h: McpHeaders) => boolean,
+  ): void {
     const begun = this.begin(res, req);
     if (!begun) return;
     const { ex, h } = begun;
@@ -340,11 +474,23 @@ class McpEndpoint {
   }
 
   get(res: HttpResponse, req: HttpRequest): void {
-    this.withSession(res, req, (ex, h, session) => this.openStream(ex, h, session), (ex, h) => {
-      if ((h.accept ?? '').includes('text/event-stream')) return true;
-      ex.send(406, JSON_HEADERS, errorResponse(null, { code: INVALID_REQUEST, message: 'Not Acceptable: GET /mcp needs Accept: text/event-stream' }));
-      return false;
-    });
+    this.withSession(
+      res,
+      req,
+      (ex, h, session) => this.openStream(ex, h, session),
+      (ex, h) => {
+        if ((h.accept ?? '').includes('text/event-stream')) return true;
+        ex.send(
+          406,
+          JSON_HEADERS,
+          errorResponse(null, {
+            code: INVALID_REQUEST,
+            message: 'Not Acceptable: GET /mcp needs Accept: text/event-stream',
+          }),
+        );
+        return false;
+      },
+    );
   }
 
   /** A GET stream: joins (or creates) the session's channel; Last-Event-ID resumes a stream. */
@@ -363,13 +509,22 @@ class McpEndpoint {
         await created.join(this.ctx.hub, session.deviceId);
       } catch {
         created.end();
-        return ex.send(503, { ...JSON_HEADERS, 'Retry-After': '1' }, errorResponse(null, relayError('relay_unavailable')));
+        return ex.send(
+          503,
+          { ...JSON_HEADERS, 'Retry-After': '1' },
+          errorResponse(null, relayError('relay_unavailable')),
+        );
       }
     }
     if (ex.aborted) return;
     // Last-Event-ID resumes that stream: what it missed is replayed, then it continues.
     const resume = h['last-event-id'] ? parseEventId(h['last-event-id']) : undefined;
-    const stream = new EventStream(this.ctx.bus, session.id, resume?.streamId ?? newStreamId(), new SseStream(ex, { 'Mcp-Session-Id': session.id }));
+    const stream = new EventStream(
+      this.ctx.bus,
+      session.id,
+      resume?.streamId ?? newStreamId(),
+      new SseStream(ex, { 'Mcp-Session-Id': session.id }),
+    );
     if (resume) {
       const missed = await this.ctx.bus.replayAfter(session.id, h['last-event-id']).catch(() => []);
       for (const e of missed) if (e.data) stream.sse!.send(e.data, e.id);
@@ -384,7 +539,12 @@ class McpEndpoint {
    * proxy): what that stream carried since, then its answer — followed through the replay
    * buffer, so it works on any node while the call is still running — then the stream ends.
    */
-  private async resumePostStream(ex: Exchange, session: SessionRecord, lastEventId: string, deadline: number): Promise<void> {
+  private async resumePostStream(
+    ex: Exchange,
+    session: SessionRecord,
+    lastEventId: string,
+    deadline: number,
+  ): Promise<void> {
     const sse = new SseStream(ex, { 'Mcp-Session-Id': session.id });
     // Past the request's deadline its answer (a timeout error at worst) is buffered, or gone.
     const until = Math.min(deadline, Date.now() + MAX_TIMEOUT_MS) + FOLLOW_GRACE_MS;
@@ -420,7 +580,14 @@ class McpEndpoint {
 
   /** 2026-07-28 has no GET stream and no session to delete. */
   private statelessMethodNotAllowed(ex: Exchange): void {
-    ex.send(405, { ...JSON_HEADERS, Allow: 'POST' }, errorResponse(null, { code: INVALID_REQUEST, message: 'Method Not Allowed: revision 2026-07-28 serves POST only' }));
+    ex.send(
+      405,
+      { ...JSON_HEADERS, Allow: 'POST' },
+      errorResponse(null, {
+        code: INVALID_REQUEST,
+        message: 'Method Not Allowed: revision 2026-07-28 serves POST only',
+      }),
+    );
   }
 
   private observe(method: string, started: number, bytesIn: number, bytesOut: number, outcome: string): void {

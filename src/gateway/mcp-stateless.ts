@@ -31,7 +31,10 @@ export const SLOW_ANSWER_MS = 1000;
 export const JSON_HEADERS = { 'Content-Type': 'application/json' };
 
 /** What a client sees before its phone ever connected: enough to connect and learn it is offline. */
-const FALLBACK_INIT = { capabilities: { tools: { listChanged: true } }, serverInfo: { name: 'phonebridge-device', version: '0.0.0' } };
+const FALLBACK_INIT = {
+  capabilities: { tools: { listChanged: true } },
+  serverInfo: { name: 'phonebridge-device', version: '0.0.0' },
+};
 
 /** The phone's initialize result: from its live socket, else the store's cache, else the fallback. */
 export async function cachedInitialize(ctx: GatewayContext, deviceId: string): Promise<Record<string, unknown>> {
@@ -40,7 +43,13 @@ export async function cachedInitialize(ctx: GatewayContext, deviceId: string): P
 }
 
 export type ForwardOutcome = { frame: Buffer; refusal?: JsonRpcErrorObject };
-export type Forward = (ex: Exchange, cred: Credential, deviceId: string, msg: JsonRpcRequest, related?: (frame: Buffer) => void) => Promise<ForwardOutcome>;
+export type Forward = (
+  ex: Exchange,
+  cred: Credential,
+  deviceId: string,
+  msg: JsonRpcRequest,
+  related?: (frame: Buffer) => void,
+) => Promise<ForwardOutcome>;
 
 export class StatelessEndpoint {
   constructor(
@@ -51,7 +60,15 @@ export class StatelessEndpoint {
   async post(ex: Exchange, h: Record<string, string>, cred: Credential, body: unknown): Promise<void> {
     const c = classify(body);
     if (c.kind === 'notification') return ex.send(202, {}, undefined); // none defined on HTTP in this revision
-    if (c.kind === 'response') return ex.send(400, JSON_HEADERS, errorResponse(null, { code: INVALID_REQUEST, message: 'Invalid Request: clients send no responses in 2026-07-28' }));
+    if (c.kind === 'response')
+      return ex.send(
+        400,
+        JSON_HEADERS,
+        errorResponse(null, {
+          code: INVALID_REQUEST,
+          message: 'Invalid Request: clients send no responses in 2026-07-28',
+        }),
+      );
     if (c.kind === 'invalid') return ex.send(400, JSON_HEADERS, errorResponse(c.id, c.error));
     const msg = c.msg;
     const checked = validateStatelessRequest(h, msg);
@@ -60,7 +77,14 @@ export class StatelessEndpoint {
 
     if (msg.method === 'server/discover') {
       // A dual-era relay: every version it speaks, so -32022's list is a subset of this one.
-      return ex.send(200, JSON_HEADERS, resultResponse(msg.id, discoverResult(await cachedInitialize(this.ctx, deviceId), { supportedVersions: SUPPORTED_VERSIONS })));
+      return ex.send(
+        200,
+        JSON_HEADERS,
+        resultResponse(
+          msg.id,
+          discoverResult(await cachedInitialize(this.ctx, deviceId), { supportedVersions: SUPPORTED_VERSIONS }),
+        ),
+      );
     }
     if (msg.method === 'subscriptions/listen') return this.listen(ex, cred, msg);
 
@@ -74,7 +98,8 @@ export class StatelessEndpoint {
     }
 
     const serverInfo = (await cachedInitialize(this.ctx, deviceId)).serverInfo;
-    const finish = (frame: Buffer) => finishStatelessResultFrame(msg.method, frame, { serverInfo, forcePrivate: msg.method === 'tools/list' });
+    const finish = (frame: Buffer) =>
+      finishStatelessResultFrame(msg.method, frame, { serverInfo, forcePrivate: msg.method === 'tools/list' });
     const meta = msg.params?._meta as Record<string, unknown> | undefined;
     const sseOk = (h.accept ?? '').includes('text/event-stream');
     const wantsStream = meta?.progressToken !== undefined && sseOk;
@@ -86,7 +111,11 @@ export class StatelessEndpoint {
     clearTimeout(early);
     const refusal = outcome.refusal?.data as { code?: string; scope?: Scope } | undefined;
     if (refusal?.code === 'insufficient_scope' && !stream) {
-      return ex.send(403, { ...JSON_HEADERS, 'WWW-Authenticate': insufficientScopeChallenge(refusal.scope!) }, outcome.frame);
+      return ex.send(
+        403,
+        { ...JSON_HEADERS, 'WWW-Authenticate': insufficientScopeChallenge(refusal.scope!) },
+        outcome.frame,
+      );
     }
     const frame = outcome.refusal ? outcome.frame : finish(outcome.frame);
     if (stream || wantsStream) {
@@ -130,7 +159,10 @@ export class StatelessEndpoint {
 function missingCapability(frame: Buffer): boolean {
   if (frame.length > 16 * 1024 || frame.indexOf(String(MISSING_REQUIRED_CLIENT_CAPABILITY)) < 0) return false;
   try {
-    return (JSON.parse(frame.toString('utf8')) as { error?: { code?: number } }).error?.code === MISSING_REQUIRED_CLIENT_CAPABILITY;
+    return (
+      (JSON.parse(frame.toString('utf8')) as { error?: { code?: number } }).error?.code ===
+      MISSING_REQUIRED_CLIENT_CAPABILITY
+    );
   } catch {
     return false;
   }

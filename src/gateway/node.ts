@@ -30,10 +30,23 @@ export interface GatewayNode {
   close(): Promise<void>;
 }
 
-export async function startGateway(opts: { config: RelayConfig; store: Store; bus: Bus; log: Logger }): Promise<GatewayNode> {
+export async function startGateway(opts: {
+  config: RelayConfig;
+  store: Store;
+  bus: Bus;
+  log: Logger;
+}): Promise<GatewayNode> {
   const { config, store, bus, log } = opts;
   const hub = new Hub(bus);
-  const ctx = { config, store, bus, hub, auth: new Authenticator(store), log, state: { draining: false } } as GatewayContext;
+  const ctx = {
+    config,
+    store,
+    bus,
+    hub,
+    auth: new Authenticator(store),
+    log,
+    state: { draining: false },
+  } as GatewayContext;
   ctx.router = new Router(ctx);
 
   bus.onControl((event) => applyControl(ctx, event));
@@ -60,7 +73,10 @@ export async function startGateway(opts: { config: RelayConfig; store: Store; bu
   const admin = uws.App();
   admin.get('/metrics', (res) => {
     const ex = new Exchange(res);
-    registry.metrics().then((text) => ex.send(200, { 'Content-Type': registry.contentType }, text), () => ex.send(500, {}, 'metrics failed'));
+    registry.metrics().then(
+      (text) => ex.send(200, { 'Content-Type': registry.contentType }, text),
+      () => ex.send(500, {}, 'metrics failed'),
+    );
   });
   admin.get('/healthz', (res) => new Exchange(res).json(200, { status: 'ok', node: config.nodeId }));
   admin.get('/readyz', (res) => {
@@ -141,10 +157,12 @@ export async function startGateway(opts: { config: RelayConfig; store: Store; bu
       await Promise.all(now.map((c) => ctx.router.markMoving(c.deviceId)));
       for (const conn of now) conn.close(CLOSE.restarting, 'relay restarting; reconnect');
       // Released now, not later by the close handler: origins stop sending requests here.
-      await Promise.all(now.map(async (c) => {
-        const epoch = c.epoch ?? (await c.claim);
-        if (epoch !== undefined) await bus.releaseDevice(c.deviceId, epoch).catch(() => {});
-      }));
+      await Promise.all(
+        now.map(async (c) => {
+          const epoch = c.epoch ?? (await c.claim);
+          if (epoch !== undefined) await bus.releaseDevice(c.deviceId, epoch).catch(() => {});
+        }),
+      );
       if (pending.size > 0) await sleep(20);
     }
     // Keep-alive clients still talking to this node get `Connection: close` on each answer
@@ -197,16 +215,23 @@ const HTTP_VERBS = new Set(['get', 'post', 'put', 'patch', 'del', 'options', 'he
  * reusing a connection to a node that is about to exit, and their next request opens a new
  * one to a live node. Also records when the last request arrived.
  */
-function closingWhileDraining(app: TemplatedApp, state: { draining: boolean }, traffic: { lastRequestAt: number }): TemplatedApp {
+function closingWhileDraining(
+  app: TemplatedApp,
+  state: { draining: boolean },
+  traffic: { lastRequestAt: number },
+): TemplatedApp {
   type Handler = (res: HttpResponse, req: HttpRequest) => void;
-  const wrap = (handler: Handler): Handler => (res, req) => {
-    traffic.lastRequestAt = Date.now();
-    const end = res.end;
-    const endWithoutBody = res.endWithoutBody;
-    res.end = (body, closeConnection) => end.call(res, body, closeConnection || state.draining);
-    res.endWithoutBody = (length, closeConnection) => endWithoutBody.call(res, length, closeConnection || state.draining);
-    handler(res, req);
-  };
+  const wrap =
+    (handler: Handler): Handler =>
+    (res, req) => {
+      traffic.lastRequestAt = Date.now();
+      const end = res.end;
+      const endWithoutBody = res.endWithoutBody;
+      res.end = (body, closeConnection) => end.call(res, body, closeConnection || state.draining);
+      res.endWithoutBody = (length, closeConnection) =>
+        endWithoutBody.call(res, length, closeConnection || state.draining);
+      handler(res, req);
+    };
   const proxy: TemplatedApp = new Proxy(app, {
     get(target, prop) {
       if (typeof prop === 'string' && HTTP_VERBS.has(prop)) {
@@ -236,7 +261,10 @@ async function reclaimAll(ctx: GatewayContext): Promise<void> {
   for (const conn of [...ctx.hub.connections()]) {
     const epoch = conn.epoch ?? (await conn.claim);
     try {
-      const kept = epoch === undefined ? await ctx.bus.claimDevice(conn.deviceId) : await ctx.bus.reclaimDevice(conn.deviceId, epoch);
+      const kept =
+        epoch === undefined
+          ? await ctx.bus.claimDevice(conn.deviceId)
+          : await ctx.bus.reclaimDevice(conn.deviceId, epoch);
       if (kept === undefined) conn.close(CLOSE.superseded, 'superseded while the relay bus was down', 'superseded');
       else conn.epoch = kept;
     } catch (err) {
@@ -293,7 +321,9 @@ function applyControl(ctx: GatewayContext, event: ControlEvent): void {
 
 function listen(app: TemplatedApp, host: string, port: number): Promise<us_listen_socket> {
   return new Promise((resolve, reject) => {
-    app.listen(host, port, (socket) => (socket ? resolve(socket) : reject(new Error(`cannot listen on ${host}:${port}`))));
+    app.listen(host, port, (socket) =>
+      socket ? resolve(socket) : reject(new Error(`cannot listen on ${host}:${port}`)),
+    );
   });
 }
 

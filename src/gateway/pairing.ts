@@ -51,7 +51,13 @@ async function pair(ctx: GatewayContext, ex: Exchange, bodyP: Promise<Buffer>, i
   let result: Awaited<ReturnType<typeof ctx.store.redeemPairingCode>>;
   try {
     result = code
-      ? await ctx.store.redeemPairingCode({ codeHash: hashPairingCode(code), deviceId: newId('dev'), publicKey: input.public_key, name, now: new Date() })
+      ? await ctx.store.redeemPairingCode({
+          codeHash: hashPairingCode(code),
+          deviceId: newId('dev'),
+          publicKey: input.public_key,
+          name,
+          now: new Date(),
+        })
       : { ok: false, error: 'bad_code' };
   } catch (err) {
     ctx.log.warn({ err: String(err) }, 'pairing: store unavailable');
@@ -72,5 +78,7 @@ async function pair(ctx: GatewayContext, ex: Exchange, bodyP: Promise<Buffer>, i
 
 /** The database is unreachable: nothing was changed; the phone retries later. */
 export function storeUnavailable(ex: Exchange): void {
-  ex.error(503, 'store_unavailable', 'the relay cannot reach its database right now; try again shortly', { 'Retry-After': '5' });
+  ex.error(503, 'store_unavailable', 'the relay cannot reach its database right now; try again shortly', {
+    'Retry-After': '5',
+  });
 }

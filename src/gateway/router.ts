@@ -41,7 +41,17 @@ export const movingKey = (deviceId: string) => `moving:${deviceId}`;
 // Node-to-node messages: one JSON header line, then an optional raw payload (a phone frame
 // travels unescaped).
 type Header =
-  | { t: 'req'; from: string; rid: number; deviceId: string; epoch: number; id: JsonRpcRequest['id']; method: string; scopes: Scope[]; timeoutMs: number }
+  | {
+      t: 'req';
+      from: string;
+      rid: number;
+      deviceId: string;
+      epoch: number;
+      id: JsonRpcRequest['id'];
+      method: string;
+      scopes: Scope[];
+      timeoutMs: number;
+    }
   | { t: 'note'; deviceId: string; method: string }
   | { t: 'cancel'; from: string; rid: number }
   | { t: 'ccancel'; sessionId: string; requestId: JsonRpcId }
@@ -142,15 +152,34 @@ export class Router {
   async farewell(): Promise<void> {
     const nodes = await this.ctx.bus.aliveNodes().catch(() => [] as string[]);
     const msg = farewellMessage(this.ctx.bus.nodeId);
-    await Promise.all(nodes.filter((n) => n !== this.ctx.bus.nodeId).map((n) => this.ctx.bus.sendToNode(n, msg).catch(() => false)));
+    await Promise.all(
+      nodes.filter((n) => n !== this.ctx.bus.nodeId).map((n) => this.ctx.bus.sendToNode(n, msg).catch(() => false)),
+    );
   }
 
   /**
    * Sends one client request towards the phone. The sink gets exactly one of respond/fail;
    * the returned function cancels (client gone, or its notifications/cancelled).
    */
-  async request(deviceId: string, msg: JsonRpcRequest, params: Record<string, unknown> | undefined, caller: Caller, sink: ReplySink, timeoutMs: number): Promise<() => void> {
-    const r: Route = { deviceId, msg, params, caller, sink, deadline: Date.now() + timeoutMs, done: false, state: 'routing', gone: 0 };
+  async request(
+    deviceId: string,
+    msg: JsonRpcRequest,
+    params: Record<string, unknown> | undefined,
+    caller: Caller,
+    sink: ReplySink,
+    timeoutMs: number,
+  ): Promise<() => void> {
+    const r: Route = {
+      deviceId,
+      msg,
+      params,
+      caller,
+      sink,
+      deadline: Date.now() + timeoutMs,
+      done: false,
+      state: 'routing',
+      gone: 0,
+    };
     const finish = () => {
       if (r.done) return false;
       r.done = true;
@@ -173,7 +202,12 @@ export class Router {
     if (local && !local.closed) return local.notify(method, params);
     const owner = await this.ctx.bus.ownerOf(deviceId).catch(() => undefined);
     if (owner && owner.nodeId !== this.ctx.bus.nodeId) {
-      await this.ctx.bus.sendToNode(owner.nodeId, encode({ t: 'note', deviceId, method }, params === undefined ? '' : JSON.stringify(params))).catch(() => {});
+      await this.ctx.bus
+        .sendToNode(
+          owner.nodeId,
+          encode({ t: 'note', deviceId, method }, params === undefined ? '' : JSON.stringify(params)),
+        )
+        .catch(() => {});
     }
   }
 
@@ -185,7 +219,9 @@ export class Router {
   async broadcastCancel(sessionId: string, requestId: JsonRpcId): Promise<void> {
     const nodes = await this.ctx.bus.aliveNodes().catch(() => [] as string[]);
     const msg = encode({ t: 'ccancel', sessionId, requestId });
-    await Promise.all(nodes.filter((n) => n !== this.ctx.bus.nodeId).map((n) => this.ctx.bus.sendToNode(n, msg).catch(() => false)));
+    await Promise.all(
+      nodes.filter((n) => n !== this.ctx.bus.nodeId).map((n) => this.ctx.bus.sendToNode(n, msg).catch(() => false)),
+    );
   }
 
   /** Another node relays a client's notifications/cancelled (the /mcp endpoint cancels its request, if it has it). */
@@ -268,7 +304,8 @@ export class Router {
   /** Asks the bus; remembers owners on other nodes for OWNER_CACHE_MS. */
   private async lookupOwner(deviceId: string): Promise<DeviceOwner | undefined> {
     const owner = await this.ctx.bus.ownerOf(deviceId);
-    if (owner && owner.nodeId !== this.ctx.bus.nodeId) this.owners.set(deviceId, { owner, until: Date.now() + OWNER_CACHE_MS });
+    if (owner && owner.nodeId !== this.ctx.bus.nodeId)
+      this.owners.set(deviceId, { owner, until: Date.now() + OWNER_CACHE_MS });
     else this.owners.delete(deviceId);
     return owner;
   }
@@ -289,7 +326,17 @@ export class Router {
     r.rid = rid;
     this.remote.set(rid, { route: r, node: owner.nodeId, sentAt: Date.now(), timer, cached });
     r.payload ??= r.params === undefined ? '' : JSON.stringify(r.params);
-    const header: Header = { t: 'req', from: this.ctx.bus.nodeId, rid, deviceId: r.deviceId, epoch: owner.epoch, id: r.msg.id, method: r.msg.method, scopes: [...r.caller.scopes], timeoutMs };
+    const header: Header = {
+      t: 'req',
+      from: this.ctx.bus.nodeId,
+      rid,
+      deviceId: r.deviceId,
+      epoch: owner.epoch,
+      id: r.msg.id,
+      method: r.msg.method,
+      scopes: [...r.caller.scopes],
+      timeoutMs,
+    };
     const delivered = await this.ctx.bus.sendToNode(owner.nodeId, encode(header, r.payload)).catch(() => false);
     if (delivered || !this.settle(rid)) return;
     this.forgetOwner(r.deviceId, owner.nodeId);
@@ -335,7 +382,10 @@ export class Router {
     if (r.state === 'local') return r.cancelLocal?.();
     if (r.state === 'remote' && r.rid !== undefined) {
       const p = this.settle(r.rid);
-      if (p) void this.ctx.bus.sendToNode(p.node, encode({ t: 'cancel', from: this.ctx.bus.nodeId, rid: r.rid })).catch(() => {});
+      if (p)
+        void this.ctx.bus
+          .sendToNode(p.node, encode({ t: 'cancel', from: this.ctx.bus.nodeId, rid: r.rid }))
+          .catch(() => {});
     }
     r.sink.fail(relayError('cancelled'));
   }
@@ -396,7 +446,9 @@ export class Router {
         if (!owner && (await this.isMoving(deviceId))) continue; // its old node finishes or fails them itself
         for (const [rid, p] of list) {
           if (owner?.nodeId === p.node) continue;
-          this.settle(rid)?.route.sink.fail(relayError('device_offline', 'the phone left the relay node that was serving the request'));
+          this.settle(rid)?.route.sink.fail(
+            relayError('device_offline', 'the phone left the relay node that was serving the request'),
+          );
         }
       }
     } catch {
@@ -507,7 +559,8 @@ export class Router {
       return reply({ t: 'redo', rid: h.rid, why: this.handedOver.has(h.deviceId) ? 'moving' : 'gone' });
     }
     // A stale owner never answers: the origin saw a newer claim than this socket's.
-    if (conn.epoch !== undefined && h.epoch > conn.epoch) return sink.fail(relayError('device_offline', 'the phone reconnected elsewhere'));
+    if (conn.epoch !== undefined && h.epoch > conn.epoch)
+      return sink.fail(relayError('device_offline', 'the phone reconnected elsewhere'));
     let params: Record<string, unknown> | undefined;
     try {
       params = payload ? (JSON.parse(payload) as Record<string, unknown>) : undefined;
@@ -519,7 +572,13 @@ export class Router {
     } catch {
       return sink.fail(relayError('device_offline', 'the phone did not complete initialize'));
     }
-    const cancel = conn.handleClientRequest({ jsonrpc: '2.0', id: h.id, method: h.method, params }, params, { scopes: h.scopes }, sink, h.timeoutMs);
+    const cancel = conn.handleClientRequest(
+      { jsonrpc: '2.0', id: h.id, method: h.method, params },
+      params,
+      { scopes: h.scopes },
+      sink,
+      h.timeoutMs,
+    );
     // Answers from the cache settle synchronously: nothing left to cancel then.
     if (!done) this.served.set(key, cancel);
   }

@@ -22,7 +22,11 @@ export class SseStream {
   private keepAlive?: NodeJS.Timeout;
   private closeHandlers: Array<() => void> = [];
 
-  constructor(private readonly ex: Exchange, headers: Record<string, string>, keepAliveMs = 15_000) {
+  constructor(
+    private readonly ex: Exchange,
+    headers: Record<string, string>,
+    keepAliveMs = 15_000,
+  ) {
     ex.onAbort(() => this.teardown());
     ex.finished = true; // the stream owns the response from here on
     if (ex.aborted) return; // the client is gone: a closed stream (touching res now would crash uWS)

@@ -4,8 +4,12 @@ import type { Token } from '../store/types.ts';
 
 export const CALLER_META_KEY = 'phonebridge/caller';
 
-export function withCallerContext(params: Record<string, unknown> | undefined, token: Pick<Token, 'id' | 'scopes'>): Record<string, unknown> {
+export function withCallerContext(
+  params: Record<string, unknown> | undefined,
+  token: Pick<Token, 'id' | 'scopes'>,
+): Record<string, unknown> {
   const p = params ?? {};
-  const meta = p._meta && typeof p._meta === 'object' && !Array.isArray(p._meta) ? (p._meta as Record<string, unknown>) : {};
+  const meta =
+    p._meta && typeof p._meta === 'object' && !Array.isArray(p._meta) ? (p._meta as Record<string, unknown>) : {};
   return { ...p, _meta: { ...meta, [CALLER_META_KEY]: { credential: token.id, scopes: [...token.scopes] } } };
 }

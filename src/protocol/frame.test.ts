@@ -9,10 +9,18 @@ function restore(text: string, id: string | number | null): unknown {
 
 describe('inspectPhoneFrame', () => {
   it('finds the id when it is the last member (what the MCP SDK writes)', () => {
-    const text = JSON.stringify({ result: { content: [{ type: 'text', text: 'a "quoted" } id' }] }, jsonrpc: '2.0', id: 42 });
+    const text = JSON.stringify({
+      result: { content: [{ type: 'text', text: 'a "quoted" } id' }] },
+      jsonrpc: '2.0',
+      id: 42,
+    });
     const f = inspectPhoneFrame(Buffer.from(text));
     expect(f).toMatchObject({ kind: 'response', id: 42 });
-    expect(restore(text, 'client-7')).toEqual({ result: { content: [{ type: 'text', text: 'a "quoted" } id' }] }, jsonrpc: '2.0', id: 'client-7' });
+    expect(restore(text, 'client-7')).toEqual({
+      result: { content: [{ type: 'text', text: 'a "quoted" } id' }] },
+      jsonrpc: '2.0',
+      id: 'client-7',
+    });
   });
 
   it('finds the id when it comes first', () => {
@@ -37,15 +45,28 @@ describe('inspectPhoneFrame', () => {
   });
 
   it('parses requests and notifications whole', () => {
-    expect(inspectPhoneFrame(Buffer.from('{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info"}}'))).toEqual({
+    expect(
+      inspectPhoneFrame(Buffer.from('{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info"}}')),
+    ).toEqual({
       kind: 'message',
       value: { jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info' } },
     });
-    expect(inspectPhoneFrame(Buffer.from('{"id":1,"jsonrpc":"2.0","method":"ping"}'))).toMatchObject({ kind: 'message' });
+    expect(inspectPhoneFrame(Buffer.from('{"id":1,"jsonrpc":"2.0","method":"ping"}'))).toMatchObject({
+      kind: 'message',
+    });
   });
 
   it('reports garbage as invalid', () => {
-    for (const bad of ['', 'nope', '[]', '{}', '{"jsonrpc":"2.0"}', '{"result":1', '{"result":1,"id":}', '{"result":{"a":"unterminated}']) {
+    for (const bad of [
+      '',
+      'nope',
+      '[]',
+      '{}',
+      '{"jsonrpc":"2.0"}',
+      '{"result":1',
+      '{"result":1,"id":}',
+      '{"result":{"a":"unterminated}',
+    ]) {
       expect(inspectPhoneFrame(Buffer.from(bad)).kind).toBe('invalid');
     }
   });
@@ -59,7 +80,11 @@ describe('inspectPhoneFrame', () => {
   });
 
   it('restores ids in a 256 KiB response exactly as a full parse would', () => {
-    const big = { result: { content: [{ type: 'text', text: 'y'.repeat(256 * 1024 - 100) }], structuredContent: { id: 1 } }, jsonrpc: '2.0', id: 123456 };
+    const big = {
+      result: { content: [{ type: 'text', text: 'y'.repeat(256 * 1024 - 100) }], structuredContent: { id: 1 } },
+      jsonrpc: '2.0',
+      id: 123456,
+    };
     const text = JSON.stringify(big);
     expect(restore(text, 'abc')).toEqual({ ...big, id: 'abc' });
   });

@@ -16,7 +16,6 @@ const TAIL_ID = /,\s*"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*"|null)\s*\}\s*$/;
 const FIRST_KEY = /^\s*\{\s*"(result|error)"\s*:/;
 const PEEK = 256;
 
-
 export function inspectPhoneFrame(frame: Buffer): PhoneFrame {
   // latin1 maps each byte to one char, so regex indexes are byte offsets.
   if (FIRST_KEY.test(frame.toString('latin1', 0, Math.min(PEEK, frame.length)))) {
@@ -37,7 +36,8 @@ function responseAt(s: Buffer, start: number, end: number): PhoneFrame {
   } catch {
     return { kind: 'invalid', reason: 'malformed id' };
   }
-  if (id !== null && typeof id !== 'string' && typeof id !== 'number') return { kind: 'invalid', reason: 'bad id type' };
+  if (id !== null && typeof id !== 'string' && typeof id !== 'number')
+    return { kind: 'invalid', reason: 'bad id type' };
   return { kind: 'response', id, idStart: start, idEnd: end };
 }
 
@@ -46,7 +46,12 @@ function scanTopLevel(s: Buffer): PhoneFrame {
   let kind: 'message' | 'response' | undefined;
   const r = scanObject(s, skipWs(s, 0), (key, _span, members) => {
     if (key === 'method') kind = 'message';
-    else if ((key === 'result' || key === 'error' || key === 'id') && (members.has('result') || members.has('error')) && members.has('id')) kind = 'response';
+    else if (
+      (key === 'result' || key === 'error' || key === 'id') &&
+      (members.has('result') || members.has('error')) &&
+      members.has('id')
+    )
+      kind = 'response';
     return kind !== undefined;
   });
   if (!r.ok) return { kind: 'invalid', reason: r.reason };
@@ -57,7 +62,10 @@ function scanTopLevel(s: Buffer): PhoneFrame {
   }
   if (skipWs(s, r.end) !== s.length) return { kind: 'invalid', reason: 'trailing data' };
   if (r.members.size === 0) return { kind: 'invalid', reason: 'empty object' };
-  return { kind: 'invalid', reason: r.members.has('result') || r.members.has('error') ? 'response without id' : 'no method, result or error' };
+  return {
+    kind: 'invalid',
+    reason: r.members.has('result') || r.members.has('error') ? 'response without id' : 'no method, result or error',
+  };
 }
 
 function parseWhole(s: Buffer): PhoneFrame {

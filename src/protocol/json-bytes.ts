@@ -3,8 +3,14 @@
 // UTF-8 never reuses ASCII bytes inside multi-byte sequences, so a byte scan is exact.
 // Used to restore ids (frame.ts) and to splice members into results (stateless.ts).
 
-export const QUOTE = 0x22, BACKSLASH = 0x5c, COMMA = 0x2c, COLON = 0x3a;
-export const OPEN_OBJ = 0x7b, CLOSE_OBJ = 0x7d, OPEN_ARR = 0x5b, CLOSE_ARR = 0x5d;
+export const QUOTE = 0x22,
+  BACKSLASH = 0x5c,
+  COMMA = 0x2c,
+  COLON = 0x3a;
+export const OPEN_OBJ = 0x7b,
+  CLOSE_OBJ = 0x7d,
+  OPEN_ARR = 0x5b,
+  CLOSE_ARR = 0x5d;
 
 export interface Span {
   start: number;
@@ -51,19 +57,25 @@ export function skipValue(s: Buffer, i: number): number {
   let j = i;
   while (j < s.length) {
     const d = s[j];
-    if (d === COMMA || d === CLOSE_OBJ || d === CLOSE_ARR || d === 0x20 || d === 0x0a || d === 0x0d || d === 0x09) break;
+    if (d === COMMA || d === CLOSE_OBJ || d === CLOSE_ARR || d === 0x20 || d === 0x0a || d === 0x0d || d === 0x09)
+      break;
     j++;
   }
   return j > i ? j : -1;
 }
 
-export type ScanResult = { ok: true; members: Map<string, Span>; end: number; stopped: boolean } | { ok: false; reason: string };
+export type ScanResult =
+  { ok: true; members: Map<string, Span>; end: number; stopped: boolean } | { ok: false; reason: string };
 
 /**
  * The members of the object at s[i] (`{`). `visit` sees each member as it is found and may
  * stop the scan early by returning true (then `stopped` is set and `end` is where it stopped).
  */
-export function scanObject(s: Buffer, i: number, visit?: (key: string, value: Span, members: Map<string, Span>) => boolean): ScanResult {
+export function scanObject(
+  s: Buffer,
+  i: number,
+  visit?: (key: string, value: Span, members: Map<string, Span>) => boolean,
+): ScanResult {
   if (s[i] !== OPEN_OBJ) return { ok: false, reason: 'not a JSON object' };
   const members = new Map<string, Span>();
   i = skipWs(s, i + 1);

@@ -11,7 +11,17 @@ describe('classify', () => {
     expect(classify({ jsonrpc: '2.0', id: 1, result: {} }).kind).toBe('response');
   });
   it('rejects what is not JSON-RPC 2.0 with -32600', () => {
-    for (const bad of [null, 1, 'x', [], { id: 1, method: 'x' }, { jsonrpc: '1.0', id: 1, method: 'x' }, { jsonrpc: '2.0', id: {}, method: 'x' }, { jsonrpc: '2.0', id: 1, method: 'x', params: [1] }, { jsonrpc: '2.0' }]) {
+    for (const bad of [
+      null,
+      1,
+      'x',
+      [],
+      { id: 1, method: 'x' },
+      { jsonrpc: '1.0', id: 1, method: 'x' },
+      { jsonrpc: '2.0', id: {}, method: 'x' },
+      { jsonrpc: '2.0', id: 1, method: 'x', params: [1] },
+      { jsonrpc: '2.0' },
+    ]) {
       const c = classify(bad);
       expect(c.kind).toBe('invalid');
       if (c.kind === 'invalid') expect(c.error.code).toBe(-32600);
@@ -37,9 +47,17 @@ describe('timeouts', () => {
 
 describe('caller context', () => {
   it('replaces a spoofed caller and keeps other _meta', () => {
-    const p = withCallerContext({ name: 'tap', _meta: { 'phonebridge/caller': { credential: 'root' }, progressToken: 7 } }, { id: 'key_1', scopes: ['devices:read'] });
-    expect(p._meta).toEqual({ 'phonebridge/caller': { credential: 'key_1', scopes: ['devices:read'] }, progressToken: 7 });
-    expect(withCallerContext(undefined, { id: 'k', scopes: [] })._meta).toEqual({ 'phonebridge/caller': { credential: 'k', scopes: [] } });
+    const p = withCallerContext(
+      { name: 'tap', _meta: { 'phonebridge/caller': { credential: 'root' }, progressToken: 7 } },
+      { id: 'key_1', scopes: ['devices:read'] },
+    );
+    expect(p._meta).toEqual({
+      'phonebridge/caller': { credential: 'key_1', scopes: ['devices:read'] },
+      progressToken: 7,
+    });
+    expect(withCallerContext(undefined, { id: 'k', scopes: [] })._meta).toEqual({
+      'phonebridge/caller': { credential: 'k', scopes: [] },
+    });
   });
 });
 

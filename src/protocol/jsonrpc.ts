@@ -34,24 +34,47 @@ function isId(v: unknown): v is JsonRpcId {
 
 export function classify(value: unknown): Classified {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    return { kind: 'invalid', id: null, error: { code: INVALID_REQUEST, message: 'Invalid Request: expected a JSON-RPC object' } };
+    return {
+      kind: 'invalid',
+      id: null,
+      error: { code: INVALID_REQUEST, message: 'Invalid Request: expected a JSON-RPC object' },
+    };
   }
   const m = value as Record<string, unknown>;
   const id = isId(m.id) ? m.id : null;
-  if (m.jsonrpc !== '2.0') return { kind: 'invalid', id, error: { code: INVALID_REQUEST, message: 'Invalid Request: jsonrpc must be "2.0"' } };
+  if (m.jsonrpc !== '2.0')
+    return { kind: 'invalid', id, error: { code: INVALID_REQUEST, message: 'Invalid Request: jsonrpc must be "2.0"' } };
   if (m.params !== undefined && (typeof m.params !== 'object' || m.params === null || Array.isArray(m.params))) {
-    return { kind: 'invalid', id, error: { code: INVALID_REQUEST, message: 'Invalid Request: params must be an object' } };
+    return {
+      kind: 'invalid',
+      id,
+      error: { code: INVALID_REQUEST, message: 'Invalid Request: params must be an object' },
+    };
   }
   if (typeof m.method === 'string') {
     if (m.id === undefined) return { kind: 'notification', msg: m as unknown as JsonRpcNotification };
-    if (!isId(m.id)) return { kind: 'invalid', id: null, error: { code: INVALID_REQUEST, message: 'Invalid Request: id must be a string or number' } };
+    if (!isId(m.id))
+      return {
+        kind: 'invalid',
+        id: null,
+        error: { code: INVALID_REQUEST, message: 'Invalid Request: id must be a string or number' },
+      };
     return { kind: 'request', msg: m as unknown as JsonRpcRequest };
   }
   if ('result' in m || 'error' in m) {
-    if (!isId(m.id) && m.id !== null) return { kind: 'invalid', id: null, error: { code: INVALID_REQUEST, message: 'Invalid Request: bad response id' } };
+    if (!isId(m.id) && m.id !== null)
+      return {
+        kind: 'invalid',
+        id: null,
+        error: { code: INVALID_REQUEST, message: 'Invalid Request: bad response id' },
+      };
     return { kind: 'response', msg: m as unknown as JsonRpcResponse };
   }
-  return { kind: 'invalid', id, error: { code: INVALID_REQUEST, message: 'Invalid Request: no method, result or error' } };
+  return {
+    kind: 'invalid',
+    id,
+    error: { code: INVALID_REQUEST, message: 'Invalid Request: no method, result or error' },
+  };
 }
 
 /** Parses a client body: one message or (for 2025-03-26) a batch. */

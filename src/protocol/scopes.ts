@@ -29,7 +29,10 @@ export class ToolCatalog {
   }
 
   /** Whether a tools/call may go to the phone. */
-  check(name: unknown, scopes: readonly Scope[]): { ok: true } | { ok: false; reason: 'unknown_tool' } | { ok: false; reason: 'insufficient_scope'; scope: Scope } {
+  check(
+    name: unknown,
+    scopes: readonly Scope[],
+  ): { ok: true } | { ok: false; reason: 'unknown_tool' } | { ok: false; reason: 'insufficient_scope'; scope: Scope } {
     const tool = typeof name === 'string' ? this.byName.get(name) : undefined;
     const scope = tool && toolScope(tool);
     if (!scope) return { ok: false, reason: 'unknown_tool' };

@@ -30,7 +30,11 @@ const req = (method: string, params: Record<string, unknown> = {}, meta: unknown
   method,
   params: meta === 'none' ? params : { ...params, _meta: meta },
 });
-const hdr = (method: string, extra: Record<string, string> = {}): Headers => ({ 'mcp-protocol-version': '2026-07-28', 'mcp-method': method, ...extra });
+const hdr = (method: string, extra: Record<string, string> = {}): Headers => ({
+  'mcp-protocol-version': '2026-07-28',
+  'mcp-method': method,
+  ...extra,
+});
 
 describe('classifyEra', () => {
   it('serves modern _meta statelessly, whatever else is there', () => {
@@ -38,19 +42,39 @@ describe('classifyEra', () => {
     expect(classifyEra({ 'mcp-session-id': 'abc' }, req('tools/list'))).toBe('stateless');
     // initialize with modern _meta is a stateless request (and gets 404 there)
     expect(classifyEra(hdr('initialize'), req('initialize'))).toBe('stateless');
-    expect(classifyEra({}, req('tools/list', {}, { ...META, 'io.modelcontextprotocol/protocolVersion': '1900-01-01' }))).toBe('stateless');
+    expect(
+      classifyEra({}, req('tools/list', {}, { ...META, 'io.modelcontextprotocol/protocolVersion': '1900-01-01' })),
+    ).toBe('stateless');
   });
   it('keeps initialize, session ids and session revisions in the session era', () => {
-    expect(classifyEra({}, { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25' } })).toBe('session');
-    expect(classifyEra({ 'mcp-session-id': 's', 'mcp-protocol-version': '2025-11-25' }, { jsonrpc: '2.0', id: 1, method: 'tools/list' })).toBe('session');
-    expect(classifyEra({ 'mcp-protocol-version': '2025-06-18' }, { jsonrpc: '2.0', id: 1, method: 'tools/list' })).toBe('session');
+    expect(
+      classifyEra({}, { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25' } }),
+    ).toBe('session');
+    expect(
+      classifyEra(
+        { 'mcp-session-id': 's', 'mcp-protocol-version': '2025-11-25' },
+        { jsonrpc: '2.0', id: 1, method: 'tools/list' },
+      ),
+    ).toBe('session');
+    expect(classifyEra({ 'mcp-protocol-version': '2025-06-18' }, { jsonrpc: '2.0', id: 1, method: 'tools/list' })).toBe(
+      'session',
+    );
     expect(classifyEra({}, { jsonrpc: '2.0', id: 1, method: 'tools/list' })).toBe('session');
     expect(classifyEra({}, [req('tools/list')])).toBe('session');
-    expect(classifyEra({}, req('tools/list', {}, { ...META, 'io.modelcontextprotocol/protocolVersion': '2025-11-25' }))).toBe('session');
+    expect(
+      classifyEra({}, req('tools/list', {}, { ...META, 'io.modelcontextprotocol/protocolVersion': '2025-11-25' })),
+    ).toBe('session');
   });
   it('treats a non-session MCP-Protocol-Version header as stateless so errors are modern', () => {
-    expect(classifyEra({ 'MCP-Protocol-Version': '2026-07-28' }, { jsonrpc: '2.0', id: 1, method: 'server/discover', params: {} })).toBe('stateless');
-    expect(classifyEra({ 'mcp-protocol-version': '1900-01-01' }, { jsonrpc: '2.0', id: 1, method: 'tools/list' })).toBe('stateless');
+    expect(
+      classifyEra(
+        { 'MCP-Protocol-Version': '2026-07-28' },
+        { jsonrpc: '2.0', id: 1, method: 'server/discover', params: {} },
+      ),
+    ).toBe('stateless');
+    expect(classifyEra({ 'mcp-protocol-version': '1900-01-01' }, { jsonrpc: '2.0', id: 1, method: 'tools/list' })).toBe(
+      'stateless',
+    );
   });
   it('classifies GET and DELETE from headers alone', () => {
     expect(classifyEra({ 'mcp-protocol-version': '2026-07-28' }, undefined)).toBe('stateless');
@@ -94,62 +118,115 @@ describe('validateStatelessRequest', () => {
     const r = check(hdr('tools/call', { 'mcp-name': 'tap' }), req('tools/call', { name: 'tap', arguments: {} }));
     expect(r.ok).toBe(true);
     if (r.ok) expect(r.info).toMatchObject({ method: 'tools/call', name: 'tap', protocolVersion: '2026-07-28' });
-    expect(check(hdr('resources/read', { 'mcp-name': 'test://static-text' }), req('resources/read', { uri: 'test://static-text' })).ok).toBe(true);
+    expect(
+      check(
+        hdr('resources/read', { 'mcp-name': 'test://static-text' }),
+        req('resources/read', { uri: 'test://static-text' }),
+      ).ok,
+    ).toBe(true);
     expect(check(hdr('server/discover'), req('server/discover')).ok).toBe(true);
   });
   it('accepts clientInfo absent (a SHOULD) and header names in any case, values trimmed', () => {
     const { ['io.modelcontextprotocol/clientInfo']: _, ...noInfo } = META;
     expect(check(hdr('tools/list'), req('tools/list', {}, noInfo)).ok).toBe(true);
-    expect(check({ 'MCP-PROTOCOL-VERSION': '2026-07-28', 'MCP-METHOD': 'tools/list' }, req('tools/list')).ok).toBe(true);
+    expect(check({ 'MCP-PROTOCOL-VERSION': '2026-07-28', 'MCP-METHOD': 'tools/list' }, req('tools/list')).ok).toBe(
+      true,
+    );
     expect(check(hdr('tools/call', { 'mcp-name': '  tap  ' }), req('tools/call', { name: 'tap' })).ok).toBe(true);
   });
   it('answers missing _meta fields with 400 / -32602', () => {
-    for (const meta of ['none', {}, { 'io.modelcontextprotocol/clientCapabilities': {} }, { 'io.modelcontextprotocol/protocolVersion': '2026-07-28' }]) {
+    for (const meta of [
+      'none',
+      {},
+      { 'io.modelcontextprotocol/clientCapabilities': {} },
+      { 'io.modelcontextprotocol/protocolVersion': '2026-07-28' },
+    ]) {
       const r = check(hdr('server/discover'), req('server/discover', {}, meta));
       expect(r).toMatchObject({ ok: false, status: 400, error: { code: -32602 } });
     }
   });
   it('answers a missing or different MCP-Protocol-Version with 400 / -32020', () => {
-    expect(check({ 'mcp-method': 'tools/list' }, req('tools/list'))).toMatchObject({ ok: false, status: 400, error: { code: -32020 } });
-    const r = check(hdr('server/discover'), req('server/discover', {}, { ...META, 'io.modelcontextprotocol/protocolVersion': 'v999.0.0' }));
+    expect(check({ 'mcp-method': 'tools/list' }, req('tools/list'))).toMatchObject({
+      ok: false,
+      status: 400,
+      error: { code: -32020 },
+    });
+    const r = check(
+      hdr('server/discover'),
+      req('server/discover', {}, { ...META, 'io.modelcontextprotocol/protocolVersion': 'v999.0.0' }),
+    );
     expect(r).toMatchObject({ ok: false, status: 400, error: { code: -32020 } });
   });
   it('answers an unsupported version with 400 / -32022 and data {supported, requested}', () => {
     const v = '1900-01-01';
-    const r = check({ 'mcp-protocol-version': v, 'mcp-method': 'tools/list' }, req('tools/list', {}, { ...META, 'io.modelcontextprotocol/protocolVersion': v }));
+    const r = check(
+      { 'mcp-protocol-version': v, 'mcp-method': 'tools/list' },
+      req('tools/list', {}, { ...META, 'io.modelcontextprotocol/protocolVersion': v }),
+    );
     expect(r.ok).toBe(false);
     if (!r.ok) {
       expect(r.status).toBe(400);
       expect(r.error.code).toBe(-32022);
-      expect(r.error.data).toEqual({ supported: ['2026-07-28', '2025-11-25', '2025-06-18', '2025-03-26'], requested: v });
+      expect(r.error.data).toEqual({
+        supported: ['2026-07-28', '2025-11-25', '2025-06-18', '2025-03-26'],
+        requested: v,
+      });
     }
     // a session revision in a stateless request is not served statelessly either
-    const s = check({ 'mcp-protocol-version': '2025-11-25', 'mcp-method': 'tools/list' }, req('tools/list', {}, { ...META, 'io.modelcontextprotocol/protocolVersion': '2025-11-25' }));
+    const s = check(
+      { 'mcp-protocol-version': '2025-11-25', 'mcp-method': 'tools/list' },
+      req('tools/list', {}, { ...META, 'io.modelcontextprotocol/protocolVersion': '2025-11-25' }),
+    );
     expect(s).toMatchObject({ ok: false, error: { code: -32022 } });
   });
   it('checks Mcp-Method: missing, different, or different case is 400 / -32020', () => {
-    expect(check({ 'mcp-protocol-version': '2026-07-28' }, req('tools/list'))).toMatchObject({ status: 400, error: { code: -32020 } });
+    expect(check({ 'mcp-protocol-version': '2026-07-28' }, req('tools/list'))).toMatchObject({
+      status: 400,
+      error: { code: -32020 },
+    });
     expect(check(hdr('prompts/list'), req('tools/list'))).toMatchObject({ status: 400, error: { code: -32020 } });
     expect(check(hdr('TOOLS/LIST'), req('tools/list'))).toMatchObject({ status: 400, error: { code: -32020 } });
   });
   it('answers removed and unknown methods with 404 / -32601', () => {
-    for (const m of ['initialize', 'ping', 'logging/setLevel', 'resources/subscribe', 'resources/unsubscribe', 'nope/nothing']) {
+    for (const m of [
+      'initialize',
+      'ping',
+      'logging/setLevel',
+      'resources/subscribe',
+      'resources/unsubscribe',
+      'nope/nothing',
+    ]) {
       expect(check(hdr(m), req(m))).toMatchObject({ ok: false, status: 404, error: { code: -32601 } });
     }
     for (const m of STATELESS_METHODS) {
-      const named = m === 'tools/call' || m === 'prompts/get' ? { name: 'x' } : m === 'resources/read' ? { uri: 'x' } : {};
+      const named =
+        m === 'tools/call' || m === 'prompts/get' ? { name: 'x' } : m === 'resources/read' ? { uri: 'x' } : {};
       expect(check(hdr(m, { 'mcp-name': 'x' }), req(m, named)).ok).toBe(true);
     }
   });
   it('checks Mcp-Name, decoding the Base64 sentinel first', () => {
-    expect(check(hdr('tools/call'), req('tools/call', { name: 'tap' }))).toMatchObject({ status: 400, error: { code: -32020 } });
-    expect(check(hdr('tools/call', { 'mcp-name': 'wrong_tool_name' }), req('tools/call', { name: 'tap' }))).toMatchObject({ status: 400, error: { code: -32020 } });
-    expect(check(hdr('prompts/get', { 'mcp-name': '=?base64?5pel5pys?=' }), req('prompts/get', { name: '日本' })).ok).toBe(true);
-    expect(check(hdr('prompts/get', { 'mcp-name': '=?base64?5pel5pys' }), req('prompts/get', { name: '日本' }))).toMatchObject({ status: 400, error: { code: -32020 } });
-    expect(check(hdr('resources/read', { 'mcp-name': 'file:///a' }), req('resources/read', { uri: 'file:///b' }))).toMatchObject({ status: 400, error: { code: -32020 } });
+    expect(check(hdr('tools/call'), req('tools/call', { name: 'tap' }))).toMatchObject({
+      status: 400,
+      error: { code: -32020 },
+    });
+    expect(
+      check(hdr('tools/call', { 'mcp-name': 'wrong_tool_name' }), req('tools/call', { name: 'tap' })),
+    ).toMatchObject({ status: 400, error: { code: -32020 } });
+    expect(
+      check(hdr('prompts/get', { 'mcp-name': '=?base64?5pel5pys?=' }), req('prompts/get', { name: '日本' })).ok,
+    ).toBe(true);
+    expect(
+      check(hdr('prompts/get', { 'mcp-name': '=?base64?5pel5pys' }), req('prompts/get', { name: '日本' })),
+    ).toMatchObject({ status: 400, error: { code: -32020 } });
+    expect(
+      check(hdr('resources/read', { 'mcp-name': 'file:///a' }), req('resources/read', { uri: 'file:///b' })),
+    ).toMatchObject({ status: 400, error: { code: -32020 } });
   });
   it('wants params.name / params.uri as strings (-32602)', () => {
-    expect(check(hdr('tools/call', { 'mcp-name': 'x' }), req('tools/call', {}))).toMatchObject({ status: 400, error: { code: -32602 } });
+    expect(check(hdr('tools/call', { 'mcp-name': 'x' }), req('tools/call', {}))).toMatchObject({
+      status: 400,
+      error: { code: -32602 },
+    });
   });
 });
 
@@ -166,18 +243,44 @@ describe('Mcp-Param-* headers', () => {
   };
   it('finds annotations reachable through properties', () => {
     const r = xMcpHeaders(schema);
-    expect(r.ok && r.params.map((p) => `${p.header}=${p.path.join('.')}`)).toEqual(['Region=region', 'Count=count', 'Dry=dry', 'Target-Id=target.id']);
+    expect(r.ok && r.params.map((p) => `${p.header}=${p.path.join('.')}`)).toEqual([
+      'Region=region',
+      'Count=count',
+      'Dry=dry',
+      'Target-Id=target.id',
+    ]);
   });
   it('declares invalid definitions invalid', () => {
     expect(xMcpHeaders({ type: 'object', properties: { a: { type: 'number', 'x-mcp-header': 'A' } } }).ok).toBe(false);
-    expect(xMcpHeaders({ type: 'object', properties: { a: { type: 'string', 'x-mcp-header': 'A' }, b: { type: 'string', 'x-mcp-header': 'a' } } }).ok).toBe(false);
-    expect(xMcpHeaders({ type: 'object', properties: { a: { type: 'string', 'x-mcp-header': 'has space' } } }).ok).toBe(false);
-    expect(xMcpHeaders({ type: 'object', properties: { a: { type: 'array', items: { type: 'string', 'x-mcp-header': 'A' } } } }).ok).toBe(false);
-    expect(xMcpHeaders({ type: 'object', anyOf: [{ properties: { a: { type: 'string', 'x-mcp-header': 'A' } } }] }).ok).toBe(false);
+    expect(
+      xMcpHeaders({
+        type: 'object',
+        properties: { a: { type: 'string', 'x-mcp-header': 'A' }, b: { type: 'string', 'x-mcp-header': 'a' } },
+      }).ok,
+    ).toBe(false);
+    expect(xMcpHeaders({ type: 'object', properties: { a: { type: 'string', 'x-mcp-header': 'has space' } } }).ok).toBe(
+      false,
+    );
+    expect(
+      xMcpHeaders({
+        type: 'object',
+        properties: { a: { type: 'array', items: { type: 'string', 'x-mcp-header': 'A' } } },
+      }).ok,
+    ).toBe(false);
+    expect(
+      xMcpHeaders({ type: 'object', anyOf: [{ properties: { a: { type: 'string', 'x-mcp-header': 'A' } } }] }).ok,
+    ).toBe(false);
   });
   it('accepts matching headers, integers compared numerically', () => {
-    const h = { 'mcp-param-region': 'us-west1', 'Mcp-Param-Count': '42.0', 'mcp-param-dry': 'true', 'mcp-param-target-id': '=?base64?w6k=?=' };
-    expect(validateParamHeaders(schema, h, { region: 'us-west1', count: 42, dry: true, target: { id: 'é' }, query: 'q' })).toEqual({ ok: true });
+    const h = {
+      'mcp-param-region': 'us-west1',
+      'Mcp-Param-Count': '42.0',
+      'mcp-param-dry': 'true',
+      'mcp-param-target-id': '=?base64?w6k=?=',
+    };
+    expect(
+      validateParamHeaders(schema, h, { region: 'us-west1', count: 42, dry: true, target: { id: 'é' }, query: 'q' }),
+    ).toEqual({ ok: true });
     expect(validateParamHeaders(schema, {}, { query: 'only' })).toEqual({ ok: true });
     expect(validateParamHeaders(schema, {}, { region: null })).toEqual({ ok: true });
   });
@@ -194,7 +297,9 @@ describe('Mcp-Param-* headers', () => {
     for (const r of bad) expect(r).toMatchObject({ ok: false, status: 400, error: { code: -32020 } });
   });
   it('ignores Mcp-Param headers the tool does not declare', () => {
-    expect(validateParamHeaders({ type: 'object', properties: {} }, { 'mcp-param-other': 'x' }, {})).toEqual({ ok: true });
+    expect(validateParamHeaders({ type: 'object', properties: {} }, { 'mcp-param-other': 'x' }, {})).toEqual({
+      ok: true,
+    });
   });
 });
 
@@ -217,7 +322,13 @@ describe('discoverResult', () => {
     });
   });
   it('copes with an empty cache', () => {
-    expect(discoverResult(undefined)).toEqual({ resultType: 'complete', supportedVersions: ['2026-07-28'], capabilities: {}, ttlMs: 0, cacheScope: 'private' });
+    expect(discoverResult(undefined)).toEqual({
+      resultType: 'complete',
+      supportedVersions: ['2026-07-28'],
+      capabilities: {},
+      ttlMs: 0,
+      cacheScope: 'private',
+    });
   });
 });
 
@@ -229,18 +340,34 @@ describe('finishStatelessResult', () => {
       resultType: 'complete',
       _meta: { 'io.modelcontextprotocol/serverInfo': si },
     });
-    expect(finishStatelessResult('resources/read', { contents: [] })).toEqual({ contents: [], resultType: 'complete', ttlMs: 0, cacheScope: 'private' });
+    expect(finishStatelessResult('resources/read', { contents: [] })).toEqual({
+      contents: [],
+      resultType: 'complete',
+      ttlMs: 0,
+      cacheScope: 'private',
+    });
   });
   it('keeps what the phone set, and adds no caching hints to input_required', () => {
-    expect(finishStatelessResult('resources/read', { contents: [], resultType: 'complete', ttlMs: 5, cacheScope: 'public', _meta: { a: 1 } }, { serverInfo: si })).toEqual({
+    expect(
+      finishStatelessResult(
+        'resources/read',
+        { contents: [], resultType: 'complete', ttlMs: 5, cacheScope: 'public', _meta: { a: 1 } },
+        { serverInfo: si },
+      ),
+    ).toEqual({
       contents: [],
       resultType: 'complete',
       ttlMs: 5,
       cacheScope: 'public',
       _meta: { a: 1, 'io.modelcontextprotocol/serverInfo': si },
     });
-    expect(finishStatelessResult('tools/list', { resultType: 'input_required', requestState: 'x' })).toEqual({ resultType: 'input_required', requestState: 'x' });
-    expect(finishStatelessResult('tools/list', { tools: [], ttlMs: 9, cacheScope: 'public' }, { forcePrivate: true })).toMatchObject({ cacheScope: 'private', ttlMs: 9 });
+    expect(finishStatelessResult('tools/list', { resultType: 'input_required', requestState: 'x' })).toEqual({
+      resultType: 'input_required',
+      requestState: 'x',
+    });
+    expect(
+      finishStatelessResult('tools/list', { tools: [], ttlMs: 9, cacheScope: 'public' }, { forcePrivate: true }),
+    ).toMatchObject({ cacheScope: 'private', ttlMs: 9 });
   });
 
   it('does the same on bytes without re-serialising the rest', () => {
@@ -249,13 +376,20 @@ describe('finishStatelessResult', () => {
       ['tools/call', {}, { serverInfo: si }],
       ['resources/read', { contents: [], _meta: {} }, { serverInfo: si }],
       ['resources/read', { contents: [], _meta: { x: [1, { y: '}' }] } }, { serverInfo: si }],
-      ['resources/read', { contents: [], _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'own', version: '0' } } }, { serverInfo: si }],
+      [
+        'resources/read',
+        { contents: [], _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'own', version: '0' } } },
+        { serverInfo: si },
+      ],
       ['prompts/list', { prompts: [], resultType: 'complete', ttlMs: 3 }, {}],
       ['tools/call', { resultType: 'input_required', inputRequests: {} }, {}],
       ['tools/list', { tools: [], cacheScope: 'public' }, { forcePrivate: true }],
     ];
     for (const [method, result, opts] of cases) {
-      for (const text of [JSON.stringify({ result, jsonrpc: '2.0', id: 3 }), `{ "jsonrpc" : "2.0", "id": 3, "result" : ${JSON.stringify(result, null, 1)} }`]) {
+      for (const text of [
+        JSON.stringify({ result, jsonrpc: '2.0', id: 3 }),
+        `{ "jsonrpc" : "2.0", "id": 3, "result" : ${JSON.stringify(result, null, 1)} }`,
+      ]) {
         const out = finishStatelessResultFrame(method, Buffer.from(text), opts);
         const parsed = JSON.parse(out.toString('utf8'));
         expect(parsed.result).toEqual(finishStatelessResult(method, result, opts));
@@ -274,7 +408,11 @@ describe('finishStatelessResult', () => {
 describe('subscriptions/listen', () => {
   const caps = { tools: { listChanged: true }, resources: { subscribe: true, listChanged: false } };
   it('parses the filter and rejects bad shapes with -32602', () => {
-    expect(parseSubscriptionFilter({ notifications: { toolsListChanged: true, promptsListChanged: false, resourceSubscriptions: ['a', 'a'] } })).toEqual({
+    expect(
+      parseSubscriptionFilter({
+        notifications: { toolsListChanged: true, promptsListChanged: false, resourceSubscriptions: ['a', 'a'] },
+      }),
+    ).toEqual({
       ok: true,
       filter: { toolsListChanged: true, resourceSubscriptions: ['a'] },
     });
@@ -283,31 +421,60 @@ describe('subscriptions/listen', () => {
     expect(parseSubscriptionFilter({ notifications: { resourceSubscriptions: [1] } })).toMatchObject({ ok: false });
   });
   it('acknowledges only what the phone can deliver', () => {
-    const requested = { toolsListChanged: true, promptsListChanged: true, resourcesListChanged: true, resourceSubscriptions: ['test://a'] };
+    const requested = {
+      toolsListChanged: true,
+      promptsListChanged: true,
+      resourcesListChanged: true,
+      resourceSubscriptions: ['test://a'],
+    };
     expect(honouredFilter(requested, caps)).toEqual({ toolsListChanged: true });
-    expect(honouredFilter(requested, caps, { resourceSubscriptions: true })).toEqual({ toolsListChanged: true, resourceSubscriptions: ['test://a'] });
+    expect(honouredFilter(requested, caps, { resourceSubscriptions: true })).toEqual({
+      toolsListChanged: true,
+      resourceSubscriptions: ['test://a'],
+    });
     expect(acknowledgeSubscription('listen-1', { toolsListChanged: true })).toEqual({
       jsonrpc: '2.0',
       method: 'notifications/subscriptions/acknowledged',
-      params: { _meta: { 'io.modelcontextprotocol/subscriptionId': 'listen-1' }, notifications: { toolsListChanged: true } },
+      params: {
+        _meta: { 'io.modelcontextprotocol/subscriptionId': 'listen-1' },
+        notifications: { toolsListChanged: true },
+      },
     });
   });
   it('tags wanted notifications and drops the rest', () => {
     const honoured = { toolsListChanged: true, resourceSubscriptions: ['test://a'] };
-    expect(subscriptionNotification({ jsonrpc: '2.0', method: 'notifications/tools/list_changed' }, 1, honoured)).toEqual({
+    expect(
+      subscriptionNotification({ jsonrpc: '2.0', method: 'notifications/tools/list_changed' }, 1, honoured),
+    ).toEqual({
       jsonrpc: '2.0',
       method: 'notifications/tools/list_changed',
       params: { _meta: { 'io.modelcontextprotocol/subscriptionId': 1 } },
     });
-    expect(subscriptionNotification({ jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri: 'test://a', _meta: { k: 1 } } }, 1, honoured)).toEqual({
+    expect(
+      subscriptionNotification(
+        { jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri: 'test://a', _meta: { k: 1 } } },
+        1,
+        honoured,
+      ),
+    ).toEqual({
       jsonrpc: '2.0',
       method: 'notifications/resources/updated',
       params: { uri: 'test://a', _meta: { k: 1, 'io.modelcontextprotocol/subscriptionId': 1 } },
     });
-    expect(subscriptionNotification({ method: 'notifications/resources/updated', params: { uri: 'test://b' } }, 1, honoured)).toBeUndefined();
+    expect(
+      subscriptionNotification({ method: 'notifications/resources/updated', params: { uri: 'test://b' } }, 1, honoured),
+    ).toBeUndefined();
     expect(subscriptionNotification({ method: 'notifications/prompts/list_changed' }, 1, honoured)).toBeUndefined();
-    expect(subscriptionNotification({ method: 'notifications/progress', params: { progressToken: 1, progress: 1 } }, 1, honoured)).toBeUndefined();
-    expect(subscriptionNotification({ method: 'notifications/message', params: { level: 'error' } }, 1, honoured)).toBeUndefined();
+    expect(
+      subscriptionNotification(
+        { method: 'notifications/progress', params: { progressToken: 1, progress: 1 } },
+        1,
+        honoured,
+      ),
+    ).toBeUndefined();
+    expect(
+      subscriptionNotification({ method: 'notifications/message', params: { level: 'error' } }, 1, honoured),
+    ).toBeUndefined();
   });
   it('closes gracefully with a complete result carrying the subscription id', () => {
     expect(subscriptionClosedResult('listen-1')).toEqual({

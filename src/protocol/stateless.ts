@@ -242,18 +242,26 @@ export function validateStatelessRequest(
 ): { ok: true; info: StatelessRequestInfo } | ({ ok: false } & StatelessRejection) {
   const fail = (r: StatelessRejection) => ({ ok: false as const, ...r });
   const meta = metaOf(message);
-  if (!meta) return fail({ status: 400, error: { code: INVALID_PARAMS, message: 'Invalid params: params._meta is required' } });
+  if (!meta)
+    return fail({ status: 400, error: { code: INVALID_PARAMS, message: 'Invalid params: params._meta is required' } });
   const version = meta[META_PROTOCOL_VERSION];
   if (typeof version !== 'string' || version === '') {
-    return fail({ status: 400, error: { code: INVALID_PARAMS, message: `Invalid params: _meta["${META_PROTOCOL_VERSION}"] is required` } });
+    return fail({
+      status: 400,
+      error: { code: INVALID_PARAMS, message: `Invalid params: _meta["${META_PROTOCOL_VERSION}"] is required` },
+    });
   }
   if (!isObject(meta[META_CLIENT_CAPABILITIES])) {
-    return fail({ status: 400, error: { code: INVALID_PARAMS, message: `Invalid params: _meta["${META_CLIENT_CAPABILITIES}"] is required` } });
+    return fail({
+      status: 400,
+      error: { code: INVALID_PARAMS, message: `Invalid params: _meta["${META_CLIENT_CAPABILITIES}"] is required` },
+    });
   }
 
   const hv = fieldValue(headers, H_PROTOCOL_VERSION);
   if (hv === undefined || hv === '') return fail(mismatch('MCP-Protocol-Version header is required'));
-  if (hv !== version) return fail(mismatch(`MCP-Protocol-Version header value '${hv}' does not match body value '${version}'`));
+  if (hv !== version)
+    return fail(mismatch(`MCP-Protocol-Version header value '${hv}' does not match body value '${version}'`));
 
   const stateless = opts.statelessVersions ?? STATELESS_REVISIONS;
   if (!stateless.includes(version)) {
@@ -269,7 +277,8 @@ export function validateStatelessRequest(
 
   const hm = fieldValue(headers, H_METHOD);
   if (hm === undefined || hm === '') return fail(mismatch('Mcp-Method header is required'));
-  if (hm !== message.method) return fail(mismatch(`Mcp-Method header value '${hm}' does not match body value '${message.method}'`));
+  if (hm !== message.method)
+    return fail(mismatch(`Mcp-Method header value '${hm}' does not match body value '${message.method}'`));
 
   const methods = opts.methods ?? STATELESS_METHODS;
   if (!methods.includes(message.method)) {
@@ -281,13 +290,17 @@ export function validateStatelessRequest(
   if (field) {
     const bodyValue = message.params?.[field];
     if (typeof bodyValue !== 'string') {
-      return fail({ status: 400, error: { code: INVALID_PARAMS, message: `Invalid params: params.${field} must be a string` } });
+      return fail({
+        status: 400,
+        error: { code: INVALID_PARAMS, message: `Invalid params: params.${field} must be a string` },
+      });
     }
     const raw = fieldValue(headers, H_NAME);
     if (raw === undefined || raw === '') return fail(mismatch('Mcp-Name header is required'));
     const decoded = decodeHeaderValue(raw);
     if (!decoded.ok) return fail(mismatch(`Mcp-Name header ${decoded.reason}`));
-    if (decoded.value !== bodyValue) return fail(mismatch(`Mcp-Name header value '${decoded.value}' does not match body value '${bodyValue}'`));
+    if (decoded.value !== bodyValue)
+      return fail(mismatch(`Mcp-Name header value '${decoded.value}' does not match body value '${bodyValue}'`));
     info.name = bodyValue;
   }
   return { ok: true, info };
@@ -305,14 +318,31 @@ export interface McpHeaderParam {
 }
 
 const TCHAR = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
-const COMPOSITION = ['items', 'prefixItems', 'additionalProperties', 'oneOf', 'anyOf', 'allOf', 'not', 'if', 'then', 'else', '$defs', 'definitions', 'patternProperties', 'dependentSchemas'];
+const COMPOSITION = [
+  'items',
+  'prefixItems',
+  'additionalProperties',
+  'oneOf',
+  'anyOf',
+  'allOf',
+  'not',
+  'if',
+  'then',
+  'else',
+  '$defs',
+  'definitions',
+  'patternProperties',
+  'dependentSchemas',
+];
 
 /**
  * The x-mcp-header annotations of a tool's inputSchema, or why the tool definition is
  * invalid (empty or non-token name, duplicate ignoring case, non-primitive or `number` type,
  * an annotation not reachable through `properties` alone).
  */
-export function xMcpHeaders(inputSchema: unknown): { ok: true; params: McpHeaderParam[] } | { ok: false; reason: string } {
+export function xMcpHeaders(
+  inputSchema: unknown,
+): { ok: true; params: McpHeaderParam[] } | { ok: false; reason: string } {
   const params: McpHeaderParam[] = [];
   const seen = new Set<string>();
   let bad: string | undefined;
@@ -325,7 +355,8 @@ export function xMcpHeaders(inputSchema: unknown): { ok: true; params: McpHeader
       if (!path) bad = 'x-mcp-header is not reachable through properties alone';
       else if (typeof h !== 'string' || !TCHAR.test(h)) bad = `x-mcp-header ${JSON.stringify(h)} is not an HTTP token`;
       else if (seen.has(h.toLowerCase())) bad = `x-mcp-header "${h}" is declared twice`;
-      else if (type !== 'string' && type !== 'integer' && type !== 'boolean') bad = `x-mcp-header "${h}" is on a property of type ${JSON.stringify(type)}`;
+      else if (type !== 'string' && type !== 'integer' && type !== 'boolean')
+        bad = `x-mcp-header "${h}" is on a property of type ${JSON.stringify(type)}`;
       else {
         seen.add(h.toLowerCase());
         params.push({ header: h, path, type });
@@ -338,7 +369,8 @@ export function xMcpHeaders(inputSchema: unknown): { ok: true; params: McpHeader
       const sub = schema[key];
       if (Array.isArray(sub)) sub.forEach((s) => visit(s, undefined));
       else if (isObject(sub)) {
-        if (key === '$defs' || key === 'definitions' || key === 'patternProperties' || key === 'dependentSchemas') for (const v of Object.values(sub)) visit(v, undefined);
+        if (key === '$defs' || key === 'definitions' || key === 'patternProperties' || key === 'dependentSchemas')
+          for (const v of Object.values(sub)) visit(v, undefined);
         else visit(sub, undefined);
       }
     }
@@ -367,7 +399,11 @@ function valueAt(args: unknown, path: string[]): unknown {
  * Headers the tool does not declare are not the server's business ("forward it and
  * otherwise ignore it"). A tool whose annotations are invalid declares nothing.
  */
-export function validateParamHeaders(toolInputSchema: unknown, headers: Headers, args: unknown): { ok: true } | ({ ok: false } & StatelessRejection) {
+export function validateParamHeaders(
+  toolInputSchema: unknown,
+  headers: Headers,
+  args: unknown,
+): { ok: true } | ({ ok: false } & StatelessRejection) {
   const decl = xMcpHeaders(toolInputSchema);
   if (!decl.ok) return { ok: true };
   for (const p of decl.params) {
@@ -378,11 +414,15 @@ export function validateParamHeaders(toolInputSchema: unknown, headers: Headers,
       if (raw !== undefined) return { ok: false, ...mismatch(`${name} header is present but the argument is absent`) };
       continue;
     }
-    if (raw === undefined) return { ok: false, ...mismatch(`${name} header is required: the argument is present in the body`) };
+    if (raw === undefined)
+      return { ok: false, ...mismatch(`${name} header is required: the argument is present in the body`) };
     const decoded = decodeHeaderValue(raw);
     if (!decoded.ok) return { ok: false, ...mismatch(`${name} header ${decoded.reason}`) };
     if (!paramMatches(p.type, decoded.value, value)) {
-      return { ok: false, ...mismatch(`${name} header value '${decoded.value}' does not match body value ${JSON.stringify(value)}`) };
+      return {
+        ok: false,
+        ...mismatch(`${name} header value '${decoded.value}' does not match body value ${JSON.stringify(value)}`),
+      };
     }
   }
   return { ok: true };
@@ -457,7 +497,11 @@ export interface FinishOptions {
  * and never changes one the phone set (except cacheScope under forcePrivate).
  * It is a rewrite: docs/PROTOCOL.md must list it.
  */
-export function finishStatelessResult(method: string, result: unknown, opts: FinishOptions = {}): Record<string, unknown> {
+export function finishStatelessResult(
+  method: string,
+  result: unknown,
+  opts: FinishOptions = {},
+): Record<string, unknown> {
   const r: Record<string, unknown> = isObject(result) ? { ...result } : {};
   for (const [k, v] of missingMembers(method, r, opts)) r[k] = v;
   if (opts.forcePrivate && CACHEABLE_METHODS.has(method) && r.resultType === 'complete') r.cacheScope = 'private';
@@ -469,11 +513,18 @@ export function finishStatelessResult(method: string, result: unknown, opts: Fin
   return r;
 }
 
-function missingMembers(method: string, present: { [k: string]: unknown } | Set<string>, opts: FinishOptions): Array<[string, unknown]> {
+function missingMembers(
+  method: string,
+  present: { [k: string]: unknown } | Set<string>,
+  opts: FinishOptions,
+): Array<[string, unknown]> {
   const has = (k: string) => (present instanceof Set ? present.has(k) : k in present);
   const out: Array<[string, unknown]> = [];
   if (!has('resultType')) out.push(['resultType', 'complete']);
-  const complete = present instanceof Set ? !present.has('resultType') || present.has('resultType=complete') : present.resultType === undefined || present.resultType === 'complete';
+  const complete =
+    present instanceof Set
+      ? !present.has('resultType') || present.has('resultType=complete')
+      : present.resultType === undefined || present.resultType === 'complete';
   if (complete && CACHEABLE_METHODS.has(method)) {
     if (!has('ttlMs')) out.push(['ttlMs', opts.ttlMs ?? 0]);
     if (!has('cacheScope')) out.push(['cacheScope', opts.forcePrivate ? 'private' : (opts.cacheScope ?? 'private')]);
@@ -518,12 +569,18 @@ export function finishStatelessResultFrame(method: string, frame: Buffer, opts: 
     else if (frame[meta.start] === OPEN_OBJ) {
       const inner = objectMembers(frame, meta.start);
       if (inner && !inner.members.has(META_SERVER_INFO)) {
-        inserts.push({ at: meta.start + 1, text: member(META_SERVER_INFO, opts.serverInfo) + (inner.members.size > 0 ? ',' : '') });
+        inserts.push({
+          at: meta.start + 1,
+          text: member(META_SERVER_INFO, opts.serverInfo) + (inner.members.size > 0 ? ',' : ''),
+        });
       }
     }
   }
   if (add.length > 0) {
-    inserts.push({ at: result.start + 1, text: add.map(([k, v]) => member(k, v)).join(',') + (members.members.size > 0 ? ',' : '') });
+    inserts.push({
+      at: result.start + 1,
+      text: add.map(([k, v]) => member(k, v)).join(',') + (members.members.size > 0 ? ',' : ''),
+    });
   }
   if (inserts.length === 0) return frame;
   inserts.sort((a, b) => a.at - b.at);
@@ -558,7 +615,9 @@ export interface SubscriptionFilter {
 }
 
 /** params.notifications of a subscriptions/listen request, or -32602. */
-export function parseSubscriptionFilter(params: Record<string, unknown> | undefined): { ok: true; filter: SubscriptionFilter } | { ok: false; error: JsonRpcErrorObject } {
+export function parseSubscriptionFilter(
+  params: Record<string, unknown> | undefined,
+): { ok: true; filter: SubscriptionFilter } | { ok: false; error: JsonRpcErrorObject } {
   const n = params?.notifications;
   const bad = (m: string) => ({ ok: false as const, error: { code: INVALID_PARAMS, message: `Invalid params: ${m}` } });
   if (!isObject(n)) return bad('params.notifications must be an object');
@@ -572,7 +631,8 @@ export function parseSubscriptionFilter(params: Record<string, unknown> | undefi
     if (!Array.isArray(n.resourceSubscriptions) || !n.resourceSubscriptions.every((u) => typeof u === 'string')) {
       return bad('notifications.resourceSubscriptions must be an array of strings');
     }
-    if (n.resourceSubscriptions.length > 0) filter.resourceSubscriptions = [...new Set(n.resourceSubscriptions as string[])];
+    if (n.resourceSubscriptions.length > 0)
+      filter.resourceSubscriptions = [...new Set(n.resourceSubscriptions as string[])];
   }
   return { ok: true, filter };
 }
@@ -590,9 +650,14 @@ export interface AcknowledgeOptions {
  * announce it (tools.listChanged, prompts.listChanged, resources.listChanged,
  * resources.subscribe). Unsupported types are omitted, as the spec says.
  */
-export function honouredFilter(requested: SubscriptionFilter, serverCapabilities: unknown, opts: AcknowledgeOptions = {}): SubscriptionFilter {
+export function honouredFilter(
+  requested: SubscriptionFilter,
+  serverCapabilities: unknown,
+  opts: AcknowledgeOptions = {},
+): SubscriptionFilter {
   const caps = isObject(serverCapabilities) ? serverCapabilities : {};
-  const flag = (cap: string, field: string) => isObject(caps[cap]) && (caps[cap] as Record<string, unknown>)[field] === true;
+  const flag = (cap: string, field: string) =>
+    isObject(caps[cap]) && (caps[cap] as Record<string, unknown>)[field] === true;
   const out: SubscriptionFilter = {};
   if (requested.toolsListChanged && flag('tools', 'listChanged')) out.toolsListChanged = true;
   if (requested.promptsListChanged && flag('prompts', 'listChanged')) out.promptsListChanged = true;
@@ -604,7 +669,10 @@ export function honouredFilter(requested: SubscriptionFilter, serverCapabilities
 }
 
 /** The first message on a listen stream: `notifications/subscriptions/acknowledged`. */
-export function acknowledgeSubscription(subscriptionId: JsonRpcId, honoured: SubscriptionFilter): Record<string, unknown> {
+export function acknowledgeSubscription(
+  subscriptionId: JsonRpcId,
+  honoured: SubscriptionFilter,
+): Record<string, unknown> {
   return {
     jsonrpc: '2.0',
     method: 'notifications/subscriptions/acknowledged',
@@ -617,7 +685,11 @@ export function acknowledgeSubscription(subscriptionId: JsonRpcId, honoured: Sub
  * id, or undefined when the stream did not opt in to it. Request-scoped notifications
  * (progress, message, cancelled) never go on a listen stream.
  */
-export function subscriptionNotification(notification: unknown, subscriptionId: JsonRpcId, honoured: SubscriptionFilter): Record<string, unknown> | undefined {
+export function subscriptionNotification(
+  notification: unknown,
+  subscriptionId: JsonRpcId,
+  honoured: SubscriptionFilter,
+): Record<string, unknown> | undefined {
   if (!isObject(notification) || typeof notification.method !== 'string') return undefined;
   const params = isObject(notification.params) ? notification.params : {};
   let wanted = false;
@@ -637,7 +709,11 @@ export function subscriptionNotification(notification: unknown, subscriptionId: 
   }
   if (!wanted) return undefined;
   const meta = isObject(params._meta) ? params._meta : {};
-  return { jsonrpc: '2.0', method: notification.method, params: { ...params, _meta: { ...meta, [META_SUBSCRIPTION_ID]: subscriptionId } } };
+  return {
+    jsonrpc: '2.0',
+    method: notification.method,
+    params: { ...params, _meta: { ...meta, [META_SUBSCRIPTION_ID]: subscriptionId } },
+  };
 }
 
 /** The graceful end of a listen stream (e.g. on drain): the response to the listen request. */

@@ -4,7 +4,11 @@ export const DEFAULT_TIMEOUT_MS = 30_000;
 export const LONG_POLL_GRACE_MS = 15_000;
 export const MAX_TIMEOUT_MS = 615_000;
 
-export function requestTimeoutMs(method: string, params: Record<string, unknown> | undefined, base = DEFAULT_TIMEOUT_MS): number {
+export function requestTimeoutMs(
+  method: string,
+  params: Record<string, unknown> | undefined,
+  base = DEFAULT_TIMEOUT_MS,
+): number {
   if (method !== 'tools/call' || !params || params.name !== 'wait_for_events') return base;
   const args = params.arguments as Record<string, unknown> | undefined;
   const t = args?.timeout_s;

@@ -6,7 +6,14 @@ import { LOCAL_ACCOUNT_ID, type Store } from './types.ts';
 
 export * from './types.ts';
 export type { DatabaseSource } from './database/types.ts';
-export { DataDirBusyError, openDatabase, openEmbeddedForCli, postgresSource, serveEmbedded, type OpenDatabaseOptions } from './database/index.ts';
+export {
+  DataDirBusyError,
+  openDatabase,
+  openEmbeddedForCli,
+  postgresSource,
+  serveEmbedded,
+  type OpenDatabaseOptions,
+} from './database/index.ts';
 export { LATEST_SCHEMA_VERSION, migrate, readSchemaVersion, type MigrateResult } from './migrations/index.ts';
 export { createStore, type CreateStoreOptions } from './kysely-store.ts';
 

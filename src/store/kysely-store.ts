@@ -73,7 +73,9 @@ class KyselyStore implements Store {
     const row = await this.db
       .insertInto('accounts')
       .values({ id, max_devices: update.max_devices ?? null, max_keys: update.max_keys ?? null })
-      .onConflict((oc) => (Object.keys(update).length ? oc.column('id').doUpdateSet(update) : oc.column('id').doNothing()))
+      .onConflict((oc) =>
+        Object.keys(update).length ? oc.column('id').doUpdateSet(update) : oc.column('id').doNothing(),
+      )
       .returningAll()
       .executeTakeFirst();
     // DO NOTHING returns no row when it already existed.
@@ -92,9 +94,18 @@ class KyselyStore implements Store {
     });
   }
 
-  async createPairingCode(input: { accountId: string; codeHash: string; expiresAt: Date; name?: string | null }): Promise<{ ok: true } | { ok: false; error: 'limit_reached' }> {
+  async createPairingCode(input: {
+    accountId: string;
+    codeHash: string;
+    expiresAt: Date;
+    name?: string | null;
+  }): Promise<{ ok: true } | { ok: false; error: 'limit_reached' }> {
     return this.db.transaction().execute(async (trx) => {
-      const account = await trx.selectFrom('accounts').select('max_devices').where('id', '=', input.accountId).executeTakeFirst();
+      const account = await trx
+        .selectFrom('accounts')
+        .select('max_devices')
+        .where('id', '=', input.accountId)
+        .executeTakeFirst();
       if (!account) throw new Error(`unknown account ${input.accountId}`);
       // First check of the plan cap (the seed checks again at redemption).
       if (account.max_devices !== null && (await countDevices(trx, input.accountId)) >= account.max_devices) {
@@ -102,28 +113,54 @@ class KyselyStore implements Store {
       }
       await trx
         .insertInto('pairing_codes')
-        .values({ code_hash: input.codeHash, account_id: input.accountId, name: input.name ?? null, expires_at: input.expiresAt })
+        .values({
+          code_hash: input.codeHash,
+          account_id: input.accountId,
+          name: input.name ?? null,
+          expires_at: input.expiresAt,
+        })
         .execute();
       return { ok: true as const };
     });
   }
 
-  async redeemPairingCode(input: { codeHash: string; deviceId: string; publicKey: string; name: string; now: Date }): Promise<RedeemResult> {
+  async redeemPairingCode(input: {
+    codeHash: string;
+    deviceId: string;
+    publicKey: string;
+    name: string;
+    now: Date;
+  }): Promise<RedeemResult> {
     return this.db.transaction().execute(async (trx): Promise<RedeemResult> => {
       // FOR UPDATE: of two concurrent redemptions, the second waits here and then sees used_at set.
-      const code = await trx.selectFrom('pairing_codes').selectAll().where('code_hash', '=', input.codeHash).forUpdate().executeTakeFirst();
+      const code = await trx
+        .selectFrom('pairing_codes')
+        .selectAll()
+        .where('code_hash', '=', input.codeHash)
+        .forUpdate()
+        .executeTakeFirst();
       // Wrong, used and expired all look the same to the caller (no oracle).
       if (!code || !sameSecret(code.code_hash, input.codeHash)) return { ok: false, error: 'bad_code' };
-      if (code.used_at !== null || code.expires_at.getTime() <= input.now.getTime()) return { ok: false, error: 'bad_code' };
+      if (code.used_at !== null || code.expires_at.getTime() <= input.now.getTime())
+        return { ok: false, error: 'bad_code' };
       // Lock the account row so two different codes of one account cannot both take the last slot.
-      const account = await trx.selectFrom('accounts').select('max_devices').where('id', '=', code.account_id).forNoKeyUpdate().executeTakeFirst();
+      const account = await trx
+        .selectFrom('accounts')
+        .select('max_devices')
+        .where('id', '=', code.account_id)
+        .forNoKeyUpdate()
+        .executeTakeFirst();
       if (!account) return { ok: false, error: 'bad_code' };
       if (account.max_devices !== null && (await countDevices(trx, code.account_id)) >= account.max_devices) {
         // The code is deliberately NOT consumed: the owner can free a slot (remove a phone or
         // upgrade) and the phone can retry with the same QR while it is still valid.
         return { ok: false, error: 'limit_reached' };
       }
-      await trx.updateTable('pairing_codes').set({ used_at: input.now }).where('code_hash', '=', code.code_hash).execute();
+      await trx
+        .updateTable('pairing_codes')
+        .set({ used_at: input.now })
+        .where('code_hash', '=', code.code_hash)
+        .execute();
       const device = await trx
         .insertInto('devices')
         .values({
@@ -166,7 +203,10 @@ class KyselyStore implements Store {
   async saveDeviceInitResult(id: string, initResult: unknown, seenAt: Date): Promise<void> {
     await this.db
       .updateTable('devices')
-      .set({ init_result: initResult === null || initResult === undefined ? null : JSON.stringify(initResult), last_seen_at: seenAt })
+      .set({
+        init_result: initResult === null || initResult === undefined ? null : JSON.stringify(initResult),
+        last_seen_at: seenAt,
+      })
       .where('id', '=', id)
       .execute();
   }
@@ -175,10 +215,23 @@ class KyselyStore implements Store {
     await this.db.updateTable('devices').set({ last_seen_at: seenAt }).where('id', '=', id).execute();
   }
 
-  async createToken(input: { id: string; accountId: string; deviceId: string; hash: string; scopes: Scope[]; via: 'key' | 'oauth'; expiresAt?: Date | null }): Promise<CreateTokenResult> {
+  async createToken(input: {
+    id: string;
+    accountId: string;
+    deviceId: string;
+    hash: string;
+    scopes: Scope[];
+    via: 'key' | 'oauth';
+    expiresAt?: Date | null;
+  }): Promise<CreateTokenResult> {
     return this.db.transaction().execute(async (trx): Promise<CreateTokenResult> => {
       // Serialises key creation per account so the cap holds under concurrency.
-      const account = await trx.selectFrom('accounts').select('max_keys').where('id', '=', input.accountId).forNoKeyUpdate().executeTakeFirst();
+      const account = await trx
+        .selectFrom('accounts')
+        .select('max_keys')
+        .where('id', '=', input.accountId)
+        .forNoKeyUpdate()
+        .executeTakeFirst();
       if (!account) return { ok: false, error: 'no_device' };
       // KEY SHARE keeps the device from being removed between this check and the insert.
       const device = await trx
@@ -223,7 +276,9 @@ class KyselyStore implements Store {
     const r = await this.db
       .selectFrom('tokens')
       // A token counts only while its device exists in the same account.
-      .innerJoin('devices', (j) => j.onRef('devices.id', '=', 'tokens.device_id').onRef('devices.account_id', '=', 'tokens.account_id'))
+      .innerJoin('devices', (j) =>
+        j.onRef('devices.id', '=', 'tokens.device_id').onRef('devices.account_id', '=', 'tokens.account_id'),
+      )
       .selectAll('tokens')
       .where('tokens.hash', '=', hash)
       .where((eb) => eb.or([eb('tokens.expires_at', 'is', null), eb('tokens.expires_at', '>', now)]))
@@ -251,11 +306,23 @@ class KyselyStore implements Store {
   async controlEventsAfter(afterId: string | null, limit = 500): Promise<{ lastId: string; events: ControlEvent[] }> {
     if (afterId === null) {
       // Tail from now: history before this node started has already taken effect.
-      const row = await this.db.selectFrom('control_events').select((eb) => eb.fn.max('id').as('id')).executeTakeFirst();
+      const row = await this.db
+        .selectFrom('control_events')
+        .select((eb) => eb.fn.max('id').as('id'))
+        .executeTakeFirst();
       return { lastId: String(row?.id ?? '0'), events: [] };
     }
-    const rows = await this.db.selectFrom('control_events').select(['id', 'event']).where('id', '>', afterId).orderBy('id').limit(limit).execute();
-    return { lastId: rows.length ? String(rows[rows.length - 1].id) : afterId, events: rows.map((r) => r.event as ControlEvent) };
+    const rows = await this.db
+      .selectFrom('control_events')
+      .select(['id', 'event'])
+      .where('id', '>', afterId)
+      .orderBy('id')
+      .limit(limit)
+      .execute();
+    return {
+      lastId: rows.length ? String(rows[rows.length - 1].id) : afterId,
+      events: rows.map((r) => r.event as ControlEvent),
+    };
   }
 
   async purgeExpired(now: Date): Promise<number> {
@@ -266,7 +333,10 @@ class KyselyStore implements Store {
         .executeTakeFirst();
       const tokens = await trx.deleteFrom('tokens').where('expires_at', '<=', now).executeTakeFirst();
       // The journal only needs to outlive the slowest poller.
-      await trx.deleteFrom('control_events').where('created_at', '<', new Date(now.getTime() - 3600_000)).execute();
+      await trx
+        .deleteFrom('control_events')
+        .where('created_at', '<', new Date(now.getTime() - 3600_000))
+        .execute();
       return Number(codes.numDeletedRows + tokens.numDeletedRows);
     });
   }
@@ -305,5 +375,8 @@ export async function createStore(source: DatabaseSource, options: CreateStoreOp
 }
 
 async function journal(trx: Kysely<DB>, event: ControlEvent): Promise<void> {
-  await trx.insertInto('control_events').values({ event: JSON.stringify(event) }).execute();
+  await trx
+    .insertInto('control_events')
+    .values({ event: JSON.stringify(event) })
+    .execute();
 }

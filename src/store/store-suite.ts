@@ -22,7 +22,8 @@ export function storeSuite(backend: TestBackend): void {
     /** Set when a test has already closed the suite's store, pools and source. */
     let closed = false;
 
-    const kyselyOn = (max = 2) => new Kysely<any>({ dialect: new PostgresDialect({ pool: new pg.Pool({ ...source.pgConfig, max }) }) });
+    const kyselyOn = (max = 2) =>
+      new Kysely<any>({ dialect: new PostgresDialect({ pool: new pg.Pool({ ...source.pgConfig, max }) }) });
 
     beforeAll(async () => {
       source = await backend.open();
@@ -52,19 +53,44 @@ export function storeSuite(backend: TestBackend): void {
     });
 
     /** An account of its own per test, so tests do not see each other's rows. */
-    const account = (limits?: { maxDevices?: number | null; maxKeys?: number | null }) => store.ensureAccount(uid('acct'), limits);
+    const account = (limits?: { maxDevices?: number | null; maxKeys?: number | null }) =>
+      store.ensureAccount(uid('acct'), limits);
 
     async function pairedDevice(accountId: string, s: Store = store) {
       const code = newPairingCode();
-      expect(await s.createPairingCode({ accountId, codeHash: hashPairingCode(code), expiresAt: new Date(Date.now() + 10 * MIN) })).toEqual({ ok: true });
-      const r = await s.redeemPairingCode({ codeHash: hashPairingCode(code), deviceId: uid('dev'), publicKey: 'pk', name: 'phone', now: new Date() });
+      expect(
+        await s.createPairingCode({
+          accountId,
+          codeHash: hashPairingCode(code),
+          expiresAt: new Date(Date.now() + 10 * MIN),
+        }),
+      ).toEqual({ ok: true });
+      const r = await s.redeemPairingCode({
+        codeHash: hashPairingCode(code),
+        deviceId: uid('dev'),
+        publicKey: 'pk',
+        name: 'phone',
+        now: new Date(),
+      });
       if (!r.ok) throw new Error(`redeem failed: ${r.error}`);
       return r.device;
     }
 
-    async function newToken(accountId: string, deviceId: string, extra: { expiresAt?: Date | null; via?: 'key' | 'oauth'; scopes?: Scope[] } = {}) {
+    async function newToken(
+      accountId: string,
+      deviceId: string,
+      extra: { expiresAt?: Date | null; via?: 'key' | 'oauth'; scopes?: Scope[] } = {},
+    ) {
       const secret = newApiToken();
-      const r = await store.createToken({ id: uid('tok'), accountId, deviceId, hash: sha256Hex(secret), scopes: extra.scopes ?? [...SCOPES], via: extra.via ?? 'key', expiresAt: extra.expiresAt });
+      const r = await store.createToken({
+        id: uid('tok'),
+        accountId,
+        deviceId,
+        hash: sha256Hex(secret),
+        scopes: extra.scopes ?? [...SCOPES],
+        via: extra.via ?? 'key',
+        expiresAt: extra.expiresAt,
+      });
       return { r, secret };
     }
 
@@ -74,9 +100,13 @@ export function storeSuite(backend: TestBackend): void {
         expect(firstMigrations.every((m) => m.to === LATEST_SCHEMA_VERSION)).toBe(true);
         const { rows } = await raw.query('select version from schema_version');
         expect(rows).toEqual([{ version: LATEST_SCHEMA_VERSION }]);
-        const tables = await raw.query(`select table_name from information_schema.tables where table_schema = 'public' order by 1`);
+        const tables = await raw.query(
+          `select table_name from information_schema.tables where table_schema = 'public' order by 1`,
+        );
         // Later migrations add tables; these are the ones 001 must have made.
-        expect(tables.rows.map((r) => r.table_name)).toEqual(expect.arrayContaining(['accounts', 'devices', 'pairing_codes', 'schema_version', 'tokens']));
+        expect(tables.rows.map((r) => r.table_name)).toEqual(
+          expect.arrayContaining(['accounts', 'devices', 'pairing_codes', 'schema_version', 'tokens']),
+        );
         expect(store.schemaVersion).toBe(LATEST_SCHEMA_VERSION);
       });
 
@@ -103,15 +133,23 @@ export function storeSuite(backend: TestBackend): void {
         };
         const k = kyselyOn();
         try {
-          expect(await migrate(k, [...MIGRATIONS, next])).toEqual({ from: LATEST_SCHEMA_VERSION, to: LATEST_SCHEMA_VERSION + 1 });
+          expect(await migrate(k, [...MIGRATIONS, next])).toEqual({
+            from: LATEST_SCHEMA_VERSION,
+            to: LATEST_SCHEMA_VERSION + 1,
+          });
           const err = await migrate(k).catch((e: unknown) => e);
           expect(err).toBeInstanceOf(SchemaTooNewError);
           expect(err).toMatchObject({ found: LATEST_SCHEMA_VERSION + 1, supported: LATEST_SCHEMA_VERSION });
           await expect(createStore(source)).rejects.toBeInstanceOf(SchemaTooNewError);
           // The entry point the CLI uses fails the same way (and the refusal changed nothing).
-          const opts = backend.name === 'embedded' ? { ...backend.reopenOptions(), role: 'cli' as const } : backend.reopenOptions();
+          const opts =
+            backend.name === 'embedded'
+              ? { ...backend.reopenOptions(), role: 'cli' as const }
+              : backend.reopenOptions();
           await expect(openStore(opts)).rejects.toBeInstanceOf(SchemaTooNewError);
-          expect((await raw.query('select version from schema_version')).rows).toEqual([{ version: LATEST_SCHEMA_VERSION + 1 }]);
+          expect((await raw.query('select version from schema_version')).rows).toEqual([
+            { version: LATEST_SCHEMA_VERSION + 1 },
+          ]);
         } finally {
           await raw.query('drop table if exists future_thing');
           await raw.query('update schema_version set version = $1', [LATEST_SCHEMA_VERSION]);
@@ -122,7 +160,12 @@ export function storeSuite(backend: TestBackend): void {
 
     describe('accounts', () => {
       it('the local account exists and is unlimited; ensureAccount is idempotent', async () => {
-        expect(await store.getAccount(LOCAL_ACCOUNT_ID)).toMatchObject({ id: LOCAL_ACCOUNT_ID, maxDevices: null, maxKeys: null, locked: false });
+        expect(await store.getAccount(LOCAL_ACCOUNT_ID)).toMatchObject({
+          id: LOCAL_ACCOUNT_ID,
+          maxDevices: null,
+          maxKeys: null,
+          locked: false,
+        });
         const id = uid('acct');
         const a1 = await store.ensureAccount(id, { maxDevices: 2, maxKeys: 3 });
         const a2 = await store.ensureAccount(id, { maxDevices: 2, maxKeys: 3 });
@@ -140,16 +183,35 @@ export function storeSuite(backend: TestBackend): void {
         const acct = await account();
         const code = newPairingCode();
         const codeHash = hashPairingCode(code);
-        await store.createPairingCode({ accountId: acct.id, codeHash, expiresAt: new Date(Date.now() + 10 * MIN), name: 'Pixel' });
+        await store.createPairingCode({
+          accountId: acct.id,
+          codeHash,
+          expiresAt: new Date(Date.now() + 10 * MIN),
+          name: 'Pixel',
+        });
         const now = new Date();
-        const r = await store.redeemPairingCode({ codeHash, deviceId: uid('dev'), publicKey: 'PUB', name: 'phone-says', now });
+        const r = await store.redeemPairingCode({
+          codeHash,
+          deviceId: uid('dev'),
+          publicKey: 'PUB',
+          name: 'phone-says',
+          now,
+        });
         expect(r.ok).toBe(true);
         if (!r.ok) return;
-        expect(r.device).toMatchObject({ accountId: acct.id, name: 'Pixel', publicKey: 'PUB', initResult: null, lastSeenAt: null });
+        expect(r.device).toMatchObject({
+          accountId: acct.id,
+          name: 'Pixel',
+          publicKey: 'PUB',
+          initResult: null,
+          lastSeenAt: null,
+        });
         expect(await store.getDevice(r.device.id)).toEqual(r.device);
         expect(await store.listDevices(acct.id)).toEqual([r.device]);
         // used
-        expect(await store.redeemPairingCode({ codeHash, deviceId: uid('dev'), publicKey: 'PUB', name: 'x', now })).toEqual({ ok: false, error: 'bad_code' });
+        expect(
+          await store.redeemPairingCode({ codeHash, deviceId: uid('dev'), publicKey: 'PUB', name: 'x', now }),
+        ).toEqual({ ok: false, error: 'bad_code' });
         expect(await store.listDevices(acct.id)).toHaveLength(1);
       });
 
@@ -159,20 +221,42 @@ export function storeSuite(backend: TestBackend): void {
         const expiresAt = new Date(Date.now() + 10 * MIN);
         await store.createPairingCode({ accountId: acct.id, codeHash, expiresAt });
         const base = { deviceId: uid('dev'), publicKey: 'PUB', name: 'phone' };
-        expect(await store.redeemPairingCode({ ...base, codeHash: hashPairingCode(newPairingCode()), now: new Date() })).toEqual({ ok: false, error: 'bad_code' });
-        expect(await store.redeemPairingCode({ ...base, codeHash, now: expiresAt })).toEqual({ ok: false, error: 'bad_code' });
-        expect(await store.redeemPairingCode({ ...base, codeHash, now: new Date(expiresAt.getTime() + 1) })).toEqual({ ok: false, error: 'bad_code' });
+        expect(
+          await store.redeemPairingCode({ ...base, codeHash: hashPairingCode(newPairingCode()), now: new Date() }),
+        ).toEqual({ ok: false, error: 'bad_code' });
+        expect(await store.redeemPairingCode({ ...base, codeHash, now: expiresAt })).toEqual({
+          ok: false,
+          error: 'bad_code',
+        });
+        expect(await store.redeemPairingCode({ ...base, codeHash, now: new Date(expiresAt.getTime() + 1) })).toEqual({
+          ok: false,
+          error: 'bad_code',
+        });
         expect(await store.listDevices(acct.id)).toEqual([]);
         // Still good before expiry: the failures above consumed nothing.
-        expect((await store.redeemPairingCode({ ...base, codeHash, now: new Date(expiresAt.getTime() - 1) })).ok).toBe(true);
+        expect((await store.redeemPairingCode({ ...base, codeHash, now: new Date(expiresAt.getTime() - 1) })).ok).toBe(
+          true,
+        );
       });
 
       it('the device cap is enforced when a code is created', async () => {
         const acct = await account({ maxDevices: 1 });
         await pairedDevice(acct.id);
-        expect(await store.createPairingCode({ accountId: acct.id, codeHash: hashPairingCode(newPairingCode()), expiresAt: new Date(Date.now() + MIN) })).toEqual({ ok: false, error: 'limit_reached' });
+        expect(
+          await store.createPairingCode({
+            accountId: acct.id,
+            codeHash: hashPairingCode(newPairingCode()),
+            expiresAt: new Date(Date.now() + MIN),
+          }),
+        ).toEqual({ ok: false, error: 'limit_reached' });
         const zero = await account({ maxDevices: 0 });
-        expect(await store.createPairingCode({ accountId: zero.id, codeHash: hashPairingCode(newPairingCode()), expiresAt: new Date(Date.now() + MIN) })).toEqual({ ok: false, error: 'limit_reached' });
+        expect(
+          await store.createPairingCode({
+            accountId: zero.id,
+            codeHash: hashPairingCode(newPairingCode()),
+            expiresAt: new Date(Date.now() + MIN),
+          }),
+        ).toEqual({ ok: false, error: 'limit_reached' });
       });
 
       it('the device cap is enforced again at redemption, leaving the code usable', async () => {
@@ -181,12 +265,36 @@ export function storeSuite(backend: TestBackend): void {
         const expiresAt = new Date(Date.now() + 10 * MIN);
         await store.createPairingCode({ accountId: acct.id, codeHash: c1, expiresAt });
         await store.createPairingCode({ accountId: acct.id, codeHash: c2, expiresAt });
-        const first = await store.redeemPairingCode({ codeHash: c1, deviceId: uid('dev'), publicKey: 'a', name: 'a', now: new Date() });
+        const first = await store.redeemPairingCode({
+          codeHash: c1,
+          deviceId: uid('dev'),
+          publicKey: 'a',
+          name: 'a',
+          now: new Date(),
+        });
         expect(first.ok).toBe(true);
-        expect(await store.redeemPairingCode({ codeHash: c2, deviceId: uid('dev'), publicKey: 'b', name: 'b', now: new Date() })).toEqual({ ok: false, error: 'limit_reached' });
+        expect(
+          await store.redeemPairingCode({
+            codeHash: c2,
+            deviceId: uid('dev'),
+            publicKey: 'b',
+            name: 'b',
+            now: new Date(),
+          }),
+        ).toEqual({ ok: false, error: 'limit_reached' });
         // Free the slot; the same code now works.
         if (first.ok) expect(await store.removeDevice(first.device.id)).toBe(true);
-        expect((await store.redeemPairingCode({ codeHash: c2, deviceId: uid('dev'), publicKey: 'b', name: 'b', now: new Date() })).ok).toBe(true);
+        expect(
+          (
+            await store.redeemPairingCode({
+              codeHash: c2,
+              deviceId: uid('dev'),
+              publicKey: 'b',
+              name: 'b',
+              now: new Date(),
+            })
+          ).ok,
+        ).toBe(true);
       });
 
       it('two concurrent redemptions of one code: exactly one wins', async () => {
@@ -194,7 +302,13 @@ export function storeSuite(backend: TestBackend): void {
         const codeHash = hashPairingCode(newPairingCode());
         await store.createPairingCode({ accountId: acct.id, codeHash, expiresAt: new Date(Date.now() + 10 * MIN) });
         const attempts = Array.from({ length: 8 }, (_, i) =>
-          (i % 2 ? other : store).redeemPairingCode({ codeHash, deviceId: uid('dev'), publicKey: `pk${i}`, name: `p${i}`, now: new Date() }),
+          (i % 2 ? other : store).redeemPairingCode({
+            codeHash,
+            deviceId: uid('dev'),
+            publicKey: `pk${i}`,
+            name: `p${i}`,
+            now: new Date(),
+          }),
         );
         const results = await Promise.all(attempts);
         expect(results.filter((r) => r.ok)).toHaveLength(1);
@@ -205,9 +319,18 @@ export function storeSuite(backend: TestBackend): void {
       it('concurrent redemptions of different codes cannot exceed the cap', async () => {
         const acct = await account({ maxDevices: 2 });
         const hashes = Array.from({ length: 6 }, () => hashPairingCode(newPairingCode()));
-        for (const codeHash of hashes) await store.createPairingCode({ accountId: acct.id, codeHash, expiresAt: new Date(Date.now() + 10 * MIN) });
+        for (const codeHash of hashes)
+          await store.createPairingCode({ accountId: acct.id, codeHash, expiresAt: new Date(Date.now() + 10 * MIN) });
         const results = await Promise.all(
-          hashes.map((codeHash, i) => (i % 2 ? other : store).redeemPairingCode({ codeHash, deviceId: uid('dev'), publicKey: 'pk', name: 'p', now: new Date() })),
+          hashes.map((codeHash, i) =>
+            (i % 2 ? other : store).redeemPairingCode({
+              codeHash,
+              deviceId: uid('dev'),
+              publicKey: 'pk',
+              name: 'p',
+              now: new Date(),
+            }),
+          ),
         );
         expect(results.filter((r) => r.ok)).toHaveLength(2);
         expect(results.filter((r) => !r.ok && r.error === 'limit_reached')).toHaveLength(4);
@@ -219,7 +342,11 @@ export function storeSuite(backend: TestBackend): void {
       it('stores the init result as JSON and the last-seen time', async () => {
         const acct = await account();
         const dev = await pairedDevice(acct.id);
-        const init = { protocolVersion: '2025-06-18', capabilities: { tools: { listChanged: true } }, list: [1, 'two', null] };
+        const init = {
+          protocolVersion: '2025-06-18',
+          capabilities: { tools: { listChanged: true } },
+          list: [1, 'two', null],
+        };
         const seen = new Date('2026-01-02T03:04:05.678Z');
         await store.saveDeviceInitResult(dev.id, init, seen);
         expect(await store.getDevice(dev.id)).toMatchObject({ initResult: init, lastSeenAt: seen });
@@ -252,13 +379,22 @@ export function storeSuite(backend: TestBackend): void {
         const { r, secret } = await newToken(acct.id, dev.id, { scopes: ['devices:read', 'runs:start'] });
         expect(r.ok).toBe(true);
         if (!r.ok) return;
-        expect(r.token).toMatchObject({ accountId: acct.id, deviceId: dev.id, scopes: ['devices:read', 'runs:start'], via: 'key', expiresAt: null });
+        expect(r.token).toMatchObject({
+          accountId: acct.id,
+          deviceId: dev.id,
+          scopes: ['devices:read', 'runs:start'],
+          via: 'key',
+          expiresAt: null,
+        });
         expect(await store.findTokenByHash(sha256Hex(secret), new Date())).toEqual(r.token);
         expect(await store.findTokenByHash(sha256Hex(newApiToken()), new Date())).toBeUndefined();
 
         const expiresAt = new Date(Date.now() + MIN);
         const t2 = await newToken(acct.id, dev.id, { via: 'oauth', expiresAt });
-        expect(await store.findTokenByHash(sha256Hex(t2.secret), new Date(expiresAt.getTime() - 1))).toMatchObject({ via: 'oauth', expiresAt });
+        expect(await store.findTokenByHash(sha256Hex(t2.secret), new Date(expiresAt.getTime() - 1))).toMatchObject({
+          via: 'oauth',
+          expiresAt,
+        });
         expect(await store.findTokenByHash(sha256Hex(t2.secret), expiresAt)).toBeUndefined();
         expect((await store.listTokens({ deviceId: dev.id })).map((t) => t.via).sort()).toEqual(['key', 'oauth']);
       });
@@ -280,7 +416,9 @@ export function storeSuite(backend: TestBackend): void {
         expect((await newToken(acct.id, dev.id)).r.ok).toBe(true);
         expect((await newToken(acct.id, dev.id)).r.ok).toBe(true);
         expect((await newToken(acct.id, dev.id)).r).toEqual({ ok: false, error: 'limit_reached' });
-        expect((await newToken(acct.id, dev.id, { via: 'oauth', expiresAt: new Date(Date.now() + MIN) })).r.ok).toBe(true);
+        expect((await newToken(acct.id, dev.id, { via: 'oauth', expiresAt: new Date(Date.now() + MIN) })).r.ok).toBe(
+          true,
+        );
       });
 
       it('a token dies with its device', async () => {
@@ -338,7 +476,11 @@ export function storeSuite(backend: TestBackend): void {
       const dev = await pairedDevice(acct.id); // its code is now used
       const live = hashPairingCode(newPairingCode());
       await store.createPairingCode({ accountId: acct.id, codeHash: live, expiresAt: new Date(t.getTime() + MIN) });
-      await store.createPairingCode({ accountId: acct.id, codeHash: hashPairingCode(newPairingCode()), expiresAt: new Date(t.getTime() - 1) });
+      await store.createPairingCode({
+        accountId: acct.id,
+        codeHash: hashPairingCode(newPairingCode()),
+        expiresAt: new Date(t.getTime() - 1),
+      });
       const expired = await newToken(acct.id, dev.id, { expiresAt: t });
       const forever = await newToken(acct.id, dev.id);
       const later = await newToken(acct.id, dev.id, { expiresAt: new Date(t.getTime() + 1) });
@@ -347,7 +489,9 @@ export function storeSuite(backend: TestBackend): void {
       const left = (await store.listTokens({ accountId: acct.id })).map((x) => x.id).sort();
       expect(left).toEqual([forever.r, later.r].map((r) => (r.ok ? r.token.id : '')).sort());
       expect(expired.r.ok).toBe(true);
-      expect((await raw.query('select code_hash from pairing_codes where account_id = $1', [acct.id])).rows).toEqual([{ code_hash: live }]);
+      expect((await raw.query('select code_hash from pairing_codes where account_id = $1', [acct.id])).rows).toEqual([
+        { code_hash: live },
+      ]);
     });
 
     it('openStore reopens the same database (no-op migration, data kept)', async () => {

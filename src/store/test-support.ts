@@ -17,7 +17,8 @@ export interface TestBackend {
   cleanup(): Promise<void>;
 }
 
-export const TEST_PG_ADMIN_URL = process.env.PHONEBRIDGE_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+export const TEST_PG_ADMIN_URL =
+  process.env.PHONEBRIDGE_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
 export function uid(prefix: string): string {
   return `${prefix}_${randomBytes(6).toString('hex')}`;

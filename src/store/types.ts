@@ -51,12 +51,23 @@ export interface Store {
   setAccountLocked(id: string, locked: boolean): Promise<void>;
 
   /** Stores the hash of a new pairing code. Fails with limit_reached when the account is at its device cap. */
-  createPairingCode(input: { accountId: string; codeHash: string; expiresAt: Date; name?: string | null }): Promise<{ ok: true } | { ok: false; error: 'limit_reached' }>;
+  createPairingCode(input: {
+    accountId: string;
+    codeHash: string;
+    expiresAt: Date;
+    name?: string | null;
+  }): Promise<{ ok: true } | { ok: false; error: 'limit_reached' }>;
   /**
    * Atomically: finds an unused, unexpired code by hash, marks it used, checks the plan cap
    * again and inserts the device. Wrong, expired and used codes are all `bad_code`.
    */
-  redeemPairingCode(input: { codeHash: string; deviceId: string; publicKey: string; name: string; now: Date }): Promise<RedeemResult>;
+  redeemPairingCode(input: {
+    codeHash: string;
+    deviceId: string;
+    publicKey: string;
+    name: string;
+    now: Date;
+  }): Promise<RedeemResult>;
 
   getDevice(id: string): Promise<Device | undefined>;
   listDevices(accountId?: string): Promise<Device[]>;
@@ -66,7 +77,15 @@ export interface Store {
   touchDevice(id: string, seenAt: Date): Promise<void>;
 
   /** Fails with no_device unless the device exists in the same account; limit_reached at the key cap. */
-  createToken(input: { id: string; accountId: string; deviceId: string; hash: string; scopes: Scope[]; via: 'key' | 'oauth'; expiresAt?: Date | null }): Promise<CreateTokenResult>;
+  createToken(input: {
+    id: string;
+    accountId: string;
+    deviceId: string;
+    hash: string;
+    scopes: Scope[];
+    via: 'key' | 'oauth';
+    expiresAt?: Date | null;
+  }): Promise<CreateTokenResult>;
   /** The token whose SHA-256 is `hash`, only while unexpired and its device exists in the same account. */
   findTokenByHash(hash: string, now: Date): Promise<Token | undefined>;
   listTokens(filter?: { accountId?: string; deviceId?: string }): Promise<Token[]>;
@@ -90,7 +109,10 @@ export type ControlEvent =
   | { type: 'account_locked'; accountId: string; locked: boolean };
 
 export class SchemaTooNewError extends Error {
-  constructor(readonly found: number, readonly supported: number) {
+  constructor(
+    readonly found: number,
+    readonly supported: number,
+  ) {
     super(`database schema version ${found} is newer than this relay supports (${supported}); upgrade phonebridge`);
   }
 }

@@ -22,7 +22,12 @@ let client: Client;
 beforeAll(async () => {
   const scopeMap = join(mkdtempSync(join(tmpdir(), 'bridge-')), 'scopes.json');
   writeFileSync(scopeMap, JSON.stringify({ 'get-sum': 'runs:start' }));
-  factory = await bridgeServerFactory({ upstreamCmd: everythingCommand(), scopeMap, log: silentLogger, backoff: { baseMs: 50, dropWindowMs: 50 } });
+  factory = await bridgeServerFactory({
+    upstreamCmd: everythingCommand(),
+    scopeMap,
+    log: silentLogger,
+    backoff: { baseMs: 50, dropWindowMs: 50 },
+  });
   client = await connectToBridge(factory);
 });
 afterAll(async () => {
@@ -31,14 +36,21 @@ afterAll(async () => {
 });
 
 const text = (result: unknown) => ((result as CallToolResult).content[0] as { text: string }).text;
-const scopeOf = (tools: { name: string; _meta?: Record<string, unknown> }[], name: string) => tools.find((t) => t.name === name)?._meta?.['phonebridge/scope'];
+const scopeOf = (tools: { name: string; _meta?: Record<string, unknown> }[], name: string) =>
+  tools.find((t) => t.name === name)?._meta?.['phonebridge/scope'];
 
 describe('bridge to server-everything over stdio', () => {
   it("answers initialize with the upstream's server info, instructions and proxied capabilities", () => {
     expect(client.getServerVersion()).toMatchObject({ name: 'mcp-servers/everything', version: '2.0.0' });
     expect(client.getInstructions()).toBeTruthy();
     const capabilities = client.getServerCapabilities()!;
-    expect(capabilities).toMatchObject({ tools: { listChanged: true }, resources: { subscribe: true }, prompts: {}, logging: {}, completions: {} });
+    expect(capabilities).toMatchObject({
+      tools: { listChanged: true },
+      resources: { subscribe: true },
+      prompts: {},
+      logging: {},
+      completions: {},
+    });
     expect(capabilities.tasks).toBeUndefined(); // tasks/* is not proxied
   });
 
@@ -46,7 +58,8 @@ describe('bridge to server-everything over stdio', () => {
     const { tools, nextCursor } = await client.listTools();
     expect(nextCursor).toBeUndefined();
     expect(tools.length).toBeGreaterThan(5);
-    for (const tool of tools) expect(tool._meta?.['phonebridge/scope'], tool.name).toMatch(/^(devices:read|devices:act|runs:start)$/);
+    for (const tool of tools)
+      expect(tool._meta?.['phonebridge/scope'], tool.name).toMatch(/^(devices:read|devices:act|runs:start)$/);
     expect(tools.find((t) => t.name === 'echo')?.annotations?.readOnlyHint).toBe(true);
     expect(scopeOf(tools, 'echo')).toBe('devices:read');
     expect(tools.find((t) => t.name === 'toggle-simulated-logging')?.annotations?.readOnlyHint).toBe(false);
@@ -56,7 +69,9 @@ describe('bridge to server-everything over stdio', () => {
   });
 
   it('calls a tool and passes upstream errors through', async () => {
-    expect(text(await client.callTool({ name: 'echo', arguments: { message: 'hello phone' } }))).toBe('Echo: hello phone');
+    expect(text(await client.callTool({ name: 'echo', arguments: { message: 'hello phone' } }))).toBe(
+      'Echo: hello phone',
+    );
     expect(text(await client.callTool({ name: 'get-sum', arguments: { a: 2, b: 3 } }))).toContain('5');
     const bad = await client.callTool({ name: 'no-such-tool', arguments: {} });
     expect(bad.isError).toBe(true);
@@ -70,7 +85,12 @@ describe('bridge to server-everything over stdio', () => {
       { onprogress: (p) => seen.push(p) },
     );
     expect(text(result)).toContain('Long running operation completed');
-    expect(seen.map((p) => [p.progress, p.total])).toEqual([[1, 4], [2, 4], [3, 4], [4, 4]]);
+    expect(seen.map((p) => [p.progress, p.total])).toEqual([
+      [1, 4],
+      [2, 4],
+      [3, 4],
+      [4, 4],
+    ]);
   });
 
   it('lists and reads resources and templates', async () => {
@@ -87,7 +107,10 @@ describe('bridge to server-everything over stdio', () => {
     expect(prompts.map((p) => p.name)).toEqual(expect.arrayContaining(['simple-prompt', 'args-prompt']));
     const prompt = await client.getPrompt({ name: 'args-prompt', arguments: { city: 'Lisbon' } });
     expect(prompt.messages[0].content).toMatchObject({ type: 'text', text: "What's weather in Lisbon?" });
-    const completion = await client.complete({ ref: { type: 'ref/prompt', name: 'completable-prompt' }, argument: { name: 'department', value: 'Eng' } });
+    const completion = await client.complete({
+      ref: { type: 'ref/prompt', name: 'completable-prompt' },
+      argument: { name: 'department', value: 'Eng' },
+    });
     expect(completion.completion.values).toEqual(['Engineering']);
   });
 
@@ -122,7 +145,9 @@ describe('bridge to server-everything over stdio', () => {
 
     const down = await client.callTool({ name: 'echo', arguments: { message: 'anyone?' } });
     expect(down.isError).toBe(true);
-    expect(JSON.parse(text(down))).toMatchObject({ error: { code: 'upstream_unavailable', message: expect.stringContaining('is unavailable') } });
+    expect(JSON.parse(text(down))).toMatchObject({
+      error: { code: 'upstream_unavailable', message: expect.stringContaining('is unavailable') },
+    });
     await expect(client.listPrompts()).rejects.toThrow(/is unavailable/);
 
     await waitFor(() => factory.upstream.connected, 10_000);

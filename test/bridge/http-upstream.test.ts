@@ -8,7 +8,12 @@ import { z } from 'zod';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { LoggingMessageNotificationSchema, type CallToolResult, type ListToolsResult, type Progress } from '@modelcontextprotocol/sdk/types.js';
+import {
+  LoggingMessageNotificationSchema,
+  type CallToolResult,
+  type ListToolsResult,
+  type Progress,
+} from '@modelcontextprotocol/sdk/types.js';
 import { silentLogger } from '../../src/device/agent/agent.ts';
 import { bridgeServerFactory, type BridgeServerFactory } from '../../src/device/bridge/index.ts';
 import { connectToBridge, waitFor } from './connect.ts';
@@ -17,12 +22,25 @@ import { connectToBridge, waitFor } from './connect.ts';
 const seen = { started: 0, cancelled: [] as unknown[] };
 
 function createUpstream(): McpServer {
-  const mcp = new McpServer({ name: 'http-upstream', version: '3.1.4' }, { capabilities: { logging: {} }, instructions: 'test upstream' });
-  mcp.registerTool('count', { inputSchema: { n: z.number() }, annotations: { readOnlyHint: true } }, async ({ n }, extra) => {
-    for (let i = 1; i <= n; i++) await extra.sendNotification({ method: 'notifications/progress', params: { progressToken: extra._meta!.progressToken!, progress: i, total: n } });
-    return { content: [{ type: 'text', text: `counted to ${n}` }] };
-  });
-  mcp.registerTool('whoami', { annotations: { readOnlyHint: true } }, async (extra) => ({ content: [{ type: 'text', text: JSON.stringify(extra._meta ?? {}) }] }));
+  const mcp = new McpServer(
+    { name: 'http-upstream', version: '3.1.4' },
+    { capabilities: { logging: {} }, instructions: 'test upstream' },
+  );
+  mcp.registerTool(
+    'count',
+    { inputSchema: { n: z.number() }, annotations: { readOnlyHint: true } },
+    async ({ n }, extra) => {
+      for (let i = 1; i <= n; i++)
+        await extra.sendNotification({
+          method: 'notifications/progress',
+          params: { progressToken: extra._meta!.progressToken!, progress: i, total: n },
+        });
+      return { content: [{ type: 'text', text: `counted to ${n}` }] };
+    },
+  );
+  mcp.registerTool('whoami', { annotations: { readOnlyHint: true } }, async (extra) => ({
+    content: [{ type: 'text', text: JSON.stringify(extra._meta ?? {}) }],
+  }));
   mcp.registerTool('wait-for-cancel', {}, async (extra) => {
     seen.started++;
     await new Promise((resolve) => extra.signal.addEventListener('abort', resolve, { once: true }));
@@ -43,7 +61,11 @@ function createUpstream(): McpServer {
     return { content: [{ type: 'text', text: 'announced' }] };
   });
   // McpServer answers tools/list in one page; serve pages of two to exercise the bridge's paging.
-  const handlers = (mcp.server as unknown as { _requestHandlers: Map<string, (req: unknown, extra: unknown) => Promise<ListToolsResult>> })._requestHandlers;
+  const handlers = (
+    mcp.server as unknown as {
+      _requestHandlers: Map<string, (req: unknown, extra: unknown) => Promise<ListToolsResult>>;
+    }
+  )._requestHandlers;
   const listAll = handlers.get('tools/list')!;
   handlers.set('tools/list', async (req, extra) => {
     const { tools } = await listAll(req, extra);
@@ -63,7 +85,10 @@ beforeAll(async () => {
     const id = req.headers['mcp-session-id'] as string | undefined;
     let transport = id ? sessions.get(id) : undefined;
     if (!transport) {
-      transport = new StreamableHTTPServerTransport({ sessionIdGenerator: randomUUID, onsessioninitialized: (sid) => void sessions.set(sid, transport!) });
+      transport = new StreamableHTTPServerTransport({
+        sessionIdGenerator: randomUUID,
+        onsessioninitialized: (sid) => void sessions.set(sid, transport!),
+      });
       await createUpstream().connect(transport);
     }
     await transport.handleRequest(req, res);
@@ -99,13 +124,17 @@ describe('bridge to a Streamable HTTP upstream', () => {
 
   it("forwards the request's _meta (the relay's caller context) unchanged", async () => {
     const caller = { credential: 'tok_1', scopes: ['devices:read'] };
-    const meta = JSON.parse(text(await client.callTool({ name: 'whoami', arguments: {}, _meta: { 'phonebridge/caller': caller } })));
+    const meta = JSON.parse(
+      text(await client.callTool({ name: 'whoami', arguments: {}, _meta: { 'phonebridge/caller': caller } })),
+    );
     expect(meta['phonebridge/caller']).toEqual(caller);
   });
 
   it('relays every progress notification, the last one included', async () => {
     const progress: Progress[] = [];
-    const result = await client.callTool({ name: 'count', arguments: { n: 3 } }, undefined, { onprogress: (p) => progress.push(p) });
+    const result = await client.callTool({ name: 'count', arguments: { n: 3 } }, undefined, {
+      onprogress: (p) => progress.push(p),
+    });
     expect(text(result)).toBe('counted to 3');
     expect(progress.map((p) => p.progress)).toEqual([1, 2, 3]);
   });

@@ -22,7 +22,11 @@ export const PG_ADMIN_URL = process.env.PHONEBRIDGE_TEST_DATABASE_URL ?? 'postgr
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-export async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs = 10_000, what = 'condition'): Promise<void> {
+export async function waitFor(
+  check: () => boolean | Promise<boolean>,
+  timeoutMs = 10_000,
+  what = 'condition',
+): Promise<void> {
   const until = Date.now() + timeoutMs;
   while (Date.now() < until) {
     if (await check()) return;
@@ -47,7 +51,10 @@ export async function createDatabase(): Promise<{ url: string; drop(): Promise<v
   await admin((c) => c.query(`create database ${name}`));
   const url = new URL(PG_ADMIN_URL);
   url.pathname = `/${name}`;
-  return { url: url.toString(), drop: () => admin((c) => c.query(`drop database if exists ${name} with (force)`)).then(() => undefined) };
+  return {
+    url: url.toString(),
+    drop: () => admin((c) => c.query(`drop database if exists ${name} with (force)`)).then(() => undefined),
+  };
 }
 
 export interface ClusterPhone {
@@ -79,7 +86,11 @@ export interface TestCluster {
   stop(): Promise<void>;
 }
 
-export async function startTestCluster(opts: { nodes?: number; redisUrl?: string; serveArgs?: string[]; log?: boolean } & Partial<Pick<ClusterOptions, 'env'>> = {}): Promise<TestCluster> {
+export async function startTestCluster(
+  opts: { nodes?: number; redisUrl?: string; serveArgs?: string[]; log?: boolean } & Partial<
+    Pick<ClusterOptions, 'env'>
+  > = {},
+): Promise<TestCluster> {
   const db = await createDatabase();
   const prefix = `pbc:${randomBytes(4).toString('hex')}:`;
   const dir = mkdtempSync(join(tmpdir(), 'pb-cl-'));
@@ -122,13 +133,30 @@ export async function startTestCluster(opts: { nodes?: number; redisUrl?: string
       const identity = await DeviceAgent.pair({ stateDir, qr, name, log: silentLogger });
       if (o.node) saveIdentity(stateDir, { ...identity, relay: o.node.url }); // same relay_host: signatures still bind the front
       const control = o.control ?? { calls: [], cancellations: 0 };
-      const agent = new DeviceAgent({ stateDir, createServer: () => createEchoServer(control), log: silentLogger, backoff: { baseMs: 50, capMs: 500 }, drainJitterMs: 200 });
+      const agent = new DeviceAgent({
+        stateDir,
+        createServer: () => createEchoServer(control),
+        log: silentLogger,
+        backoff: { baseMs: 50, capMs: 500 },
+        drainJitterMs: 200,
+      });
       const closes: number[] = [];
       agent.on('disconnected', (e) => closes.push(e.code));
       agent.start();
-      const phone: ClusterPhone = { agent, deviceId: identity.device_id, stateDir, control, closes, stop: () => agent.stop() };
+      const phone: ClusterPhone = {
+        agent,
+        deviceId: identity.device_id,
+        stateDir,
+        control,
+        closes,
+        stop: () => agent.stop(),
+      };
       phones.push(phone);
-      await waitFor(async () => (await tc.ownerOf(identity.device_id)) !== undefined, 15_000, 'phone claimed on a node');
+      await waitFor(
+        async () => (await tc.ownerOf(identity.device_id)) !== undefined,
+        15_000,
+        'phone claimed on a node',
+      );
       return phone;
     },
     key: async (deviceId) => (await createKey(store.store, deviceId)).token,
@@ -161,8 +189,18 @@ export interface RawClient {
   readonly sessionId: string;
   /** A new session (what a client does after a 404). */
   initialize(base: string): Promise<string>;
-  post(base: string, body: unknown, opts?: { signal?: AbortSignal; headers?: Record<string, string>; noSession?: boolean }): Promise<{ status: number; headers: Record<string, string>; text: string; json: any }>;
-  call(base: string, id: number | string, name: string, args: Record<string, unknown>, opts?: { signal?: AbortSignal }): Promise<any>;
+  post(
+    base: string,
+    body: unknown,
+    opts?: { signal?: AbortSignal; headers?: Record<string, string>; noSession?: boolean },
+  ): Promise<{ status: number; headers: Record<string, string>; text: string; json: any }>;
+  call(
+    base: string,
+    id: number | string,
+    name: string,
+    args: Record<string, unknown>,
+    opts?: { signal?: AbortSignal },
+  ): Promise<any>;
   close(): Promise<void>;
 }
 
@@ -170,34 +208,60 @@ export const PROTOCOL = '2025-11-25';
 
 export async function rawClient(base: string, token: string, opts: { maxSockets?: number } = {}): Promise<RawClient> {
   const agent = new Agent({ keepAlive: true, maxSockets: opts.maxSockets ?? 16 });
-  const baseHeaders = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'x-api-key': token };
+  const baseHeaders = {
+    'content-type': 'application/json',
+    accept: 'application/json, text/event-stream',
+    'x-api-key': token,
+  };
   let sessionId = '';
   const post: RawClient['post'] = (b, body, o = {}) =>
     new Promise((resolve, reject) => {
-      const headers: Record<string, string> = { ...baseHeaders, ...(sessionId && !o.noSession ? { 'mcp-session-id': sessionId, 'mcp-protocol-version': PROTOCOL } : {}), ...o.headers };
+      const headers: Record<string, string> = {
+        ...baseHeaders,
+        ...(sessionId && !o.noSession ? { 'mcp-session-id': sessionId, 'mcp-protocol-version': PROTOCOL } : {}),
+        ...o.headers,
+      };
       const payload = JSON.stringify(body);
-      const req = httpRequest(`${b}/mcp`, { method: 'POST', headers: { ...headers, 'content-length': String(Buffer.byteLength(payload)) }, agent, signal: o.signal }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('error', reject);
-        res.on('end', () => {
-          const text = Buffer.concat(chunks).toString('utf8');
-          const ct = String(res.headers['content-type'] ?? '');
-          let json: any;
-          try {
-            if (ct.includes('application/json') && text) json = JSON.parse(text);
-            else if (ct.includes('text/event-stream')) json = lastSseMessage(text);
-          } catch (err) {
-            return reject(err);
-          }
-          resolve({ status: res.statusCode ?? 0, headers: res.headers as Record<string, string>, text, json });
-        });
-      });
+      const req = httpRequest(
+        `${b}/mcp`,
+        {
+          method: 'POST',
+          headers: { ...headers, 'content-length': String(Buffer.byteLength(payload)) },
+          agent,
+          signal: o.signal,
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('error', reject);
+          res.on('end', () => {
+            const text = Buffer.concat(chunks).toString('utf8');
+            const ct = String(res.headers['content-type'] ?? '');
+            let json: any;
+            try {
+              if (ct.includes('application/json') && text) json = JSON.parse(text);
+              else if (ct.includes('text/event-stream')) json = lastSseMessage(text);
+            } catch (err) {
+              return reject(err);
+            }
+            resolve({ status: res.statusCode ?? 0, headers: res.headers as Record<string, string>, text, json });
+          });
+        },
+      );
       req.on('error', reject);
       req.end(payload);
     });
   const initialize = async (b: string) => {
-    const init = await post(b, { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: PROTOCOL, capabilities: {}, clientInfo: { name: 'raw', version: '1' } } }, { noSession: true });
+    const init = await post(
+      b,
+      {
+        jsonrpc: '2.0',
+        id: 0,
+        method: 'initialize',
+        params: { protocolVersion: PROTOCOL, capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+      },
+      { noSession: true },
+    );
     if (init.status !== 200) throw new Error(`initialize failed: ${init.status} ${init.text}`);
     sessionId = String(init.headers['mcp-session-id']);
     return sessionId;
@@ -267,7 +331,15 @@ export interface CallRecord {
  * Runs `loops` concurrent call loops until `stop()` is called. Each call is a tools/call of
  * `echo` (or `sleep` when sleepMs is given, answered with `slept <ms>`) on `target(i)`.
  */
-export function runLoad(opts: { client: RawClient; loops: number; target: (loop: number, n: number) => string; sleepMs?: (n: number) => number; pauseAfterErrorMs?: number; tag?: string; reinitialize?: boolean }) {
+export function runLoad(opts: {
+  client: RawClient;
+  loops: number;
+  target: (loop: number, n: number) => string;
+  sleepMs?: (n: number) => number;
+  pauseAfterErrorMs?: number;
+  tag?: string;
+  reinitialize?: boolean;
+}) {
   const records: CallRecord[] = [];
   let stopped = false;
   let n = 0;
@@ -281,7 +353,10 @@ export function runLoad(opts: { client: RawClient; loops: number; target: (loop:
       let got: string;
       let detail: string | undefined;
       try {
-        const answer = ms === undefined ? await opts.client.call(opts.target(loop, i), i, 'echo', { text: expected }) : await opts.client.call(opts.target(loop, i), i, 'sleep', { ms });
+        const answer =
+          ms === undefined
+            ? await opts.client.call(opts.target(loop, i), i, 'echo', { text: expected })
+            : await opts.client.call(opts.target(loop, i), i, 'sleep', { ms });
         got = outcome(answer);
         detail = answer?.error?.message;
       } catch (err) {

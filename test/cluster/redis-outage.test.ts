@@ -13,7 +13,11 @@ const TIMEOUT_MS = 5000;
 
 beforeAll(async () => {
   redis = await ScratchRedis.start();
-  tc = await startTestCluster({ nodes: 3, redisUrl: redis.url, serveArgs: ['--request-timeout-ms', String(TIMEOUT_MS)] });
+  tc = await startTestCluster({
+    nodes: 3,
+    redisUrl: redis.url,
+    serveArgs: ['--request-timeout-ms', String(TIMEOUT_MS)],
+  });
 }, 90_000);
 
 afterAll(async () => {
@@ -31,7 +35,14 @@ describe('Redis restarted under load', () => {
     const loads = await Promise.all(
       Object.entries(targets).map(async ([tag, base]) => ({
         tag,
-        load: runLoad({ client: await rawClient(base, token), loops: 3, target: () => base, tag, pauseAfterErrorMs: 50, reinitialize: true }),
+        load: runLoad({
+          client: await rawClient(base, token),
+          loops: 3,
+          target: () => base,
+          tag,
+          pauseAfterErrorMs: 50,
+          reinitialize: true,
+        }),
       })),
     );
     await waitFor(() => loads.every(({ load }) => load.ok() >= 10), 20_000, 'load flowing');
@@ -41,7 +52,11 @@ describe('Redis restarted under load', () => {
     await sleep(2500);
     const upAt = Date.now();
     await redis.restart();
-    await waitFor(() => loads.every(({ load }) => load.records.some((r) => r.start > upAt && r.ok)), 20_000, 'calls succeeding again on every node');
+    await waitFor(
+      () => loads.every(({ load }) => load.records.some((r) => r.start > upAt && r.ok)),
+      20_000,
+      'calls succeeding again on every node',
+    );
     const recoveredAt = Date.now();
     await sleep(500);
     const records = (await Promise.all(loads.map(({ load }) => load.stop()))).flat();

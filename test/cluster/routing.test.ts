@@ -7,7 +7,15 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { cli } from '../helpers/processes.ts';
 import { firstProgressEventId, sseMessages } from '../helpers/relay.ts';
-import { outcome, PROTOCOL, rawClient, startTestCluster, waitFor, type ClusterPhone, type TestCluster } from './harness.ts';
+import {
+  outcome,
+  PROTOCOL,
+  rawClient,
+  startTestCluster,
+  waitFor,
+  type ClusterPhone,
+  type TestCluster,
+} from './harness.ts';
 import type { ClusterNode } from '../../services/cluster.ts';
 import { cpSync, mkdtempSync } from 'node:fs';
 import { join } from 'node:path';
@@ -118,9 +126,23 @@ describe('a phone on node A, a client on node B', () => {
     await new Promise((r) => setTimeout(r, 500));
     expect(phone.control.cancellations).toBe(before + 1);
     const t1 = Date.now();
-    expect((await raw.post(C.url, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 7, reason: 'test cancels' } })).status).toBe(202);
-    await waitFor(() => phone.control.cancellations === before + 2, 5000, 'phone saw the second notifications/cancelled');
-    console.log(`cancellation across nodes: ${viaNotification} ms via notifications/cancelled, ${Date.now() - t1} ms via notifications/cancelled after the POST was closed`);
+    expect(
+      (
+        await raw.post(C.url, {
+          jsonrpc: '2.0',
+          method: 'notifications/cancelled',
+          params: { requestId: 7, reason: 'test cancels' },
+        })
+      ).status,
+    ).toBe(202);
+    await waitFor(
+      () => phone.control.cancellations === before + 2,
+      5000,
+      'phone saw the second notifications/cancelled',
+    );
+    console.log(
+      `cancellation across nodes: ${viaNotification} ms via notifications/cancelled, ${Date.now() - t1} ms via notifications/cancelled after the POST was closed`,
+    );
     await raw.close();
     await client.close();
   });
@@ -129,18 +151,31 @@ describe('a phone on node A, a client on node B', () => {
 describe('a POST stream resumed on another node', () => {
   it('a call whose POST stream (node B) drops is followed to its answer by a GET with Last-Event-ID on node C', async () => {
     const raw = await rawClient(B.url, token);
-    const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'x-api-key': token, 'mcp-session-id': raw.sessionId, 'mcp-protocol-version': PROTOCOL };
+    const headers = {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'x-api-key': token,
+      'mcp-session-id': raw.sessionId,
+      'mcp-protocol-version': PROTOCOL,
+    };
     const ac = new AbortController();
     const res = await fetch(`${B.url}/mcp`, {
       method: 'POST',
       signal: ac.signal,
       headers,
-      body: JSON.stringify({ jsonrpc: '2.0', id: 'far', method: 'tools/call', params: { name: 'progress', arguments: { text: 'hop', n: 30, delayMs: 50 }, _meta: { progressToken: 't' } } }),
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 'far',
+        method: 'tools/call',
+        params: { name: 'progress', arguments: { text: 'hop', n: 30, delayMs: 50 }, _meta: { progressToken: 't' } },
+      }),
     });
     expect(res.headers.get('content-type')).toBe('text/event-stream');
     const lastId = await firstProgressEventId(res);
     ac.abort();
-    const again = await fetch(`${C.url}/mcp`, { headers: { ...headers, accept: 'text/event-stream', 'last-event-id': lastId } });
+    const again = await fetch(`${C.url}/mcp`, {
+      headers: { ...headers, accept: 'text/event-stream', 'last-event-id': lastId },
+    });
     expect(again.status).toBe(200);
     const replay = await again.text(); // ends after the answer
     const messages = sseMessages(replay);
@@ -159,7 +194,11 @@ describe('cancellation without sticky load balancing', () => {
     const calls = phone.control.calls.length;
     const pending = raw.call(B.url, 'slow-1', 'sleep', { ms: 20_000 });
     await waitFor(() => phone.control.calls.length > calls, 5000, 'sleep reached the phone');
-    const note = await raw.post(C.url, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'slow-1', reason: 'changed my mind' } });
+    const note = await raw.post(C.url, {
+      jsonrpc: '2.0',
+      method: 'notifications/cancelled',
+      params: { requestId: 'slow-1', reason: 'changed my mind' },
+    });
     expect(note.status).toBe(202);
     const answer = await pending;
     expect(answer.error?.data?.code).toBe('cancelled');
@@ -185,9 +224,13 @@ describe('sessions without sticky load balancing', () => {
       await client.close();
     }
     // And through the front, whichever node it picks.
-    for (let i = 0; i < 3; i++) expect(outcome(await raw.call(tc.url, 10 + i, 'echo', { text: `front ${i}` }))).toBe(`front ${i}`);
+    for (let i = 0; i < 3; i++)
+      expect(outcome(await raw.call(tc.url, 10 + i, 'echo', { text: `front ${i}` }))).toBe(`front ${i}`);
     // Deleted on C: gone on A too.
-    const del = await fetch(`${C.url}/mcp`, { method: 'DELETE', headers: { 'x-api-key': token, 'mcp-session-id': sessionId, 'mcp-protocol-version': PROTOCOL } });
+    const del = await fetch(`${C.url}/mcp`, {
+      method: 'DELETE',
+      headers: { 'x-api-key': token, 'mcp-session-id': sessionId, 'mcp-protocol-version': PROTOCOL },
+    });
     expect(del.status).toBe(200);
     expect((await raw.post(A.url, { jsonrpc: '2.0', id: 99, method: 'tools/list' })).status).toBe(404);
     await raw.close();
@@ -216,7 +259,12 @@ describe('no cross-talk', () => {
           Array.from({ length: CONCURRENCY }, async () => {
             while (next <= PER_CLIENT) {
               const id = next++;
-              const r = await c.post(node.url, { jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'echo', arguments: { text: `${tag}#${id}` } } });
+              const r = await c.post(node.url, {
+                jsonrpc: '2.0',
+                id,
+                method: 'tools/call',
+                params: { name: 'echo', arguments: { text: `${tag}#${id}` } },
+              });
               total++;
               if (r.json?.id !== id || outcome(r.json) !== `${tag}#${id}`) {
                 if (wrong++ < 5) console.error('cross-talk', tag, id, r.status, r.text.slice(0, 200));
@@ -227,7 +275,9 @@ describe('no cross-talk', () => {
       }),
     );
     const ms = Date.now() - t0;
-    console.log(`no cross-talk: ${total} calls from 6 clients on 3 nodes to 2 phones in ${ms} ms (${Math.round((total / ms) * 1000)}/s)`);
+    console.log(
+      `no cross-talk: ${total} calls from 6 clients on 3 nodes to 2 phones in ${ms} ms (${Math.round((total / ms) * 1000)}/s)`,
+    );
     expect(total).toBe(6 * PER_CLIENT);
     expect(wrong).toBe(0);
     await Promise.all(clients.map(({ c }) => c.close()));
@@ -266,7 +316,11 @@ describe('supersede across nodes', () => {
     await client.initialize(C.url);
     const t0 = Date.now();
     const inflight = client.call(C.url, 1, 'sleep', { ms: 12_000 });
-    await waitFor(() => moving.control.calls.some((c) => c.name === 'sleep'), 10_000, 'sleep running on the phone via A');
+    await waitFor(
+      () => moving.control.calls.some((c) => c.name === 'sleep'),
+      10_000,
+      'sleep running on the phone via A',
+    );
 
     // A second instance of the same phone (same key) connects straight to B.
     const dir = mkdtempSync(join(tmpdir(), 'pb-sup-'));
@@ -307,7 +361,12 @@ describe('a node that leaves on purpose', () => {
     z.onNodeMessage((m) => heard.push(m));
     const client = await rawClient(B.url, t);
     const control: EchoServerControl = { calls: [], cancellations: 0 };
-    const again = new DeviceAgent({ stateDir: p.stateDir, createServer: () => createEchoServer(control), log: silentLogger, backoff: { baseMs: 50, capMs: 500 } });
+    const again = new DeviceAgent({
+      stateDir: p.stateDir,
+      createServer: () => createEchoServer(control),
+      log: silentLogger,
+      backoff: { baseMs: 50, capMs: 500 },
+    });
     try {
       const epoch = await z.claimDevice(p.deviceId);
       await client.initialize(B.url);

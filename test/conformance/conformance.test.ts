@@ -22,7 +22,12 @@ describe('MCP conformance suite through the relay', () => {
     const r = spawnSync(process.execPath, args, { cwd: ROOT, encoding: 'utf8', timeout: 600_000 });
     const out = `${r.stdout ?? ''}${r.stderr ?? ''}`;
     // The pass count and any unexpected result, in the test log.
-    console.log(out.split('\n').filter((l) => /^\[conformance\]|^conformance:|^UNEXPECTED/.test(l)).join('\n'));
+    console.log(
+      out
+        .split('\n')
+        .filter((l) => /^\[conformance\]|^conformance:|^UNEXPECTED/.test(l))
+        .join('\n'),
+    );
     expect(r.status, out.slice(-4000)).toBe(0);
   }, 660_000);
 });

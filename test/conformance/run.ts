@@ -76,7 +76,12 @@ export interface ExpectedFailure {
 
 const children: ChildProcess[] = [];
 function start(cmd: string, args: string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): ChildProcess {
-  const child = spawn(cmd, args, { cwd: opts.cwd ?? ROOT, env: { ...process.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const child = spawn(cmd, args, {
+    cwd: opts.cwd ?? ROOT,
+    env: { ...process.env, ...opts.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
   children.push(child);
   return child;
 }
@@ -92,11 +97,19 @@ function stopAll(): void {
   }
 }
 
-function waitForLine<T>(child: ChildProcess, pick: (line: string) => T | undefined, timeoutMs: number, what: string): Promise<T> {
+function waitForLine<T>(
+  child: ChildProcess,
+  pick: (line: string) => T | undefined,
+  timeoutMs: number,
+  what: string,
+): Promise<T> {
   return new Promise((resolvePromise, reject) => {
     let buf = '';
     let err = '';
-    const timer = setTimeout(() => reject(new Error(`${what}: no ready line after ${timeoutMs} ms\n${err.slice(-2000)}`)), timeoutMs);
+    const timer = setTimeout(
+      () => reject(new Error(`${what}: no ready line after ${timeoutMs} ms\n${err.slice(-2000)}`)),
+      timeoutMs,
+    );
     child.stderr?.on('data', (d: Buffer) => (err += d.toString()));
     child.stdout?.on('data', (d: Buffer) => {
       buf += d.toString();
@@ -147,12 +160,31 @@ async function startRelayTarget(log: (s: string) => void): Promise<Target> {
   const dataDir = mkdtempSync(join(tmpdir(), 'pb-conf-relay-'));
   const stateDir = mkdtempSync(join(tmpdir(), 'pb-conf-phone-'));
   const serve = start(process.execPath, [CLI, 'serve', '--port', '0', '--admin-port', '0', '--data-dir', dataDir]);
-  const ready = await waitForLine(serve, (l) => jsonLine<{ ready: boolean; url: string; port: number }>(l, (v) => v.ready === true), 60_000, 'phonebridge serve');
+  const ready = await waitForLine(
+    serve,
+    (l) => jsonLine<{ ready: boolean; url: string; port: number }>(l, (v) => v.ready === true),
+    60_000,
+    'phonebridge serve',
+  );
   log(`relay ready at ${ready.url}`);
 
   const qr = await cli(['pair', '--json', '--data-dir', dataDir]);
   const upstreamCmd = `${JSON.stringify(process.execPath)} ${JSON.stringify(TSX)} ${JSON.stringify(FIXTURE)}`;
-  const phone = start(process.execPath, [CLI, 'device', 'run', '--state', stateDir, '--pair', qr, '--backend', 'bridge', '--upstream-cmd', upstreamCmd, '--name', 'conformance-fixture']);
+  const phone = start(process.execPath, [
+    CLI,
+    'device',
+    'run',
+    '--state',
+    stateDir,
+    '--pair',
+    qr,
+    '--backend',
+    'bridge',
+    '--upstream-cmd',
+    upstreamCmd,
+    '--name',
+    'conformance-fixture',
+  ]);
   let phoneErr = '';
   phone.stderr?.on('data', (d: Buffer) => (phoneErr += d.toString()));
   phone.stdout?.resume();
@@ -162,14 +194,22 @@ async function startRelayTarget(log: (s: string) => void): Promise<Target> {
     const rows = JSON.parse(await cli(['devices', 'list', '--json', '--data-dir', dataDir])) as Array<{ id: string }>;
     deviceId = rows[0]?.id;
     if (!deviceId) {
-      if (phone.exitCode !== null) throw new Error(`device run exited with ${phone.exitCode}\n${phoneErr.slice(-2000)}`);
+      if (phone.exitCode !== null)
+        throw new Error(`device run exited with ${phone.exitCode}\n${phoneErr.slice(-2000)}`);
       await sleep(250);
     }
   }
   if (!deviceId) throw new Error(`the phone did not pair\n${phoneErr.slice(-2000)}`);
-  const key = JSON.parse(await cli(['keys', 'create', '--device', deviceId, '--json', '--data-dir', dataDir])) as { token: string };
+  const key = JSON.parse(await cli(['keys', 'create', '--device', deviceId, '--json', '--data-dir', dataDir])) as {
+    token: string;
+  };
   log(`phone ${deviceId} paired; key created`);
-  await waitForPhone(ready.url, key.token, () => phone.exitCode === null, () => phoneErr);
+  await waitForPhone(
+    ready.url,
+    key.token,
+    () => phone.exitCode === null,
+    () => phoneErr,
+  );
   log('phone connected and initialized (tools/list answers)');
 
   const proxy = await authProxy(ready.url, { 'x-api-key': key.token });
@@ -190,18 +230,37 @@ async function waitForPhone(mcpUrl: string, token: string, alive: () => boolean,
   const post = async (body: unknown, session?: string) => {
     const res = await fetch(mcpUrl, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'x-api-key': token, ...(session ? { 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25' } : {}) },
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'x-api-key': token,
+        ...(session ? { 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25' } : {}),
+      },
       body: JSON.stringify(body),
     });
     const text = await res.text();
-    const data = text.startsWith('{') ? text : (text.split('\n').find((l) => l.startsWith('data: ')) ?? 'data: {}').slice(6);
-    return { session: res.headers.get('mcp-session-id') ?? session, body: JSON.parse(data || '{}') as { result?: { tools?: unknown[] } } };
+    const data = text.startsWith('{')
+      ? text
+      : (text.split('\n').find((l) => l.startsWith('data: ')) ?? 'data: {}').slice(6);
+    return {
+      session: res.headers.get('mcp-session-id') ?? session,
+      body: JSON.parse(data || '{}') as { result?: { tools?: unknown[] } },
+    };
   };
   const deadline = Date.now() + 60_000;
   while (Date.now() < deadline) {
     if (!alive()) throw new Error(`device run exited\n${err().slice(-2000)}`);
     try {
-      const init = await post({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'conformance-run', version: '1' } } });
+      const init = await post({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'initialize',
+        params: {
+          protocolVersion: '2025-11-25',
+          capabilities: {},
+          clientInfo: { name: 'conformance-run', version: '1' },
+        },
+      });
       const list = await post({ jsonrpc: '2.0', id: 2, method: 'tools/list' }, init.session ?? undefined);
       if ((list.body.result?.tools?.length ?? 0) > 0) return;
     } catch {
@@ -213,18 +272,24 @@ async function waitForPhone(mcpUrl: string, token: string, alive: () => boolean,
 }
 
 /** A streaming pass-through proxy that adds headers (see the file comment). */
-export async function authProxy(targetMcpUrl: string, add: Record<string, string>): Promise<{ url: string; close(): Promise<void> }> {
+export async function authProxy(
+  targetMcpUrl: string,
+  add: Record<string, string>,
+): Promise<{ url: string; close(): Promise<void> }> {
   const target = new URL(targetMcpUrl);
   let self = '';
   const server: Server = createServer((req, res) => {
     const headers: Record<string, string | string[] | undefined> = { ...req.headers, ...add };
     if (headers.host === self) headers.host = target.host;
     if (headers.origin === `http://${self}`) headers.origin = target.origin;
-    const up = httpRequest({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers }, (upRes) => {
-      res.writeHead(upRes.statusCode ?? 502, upRes.statusMessage, upRes.headers);
-      res.flushHeaders();
-      upRes.pipe(res);
-    });
+    const up = httpRequest(
+      { host: target.hostname, port: target.port, method: req.method, path: req.url, headers },
+      (upRes) => {
+        res.writeHead(upRes.statusCode ?? 502, upRes.statusMessage, upRes.headers);
+        res.flushHeaders();
+        upRes.pipe(res);
+      },
+    );
     up.on('error', () => {
       if (!res.headersSent) res.writeHead(502).end();
       else res.destroy();
@@ -249,7 +314,12 @@ export async function authProxy(targetMcpUrl: string, add: Record<string, string
 
 async function startDirectTarget(log: (s: string) => void): Promise<Target> {
   const child = start(process.execPath, [TSX, join(HERE, 'serve-fixture-http.ts')]);
-  const { url } = await waitForLine(child, (l) => jsonLine<{ url: string }>(l, (v) => typeof v.url === 'string'), 60_000, 'serve-fixture-http');
+  const { url } = await waitForLine(
+    child,
+    (l) => jsonLine<{ url: string }>(l, (v) => typeof v.url === 'string'),
+    60_000,
+    'serve-fixture-http',
+  );
   log(`fixture served directly at ${url}`);
   return {
     url,
@@ -274,18 +344,32 @@ async function suiteCommand(): Promise<{ cmd: string; args: string[] }> {
   if (suite) return suite;
   const { stdout } = await execFileP(
     'npx',
-    ['-y', '-p', `node@${NODE22_VERSION}`, '-p', `@modelcontextprotocol/conformance@${CONFORMANCE_VERSION}`, '-c', 'command -v node; command -v conformance'],
+    [
+      '-y',
+      '-p',
+      `node@${NODE22_VERSION}`,
+      '-p',
+      `@modelcontextprotocol/conformance@${CONFORMANCE_VERSION}`,
+      '-c',
+      'command -v node; command -v conformance',
+    ],
     { cwd: tmpdir(), timeout: 300_000 },
   );
-  const [node22, conformance] = stdout.trim().split('\n').map((l) => l.trim());
-  if (!node22 || !conformance) throw new Error(`npx did not resolve node@${NODE22_VERSION} and the conformance suite: ${stdout}`);
+  const [node22, conformance] = stdout
+    .trim()
+    .split('\n')
+    .map((l) => l.trim());
+  if (!node22 || !conformance)
+    throw new Error(`npx did not resolve node@${NODE22_VERSION} and the conformance suite: ${stdout}`);
   return (suite = { cmd: node22, args: [conformance] });
 }
 
 async function runSuite(run: string, url: string, outDir: string, verbose: boolean): Promise<CheckResult[]> {
   const { cmd, args } = await suiteCommand();
   const selector = /^\d{4}-\d\d-\d\d$/.test(run) ? ['--requirements', run] : ['--scenario', run];
-  const child = start(cmd, [...args, 'server', '--url', url, ...selector, '-o', outDir, '--timeout', '30000'], { cwd: tmpdir() });
+  const child = start(cmd, [...args, 'server', '--url', url, ...selector, '-o', outDir, '--timeout', '30000'], {
+    cwd: tmpdir(),
+  });
   let out = '';
   child.stdout?.on('data', (d: Buffer) => {
     out += d.toString();
@@ -302,7 +386,8 @@ async function runSuite(run: string, url: string, outDir: string, verbose: boole
   // "Not scored for 2026-07-28: N scenario(s) run, …" followed by "  ✓ name (pending)" lines.
   const unscored = new Set<string>();
   const tail = out.slice(Math.max(0, out.indexOf('Not scored for')));
-  if (out.includes('Not scored for')) for (const m of tail.matchAll(/^\s+\S+\s+([a-z0-9][\w/-]*)\s+\(/gm)) unscored.add(m[1]);
+  if (out.includes('Not scored for'))
+    for (const m of tail.matchAll(/^\s+\S+\s+([a-z0-9][\w/-]*)\s+\(/gm)) unscored.add(m[1]);
   const scored = (scenario: string) => !/^\d{4}-/.test(run) || !unscored.has(scenario);
 
   const results: CheckResult[] = [];
@@ -312,13 +397,32 @@ async function runSuite(run: string, url: string, outDir: string, verbose: boole
     const file = join(outDir, dir, 'checks.json');
     if (!m || !existsSync(file)) continue;
     seen.add(m[1]);
-    for (const c of JSON.parse(readFileSync(file, 'utf8')) as Array<{ id: string; status: string; errorMessage?: string }>) {
-      results.push({ run, scenario: m[1], check: c.id, status: c.status, message: c.errorMessage, scored: scored(m[1]) });
+    for (const c of JSON.parse(readFileSync(file, 'utf8')) as Array<{
+      id: string;
+      status: string;
+      errorMessage?: string;
+    }>) {
+      results.push({
+        run,
+        scenario: m[1],
+        check: c.id,
+        status: c.status,
+        message: c.errorMessage,
+        scored: scored(m[1]),
+      });
     }
   }
   // A scenario that started but left no checks (crash, timeout) is a failure too.
   for (const m of out.matchAll(/=== Running scenario: (\S+) ===/g)) {
-    if (!seen.has(m[1])) results.push({ run, scenario: m[1], check: '(no results)', status: 'FAILURE', message: 'the scenario produced no checks.json', scored: scored(m[1]) });
+    if (!seen.has(m[1]))
+      results.push({
+        run,
+        scenario: m[1],
+        check: '(no results)',
+        status: 'FAILURE',
+        message: 'the scenario produced no checks.json',
+        scored: scored(m[1]),
+      });
   }
   return results;
 }
@@ -364,7 +468,14 @@ export function compare(all: CheckResult[], expected: ExpectedFailure[]): Compar
 
 export function failuresOf(results: CheckResult[]): ExpectedFailure[] {
   const out = new Map<string, ExpectedFailure>();
-  for (const r of results) if (r.status === 'FAILURE' && r.scored) out.set(keyOf(r), { run: r.run, scenario: r.scenario, check: r.check, reason: `TODO: ${r.message ?? ''}`.trim() });
+  for (const r of results)
+    if (r.status === 'FAILURE' && r.scored)
+      out.set(keyOf(r), {
+        run: r.run,
+        scenario: r.scenario,
+        check: r.check,
+        reason: `TODO: ${r.message ?? ''}`.trim(),
+      });
   return [...out.values()];
 }
 
@@ -384,8 +495,13 @@ export async function main(argv: string[]): Promise<number> {
     },
   });
   const log = (s: string) => console.log(`[conformance] ${s}`);
-  const runs = values.runs.split(',').map((s) => s.trim()).filter(Boolean);
-  const expected = (values.expected === 'none' ? [] : (JSON.parse(readFileSync(values.expected, 'utf8')) as ExpectedFailure[])).filter((e) => runs.includes(e.run));
+  const runs = values.runs
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  const expected = (
+    values.expected === 'none' ? [] : (JSON.parse(readFileSync(values.expected, 'utf8')) as ExpectedFailure[])
+  ).filter((e) => runs.includes(e.run));
   const started = Date.now();
   const outRoot = mkdtempSync(join(tmpdir(), 'pb-conf-out-'));
 
@@ -406,10 +522,17 @@ export async function main(argv: string[]): Promise<number> {
       const sc = rs.filter((r) => r.scored);
       const un = rs.filter((r) => !r.scored);
       const count = (xs: CheckResult[], st: string) => xs.filter((r) => r.status === st).length;
-      log(`${run}: ${count(sc, 'SUCCESS')} passed, ${count(sc, 'FAILURE')} failed in ${new Set(sc.map((r) => r.scenario)).size} scored scenarios (${((Date.now() - t0) / 1000).toFixed(1)} s)` +
-        (un.length ? `; not scored: ${count(un, 'SUCCESS')} passed, ${count(un, 'FAILURE')} failed in ${new Set(un.map((r) => r.scenario)).size} scenarios (${[...new Set(un.map((r) => r.scenario))].join(', ')})` : ''));
+      log(
+        `${run}: ${count(sc, 'SUCCESS')} passed, ${count(sc, 'FAILURE')} failed in ${new Set(sc.map((r) => r.scenario)).size} scored scenarios (${((Date.now() - t0) / 1000).toFixed(1)} s)` +
+          (un.length
+            ? `; not scored: ${count(un, 'SUCCESS')} passed, ${count(un, 'FAILURE')} failed in ${new Set(un.map((r) => r.scenario)).size} scenarios (${[...new Set(un.map((r) => r.scenario))].join(', ')})`
+            : ''),
+      );
       if (sc.length === 0 && un.length === 0) log(`${run}: WARNING no checks at all`);
-      else if (count(sc, 'SUCCESS') + count(sc, 'FAILURE') === 0) log(`${run}: WARNING only informational checks: the scenario did not exercise anything (e.g. JSON where it wanted SSE)`);
+      else if (count(sc, 'SUCCESS') + count(sc, 'FAILURE') === 0)
+        log(
+          `${run}: WARNING only informational checks: the scenario did not exercise anything (e.g. JSON where it wanted SSE)`,
+        );
     }
   } catch (err) {
     console.error(`[conformance] set-up failed: ${(err as Error).message}`);
@@ -427,11 +550,16 @@ export async function main(argv: string[]): Promise<number> {
   }
 
   const c = compare(results, expected);
-  for (const f of c.unexpectedFailures) console.log(`UNEXPECTED FAILURE  ${keyOf(f)}: ${(f.message ?? '').split('\n')[0].slice(0, 300)}`);
+  for (const f of c.unexpectedFailures)
+    console.log(`UNEXPECTED FAILURE  ${keyOf(f)}: ${(f.message ?? '').split('\n')[0].slice(0, 300)}`);
   for (const p of c.unexpectedPasses) console.log(`UNEXPECTED PASS     ${keyOf(p)} (listed: ${p.reason})`);
-  log(`expected failures listed: ${expected.length}; unexpected failures: ${c.unexpectedFailures.length}; unexpected passes: ${c.unexpectedPasses.length}`);
+  log(
+    `expected failures listed: ${expected.length}; unexpected failures: ${c.unexpectedFailures.length}; unexpected passes: ${c.unexpectedPasses.length}`,
+  );
   log(`total ${((Date.now() - started) / 1000).toFixed(1)} s`);
-  console.log(`conformance: ${c.passed} passed, ${c.failed} failed${c.other ? `, ${c.other} other (warnings/info/skipped)` : ''}`);
+  console.log(
+    `conformance: ${c.passed} passed, ${c.failed} failed${c.other ? `, ${c.other} other (warnings/info/skipped)` : ''}`,
+  );
   // With a baseline (--improvements-ok), a listed check that now passes is progress, not an error.
   return c.unexpectedFailures.length || (c.unexpectedPasses.length && !values['improvements-ok']) ? 1 : 0;
 }

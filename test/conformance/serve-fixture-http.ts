@@ -32,9 +32,10 @@ function memoryEventStore(): EventStore {
 
 export async function serveFixtureHttp(port = 0): Promise<{ url: string; close: () => Promise<void> }> {
   const transports = new Map<string, StreamableHTTPServerTransport>();
-  (globalThis as { __closeSseStream?: (sessionId: string | undefined, requestId: unknown) => void }).__closeSseStream = (sessionId, requestId) => {
-    if (sessionId) transports.get(sessionId)?.closeSSEStream(requestId as string | number);
-  };
+  (globalThis as { __closeSseStream?: (sessionId: string | undefined, requestId: unknown) => void }).__closeSseStream =
+    (sessionId, requestId) => {
+      if (sessionId) transports.get(sessionId)?.closeSSEStream(requestId as string | number);
+    };
   const eventStore = memoryEventStore();
   let hosts: string[] = [];
 
@@ -61,10 +62,23 @@ export async function serveFixtureHttp(port = 0): Promise<{ url: string; close: 
     const body = req.method === 'POST' ? await readBody(req) : undefined;
     let transport = typeof sid === 'string' ? transports.get(sid) : undefined;
     if (!transport) {
-      const isInit = req.method === 'POST' && typeof body === 'object' && body !== null && (body as { method?: string }).method === 'initialize';
+      const isInit =
+        req.method === 'POST' &&
+        typeof body === 'object' &&
+        body !== null &&
+        (body as { method?: string }).method === 'initialize';
       if (sid || !isInit) {
         res.writeHead(sid ? 404 : 400, { 'Content-Type': 'application/json' });
-        res.end(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: sid ? -32001 : -32600, message: sid ? 'Session not found' : 'Bad Request: no valid session' } }));
+        res.end(
+          JSON.stringify({
+            jsonrpc: '2.0',
+            id: null,
+            error: {
+              code: sid ? -32001 : -32600,
+              message: sid ? 'Session not found' : 'Bad Request: no valid session',
+            },
+          }),
+        );
         return;
       }
       const t: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({

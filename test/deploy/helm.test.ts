@@ -23,8 +23,18 @@ const PUBLIC_URL = 'https://relay.example.com';
 const BASE = { publicUrl: PUBLIC_URL };
 
 type Values = Record<string, unknown>;
-type K8s = { apiVersion: string; kind: string; metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> }; spec?: any; [k: string]: any };
-interface Run { code: number; stdout: string; stderr: string }
+type K8s = {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+  spec?: any;
+  [k: string]: any;
+};
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
 
 const tmp = mkdtempSync(join(tmpdir(), 'pb-helm-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
@@ -33,7 +43,11 @@ let fileNo = 0;
 function run(cmd: string, args: string[]): Promise<Run> {
   return new Promise((resolve) => {
     execFile(cmd, args, { maxBuffer: 16 << 20, timeout: 60_000 }, (err, stdout, stderr) => {
-      const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1) : 0;
+      const code = err
+        ? typeof (err as { code?: unknown }).code === 'number'
+          ? (err as { code: number }).code
+          : 1
+        : 0;
       resolve({ code, stdout, stderr });
     });
   });
@@ -60,7 +74,10 @@ async function render(values: Values = BASE, release = 'pb', namespace = 'relay'
 
 function one(docs: K8s[], kind: string, name?: string): K8s {
   const found = docs.filter((d) => d.kind === kind && (name === undefined || d.metadata.name === name));
-  expect(found.map((d) => `${d.kind}/${d.metadata.name}`), `exactly one ${kind}${name ? ` ${name}` : ''}`).toHaveLength(1);
+  expect(
+    found.map((d) => `${d.kind}/${d.metadata.name}`),
+    `exactly one ${kind}${name ? ` ${name}` : ''}`,
+  ).toHaveLength(1);
   return found[0]!;
 }
 
@@ -96,7 +113,8 @@ async function relayMetricNames(): Promise<Set<string>> {
 
 function labelNamesOf(series: string): string[] {
   const base = series.replace(/_(bucket|sum|count)$/, '');
-  const m = (registry.getSingleMetric(series) ?? registry.getSingleMetric(base)) as unknown as { labelNames?: readonly string[] } | undefined;
+  const m = (registry.getSingleMetric(series) ?? registry.getSingleMetric(base)) as unknown as
+    { labelNames?: readonly string[] } | undefined;
   return [...(m?.labelNames ?? []), ...(series.endsWith('_bucket') ? ['le'] : [])];
 }
 
@@ -140,21 +158,38 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
 
   it('renders only the core objects by default', async () => {
     const docs = await render();
-    expect(docs.map((d) => d.kind).sort()).toEqual(['Deployment', 'PodDisruptionBudget', 'Service', 'Service', 'ServiceAccount']);
+    expect(docs.map((d) => d.kind).sort()).toEqual([
+      'Deployment',
+      'PodDisruptionBudget',
+      'Service',
+      'Service',
+      'ServiceAccount',
+    ]);
     for (const kind of ['Ingress', 'ServiceMonitor', 'PrometheusRule', 'Secret', 'HorizontalPodAutoscaler']) {
-      expect(docs.some((d) => d.kind === kind), kind).toBe(false);
+      expect(
+        docs.some((d) => d.kind === kind),
+        kind,
+      ).toBe(false);
     }
     expect(one(docs, 'Deployment').spec.replicas).toBe(3);
   });
 
   it('sets the env the relay reads: parseRelayConfig sees the chart values', async () => {
-    const docs = await render({ ...BASE, drainMs: 40000, logLevel: 'debug', redis: { existingSecret: 'redis', prefix: 'pb-a:' } });
+    const docs = await render({
+      ...BASE,
+      drainMs: 40000,
+      logLevel: 'debug',
+      redis: { existingSecret: 'redis', prefix: 'pb-a:' },
+    });
     const c = gateway(docs);
     const env = envOf(c);
     expect(env.get('PHONEBRIDGE_NODE_ID').valueFrom).toEqual({ fieldRef: { fieldPath: 'metadata.name' } });
     expect(env.get('PHONEBRIDGE_NODE_ID').value).toBeUndefined();
     // What the kubelet would give the process: plain values, the pod name, secret contents.
-    const secrets: Record<string, string> = { 'database-url': 'postgres://u:p@pg:5432/pb', 'redis-url': 'redis://redis:6379' };
+    const secrets: Record<string, string> = {
+      'database-url': 'postgres://u:p@pg:5432/pb',
+      'redis-url': 'redis://redis:6379',
+    };
     const processEnv: Record<string, string> = {};
     for (const e of c.env as any[]) {
       if (e.value !== undefined) processEnv[e.name] = e.value;
@@ -204,7 +239,12 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
   });
 
   it('gives pods a termination grace period longer than the drain', async () => {
-    for (const [drainMs, preStop] of [[25000, 5], [60000, 5], [1500, 0], [90001, 12]] as const) {
+    for (const [drainMs, preStop] of [
+      [25000, 5],
+      [60000, 5],
+      [1500, 0],
+      [90001, 12],
+    ] as const) {
       const docs = await render({ ...BASE, drainMs, lifecycle: { preStopSleepSeconds: preStop } });
       const pod = one(docs, 'Deployment').spec.template.spec;
       const c = gateway(docs);
@@ -223,21 +263,43 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
     const dbUrl = 'postgres://pb:s3cret@pg.db:5432/phonebridge';
     const redisUrl = 'redis://:r3dis@redis:6379/0';
     const cases: Array<{ values: Values; db: [string, string]; redis: [string, string]; chartSecret: boolean }> = [
-      { values: BASE, db: ['pb-phonebridge', 'database-url'], redis: ['pb-phonebridge', 'redis-url'], chartSecret: false },
-      { values: { ...BASE, database: { url: dbUrl }, redis: { url: redisUrl } }, db: ['pb-phonebridge', 'database-url'], redis: ['pb-phonebridge', 'redis-url'], chartSecret: true },
       {
-        values: { ...BASE, database: { existingSecret: 'cnpg-app', secretKey: 'uri' }, redis: { existingSecret: 'redis-conn', secretKey: 'url' } },
+        values: BASE,
+        db: ['pb-phonebridge', 'database-url'],
+        redis: ['pb-phonebridge', 'redis-url'],
+        chartSecret: false,
+      },
+      {
+        values: { ...BASE, database: { url: dbUrl }, redis: { url: redisUrl } },
+        db: ['pb-phonebridge', 'database-url'],
+        redis: ['pb-phonebridge', 'redis-url'],
+        chartSecret: true,
+      },
+      {
+        values: {
+          ...BASE,
+          database: { existingSecret: 'cnpg-app', secretKey: 'uri' },
+          redis: { existingSecret: 'redis-conn', secretKey: 'url' },
+        },
         db: ['cnpg-app', 'uri'],
         redis: ['redis-conn', 'url'],
         chartSecret: false,
       },
-      { values: { ...BASE, database: { url: dbUrl }, redis: { existingSecret: 'redis-conn' } }, db: ['pb-phonebridge', 'database-url'], redis: ['redis-conn', 'redis-url'], chartSecret: true },
+      {
+        values: { ...BASE, database: { url: dbUrl }, redis: { existingSecret: 'redis-conn' } },
+        db: ['pb-phonebridge', 'database-url'],
+        redis: ['redis-conn', 'redis-url'],
+        chartSecret: true,
+      },
     ];
     for (const { values, db, redis, chartSecret } of cases) {
       const docs = await render(values);
       const dep = one(docs, 'Deployment');
       const env = envOf(gateway(docs));
-      for (const [name, [secret, key]] of [['PHONEBRIDGE_DATABASE_URL', db], ['PHONEBRIDGE_REDIS_URL', redis]] as const) {
+      for (const [name, [secret, key]] of [
+        ['PHONEBRIDGE_DATABASE_URL', db],
+        ['PHONEBRIDGE_REDIS_URL', redis],
+      ] as const) {
         expect(env.get(name).value, `${name} must not be a plain value`).toBeUndefined();
         expect(env.get(name).valueFrom).toEqual({ secretKeyRef: { name: secret, key } });
       }
@@ -257,7 +319,11 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
     const half = await template({ ...BASE, database: { url: dbUrl } });
     expect(half.code).not.toBe(0);
     expect(half.stderr).toMatch(/redis: set redis\.url or redis\.existingSecret/);
-    const both = await template({ ...BASE, database: { url: dbUrl, existingSecret: 'x' }, redis: { existingSecret: 'y' } });
+    const both = await template({
+      ...BASE,
+      database: { url: dbUrl, existingSecret: 'x' },
+      redis: { existingSecret: 'y' },
+    });
     expect(both.code).not.toBe(0);
     expect(both.stderr).toMatch(/either database\.existingSecret or database\.url/);
   });
@@ -266,7 +332,11 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
     const docs = await render();
     const pod = one(docs, 'Deployment').spec.template.spec;
     const c = gateway(docs);
-    expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: 1000, seccompProfile: { type: 'RuntimeDefault' } });
+    expect(pod.securityContext).toMatchObject({
+      runAsNonRoot: true,
+      runAsUser: 1000,
+      seccompProfile: { type: 'RuntimeDefault' },
+    });
     expect(c.securityContext).toMatchObject({
       runAsNonRoot: true,
       readOnlyRootFilesystem: true,
@@ -290,7 +360,9 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
     expect(dep.spec.strategy).toMatchObject({ type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 0 } });
     const pod = dep.spec.template.spec;
     const selector = dep.spec.selector.matchLabels;
-    expect(pod.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm).toMatchObject({
+    expect(
+      pod.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm,
+    ).toMatchObject({
       topologyKey: 'kubernetes.io/hostname',
       labelSelector: { matchLabels: selector },
     });
@@ -301,12 +373,18 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
     expect(pdb.spec).toMatchObject({ maxUnavailable: 1, selector: { matchLabels: selector } });
     expect(pdb.spec.minAvailable).toBeUndefined();
     const hard = await render({ ...BASE, podAntiAffinityPreset: 'hard', podDisruptionBudget: { minAvailable: 2 } });
-    expect(one(hard, 'Deployment').spec.template.spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution).toHaveLength(1);
+    expect(
+      one(hard, 'Deployment').spec.template.spec.affinity.podAntiAffinity
+        .requiredDuringSchedulingIgnoredDuringExecution,
+    ).toHaveLength(1);
     expect(one(hard, 'PodDisruptionBudget').spec).toMatchObject({ minAvailable: 2 });
     expect(one(hard, 'PodDisruptionBudget').spec.maxUnavailable).toBeUndefined();
     const hpa = await render({ ...BASE, autoscaling: { enabled: true, minReplicas: 4 } });
     expect(one(hpa, 'Deployment').spec.replicas).toBeUndefined();
-    expect(one(hpa, 'HorizontalPodAutoscaler').spec).toMatchObject({ minReplicas: 4, scaleTargetRef: { kind: 'Deployment', name: 'pb-phonebridge' } });
+    expect(one(hpa, 'HorizontalPodAutoscaler').spec).toMatchObject({
+      minReplicas: 4,
+      scaleTargetRef: { kind: 'Deployment', name: 'pb-phonebridge' },
+    });
   });
 
   it('serves clients on a ClusterIP Service without session affinity, and admin on its own Service', async () => {
@@ -325,17 +403,28 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
     expect(admin.spec.publishNotReadyAddresses).toBe(true);
   });
 
-  it('creates the Ingress only when enabled, for publicUrl\'s host, and trusts X-Forwarded-For only then', async () => {
+  it("creates the Ingress only when enabled, for publicUrl's host, and trusts X-Forwarded-For only then", async () => {
     const off = await render();
     expect(off.some((d) => d.kind === 'Ingress')).toBe(false);
     expect(envOf(gateway(off)).has('PHONEBRIDGE_TRUST_PROXY')).toBe(false);
     const annotations = { 'nginx.ingress.kubernetes.io/proxy-read-timeout': '3600' };
-    const on = await render({ ...BASE, publicUrl: 'https://relay.example.com:8443/', ingress: { enabled: true, className: 'nginx', annotations } });
+    const on = await render({
+      ...BASE,
+      publicUrl: 'https://relay.example.com:8443/',
+      ingress: { enabled: true, className: 'nginx', annotations },
+    });
     const ing = one(on, 'Ingress');
     expect(ing.metadata.annotations).toEqual(annotations);
     expect(ing.spec.ingressClassName).toBe('nginx');
     expect(ing.spec.rules).toEqual([
-      { host: 'relay.example.com', http: { paths: [{ path: '/', pathType: 'Prefix', backend: { service: { name: 'pb-phonebridge', port: { number: 80 } } } }] } },
+      {
+        host: 'relay.example.com',
+        http: {
+          paths: [
+            { path: '/', pathType: 'Prefix', backend: { service: { name: 'pb-phonebridge', port: { number: 80 } } } },
+          ],
+        },
+      },
     ]);
     const env = envOf(gateway(on));
     expect(env.get('PHONEBRIDGE_TRUST_PROXY').value).toBe('true');
@@ -355,7 +444,8 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
     expect(sm.spec.endpoints).toHaveLength(1);
     expect(sm.spec.endpoints[0]).toMatchObject({ port: 'admin', path: '/metrics' });
     expect(sm.spec.namespaceSelector).toEqual({ matchNames: ['relay'] });
-    const matches = (svc: K8s) => Object.entries(sm.spec.selector.matchLabels).every(([k, v]) => svc.metadata.labels?.[k] === v);
+    const matches = (svc: K8s) =>
+      Object.entries(sm.spec.selector.matchLabels).every(([k, v]) => svc.metadata.labels?.[k] === v);
     const services = docs.filter((d) => d.kind === 'Service');
     expect(services.filter(matches).map((s) => s.metadata.name)).toEqual(['pb-phonebridge-admin']);
     const admin = one(docs, 'Service', 'pb-phonebridge-admin');
@@ -370,8 +460,21 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
       const rule = one(await render(withRules), 'PrometheusRule');
       expect(rule.apiVersion).toBe('monitoring.coreos.com/v1');
       const alerts = rule.spec.groups.flatMap((g: any) => g.rules.map((r: any) => r.alert));
-      expect(alerts).toEqual(expect.arrayContaining(['PhonebridgeNoReadyReplicas', 'PhonebridgeMcpErrorRatioHigh', 'PhonebridgeMcpLatencyP99High', 'PhonebridgeDeviceAuthRejections']));
-      const off = one(await render({ ...withRules, prometheusRule: { enabled: true, alerts: { devicesDropped: { enabled: false } } } }), 'PrometheusRule');
+      expect(alerts).toEqual(
+        expect.arrayContaining([
+          'PhonebridgeNoReadyReplicas',
+          'PhonebridgeMcpErrorRatioHigh',
+          'PhonebridgeMcpLatencyP99High',
+          'PhonebridgeDeviceAuthRejections',
+        ]),
+      );
+      const off = one(
+        await render({
+          ...withRules,
+          prometheusRule: { enabled: true, alerts: { devicesDropped: { enabled: false } } },
+        }),
+        'PrometheusRule',
+      );
       expect(JSON.stringify(off)).not.toContain('PhonebridgeDevicesDropped');
     });
 
@@ -390,7 +493,10 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
           if (!name.startsWith('phonebridge_')) continue;
           expect(exported, `metric ${name} in the PrometheusRule`).toContain(name);
           const allowed = new Set([...labelNamesOf(name), 'job', 'namespace', 'pod', 'instance']);
-          for (const matcher of matchers.split(',').map((s) => s.trim()).filter(Boolean)) {
+          for (const matcher of matchers
+            .split(',')
+            .map((s) => s.trim())
+            .filter(Boolean)) {
             const label = matcher.split(/=~|!~|!=|=/)[0]!.trim();
             expect(allowed, `label ${label} of ${name}`).toContain(label);
           }
@@ -401,9 +507,13 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
       expect(relay.length).toBeGreaterThanOrEqual(4);
       for (const name of relay) expect(exported, `metric ${name} in the PrometheusRule`).toContain(name);
       // Series from outside the relay: Prometheus' own `up` and kube-state-metrics.
-      expect([...used].filter((n) => !n.startsWith('phonebridge_')).sort()).toEqual(['kube_deployment_status_replicas_available', 'up']);
+      expect([...used].filter((n) => !n.startsWith('phonebridge_')).sort()).toEqual([
+        'kube_deployment_status_replicas_available',
+        'up',
+      ]);
       // The selectors match what the ServiceMonitor scrapes.
-      for (const expr of exprs.filter((e) => e.includes('phonebridge_'))) expect(expr).toContain('job="pb-phonebridge-admin", namespace="relay"');
+      for (const expr of exprs.filter((e) => e.includes('phonebridge_')))
+        expect(expr).toContain('job="pb-phonebridge-admin", namespace="relay"');
     });
 
     // promtool ships in Debian's `prometheus` package; the test installs nothing, so without
@@ -417,52 +527,75 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
       expect(r.stdout).toMatch(/SUCCESS: \d+ rules found/);
     });
 
-    it.skipIf(!PROMTOOL)('fires the error-ratio, latency and auth alerts on synthetic relay series (promtool test rules)', async () => {
-      const rule = one(await render(withRules), 'PrometheusRule');
-      const rulesFile = join(tmp, 'rules-for-test.yaml');
-      writeFileSync(rulesFile, stringifyYaml(rule.spec));
-      const sel = 'job="pb-phonebridge-admin", namespace="relay"';
-      // promtool compares annotations too: the summary with its rendered $value, the description as rendered.
-      const rules: any[] = rule.spec.groups.flatMap((g: any) => g.rules);
-      const fires = (alertname: string, labels: Record<string, string>, summary: string) => {
-        const description = String(rules.find((r) => r.alert === alertname).annotations.description).replaceAll('{{ $labels.method }}', labels.method ?? '');
-        return { eval_time: '30m', alertname, exp_alerts: [{ exp_labels: { severity: 'warning', ...labels }, exp_annotations: { summary, description } }] };
-      };
-      const bucket = (le: string, series: string) => ({ series: `phonebridge_mcp_request_duration_seconds_bucket{${sel}, pod="a", method="tools/list", le="${le}"}`, values: series });
-      const tests = {
-        rule_files: [rulesFile],
-        evaluation_interval: '1m',
-        tests: [
-          {
-            interval: '1m',
-            input_series: [
-              // 60 ok and 10 error requests a minute: 14 % errors, over the 5 % threshold.
-              { series: `phonebridge_mcp_requests_total{${sel}, pod="a", method="tools/call", outcome="ok"}`, values: '0+60x40' },
-              { series: `phonebridge_mcp_requests_total{${sel}, pod="a", method="tools/call", outcome="error"}`, values: '0+10x40' },
-              // 60 rejected phone authentications a minute = 1/s, over 0.5/s.
-              { series: `phonebridge_device_auth_total{${sel}, pod="a", outcome="rejected"}`, values: '0+60x40' },
-              { series: `phonebridge_device_auth_total{${sel}, pod="a", outcome="ok"}`, values: '0+5x40' },
-              // tools/list answered in 2.5–5 s: p99 above 2 s.
-              bucket('2.5', '0+0x40'),
-              bucket('5', '0+100x40'),
-              bucket('+Inf', '0+100x40'),
-              { series: `up{${sel}, pod="a"}`, values: '1x40' },
-            ],
-            alert_rule_test: [
-              fires('PhonebridgeMcpErrorRatioHigh', {}, '14.29% of MCP requests end in a relay error'),
-              fires('PhonebridgeDeviceAuthRejections', {}, 'Phone socket authentications are being rejected (1/s)'),
-              fires('PhonebridgeMcpLatencyP99High', { method: 'tools/list' }, 'p99 latency of MCP tools/list is 4.975s'),
-              { eval_time: '30m', alertname: 'PhonebridgeTargetsDown', exp_alerts: [] },
-              { eval_time: '30m', alertname: 'PhonebridgePairingFailures', exp_alerts: [] },
-            ],
-          },
-        ],
-      };
-      const testFile = join(tmp, 'rules-test.yaml');
-      writeFileSync(testFile, stringifyYaml(tests));
-      const r = await run(PROMTOOL!, ['test', 'rules', testFile]);
-      expect(r.code, r.stdout + r.stderr).toBe(0);
-    });
+    it.skipIf(!PROMTOOL)(
+      'fires the error-ratio, latency and auth alerts on synthetic relay series (promtool test rules)',
+      async () => {
+        const rule = one(await render(withRules), 'PrometheusRule');
+        const rulesFile = join(tmp, 'rules-for-test.yaml');
+        writeFileSync(rulesFile, stringifyYaml(rule.spec));
+        const sel = 'job="pb-phonebridge-admin", namespace="relay"';
+        // promtool compares annotations too: the summary with its rendered $value, the description as rendered.
+        const rules: any[] = rule.spec.groups.flatMap((g: any) => g.rules);
+        const fires = (alertname: string, labels: Record<string, string>, summary: string) => {
+          const description = String(rules.find((r) => r.alert === alertname).annotations.description).replaceAll(
+            '{{ $labels.method }}',
+            labels.method ?? '',
+          );
+          return {
+            eval_time: '30m',
+            alertname,
+            exp_alerts: [{ exp_labels: { severity: 'warning', ...labels }, exp_annotations: { summary, description } }],
+          };
+        };
+        const bucket = (le: string, series: string) => ({
+          series: `phonebridge_mcp_request_duration_seconds_bucket{${sel}, pod="a", method="tools/list", le="${le}"}`,
+          values: series,
+        });
+        const tests = {
+          rule_files: [rulesFile],
+          evaluation_interval: '1m',
+          tests: [
+            {
+              interval: '1m',
+              input_series: [
+                // 60 ok and 10 error requests a minute: 14 % errors, over the 5 % threshold.
+                {
+                  series: `phonebridge_mcp_requests_total{${sel}, pod="a", method="tools/call", outcome="ok"}`,
+                  values: '0+60x40',
+                },
+                {
+                  series: `phonebridge_mcp_requests_total{${sel}, pod="a", method="tools/call", outcome="error"}`,
+                  values: '0+10x40',
+                },
+                // 60 rejected phone authentications a minute = 1/s, over 0.5/s.
+                { series: `phonebridge_device_auth_total{${sel}, pod="a", outcome="rejected"}`, values: '0+60x40' },
+                { series: `phonebridge_device_auth_total{${sel}, pod="a", outcome="ok"}`, values: '0+5x40' },
+                // tools/list answered in 2.5–5 s: p99 above 2 s.
+                bucket('2.5', '0+0x40'),
+                bucket('5', '0+100x40'),
+                bucket('+Inf', '0+100x40'),
+                { series: `up{${sel}, pod="a"}`, values: '1x40' },
+              ],
+              alert_rule_test: [
+                fires('PhonebridgeMcpErrorRatioHigh', {}, '14.29% of MCP requests end in a relay error'),
+                fires('PhonebridgeDeviceAuthRejections', {}, 'Phone socket authentications are being rejected (1/s)'),
+                fires(
+                  'PhonebridgeMcpLatencyP99High',
+                  { method: 'tools/list' },
+                  'p99 latency of MCP tools/list is 4.975s',
+                ),
+                { eval_time: '30m', alertname: 'PhonebridgeTargetsDown', exp_alerts: [] },
+                { eval_time: '30m', alertname: 'PhonebridgePairingFailures', exp_alerts: [] },
+              ],
+            },
+          ],
+        };
+        const testFile = join(tmp, 'rules-test.yaml');
+        writeFileSync(testFile, stringifyYaml(tests));
+        const r = await run(PROMTOOL!, ['test', 'rules', testFile]);
+        expect(r.code, r.stdout + r.stderr).toBe(0);
+      },
+    );
   });
 
   it('documents every value in the chart README', () => {
@@ -474,7 +607,8 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
     const walk = (obj: Values, prefix: string) => {
       for (const [k, v] of Object.entries(obj)) {
         const path = prefix ? `${prefix}.${k}` : k;
-        if (v && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length > 0 && !whole.has(path)) walk(v as Values, path);
+        if (v && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length > 0 && !whole.has(path))
+          walk(v as Values, path);
         else paths.push(path);
       }
     };

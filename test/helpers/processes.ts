@@ -19,10 +19,15 @@ export interface Child {
 
 export function startChild(args: string[], env: Record<string, string> = {}): Child {
   // stdin is a pipe that closes with this process: relays started here never outlive the test run.
-  const proc = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, PHONEBRIDGE_LOG_LEVEL: 'warn', PHONEBRIDGE_EXIT_WITH_PARENT: '1', ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
+  const proc = spawn(process.execPath, [BIN, ...args], {
+    env: { ...process.env, PHONEBRIDGE_LOG_LEVEL: 'warn', PHONEBRIDGE_EXIT_WITH_PARENT: '1', ...env },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   const stderr: string[] = [];
   createInterface({ input: proc.stderr! }).on('line', (l) => stderr.push(l));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => proc.once('exit', (code, signal) => r({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) =>
+    proc.once('exit', (code, signal) => r({ code, signal })),
+  );
   const ready = new Promise<Record<string, any>>((resolve, reject) => {
     createInterface({ input: proc.stdout! }).on('line', (line) => {
       if (!line.startsWith('{')) return;
@@ -48,6 +53,8 @@ export function startChild(args: string[], env: Record<string, string> = {}): Ch
 
 /** A one-shot CLI command; resolves with stdout, rejects with stderr on a non-zero exit. */
 export async function cli(args: string[]): Promise<string> {
-  const { stdout } = await run(process.execPath, [BIN, ...args], { env: { ...process.env, PHONEBRIDGE_LOG_LEVEL: 'warn' } });
+  const { stdout } = await run(process.execPath, [BIN, ...args], {
+    env: { ...process.env, PHONEBRIDGE_LOG_LEVEL: 'warn' },
+  });
   return stdout.trim();
 }

@@ -1,9 +1,24 @@
 // A hand-driven phone socket for bad-input tests: every header under the test's control.
 import WebSocket from 'ws';
-import { generateDeviceKey, loadPrivateKey, signDevicePayload, signedPayload, decodeNonce, type DeviceKeyPair } from '../../src/crypto/device-auth.ts';
+import {
+  generateDeviceKey,
+  loadPrivateKey,
+  signDevicePayload,
+  signedPayload,
+  decodeNonce,
+  type DeviceKeyPair,
+} from '../../src/crypto/device-auth.ts';
 
-export async function postJson(url: string, body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; json: any; headers: Headers }> {
-  const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) });
+export async function postJson(
+  url: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; json: any; headers: Headers }> {
+  const r = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
   const text = await r.text();
   let json: any;
   try {
@@ -31,10 +46,23 @@ export async function challenge(relayUrl: string, deviceId: string): Promise<str
   return r.json.nonce;
 }
 
-export function signedHeaders(phone: RawPhone, nonce: string, opts: { ts?: number; host?: string; key?: DeviceKeyPair } = {}): Record<string, string> {
+export function signedHeaders(
+  phone: RawPhone,
+  nonce: string,
+  opts: { ts?: number; host?: string; key?: DeviceKeyPair } = {},
+): Record<string, string> {
   const ts = String(opts.ts ?? Math.floor(Date.now() / 1000));
-  const sig = signDevicePayload(loadPrivateKey((opts.key ?? phone.key).privateKeyPem), signedPayload(decodeNonce(nonce)!, opts.host ?? phone.relayHost, ts));
-  return { 'X-Device-Id': phone.deviceId, 'X-Device-Nonce': nonce, 'X-Device-Ts': ts, 'X-Device-Sig': sig, 'X-Device-App': 'raw-test/1' };
+  const sig = signDevicePayload(
+    loadPrivateKey((opts.key ?? phone.key).privateKeyPem),
+    signedPayload(decodeNonce(nonce)!, opts.host ?? phone.relayHost, ts),
+  );
+  return {
+    'X-Device-Id': phone.deviceId,
+    'X-Device-Nonce': nonce,
+    'X-Device-Ts': ts,
+    'X-Device-Sig': sig,
+    'X-Device-App': 'raw-test/1',
+  };
 }
 
 export interface OpenSocket {
@@ -51,14 +79,17 @@ export function openSocket(relayUrl: string, headers: Record<string, string>): P
     const ws = new WebSocket(`${relayUrl.replace(/^http/, 'ws')}/device/ws`, { headers, maxPayload: 1024 * 1024 });
     const frames: any[] = [];
     const waiters: Array<{ p: (f: any) => boolean; r: (f: any) => void }> = [];
-    const closed = new Promise<{ code: number; reason: string }>((r) => ws.on('close', (code, reason) => r({ code, reason: reason.toString() })));
+    const closed = new Promise<{ code: number; reason: string }>((r) =>
+      ws.on('close', (code, reason) => r({ code, reason: reason.toString() })),
+    );
     ws.on('message', (data) => {
       const f = JSON.parse(data.toString());
       frames.push(f);
-      for (const w of [...waiters]) if (w.p(f)) {
-        waiters.splice(waiters.indexOf(w), 1);
-        w.r(f);
-      }
+      for (const w of [...waiters])
+        if (w.p(f)) {
+          waiters.splice(waiters.indexOf(w), 1);
+          w.r(f);
+        }
     });
     ws.on('open', () =>
       resolve({
@@ -82,6 +113,16 @@ export function openSocket(relayUrl: string, headers: Record<string, string>): P
 /** Answers the relay's initialize like a minimal MCP server would. */
 export async function completeHandshake(s: OpenSocket): Promise<void> {
   const init = await s.nextFrame((f) => f.method === 'initialize');
-  s.ws.send(JSON.stringify({ jsonrpc: '2.0', id: init.id, result: { protocolVersion: init.params.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: 'raw', version: '1' } } }));
+  s.ws.send(
+    JSON.stringify({
+      jsonrpc: '2.0',
+      id: init.id,
+      result: {
+        protocolVersion: init.params.protocolVersion,
+        capabilities: { tools: {} },
+        serverInfo: { name: 'raw', version: '1' },
+      },
+    }),
+  );
   await s.nextFrame((f) => f.method === 'notifications/initialized');
 }

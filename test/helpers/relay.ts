@@ -26,7 +26,10 @@ export interface TestRelay {
   stop(): Promise<void>;
 }
 
-export async function startTestRelay(flags: string[] = [], opts: { dataDir?: string; log?: Logger } = {}): Promise<TestRelay> {
+export async function startTestRelay(
+  flags: string[] = [],
+  opts: { dataDir?: string; log?: Logger } = {},
+): Promise<TestRelay> {
   const dataDir = opts.dataDir ?? tempDir();
   const config = parseRelayConfig(['--port', '0', '--admin-port', '0', '--data-dir', dataDir, ...flags], {});
   const relay = await startRelay(config, opts.log ?? createLogger({ level: process.env.PB_TEST_LOG ?? 'silent' }));
@@ -55,7 +58,11 @@ export interface TestPhone {
 }
 
 /** Pairs a phone with the relay and waits until its socket is up and initialized. */
-export async function startTestPhone(relay: TestRelay, createServer: () => McpServerLike, opts: { stateDir?: string; name?: string } = {}): Promise<TestPhone> {
+export async function startTestPhone(
+  relay: TestRelay,
+  createServer: () => McpServerLike,
+  opts: { stateDir?: string; name?: string } = {},
+): Promise<TestPhone> {
   const stateDir = opts.stateDir ?? tempDir('pb-phone-');
   const qr = await relay.pair(opts.name);
   const identity = await DeviceAgent.pair({ stateDir, qr, name: opts.name ?? 'test-phone', log: silentLogger });
@@ -75,8 +82,13 @@ export async function startTestPhone(relay: TestRelay, createServer: () => McpSe
   };
 }
 
-export async function connectClient(mcpUrl: string, token: string, opts: { protocolVersion?: string; header?: 'x-api-key' | 'bearer' } = {}): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
-  const headers: Record<string, string> = opts.header === 'bearer' ? { Authorization: `Bearer ${token}` } : { 'X-Api-Key': token };
+export async function connectClient(
+  mcpUrl: string,
+  token: string,
+  opts: { protocolVersion?: string; header?: 'x-api-key' | 'bearer' } = {},
+): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
+  const headers: Record<string, string> =
+    opts.header === 'bearer' ? { Authorization: `Bearer ${token}` } : { 'X-Api-Key': token };
   const transport = new StreamableHTTPClientTransport(new URL(mcpUrl), { requestInit: { headers } });
   if (opts.protocolVersion) {
     // The SDK client always asks for its latest revision; to speak an older one, the test
@@ -84,7 +96,8 @@ export async function connectClient(mcpUrl: string, token: string, opts: { proto
     const send = transport.send.bind(transport);
     const wanted = opts.protocolVersion;
     transport.send = (msg, o) => {
-      if ('method' in msg && msg.method === 'initialize' && msg.params) msg = { ...msg, params: { ...msg.params, protocolVersion: wanted } };
+      if ('method' in msg && msg.method === 'initialize' && msg.params)
+        msg = { ...msg, params: { ...msg.params, protocolVersion: wanted } };
       return send(msg, o);
     };
   }
@@ -93,7 +106,11 @@ export async function connectClient(mcpUrl: string, token: string, opts: { proto
   return { client, transport };
 }
 
-export async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs = 10_000, what = 'condition'): Promise<void> {
+export async function waitFor(
+  check: () => boolean | Promise<boolean>,
+  timeoutMs = 10_000,
+  what = 'condition',
+): Promise<void> {
   const until = Date.now() + timeoutMs;
   while (Date.now() < until) {
     if (await check()) return;

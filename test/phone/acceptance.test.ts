@@ -13,9 +13,21 @@ import { connectClient, startTestRelay, waitFor, type TestRelay } from '../helpe
 import { caller, ok, phoneServerFactory, removeScratch, scratchDir, SimPhone, sleep, toolError } from './helpers.ts';
 
 const ALL_TOOLS = [
-  'list_devices', 'observe_screen', 'get_outcome', 'wait_for_events',
-  'tap', 'swipe', 'hold', 'type_text', 'press_key', 'open_app',
-  'take_device', 'release_device', 'start_run', 'get_run', 'stop_run',
+  'list_devices',
+  'observe_screen',
+  'get_outcome',
+  'wait_for_events',
+  'tap',
+  'swipe',
+  'hold',
+  'type_text',
+  'press_key',
+  'open_app',
+  'take_device',
+  'release_device',
+  'start_run',
+  'get_run',
+  'stop_run',
 ];
 const READ_TOOLS = ['get_outcome', 'list_devices', 'observe_screen', 'wait_for_events'];
 
@@ -44,8 +56,17 @@ afterEach(async () => {
 async function startPhone(server: { leaseTtlMs?: number; runStepDelayMs?: number } = {}): Promise<Phone> {
   const stateDir = join(scratchDir('pb-phone-'), 'state');
   const sim = new SimPhone({ seed: 11 });
-  const { device_id: deviceId } = await DeviceAgent.pair({ stateDir, qr: await relay.pair(), name: 'sim', log: silentLogger });
-  const agent = new DeviceAgent({ stateDir, createServer: phoneServerFactory(stateDir, sim, { runStepDelayMs: 100, ...server }), log: silentLogger });
+  const { device_id: deviceId } = await DeviceAgent.pair({
+    stateDir,
+    qr: await relay.pair(),
+    name: 'sim',
+    log: silentLogger,
+  });
+  const agent = new DeviceAgent({
+    stateDir,
+    createServer: phoneServerFactory(stateDir, sim, { runStepDelayMs: 100, ...server }),
+    log: silentLogger,
+  });
   agent.start();
   cleanups.push(() => agent.stop());
   await waitFor(() => !!relay.relay.node.ctx.hub.device(deviceId)?.initResult, 10_000, 'phone online');
@@ -74,14 +95,23 @@ describe('tools/list through the relay', () => {
     expect(tools.map((t) => t.name).sort()).toEqual([...ALL_TOOLS].sort());
     for (const t of tools) {
       expect(SCOPES, t.name).toContain(t._meta?.['phonebridge/scope']);
-      expect(Object.keys(t.annotations ?? {}).sort(), t.name).toEqual(['destructiveHint', 'idempotentHint', 'openWorldHint', 'readOnlyHint']);
+      expect(Object.keys(t.annotations ?? {}).sort(), t.name).toEqual([
+        'destructiveHint',
+        'idempotentHint',
+        'openWorldHint',
+        'readOnlyHint',
+      ]);
       for (const hint of Object.values(t.annotations ?? {})) expect(typeof hint, t.name).toBe('boolean');
       expect(t.annotations?.openWorldHint).toBe(false);
       expect(t.inputSchema, t.name).toMatchObject({ type: 'object', additionalProperties: false });
       expect(t.outputSchema, t.name).toMatchObject({ type: 'object', properties: expect.any(Object) });
       expect(t.description, t.name).toMatch(new RegExp(`@since ${SURFACE_VERSION.replace(/\./g, '\\.')}$`));
     }
-    const named = (pick: (t: (typeof tools)[number]) => unknown) => tools.filter(pick).map((t) => t.name).sort();
+    const named = (pick: (t: (typeof tools)[number]) => unknown) =>
+      tools
+        .filter(pick)
+        .map((t) => t.name)
+        .sort();
     expect(named((t) => t.annotations?.destructiveHint)).toEqual(['start_run', 'stop_run']);
     expect(named((t) => t._meta?.requiresUserInteraction === true)).toEqual(['start_run', 'stop_run']);
   });
@@ -121,8 +151,14 @@ describe('every tool through the relay', () => {
       expect(result.structuredContent, name).toBeDefined();
       expect(result.content[0], name).toEqual({ type: 'text', text: JSON.stringify(result.structuredContent) });
     }
-    expect(ok(results.list_devices).devices).toEqual([expect.objectContaining({ deviceId: phone.deviceId, screen: { width: 1080, height: 2400 } })]);
-    expect(ok(results.observe_screen)).toMatchObject({ deviceId: phone.deviceId, leaseId, screenshot: { mimeType: 'image/png', width: 270, height: 600 } });
+    expect(ok(results.list_devices).devices).toEqual([
+      expect.objectContaining({ deviceId: phone.deviceId, screen: { width: 1080, height: 2400 } }),
+    ]);
+    expect(ok(results.observe_screen)).toMatchObject({
+      deviceId: phone.deviceId,
+      leaseId,
+      screenshot: { mimeType: 'image/png', width: 270, height: 600 },
+    });
     expect(results.observe_screen.content[1]).toMatchObject({ type: 'image', mimeType: 'image/png' });
     expect(ok(results.type_text)).toMatchObject({ action: 'type_text', elementId: 'notes.body', leaseId });
     expect(ok(results.get_outcome)).toMatchObject({ found: true, tool: 'open_app', result: ok(results.open_app) });
@@ -142,8 +178,14 @@ describe('strict inputs through the relay', () => {
       code: 'invalid_arguments',
       message: expect.stringMatching(/Unrecognized key.*"leaseid"/),
     });
-    expect(toolError(await call('type_text', {}))).toMatchObject({ code: 'invalid_arguments', message: expect.stringContaining('text') });
-    expect(toolError(await call('release_device', {}))).toMatchObject({ code: 'invalid_arguments', message: expect.stringContaining('leaseId') });
+    expect(toolError(await call('type_text', {}))).toMatchObject({
+      code: 'invalid_arguments',
+      message: expect.stringContaining('text'),
+    });
+    expect(toolError(await call('release_device', {}))).toMatchObject({
+      code: 'invalid_arguments',
+      message: expect.stringContaining('leaseId'),
+    });
     expect(phone.sim.snapshot()).toEqual(before);
     expect(ok(await call('list_devices')).devices[0].lease.state).toBe('free'); // no lease was taken either
   });
@@ -159,16 +201,32 @@ describe('leases with two credentials', () => {
     const lease = ok(await a.call('take_device'));
     expect(lease).toMatchObject({ leaseId: expect.any(String), renewed: false, ttlS: 300 });
     const screen = phone.sim.screen;
-    expect(toolError(await b.call('tap', { elementId: 'app.settings' }))).toMatchObject({ code: 'lease_required', retryAfterS: expect.any(Number) });
+    expect(toolError(await b.call('tap', { elementId: 'app.settings' }))).toMatchObject({
+      code: 'lease_required',
+      retryAfterS: expect.any(Number),
+    });
     expect(toolError(await b.call('take_device'))).toMatchObject({ code: 'device_busy' });
     expect(phone.sim.screen).toBe(screen); // B's tap did nothing
-    expect(ok(await b.call('list_devices')).devices[0].lease).toEqual({ state: 'others', leaseId: null, expiresAt: expect.any(Number) });
+    expect(ok(await b.call('list_devices')).devices[0].lease).toEqual({
+      state: 'others',
+      leaseId: null,
+      expiresAt: expect.any(Number),
+    });
 
-    expect(toolError(await a.call('tap', { elementId: 'app.settings', leaseId: 'lease-999' }))).toMatchObject({ code: 'lease_mismatch' });
-    expect(ok(await a.call('tap', { elementId: 'app.settings', leaseId: lease.leaseId }))).toMatchObject({ app: 'com.android.settings', leaseId: lease.leaseId });
+    expect(toolError(await a.call('tap', { elementId: 'app.settings', leaseId: 'lease-999' }))).toMatchObject({
+      code: 'lease_mismatch',
+    });
+    expect(ok(await a.call('tap', { elementId: 'app.settings', leaseId: lease.leaseId }))).toMatchObject({
+      app: 'com.android.settings',
+      leaseId: lease.leaseId,
+    });
     expect(ok(await a.call('release_device', { leaseId: lease.leaseId })).released).toBe(true);
-    expect(toolError(await a.call('release_device', { leaseId: lease.leaseId }))).toMatchObject({ code: 'lease_mismatch' });
-    expect(toolError(await a.call('press_key', { key: 'HOME', leaseId: lease.leaseId }))).toMatchObject({ code: 'lease_mismatch' });
+    expect(toolError(await a.call('release_device', { leaseId: lease.leaseId }))).toMatchObject({
+      code: 'lease_mismatch',
+    });
+    expect(toolError(await a.call('press_key', { key: 'HOME', leaseId: lease.leaseId }))).toMatchObject({
+      code: 'lease_mismatch',
+    });
 
     const second = ok(await b.call('take_device'));
     expect(second.leaseId).not.toBe(lease.leaseId);
@@ -179,7 +237,10 @@ describe('leases with two credentials', () => {
   it('a credential without devices:lease cannot take a free device implicitly: lease_required', async () => {
     const phone = await startPhone();
     const actor = await phone.client(['devices:read', 'devices:act']);
-    expect(toolError(await actor.call('tap', { elementId: 'app.notes' }))).toMatchObject({ code: 'lease_required', message: expect.stringContaining('devices:lease') });
+    expect(toolError(await actor.call('tap', { elementId: 'app.notes' }))).toMatchObject({
+      code: 'lease_required',
+      message: expect.stringContaining('devices:lease'),
+    });
     expect(phone.sim.screen).toBe('home');
   });
 
@@ -193,7 +254,9 @@ describe('leases with two credentials', () => {
     const taken = ok(await b.call('tap', { elementId: 'app.notes' })); // free again: B's act takes it
     expect(taken.leaseId).toEqual(expect.any(String));
     expect(taken.leaseId).not.toBe(lease.leaseId);
-    expect(toolError(await a.call('tap', { elementId: 'notes.body', leaseId: lease.leaseId }))).toMatchObject({ code: 'lease_mismatch' });
+    expect(toolError(await a.call('tap', { elementId: 'notes.body', leaseId: lease.leaseId }))).toMatchObject({
+      code: 'lease_mismatch',
+    });
   });
 });
 
@@ -210,7 +273,11 @@ describe('idempotency keys', () => {
     expect(again.structuredContent).toEqual(first.structuredContent);
     expect(again._meta?.[REPLAYED_META_KEY]).toBe(true);
     expect(first._meta?.[REPLAYED_META_KEY]).toBeUndefined();
-    expect(ok(await a.call('get_outcome', { idempotencyKey: 'k-1' }))).toMatchObject({ found: true, tool: 'type_text', result: first.structuredContent });
+    expect(ok(await a.call('get_outcome', { idempotencyKey: 'k-1' }))).toMatchObject({
+      found: true,
+      tool: 'type_text',
+      result: first.structuredContent,
+    });
     expect(ok(await b.call('get_outcome', { idempotencyKey: 'k-1' }))).toMatchObject({ found: false, result: null });
 
     await a.call('release_device', { leaseId: lease });
@@ -234,7 +301,14 @@ describe('wait_for_events', () => {
     const result = ok(await waiting);
     expect(Date.now() - started).toBeLessThan(5_000);
     expect(result.timedOut).toBe(false);
-    expect(result.events).toEqual([expect.objectContaining({ type: 'notification', app: 'com.android.messaging', title: 'Ada', text: 'See you at 6?' })]);
+    expect(result.events).toEqual([
+      expect.objectContaining({
+        type: 'notification',
+        app: 'com.android.messaging',
+        title: 'Ada',
+        text: 'See you at 6?',
+      }),
+    ]);
   });
 
   it('returns empty at the timeout', async () => {
@@ -270,10 +344,18 @@ describe('runs', () => {
       logs.push(n.params.data as { runId?: string; event?: string });
     });
     const progress: Array<{ progress: number; total?: number; message?: string }> = [];
-    const running = a.call('start_run', { goal: 'tour', steps }, { onprogress: (p) => progress.push(p), timeout: 20_000 });
+    const running = a.call(
+      'start_run',
+      { goal: 'tour', steps },
+      { onprogress: (p) => progress.push(p), timeout: 20_000 },
+    );
 
     await waitFor(() => progress.length >= 3, 10_000, 'progress notifications');
-    expect(progress[0]).toMatchObject({ progress: 0, total: steps.length, message: expect.stringMatching(/^run run-\d+ started: tour/) });
+    expect(progress[0]).toMatchObject({
+      progress: 0,
+      total: steps.length,
+      message: expect.stringMatching(/^run run-\d+ started: tour/),
+    });
     expect(progress.map((p) => p.progress)).toEqual([...progress.map((p) => p.progress)].sort((x, y) => x - y));
     const active = ok(await a.call('get_run', {}));
     expect(active).toMatchObject({ status: 'running', goal: 'tour', stepsTotal: steps.length });
@@ -281,7 +363,10 @@ describe('runs', () => {
 
     // While the run holds the device, the other credential's act tools refuse; observing works.
     const screen = phone.sim.snapshot();
-    expect(toolError(await b.call('tap', { elementId: 'app.notes' }))).toMatchObject({ code: 'device_busy', runId: active.runId });
+    expect(toolError(await b.call('tap', { elementId: 'app.notes' }))).toMatchObject({
+      code: 'device_busy',
+      runId: active.runId,
+    });
     expect(toolError(await b.call('take_device'))).toMatchObject({ code: 'device_busy' });
     expect(ok(await b.call('observe_screen', {})).app).toEqual(expect.any(String));
     expect(phone.sim.snapshot().notifications).toEqual(screen.notifications);
@@ -296,7 +381,10 @@ describe('runs', () => {
     expect(logs.filter((l) => l.runId === active.runId).map((l) => l.event)).toContain('started');
 
     // The device is free again: B acts (and takes the lease).
-    expect(ok(await b.call('press_key', { key: 'HOME' }))).toMatchObject({ screen: 'home', leaseId: expect.any(String) });
+    expect(ok(await b.call('press_key', { key: 'HOME' }))).toMatchObject({
+      screen: 'home',
+      leaseId: expect.any(String),
+    });
   });
 
   it('cancelling the waiting start_run request stops the run on the phone', async () => {
@@ -304,7 +392,11 @@ describe('runs', () => {
     const a = await phone.client();
     const controller = new AbortController();
     const progress: number[] = [];
-    const running = a.call('start_run', { steps }, { signal: controller.signal, onprogress: (p) => progress.push(p.progress) });
+    const running = a.call(
+      'start_run',
+      { steps },
+      { signal: controller.signal, onprogress: (p) => progress.push(p.progress) },
+    );
     await waitFor(() => progress.length >= 2, 10_000, 'run started');
     controller.abort('changed my mind');
     await expect(running).rejects.toThrow();
@@ -320,13 +412,21 @@ describe('screenshots and the frame limit', () => {
     const socket = relay.relay.node.ctx.hub.device(phone.deviceId);
     let drops = 0;
     phone.agent.on('disconnected', () => drops++);
-    for (const app of ['com.android.settings', 'com.android.messaging', 'com.phonebridge.notes', 'com.android.browser', 'com.android.launcher']) {
+    for (const app of [
+      'com.android.settings',
+      'com.android.messaging',
+      'com.phonebridge.notes',
+      'com.android.browser',
+      'com.android.launcher',
+    ]) {
       if (app === 'com.android.launcher') await call('press_key', { key: 'HOME' });
       else await call('open_app', { packageName: app });
       const largest = await call('observe_screen', { screenshot: { width: 1080 } });
       expect(ok(largest).screenshot, app).toMatchObject({ width: 1080, height: 2400 });
       // What the relay forwarded, with an envelope around it, is under the frame limit.
-      expect(Buffer.byteLength(JSON.stringify({ jsonrpc: '2.0', id: 2 ** 31, result: largest })), app).toBeLessThan(FRAME_LIMIT_BYTES);
+      expect(Buffer.byteLength(JSON.stringify({ jsonrpc: '2.0', id: 2 ** 31, result: largest })), app).toBeLessThan(
+        FRAME_LIMIT_BYTES,
+      );
     }
     const refused = toolError(await call('observe_screen', { screenshot: { width: 1081 } }));
     expect(refused).toMatchObject({ code: 'too_large', message: expect.stringContaining('1080') });

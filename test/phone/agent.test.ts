@@ -9,11 +9,26 @@ import { cpSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { generateDeviceKey } from '../../src/crypto/device-auth.ts';
-import { DeviceAgent, runDevice, silentLogger, type DeviceAgentOptions, type StopInfo } from '../../src/device/agent/index.ts';
+import {
+  DeviceAgent,
+  runDevice,
+  silentLogger,
+  type DeviceAgentOptions,
+  type StopInfo,
+} from '../../src/device/agent/index.ts';
 import { KEY_FILE, loadIdentity, saveIdentity } from '../../src/device/agent/state.ts';
 import { PinMismatchError, spkiFingerprint } from '../../src/device/agent/relay-http.ts';
 import { connectClient, startTestRelay, waitFor, type TestRelay } from '../helpers/relay.ts';
-import { FreezableProxy, metricValue, phoneServerFactory, removeScratch, scratchDir, SimPhone, sleep, startRestartableRelay } from './helpers.ts';
+import {
+  FreezableProxy,
+  metricValue,
+  phoneServerFactory,
+  removeScratch,
+  scratchDir,
+  SimPhone,
+  sleep,
+  startRestartableRelay,
+} from './helpers.ts';
 
 let relayHandle: Awaited<ReturnType<typeof startRestartableRelay>>;
 const relay = () => relayHandle.relay;
@@ -33,7 +48,10 @@ afterEach(async () => {
 });
 
 /** A freshly paired state dir. */
-async function pairedPhone(name = 'agent-test', r: TestRelay = relay()): Promise<{ stateDir: string; deviceId: string }> {
+async function pairedPhone(
+  name = 'agent-test',
+  r: TestRelay = relay(),
+): Promise<{ stateDir: string; deviceId: string }> {
   const stateDir = join(scratchDir('pb-agent-'), 'state');
   const identity = await DeviceAgent.pair({ stateDir, qr: await r.pair(name), name, log: silentLogger });
   return { stateDir, deviceId: identity.device_id };
@@ -93,7 +111,14 @@ describe('DeviceAgent against the relay', () => {
     agent.on('reconnecting', (e) => events.push(`reconnecting ${e.cause}`));
     first.close(1011, 'relay error');
     // A new socket on the relay: the old nonce is spent there (single use), so the agent had to sign a new one.
-    await waitFor(() => { const c = relay().relay.node.ctx.hub.device(deviceId); return !!c && c !== first && !!c.initResult; }, 10_000, 'second socket');
+    await waitFor(
+      () => {
+        const c = relay().relay.node.ctx.hub.device(deviceId);
+        return !!c && c !== first && !!c.initResult;
+      },
+      10_000,
+      'second socket',
+    );
     expect(await listDevicesThrough(deviceId)).toBe(deviceId);
     expect(events).toEqual(['disconnected 1011 true', 'reconnecting close 1011 (relay error)']);
     expect(servers).toBe(2);
@@ -130,13 +155,17 @@ describe('DeviceAgent against the relay', () => {
     const { stateDir, deviceId } = await pairedPhone();
     // Another P-256 key in the state dir: the signature no longer verifies against the stored public key.
     writeFileSync(join(stateDir, KEY_FILE), generateDeviceKey().privateKeyPem, { mode: 0o600 });
-    const rejectedBefore = await metricValue(relay().relay.node.adminPort, 'phonebridge_device_auth_total', { outcome: 'rejected' });
+    const rejectedBefore = await metricValue(relay().relay.node.adminPort, 'phonebridge_device_auth_total', {
+      outcome: 'rejected',
+    });
     const agent = startAgent(stateDir);
     const info = await agent.whenStopped();
     expect(info).toMatchObject({ reason: 'unauthorised', code: 4003 });
     expect(info.message).toMatch(/refused this device as unauthorised; close 4003 \(bad signature\)/);
     await sleep(300);
-    expect(await metricValue(relay().relay.node.adminPort, 'phonebridge_device_auth_total', { outcome: 'rejected' })).toBe(rejectedBefore + 1);
+    expect(
+      await metricValue(relay().relay.node.adminPort, 'phonebridge_device_auth_total', { outcome: 'rejected' }),
+    ).toBe(rejectedBefore + 1);
     expect(relay().relay.node.ctx.hub.device(deviceId)).toBeUndefined();
   });
 
@@ -157,7 +186,13 @@ describe('DeviceAgent against the relay', () => {
 
     const controller = new AbortController();
     let newId = '';
-    const run = runDevice({ ...agentOptions(stateDir), pair: JSON.stringify(await relay().pair()), name: 'again', signal: controller.signal, onAgent: (a) => a.once('connected', (e) => (newId = e.deviceId)) });
+    const run = runDevice({
+      ...agentOptions(stateDir),
+      pair: JSON.stringify(await relay().pair()),
+      name: 'again',
+      signal: controller.signal,
+      onAgent: (a) => a.once('connected', (e) => (newId = e.deviceId)),
+    });
     await waitFor(() => newId !== '', 10_000, 're-paired connection');
     expect(newId).not.toBe(deviceId);
     expect(loadIdentity(stateDir)!.device_id).toBe(newId);
@@ -201,7 +236,14 @@ describe('DeviceAgent against the relay', () => {
       expect(event).toMatchObject({ code: 1006, willReconnect: true });
       expect(agent.pinger.intervalMs).toBe(100); // a missed pong starts the interval short again
       proxy.frozen = false;
-      await waitFor(() => { const c = relay().relay.node.ctx.hub.device(deviceId); return !!c && c !== firstConn && !!c.initResult; }, 10_000, 'reconnect through the thawed path');
+      await waitFor(
+        () => {
+          const c = relay().relay.node.ctx.hub.device(deviceId);
+          return !!c && c !== firstConn && !!c.initResult;
+        },
+        10_000,
+        'reconnect through the thawed path',
+      );
       expect(agent.connected).toBe(true);
     } finally {
       await Promise.all(agents.splice(0).map((a) => a.stop()));
@@ -224,7 +266,10 @@ describe('DeviceAgent against the relay', () => {
     const seen: string[] = [];
     const proxy: Server = createServer((req, res) => {
       seen.push(`${req.method} ${req.url}`);
-      if (req.url === '/device/challenge') return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ nonce: 'n'.repeat(43) }));
+      if (req.url === '/device/challenge')
+        return void res
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ nonce: 'n'.repeat(43) }));
       res.writeHead(403, { 'content-type': 'application/json' }).end('{"error":"forbidden"}');
     });
     proxy.on('upgrade', (req, socket) => {
@@ -233,7 +278,10 @@ describe('DeviceAgent against the relay', () => {
     });
     await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', () => r()));
     try {
-      saveIdentity(stateDir, { ...loadIdentity(stateDir)!, relay: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}` });
+      saveIdentity(stateDir, {
+        ...loadIdentity(stateDir)!,
+        relay: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`,
+      });
       const agent = startAgent(stateDir, { maxAuthRejections: 3 });
       const info = await agent.whenStopped();
       expect(info).toMatchObject({ reason: 'unauthorised', code: 403 });
@@ -249,7 +297,10 @@ describe('DeviceAgent against the relay', () => {
   it('comes back promptly after 1012 (relay draining), using the drain jitter and not the backoff', async () => {
     const { stateDir, deviceId } = await pairedPhone();
     // random 0.5: the drain jitter gives 0.5 × 100 = 50 ms; the backoff would give 0.5 × 1 000 = 500 ms.
-    const agent = startAgent(stateDir, { drainJitterMs: 100, backoff: { random: () => 0.5, baseMs: 1_000, dropWindowMs: 1_000, capMs: 1_000 } });
+    const agent = startAgent(stateDir, {
+      drainJitterMs: 100,
+      backoff: { random: () => 0.5, baseMs: 1_000, dropWindowMs: 1_000, capMs: 1_000 },
+    });
     await online(deviceId);
     const delays: number[] = [];
     const causes: string[] = [];
@@ -298,8 +349,27 @@ describe.skipIf(!haveOpenssl)('TLS pinning against a relay serving https', () =>
 
   beforeAll(async () => {
     const dir = scratchDir('pb-tls-');
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1', '-subj', '/CN=relay.test',
-      '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')], { stdio: 'ignore' });
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-days',
+        '1',
+        '-subj',
+        '/CN=relay.test',
+        '-keyout',
+        join(dir, 'key.pem'),
+        '-out',
+        join(dir, 'cert.pem'),
+      ],
+      { stdio: 'ignore' },
+    );
     fp = spkiFingerprint(new X509Certificate(readFileSync(join(dir, 'cert.pem'))).raw);
     tlsRelay = await startTestRelay(['--tls-cert', join(dir, 'cert.pem'), '--tls-key', join(dir, 'key.pem')]);
   });
@@ -314,25 +384,41 @@ describe.skipIf(!haveOpenssl)('TLS pinning against a relay serving https', () =>
 
   it('pairs and connects over wss when the pin matches', async () => {
     const stateDir = join(scratchDir('pb-agent-'), 'state');
-    const identity = await DeviceAgent.pair({ stateDir, qr: { ...(await tlsRelay.pair('pinned')), fp }, name: 'pinned', log: silentLogger });
+    const identity = await DeviceAgent.pair({
+      stateDir,
+      qr: { ...(await tlsRelay.pair('pinned')), fp },
+      name: 'pinned',
+      log: silentLogger,
+    });
     expect(loadIdentity(stateDir)!.fp).toBe(fp);
     startAgent(stateDir);
     // The relay initialized the phone over the TLS socket: MCP flows both ways through the pin.
     await online(identity.device_id, tlsRelay);
-    expect(tlsRelay.relay.node.ctx.hub.device(identity.device_id)!.initResult).toMatchObject({ serverInfo: { name: 'phonebridge-phone' } });
+    expect(tlsRelay.relay.node.ctx.hub.device(identity.device_id)!.initResult).toMatchObject({
+      serverInfo: { name: 'phonebridge-phone' },
+    });
   });
 
   it('refuses a relay whose key does not match, before sending the code', async () => {
     const stateDir = join(scratchDir('pb-agent-'), 'state');
     const qr = await tlsRelay.pair('wrong-pin');
-    await expect(DeviceAgent.pair({ stateDir, qr: { ...qr, fp: 'sha256:' + '00'.repeat(32) }, name: 'x', log: silentLogger })).rejects.toBeInstanceOf(PinMismatchError);
+    await expect(
+      DeviceAgent.pair({ stateDir, qr: { ...qr, fp: 'sha256:' + '00'.repeat(32) }, name: 'x', log: silentLogger }),
+    ).rejects.toBeInstanceOf(PinMismatchError);
     // The code was never sent: it still pairs (it is single use) with the right pin.
-    const identity = await DeviceAgent.pair({ stateDir: join(scratchDir('pb-agent-'), 'state'), qr: { ...qr, fp }, name: 'x', log: silentLogger });
+    const identity = await DeviceAgent.pair({
+      stateDir: join(scratchDir('pb-agent-'), 'state'),
+      qr: { ...qr, fp },
+      name: 'x',
+      log: silentLogger,
+    });
     expect(await tlsRelay.relay.store.store.getDevice(identity.device_id)).toBeTruthy();
   });
 
   it('without a pin, a self-signed relay is not trusted', async () => {
     const stateDir = join(scratchDir('pb-agent-'), 'state');
-    await expect(DeviceAgent.pair({ stateDir, qr: await tlsRelay.pair(), name: 'x', log: silentLogger })).rejects.toThrow(/self[- ]signed certificate/);
+    await expect(
+      DeviceAgent.pair({ stateDir, qr: await tlsRelay.pair(), name: 'x', log: silentLogger }),
+    ).rejects.toThrow(/self[- ]signed certificate/);
   });
 });

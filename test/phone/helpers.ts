@@ -40,7 +40,9 @@ export function freePort(): Promise<number> {
 }
 
 /** A relay on a fixed port and data dir, so the test can stop it and start another in its place. */
-export async function startRestartableRelay(flags: string[] = []): Promise<{ relay: TestRelay; port: number; dataDir: string; restart(): Promise<TestRelay> }> {
+export async function startRestartableRelay(
+  flags: string[] = [],
+): Promise<{ relay: TestRelay; port: number; dataDir: string; restart(): Promise<TestRelay> }> {
   const port = await freePort();
   const dataDir = tempDir('pb-relay-');
   const handle = {
@@ -57,7 +59,11 @@ export async function startRestartableRelay(flags: string[] = []): Promise<{ rel
 }
 
 /** createServer for an agent: the real tool surface over one SimPhone, device id read after pairing. */
-export function phoneServerFactory(stateDir: string, phone: SimPhone, opts: Omit<PhoneServerOptions, 'phone' | 'deviceId'> = {}) {
+export function phoneServerFactory(
+  stateDir: string,
+  phone: SimPhone,
+  opts: Omit<PhoneServerOptions, 'phone' | 'deviceId'> = {},
+) {
   return () => createPhoneServer({ ...opts, phone, deviceId: loadIdentity(stateDir)?.device_id ?? 'unpaired' });
 }
 
@@ -84,7 +90,11 @@ export function toolError(result: CallToolResult): { code: string; message: stri
 }
 
 /** One labelled counter from the relay's /metrics (0 when absent). */
-export async function metricValue(adminPort: number, name: string, labels: Record<string, string> = {}): Promise<number> {
+export async function metricValue(
+  adminPort: number,
+  name: string,
+  labels: Record<string, string> = {},
+): Promise<number> {
   const text = await (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text();
   const want = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
   let total = 0;
@@ -111,9 +121,10 @@ export class FreezableProxy {
     this.server = createNetServer((client) => {
       const upstream = netConnect(this.target, '127.0.0.1');
       this.connections.add(client);
-      const forward = (from: Socket, to: Socket) => from.on('data', (chunk) => {
-        if (!this.frozen) to.write(chunk);
-      });
+      const forward = (from: Socket, to: Socket) =>
+        from.on('data', (chunk) => {
+          if (!this.frozen) to.write(chunk);
+        });
       forward(client, upstream);
       forward(upstream, client);
       const end = () => {

@@ -36,7 +36,11 @@ describe('pairing with the relay', () => {
     });
     const device = await relay.relay.store.store.getDevice(identity.device_id);
     expect(device?.name).toBe('pixel');
-    expect(device?.publicKey).toBe(createPublicKey(readFileSync(join(dir, KEY_FILE), 'utf8')).export({ type: 'spki', format: 'der' }).toString('base64'));
+    expect(device?.publicKey).toBe(
+      createPublicKey(readFileSync(join(dir, KEY_FILE), 'utf8'))
+        .export({ type: 'spki', format: 'der' })
+        .toString('base64'),
+    );
   });
 
   it('reuses the stored identity and key: pairing happens once', async () => {
@@ -44,7 +48,9 @@ describe('pairing with the relay', () => {
     const first = await pairDevice({ stateDir: dir, qr: await relay.pair(), name: 'a' });
     const key = readFileSync(join(dir, KEY_FILE), 'utf8');
     const unused = await relay.pair();
-    await expect(pairDevice({ stateDir: dir, qr: unused, name: 'a' })).rejects.toMatchObject({ code: 'already_paired' });
+    await expect(pairDevice({ stateDir: dir, qr: unused, name: 'a' })).rejects.toMatchObject({
+      code: 'already_paired',
+    });
     expect(loadIdentity(dir)).toEqual(first);
     expect(loadOrCreateKey(dir).privateKeyPem).toBe(key);
     // The refused attempt never reached the relay: the code is still good for another phone.
@@ -68,6 +74,8 @@ describe('pairing with the relay', () => {
   it('a used code is refused like a wrong one', async () => {
     const qr = await relay.pair();
     await pairDevice({ stateDir: join(scratchDir('pb-state-'), 's'), qr, name: 'first' });
-    await expect(pairDevice({ stateDir: join(scratchDir('pb-state-'), 's'), qr, name: 'second' })).rejects.toMatchObject({ code: 'bad_code', status: 403 });
+    await expect(
+      pairDevice({ stateDir: join(scratchDir('pb-state-'), 's'), qr, name: 'second' }),
+    ).rejects.toMatchObject({ code: 'bad_code', status: 403 });
   });
 });

@@ -54,11 +54,21 @@ describe('relay killed and restarted on the same port and data dir', () => {
     const stateDir = join(scratchDir('pb-phone-'), 'state');
     const [qr] = await relay.pair(1);
     const { device_id: deviceId } = await DeviceAgent.pair({ stateDir, qr, name: 'the-phone', log: silentLogger });
-    const agent = new DeviceAgent({ stateDir, createServer: phoneServerFactory(stateDir, new SimPhone({ seed: 5 })), log: silentLogger, backoff: PHONE_BACKOFF, requestTimeoutMs: 5_000 });
+    const agent = new DeviceAgent({
+      stateDir,
+      createServer: phoneServerFactory(stateDir, new SimPhone({ seed: 5 })),
+      log: silentLogger,
+      backoff: PHONE_BACKOFF,
+      requestTimeoutMs: 5_000,
+    });
     agent.start();
     cleanups.push(() => agent.stop());
     const [key] = await relay.keys([deviceId]);
-    await waitFor(async () => (await relay.connections()).some((c) => c.deviceId === deviceId && c.initialized), 10_000, 'phone online');
+    await waitFor(
+      async () => (await relay.connections()).some((c) => c.deviceId === deviceId && c.initialized),
+      10_000,
+      'phone online',
+    );
 
     // --- the fleet: jittered phones, and a control group with the jitter switched off
     const firstAttempt = new Map<number, number>();
@@ -95,7 +105,11 @@ describe('relay killed and restarted on the same port and data dir', () => {
       },
     });
     cleanups.push(() => control.stop());
-    await waitFor(async () => (await relay.connections()).filter((c) => c.initialized).length === N + CONTROL + 1, 30_000, 'everyone online');
+    await waitFor(
+      async () => (await relay.connections()).filter((c) => c.initialized).length === N + CONTROL + 1,
+      30_000,
+      'everyone online',
+    );
 
     const sdk = await connectClient(relay.mcpUrl, key.token);
     cleanups.push(() => sdk.client.close());
@@ -111,7 +125,11 @@ describe('relay killed and restarted on the same port and data dir', () => {
 
     const phoneBound = upAt + PHONE_BACKOFF.capMs + HANDSHAKE_SLACK_MS;
     const fleetBound = upAt + FLEET_BACKOFF.capMs + HANDSHAKE_SLACK_MS;
-    await waitFor(async () => (await relay.connections()).filter((c) => c.initialized).length === N + CONTROL + 1, fleetBound - Date.now() + 5_000, 'everyone back');
+    await waitFor(
+      async () => (await relay.connections()).filter((c) => c.initialized).length === N + CONTROL + 1,
+      fleetBound - Date.now() + 5_000,
+      'everyone back',
+    );
     const back = new Map((await relay.connections()).map((c) => [c.deviceId, c.connectedAt]));
 
     // The one phone: back within its bound, and usable through the relay again.

@@ -30,20 +30,38 @@ describe('phonebridge serve + CLI + device run', () => {
     expect(qr).toMatchObject({ v: 1, relay: url });
     expect(qr.code).toMatch(/^([A-Z2-7]{4}-){7}[A-Z2-7]{4}$/);
 
-    const phone = startChild(['device', 'run', '--state', dir('pb-cli-phone-'), '--pair', JSON.stringify(qr), '--name', 'cli phone']);
+    const phone = startChild([
+      'device',
+      'run',
+      '--state',
+      dir('pb-cli-phone-'),
+      '--pair',
+      JSON.stringify(qr),
+      '--name',
+      'cli phone',
+    ]);
     children.push(phone);
     let devices: any[] = [];
-    await waitFor(async () => {
-      devices = JSON.parse(await cli(['devices', 'list', '--json', '--data-dir', data]));
-      return devices.length === 1 && devices[0].last_seen_at !== null;
-    }, 30_000, 'phone connected');
+    await waitFor(
+      async () => {
+        devices = JSON.parse(await cli(['devices', 'list', '--json', '--data-dir', data]));
+        return devices.length === 1 && devices[0].last_seen_at !== null;
+      },
+      30_000,
+      'phone connected',
+    );
     expect(devices[0].name).toBe('cli phone');
     const deviceId = devices[0].id;
 
     const key = JSON.parse(await cli(['keys', 'create', '--device', deviceId, '--json', '--data-dir', data]));
-    expect(key).toMatchObject({ device_id: deviceId, scopes: ['devices:read', 'devices:act', 'devices:lease', 'runs:start'] });
+    expect(key).toMatchObject({
+      device_id: deviceId,
+      scopes: ['devices:read', 'devices:act', 'devices:lease', 'runs:start'],
+    });
     expect(key.token).toMatch(/^pb_/);
-    const readOnly = JSON.parse(await cli(['keys', 'create', '--device', deviceId, '--scopes', 'devices:read', '--json', '--data-dir', data]));
+    const readOnly = JSON.parse(
+      await cli(['keys', 'create', '--device', deviceId, '--scopes', 'devices:read', '--json', '--data-dir', data]),
+    );
     expect(readOnly.scopes).toEqual(['devices:read']);
     const listed = JSON.parse(await cli(['keys', 'list', '--json', '--data-dir', data]));
     expect(listed.map((k: any) => k.id).sort()).toEqual([key.id, readOnly.id].sort());
@@ -55,7 +73,18 @@ describe('phonebridge serve + CLI + device run', () => {
 
     // Revocation from the CLI takes effect on the running server.
     await cli(['keys', 'revoke', readOnly.id, '--data-dir', data]);
-    await waitFor(async () => (await fetch(`${url}/mcp`, { method: 'POST', headers: { 'x-api-key': readOnly.token, 'content-type': 'application/json' }, body: '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}' })).status === 401, 5000, 'revoked key refused');
+    await waitFor(
+      async () =>
+        (
+          await fetch(`${url}/mcp`, {
+            method: 'POST',
+            headers: { 'x-api-key': readOnly.token, 'content-type': 'application/json' },
+            body: '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}',
+          })
+        ).status === 401,
+      5000,
+      'revoked key refused',
+    );
 
     // Removal from the CLI closes the phone's socket with 4004 within a second; the phone stops.
     const t0 = Date.now();
@@ -65,7 +94,9 @@ describe('phonebridge serve + CLI + device run', () => {
     const stoppedAfter = Date.now() - t0;
     expect(exit.code).toBe(3);
     expect(phone.stderr.join('\n')).toMatch(/removed/);
-    console.log(`device removal: CLI returned after ${removedAfter} ms, phone stopped ${stoppedAfter - removedAfter} ms later`);
+    console.log(
+      `device removal: CLI returned after ${removedAfter} ms, phone stopped ${stoppedAfter - removedAfter} ms later`,
+    );
     expect(stoppedAfter - removedAfter).toBeLessThan(5000);
     const err = await client.callTool({ name: 'list_devices', arguments: {} }).catch((e) => e);
     expect(String(err)).toMatch(/unauthorized/);
@@ -76,7 +107,9 @@ describe('phonebridge serve + CLI + device run', () => {
 
   it('refuses an unknown scope with a usage error', async () => {
     const data = dir('pb-cli-');
-    await expect(cli(['keys', 'create', '--device', 'dev_x', '--scopes', 'devices:everything', '--data-dir', data])).rejects.toThrow(/unknown scope/);
+    await expect(
+      cli(['keys', 'create', '--device', 'dev_x', '--scopes', 'devices:everything', '--data-dir', data]),
+    ).rejects.toThrow(/unknown scope/);
   });
 });
 

@@ -1,7 +1,15 @@
 // Pairing and phone-socket authentication: every bad input has its own answer.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestRelay, waitFor, type TestRelay } from '../helpers/relay.ts';
-import { challenge, completeHandshake, openSocket, pairRaw, postJson, signedHeaders, type RawPhone } from '../helpers/raw-device.ts';
+import {
+  challenge,
+  completeHandshake,
+  openSocket,
+  pairRaw,
+  postJson,
+  signedHeaders,
+  type RawPhone,
+} from '../helpers/raw-device.ts';
 import { generateDeviceKey } from '../../src/crypto/device-auth.ts';
 import { createPairing } from '../../services/cli.ts';
 
@@ -24,14 +32,25 @@ describe('POST /pair', () => {
     expect(r.json.device_id).toMatch(/^dev_/);
     expect(r.json.relay_host).toBe(new URL(relay.url).host);
     // Used codes are indistinguishable from wrong ones.
-    const again = await postJson(`${relay.url}/pair`, { code: qr.code, public_key: key.publicKeySpkiBase64, name: 'again' }, { 'x-forwarded-for': '10.9.9.1' });
+    const again = await postJson(
+      `${relay.url}/pair`,
+      { code: qr.code, public_key: key.publicKeySpkiBase64, name: 'again' },
+      { 'x-forwarded-for': '10.9.9.1' },
+    );
     expect(again.status).toBe(403);
     expect(again.json.error).toBe('bad_code');
   });
 
   it('refuses an expired code with the same bad_code', async () => {
-    const qr = await createPairing(relay.relay.store.store, { relay: relay.url, now: new Date(Date.now() - 11 * 60_000) });
-    const r = await postJson(`${relay.url}/pair`, { code: qr.code, public_key: generateDeviceKey().publicKeySpkiBase64, name: 'late' });
+    const qr = await createPairing(relay.relay.store.store, {
+      relay: relay.url,
+      now: new Date(Date.now() - 11 * 60_000),
+    });
+    const r = await postJson(`${relay.url}/pair`, {
+      code: qr.code,
+      public_key: generateDeviceKey().publicKeySpkiBase64,
+      name: 'late',
+    });
     expect(r.status).toBe(403);
     expect(r.json.error).toBe('bad_code');
   });
@@ -42,7 +61,11 @@ describe('POST /pair', () => {
     expect(r.status).toBe(400);
     expect(r.json.error).toBe('bad_public_key');
     // The code was not consumed by a malformed request.
-    const ok = await postJson(`${relay.url}/pair`, { code: qr.code, public_key: generateDeviceKey().publicKeySpkiBase64, name: 'x' });
+    const ok = await postJson(`${relay.url}/pair`, {
+      code: qr.code,
+      public_key: generateDeviceKey().publicKeySpkiBase64,
+      name: 'x',
+    });
     expect(ok.status).toBe(200);
   });
 
@@ -59,7 +82,11 @@ describe('POST /pair', () => {
     try {
       const key = generateDeviceKey().publicKeySpkiBase64;
       for (let i = 0; i < 5; i++) {
-        const r = await postJson(`${r2.url}/pair`, { code: 'AAAA-AAAA-AAAA-AAAA-AAAA-AAAA-AAAA-AAAA', public_key: key, name: 'x' }, { 'x-forwarded-for': `10.0.0.${i}` });
+        const r = await postJson(
+          `${r2.url}/pair`,
+          { code: 'AAAA-AAAA-AAAA-AAAA-AAAA-AAAA-AAAA-AAAA', public_key: key, name: 'x' },
+          { 'x-forwarded-for': `10.0.0.${i}` },
+        );
         expect(r.status).toBe(403);
       }
       const good = await r2.pair();
@@ -91,19 +118,28 @@ describe('phone socket authentication', () => {
 
   it('closes with 4003 on a bad signature', async () => {
     const other = generateDeviceKey();
-    const s = await openSocket(relay.url, signedHeaders(phone, await challenge(relay.url, phone.deviceId), { key: other }));
+    const s = await openSocket(
+      relay.url,
+      signedHeaders(phone, await challenge(relay.url, phone.deviceId), { key: other }),
+    );
     const c = await s.closed;
     expect(c.code).toBe(4003);
     expect(c.reason).toBe('bad signature');
   });
 
   it('closes with 4003 when the signature binds another relay host', async () => {
-    const s = await openSocket(relay.url, signedHeaders(phone, await challenge(relay.url, phone.deviceId), { host: 'evil.example:443' }));
+    const s = await openSocket(
+      relay.url,
+      signedHeaders(phone, await challenge(relay.url, phone.deviceId), { host: 'evil.example:443' }),
+    );
     expect((await s.closed).code).toBe(4003);
   });
 
   it('closes with 4003 on a clock skew over 60 s', async () => {
-    const s = await openSocket(relay.url, signedHeaders(phone, await challenge(relay.url, phone.deviceId), { ts: Math.floor(Date.now() / 1000) - 61 }));
+    const s = await openSocket(
+      relay.url,
+      signedHeaders(phone, await challenge(relay.url, phone.deviceId), { ts: Math.floor(Date.now() / 1000) - 61 }),
+    );
     const c = await s.closed;
     expect(c.code).toBe(4003);
     expect(c.reason).toMatch(/skew/);

@@ -1,7 +1,14 @@
 // The spine, end to end on one node: a real phone, the official SDK client, each revision.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
-import { connectClient, startTestPhone, startTestRelay, waitFor, type TestPhone, type TestRelay } from '../helpers/relay.ts';
+import {
+  connectClient,
+  startTestPhone,
+  startTestRelay,
+  waitFor,
+  type TestPhone,
+  type TestRelay,
+} from '../helpers/relay.ts';
 import { createEchoServer } from '../fixtures/echo-server.ts';
 
 let relay: TestRelay;
@@ -36,7 +43,11 @@ describe.each(['2025-11-25', '2025-06-18', '2025-03-26'])('revision %s', (revisi
       got.push(String(n.params.data));
     });
     // The SDK opens its GET stream after initialized; wait until the relay holds it.
-    await waitFor(() => relay.relay.node.ctx.hub.allStreams().some((l) => l.sessionId === transport.sessionId), 5000, 'GET stream');
+    await waitFor(
+      () => relay.relay.node.ctx.hub.allStreams().some((l) => l.sessionId === transport.sessionId),
+      5000,
+      'GET stream',
+    );
     await client.callTool({ name: 'notify', arguments: { text: `note ${revision}` } });
     await waitFor(() => got.includes(`note ${revision}`), 5000, 'notification');
     await transport.terminateSession();
@@ -57,7 +68,10 @@ it('never mixes answers between two clients using the same ids (1,000 calls)', a
   const N = 500;
   const calls: Array<Promise<void>> = [];
   for (let i = 0; i < N; i++) {
-    for (const [who, c] of [['A', a.client], ['B', b.client]] as const) {
+    for (const [who, c] of [
+      ['A', a.client],
+      ['B', b.client],
+    ] as const) {
       calls.push(
         c.callTool({ name: 'echo', arguments: { text: `${who}-${i}` } }).then((r) => {
           expect(r.content).toEqual([{ type: 'text', text: `${who}-${i}` }]);

@@ -1,7 +1,14 @@
 // The 25-minute silence rule (scaled down) and cancelling a long wait_for_events on the
 // simulated phone: the phone itself sees the cancellation.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestPhone, startTestRelay, connectClient, waitFor, type TestPhone, type TestRelay } from '../helpers/relay.ts';
+import {
+  startTestPhone,
+  startTestRelay,
+  connectClient,
+  waitFor,
+  type TestPhone,
+  type TestRelay,
+} from '../helpers/relay.ts';
 import { challenge, completeHandshake, openSocket, pairRaw, signedHeaders } from '../helpers/raw-device.ts';
 import { SimPhone } from '../../src/device/sim/model.ts';
 import { createPhoneServer } from '../../src/device/tools/index.ts';
@@ -54,7 +61,12 @@ describe('cancellation', () => {
     await client.listTools();
     const before = sim.listenerCount;
     const ac = new AbortController();
-    const call = client.callTool({ name: 'wait_for_events', arguments: { timeout_s: 120 } }, undefined, { signal: ac.signal, timeout: 200_000 }).catch((e) => e);
+    const call = client
+      .callTool({ name: 'wait_for_events', arguments: { timeout_s: 120 } }, undefined, {
+        signal: ac.signal,
+        timeout: 200_000,
+      })
+      .catch((e) => e);
     await waitFor(() => sim.listenerCount === before + 1, 5000, 'the phone is waiting');
     ac.abort('user gave up');
     await call;

@@ -12,7 +12,9 @@ let relay: TestRelay;
 let phone: TestPhone;
 
 beforeAll(async () => {
-  relay = await startTestRelay([], { log: createLogger({ level: 'debug', destination: { write: (l) => void lines.push(l) } }) });
+  relay = await startTestRelay([], {
+    log: createLogger({ level: 'debug', destination: { write: (l) => void lines.push(l) } }),
+  });
   phone = await startTestPhone(relay, () => createEchoServer());
 });
 afterAll(async () => {
@@ -28,9 +30,21 @@ it('logs what happened (methods, sizes) but no token, pairing code or message co
   const wrongCode = 'ZZZZ-ZZZZ-ZZZZ-ZZZZ-ZZZZ-ZZZZ-ZZZZ-ZZZZ';
 
   // Bad input: a wrong pairing code, a wrong key.
-  const pair = await fetch(`${relay.url}/pair`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ code: wrongCode, public_key: 'AAAA', name: 'x' }) });
+  const pair = await fetch(`${relay.url}/pair`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ code: wrongCode, public_key: 'AAAA', name: 'x' }),
+  });
   expect(pair.status).toBeGreaterThanOrEqual(400);
-  const bad = await fetch(relay.mcpUrl, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'x-api-key': wrongKey }, body: '{}' });
+  const bad = await fetch(relay.mcpUrl, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'x-api-key': wrongKey,
+    },
+    body: '{}',
+  });
   expect(bad.status).toBe(401);
 
   // The busy path: calls whose arguments and answers carry the markers, and a notification.
@@ -47,7 +61,16 @@ it('logs what happened (methods, sizes) but no token, pairing code or message co
   expect(requests.some((l) => l.method === 'tools/call' && l.bytesIn > 0 && l.bytesOut > 0)).toBe(true);
   expect(all).toContain('device connected');
   // …and none of the secrets or the content.
-  for (const secret of [token, token.slice(3), phone.qr.code, phone.qr.code.replace(/-/g, ''), wrongKey, wrongCode, content, note]) {
+  for (const secret of [
+    token,
+    token.slice(3),
+    phone.qr.code,
+    phone.qr.code.replace(/-/g, ''),
+    wrongKey,
+    wrongCode,
+    content,
+    note,
+  ]) {
     expect(all.includes(secret), `log lines contain ${secret.slice(0, 12)}…`).toBe(false);
   }
 });

@@ -1,6 +1,13 @@
 // /mcp bad inputs and edge cases, each with its own answer.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectClient, startTestPhone, startTestRelay, waitFor, type TestPhone, type TestRelay } from '../helpers/relay.ts';
+import {
+  connectClient,
+  startTestPhone,
+  startTestRelay,
+  waitFor,
+  type TestPhone,
+  type TestRelay,
+} from '../helpers/relay.ts';
 import { createEchoServer, type EchoServerControl } from '../fixtures/echo-server.ts';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
 
@@ -19,7 +26,10 @@ afterAll(async () => {
   await relay?.stop();
 });
 
-async function rpc(body: unknown, headers: Record<string, string> = {}): Promise<{ status: number; json: any; headers: Headers }> {
+async function rpc(
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; json: any; headers: Headers }> {
   const r = await fetch(relay.mcpUrl, {
     method: 'POST',
     headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
@@ -34,7 +44,15 @@ async function rpc(body: unknown, headers: Record<string, string> = {}): Promise
 }
 
 async function openSession(revision = '2025-11-25', t = token): Promise<string> {
-  const r = await rpc({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: revision, capabilities: {}, clientInfo: { name: 'raw', version: '1' } } }, { 'x-api-key': t });
+  const r = await rpc(
+    {
+      jsonrpc: '2.0',
+      id: 0,
+      method: 'initialize',
+      params: { protocolVersion: revision, capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+    },
+    { 'x-api-key': t },
+  );
   expect(r.status).toBe(200);
   expect(r.json.result.protocolVersion).toBe(revision);
   return r.headers.get('mcp-session-id')!;
@@ -54,7 +72,10 @@ describe('authentication', () => {
   });
 
   it('lets X-Api-Key win over a bad Bearer', async () => {
-    const r = await rpc({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25' } }, { 'x-api-key': token, authorization: 'Bearer pb_wrong' });
+    const r = await rpc(
+      { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25' } },
+      { 'x-api-key': token, authorization: 'Bearer pb_wrong' },
+    );
     expect(r.status).toBe(200);
   });
 
@@ -67,13 +88,18 @@ describe('authentication', () => {
     expect(r.json.error).toBe('subscription_required');
     await store.setAccountLocked('local', false);
     relay.relay.node.ctx.auth.invalidate({ accountId: 'local' });
-    expect((await rpc({ jsonrpc: '2.0', id: 1, method: 'initialize', params: {} }, { 'x-api-key': token })).status).toBe(200);
+    expect(
+      (await rpc({ jsonrpc: '2.0', id: 1, method: 'initialize', params: {} }, { 'x-api-key': token })).status,
+    ).toBe(200);
   });
 });
 
 describe('sessions', () => {
   it('answers an unknown session with 404', async () => {
-    const r = await rpc({ jsonrpc: '2.0', id: 1, method: 'tools/list' }, { 'x-api-key': token, 'mcp-session-id': 'nope' });
+    const r = await rpc(
+      { jsonrpc: '2.0', id: 1, method: 'tools/list' },
+      { 'x-api-key': token, 'mcp-session-id': 'nope' },
+    );
     expect(r.status).toBe(404);
   });
 
@@ -102,10 +128,23 @@ describe('sessions', () => {
     try {
       const qrPhone = await startTestPhone(r2, () => createEchoServer());
       const t = (await r2.key(qrPhone.deviceId)).token;
-      const init = await fetch(r2.mcpUrl, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': t }, body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25' } }) });
+      const init = await fetch(r2.mcpUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': t },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 0,
+          method: 'initialize',
+          params: { protocolVersion: '2025-11-25' },
+        }),
+      });
       const sid = init.headers.get('mcp-session-id')!;
       await new Promise((r) => setTimeout(r, 500));
-      const late = await fetch(r2.mcpUrl, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': t, 'mcp-session-id': sid }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }) });
+      const late = await fetch(r2.mcpUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': t, 'mcp-session-id': sid },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+      });
       expect(late.status).toBe(404);
       await qrPhone.stop();
     } finally {
@@ -115,7 +154,10 @@ describe('sessions', () => {
 
   it('swallows notifications/initialized with 202', async () => {
     const sid = await openSession();
-    const r = await rpc({ jsonrpc: '2.0', method: 'notifications/initialized' }, { 'x-api-key': token, 'mcp-session-id': sid });
+    const r = await rpc(
+      { jsonrpc: '2.0', method: 'notifications/initialized' },
+      { 'x-api-key': token, 'mcp-session-id': sid },
+    );
     expect(r.status).toBe(202);
   });
 });
@@ -130,7 +172,15 @@ describe('bad bodies', () => {
 
   it('answers a body over 256 KiB with 413 too_large', async () => {
     const sid = await openSession();
-    const r = await rpc({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo', arguments: { text: 'x'.repeat(300 * 1024) } } }, { 'x-api-key': token, 'mcp-session-id': sid });
+    const r = await rpc(
+      {
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/call',
+        params: { name: 'echo', arguments: { text: 'x'.repeat(300 * 1024) } },
+      },
+      { 'x-api-key': token, 'mcp-session-id': sid },
+    );
     expect(r.status).toBe(413);
     expect(r.json.error.data.code).toBe('too_large');
   });
@@ -149,7 +199,10 @@ describe('bad bodies', () => {
     const ok = await rpc(batch, { 'x-api-key': token, 'mcp-session-id': old });
     expect(ok.status).toBe(200);
     expect(ok.json).toHaveLength(2);
-    expect(ok.json.map((m: any) => [m.id, m.result.content[0].text])).toEqual([['a', 'one'], ['b', 'two']]);
+    expect(ok.json.map((m: any) => [m.id, m.result.content[0].text])).toEqual([
+      ['a', 'one'],
+      ['b', 'two'],
+    ]);
   });
 });
 
@@ -157,7 +210,16 @@ describe('forwarding', () => {
   it('sets the caller context and drops a spoofed one', async () => {
     const sid = await openSession();
     const r = await rpc(
-      { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo', arguments: { text: 'who' }, _meta: { 'phonebridge/caller': { credential: 'admin', scopes: ['everything'] }, other: 1 } } },
+      {
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/call',
+        params: {
+          name: 'echo',
+          arguments: { text: 'who' },
+          _meta: { 'phonebridge/caller': { credential: 'admin', scopes: ['everything'] }, other: 1 },
+        },
+      },
       { 'x-api-key': token, 'mcp-session-id': sid },
     );
     expect(r.json.result.content[0].text).toBe('who');
@@ -221,8 +283,12 @@ describe('a phone with too many requests in flight', () => {
       expect((err as McpError).data).toEqual({ code: 'device_busy' });
       expect(Date.now() - t0).toBeLessThan(1000); // refused at once, not queued
       expect(ctl.calls.length).toBe(calls); // the phone was not asked
-      expect((await Promise.all(slow)).map((r) => r.content)).toEqual([1, 2, 3].map(() => [{ type: 'text', text: 'slept 1500' }]));
-      expect((await client.callTool({ name: 'echo', arguments: { text: 'room again' } })).content).toEqual([{ type: 'text', text: 'room again' }]);
+      expect((await Promise.all(slow)).map((r) => r.content)).toEqual(
+        [1, 2, 3].map(() => [{ type: 'text', text: 'slept 1500' }]),
+      );
+      expect((await client.callTool({ name: 'echo', arguments: { text: 'room again' } })).content).toEqual([
+        { type: 'text', text: 'room again' },
+      ]);
       await client.close();
       await p.stop();
     } finally {

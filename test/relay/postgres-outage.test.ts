@@ -71,29 +71,49 @@ afterAll(async () => {
 
 it('keeps serving known clients, answers new pairings with 503, and recovers', async () => {
   const { client } = await connectClient(relay.mcpUrl, token);
-  expect((await client.callTool({ name: 'echo', arguments: { text: 'before' } })).content).toEqual([{ type: 'text', text: 'before' }]);
+  expect((await client.callTool({ name: 'echo', arguments: { text: 'before' } })).content).toEqual([
+    { type: 'text', text: 'before' },
+  ]);
   const qr = await relay.pair();
 
   await proxy.cut();
   // Existing traffic: answered from the node's caches (credential, session, phone socket).
-  expect((await client.callTool({ name: 'echo', arguments: { text: 'during' } })).content).toEqual([{ type: 'text', text: 'during' }]);
+  expect((await client.callTool({ name: 'echo', arguments: { text: 'during' } })).content).toEqual([
+    { type: 'text', text: 'during' },
+  ]);
   // A new pairing cannot be stored: a clear 503, quickly, and the code is not burnt.
   const t0 = Date.now();
-  const r = await postJson(`${relay.url}/pair`, { code: qr.code, public_key: generateDeviceKey().publicKeySpkiBase64, name: 'late' });
+  const r = await postJson(`${relay.url}/pair`, {
+    code: qr.code,
+    public_key: generateDeviceKey().publicKeySpkiBase64,
+    name: 'late',
+  });
   expect(r.status).toBe(503);
   expect(r.json.error).toBe('store_unavailable');
   expect(r.headers.get('retry-after')).toBeTruthy();
   expect(Date.now() - t0).toBeLessThan(15_000);
   // An unknown key cannot be checked: 503, not 401 and not a hang.
-  const unknown = await fetch(relay.mcpUrl, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': 'pb_unknown' }, body: '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}' });
+  const unknown = await fetch(relay.mcpUrl, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-api-key': 'pb_unknown' },
+    body: '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}',
+  });
   expect(unknown.status).toBe(503);
 
   await proxy.open(proxy.port);
   // Back: the same code pairs now (it was not consumed during the outage).
-  let ok = await postJson(`${relay.url}/pair`, { code: qr.code, public_key: generateDeviceKey().publicKeySpkiBase64, name: 'late' });
+  let ok = await postJson(`${relay.url}/pair`, {
+    code: qr.code,
+    public_key: generateDeviceKey().publicKeySpkiBase64,
+    name: 'late',
+  });
   for (let i = 0; i < 20 && ok.status !== 200; i++) {
     await new Promise((res) => setTimeout(res, 250));
-    ok = await postJson(`${relay.url}/pair`, { code: qr.code, public_key: generateDeviceKey().publicKeySpkiBase64, name: 'late' });
+    ok = await postJson(`${relay.url}/pair`, {
+      code: qr.code,
+      public_key: generateDeviceKey().publicKeySpkiBase64,
+      name: 'late',
+    });
   }
   expect(ok.status).toBe(200);
   await client.close();

@@ -3,7 +3,16 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { connectClient, firstProgressEventId, sseMessages, startTestPhone, startTestRelay, waitFor, type TestPhone, type TestRelay } from '../helpers/relay.ts';
+import {
+  connectClient,
+  firstProgressEventId,
+  sseMessages,
+  startTestPhone,
+  startTestRelay,
+  waitFor,
+  type TestPhone,
+  type TestRelay,
+} from '../helpers/relay.ts';
 import { createEchoServer, type EchoServerControl } from '../fixtures/echo-server.ts';
 import type { SessionChannel } from '../../src/gateway/session-streams.ts';
 
@@ -24,13 +33,28 @@ afterAll(async () => {
 
 /** A fresh 2025-11-25 session over raw HTTP: the headers each later request carries, its id included. */
 async function rawSession(name: string): Promise<Record<string, string>> {
-  const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'x-api-key': token, 'mcp-protocol-version': '2025-11-25' };
-  const init = await fetch(relay.mcpUrl, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name, version: '1' } } }) });
+  const headers = {
+    'content-type': 'application/json',
+    accept: 'application/json, text/event-stream',
+    'x-api-key': token,
+    'mcp-protocol-version': '2025-11-25',
+  };
+  const init = await fetch(relay.mcpUrl, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 0,
+      method: 'initialize',
+      params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name, version: '1' } },
+    }),
+  });
   await init.text();
   return { ...headers, 'mcp-session-id': init.headers.get('mcp-session-id')! };
 }
 
-const channelOf = (sessionId: string) => relay.relay.node.ctx.hub.allStreams().find((l) => l.sessionId === sessionId) as SessionChannel | undefined;
+const channelOf = (sessionId: string) =>
+  relay.relay.node.ctx.hub.allStreams().find((l) => l.sessionId === sessionId) as SessionChannel | undefined;
 
 it('the SDK client resumes a dropped GET stream and receives the notification sent while it was away', async () => {
   const { client, transport } = await connectClient(relay.mcpUrl, token);
@@ -59,7 +83,15 @@ it('sends each notification on one stream of a session, not all of them', async 
   await waitFor(() => (channelOf(transport.sessionId!)?.connected ?? 0) === 1, 5000, 'SDK GET stream');
   // A second GET stream on the same session, read raw.
   const ac = new AbortController();
-  const second = await fetch(relay.mcpUrl, { headers: { accept: 'text/event-stream', 'x-api-key': token, 'mcp-session-id': transport.sessionId!, 'mcp-protocol-version': '2025-11-25' }, signal: ac.signal });
+  const second = await fetch(relay.mcpUrl, {
+    headers: {
+      accept: 'text/event-stream',
+      'x-api-key': token,
+      'mcp-session-id': transport.sessionId!,
+      'mcp-protocol-version': '2025-11-25',
+    },
+    signal: ac.signal,
+  });
   expect(second.headers.get('content-type')).toBe('text/event-stream');
   await waitFor(() => channelOf(transport.sessionId!)?.connected === 2, 5000, 'second stream');
   let sdkGot = 0;
@@ -91,7 +123,12 @@ it('a POST stream the client dropped mid-call: GET with its Last-Event-ID follow
     method: 'POST',
     signal: ac.signal,
     headers,
-    body: JSON.stringify({ jsonrpc: '2.0', id: 'long', method: 'tools/call', params: { name: 'progress', arguments: { text: 'step', n: 30, delayMs: 50 }, _meta: { progressToken: 'p1' } } }),
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 'long',
+      method: 'tools/call',
+      params: { name: 'progress', arguments: { text: 'step', n: 30, delayMs: 50 }, _meta: { progressToken: 'p1' } },
+    }),
   });
   expect(res.headers.get('content-type')).toBe('text/event-stream');
   // Read until the first progress event with an id, then hang up.
@@ -100,7 +137,9 @@ it('a POST stream the client dropped mid-call: GET with its Last-Event-ID follow
   // Resumed while the call is still running: the GET follows the POST stream to its answer,
   // then ends (the SDK client does exactly this GET when a POST stream with ids drops).
   expect(relay.relay.node.ctx.hub.device(phone.deviceId)!.inFlight).toBe(1);
-  const again = await fetch(relay.mcpUrl, { headers: { ...headers, accept: 'text/event-stream', 'last-event-id': lastId } });
+  const again = await fetch(relay.mcpUrl, {
+    headers: { ...headers, accept: 'text/event-stream', 'last-event-id': lastId },
+  });
   expect(again.status).toBe(200);
   const replay = await again.text(); // the stream ends after the answer
   const messages = sseMessages(replay);
@@ -125,7 +164,12 @@ it('a client that disconnects mid-request: the request runs on (disconnection is
   // 1. Gone mid-call: the phone finishes the call; the relay drops the answer and keeps nothing.
   const ac = new AbortController();
   // (Reading the body too: an answer that turned into an SSE stream after 1 s aborts there.)
-  const first = post({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'sleep', arguments: { ms: 3000 } } }, ac.signal).then((r) => r.text()).catch(() => 'aborted');
+  const first = post(
+    { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'sleep', arguments: { ms: 3000 } } },
+    ac.signal,
+  )
+    .then((r) => r.text())
+    .catch(() => 'aborted');
   await waitFor(() => control.calls.at(-1)?.name === 'sleep' && conn().inFlight === 1, 3000, 'phone started the call');
   ac.abort();
   expect(await first).toBe('aborted');
@@ -137,12 +181,25 @@ it('a client that disconnects mid-request: the request runs on (disconnection is
   // 2. Gone mid-call, then an explicit notifications/cancelled (same id, same session): that cancels.
   const ac2 = new AbortController();
   const calls = control.calls.length;
-  const second = post({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'sleep', arguments: { ms: 20_000 } } }, ac2.signal).then((r) => r.text()).catch(() => 'aborted');
+  const second = post(
+    { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'sleep', arguments: { ms: 20_000 } } },
+    ac2.signal,
+  )
+    .then((r) => r.text())
+    .catch(() => 'aborted');
   await waitFor(() => conn().inFlight === 1, 3000, 'second call in flight');
   await waitFor(() => control.calls.length > calls, 3000, 'phone started the second call');
   ac2.abort();
   expect(await second).toBe('aborted');
-  expect((await post({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 2, reason: 'changed my mind' } })).status).toBe(202);
+  expect(
+    (
+      await post({
+        jsonrpc: '2.0',
+        method: 'notifications/cancelled',
+        params: { requestId: 2, reason: 'changed my mind' },
+      })
+    ).status,
+  ).toBe(202);
   await waitFor(() => control.cancellations === before + 1, 3000, 'phone saw the cancellation');
   await waitFor(() => conn().inFlight === 0, 3000, 'pending cleared');
 });
@@ -150,7 +207,11 @@ it('a client that disconnects mid-request: the request runs on (disconnection is
 it('a slow answer arrives as an SSE stream (priming event, then the answer); a fast one, or a client without SSE, gets JSON', async () => {
   const both = await rawSession('slow');
   const call = (headers: Record<string, string>, id: number, name: string, args: Record<string, unknown>) =>
-    fetch(relay.mcpUrl, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args } }) });
+    fetch(relay.mcpUrl, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args } }),
+    });
 
   const slow = await call(both, 1, 'sleep', { ms: 1600 });
   expect(slow.headers.get('content-type')).toBe('text/event-stream');
@@ -173,12 +234,19 @@ it('the SDK client whose POST stream drops mid-call gets the answer anyway (it r
   let dropped = false;
   const transport = new StreamableHTTPClientTransport(new URL(relay.mcpUrl), {
     requestInit: { headers: { 'X-Api-Key': token } },
-    reconnectionOptions: { initialReconnectionDelay: 100, maxReconnectionDelay: 1000, reconnectionDelayGrowFactor: 1.5, maxRetries: 3 },
+    reconnectionOptions: {
+      initialReconnectionDelay: 100,
+      maxReconnectionDelay: 1000,
+      reconnectionDelayGrowFactor: 1.5,
+      maxRetries: 3,
+    },
     fetch: async (url, init) => {
       const headers = new Headers(init?.headers);
       const res = await fetch(url, init);
       const isCall = init?.method === 'POST' && String(init.body).includes('"tools/call"');
-      seen.push(`${init?.method ?? 'GET'}${headers.get('last-event-id') ? ' last-event-id' : ''} ${res.headers.get('content-type')}`);
+      seen.push(
+        `${init?.method ?? 'GET'}${headers.get('last-event-id') ? ' last-event-id' : ''} ${res.headers.get('content-type')}`,
+      );
       if (!isCall || dropped || !res.headers.get('content-type')?.includes('text/event-stream')) return res;
       // A network drop right after the priming event: the body errors, the socket closes.
       dropped = true;
@@ -213,7 +281,9 @@ it('a GET naming a POST stream that never existed (or expired) ends at once inst
   const headers = await rawSession('forger');
   const farFuture = (Date.now() + 10 * 60_000).toString(36);
   const t0 = Date.now();
-  const res = await fetch(relay.mcpUrl, { headers: { ...headers, accept: 'text/event-stream', 'last-event-id': `p.${farFuture}.forged00:5` } });
+  const res = await fetch(relay.mcpUrl, {
+    headers: { ...headers, accept: 'text/event-stream', 'last-event-id': `p.${farFuture}.forged00:5` },
+  });
   expect(res.status).toBe(200);
   expect(sseMessages(await res.text())).toEqual([]);
   expect(Date.now() - t0).toBeLessThan(2000);

@@ -1,7 +1,14 @@
 // Decision 5 (scopes from the cached tools/list) and decision 7 (progress on its own stream).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
-import { connectClient, startTestPhone, startTestRelay, waitFor, type TestPhone, type TestRelay } from '../helpers/relay.ts';
+import {
+  connectClient,
+  startTestPhone,
+  startTestRelay,
+  waitFor,
+  type TestPhone,
+  type TestRelay,
+} from '../helpers/relay.ts';
 import { createEchoServer, type EchoServerControl } from '../fixtures/echo-server.ts';
 
 let relay: TestRelay;
@@ -24,7 +31,13 @@ afterAll(async () => {
 async function post(token: string, sid: string, body: unknown): Promise<Response> {
   return fetch(relay.mcpUrl, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'x-api-key': token, 'mcp-session-id': sid, 'mcp-protocol-version': '2025-11-25' },
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'x-api-key': token,
+      'mcp-session-id': sid,
+      'mcp-protocol-version': '2025-11-25',
+    },
     body: JSON.stringify(body),
   });
 }
@@ -47,12 +60,25 @@ describe('scopes', () => {
   it('refuses tap without devices:act with 403 and the scope challenge; nothing reaches the phone', async () => {
     const { transport, client } = await connectClient(relay.mcpUrl, readToken);
     const before = control.calls.length;
-    const r = await post(readToken, transport.sessionId!, { jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'tap', arguments: { x: 1, y: 2 } } });
+    const r = await post(readToken, transport.sessionId!, {
+      jsonrpc: '2.0',
+      id: 9,
+      method: 'tools/call',
+      params: { name: 'tap', arguments: { x: 1, y: 2 } },
+    });
     expect(r.status).toBe(403);
     expect(r.headers.get('www-authenticate')).toMatch(/^Bearer error="insufficient_scope", scope="devices:act"/);
     const body = await r.json();
-    expect(body).toMatchObject({ id: 9, error: { code: -31008, data: { code: 'insufficient_scope', scope: 'devices:act' } } });
-    const unscoped = await post(fullToken, (await connectClient(relay.mcpUrl, fullToken)).transport.sessionId!, { jsonrpc: '2.0', id: 10, method: 'tools/call', params: { name: 'unscoped', arguments: {} } });
+    expect(body).toMatchObject({
+      id: 9,
+      error: { code: -31008, data: { code: 'insufficient_scope', scope: 'devices:act' } },
+    });
+    const unscoped = await post(fullToken, (await connectClient(relay.mcpUrl, fullToken)).transport.sessionId!, {
+      jsonrpc: '2.0',
+      id: 10,
+      method: 'tools/call',
+      params: { name: 'unscoped', arguments: {} },
+    });
     expect(((await unscoped.json()) as { error: { code: number } }).error.code).toBe(-32602);
     // Give a stray forward time to arrive before asserting that none did.
     await new Promise((r) => setTimeout(r, 200));
@@ -66,11 +92,17 @@ describe('scopes', () => {
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
       changed++;
     });
-    await waitFor(() => relay.relay.node.ctx.hub.allStreams().some((l) => l.sessionId === transport.sessionId), 5000, 'GET stream');
+    await waitFor(
+      () => relay.relay.node.ctx.hub.allStreams().some((l) => l.sessionId === transport.sessionId),
+      5000,
+      'GET stream',
+    );
     await client.callTool({ name: 'add_tool', arguments: {} });
     await waitFor(() => changed > 0, 5000, 'list_changed');
     expect((await client.listTools()).tools.map((t) => t.name)).toContain('late_tool');
-    expect((await client.callTool({ name: 'late_tool', arguments: {} })).content).toEqual([{ type: 'text', text: 'late' }]);
+    expect((await client.callTool({ name: 'late_tool', arguments: {} })).content).toEqual([
+      { type: 'text', text: 'late' },
+    ]);
     await client.close();
   });
 });
@@ -82,18 +114,27 @@ describe('progress', () => {
     const seen: Record<string, string[]> = { A: [], B: [] };
     // Raw POSTs so both clients can use the very same progress token.
     const run = async (who: 'A' | 'B', sid: string) => {
-      const r = await post(fullToken, sid, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'progress', arguments: { text: who, n: 5 }, _meta: { progressToken: 'same' } } });
+      const r = await post(fullToken, sid, {
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/call',
+        params: { name: 'progress', arguments: { text: who, n: 5 }, _meta: { progressToken: 'same' } },
+      });
       expect(r.headers.get('content-type')).toBe('text/event-stream');
       const text = await r.text();
       // 2025-11-25: a priming event (an id, empty data) comes first; every event has an id.
       const blocks = text.split('\n\n').filter((b) => b.includes('data:'));
       expect(blocks[0]).toMatch(/^id: [\w.-]+:\d+\nretry: \d+\ndata: $/);
       expect(blocks.every((b) => /^id: /m.test(b))).toBe(true);
-      const events = text.split('\n').filter((l) => l.startsWith('data: ') && l.length > 6).map((l) => JSON.parse(l.slice(6)));
-      for (const e of events) if (e.method === 'notifications/progress') {
-        expect(e.params.progressToken).toBe('same');
-        seen[who].push(e.params.message);
-      }
+      const events = text
+        .split('\n')
+        .filter((l) => l.startsWith('data: ') && l.length > 6)
+        .map((l) => JSON.parse(l.slice(6)));
+      for (const e of events)
+        if (e.method === 'notifications/progress') {
+          expect(e.params.progressToken).toBe('same');
+          seen[who].push(e.params.message);
+        }
       const final = events.at(-1);
       expect(final).toMatchObject({ id: 1, result: { content: [{ type: 'text', text: `${who} done` }] } });
     };
@@ -107,7 +148,9 @@ describe('progress', () => {
   it('works with the SDK client onprogress', async () => {
     const { client } = await connectClient(relay.mcpUrl, fullToken);
     const progress: number[] = [];
-    const r = await client.callTool({ name: 'progress', arguments: { text: 'sdk', n: 3 } }, undefined, { onprogress: (p) => progress.push(p.progress) });
+    const r = await client.callTool({ name: 'progress', arguments: { text: 'sdk', n: 3 } }, undefined, {
+      onprogress: (p) => progress.push(p.progress),
+    });
     expect(r.content).toEqual([{ type: 'text', text: 'sdk done' }]);
     expect(progress).toEqual([1, 2, 3]);
     await client.close();

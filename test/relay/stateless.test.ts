@@ -9,7 +9,11 @@ let phone: TestPhone;
 let token: string;
 const control: EchoServerControl = { calls: [], cancellations: 0 };
 const V = '2026-07-28';
-const meta = { 'io.modelcontextprotocol/protocolVersion': V, 'io.modelcontextprotocol/clientInfo': { name: 't', version: '1' }, 'io.modelcontextprotocol/clientCapabilities': {} };
+const meta = {
+  'io.modelcontextprotocol/protocolVersion': V,
+  'io.modelcontextprotocol/clientInfo': { name: 't', version: '1' },
+  'io.modelcontextprotocol/clientCapabilities': {},
+};
 
 beforeAll(async () => {
   relay = await startTestRelay();
@@ -21,7 +25,12 @@ afterAll(async () => {
   await relay?.stop();
 });
 
-async function call(method: string, params: Record<string, unknown>, headers: Record<string, string> = {}, init: RequestInit = {}) {
+async function call(
+  method: string,
+  params: Record<string, unknown>,
+  headers: Record<string, string> = {},
+  init: RequestInit = {},
+) {
   const name = (params.name ?? params.uri) as string | undefined;
   const r = await fetch(relay.mcpUrl, {
     method: 'POST',
@@ -34,7 +43,12 @@ async function call(method: string, params: Record<string, unknown>, headers: Re
       ...(name ? { 'mcp-name': name } : {}),
       ...headers,
     },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 42, method, params: { ...params, _meta: { ...meta, ...((params._meta as object) ?? {}) } } }),
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 42,
+      method,
+      params: { ...params, _meta: { ...meta, ...((params._meta as object) ?? {}) } },
+    }),
     ...init,
   });
   const text = await r.text();
@@ -50,14 +64,20 @@ describe('2026-07-28', () => {
     const r = await call('server/discover', {});
     expect(r.status).toBe(200);
     expect(r.headers.get('mcp-session-id')).toBeNull();
-    expect(r.json.result.supportedVersions).toEqual([V, "2025-11-25", "2025-06-18", "2025-03-26"]);
-    expect(r.json.result).toMatchObject({ resultType: "complete", _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'echo-phone' } } });
+    expect(r.json.result.supportedVersions).toEqual([V, '2025-11-25', '2025-06-18', '2025-03-26']);
+    expect(r.json.result).toMatchObject({
+      resultType: 'complete',
+      _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'echo-phone' } },
+    });
   });
 
   it('forwards tools/call and finishes the result with resultType', async () => {
     const r = await call('tools/call', { name: 'echo', arguments: { text: 'modern' } });
     expect(r.status).toBe(200);
-    expect(r.json).toMatchObject({ id: 42, result: { resultType: 'complete', content: [{ type: 'text', text: 'modern' }] } });
+    expect(r.json).toMatchObject({
+      id: 42,
+      result: { resultType: 'complete', content: [{ type: 'text', text: 'modern' }] },
+    });
   });
 
   it('lists tools filtered, private to the credential', async () => {
@@ -78,8 +98,18 @@ describe('2026-07-28', () => {
   it('rejects an unsupported version with 400 / -32022 and the supported list', async () => {
     const r = await fetch(relay.mcpUrl, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-api-key': token, 'mcp-protocol-version': '2099-01-01', 'mcp-method': 'tools/list' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: { _meta: { ...meta, 'io.modelcontextprotocol/protocolVersion': '2099-01-01' } } }),
+      headers: {
+        'content-type': 'application/json',
+        'x-api-key': token,
+        'mcp-protocol-version': '2099-01-01',
+        'mcp-method': 'tools/list',
+      },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/list',
+        params: { _meta: { ...meta, 'io.modelcontextprotocol/protocolVersion': '2099-01-01' } },
+      }),
     });
     expect(r.status).toBe(400);
     const j = (await r.json()) as any;
@@ -90,8 +120,18 @@ describe('2026-07-28', () => {
   it('rejects missing _meta fields with -32602', async () => {
     const r = await fetch(relay.mcpUrl, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-api-key': token, 'mcp-protocol-version': V, 'mcp-method': 'tools/list' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: { _meta: { 'io.modelcontextprotocol/protocolVersion': V } } }),
+      headers: {
+        'content-type': 'application/json',
+        'x-api-key': token,
+        'mcp-protocol-version': V,
+        'mcp-method': 'tools/list',
+      },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/list',
+        params: { _meta: { 'io.modelcontextprotocol/protocolVersion': V } },
+      }),
     });
     expect(r.status).toBe(400);
     expect(((await r.json()) as any).error.code).toBe(-32602);
@@ -105,7 +145,10 @@ describe('2026-07-28', () => {
 
   it('answers GET and DELETE with 405', async () => {
     for (const method of ['GET', 'DELETE']) {
-      const r = await fetch(relay.mcpUrl, { method, headers: { accept: 'text/event-stream', 'x-api-key': token, 'mcp-protocol-version': V } });
+      const r = await fetch(relay.mcpUrl, {
+        method,
+        headers: { accept: 'text/event-stream', 'x-api-key': token, 'mcp-protocol-version': V },
+      });
       expect(r.status).toBe(405);
     }
   });
@@ -118,7 +161,12 @@ describe('2026-07-28', () => {
   it('cancels at the phone when the client closes the response stream', async () => {
     const before = control.cancellations;
     const ac = new AbortController();
-    const pending = call('tools/call', { name: 'sleep', arguments: { ms: 10_000 }, _meta: { progressToken: 1 } }, {}, { signal: ac.signal }).catch(() => 'aborted');
+    const pending = call(
+      'tools/call',
+      { name: 'sleep', arguments: { ms: 10_000 }, _meta: { progressToken: 1 } },
+      {},
+      { signal: ac.signal },
+    ).catch(() => 'aborted');
     await waitFor(() => relay.relay.node.ctx.hub.device(phone.deviceId)!.inFlight === 1, 5000, 'in flight');
     ac.abort();
     expect(await pending).toBe('aborted');
@@ -127,10 +175,20 @@ describe('2026-07-28', () => {
   });
 
   it('streams progress for its own request only, ending with the finished result', async () => {
-    const r = await call('tools/call', { name: 'progress', arguments: { text: 'p', n: 2 }, _meta: { progressToken: 'pt' } });
+    const r = await call('tools/call', {
+      name: 'progress',
+      arguments: { text: 'p', n: 2 },
+      _meta: { progressToken: 'pt' },
+    });
     expect(r.headers.get('content-type')).toBe('text/event-stream');
-    const events = r.text.split('\n').filter((l) => l.startsWith('data: ') && l.length > 6).map((l) => JSON.parse(l.slice(6)));
-    expect(events.filter((e) => e.method === 'notifications/progress').map((e) => e.params.progressToken)).toEqual(['pt', 'pt']);
+    const events = r.text
+      .split('\n')
+      .filter((l) => l.startsWith('data: ') && l.length > 6)
+      .map((l) => JSON.parse(l.slice(6)));
+    expect(events.filter((e) => e.method === 'notifications/progress').map((e) => e.params.progressToken)).toEqual([
+      'pt',
+      'pt',
+    ]);
     expect(events.at(-1)).toMatchObject({ id: 42, result: { resultType: 'complete' } });
     expect(r.text).not.toMatch(/^id: /m); // no event ids, no resumption in this revision
   });

@@ -7,7 +7,11 @@ import { RedisBus } from './index.ts';
 import { dropPrefix, quietLog, randomPrefix, REDIS_URL } from './test-support.ts';
 
 const { values } = parseArgs({
-  options: { n: { type: 'string', default: '20000' }, concurrency: { type: 'string', default: '64' }, seconds: { type: 'string', default: '5' } },
+  options: {
+    n: { type: 'string', default: '20000' },
+    concurrency: { type: 'string', default: '64' },
+    seconds: { type: 'string', default: '5' },
+  },
 });
 const N = Number(values.n);
 const C = Number(values.concurrency);
@@ -25,7 +29,11 @@ a.onNodeMessage((m) => {
   waiting.get(id)?.();
   waiting.delete(id);
 });
-const payload = JSON.stringify({ jsonrpc: '2.0', method: 'tools/call', params: { name: 'screen.tap', arguments: { x: 1, y: 2 } } });
+const payload = JSON.stringify({
+  jsonrpc: '2.0',
+  method: 'tools/call',
+  params: { name: 'screen.tap', arguments: { x: 1, y: 2 } },
+});
 let seq = 0;
 function call(): Promise<void> {
   const id = String(++seq);
@@ -48,7 +56,9 @@ async function sequential(label: string, f: () => Promise<unknown>): Promise<voi
     t.push(performance.now() - t0);
   }
   t.sort((x, y) => x - y);
-  console.log(`${label.padEnd(34)} n=${N}  p50=${pct(t, 50)} ms  p90=${pct(t, 90)} ms  p99=${pct(t, 99)} ms  max=${t[t.length - 1].toFixed(3)} ms`);
+  console.log(
+    `${label.padEnd(34)} n=${N}  p50=${pct(t, 50)} ms  p90=${pct(t, 90)} ms  p99=${pct(t, 99)} ms  max=${t[t.length - 1].toFixed(3)} ms`,
+  );
 }
 
 const raw = new Redis(REDIS_URL);

@@ -219,7 +219,8 @@ export class RedisBus implements Bus {
       for (let i = 2; i < r.length; i += 2) now.set(String(r[i]), String(r[i + 1]));
       let lapsed = false;
       if (!this.announced) {
-        if (wasAlive && prevBoot) this.log.warn({ node: this.nodeId }, 'node id was still announced by a previous process');
+        if (wasAlive && prevBoot)
+          this.log.warn({ node: this.nodeId }, 'node id was still announced by a previous process');
       } else if (prevBoot === this.boot || prevBoot === '') {
         lapsed = !wasAlive; // expired, reaped by a peer, or Redis lost its data
       } else {

@@ -33,7 +33,10 @@ describe('RedisBus across nodes', () => {
     await a.publishControl({ type: 'device_removed', deviceId: 'd1' });
     await b.publishControl({ type: 'account_locked', accountId: 'acc', locked: true });
     await sleep(100);
-    const all = [{ type: 'device_removed', deviceId: 'd1' }, { type: 'account_locked', accountId: 'acc', locked: true }];
+    const all = [
+      { type: 'device_removed', deviceId: 'd1' },
+      { type: 'account_locked', accountId: 'acc', locked: true },
+    ];
     expect(got.a).toEqual(all);
     expect(got.b).toEqual(all);
   });
@@ -49,7 +52,19 @@ describe('RedisBus across nodes', () => {
   it('sessions and counters are shared between nodes', async () => {
     const [a, b] = [await node(), await node()];
     const id = uid();
-    await a.sessions.create({ id, deviceId: 'd', tokenId: 't', accountId: 'x', revision: '2025-06-18', scopes: [], createdAt: 1, lastSeenAt: 1 }, 10_000);
+    await a.sessions.create(
+      {
+        id,
+        deviceId: 'd',
+        tokenId: 't',
+        accountId: 'x',
+        revision: '2025-06-18',
+        scopes: [],
+        createdAt: 1,
+        lastSeenAt: 1,
+      },
+      10_000,
+    );
     expect(await b.sessions.touch(id, 10_000)).toMatchObject({ id, scopes: [] });
     const k = uid();
     await a.hit(k, 10_000);
@@ -95,7 +110,11 @@ describe('RedisBus across nodes', () => {
     await waitFor(() => frames.length === 1, 1000, 'frame');
     off();
     const raw = new Redis(REDIS_URL);
-    await waitFor(async () => ((await raw.pubsub('NUMSUB', `${prefix}ch:dev:${d}`)) as [string, number])[1] === 0, 1000, 'unsubscribe');
+    await waitFor(
+      async () => ((await raw.pubsub('NUMSUB', `${prefix}ch:dev:${d}`)) as [string, number])[1] === 0,
+      1000,
+      'unsubscribe',
+    );
     raw.disconnect();
     expect(await a.publishDevice(d, 'n2')).toBe(0);
   });
@@ -106,10 +125,22 @@ describe('RedisBus across nodes', () => {
     a.onNodeDown((n) => down.push([n, Date.now()]));
     const victim = `victim-${uid()}`;
     const d = uid();
-    const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('./test-node.ts', import.meta.url))], {
-      env: { ...process.env, REDIS_URL, PREFIX: prefix, NODE_ID: victim, DEVICE: d, NODE_TTL_MS: '600', HEARTBEAT_MS: '150' },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', fileURLToPath(new URL('./test-node.ts', import.meta.url))],
+      {
+        env: {
+          ...process.env,
+          REDIS_URL,
+          PREFIX: prefix,
+          NODE_ID: victim,
+          DEVICE: d,
+          NODE_TTL_MS: '600',
+          HEARTBEAT_MS: '150',
+        },
+        stdio: ['ignore', 'pipe', 'inherit'],
+      },
+    );
     let out = '';
     child.stdout!.on('data', (c) => (out += c));
     await waitFor(() => out.includes('ready'), 15_000, 'child node');
@@ -161,7 +192,10 @@ describe('RedisBus during a Redis outage', () => {
     const opts = { ...fast, commandTimeoutMs: 500 };
     const [a, b] = [await node('a', opts, redis.url), await node('b', opts, redis.url)];
     const events: string[] = [];
-    for (const [name, bus] of [['a', a], ['b', b]] as const) {
+    for (const [name, bus] of [
+      ['a', a],
+      ['b', b],
+    ] as const) {
       bus.onUnavailable(() => events.push(`${name}:down`));
       bus.onReconnected(() => events.push(`${name}:up`));
     }
@@ -173,7 +207,13 @@ describe('RedisBus during a Redis outage', () => {
 
     await redis.kill();
     await waitFor(() => !a.available && !b.available, 1000, 'outage noticed');
-    for (const call of [() => a.hit('k', 1000), () => a.takeNonce('n'), () => b.claimDevice(d), () => b.sendToNode('a', 'x'), () => a.subscribeDevice(uid(), () => {})]) {
+    for (const call of [
+      () => a.hit('k', 1000),
+      () => a.takeNonce('n'),
+      () => b.claimDevice(d),
+      () => b.sendToNode('a', 'x'),
+      () => a.subscribeDevice(uid(), () => {}),
+    ]) {
       const t0 = performance.now();
       await expect(call()).rejects.toBeInstanceOf(BusUnavailableError);
       expect(performance.now() - t0).toBeLessThan(1000);

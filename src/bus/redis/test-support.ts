@@ -29,7 +29,11 @@ export async function dropPrefix(prefix: string, url = REDIS_URL): Promise<void>
   }
 }
 
-export async function waitFor(cond: () => boolean | Promise<boolean>, timeoutMs = 5000, what = 'condition'): Promise<void> {
+export async function waitFor(
+  cond: () => boolean | Promise<boolean>,
+  timeoutMs = 5000,
+  what = 'condition',
+): Promise<void> {
   const end = Date.now() + timeoutMs;
   while (!(await cond())) {
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
@@ -66,13 +70,25 @@ export class ScratchRedis {
   }
 
   async restart(): Promise<void> {
-    this.proc = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
-      stdio: 'ignore',
-    });
+    this.proc = spawn(
+      'redis-server',
+      ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+      {
+        stdio: 'ignore',
+      },
+    );
     const probe = new Redis(this.url, { lazyConnect: true, retryStrategy: () => 50, maxRetriesPerRequest: 0 });
     probe.on('error', () => {});
     try {
-      await waitFor(() => probe.ping().then(() => true, () => false), 5000, 'scratch redis');
+      await waitFor(
+        () =>
+          probe.ping().then(
+            () => true,
+            () => false,
+          ),
+        5000,
+        'scratch redis',
+      );
     } finally {
       probe.disconnect();
     }

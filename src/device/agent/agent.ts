@@ -95,9 +95,15 @@ type Attempt =
 
 /** Close codes after which reconnecting is wrong: someone has to act first. */
 const FINAL_CLOSES: Record<number, { reason: StopReason; explain: string }> = {
-  4001: { reason: 'superseded', explain: 'another instance of this device connected and took over; this one stops (run one agent per state dir)' },
+  4001: {
+    reason: 'superseded',
+    explain: 'another instance of this device connected and took over; this one stops (run one agent per state dir)',
+  },
   4003: { reason: 'unauthorised', explain: 'the relay refused this device as unauthorised' },
-  4004: { reason: 'removed', explain: 'the device was removed from the relay and its pairing is gone; pair again with a new code' },
+  4004: {
+    reason: 'removed',
+    explain: 'the device was removed from the relay and its pairing is gone; pair again with a new code',
+  },
 };
 
 export class DeviceAgent extends EventEmitter<DeviceAgentEvents> {
@@ -123,7 +129,9 @@ export class DeviceAgent extends EventEmitter<DeviceAgentEvents> {
     super();
     this.log = options.log ?? stderrLogger;
     this.backoff = new Backoff(options.backoff);
-    this.pinger = new Pinger(options.pingIntervals, (ms) => this.log.warn(`no pong within ${ms} ms; the connection is dead, reconnecting`));
+    this.pinger = new Pinger(options.pingIntervals, (ms) =>
+      this.log.warn(`no pong within ${ms} ms; the connection is dead, reconnecting`),
+    );
   }
 
   get connected(): boolean {
@@ -138,9 +146,14 @@ export class DeviceAgent extends EventEmitter<DeviceAgentEvents> {
   start(): void {
     if (this.loop) return;
     const identity = loadIdentity(this.options.stateDir);
-    if (!identity) throw new Error(`${this.options.stateDir} is not paired; pair first (phonebridge device run --pair '<QR JSON>')`);
-    if (identity.removed_at) throw new Error(`device ${identity.device_id} was removed from the relay on ${identity.removed_at}; pair again with a new code`);
-    if (identity.fp && !pinFor(identity.relay, identity.fp)) this.log.warn(`the stored pin is ignored: ${identity.relay} is not https`);
+    if (!identity)
+      throw new Error(`${this.options.stateDir} is not paired; pair first (phonebridge device run --pair '<QR JSON>')`);
+    if (identity.removed_at)
+      throw new Error(
+        `device ${identity.device_id} was removed from the relay on ${identity.removed_at}; pair again with a new code`,
+      );
+    if (identity.fp && !pinFor(identity.relay, identity.fp))
+      this.log.warn(`the stored pin is ignored: ${identity.relay} is not https`);
     this.identity = identity;
     this.key = loadPrivateKeyFrom(this.options.stateDir);
     this.stopRequested = false;
@@ -167,8 +180,13 @@ export class DeviceAgent extends EventEmitter<DeviceAgentEvents> {
   private async run(): Promise<StopInfo> {
     let stop: StopInfo | undefined;
     while (!stop) {
-      const attempt = await this.attempt().catch((err: Error): Attempt => ({ kind: 'failed', cause: `connection failed: ${describe(err)}` }));
-      const next = this.stopRequested ? { reason: 'stopped' as const, message: 'stopped on request' } : this.decide(attempt);
+      const attempt = await this.attempt().catch((err: Error): Attempt => ({
+        kind: 'failed',
+        cause: `connection failed: ${describe(err)}`,
+      }));
+      const next = this.stopRequested
+        ? { reason: 'stopped' as const, message: 'stopped on request' }
+        : this.decide(attempt);
       if ('reason' in next) {
         stop = next;
         break;
@@ -193,12 +211,18 @@ export class DeviceAgent extends EventEmitter<DeviceAgentEvents> {
   private decide(attempt: Attempt): StopInfo | ReconnectingEvent {
     if (attempt.kind === 'closed') {
       const final = FINAL_CLOSES[attempt.code];
-      this.emit('disconnected', { code: attempt.code, reason: attempt.reason, uptimeMs: attempt.uptimeMs, willReconnect: !final });
+      this.emit('disconnected', {
+        code: attempt.code,
+        reason: attempt.reason,
+        uptimeMs: attempt.uptimeMs,
+        willReconnect: !final,
+      });
       const detail = `${attempt.code}${attempt.reason ? ` (${attempt.reason})` : ''}`;
       if (final) return { reason: final.reason, code: attempt.code, message: `${final.explain}; close ${detail}` };
       this.backoff.dropped();
       // 1012: this node is draining and the load balancer has others, so come back promptly.
-      const delayMs = attempt.code === 1012 ? this.backoff.jitter(this.options.drainJitterMs ?? 1_000) : this.backoff.next();
+      const delayMs =
+        attempt.code === 1012 ? this.backoff.jitter(this.options.drainJitterMs ?? 1_000) : this.backoff.next();
       return { delayMs, cause: `close ${detail}` };
     }
     if (attempt.status === 401 || attempt.status === 403) {
@@ -217,13 +241,18 @@ export class DeviceAgent extends EventEmitter<DeviceAgentEvents> {
     const timeoutMs = this.options.requestTimeoutMs ?? 15_000;
     let nonceWire: string;
     try {
-      const reply = await postJson(relayUrl(identity.relay, '/device/challenge'), { device_id: identity.device_id }, {
-        fp: identity.fp,
-        fetchImpl: this.options.fetchImpl,
-        timeoutMs,
-        signal: this.abort.signal,
-      });
-      if (reply.status !== 200 || typeof reply.body?.nonce !== 'string') return { kind: 'failed', cause: `challenge failed (HTTP ${reply.status})` };
+      const reply = await postJson(
+        relayUrl(identity.relay, '/device/challenge'),
+        { device_id: identity.device_id },
+        {
+          fp: identity.fp,
+          fetchImpl: this.options.fetchImpl,
+          timeoutMs,
+          signal: this.abort.signal,
+        },
+      );
+      if (reply.status !== 200 || typeof reply.body?.nonce !== 'string')
+        return { kind: 'failed', cause: `challenge failed (HTTP ${reply.status})` };
       nonceWire = reply.body.nonce;
     } catch (err) {
       return { kind: 'failed', cause: `challenge failed: ${describe(err as Error)}` };
@@ -262,7 +291,9 @@ export class DeviceAgent extends EventEmitter<DeviceAgentEvents> {
     // Listeners go on before anything can arrive: the relay sends initialize right after the upgrade.
     const transport = new WebSocketTransport(socket, { log: this.log });
     const closed = new Promise<{ code: number; reason: string }>((resolve) =>
-      socket.once('close', (code, reason) => resolve({ code, reason: reason.toString() || (code === 1006 ? 'connection lost' : '') })),
+      socket.once('close', (code, reason) =>
+        resolve({ code, reason: reason.toString() || (code === 1006 ? 'connection lost' : '') }),
+      ),
     );
     const opened = await new Promise<Attempt | undefined>((resolve) => {
       socket.once('open', () => resolve(undefined));
@@ -336,11 +367,19 @@ export async function runDevice(opts: RunDeviceOptions): Promise<StopInfo> {
   const existing = loadIdentity(opts.stateDir);
   if (!existing || existing.removed_at) {
     if (!opts.pair) {
-      throw new Error(existing
-        ? `device ${existing.device_id} was removed from the relay; pair again with --pair '<QR JSON>'`
-        : `${opts.stateDir} is not paired; pass --pair '<QR JSON>' (from phonebridge pair --json)`);
+      throw new Error(
+        existing
+          ? `device ${existing.device_id} was removed from the relay; pair again with --pair '<QR JSON>'`
+          : `${opts.stateDir} is not paired; pass --pair '<QR JSON>' (from phonebridge pair --json)`,
+      );
     }
-    const identity = await DeviceAgent.pair({ stateDir: opts.stateDir, qr: opts.pair, name: opts.name ?? hostname(), fetchImpl: opts.fetchImpl, log });
+    const identity = await DeviceAgent.pair({
+      stateDir: opts.stateDir,
+      qr: opts.pair,
+      name: opts.name ?? hostname(),
+      fetchImpl: opts.fetchImpl,
+      log,
+    });
     log.info(`paired with ${identity.relay} as device ${identity.device_id}`);
   } else if (opts.pair) {
     log.info(`already paired as device ${existing.device_id} with ${existing.relay}; --pair ignored`);

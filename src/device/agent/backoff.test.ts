@@ -76,17 +76,20 @@ describe('Backoff', () => {
     expect(densestShare(firstDelays, 100)).toBeLessThanOrEqual(0.05);
   });
 
-  it.each([1_000, 5_000, 20_000])('while the relay is down for %i ms, phones keep retrying and arrive spread, within down time + cap', (downMs) => {
-    const random = seeded(downMs);
-    const arrivals = Array.from({ length: 1000 }, () => {
-      const phone = new Backoff({ random });
-      phone.connected();
-      phone.dropped();
-      let t = phone.next();
-      while (t < downMs) t += phone.next(); // each attempt before the relay is back fails
-      return t;
-    });
-    expect(Math.max(...arrivals)).toBeLessThanOrEqual(downMs + BACKOFF_DEFAULTS.capMs);
-    expect(densestShare(arrivals, 100)).toBeLessThanOrEqual(0.05);
-  });
+  it.each([1_000, 5_000, 20_000])(
+    'while the relay is down for %i ms, phones keep retrying and arrive spread, within down time + cap',
+    (downMs) => {
+      const random = seeded(downMs);
+      const arrivals = Array.from({ length: 1000 }, () => {
+        const phone = new Backoff({ random });
+        phone.connected();
+        phone.dropped();
+        let t = phone.next();
+        while (t < downMs) t += phone.next(); // each attempt before the relay is back fails
+        return t;
+      });
+      expect(Math.max(...arrivals)).toBeLessThanOrEqual(downMs + BACKOFF_DEFAULTS.capMs);
+      expect(densestShare(arrivals, 100)).toBeLessThanOrEqual(0.05);
+    },
+  );
 });

@@ -9,7 +9,10 @@ const QrPayloadSchema = z.object({
   v: z.literal(1),
   relay: z.string().regex(/^https?:\/\/[^/\s]+/, 'relay must be an http(s) URL'),
   code: z.string().min(1),
-  fp: z.string().regex(/^sha256:[0-9a-fA-F]{64}$/, 'fp must be sha256:<64 hex>').optional(),
+  fp: z
+    .string()
+    .regex(/^sha256:[0-9a-fA-F]{64}$/, 'fp must be sha256:<64 hex>')
+    .optional(),
 });
 export type QrPayload = z.infer<typeof QrPayloadSchema>;
 
@@ -24,13 +27,20 @@ export function parseQrPayload(input: string | QrPayload): QrPayload {
     }
   }
   const parsed = QrPayloadSchema.safeParse(value);
-  if (!parsed.success) throw new Error(`bad pairing payload: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'payload'}: ${i.message}`).join('; ')}`);
+  if (!parsed.success)
+    throw new Error(
+      `bad pairing payload: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'payload'}: ${i.message}`).join('; ')}`,
+    );
   return { ...parsed.data, relay: parsed.data.relay.replace(/\/+$/, '') };
 }
 
 export class PairingError extends Error {
   /** `code` is the relay's error string (bad_code, limit_reached, rate_limited, …) or already_paired. */
-  constructor(readonly code: string, readonly status: number | undefined, message: string) {
+  constructor(
+    readonly code: string,
+    readonly status: number | undefined,
+    message: string,
+  ) {
     super(message);
     this.name = 'PairingError';
   }
@@ -57,10 +67,15 @@ export async function pairDevice(opts: PairOptions): Promise<DeviceIdentity> {
   ensureStateDir(opts.stateDir, (msg) => opts.log?.warn(msg));
   const existing = loadIdentity(opts.stateDir);
   if (existing && !existing.removed_at) {
-    throw new PairingError('already_paired', undefined, `${opts.stateDir} is already paired as device ${existing.device_id} with ${existing.relay}; use another state dir to pair again`);
+    throw new PairingError(
+      'already_paired',
+      undefined,
+      `${opts.stateDir} is already paired as device ${existing.device_id} with ${existing.relay}; use another state dir to pair again`,
+    );
   }
   if (existing?.removed_at) rmSync(join(opts.stateDir, KEY_FILE), { force: true }); // a removed device starts over with a fresh key
-  if (qr.fp && !qr.relay.startsWith('https:')) opts.log?.warn(`the pairing payload pins a TLS key but ${qr.relay} is not https; nothing to pin`);
+  if (qr.fp && !qr.relay.startsWith('https:'))
+    opts.log?.warn(`the pairing payload pins a TLS key but ${qr.relay} is not https; nothing to pin`);
 
   const key = loadOrCreateKey(opts.stateDir);
   const reply = await postJson(
@@ -75,9 +90,19 @@ export async function pairDevice(opts: PairOptions): Promise<DeviceIdentity> {
   }
   const { device_id, relay_host } = reply.body ?? {};
   if (typeof device_id !== 'string' || typeof relay_host !== 'string' || !device_id || !relay_host) {
-    throw new PairingError('bad_reply', reply.status, 'pairing failed: the relay answered without device_id and relay_host');
+    throw new PairingError(
+      'bad_reply',
+      reply.status,
+      'pairing failed: the relay answered without device_id and relay_host',
+    );
   }
-  const identity: DeviceIdentity = { device_id, relay: qr.relay, relay_host, ...(qr.fp ? { fp: qr.fp } : {}), name: opts.name };
+  const identity: DeviceIdentity = {
+    device_id,
+    relay: qr.relay,
+    relay_host,
+    ...(qr.fp ? { fp: qr.fp } : {}),
+    name: opts.name,
+  };
   saveIdentity(opts.stateDir, identity);
   return identity;
 }

@@ -30,7 +30,9 @@ describe('Pinger', () => {
     const pinger = new Pinger();
     pinger.attach(socket);
     vi.advanceTimersByTime(60 * 60_000);
-    expect(gaps(socket.pings).slice(0, 8)).toEqual([60_000, 90_000, 135_000, 202_500, 303_750, 455_625, 600_000, 600_000]);
+    expect(gaps(socket.pings).slice(0, 8)).toEqual([
+      60_000, 90_000, 135_000, 202_500, 303_750, 455_625, 600_000, 600_000,
+    ]);
     expect(pinger.intervalMs).toBe(600_000);
     expect(socket.terminated).toBe(false);
   });

@@ -34,7 +34,10 @@ export class Pinger {
   /** The wait before the next ping. */
   intervalMs: number;
 
-  constructor(opts: PingOptions = {}, private readonly onMissedPong: (waitedMs: number) => void = () => {}) {
+  constructor(
+    opts: PingOptions = {},
+    private readonly onMissedPong: (waitedMs: number) => void = () => {},
+  ) {
     this.initialMs = opts.initialMs ?? PING_DEFAULTS.initialMs;
     this.maxMs = opts.maxMs ?? PING_DEFAULTS.maxMs;
     this.growth = opts.growth ?? PING_DEFAULTS.growth;

@@ -10,8 +10,13 @@ import { connect as tlsConnect, type TLSSocket } from 'node:tls';
 export type FetchLike = typeof fetch;
 
 export class PinMismatchError extends Error {
-  constructor(readonly expected: string, readonly actual: string | undefined) {
-    super(`relay TLS key does not match the pinned fingerprint (expected ${expected}, got ${actual ?? 'no certificate'}); refusing to talk to it`);
+  constructor(
+    readonly expected: string,
+    readonly actual: string | undefined,
+  ) {
+    super(
+      `relay TLS key does not match the pinned fingerprint (expected ${expected}, got ${actual ?? 'no certificate'}); refusing to talk to it`,
+    );
     this.name = 'PinMismatchError';
   }
 }
@@ -72,9 +77,16 @@ export interface JsonReply {
 export async function postJson(url: string, payload: unknown, opts: PostOptions): Promise<JsonReply> {
   const text = JSON.stringify(payload);
   const pin = pinFor(url, opts.fp);
-  const signal = opts.signal ? AbortSignal.any([opts.signal, AbortSignal.timeout(opts.timeoutMs)]) : AbortSignal.timeout(opts.timeoutMs);
+  const signal = opts.signal
+    ? AbortSignal.any([opts.signal, AbortSignal.timeout(opts.timeoutMs)])
+    : AbortSignal.timeout(opts.timeoutMs);
   if (pin === undefined && opts.fetchImpl) {
-    const res = await opts.fetchImpl(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: text, signal });
+    const res = await opts.fetchImpl(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: text,
+      signal,
+    });
     return { status: res.status, body: parseJson(await res.text()) };
   }
   // Every POST on a connection of its own, never a pooled keep-alive one (fetch would reuse
@@ -98,7 +110,9 @@ export async function postJson(url: string, payload: unknown, opts: PostOptions)
       const chunks: Buffer[] = [];
       res.on('data', (chunk: Buffer) => chunks.push(chunk));
       res.on('error', reject);
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: parseJson(Buffer.concat(chunks).toString('utf8')) }));
+      res.on('end', () =>
+        resolve({ status: res.statusCode ?? 0, body: parseJson(Buffer.concat(chunks).toString('utf8')) }),
+      );
     });
     req.end(text);
   });

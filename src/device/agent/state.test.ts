@@ -42,7 +42,12 @@ describe('state dir', () => {
 describe('QR payload', () => {
   it('accepts the documented shape and trims a trailing slash', () => {
     const fp = 'sha256:' + 'ab'.repeat(32);
-    expect(parseQrPayload(`{"v":1,"relay":"https://r.example.com/","code":"ABCD-EFGH","fp":"${fp}"}`)).toEqual({ v: 1, relay: 'https://r.example.com', code: 'ABCD-EFGH', fp });
+    expect(parseQrPayload(`{"v":1,"relay":"https://r.example.com/","code":"ABCD-EFGH","fp":"${fp}"}`)).toEqual({
+      v: 1,
+      relay: 'https://r.example.com',
+      code: 'ABCD-EFGH',
+      fp,
+    });
   });
   it('refuses other shapes with a clear message', () => {
     expect(() => parseQrPayload('not json')).toThrow(/not JSON/);

@@ -3,7 +3,18 @@
 // The key is written before /pair is called: a pairing code is single use, so losing the key
 // after a successful pair would waste it.
 import { createPublicKey, randomBytes, type KeyObject } from 'node:crypto';
-import { chmodSync, closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
+import {
+  chmodSync,
+  closeSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { generateDeviceKey, loadPrivateKey, type DeviceKeyPair } from '../../crypto/device-auth.ts';
 

@@ -16,16 +16,22 @@ let warnings: string[];
 
 function serveTestTools(): McpServer {
   const server = new McpServer({ name: 'test-phone', version: '0' });
-  server.registerTool('echo', { inputSchema: { text: z.string() } }, async ({ text }) => ({ content: [{ type: 'text', text }] }));
-  server.registerTool('huge', { inputSchema: { bytes: z.number() } }, async ({ bytes }) => ({ content: [{ type: 'text', text: 'x'.repeat(bytes) }] }));
-  server.registerResource('big-file', 'file:///big', {}, async () => ({ contents: [{ uri: 'file:///big', text: 'y'.repeat(MAX_FRAME_BYTES) }] }));
+  server.registerTool('echo', { inputSchema: { text: z.string() } }, async ({ text }) => ({
+    content: [{ type: 'text', text }],
+  }));
+  server.registerTool('huge', { inputSchema: { bytes: z.number() } }, async ({ bytes }) => ({
+    content: [{ type: 'text', text: 'x'.repeat(bytes) }],
+  }));
+  server.registerResource('big-file', 'file:///big', {}, async () => ({
+    contents: [{ uri: 'file:///big', text: 'y'.repeat(MAX_FRAME_BYTES) }],
+  }));
   return server;
 }
 
 /** Sends a raw frame and waits for the response carrying `id`. */
 async function call(id: number, method: string, params: object = {}): Promise<{ bytes: number; message: any }> {
   peer.send(JSON.stringify({ jsonrpc: '2.0', id, method, params }));
-  for (const until = Date.now() + 5_000; Date.now() < until; ) {
+  for (const until = Date.now() + 5_000; Date.now() < until;) {
     const hit = frames.find((f) => f.message.id === id);
     if (hit) return hit;
     await new Promise((r) => setTimeout(r, 5));
@@ -34,7 +40,11 @@ async function call(id: number, method: string, params: object = {}): Promise<{ 
 }
 
 async function initialize(): Promise<void> {
-  const reply = await call(0, 'initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'peer', version: '0' } });
+  const reply = await call(0, 'initialize', {
+    protocolVersion: '2025-06-18',
+    capabilities: {},
+    clientInfo: { name: 'peer', version: '0' },
+  });
   expect(reply.message.result.serverInfo.name).toBe('test-phone');
   peer.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
 }
@@ -113,8 +123,19 @@ describe('WebSocketTransport', () => {
 
   it('drops an oversized notification with a log line and refuses an oversized request', async () => {
     await transport.start();
-    await transport.send({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: 'z'.repeat(MAX_FRAME_BYTES) } });
-    await expect(transport.send({ jsonrpc: '2.0', id: 7, method: 'sampling/createMessage', params: { blob: 'z'.repeat(MAX_FRAME_BYTES) } })).rejects.toThrow(/frame limit; not sent/);
+    await transport.send({
+      jsonrpc: '2.0',
+      method: 'notifications/message',
+      params: { level: 'info', data: 'z'.repeat(MAX_FRAME_BYTES) },
+    });
+    await expect(
+      transport.send({
+        jsonrpc: '2.0',
+        id: 7,
+        method: 'sampling/createMessage',
+        params: { blob: 'z'.repeat(MAX_FRAME_BYTES) },
+      }),
+    ).rejects.toThrow(/frame limit; not sent/);
     await transport.send({ jsonrpc: '2.0', method: 'notifications/small' });
     await new Promise((r) => setTimeout(r, 50));
     expect(frames.map((f) => f.message.method)).toEqual(['notifications/small']);

@@ -36,7 +36,10 @@ export class WebSocketTransport implements Transport {
   /** Incoming request id → method, to shape an oversized response (tools/call gets a tool error). */
   private readonly openRequests = new Map<RequestId, string>();
 
-  constructor(private readonly socket: WebSocket, opts: WebSocketTransportOptions = {}) {
+  constructor(
+    private readonly socket: WebSocket,
+    opts: WebSocketTransportOptions = {},
+  ) {
     this.maxFrameBytes = opts.maxFrameBytes ?? MAX_FRAME_BYTES;
     this.log = opts.log ?? { warn: (msg) => console.warn(msg) };
     socket.on('message', this.onFrame);
@@ -67,7 +70,8 @@ export class WebSocketTransport implements Transport {
   }
 
   async close(): Promise<void> {
-    if (this.socket.readyState === WebSocket.CONNECTING || this.socket.readyState === WebSocket.OPEN) this.socket.close(1000);
+    if (this.socket.readyState === WebSocket.CONNECTING || this.socket.readyState === WebSocket.OPEN)
+      this.socket.close(1000);
     this.finish(); // don't wait for the closing handshake; onclose must follow close()
   }
 
@@ -78,7 +82,9 @@ export class WebSocketTransport implements Transport {
     }
     let message: JSONRPCMessage;
     try {
-      const text = (Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data)).toString('utf8');
+      const text = (
+        Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data)
+      ).toString('utf8');
       message = JSONRPCMessageSchema.parse(JSON.parse(text));
     } catch (err) {
       this.onerror?.(new Error(`dropped a malformed frame: ${(err as Error).message.slice(0, 200)}`));
@@ -95,10 +101,27 @@ export class WebSocketTransport implements Transport {
     if (isResponse(message)) {
       if (message.id !== undefined && this.openRequests.get(message.id) === 'tools/call') {
         // A tool error, not a protocol error, so the model sees it and can ask for less.
-        const error = { code: 'too_large', message: `The result is ${what}. Ask for less (a smaller screenshot, a narrower query).`, bytes, limit: this.maxFrameBytes };
-        return { jsonrpc: '2.0', id: message.id, result: { content: [{ type: 'text', text: JSON.stringify({ error }) }], isError: true } };
+        const error = {
+          code: 'too_large',
+          message: `The result is ${what}. Ask for less (a smaller screenshot, a narrower query).`,
+          bytes,
+          limit: this.maxFrameBytes,
+        };
+        return {
+          jsonrpc: '2.0',
+          id: message.id,
+          result: { content: [{ type: 'text', text: JSON.stringify({ error }) }], isError: true },
+        };
       }
-      return { jsonrpc: '2.0', id: message.id, error: { code: TOO_LARGE_RPC_CODE, message: `too_large: the response is ${what}`, data: { code: 'too_large', bytes, limit: this.maxFrameBytes } } };
+      return {
+        jsonrpc: '2.0',
+        id: message.id,
+        error: {
+          code: TOO_LARGE_RPC_CODE,
+          message: `too_large: the response is ${what}`,
+          data: { code: 'too_large', bytes, limit: this.maxFrameBytes },
+        },
+      };
     }
     if (isRequest(message)) throw new Error(`request ${message.method} is ${what}; not sent`);
     this.log.warn(`dropped notification ${message.method}: ${what}`);

@@ -73,7 +73,8 @@ const UPSTREAM_TIMEOUT_MS = 15 * 60_000;
 type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
 
 export async function bridgeServerFactory(opts: BridgeOptions): Promise<BridgeServerFactory> {
-  if (!opts.upstreamCmd === !opts.upstreamUrl) throw new Error('bridge: give exactly one of --upstream-cmd or --upstream-url');
+  if (!opts.upstreamCmd === !opts.upstreamUrl)
+    throw new Error('bridge: give exactly one of --upstream-cmd or --upstream-url');
   const scopeMap = opts.scopeMap ? loadScopeMap(opts.scopeMap) : {};
   const servers = new Set<Server>();
   let logLevel: LoggingLevel | undefined;
@@ -81,15 +82,22 @@ export async function bridgeServerFactory(opts: BridgeOptions): Promise<BridgeSe
     log: opts.log ?? stderrLogger,
     backoff: opts.backoff,
     onNotification: (notification) => {
-      const targets = notification.method === 'notifications/resources/updated' ? subscriptions.subscribers(notification.params.uri) : servers;
+      const targets =
+        notification.method === 'notifications/resources/updated'
+          ? subscriptions.subscribers(notification.params.uri)
+          : servers;
       for (const server of targets) notify(server, notification);
     },
     onRestart: () => {
       subscriptions.renew();
-      if (logLevel) void upstream.request({ method: 'logging/setLevel', params: { level: logLevel } }, EmptyResultSchema, { timeout: 10_000 }).catch(() => {});
+      if (logLevel)
+        void upstream
+          .request({ method: 'logging/setLevel', params: { level: logLevel } }, EmptyResultSchema, { timeout: 10_000 })
+          .catch(() => {});
       // The relay caches tools/list per socket; a restarted server may list different things.
       // (A server made before the restart refuses a family it lacks; notify() drops that.)
-      for (const notification of listChanged(upstream.info.capabilities)) for (const server of servers) notify(server, notification);
+      for (const notification of listChanged(upstream.info.capabilities))
+        for (const server of servers) notify(server, notification);
     },
   });
   const subscriptions = new Subscriptions(upstream);
@@ -112,11 +120,17 @@ export async function bridgeServerFactory(opts: BridgeOptions): Promise<BridgeSe
 const CallToolPassThrough = CallToolRequestSchema.extend({ params: CallToolRequestSchema.shape.params.loose() });
 const GetPromptPassThrough = GetPromptRequestSchema.extend({ params: GetPromptRequestSchema.shape.params.loose() });
 
-function createBridgeServer(upstream: Upstream, scopeMap: ScopeMap, subscriptions: Subscriptions, onLogLevel: (level: LoggingLevel) => void): Server {
+function createBridgeServer(
+  upstream: Upstream,
+  scopeMap: ScopeMap,
+  subscriptions: Subscriptions,
+  onLogLevel: (level: LoggingLevel) => void,
+): Server {
   const { serverInfo, capabilities, instructions } = upstream.info;
   // Created with the upstream's capabilities, the SDK Server accepts exactly the methods it has.
   const server = new Server(serverInfo, { capabilities: proxiedCapabilities(capabilities), instructions });
-  const forward = (request: ClientRequest, extra: Extra) => upstream.request(request, ResultSchema, forwardOptions(request, extra));
+  const forward = (request: ClientRequest, extra: Extra) =>
+    upstream.request(request, ResultSchema, forwardOptions(request, extra));
 
   if (capabilities.tools) {
     server.setRequestHandler(ListToolsRequestSchema, async (request, extra) => {
@@ -124,7 +138,11 @@ function createBridgeServer(upstream: Upstream, scopeMap: ScopeMap, subscription
       const tools: Tool[] = [];
       let cursor: string | undefined;
       do {
-        const page = await upstream.request({ ...request, params: { ...request.params, cursor } }, ListToolsResultSchema, forwardOptions(request, extra));
+        const page = await upstream.request(
+          { ...request, params: { ...request.params, cursor } },
+          ListToolsResultSchema,
+          forwardOptions(request, extra),
+        );
         tools.push(...page.tools.map((tool) => withScope(tool, scopeMap)));
         cursor = page.nextCursor;
       } while (cursor);
@@ -145,8 +163,12 @@ function createBridgeServer(upstream: Upstream, scopeMap: ScopeMap, subscription
     server.setRequestHandler(ListResourceTemplatesRequestSchema, forward);
     server.setRequestHandler(ReadResourceRequestSchema, forward);
     if (capabilities.resources.subscribe) {
-      server.setRequestHandler(SubscribeRequestSchema, (request, extra) => subscriptions.add(server, request, forwardOptions(request, extra)));
-      server.setRequestHandler(UnsubscribeRequestSchema, (request, extra) => subscriptions.remove(server, request, forwardOptions(request, extra)));
+      server.setRequestHandler(SubscribeRequestSchema, (request, extra) =>
+        subscriptions.add(server, request, forwardOptions(request, extra)),
+      );
+      server.setRequestHandler(UnsubscribeRequestSchema, (request, extra) =>
+        subscriptions.remove(server, request, forwardOptions(request, extra)),
+      );
     }
   }
   if (capabilities.prompts) {
@@ -168,7 +190,13 @@ function createBridgeServer(upstream: Upstream, scopeMap: ScopeMap, subscription
 /** The capability families the bridge proxies, as the upstream declared them. */
 function proxiedCapabilities(upstream: ServerCapabilities): ServerCapabilities {
   const { tools, resources, prompts, completions, logging } = upstream;
-  return { ...(tools && { tools }), ...(resources && { resources }), ...(prompts && { prompts }), ...(completions && { completions }), ...(logging && { logging }) };
+  return {
+    ...(tools && { tools }),
+    ...(resources && { resources }),
+    ...(prompts && { prompts }),
+    ...(completions && { completions }),
+    ...(logging && { logging }),
+  };
 }
 
 /**
@@ -182,7 +210,10 @@ function forwardOptions(request: ClientRequest, extra: Extra): RequestOptions {
   if (progressToken === undefined) return options;
   return {
     ...options,
-    onprogress: (progress) => void extra.sendNotification({ method: 'notifications/progress', params: { ...progress, progressToken } }).catch(() => {}),
+    onprogress: (progress) =>
+      void extra
+        .sendNotification({ method: 'notifications/progress', params: { ...progress, progressToken } })
+        .catch(() => {}),
   };
 }
 
@@ -240,7 +271,9 @@ class Subscriptions {
   /** A restarted upstream has no subscriptions. */
   renew(): void {
     for (const uri of this.byUri.keys()) {
-      this.upstream.request({ method: 'resources/subscribe', params: { uri } }, EmptyResultSchema, { timeout: 10_000 }).catch(() => {});
+      this.upstream
+        .request({ method: 'resources/subscribe', params: { uri } }, EmptyResultSchema, { timeout: 10_000 })
+        .catch(() => {});
     }
   }
 }

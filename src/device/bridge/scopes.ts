@@ -20,7 +20,9 @@ export function loadScopeMap(path: string): ScopeMap {
   }
   const parsed = ScopeMapSchema.safeParse(raw);
   if (!parsed.success) {
-    throw new Error(`--scope-map ${path} must map tool names to one of ${SCOPES.join(', ')}:\n${z.prettifyError(parsed.error)}`);
+    throw new Error(
+      `--scope-map ${path} must map tool names to one of ${SCOPES.join(', ')}:\n${z.prettifyError(parsed.error)}`,
+    );
   }
   return parsed.data;
 }

@@ -37,7 +37,11 @@ export interface UpstreamInfo {
 
 /** A JSON-RPC error whose message goes out as is (McpError would prefix "MCP error <code>: "). */
 export class RpcError extends Error {
-  constructor(readonly code: number, message: string, readonly data?: unknown) {
+  constructor(
+    readonly code: number,
+    message: string,
+    readonly data?: unknown,
+  ) {
     super(message);
   }
 }
@@ -80,7 +84,10 @@ export class Upstream {
   readonly label: string;
   info: UpstreamInfo = { serverInfo: { name: 'unknown', version: '0' }, capabilities: {} };
 
-  constructor(private readonly target: UpstreamTarget, private readonly options: UpstreamOptions) {
+  constructor(
+    private readonly target: UpstreamTarget,
+    private readonly options: UpstreamOptions,
+  ) {
     this.backoff = new Backoff({ ...RESTART_BACKOFF, ...options.backoff });
     this.label = 'url' in target ? target.url : `"${target.cmd}"`;
   }
@@ -101,14 +108,18 @@ export class Upstream {
   /** The stdio server's process id (for tests and logs). */
   get pid(): number | undefined {
     const transport = this.client?.transport;
-    return transport instanceof StdioClientTransport ? transport.pid ?? undefined : undefined;
+    return transport instanceof StdioClientTransport ? (transport.pid ?? undefined) : undefined;
   }
 
   /**
    * Sends one request upstream. The upstream's own JSON-RPC errors come back unchanged; a lost
    * connection becomes UpstreamUnavailableError and starts a restart.
    */
-  async request<S extends AnySchema>(request: ClientRequest, resultSchema: S, options: RequestOptions): Promise<SchemaOutput<S>> {
+  async request<S extends AnySchema>(
+    request: ClientRequest,
+    resultSchema: S,
+    options: RequestOptions,
+  ): Promise<SchemaOutput<S>> {
     const client = this.client;
     if (!client) throw this.unavailable();
     const { onprogress, ...sdkOptions } = options;
@@ -116,7 +127,10 @@ export class Upstream {
     if (onprogress) {
       progressToken = `phonebridge-${++this.progressTokens}`;
       this.progressRoutes.set(progressToken, onprogress);
-      request = { ...request, params: { ...request.params, _meta: { ...request.params?._meta, progressToken } } } as ClientRequest;
+      request = {
+        ...request,
+        params: { ...request.params, _meta: { ...request.params?._meta, progressToken } },
+      } as ClientRequest;
     }
     try {
       return await client.request(request, resultSchema, sdkOptions);
@@ -126,7 +140,10 @@ export class Upstream {
         throw new RpcError(err.code, err.message.replace(/^MCP error -?\d+: /, ''), err.data);
       }
       if (err instanceof Error && err.name === 'ZodError') {
-        throw new RpcError(ErrorCode.InternalError, `the bridged MCP server sent a malformed ${request.method} result: ${err.message}`);
+        throw new RpcError(
+          ErrorCode.InternalError,
+          `the bridged MCP server sent a malformed ${request.method} result: ${err.message}`,
+        );
       }
       this.dropped(client, describe(err));
       throw this.unavailable();
@@ -141,7 +158,8 @@ export class Upstream {
     const client = this.client;
     this.client = undefined;
     // An HTTP server keeps a session until told; a stdio server is ended by closing its stdin.
-    if (client?.transport instanceof StreamableHTTPClientTransport) await client.transport.terminateSession().catch(() => {});
+    if (client?.transport instanceof StreamableHTTPClientTransport)
+      await client.transport.terminateSession().catch(() => {});
     await client?.close();
   }
 
@@ -154,8 +172,13 @@ export class Upstream {
     // No client capabilities: sampling, elicitation and roots cannot reach a client through the relay.
     const client = new Client({ name: 'phonebridge-bridge', version: AGENT_VERSION }, { capabilities: {} });
     client.fallbackRequestHandler = async (request) => {
-      this.options.log.warn(`bridge: refused ${request.method} from the upstream MCP server (requests from the phone never reach MCP clients)`);
-      throw new RpcError(ErrorCode.MethodNotFound, `${request.method} is not available: this MCP server is bridged through a phonebridge relay, which does not forward requests from the server to MCP clients (no sampling, elicitation or roots)`);
+      this.options.log.warn(
+        `bridge: refused ${request.method} from the upstream MCP server (requests from the phone never reach MCP clients)`,
+      );
+      throw new RpcError(
+        ErrorCode.MethodNotFound,
+        `${request.method} is not available: this MCP server is bridged through a phonebridge relay, which does not forward requests from the server to MCP clients (no sampling, elicitation or roots)`,
+      );
     };
     for (const schema of RELAYED_NOTIFICATIONS) {
       client.setNotificationHandler(schema, async (notification) => this.options.onNotification(notification));
@@ -180,7 +203,9 @@ export class Upstream {
     // A shell so the command works as typed (quotes, $VARS, ~); `exec` makes the server itself the
     // child, so its exit is seen at once and closing the bridge signals it rather than a shell.
     // The whole environment is passed: the operator's upstream may need its API keys.
-    const env = Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => e[1] !== undefined));
+    const env = Object.fromEntries(
+      Object.entries(process.env).filter((e): e is [string, string] => e[1] !== undefined),
+    );
     return new StdioClientTransport({ command: 'sh', args: ['-c', `exec ${this.target.cmd}`], env, stderr: 'inherit' });
   }
 
@@ -188,7 +213,11 @@ export class Upstream {
     this.client = client;
     this.backoff.connected();
     const capabilities = client.getServerCapabilities() ?? {};
-    this.info = { serverInfo: client.getServerVersion() ?? this.info.serverInfo, capabilities, instructions: client.getInstructions() };
+    this.info = {
+      serverInfo: client.getServerVersion() ?? this.info.serverInfo,
+      capabilities,
+      instructions: client.getInstructions(),
+    };
     client.onclose = () => this.dropped(client, 'the connection closed (the process exited?)');
   }
 

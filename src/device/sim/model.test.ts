@@ -12,13 +12,28 @@ describe('SimPhone', () => {
   it('starts on the home screen with one icon per app', () => {
     const phone = phoneAt();
     expect(phone.foregroundApp).toBe(LAUNCHER_PACKAGE);
-    expect(phone.elements().filter((e) => e.role === 'icon').map((e) => e.id)).toEqual(['app.settings', 'app.messages', 'app.notes', 'app.browser']);
-    expect(phone.findElement('app.settings')).toMatchObject({ text: 'Settings', bounds: { left: 0, top: 240, right: 270, bottom: 540 }, enabled: true, focused: false, parentId: null });
+    expect(
+      phone
+        .elements()
+        .filter((e) => e.role === 'icon')
+        .map((e) => e.id),
+    ).toEqual(['app.settings', 'app.messages', 'app.notes', 'app.browser']);
+    expect(phone.findElement('app.settings')).toMatchObject({
+      text: 'Settings',
+      bounds: { left: 0, top: 240, right: 270, bottom: 540 },
+      enabled: true,
+      focused: false,
+      parentId: null,
+    });
   });
 
   it('taps by coordinates or element id and emits app and screen changes', () => {
     const phone = phoneAt();
-    expect(phone.tap({ x: 135, y: 390 })).toEqual({ effect: 'opened com.android.settings', elementId: 'app.settings', point: { x: 135, y: 390 } });
+    expect(phone.tap({ x: 135, y: 390 })).toEqual({
+      effect: 'opened com.android.settings',
+      elementId: 'app.settings',
+      point: { x: 135, y: 390 },
+    });
     expect(phone.eventsSince(0)).toEqual([
       { seq: 1, at: 1_000, type: 'app_changed', app: 'com.android.settings', previousApp: LAUNCHER_PACKAGE },
       { seq: 2, at: 1_000, type: 'screen_changed', app: 'com.android.settings', screen: 'settings', title: 'Settings' },
@@ -35,7 +50,9 @@ describe('SimPhone', () => {
     phone.tap({ elementId: 'settings.airplane_mode' });
     expect(phone.snapshot().settings).toEqual({ wifi: false, bluetooth: false, airplane_mode: true, dark_mode: false });
     expect(phone.findElement('settings.wifi')).toMatchObject({ checked: false, enabled: false });
-    expect(() => phone.tap({ elementId: 'settings.wifi' })).toThrow(expect.objectContaining({ code: 'element_disabled' }));
+    expect(() => phone.tap({ elementId: 'settings.wifi' })).toThrow(
+      expect.objectContaining({ code: 'element_disabled' }),
+    );
     expect(phone.findElement('status_bar')?.text).toBe('Airplane mode · 0 notifications');
   });
 
@@ -65,7 +82,11 @@ describe('SimPhone', () => {
     phone.typeText('cute cats', 'browser.url');
     phone.tap({ elementId: 'browser.go' });
     expect(phone.title).toBe('cute cats - Search');
-    expect(phone.eventsSince(0, ['screen_changed']).map((e) => e.title)).toEqual(['New tab', 'Example Domain', 'cute cats - Search']);
+    expect(phone.eventsSince(0, ['screen_changed']).map((e) => e.title)).toEqual([
+      'New tab',
+      'Example Domain',
+      'cute cats - Search',
+    ]);
     phone.pressKey('BACK');
     expect(phone.title).toBe('Example Domain');
     phone.pressKey('BACK');
@@ -76,7 +97,11 @@ describe('SimPhone', () => {
   it('scrolls the messages list, opens a thread and sends a reply', () => {
     const phone = phoneAt();
     phone.openApp('com.android.messaging');
-    const visible = () => phone.elements().filter((e) => e.role === 'listitem').map((e) => e.id);
+    const visible = () =>
+      phone
+        .elements()
+        .filter((e) => e.role === 'listitem')
+        .map((e) => e.id);
     expect(visible()[0]).toBe('messages.thread.t1');
     expect(phone.swipe({ x: 540, y: 2000 }, { x: 540, y: 1000 }).effect).toBe('scrolled messages.list to 400');
     expect(visible()[0]).toBe('messages.thread.t3');
@@ -86,7 +111,12 @@ describe('SimPhone', () => {
     expect(phone.title).toBe(contact);
     phone.typeText('On it', 'thread.compose');
     phone.pressKey('ENTER');
-    expect(phone.elements().filter((e) => e.id.startsWith('thread.message.')).at(-1)?.text).toBe('Me: On it');
+    expect(
+      phone
+        .elements()
+        .filter((e) => e.id.startsWith('thread.message.'))
+        .at(-1)?.text,
+    ).toBe('Me: On it');
     expect(phone.findElement('thread.send')?.enabled).toBe(false);
   });
 
@@ -94,7 +124,12 @@ describe('SimPhone', () => {
     const phone = phoneAt();
     phone.openApp('com.android.messaging');
     phone.hold({ elementId: 'messages.thread.t1' });
-    expect(phone.elements().filter((e) => e.role === 'menuitem').map((e) => e.text)).toEqual(['Delete']);
+    expect(
+      phone
+        .elements()
+        .filter((e) => e.role === 'menuitem')
+        .map((e) => e.text),
+    ).toEqual(['Delete']);
     phone.tap({ elementId: 'menu.delete' });
     expect(phone.snapshot().threads.map((t) => t.id)).not.toContain('t1');
     phone.hold({ elementId: 'messages.thread.t2' });
@@ -122,7 +157,14 @@ describe('SimPhone', () => {
     const seen: number[] = [];
     const unsubscribe = phone.onEvent((e) => seen.push(e.seq));
     const event = phone.injectNotification({ app: 'messages', title: 'Ada', text: 'Ping' });
-    expect(event).toEqual({ seq: 1, at: 1_000, type: 'notification', app: 'com.android.messaging', title: 'Ada', text: 'Ping' });
+    expect(event).toEqual({
+      seq: 1,
+      at: 1_000,
+      type: 'notification',
+      app: 'com.android.messaging',
+      title: 'Ada',
+      text: 'Ping',
+    });
     expect(phone.findElement('status_bar')?.text).toBe('Wi-Fi · 1 notification');
     phone.swipe({ x: 540, y: 10 }, { x: 540, y: 900 });
     expect(phone.screen).toBe('shade');

@@ -23,11 +23,29 @@ export const SETTINGS = ['wifi', 'bluetooth', 'airplane_mode', 'dark_mode'] as c
 export type SettingName = (typeof SETTINGS)[number];
 
 export type Role =
-  | 'statusbar' | 'button' | 'icon' | 'heading' | 'text' | 'toggle' | 'textfield'
-  | 'list' | 'listitem' | 'overlay' | 'menu' | 'menuitem';
+  | 'statusbar'
+  | 'button'
+  | 'icon'
+  | 'heading'
+  | 'text'
+  | 'toggle'
+  | 'textfield'
+  | 'list'
+  | 'listitem'
+  | 'overlay'
+  | 'menu'
+  | 'menuitem';
 
-export interface Bounds { left: number; top: number; right: number; bottom: number }
-export interface Point { x: number; y: number }
+export interface Bounds {
+  left: number;
+  top: number;
+  right: number;
+  bottom: number;
+}
+export interface Point {
+  x: number;
+  y: number;
+}
 
 export interface UiElement {
   id: string;
@@ -55,13 +73,25 @@ export interface PhoneEvent {
   text?: string;
 }
 
-export interface Notification { id: number; app: string; title: string; text: string }
+export interface Notification {
+  id: number;
+  app: string;
+  title: string;
+  text: string;
+}
 
 /** What an action did, in words an agent (and a test) can read. */
-export interface ActEffect { effect: string; elementId: string | null; point: Point | null }
+export interface ActEffect {
+  effect: string;
+  elementId: string | null;
+  point: Point | null;
+}
 
 export class SimError extends Error {
-  constructor(readonly code: string, message: string) {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -85,8 +115,15 @@ type Route =
   | { screen: 'browser' }
   | { screen: 'shade' };
 
-interface Message { from: 'me' | 'them'; text: string }
-interface Thread { id: string; contact: string; messages: Message[] }
+interface Message {
+  from: 'me' | 'them';
+  text: string;
+}
+interface Thread {
+  id: string;
+  contact: string;
+  messages: Message[];
+}
 
 /** An element plus what a finger does to it; handlers stay inside the model. */
 interface UiNode extends UiElement {
@@ -95,7 +132,10 @@ interface UiNode extends UiElement {
   scrollBy?: (dy: number) => string;
 }
 
-interface ContextMenu { anchor: Point; items: { id: string; text: string; run: () => string }[] }
+interface ContextMenu {
+  anchor: Point;
+  items: { id: string; text: string; run: () => string }[];
+}
 
 // Layout in screen pixels; derived from the screen size so other sizes still make sense.
 const STATUS_H = 80;
@@ -103,8 +143,34 @@ const NAV_H = 120;
 const ROW_H = 200;
 const MARGIN = 40;
 
-const CONTACTS = ['Ada', 'Grace', 'Alan', 'Edsger', 'Barbara', 'Donald', 'Margaret', 'Ken', 'Dennis', 'Radia', 'Frances', 'John', 'Leslie', 'Niklaus'];
-const PHRASES = ['See you at 6?', 'On my way', 'Thanks!', 'Can you call me?', 'Lunch tomorrow?', 'Running late', 'Sounds good', 'Did you get the file?', 'Happy birthday!', 'Where are you?'];
+const CONTACTS = [
+  'Ada',
+  'Grace',
+  'Alan',
+  'Edsger',
+  'Barbara',
+  'Donald',
+  'Margaret',
+  'Ken',
+  'Dennis',
+  'Radia',
+  'Frances',
+  'John',
+  'Leslie',
+  'Niklaus',
+];
+const PHRASES = [
+  'See you at 6?',
+  'On my way',
+  'Thanks!',
+  'Can you call me?',
+  'Lunch tomorrow?',
+  'Running late',
+  'Sounds good',
+  'Did you get the file?',
+  'Happy birthday!',
+  'Where are you?',
+];
 const KNOWN_TITLES: Record<string, string> = {
   'example.com': 'Example Domain',
   'www.example.com': 'Example Domain',
@@ -142,7 +208,12 @@ export class SimPhone {
   private stack: Route[] = [{ screen: 'home' }];
   private focus: string | null = null;
   private menu: ContextMenu | null = null;
-  private settings: Record<SettingName, boolean> = { wifi: true, bluetooth: false, airplane_mode: false, dark_mode: false };
+  private settings: Record<SettingName, boolean> = {
+    wifi: true,
+    bluetooth: false,
+    airplane_mode: false,
+    dark_mode: false,
+  };
   private threads: Thread[];
   private drafts = new Map<string, string>();
   private listScroll = 0;
@@ -288,7 +359,8 @@ export class SimPhone {
         return { effect: 'opened the notification shade', elementId: 'status_bar', point: from };
       }
       const node = this.hit(from, (n) => !!n.scrollBy);
-      if (node && Math.abs(dy) > Math.abs(dx)) return { effect: node.scrollBy!(from.y - to.y), elementId: node.id, point: from };
+      if (node && Math.abs(dy) > Math.abs(dx))
+        return { effect: node.scrollBy!(from.y - to.y), elementId: node.id, point: from };
       return { effect: 'nothing to scroll', elementId: null, point: from };
     });
   }
@@ -321,7 +393,8 @@ export class SimPhone {
   openApp(pkg: string): ActEffect {
     return this.act(() => {
       const app = APPS.find((a) => a.package === pkg);
-      if (!app) throw new SimError('app_not_found', `no app ${pkg}; installed: ${APPS.map((a) => a.package).join(', ')}`);
+      if (!app)
+        throw new SimError('app_not_found', `no app ${pkg}; installed: ${APPS.map((a) => a.package).join(', ')}`);
       this.launch(app.key);
       return { effect: `opened ${app.package}`, elementId: null, point: null };
     });
@@ -364,7 +437,8 @@ export class SimPhone {
     const key = this.screenKey();
     const result = action();
     if (this.foregroundApp !== app) this.emit({ type: 'app_changed', app: this.foregroundApp, previousApp: app });
-    if (this.screenKey() !== key) this.emit({ type: 'screen_changed', app: this.foregroundApp, screen: this.screen, title: this.title });
+    if (this.screenKey() !== key)
+      this.emit({ type: 'screen_changed', app: this.foregroundApp, screen: this.screen, title: this.title });
     return result;
   }
 
@@ -443,12 +517,15 @@ export class SimPhone {
 
   /** Topmost element under the point that accepts the gesture (later in layout = drawn on top). */
   private hit(p: Point, accepts: (n: UiNode) => boolean): UiNode | undefined {
-    return this.layout().reverse().find((n) => inside(n.bounds, p) && accepts(n));
+    return this.layout()
+      .reverse()
+      .find((n) => inside(n.bounds, p) && accepts(n));
   }
 
   private focusField(id: string): string {
     const node = this.requireElement(id);
-    if (node.role !== 'textfield') throw new SimError('not_a_text_field', `element ${id} is a ${node.role}, not a text field`);
+    if (node.role !== 'textfield')
+      throw new SimError('not_a_text_field', `element ${id} is a ${node.role}, not a text field`);
     if (this.focus === id) return `${id} already has focus`;
     this.focus = id;
     if (id === 'browser.url') this.urlDraft = ''; // like select-all: typing replaces the URL
@@ -475,15 +552,19 @@ export class SimPhone {
 
   private key(key: Key): string {
     switch (key) {
-      case 'BACK': return this.back();
-      case 'HOME': return this.goHome();
+      case 'BACK':
+        return this.back();
+      case 'HOME':
+        return this.goHome();
       case 'ESCAPE':
         if (this.menu) return this.closeMenu();
         if (!this.focus) return 'nothing to dismiss';
         this.focus = null;
         return 'cleared focus';
       case 'TAB': {
-        const fields = this.layout().filter((n) => n.role === 'textfield' && n.enabled).map((n) => n.id);
+        const fields = this.layout()
+          .filter((n) => n.role === 'textfield' && n.enabled)
+          .map((n) => n.id);
         if (fields.length === 0) return 'nothing to focus';
         const next = fields[(fields.indexOf(this.focus ?? '') + 1) % fields.length];
         return this.focusField(next);
@@ -529,9 +610,10 @@ export class SimPhone {
     } catch {
       url = new URL(`https://www.google.com/search?q=${encodeURIComponent(typed)}`);
     }
-    const title = url.searchParams.has('q') && url.hostname === 'www.google.com'
-      ? `${url.searchParams.get('q')} - Search`
-      : KNOWN_TITLES[url.hostname] ?? url.hostname;
+    const title =
+      url.searchParams.has('q') && url.hostname === 'www.google.com'
+        ? `${url.searchParams.get('q')} - Search`
+        : (KNOWN_TITLES[url.hostname] ?? url.hostname);
     this.history.push({ url: url.href, title });
     this.focus = null;
     this.urlDraft = '';
@@ -556,16 +638,37 @@ export class SimPhone {
     const contentTop = STATUS_H;
     const contentBottom = H - NAV_H;
     const nodes: UiNode[] = [];
-    const add = (n: Omit<UiNode, 'enabled' | 'focused' | 'parentId'> & Partial<Pick<UiNode, 'enabled' | 'parentId'>>) => {
+    const add = (
+      n: Omit<UiNode, 'enabled' | 'focused' | 'parentId'> & Partial<Pick<UiNode, 'enabled' | 'parentId'>>,
+    ) => {
       nodes.push({ enabled: true, parentId: null, ...n, focused: this.focus === n.id });
     };
-    const row = (i: number, top = contentTop + ROW_H): Bounds => ({ left: 0, top: top + i * ROW_H, right: W, bottom: top + (i + 1) * ROW_H });
+    const row = (i: number, top = contentTop + ROW_H): Bounds => ({
+      left: 0,
+      top: top + i * ROW_H,
+      right: W,
+      bottom: top + (i + 1) * ROW_H,
+    });
     const heading = (id: string, text: string) =>
-      add({ id, role: 'heading', text, bounds: { left: MARGIN, top: contentTop, right: W - MARGIN, bottom: contentTop + ROW_H } });
+      add({
+        id,
+        role: 'heading',
+        text,
+        bounds: { left: MARGIN, top: contentTop, right: W - MARGIN, bottom: contentTop + ROW_H },
+      });
 
-    const flags = [this.settings.airplane_mode && 'Airplane mode', this.settings.wifi && 'Wi-Fi', this.settings.bluetooth && 'Bluetooth'].filter(Boolean);
+    const flags = [
+      this.settings.airplane_mode && 'Airplane mode',
+      this.settings.wifi && 'Wi-Fi',
+      this.settings.bluetooth && 'Bluetooth',
+    ].filter(Boolean);
     const count = this.notifications.length;
-    add({ id: 'status_bar', role: 'statusbar', text: [...flags, `${count} notification${count === 1 ? '' : 's'}`].join(' · '), bounds: { left: 0, top: 0, right: W, bottom: STATUS_H } });
+    add({
+      id: 'status_bar',
+      role: 'statusbar',
+      text: [...flags, `${count} notification${count === 1 ? '' : 's'}`].join(' · '),
+      bounds: { left: 0, top: 0, right: W, bottom: STATUS_H },
+    });
 
     const r = this.route;
     switch (r.screen) {
@@ -574,21 +677,48 @@ export class SimPhone {
         APPS.forEach((app, i) => {
           const bounds = { left: i * cell, top: contentTop + 160, right: (i + 1) * cell, bottom: contentTop + 460 };
           add({
-            id: `app.${app.key}`, role: 'icon', text: app.label, bounds,
-            onTap: () => { this.launch(app.key); return `opened ${app.package}`; },
-            onHold: () => this.openMenu(center(bounds), [{ id: 'menu.open', text: 'Open', run: () => { this.launch(app.key); return `opened ${app.package}`; } }]),
+            id: `app.${app.key}`,
+            role: 'icon',
+            text: app.label,
+            bounds,
+            onTap: () => {
+              this.launch(app.key);
+              return `opened ${app.package}`;
+            },
+            onHold: () =>
+              this.openMenu(center(bounds), [
+                {
+                  id: 'menu.open',
+                  text: 'Open',
+                  run: () => {
+                    this.launch(app.key);
+                    return `opened ${app.package}`;
+                  },
+                },
+              ]),
           });
         });
         break;
       }
       case 'settings': {
         heading('settings.title', 'Settings');
-        const labels: Record<SettingName, string> = { wifi: 'Wi-Fi', bluetooth: 'Bluetooth', airplane_mode: 'Airplane mode', dark_mode: 'Dark mode' };
-        SETTINGS.forEach((name, i) => add({
-          id: `settings.${name}`, role: 'toggle', text: labels[name], bounds: row(i), checked: this.settings[name],
-          enabled: !(this.settings.airplane_mode && (name === 'wifi' || name === 'bluetooth')),
-          onTap: () => this.toggle(name),
-        }));
+        const labels: Record<SettingName, string> = {
+          wifi: 'Wi-Fi',
+          bluetooth: 'Bluetooth',
+          airplane_mode: 'Airplane mode',
+          dark_mode: 'Dark mode',
+        };
+        SETTINGS.forEach((name, i) =>
+          add({
+            id: `settings.${name}`,
+            role: 'toggle',
+            text: labels[name],
+            bounds: row(i),
+            checked: this.settings[name],
+            enabled: !(this.settings.airplane_mode && (name === 'wifi' || name === 'bluetooth')),
+            onTap: () => this.toggle(name),
+          }),
+        );
         break;
       }
       case 'messages': {
@@ -597,25 +727,48 @@ export class SimPhone {
         const maxScroll = Math.max(0, this.threads.length * ROW_H - (list.bottom - list.top));
         this.listScroll = Math.min(this.listScroll, maxScroll);
         add({
-          id: 'messages.list', role: 'list', text: `${this.threads.length} conversations`, bounds: list,
+          id: 'messages.list',
+          role: 'list',
+          text: `${this.threads.length} conversations`,
+          bounds: list,
           scrollBy: (dy) => {
             const before = this.listScroll;
             this.listScroll = Math.max(0, Math.min(maxScroll, before + dy));
-            return this.listScroll === before ? 'list is already at its end' : `scrolled messages.list to ${this.listScroll}`;
+            return this.listScroll === before
+              ? 'list is already at its end'
+              : `scrolled messages.list to ${this.listScroll}`;
           },
         });
         this.threads.forEach((t, i) => {
           const top = list.top + i * ROW_H - this.listScroll;
           if (top + ROW_H <= list.top || top >= list.bottom) return; // off screen: not in the tree, as on Android
-          const bounds = { left: 0, top: Math.max(top, list.top), right: W, bottom: Math.min(top + ROW_H, list.bottom) };
+          const bounds = {
+            left: 0,
+            top: Math.max(top, list.top),
+            right: W,
+            bottom: Math.min(top + ROW_H, list.bottom),
+          };
           add({
-            id: `messages.thread.${t.id}`, role: 'listitem', parentId: 'messages.list', bounds,
+            id: `messages.thread.${t.id}`,
+            role: 'listitem',
+            parentId: 'messages.list',
+            bounds,
             text: `${t.contact}: ${t.messages[t.messages.length - 1]?.text ?? ''}`,
-            onTap: () => { this.push({ screen: 'thread', threadId: t.id }); return `opened the conversation with ${t.contact}`; },
-            onHold: () => this.openMenu(center(bounds), [{
-              id: 'menu.delete', text: 'Delete',
-              run: () => { this.threads = this.threads.filter((x) => x !== t); return `deleted the conversation with ${t.contact}`; },
-            }]),
+            onTap: () => {
+              this.push({ screen: 'thread', threadId: t.id });
+              return `opened the conversation with ${t.contact}`;
+            },
+            onHold: () =>
+              this.openMenu(center(bounds), [
+                {
+                  id: 'menu.delete',
+                  text: 'Delete',
+                  run: () => {
+                    this.threads = this.threads.filter((x) => x !== t);
+                    return `deleted the conversation with ${t.contact}`;
+                  },
+                },
+              ]),
           });
         });
         break;
@@ -627,60 +780,183 @@ export class SimPhone {
         const fit = Math.floor((composeTop - contentTop - ROW_H) / ROW_H);
         const shown = t.messages.slice(-fit);
         const first = t.messages.length - shown.length;
-        shown.forEach((m, i) => add({
-          id: `thread.message.${first + i}`, role: 'text', text: `${m.from === 'me' ? 'Me' : t.contact}: ${m.text}`,
-          bounds: { left: m.from === 'me' ? W / 4 : MARGIN, top: contentTop + ROW_H + i * ROW_H + 20, right: m.from === 'me' ? W - MARGIN : (W * 3) / 4, bottom: contentTop + ROW_H + (i + 1) * ROW_H - 20 },
-        }));
-        add({ id: 'thread.compose', role: 'textfield', text: this.drafts.get(t.id) ?? '', bounds: { left: MARGIN, top: composeTop + 30, right: W - 260, bottom: contentBottom - 30 }, onTap: () => this.focusField('thread.compose') });
-        add({ id: 'thread.send', role: 'button', text: 'Send', enabled: !!this.drafts.get(t.id), bounds: { left: W - 220, top: composeTop + 30, right: W - MARGIN, bottom: contentBottom - 30 }, onTap: () => this.send() });
+        shown.forEach((m, i) =>
+          add({
+            id: `thread.message.${first + i}`,
+            role: 'text',
+            text: `${m.from === 'me' ? 'Me' : t.contact}: ${m.text}`,
+            bounds: {
+              left: m.from === 'me' ? W / 4 : MARGIN,
+              top: contentTop + ROW_H + i * ROW_H + 20,
+              right: m.from === 'me' ? W - MARGIN : (W * 3) / 4,
+              bottom: contentTop + ROW_H + (i + 1) * ROW_H - 20,
+            },
+          }),
+        );
+        add({
+          id: 'thread.compose',
+          role: 'textfield',
+          text: this.drafts.get(t.id) ?? '',
+          bounds: { left: MARGIN, top: composeTop + 30, right: W - 260, bottom: contentBottom - 30 },
+          onTap: () => this.focusField('thread.compose'),
+        });
+        add({
+          id: 'thread.send',
+          role: 'button',
+          text: 'Send',
+          enabled: !!this.drafts.get(t.id),
+          bounds: { left: W - 220, top: composeTop + 30, right: W - MARGIN, bottom: contentBottom - 30 },
+          onTap: () => this.send(),
+        });
         break;
       }
       case 'notes': {
         heading('notes.title', 'Notes');
-        add({ id: 'notes.body', role: 'textfield', text: this.noteText, bounds: { left: MARGIN, top: contentTop + ROW_H, right: W - MARGIN, bottom: contentBottom - ROW_H - 20 }, onTap: () => this.focusField('notes.body'), onHold: () => this.openMenu({ x: W / 2, y: contentTop + 2 * ROW_H }, [{ id: 'menu.clear', text: 'Clear', run: () => { this.noteText = ''; return 'cleared notes.body'; } }]) });
-        add({ id: 'notes.clear', role: 'button', text: 'Clear', enabled: this.noteText.length > 0, bounds: { left: MARGIN, top: contentBottom - ROW_H, right: W / 2, bottom: contentBottom - 40 }, onTap: () => { this.noteText = ''; return 'cleared notes.body'; } });
+        add({
+          id: 'notes.body',
+          role: 'textfield',
+          text: this.noteText,
+          bounds: { left: MARGIN, top: contentTop + ROW_H, right: W - MARGIN, bottom: contentBottom - ROW_H - 20 },
+          onTap: () => this.focusField('notes.body'),
+          onHold: () =>
+            this.openMenu({ x: W / 2, y: contentTop + 2 * ROW_H }, [
+              {
+                id: 'menu.clear',
+                text: 'Clear',
+                run: () => {
+                  this.noteText = '';
+                  return 'cleared notes.body';
+                },
+              },
+            ]),
+        });
+        add({
+          id: 'notes.clear',
+          role: 'button',
+          text: 'Clear',
+          enabled: this.noteText.length > 0,
+          bounds: { left: MARGIN, top: contentBottom - ROW_H, right: W / 2, bottom: contentBottom - 40 },
+          onTap: () => {
+            this.noteText = '';
+            return 'cleared notes.body';
+          },
+        });
         break;
       }
       case 'browser': {
         const bar = contentTop + 20;
-        add({ id: 'browser.url', role: 'textfield', text: this.focus === 'browser.url' ? this.urlDraft : this.page.url, bounds: { left: MARGIN, top: bar, right: W - 220, bottom: bar + 140 }, onTap: () => this.focusField('browser.url') });
-        add({ id: 'browser.go', role: 'button', text: 'Go', bounds: { left: W - 200, top: bar, right: W - MARGIN, bottom: bar + 140 }, onTap: () => this.navigate(this.focus === 'browser.url' ? this.urlDraft : this.page.url) });
-        add({ id: 'browser.page.title', role: 'heading', text: this.page.title, bounds: { left: MARGIN, top: bar + 200, right: W - MARGIN, bottom: bar + 340 } });
-        add({ id: 'browser.page.body', role: 'text', text: this.page.url === 'about:blank' ? '' : `Content of ${this.page.url}`, bounds: { left: MARGIN, top: bar + 380, right: W - MARGIN, bottom: contentBottom - MARGIN } });
+        add({
+          id: 'browser.url',
+          role: 'textfield',
+          text: this.focus === 'browser.url' ? this.urlDraft : this.page.url,
+          bounds: { left: MARGIN, top: bar, right: W - 220, bottom: bar + 140 },
+          onTap: () => this.focusField('browser.url'),
+        });
+        add({
+          id: 'browser.go',
+          role: 'button',
+          text: 'Go',
+          bounds: { left: W - 200, top: bar, right: W - MARGIN, bottom: bar + 140 },
+          onTap: () => this.navigate(this.focus === 'browser.url' ? this.urlDraft : this.page.url),
+        });
+        add({
+          id: 'browser.page.title',
+          role: 'heading',
+          text: this.page.title,
+          bounds: { left: MARGIN, top: bar + 200, right: W - MARGIN, bottom: bar + 340 },
+        });
+        add({
+          id: 'browser.page.body',
+          role: 'text',
+          text: this.page.url === 'about:blank' ? '' : `Content of ${this.page.url}`,
+          bounds: { left: MARGIN, top: bar + 380, right: W - MARGIN, bottom: contentBottom - MARGIN },
+        });
         break;
       }
       case 'shade': {
         heading('shade.title', 'Notifications');
-        this.notifications.slice(-8).reverse().forEach((n, i) => add({
-          id: `shade.notification.${n.id}`, role: 'listitem', text: `${n.title}: ${n.text}`, bounds: row(i),
+        this.notifications
+          .slice(-8)
+          .reverse()
+          .forEach((n, i) =>
+            add({
+              id: `shade.notification.${n.id}`,
+              role: 'listitem',
+              text: `${n.title}: ${n.text}`,
+              bounds: row(i),
+              onTap: () => {
+                this.notifications = this.notifications.filter((x) => x !== n);
+                const app = APPS.find((a) => a.package === n.app);
+                if (!app) {
+                  this.back();
+                  return `dismissed notification ${n.id}`;
+                }
+                this.launch(app.key);
+                return `opened ${app.package} from notification ${n.id}`;
+              },
+            }),
+          );
+        add({
+          id: 'shade.clear',
+          role: 'button',
+          text: 'Clear all',
+          enabled: count > 0,
+          bounds: { left: W / 2, top: contentBottom - ROW_H, right: W - MARGIN, bottom: contentBottom - 40 },
           onTap: () => {
-            this.notifications = this.notifications.filter((x) => x !== n);
-            const app = APPS.find((a) => a.package === n.app);
-            if (!app) { this.back(); return `dismissed notification ${n.id}`; }
-            this.launch(app.key);
-            return `opened ${app.package} from notification ${n.id}`;
+            this.notifications = [];
+            return 'cleared all notifications';
           },
-        }));
-        add({ id: 'shade.clear', role: 'button', text: 'Clear all', enabled: count > 0, bounds: { left: W / 2, top: contentBottom - ROW_H, right: W - MARGIN, bottom: contentBottom - 40 }, onTap: () => { this.notifications = []; return 'cleared all notifications'; } });
+        });
         break;
       }
     }
 
-    add({ id: 'nav.back', role: 'button', text: 'Back', bounds: { left: 0, top: contentBottom, right: W / 2, bottom: H }, onTap: () => this.back() });
-    add({ id: 'nav.home', role: 'button', text: 'Home', bounds: { left: W / 2, top: contentBottom, right: W, bottom: H }, onTap: () => this.goHome() });
+    add({
+      id: 'nav.back',
+      role: 'button',
+      text: 'Back',
+      bounds: { left: 0, top: contentBottom, right: W / 2, bottom: H },
+      onTap: () => this.back(),
+    });
+    add({
+      id: 'nav.home',
+      role: 'button',
+      text: 'Home',
+      bounds: { left: W / 2, top: contentBottom, right: W, bottom: H },
+      onTap: () => this.goHome(),
+    });
 
     if (this.menu) {
       const menu = this.menu;
       // The scrim catches taps outside the menu and closes it, as on Android.
-      add({ id: 'menu.scrim', role: 'overlay', text: '', bounds: { left: 0, top: 0, right: W, bottom: H }, onTap: () => this.closeMenu() });
+      add({
+        id: 'menu.scrim',
+        role: 'overlay',
+        text: '',
+        bounds: { left: 0, top: 0, right: W, bottom: H },
+        onTap: () => this.closeMenu(),
+      });
       const left = Math.max(0, Math.min(W - 600, Math.floor(menu.anchor.x - 300)));
       const top = Math.max(STATUS_H, Math.min(contentBottom - menu.items.length * 160, Math.floor(menu.anchor.y)));
-      add({ id: 'menu', role: 'menu', text: '', bounds: { left, top, right: left + 600, bottom: top + menu.items.length * 160 } });
-      menu.items.forEach((item, i) => add({
-        id: item.id, role: 'menuitem', text: item.text, parentId: 'menu',
-        bounds: { left, top: top + i * 160, right: left + 600, bottom: top + (i + 1) * 160 },
-        onTap: () => { this.menu = null; return item.run(); },
-      }));
+      add({
+        id: 'menu',
+        role: 'menu',
+        text: '',
+        bounds: { left, top, right: left + 600, bottom: top + menu.items.length * 160 },
+      });
+      menu.items.forEach((item, i) =>
+        add({
+          id: item.id,
+          role: 'menuitem',
+          text: item.text,
+          parentId: 'menu',
+          bounds: { left, top: top + i * 160, right: left + 600, bottom: top + (i + 1) * 160 },
+          onTap: () => {
+            this.menu = null;
+            return item.run();
+          },
+        }),
+      );
     }
     return nodes.map((n) => ({ ...n, bounds: roundBounds(n.bounds) }));
   }

@@ -28,22 +28,50 @@ export interface Screenshot {
 type Rgb = readonly [number, number, number];
 
 const LIGHT: Record<Role | 'background' | 'glyph' | 'on' | 'off', Rgb> = {
-  background: [250, 250, 250], glyph: [33, 33, 33], on: [26, 115, 232], off: [189, 189, 189],
-  statusbar: [224, 224, 224], button: [208, 225, 249], icon: [66, 133, 244], heading: [250, 250, 250],
-  text: [241, 243, 244], toggle: [255, 255, 255], textfield: [255, 255, 255], list: [250, 250, 250],
-  listitem: [255, 255, 255], overlay: [120, 120, 120], menu: [255, 255, 255], menuitem: [255, 255, 255],
+  background: [250, 250, 250],
+  glyph: [33, 33, 33],
+  on: [26, 115, 232],
+  off: [189, 189, 189],
+  statusbar: [224, 224, 224],
+  button: [208, 225, 249],
+  icon: [66, 133, 244],
+  heading: [250, 250, 250],
+  text: [241, 243, 244],
+  toggle: [255, 255, 255],
+  textfield: [255, 255, 255],
+  list: [250, 250, 250],
+  listitem: [255, 255, 255],
+  overlay: [120, 120, 120],
+  menu: [255, 255, 255],
+  menuitem: [255, 255, 255],
 };
 const DARK: typeof LIGHT = {
-  background: [18, 18, 18], glyph: [232, 234, 237], on: [138, 180, 248], off: [95, 99, 104],
-  statusbar: [32, 33, 36], button: [48, 64, 96], icon: [138, 180, 248], heading: [18, 18, 18],
-  text: [40, 42, 46], toggle: [30, 30, 30], textfield: [40, 42, 46], list: [18, 18, 18],
-  listitem: [30, 30, 30], overlay: [0, 0, 0], menu: [48, 49, 52], menuitem: [48, 49, 52],
+  background: [18, 18, 18],
+  glyph: [232, 234, 237],
+  on: [138, 180, 248],
+  off: [95, 99, 104],
+  statusbar: [32, 33, 36],
+  button: [48, 64, 96],
+  icon: [138, 180, 248],
+  heading: [18, 18, 18],
+  text: [40, 42, 46],
+  toggle: [30, 30, 30],
+  textfield: [40, 42, 46],
+  list: [18, 18, 18],
+  listitem: [30, 30, 30],
+  overlay: [0, 0, 0],
+  menu: [48, 49, 52],
+  menuitem: [48, 49, 52],
 };
 
 /** An RGB raster with the one drawing operation we need. */
 class Canvas {
   readonly pixels: Uint8Array;
-  constructor(readonly width: number, readonly height: number, background: Rgb) {
+  constructor(
+    readonly width: number,
+    readonly height: number,
+    background: Rgb,
+  ) {
     this.pixels = new Uint8Array(width * height * 3);
     this.fill(0, 0, width, height, background);
   }
@@ -76,12 +104,18 @@ export function screenshotSize(phone: SimPhone, req: ScreenshotRequest): { width
 export function takeScreenshot(phone: SimPhone, req: ScreenshotRequest = {}): Screenshot {
   const { width, height } = screenshotSize(phone, req);
   if (width > phone.width) {
-    throw new SimError('too_large', `a ${width} px wide screenshot exceeds the maximum of ${phone.width} px (the screen width); ask for a smaller width or scale`);
+    throw new SimError(
+      'too_large',
+      `a ${width} px wide screenshot exceeds the maximum of ${phone.width} px (the screen width); ask for a smaller width or scale`,
+    );
   }
   const png = encodePng(width, height, render(phone, width, height));
   const base64 = png.toString('base64');
   if (base64.length > SCREENSHOT_BASE64_LIMIT) {
-    throw new SimError('too_large', `the screenshot is ${base64.length} bytes of base64, over the ${SCREENSHOT_BASE64_LIMIT} byte limit; ask for a smaller width or scale`);
+    throw new SimError(
+      'too_large',
+      `the screenshot is ${base64.length} bytes of base64, over the ${SCREENSHOT_BASE64_LIMIT} byte limit; ask for a smaller width or scale`,
+    );
   }
   return { mimeType: 'image/png', width, height, bytes: png.length, base64 };
 }

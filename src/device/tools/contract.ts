@@ -37,11 +37,17 @@ export function callerFrom(meta: Record<string, unknown> | undefined): Caller {
   if (raw === undefined) return LOCAL_CALLER;
   const value = raw as { credential?: unknown; scopes?: unknown };
   if (
-    typeof value !== 'object' || value === null ||
-    typeof value.credential !== 'string' || value.credential === '' ||
-    !Array.isArray(value.scopes) || !value.scopes.every((s) => typeof s === 'string')
+    typeof value !== 'object' ||
+    value === null ||
+    typeof value.credential !== 'string' ||
+    value.credential === '' ||
+    !Array.isArray(value.scopes) ||
+    !value.scopes.every((s) => typeof s === 'string')
   ) {
-    throw new ToolError('invalid_caller', `_meta["${CALLER_META_KEY}"] must be {"credential": string, "scopes": string[]}`);
+    throw new ToolError(
+      'invalid_caller',
+      `_meta["${CALLER_META_KEY}"] must be {"credential": string, "scopes": string[]}`,
+    );
   }
   // Unknown scope names are ignored rather than trusted.
   return { credential: value.credential, scopes: SCOPES.filter((s) => (value.scopes as string[]).includes(s)) };
@@ -53,9 +59,11 @@ export const ERROR_CODES: Readonly<Record<string, string>> = {
   unknown_tool: 'No tool by that name.',
   invalid_caller: 'The caller meta set by the relay is malformed.',
   insufficient_scope: 'The credential lacks the scope of the tool (the relay normally refuses first).',
-  lease_required: 'Someone else holds the lease, or the device is free and your credential may not take it (no devices:lease).',
+  lease_required:
+    'Someone else holds the lease, or the device is free and your credential may not take it (no devices:lease).',
   lease_mismatch: 'The leaseId given is not the current lease (expired, released, or not yours). Nothing was done.',
-  device_busy: 'A run holds the device, or take_device found it leased to someone else. `retryAfterS` or `runId` may say more.',
+  device_busy:
+    'A run holds the device, or take_device found it leased to someone else. `retryAfterS` or `runId` may say more.',
   idempotency_key_reused: 'The idempotency key was recorded for a different call.',
   too_large: 'The result would not fit one 256 KiB message (e.g. a screenshot wider than the screen). Ask for less.',
   element_not_found: 'No element with that id on the current screen.',
@@ -70,7 +78,11 @@ export const ERROR_CODES: Readonly<Record<string, string>> = {
 
 /** A refusal the caller can act on; becomes `{"error":{"code","message",…details}}`. */
 export class ToolError extends Error {
-  constructor(readonly code: string, message: string, readonly details: Record<string, unknown> = {}) {
+  constructor(
+    readonly code: string,
+    message: string,
+    readonly details: Record<string, unknown> = {},
+  ) {
     super(message);
   }
 }
@@ -82,7 +94,11 @@ export function errorResult(code: string, message: string, details: Record<strin
 
 /** Success: structuredContent, and the same JSON in a text block for older consumers. */
 export function successResult(value: Record<string, unknown>, extra: Partial<CallToolResult> = {}): CallToolResult {
-  return { content: [{ type: 'text', text: JSON.stringify(value) }, ...(extra.content ?? [])], structuredContent: value, ...(extra._meta ? { _meta: extra._meta } : {}) };
+  return {
+    content: [{ type: 'text', text: JSON.stringify(value) }, ...(extra.content ?? [])],
+    structuredContent: value,
+    ...(extra._meta ? { _meta: extra._meta } : {}),
+  };
 }
 
 /** Maps the SDK's own plain-text tool errors (bad input, unknown tool, bad output) to codes. */

@@ -3,7 +3,11 @@
 import type { SimPhone } from '../sim/model.ts';
 import { ToolError, type Caller } from './contract.ts';
 
-export interface Lease { id: string; holder: string; expiresAt: number }
+export interface Lease {
+  id: string;
+  holder: string;
+  expiresAt: number;
+}
 
 export interface Outcome {
   tool: string;
@@ -58,26 +62,36 @@ export class PhoneControl {
   authorize(caller: Caller, leaseId: string | undefined, access: Access, now: number, ttlMs: number): string | null {
     const run = this.activeRun;
     if (run && access !== 'observe' && (access === 'run' || run.owner !== caller.credential)) {
-      throw new ToolError('device_busy', `run ${run.id} holds the device; wait for it to end or stop it`, { runId: run.id });
+      throw new ToolError('device_busy', `run ${run.id} holds the device; wait for it to end or stop it`, {
+        runId: run.id,
+      });
     }
     const lease = this.currentLease(now);
     if (leaseId !== undefined) {
       if (!lease || lease.id !== leaseId || lease.holder !== caller.credential) {
-        throw new ToolError('lease_mismatch', `lease ${leaseId} is not the current lease on this device (it expired, was released, or is not yours); omit leaseId or take_device again`);
+        throw new ToolError(
+          'lease_mismatch',
+          `lease ${leaseId} is not the current lease on this device (it expired, was released, or is not yours); omit leaseId or take_device again`,
+        );
       }
       lease.expiresAt = now + ttlMs;
       return lease.id;
     }
     if (lease) {
       if (lease.holder !== caller.credential) {
-        throw new ToolError('lease_required', 'another caller holds the lease on this device', { retryAfterS: Math.ceil((lease.expiresAt - now) / 1000) });
+        throw new ToolError('lease_required', 'another caller holds the lease on this device', {
+          retryAfterS: Math.ceil((lease.expiresAt - now) / 1000),
+        });
       }
       lease.expiresAt = now + ttlMs;
       return lease.id;
     }
     if (access !== 'act') return null;
     if (!caller.scopes.includes('devices:lease')) {
-      throw new ToolError('lease_required', 'this device is not leased to you and your credential lacks devices:lease to take it; take_device with a credential that has it');
+      throw new ToolError(
+        'lease_required',
+        'this device is not leased to you and your credential lacks devices:lease to take it; take_device with a credential that has it',
+      );
     }
     return this.take(caller, now, ttlMs).id;
   }
@@ -90,7 +104,9 @@ export class PhoneControl {
     }
     const lease = this.currentLease(now);
     if (lease && lease.holder !== caller.credential) {
-      throw new ToolError('device_busy', 'another caller holds the lease on this device', { retryAfterS: Math.ceil((lease.expiresAt - now) / 1000) });
+      throw new ToolError('device_busy', 'another caller holds the lease on this device', {
+        retryAfterS: Math.ceil((lease.expiresAt - now) / 1000),
+      });
     }
     if (lease) {
       lease.expiresAt = now + ttlMs;
@@ -103,7 +119,10 @@ export class PhoneControl {
   release(caller: Caller, leaseId: string, now: number): void {
     const lease = this.currentLease(now);
     if (!lease || lease.id !== leaseId || lease.holder !== caller.credential) {
-      throw new ToolError('lease_mismatch', `lease ${leaseId} is not the current lease on this device (it expired, was released, or is not yours)`);
+      throw new ToolError(
+        'lease_mismatch',
+        `lease ${leaseId} is not the current lease on this device (it expired, was released, or is not yours)`,
+      );
     }
     this.lease = null;
   }
@@ -141,8 +160,16 @@ export class PhoneControl {
 
   createRun(owner: string, goal: string, steps: readonly { action: string }[], now: number): Run {
     const run: Run = {
-      id: `run-${++this.runCounter}`, owner, goal, steps, status: 'running', stepsDone: 0,
-      startedAt: now, endedAt: null, failure: null, stopper: new AbortController(),
+      id: `run-${++this.runCounter}`,
+      owner,
+      goal,
+      steps,
+      status: 'running',
+      stepsDone: 0,
+      startedAt: now,
+      endedAt: null,
+      failure: null,
+      stopper: new AbortController(),
     };
     this.runs.set(run.id, run);
     for (const old of this.runs.values()) {

@@ -7,7 +7,9 @@ describe(TOOLS_DOC_PATH, () => {
     const committed = readFileSync(new URL(`../../../${TOOLS_DOC_PATH}`, import.meta.url), 'utf8');
     const fresh = await renderToolsDoc();
     if (committed !== fresh) {
-      expect.fail(`${TOOLS_DOC_PATH} is stale: the registered tools changed. Regenerate it with \`${TOOLS_DOC_COMMAND}\` and commit it.`);
+      expect.fail(
+        `${TOOLS_DOC_PATH} is stale: the registered tools changed. Regenerate it with \`${TOOLS_DOC_COMMAND}\` and commit it.`,
+      );
     }
     expect(fresh).toContain('| `tap` | `devices:act` |');
   });

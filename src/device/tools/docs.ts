@@ -26,7 +26,10 @@ export async function renderToolsDoc(): Promise<string> {
     '',
     '| Tool | Scope | readOnly | destructive | idempotent | openWorld | requiresUserInteraction |',
     '| - | - | - | - | - | - | - |',
-    ...tools.map((t) => `| \`${t.name}\` | \`${t._meta?.[SCOPE_META_KEY]}\` | ${yes(t.annotations?.readOnlyHint)} | ${yes(t.annotations?.destructiveHint)} | ${yes(t.annotations?.idempotentHint)} | ${yes(t.annotations?.openWorldHint)} | ${yes(t._meta?.requiresUserInteraction)} |`),
+    ...tools.map(
+      (t) =>
+        `| \`${t.name}\` | \`${t._meta?.[SCOPE_META_KEY]}\` | ${yes(t.annotations?.readOnlyHint)} | ${yes(t.annotations?.destructiveHint)} | ${yes(t.annotations?.idempotentHint)} | ${yes(t.annotations?.openWorldHint)} | ${yes(t._meta?.requiresUserInteraction)} |`,
+    ),
     '',
     '## Error codes',
     '',

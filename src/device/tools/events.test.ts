@@ -16,11 +16,24 @@ describe('wait_for_events', () => {
     expect(result).toEqual({
       events: [
         { seq: 1, type: 'app_changed', at: 7_000, app: 'com.android.settings', previousApp: 'com.android.launcher' },
-        { seq: 2, type: 'screen_changed', at: 7_000, app: 'com.android.settings', screen: 'settings', title: 'Settings' },
+        {
+          seq: 2,
+          type: 'screen_changed',
+          at: 7_000,
+          app: 'com.android.settings',
+          screen: 'settings',
+          title: 'Settings',
+        },
       ],
-      cursor: 2, timedOut: false, more: false,
+      cursor: 2,
+      timedOut: false,
+      more: false,
     });
-    expect(ok(await call('wait_for_events', { cursor: 0, timeout_s: 0, types: ['screen_changed'] })).events.map((e: { seq: number }) => e.seq)).toEqual([2]);
+    expect(
+      ok(await call('wait_for_events', { cursor: 0, timeout_s: 0, types: ['screen_changed'] })).events.map(
+        (e: { seq: number }) => e.seq,
+      ),
+    ).toEqual([2]);
   });
 
   it('returns an injected notification within its timeout', async () => {
@@ -35,14 +48,21 @@ describe('wait_for_events', () => {
     expect(Date.now() - started).toBeLessThan(5_000);
     expect(result).toEqual({
       events: [{ seq: 3, type: 'notification', at: 7_000, app: 'com.android.messaging', title: 'Ada', text: 'Lunch?' }],
-      cursor: 3, timedOut: false, more: false,
+      cursor: 3,
+      timedOut: false,
+      more: false,
     });
   });
 
   it('returns empty at the timeout', async () => {
     const { phone, call } = await setup();
     const started = Date.now();
-    expect(ok(await call('wait_for_events', { timeout_s: 0.2 }))).toEqual({ events: [], cursor: 0, timedOut: true, more: false });
+    expect(ok(await call('wait_for_events', { timeout_s: 0.2 }))).toEqual({
+      events: [],
+      cursor: 0,
+      timedOut: true,
+      more: false,
+    });
     expect(Date.now() - started).toBeGreaterThanOrEqual(190);
     expect(ok(await call('wait_for_events', { cursor: 0, timeout_s: 0 })).timedOut).toBe(true);
     expect(phone.listenerCount).toBe(0);

@@ -9,7 +9,12 @@ async function setup(limits: { idempotencyTtlMs?: number; idempotencyMaxEntries?
   const clock = { t: 1_000 };
   const phone = new SimPhone({ now: () => clock.t });
   const client = await connect({ phone, deviceId: 'phone-1', now: () => clock.t, runStepDelayMs: 1, ...limits });
-  return { phone, clock, alice: callerOf(client, { credential: 'tok-alice', scopes }), bob: callerOf(client, { credential: 'tok-bob', scopes }) };
+  return {
+    phone,
+    clock,
+    alice: callerOf(client, { credential: 'tok-alice', scopes }),
+    bob: callerOf(client, { credential: 'tok-bob', scopes }),
+  };
 }
 
 describe('idempotency keys', () => {
@@ -26,13 +31,20 @@ describe('idempotency keys', () => {
     expect(first._meta?.[REPLAYED_META_KEY]).toBeUndefined();
   });
 
-  it('get_outcome finds a recorded outcome, and only the caller\'s own', async () => {
+  it("get_outcome finds a recorded outcome, and only the caller's own", async () => {
     const { alice, bob } = await setup();
     const done = ok(await alice('open_app', { packageName: 'com.phonebridge.notes', idempotencyKey: 'open-notes' }));
     expect(ok(await alice('get_outcome', { idempotencyKey: 'open-notes' }))).toEqual({
-      idempotencyKey: 'open-notes', found: true, tool: 'open_app', recordedAt: 1_000, result: done,
+      idempotencyKey: 'open-notes',
+      found: true,
+      tool: 'open_app',
+      recordedAt: 1_000,
+      result: done,
     });
-    expect(ok(await bob('get_outcome', { idempotencyKey: 'open-notes' }))).toMatchObject({ found: false, result: null });
+    expect(ok(await bob('get_outcome', { idempotencyKey: 'open-notes' }))).toMatchObject({
+      found: false,
+      result: null,
+    });
   });
 
   it('another credential with the same key does not collide', async () => {
@@ -49,8 +61,12 @@ describe('idempotency keys', () => {
   it('a key reused for a different call is refused', async () => {
     const { alice } = await setup();
     ok(await alice('press_key', { key: 'HOME', idempotencyKey: 'k' }));
-    expect(err(await alice('press_key', { key: 'BACK', idempotencyKey: 'k' }))).toMatchObject({ code: 'idempotency_key_reused' });
-    expect(err(await alice('open_app', { packageName: 'com.phonebridge.notes', idempotencyKey: 'k' }))).toMatchObject({ code: 'idempotency_key_reused' });
+    expect(err(await alice('press_key', { key: 'BACK', idempotencyKey: 'k' }))).toMatchObject({
+      code: 'idempotency_key_reused',
+    });
+    expect(err(await alice('open_app', { packageName: 'com.phonebridge.notes', idempotencyKey: 'k' }))).toMatchObject({
+      code: 'idempotency_key_reused',
+    });
   });
 
   it('outcomes are kept for a bounded time and count', async () => {
@@ -68,8 +84,12 @@ describe('idempotency keys', () => {
 
   it('start_run honours its key: a retry returns the same run', async () => {
     const { alice } = await setup();
-    const run = ok(await alice('start_run', { steps: [{ action: 'press_key', key: 'HOME' }], idempotencyKey: 'run-key' }));
-    const again = ok(await alice('start_run', { steps: [{ action: 'press_key', key: 'HOME' }], idempotencyKey: 'run-key' }));
+    const run = ok(
+      await alice('start_run', { steps: [{ action: 'press_key', key: 'HOME' }], idempotencyKey: 'run-key' }),
+    );
+    const again = ok(
+      await alice('start_run', { steps: [{ action: 'press_key', key: 'HOME' }], idempotencyKey: 'run-key' }),
+    );
     expect(again).toEqual(run);
     expect(ok(await alice('get_outcome', { idempotencyKey: 'run-key' })).result).toEqual(run);
   });

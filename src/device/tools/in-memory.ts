@@ -20,7 +20,11 @@ export async function connect(opts: PhoneServerOptions): Promise<Client> {
 /** A function that calls tools as `caller` (or as the local owner when caller is undefined). */
 export function callerOf(client: Client, caller?: Caller) {
   return async (name: string, args: Record<string, unknown> = {}, options?: RequestOptions): Promise<CallToolResult> =>
-    (await client.callTool({ name, arguments: args, ...(caller ? { _meta: { [CALLER_META_KEY]: caller } } : {}) }, undefined, options)) as CallToolResult;
+    (await client.callTool(
+      { name, arguments: args, ...(caller ? { _meta: { [CALLER_META_KEY]: caller } } : {}) },
+      undefined,
+      options,
+    )) as CallToolResult;
 }
 
 /** The structured result of a success; fails loudly on an error result. */

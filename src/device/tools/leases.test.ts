@@ -3,7 +3,10 @@ import { SimPhone } from '../sim/model.ts';
 import type { Caller } from './contract.ts';
 import { callerOf, connect, err, ok } from './in-memory.ts';
 
-const ALICE: Caller = { credential: 'tok-alice', scopes: ['devices:read', 'devices:act', 'devices:lease', 'runs:start'] };
+const ALICE: Caller = {
+  credential: 'tok-alice',
+  scopes: ['devices:read', 'devices:act', 'devices:lease', 'runs:start'],
+};
 const BOB: Caller = { credential: 'tok-bob', scopes: ['devices:read', 'devices:act', 'devices:lease', 'runs:start'] };
 const ACT_ONLY: Caller = { credential: 'tok-act', scopes: ['devices:read', 'devices:act'] };
 
@@ -20,7 +23,13 @@ describe('leases', () => {
   it('the holder acts; another credential gets lease_required and nothing happens', async () => {
     const { phone, alice, bob } = await setup();
     const lease = ok(await alice('take_device'));
-    expect(lease).toMatchObject({ deviceId: 'phone-1', leaseId: 'lease-1', expiresAt: 1_060_000, ttlS: 60, renewed: false });
+    expect(lease).toMatchObject({
+      deviceId: 'phone-1',
+      leaseId: 'lease-1',
+      expiresAt: 1_060_000,
+      ttlS: 60,
+      renewed: false,
+    });
     expect(ok(await alice('open_app', { packageName: 'com.android.settings' })).leaseId).toBe('lease-1');
     expect(err(await bob('press_key', { key: 'HOME' }))).toMatchObject({ code: 'lease_required', retryAfterS: 60 });
     expect(err(await bob('observe_screen'))).toMatchObject({ code: 'lease_required' });
@@ -34,13 +43,15 @@ describe('leases', () => {
     const { phone, alice } = await setup();
     const { leaseId } = ok(await alice('take_device'));
     ok(await alice('release_device', { leaseId }));
-    expect(err(await alice('open_app', { packageName: 'com.android.settings', leaseId }))).toMatchObject({ code: 'lease_mismatch' });
+    expect(err(await alice('open_app', { packageName: 'com.android.settings', leaseId }))).toMatchObject({
+      code: 'lease_mismatch',
+    });
     expect(err(await alice('observe_screen', { leaseId: 'lease-999' }))).toMatchObject({ code: 'lease_mismatch' });
     expect(err(await alice('release_device', { leaseId }))).toMatchObject({ code: 'lease_mismatch' });
     expect(phone.screen).toBe('home');
   });
 
-  it('someone else\'s lease id is a mismatch too', async () => {
+  it("someone else's lease id is a mismatch too", async () => {
     const { alice, bob } = await setup();
     const { leaseId } = ok(await alice('take_device'));
     expect(err(await bob('tap', { x: 10, y: 300, leaseId }))).toMatchObject({ code: 'lease_mismatch' });
@@ -51,7 +62,11 @@ describe('leases', () => {
     const { alice, bob } = await setup();
     const first = ok(await alice('take_device'));
     expect(ok(await alice('take_device'))).toMatchObject({ leaseId: first.leaseId, renewed: true });
-    expect(ok(await alice('release_device', { leaseId: first.leaseId }))).toEqual({ deviceId: 'phone-1', leaseId: first.leaseId, released: true });
+    expect(ok(await alice('release_device', { leaseId: first.leaseId }))).toEqual({
+      deviceId: 'phone-1',
+      leaseId: first.leaseId,
+      released: true,
+    });
     const second = ok(await bob('take_device'));
     expect(second.leaseId).not.toBe(first.leaseId);
     expect(ok(await bob('press_key', { key: 'HOME', leaseId: second.leaseId })).leaseId).toBe(second.leaseId);
@@ -74,7 +89,10 @@ describe('leases', () => {
   it('acting on a free device takes the lease only with devices:lease', async () => {
     const { phone, alice, actOnly } = await setup();
     expect(ok(await actOnly('observe_screen')).leaseId).toBeNull(); // looking does not take it
-    expect(err(await actOnly('open_app', { packageName: 'com.android.settings' }))).toMatchObject({ code: 'lease_required', message: expect.stringContaining('devices:lease') });
+    expect(err(await actOnly('open_app', { packageName: 'com.android.settings' }))).toMatchObject({
+      code: 'lease_required',
+      message: expect.stringContaining('devices:lease'),
+    });
     expect(phone.screen).toBe('home');
     expect(ok(await alice('open_app', { packageName: 'com.android.settings' })).leaseId).toBe('lease-1');
     expect(ok(await alice('list_devices')).devices[0].lease.state).toBe('yours');

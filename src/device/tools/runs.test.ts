@@ -26,27 +26,62 @@ describe('runs', () => {
     const progress: Progress[] = [];
     const logs: LoggingMessageNotification['params'][] = [];
     aliceClient.setNotificationHandler(LoggingMessageNotificationSchema, (n) => void logs.push(n.params));
-    const result = ok(await alice('start_run', {
+    const result = ok(
+      await alice(
+        'start_run',
+        {
+          goal: 'write a note',
+          steps: [
+            { action: 'open_app', packageName: 'com.phonebridge.notes' },
+            { action: 'tap', elementId: 'notes.body' },
+            { action: 'type_text', text: 'milk' },
+            { action: 'press_key', key: 'BACK' },
+          ],
+        },
+        { onprogress: (p) => progress.push(p) },
+      ),
+    );
+    expect(result).toEqual({
+      runId: 'run-1',
+      deviceId: 'phone-1',
+      status: 'completed',
       goal: 'write a note',
-      steps: [
-        { action: 'open_app', packageName: 'com.phonebridge.notes' },
-        { action: 'tap', elementId: 'notes.body' },
-        { action: 'type_text', text: 'milk' },
-        { action: 'press_key', key: 'BACK' },
-      ],
-    }, { onprogress: (p) => progress.push(p) }));
-    expect(result).toEqual({ runId: 'run-1', deviceId: 'phone-1', status: 'completed', goal: 'write a note', stepsTotal: 4, stepsDone: 4, startedAt: 2_000, endedAt: 2_000, failure: null });
+      stepsTotal: 4,
+      stepsDone: 4,
+      startedAt: 2_000,
+      endedAt: 2_000,
+      failure: null,
+    });
     expect(phone.snapshot()).toMatchObject({ screen: 'home', note: 'milk' });
-    expect(progress.map((p) => [p.progress, p.total])).toEqual([[0, 4], [1, 4], [2, 4], [3, 4], [4, 4]]);
+    expect(progress.map((p) => [p.progress, p.total])).toEqual([
+      [0, 4],
+      [1, 4],
+      [2, 4],
+      [3, 4],
+      [4, 4],
+    ]);
     expect(progress[0].message).toBe('run run-1 started: write a note');
     expect(progress[3].message).toBe('step 3/4 type_text: typed 4 characters into notes.body');
-    expect(logs.map((l) => (l.data as { event: string }).event)).toEqual(['started', 'step', 'step', 'step', 'step', 'ended']);
+    expect(logs.map((l) => (l.data as { event: string }).event)).toEqual([
+      'started',
+      'step',
+      'step',
+      'step',
+      'step',
+      'ended',
+    ]);
     expect(logs.every((l) => l.logger === 'phonebridge.run' && l.level === 'info')).toBe(true);
   });
 
-  it('blocks other callers\' act tools while running, and can be stopped', async () => {
+  it("blocks other callers' act tools while running, and can be stopped", async () => {
     const { phone, alice, bob } = await setup();
-    const running = alice('start_run', { steps: [{ action: 'open_app', packageName: 'com.android.settings' }, { action: 'wait', ms: 60_000 }, { action: 'press_key', key: 'HOME' }] });
+    const running = alice('start_run', {
+      steps: [
+        { action: 'open_app', packageName: 'com.android.settings' },
+        { action: 'wait', ms: 60_000 },
+        { action: 'press_key', key: 'HOME' },
+      ],
+    });
     await until(() => phone.screen === 'settings');
     expect(err(await bob('press_key', { key: 'HOME' }))).toMatchObject({ code: 'device_busy', runId: 'run-1' });
     expect(err(await bob('take_device'))).toMatchObject({ code: 'device_busy' });
@@ -64,7 +99,15 @@ describe('runs', () => {
 
   it('answers at once with wait: false and is watched with get_run', async () => {
     const { alice } = await setup();
-    const started = ok(await alice('start_run', { steps: [{ action: 'press_key', key: 'HOME' }, { action: 'wait', ms: 20 }], wait: false }));
+    const started = ok(
+      await alice('start_run', {
+        steps: [
+          { action: 'press_key', key: 'HOME' },
+          { action: 'wait', ms: 20 },
+        ],
+        wait: false,
+      }),
+    );
     expect(started).toMatchObject({ runId: 'run-1', status: 'running', stepsDone: 0 });
     await until(async () => ok(await alice('get_run', { runId: 'run-1' })).status !== 'running');
     expect(ok(await alice('get_run', { runId: 'run-1' }))).toMatchObject({ status: 'completed', stepsDone: 2 });
@@ -73,15 +116,36 @@ describe('runs', () => {
 
   it('fails on a refused step and frees the device', async () => {
     const { alice, bob } = await setup();
-    const failed = ok(await alice('start_run', { steps: [{ action: 'press_key', key: 'HOME' }, { action: 'tap', elementId: 'no.such' }, { action: 'press_key', key: 'HOME' }] }));
-    expect(failed).toMatchObject({ status: 'failed', stepsDone: 1, failure: { code: 'element_not_found', message: 'step 2 (tap): no element no.such on screen home' } });
+    const failed = ok(
+      await alice('start_run', {
+        steps: [
+          { action: 'press_key', key: 'HOME' },
+          { action: 'tap', elementId: 'no.such' },
+          { action: 'press_key', key: 'HOME' },
+        ],
+      }),
+    );
+    expect(failed).toMatchObject({
+      status: 'failed',
+      stepsDone: 1,
+      failure: { code: 'element_not_found', message: 'step 2 (tap): no element no.such on screen home' },
+    });
     expect(ok(await bob('take_device')).leaseId).toBe('lease-1');
   });
 
   it('cancelling a waiting start_run stops the run', async () => {
     const { phone, alice } = await setup();
     const controller = new AbortController();
-    const running = alice('start_run', { steps: [{ action: 'wait', ms: 60_000 }, { action: 'open_app', packageName: 'com.android.settings' }] }, { signal: controller.signal });
+    const running = alice(
+      'start_run',
+      {
+        steps: [
+          { action: 'wait', ms: 60_000 },
+          { action: 'open_app', packageName: 'com.android.settings' },
+        ],
+      },
+      { signal: controller.signal },
+    );
     await until(async () => ok(await alice('list_devices')).devices[0].run !== null);
     controller.abort();
     await expect(running).rejects.toThrow();
@@ -94,6 +158,8 @@ describe('runs', () => {
     const { alice, bob } = await setup();
     ok(await alice('take_device'));
     expect(err(await bob('start_run', { steps: [{ action: 'wait', ms: 1 }] })).code).toBe('lease_required');
-    expect(ok(await alice('start_run', { steps: [{ action: 'wait', ms: 1 }], leaseId: 'lease-1' })).status).toBe('completed');
+    expect(ok(await alice('start_run', { steps: [{ action: 'wait', ms: 1 }], leaseId: 'lease-1' })).status).toBe(
+      'completed',
+    );
   });
 });

@@ -26,13 +26,24 @@ export function performStep(phone: SimPhone, step: Exclude<RunStep, { action: 'w
 
 export function runInfo(run: Run, deviceId: string) {
   return {
-    runId: run.id, deviceId, status: run.status, goal: run.goal,
-    stepsTotal: run.steps.length, stepsDone: run.stepsDone,
-    startedAt: run.startedAt, endedAt: run.endedAt, failure: run.failure,
+    runId: run.id,
+    deviceId,
+    status: run.status,
+    goal: run.goal,
+    stepsTotal: run.steps.length,
+    stepsDone: run.stepsDone,
+    startedAt: run.startedAt,
+    endedAt: run.endedAt,
+    failure: run.failure,
   };
 }
 
-export function endRun(run: Run, status: Exclude<RunStatus, 'running'>, now: number, failure: Run['failure'] = null): void {
+export function endRun(
+  run: Run,
+  status: Exclude<RunStatus, 'running'>,
+  now: number,
+  failure: Run['failure'] = null,
+): void {
   if (run.status !== 'running') return;
   run.status = status;
   run.endedAt = now;
@@ -51,14 +62,25 @@ export interface RunReporter {
  * to settle). Stops between steps once the run is no longer running; never throws for a
  * refused step, which fails the run instead.
  */
-export async function executeRun(run: Run, phone: SimPhone, opts: { stepDelayMs: number; now: () => number; reporter: RunReporter }): Promise<void> {
+export async function executeRun(
+  run: Run,
+  phone: SimPhone,
+  opts: { stepDelayMs: number; now: () => number; reporter: RunReporter },
+): Promise<void> {
   const { reporter } = opts;
   const report = (notification: ServerNotification) => reporter.send(notification).catch(() => undefined);
   const progress = (message: string) =>
-    reporter.progressToken === null ? undefined
-      : report({ method: 'notifications/progress', params: { progressToken: reporter.progressToken, progress: run.stepsDone, total: run.steps.length, message } });
+    reporter.progressToken === null
+      ? undefined
+      : report({
+          method: 'notifications/progress',
+          params: { progressToken: reporter.progressToken, progress: run.stepsDone, total: run.steps.length, message },
+        });
   const log = (data: Record<string, unknown>) =>
-    report({ method: 'notifications/message', params: { level: 'info', logger: 'phonebridge.run', data: { runId: run.id, ...data } } });
+    report({
+      method: 'notifications/message',
+      params: { level: 'info', logger: 'phonebridge.run', data: { runId: run.id, ...data } },
+    });
 
   await progress(`run ${run.id} started${run.goal ? `: ${run.goal}` : ''}`);
   await log({ event: 'started', goal: run.goal, steps: run.steps.length });
@@ -70,7 +92,10 @@ export async function executeRun(run: Run, phone: SimPhone, opts: { stepDelayMs:
       effect = step.action === 'wait' ? `waited ${step.ms} ms` : performStep(phone, step).effect;
     } catch (error) {
       if (!(error instanceof SimError)) throw error;
-      endRun(run, 'failed', opts.now(), { code: error.code, message: `step ${index + 1} (${step.action}): ${error.message}` });
+      endRun(run, 'failed', opts.now(), {
+        code: error.code,
+        message: `step ${index + 1} (${step.action}): ${error.message}`,
+      });
       break;
     }
     run.stepsDone = index + 1;
@@ -78,7 +103,12 @@ export async function executeRun(run: Run, phone: SimPhone, opts: { stepDelayMs:
     await progress(`step ${index + 1}/${run.steps.length} ${step.action}: ${effect}`);
   }
   endRun(run, 'completed', opts.now());
-  await log({ event: 'ended', status: run.status, stepsDone: run.stepsDone, ...(run.failure ? { failure: run.failure } : {}) });
+  await log({
+    event: 'ended',
+    status: run.status,
+    stepsDone: run.stepsDone,
+    ...(run.failure ? { failure: run.failure } : {}),
+  });
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {

@@ -5,10 +5,22 @@ import { EVENT_TYPES, KEYS } from '../sim/model.ts';
 
 // ---- shared input fields ------------------------------------------------------
 
-const leaseId = z.string().min(1).max(200).optional()
-  .describe('Lease to act under. Omit to use your current lease, or to take a free device when your credential has devices:lease. A stale id is refused with lease_mismatch.');
-const idempotencyKey = z.string().min(1).max(200).optional()
-  .describe('Retrying with the same key replays the recorded outcome instead of acting again. Keys are per credential.');
+const leaseId = z
+  .string()
+  .min(1)
+  .max(200)
+  .optional()
+  .describe(
+    'Lease to act under. Omit to use your current lease, or to take a free device when your credential has devices:lease. A stale id is refused with lease_mismatch.',
+  );
+const idempotencyKey = z
+  .string()
+  .min(1)
+  .max(200)
+  .optional()
+  .describe(
+    'Retrying with the same key replays the recorded outcome instead of acting again. Keys are per credential.',
+  );
 const pixel = z.number().int().min(0).max(100_000);
 const elementId = z.string().min(1).max(200);
 
@@ -22,23 +34,49 @@ const hasOnePoint = (v: { x?: number; y?: number; elementId?: string }) =>
 const onePoint = { message: 'give x and y, or elementId (not both)' };
 
 const swipeTarget = {
-  startX: pixel.optional(), startY: pixel.optional(), endX: pixel.optional(), endY: pixel.optional(),
+  startX: pixel.optional(),
+  startY: pixel.optional(),
+  endX: pixel.optional(),
+  endY: pixel.optional(),
   elementId: elementId.optional().describe('Swipe across this element instead of giving coordinates (with direction).'),
-  direction: z.enum(['up', 'down', 'left', 'right']).optional().describe('Where the finger moves; "up" scrolls a list down.'),
+  direction: z
+    .enum(['up', 'down', 'left', 'right'])
+    .optional()
+    .describe('Where the finger moves; "up" scrolls a list down.'),
 };
-const hasOneSwipe = (v: { startX?: number; startY?: number; endX?: number; endY?: number; elementId?: string; direction?: string }) => {
+const hasOneSwipe = (v: {
+  startX?: number;
+  startY?: number;
+  endX?: number;
+  endY?: number;
+  elementId?: string;
+  direction?: string;
+}) => {
   const coords = [v.startX, v.startY, v.endX, v.endY].filter((c) => c !== undefined).length;
-  return v.elementId !== undefined ? coords === 0 && v.direction !== undefined : coords === 4 && v.direction === undefined;
+  return v.elementId !== undefined
+    ? coords === 0 && v.direction !== undefined
+    : coords === 4 && v.direction === undefined;
 };
 const oneSwipe = { message: 'give startX, startY, endX and endY, or elementId with direction' };
 
-const holdFields = { ...pointTarget, durationMs: z.number().int().min(500).max(10_000).optional().describe('Press length; default 800. The simulator treats every hold as a long press.') };
+const holdFields = {
+  ...pointTarget,
+  durationMs: z
+    .number()
+    .int()
+    .min(500)
+    .max(10_000)
+    .optional()
+    .describe('Press length; default 800. The simulator treats every hold as a long press.'),
+};
 const typeFields = {
   text: z.string().min(1).max(5000),
   elementId: elementId.optional().describe('Text field to focus first; default: the focused field.'),
 };
 const keyFields = { key: z.enum(KEYS) };
-const openAppFields = { packageName: z.string().min(1).max(200).describe('Android package name, e.g. com.android.settings.') };
+const openAppFields = {
+  packageName: z.string().min(1).max(200).describe('Android package name, e.g. com.android.settings.'),
+};
 
 const withUse = { leaseId, idempotencyKey };
 
@@ -83,31 +121,52 @@ export type ActOutput = z.infer<typeof actOutput>;
 
 export const listDevicesInput = z.strictObject({});
 export const listDevicesOutput = z.object({
-  devices: z.array(z.object({
-    deviceId: z.string(),
-    model: z.string(),
-    screen: z.object({ width: z.number().int(), height: z.number().int() }),
-    foregroundApp: z.string(),
-    installedApps: z.array(z.object({ package: z.string(), label: z.string() })),
-    lease: z.object({
-      state: z.enum(['free', 'yours', 'others']),
-      leaseId: z.string().nullable().describe('Only when the lease is yours.'),
-      expiresAt: z.number().int().nullable(),
+  devices: z.array(
+    z.object({
+      deviceId: z.string(),
+      model: z.string(),
+      screen: z.object({ width: z.number().int(), height: z.number().int() }),
+      foregroundApp: z.string(),
+      installedApps: z.array(z.object({ package: z.string(), label: z.string() })),
+      lease: z.object({
+        state: z.enum(['free', 'yours', 'others']),
+        leaseId: z.string().nullable().describe('Only when the lease is yours.'),
+        expiresAt: z.number().int().nullable(),
+      }),
+      run: z.object({ runId: z.string(), status: z.literal('running') }).nullable(),
     }),
-    run: z.object({ runId: z.string(), status: z.literal('running') }).nullable(),
-  })),
+  ),
 });
 
 export const observeScreenInput = z.strictObject({
-  screenshot: z.strictObject({
-    include: z.boolean().default(true),
-    width: z.number().int().min(1).max(100_000).optional().describe('Output width in pixels; at most the screen width.'),
-    scale: z.number().positive().max(100).optional().describe('Output size relative to the screen (e.g. 0.5); at most 1. Ignored when width is given.'),
-  }).optional().describe('Add a PNG as an image content block. Default size: half the screen. Larger than allowed: too_large.'),
+  screenshot: z
+    .strictObject({
+      include: z.boolean().default(true),
+      width: z
+        .number()
+        .int()
+        .min(1)
+        .max(100_000)
+        .optional()
+        .describe('Output width in pixels; at most the screen width.'),
+      scale: z
+        .number()
+        .positive()
+        .max(100)
+        .optional()
+        .describe('Output size relative to the screen (e.g. 0.5); at most 1. Ignored when width is given.'),
+    })
+    .optional()
+    .describe('Add a PNG as an image content block. Default size: half the screen. Larger than allowed: too_large.'),
   leaseId,
 });
 
-const bounds = z.object({ left: z.number().int(), top: z.number().int(), right: z.number().int(), bottom: z.number().int() });
+const bounds = z.object({
+  left: z.number().int(),
+  top: z.number().int(),
+  right: z.number().int(),
+  bottom: z.number().int(),
+});
 export const observeScreenOutput = z.object({
   deviceId: z.string(),
   app: z.string(),
@@ -116,20 +175,29 @@ export const observeScreenOutput = z.object({
   width: z.number().int(),
   height: z.number().int(),
   focusedElementId: z.string().nullable(),
-  elements: z.array(z.object({
-    id: z.string(),
-    role: z.string(),
-    text: z.string(),
-    bounds,
-    enabled: z.boolean(),
-    focused: z.boolean(),
-    checked: z.boolean().optional(),
-    parentId: z.string().nullable(),
-  })),
+  elements: z.array(
+    z.object({
+      id: z.string(),
+      role: z.string(),
+      text: z.string(),
+      bounds,
+      enabled: z.boolean(),
+      focused: z.boolean(),
+      checked: z.boolean().optional(),
+      parentId: z.string().nullable(),
+    }),
+  ),
   cursor: z.number().int(),
   leaseId: z.string().nullable(),
-  screenshot: z.object({ mimeType: z.literal('image/png'), width: z.number().int(), height: z.number().int(), bytes: z.number().int() })
-    .nullable().describe('Describes the image content block, when one was asked for.'),
+  screenshot: z
+    .object({
+      mimeType: z.literal('image/png'),
+      width: z.number().int(),
+      height: z.number().int(),
+      bytes: z.number().int(),
+    })
+    .nullable()
+    .describe('Describes the image content block, when one was asked for.'),
 });
 
 export const getOutcomeInput = z.strictObject({ idempotencyKey: z.string().min(1).max(200) });
@@ -143,7 +211,12 @@ export const getOutcomeOutput = z.object({
 
 export const waitForEventsInput = z.strictObject({
   cursor: z.number().int().min(0).optional().describe('Return events after this cursor; default: only new ones.'),
-  timeout_s: z.number().min(0).max(600).default(30).describe('Wait at most this long when nothing is pending; 0 returns at once.'),
+  timeout_s: z
+    .number()
+    .min(0)
+    .max(600)
+    .default(30)
+    .describe('Wait at most this long when nothing is pending; 0 returns at once.'),
   types: z.array(z.enum(EVENT_TYPES)).min(1).optional(),
   leaseId,
 });
@@ -182,7 +255,12 @@ export const releaseDeviceOutput = z.object({ deviceId: z.string(), leaseId: z.s
 export const startRunInput = z.strictObject({
   goal: z.string().max(2000).default('').describe('What the run is for, shown in get_run.'),
   steps: z.array(runStep).min(1).max(200),
-  wait: z.boolean().default(true).describe('Answer when the run ends, with progress notifications meanwhile (needs a live connection). false: answer at once and watch with get_run.'),
+  wait: z
+    .boolean()
+    .default(true)
+    .describe(
+      'Answer when the run ends, with progress notifications meanwhile (needs a live connection). false: answer at once and watch with get_run.',
+    ),
   leaseId,
   idempotencyKey,
 });
@@ -197,5 +275,9 @@ export const runInfo = z.object({
   endedAt: z.number().int().nullable(),
   failure: z.object({ code: z.string(), message: z.string() }).nullable(),
 });
-export const getRunInput = z.strictObject({ runId: z.string().min(1).max(200).optional().describe('Default: the active run, else the latest.') });
-export const stopRunInput = z.strictObject({ runId: z.string().min(1).max(200).optional().describe('Default: the active run.') });
+export const getRunInput = z.strictObject({
+  runId: z.string().min(1).max(200).optional().describe('Default: the active run, else the latest.'),
+});
+export const stopRunInput = z.strictObject({
+  runId: z.string().min(1).max(200).optional().describe('Default: the active run.'),
+});

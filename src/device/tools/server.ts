@@ -3,13 +3,28 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
-import type { CallToolResult, ContentBlock, ServerNotification, ServerRequest } from '@modelcontextprotocol/sdk/types.js';
+import type {
+  CallToolResult,
+  ContentBlock,
+  ServerNotification,
+  ServerRequest,
+} from '@modelcontextprotocol/sdk/types.js';
 import type * as z from 'zod';
 import { SimError, type ActEffect, type EventType, type PhoneEvent, type SimPhone } from '../sim/model.ts';
 import { takeScreenshot } from '../sim/screenshot.ts';
 import {
-  RESULT_LIMIT_BYTES, REPLAYED_META_KEY, SCOPE_META_KEY, SURFACE_VERSION, ToolError,
-  callerFrom, envelopeForSdkError, errorResult, isEnvelope, successResult, type Caller, type Scope,
+  RESULT_LIMIT_BYTES,
+  REPLAYED_META_KEY,
+  SCOPE_META_KEY,
+  SURFACE_VERSION,
+  ToolError,
+  callerFrom,
+  envelopeForSdkError,
+  errorResult,
+  isEnvelope,
+  successResult,
+  type Caller,
+  type Scope,
 } from './contract.ts';
 import { controlFor, type Access, type PhoneControl } from './control.ts';
 import { endRun, executeRun, performStep, runInfo } from './runs.ts';
@@ -67,9 +82,15 @@ class CallContext {
     readonly extra: RequestHandlerExtra<ServerRequest, ServerNotification>,
   ) {}
 
-  get phone() { return this.opts.phone; }
-  get deviceId() { return this.opts.deviceId; }
-  now() { return this.opts.now(); }
+  get phone() {
+    return this.opts.phone;
+  }
+  get deviceId() {
+    return this.opts.deviceId;
+  }
+  now() {
+    return this.opts.now();
+  }
 
   authorize(leaseId: string | undefined, access: Access): string | null {
     return this.control.authorize(this.caller, leaseId, access, this.now(), this.opts.leaseTtlMs);
@@ -78,10 +99,18 @@ class CallContext {
   /** The outcome recorded under this call's idempotency key, marked as a replay; else undefined. */
   replay(toolName: string, args: { idempotencyKey?: string }): Record<string, unknown> | undefined {
     if (args.idempotencyKey === undefined) return undefined;
-    const prior = this.control.recall(this.caller.credential, args.idempotencyKey, this.now(), this.opts.idempotencyTtlMs);
+    const prior = this.control.recall(
+      this.caller.credential,
+      args.idempotencyKey,
+      this.now(),
+      this.opts.idempotencyTtlMs,
+    );
     if (!prior) return undefined;
     if (prior.tool !== toolName || prior.fingerprint !== fingerprint(args)) {
-      throw new ToolError('idempotency_key_reused', `idempotency key ${args.idempotencyKey} was used for a different ${prior.tool} call; use a new key`);
+      throw new ToolError(
+        'idempotency_key_reused',
+        `idempotency key ${args.idempotencyKey} was used for a different ${prior.tool} call; use a new key`,
+      );
     }
     this.resultMeta[REPLAYED_META_KEY] = true;
     return prior.read();
@@ -89,8 +118,12 @@ class CallContext {
 
   remember(toolName: string, args: { idempotencyKey?: string }, read: () => Record<string, unknown>): void {
     if (args.idempotencyKey === undefined) return;
-    this.control.record(this.caller.credential, args.idempotencyKey,
-      { tool: toolName, fingerprint: fingerprint(args), recordedAt: this.now(), read }, this.opts.idempotencyMaxEntries);
+    this.control.record(
+      this.caller.credential,
+      args.idempotencyKey,
+      { tool: toolName, fingerprint: fingerprint(args), recordedAt: this.now(), read },
+      this.opts.idempotencyMaxEntries,
+    );
   }
 }
 
@@ -103,33 +136,51 @@ function fingerprint(args: Record<string, unknown>): string {
 // ---- Read: devices:read ----------------------------------------------------------
 
 const listDevices = tool({
-  name: 'list_devices', title: 'List devices', scope: 'devices:read', since: SURFACE_VERSION,
-  description: 'Lists the device(s) this connection reaches, with screen size, foreground app, installed apps, and who holds the lease or a run.',
-  annotations: OBSERVES, requiresUserInteraction: false,
-  input: s.listDevicesInput, output: s.listDevicesOutput,
+  name: 'list_devices',
+  title: 'List devices',
+  scope: 'devices:read',
+  since: SURFACE_VERSION,
+  description:
+    'Lists the device(s) this connection reaches, with screen size, foreground app, installed apps, and who holds the lease or a run.',
+  annotations: OBSERVES,
+  requiresUserInteraction: false,
+  input: s.listDevicesInput,
+  output: s.listDevicesOutput,
   run(_args, ctx) {
     const lease = ctx.control.currentLease(ctx.now());
     const mine = lease?.holder === ctx.caller.credential;
     const run = ctx.control.activeRun;
     return {
-      devices: [{
-        deviceId: ctx.deviceId,
-        model: 'phonebridge-sim',
-        screen: { width: ctx.phone.width, height: ctx.phone.height },
-        foregroundApp: ctx.phone.foregroundApp,
-        installedApps: ctx.phone.installedApps,
-        lease: { state: !lease ? 'free' as const : mine ? 'yours' as const : 'others' as const, leaseId: mine ? lease.id : null, expiresAt: lease?.expiresAt ?? null },
-        run: run ? { runId: run.id, status: 'running' as const } : null,
-      }],
+      devices: [
+        {
+          deviceId: ctx.deviceId,
+          model: 'phonebridge-sim',
+          screen: { width: ctx.phone.width, height: ctx.phone.height },
+          foregroundApp: ctx.phone.foregroundApp,
+          installedApps: ctx.phone.installedApps,
+          lease: {
+            state: !lease ? ('free' as const) : mine ? ('yours' as const) : ('others' as const),
+            leaseId: mine ? lease.id : null,
+            expiresAt: lease?.expiresAt ?? null,
+          },
+          run: run ? { runId: run.id, status: 'running' as const } : null,
+        },
+      ],
     };
   },
 });
 
 const observeScreen = tool({
-  name: 'observe_screen', title: 'Observe the screen', scope: 'devices:read', since: SURFACE_VERSION,
-  description: 'Returns the screen as an element tree (id, role, text, bounds in screen pixels, enabled, focused, checked, parentId) and, if asked, a PNG screenshot as an image block. The screenshot always fits one message; a size beyond the maximum is refused with too_large.',
-  annotations: OBSERVES, requiresUserInteraction: false,
-  input: s.observeScreenInput, output: s.observeScreenOutput,
+  name: 'observe_screen',
+  title: 'Observe the screen',
+  scope: 'devices:read',
+  since: SURFACE_VERSION,
+  description:
+    'Returns the screen as an element tree (id, role, text, bounds in screen pixels, enabled, focused, checked, parentId) and, if asked, a PNG screenshot as an image block. The screenshot always fits one message; a size beyond the maximum is refused with too_large.',
+  annotations: OBSERVES,
+  requiresUserInteraction: false,
+  input: s.observeScreenInput,
+  output: s.observeScreenOutput,
   run(args, ctx) {
     const leaseId = ctx.authorize(args.leaseId, 'observe');
     let screenshot = null;
@@ -140,32 +191,55 @@ const observeScreen = tool({
     }
     const { phone } = ctx;
     return {
-      deviceId: ctx.deviceId, app: phone.foregroundApp, screen: phone.screen, title: phone.title,
-      width: phone.width, height: phone.height, focusedElementId: phone.focusedElementId,
-      elements: phone.elements(), cursor: phone.cursor, leaseId, screenshot,
+      deviceId: ctx.deviceId,
+      app: phone.foregroundApp,
+      screen: phone.screen,
+      title: phone.title,
+      width: phone.width,
+      height: phone.height,
+      focusedElementId: phone.focusedElementId,
+      elements: phone.elements(),
+      cursor: phone.cursor,
+      leaseId,
+      screenshot,
     };
   },
 });
 
 const getOutcome = tool({
-  name: 'get_outcome', title: 'Look up an outcome', scope: 'devices:read', since: SURFACE_VERSION,
-  description: 'Looks up the outcome recorded under one of your idempotency keys (act tools and start_run record one), without acting.',
-  annotations: OBSERVES, requiresUserInteraction: false,
-  input: s.getOutcomeInput, output: s.getOutcomeOutput,
+  name: 'get_outcome',
+  title: 'Look up an outcome',
+  scope: 'devices:read',
+  since: SURFACE_VERSION,
+  description:
+    'Looks up the outcome recorded under one of your idempotency keys (act tools and start_run record one), without acting.',
+  annotations: OBSERVES,
+  requiresUserInteraction: false,
+  input: s.getOutcomeInput,
+  output: s.getOutcomeOutput,
   run({ idempotencyKey }, ctx) {
     const outcome = ctx.control.recall(ctx.caller.credential, idempotencyKey, ctx.now(), ctx.opts.idempotencyTtlMs);
     return {
-      idempotencyKey, found: !!outcome, tool: outcome?.tool ?? null,
-      recordedAt: outcome?.recordedAt ?? null, result: outcome?.read() ?? null,
+      idempotencyKey,
+      found: !!outcome,
+      tool: outcome?.tool ?? null,
+      recordedAt: outcome?.recordedAt ?? null,
+      result: outcome?.read() ?? null,
     };
   },
 });
 
 const waitForEvents = tool({
-  name: 'wait_for_events', title: 'Wait for events', scope: 'devices:read', since: SURFACE_VERSION,
-  description: 'Returns notifications, app changes and screen changes after `cursor`. If none are pending, waits until one arrives or `timeout_s` passes, then returns an empty list. Pass the returned cursor back to continue.',
-  annotations: OBSERVES, requiresUserInteraction: false,
-  input: s.waitForEventsInput, output: s.waitForEventsOutput,
+  name: 'wait_for_events',
+  title: 'Wait for events',
+  scope: 'devices:read',
+  since: SURFACE_VERSION,
+  description:
+    'Returns notifications, app changes and screen changes after `cursor`. If none are pending, waits until one arrives or `timeout_s` passes, then returns an empty list. Pass the returned cursor back to continue.',
+  annotations: OBSERVES,
+  requiresUserInteraction: false,
+  input: s.waitForEventsInput,
+  output: s.waitForEventsOutput,
   async run(args, ctx) {
     ctx.authorize(args.leaseId, 'observe');
     const cursor = args.cursor ?? ctx.phone.cursor;
@@ -182,7 +256,13 @@ const waitForEvents = tool({
 });
 
 /** Pending events, or the first ones to arrive within the timeout; empty on timeout or cancellation. */
-function nextEvents(phone: SimPhone, cursor: number, types: EventType[] | undefined, timeoutMs: number, signal: AbortSignal): Promise<PhoneEvent[]> {
+function nextEvents(
+  phone: SimPhone,
+  cursor: number,
+  types: EventType[] | undefined,
+  timeoutMs: number,
+  signal: AbortSignal,
+): Promise<PhoneEvent[]> {
   const pending = phone.eventsSince(cursor, types);
   if (pending.length > 0 || timeoutMs === 0 || signal.aborted) return Promise.resolve(pending);
   return new Promise((resolve) => {
@@ -196,7 +276,9 @@ function nextEvents(phone: SimPhone, cursor: number, types: EventType[] | undefi
       resolve(signal.aborted ? [] : phone.eventsSince(cursor, types));
     };
     // One action can emit several events at once (app_changed + screen_changed): answer after it.
-    const unsubscribe = phone.onEvent((e) => { if (!types || types.includes(e.type)) queueMicrotask(finish); });
+    const unsubscribe = phone.onEvent((e) => {
+      if (!types || types.includes(e.type)) queueMicrotask(finish);
+    });
     const timer = setTimeout(finish, timeoutMs);
     signal.addEventListener('abort', finish, { once: true });
   });
@@ -205,13 +287,21 @@ function nextEvents(phone: SimPhone, cursor: number, types: EventType[] | undefi
 // ---- Act: devices:act -------------------------------------------------------------
 
 function actTool<I extends z.ZodType<{ leaseId?: string; idempotencyKey?: string }>>(
-  name: s.Action, title: string, description: string, input: I,
+  name: s.Action,
+  title: string,
+  description: string,
+  input: I,
 ) {
   return tool({
-    name, title, scope: 'devices:act', since: SURFACE_VERSION,
+    name,
+    title,
+    scope: 'devices:act',
+    since: SURFACE_VERSION,
     description: `${description} Accepts leaseId and an idempotencyKey (a retry with the same key replays the outcome).`,
-    annotations: ACTS, requiresUserInteraction: false,
-    input, output: s.actOutput,
+    annotations: ACTS,
+    requiresUserInteraction: false,
+    input,
+    output: s.actOutput,
     run(args, ctx) {
       const prior = ctx.replay(name, args);
       if (prior) return prior as s.ActOutput;
@@ -227,38 +317,93 @@ function actTool<I extends z.ZodType<{ leaseId?: string; idempotencyKey?: string
 function actOutcome(ctx: CallContext, action: s.Action, effect: ActEffect, leaseId: string | null): s.ActOutput {
   const { phone } = ctx;
   return {
-    deviceId: ctx.deviceId, action, effect: effect.effect, elementId: effect.elementId,
-    x: effect.point?.x ?? null, y: effect.point?.y ?? null,
-    app: phone.foregroundApp, screen: phone.screen, title: phone.title, cursor: phone.cursor,
-    leaseId, performedAt: ctx.now(),
+    deviceId: ctx.deviceId,
+    action,
+    effect: effect.effect,
+    elementId: effect.elementId,
+    x: effect.point?.x ?? null,
+    y: effect.point?.y ?? null,
+    app: phone.foregroundApp,
+    screen: phone.screen,
+    title: phone.title,
+    cursor: phone.cursor,
+    leaseId,
+    performedAt: ctx.now(),
   };
 }
 
-const tap = actTool('tap', 'Tap', 'Taps a point given in screen pixels (x, y) or the centre of an element (elementId).', s.tapInput);
-const swipe = actTool('swipe', 'Swipe', 'Swipes from (startX, startY) to (endX, endY) in screen pixels, or across an element in a direction. Swiping up on a list scrolls it; swiping down from the status bar opens the notifications.', s.swipeInput);
-const hold = actTool('hold', 'Long press', 'Presses and holds a point or element; on items that have one, this opens a context menu.', s.holdInput);
-const typeText = actTool('type_text', 'Type text', 'Types text into the focused text field, or into elementId after focusing it.', s.typeTextInput);
-const pressKey = actTool('press_key', 'Press a key', 'Presses a key: BACK, HOME, ENTER (submit), DEL (delete one character), TAB (next field), SPACE or ESCAPE.', s.pressKeyInput);
-const openApp = actTool('open_app', 'Open an app', 'Opens an installed app by package name (list_devices lists them).', s.openAppInput);
+const tap = actTool(
+  'tap',
+  'Tap',
+  'Taps a point given in screen pixels (x, y) or the centre of an element (elementId).',
+  s.tapInput,
+);
+const swipe = actTool(
+  'swipe',
+  'Swipe',
+  'Swipes from (startX, startY) to (endX, endY) in screen pixels, or across an element in a direction. Swiping up on a list scrolls it; swiping down from the status bar opens the notifications.',
+  s.swipeInput,
+);
+const hold = actTool(
+  'hold',
+  'Long press',
+  'Presses and holds a point or element; on items that have one, this opens a context menu.',
+  s.holdInput,
+);
+const typeText = actTool(
+  'type_text',
+  'Type text',
+  'Types text into the focused text field, or into elementId after focusing it.',
+  s.typeTextInput,
+);
+const pressKey = actTool(
+  'press_key',
+  'Press a key',
+  'Presses a key: BACK, HOME, ENTER (submit), DEL (delete one character), TAB (next field), SPACE or ESCAPE.',
+  s.pressKeyInput,
+);
+const openApp = actTool(
+  'open_app',
+  'Open an app',
+  'Opens an installed app by package name (list_devices lists them).',
+  s.openAppInput,
+);
 
 // ---- Lease: devices:lease ----------------------------------------------------------
 
 const takeDevice = tool({
-  name: 'take_device', title: 'Take the device', scope: 'devices:lease', since: SURFACE_VERSION,
-  description: 'Takes exclusive use of the device, or renews the lease you hold. The lease expires after a period without use; every call under it renews it. Refused with device_busy while someone else holds it or a run has it.',
-  annotations: ACTS, requiresUserInteraction: false,
-  input: s.takeDeviceInput, output: s.takeDeviceOutput,
+  name: 'take_device',
+  title: 'Take the device',
+  scope: 'devices:lease',
+  since: SURFACE_VERSION,
+  description:
+    'Takes exclusive use of the device, or renews the lease you hold. The lease expires after a period without use; every call under it renews it. Refused with device_busy while someone else holds it or a run has it.',
+  annotations: ACTS,
+  requiresUserInteraction: false,
+  input: s.takeDeviceInput,
+  output: s.takeDeviceOutput,
   run(_args, ctx) {
     const lease = ctx.control.take(ctx.caller, ctx.now(), ctx.opts.leaseTtlMs);
-    return { deviceId: ctx.deviceId, leaseId: lease.id, expiresAt: lease.expiresAt, ttlS: Math.round(ctx.opts.leaseTtlMs / 1000), renewed: lease.renewed };
+    return {
+      deviceId: ctx.deviceId,
+      leaseId: lease.id,
+      expiresAt: lease.expiresAt,
+      ttlS: Math.round(ctx.opts.leaseTtlMs / 1000),
+      renewed: lease.renewed,
+    };
   },
 });
 
 const releaseDevice = tool({
-  name: 'release_device', title: 'Release the device', scope: 'devices:lease', since: SURFACE_VERSION,
+  name: 'release_device',
+  title: 'Release the device',
+  scope: 'devices:lease',
+  since: SURFACE_VERSION,
   description: 'Returns the device. Requires the leaseId; a stale one is refused with lease_mismatch.',
-  annotations: ACTS, requiresUserInteraction: false,
-  input: s.releaseDeviceInput, output: s.releaseDeviceOutput,
+  annotations: ACTS,
+  requiresUserInteraction: false,
+  input: s.releaseDeviceInput,
+  output: s.releaseDeviceOutput,
   run({ leaseId }, ctx) {
     ctx.control.release(ctx.caller, leaseId, ctx.now());
     return { deviceId: ctx.deviceId, leaseId, released: true as const };
@@ -268,24 +413,31 @@ const releaseDevice = tool({
 // ---- Runs: runs:start ---------------------------------------------------------------
 
 const startRun = tool({
-  name: 'start_run', title: 'Start a run', scope: 'runs:start', since: SURFACE_VERSION,
-  description: 'Hands the device to an autonomous run that executes a plan of steps (tap, hold, swipe, type_text, press_key, open_app, wait). While it runs, act tools of other callers are refused with device_busy. With wait (default) the call answers when the run ends and sends progress notifications (when the request has a progressToken) and log messages meanwhile; cancelling the call stops the run. Accepts an idempotencyKey: a retry with the same key returns that run\'s current state instead of starting another.',
-  annotations: RUNS, requiresUserInteraction: true,
-  input: s.startRunInput, output: s.runInfo,
+  name: 'start_run',
+  title: 'Start a run',
+  scope: 'runs:start',
+  since: SURFACE_VERSION,
+  description:
+    "Hands the device to an autonomous run that executes a plan of steps (tap, hold, swipe, type_text, press_key, open_app, wait). While it runs, act tools of other callers are refused with device_busy. With wait (default) the call answers when the run ends and sends progress notifications (when the request has a progressToken) and log messages meanwhile; cancelling the call stops the run. Accepts an idempotencyKey: a retry with the same key returns that run's current state instead of starting another.",
+  annotations: RUNS,
+  requiresUserInteraction: true,
+  input: s.startRunInput,
+  output: s.runInfo,
   async run(args, ctx) {
     const prior = ctx.replay('start_run', args);
     if (prior) return prior as z.output<typeof s.runInfo>;
     ctx.authorize(args.leaseId, 'run');
     const run = ctx.control.createRun(ctx.caller.credential, args.goal, args.steps, ctx.now());
     ctx.remember('start_run', args, () => runInfo(run, ctx.deviceId));
-    const progressToken = args.wait ? ctx.extra._meta?.progressToken ?? null : null;
+    const progressToken = args.wait ? (ctx.extra._meta?.progressToken ?? null) : null;
     const finished = executeRun(run, ctx.phone, {
       stepDelayMs: ctx.opts.runStepDelayMs,
       now: () => ctx.now(),
       reporter: { progressToken, send: (n) => (args.wait ? ctx.extra.sendNotification(n) : Promise.resolve()) },
     }).catch((error: unknown) => endRun(run, 'failed', ctx.now(), { code: 'internal_error', message: String(error) }));
     if (!args.wait) return runInfo(run, ctx.deviceId);
-    const cancel = () => endRun(run, 'stopped', ctx.now(), { code: 'cancelled', message: 'the start_run request was cancelled' });
+    const cancel = () =>
+      endRun(run, 'stopped', ctx.now(), { code: 'cancelled', message: 'the start_run request was cancelled' });
     ctx.extra.signal.addEventListener('abort', cancel, { once: true });
     await finished;
     ctx.extra.signal.removeEventListener('abort', cancel);
@@ -294,25 +446,41 @@ const startRun = tool({
 });
 
 const getRun = tool({
-  name: 'get_run', title: 'Watch a run', scope: 'runs:start', since: SURFACE_VERSION,
-  description: 'Returns a run\'s status and progress: by runId, else the active run, else the latest.',
-  annotations: OBSERVES, requiresUserInteraction: false,
-  input: s.getRunInput, output: s.runInfo,
+  name: 'get_run',
+  title: 'Watch a run',
+  scope: 'runs:start',
+  since: SURFACE_VERSION,
+  description: "Returns a run's status and progress: by runId, else the active run, else the latest.",
+  annotations: OBSERVES,
+  requiresUserInteraction: false,
+  input: s.getRunInput,
+  output: s.runInfo,
   run({ runId }, ctx) {
     const run = ctx.control.findRun(runId);
-    if (!run) throw new ToolError('run_not_found', runId ? `no run ${runId} on this device` : 'no run on this device yet');
+    if (!run)
+      throw new ToolError('run_not_found', runId ? `no run ${runId} on this device` : 'no run on this device yet');
     return runInfo(run, ctx.deviceId);
   },
 });
 
 const stopRun = tool({
-  name: 'stop_run', title: 'Stop a run', scope: 'runs:start', since: SURFACE_VERSION,
-  description: 'Stops a run (by runId, else the active one) after its current step and frees the device. Stopping an ended run changes nothing and returns it.',
-  annotations: RUNS, requiresUserInteraction: true,
-  input: s.stopRunInput, output: s.runInfo,
+  name: 'stop_run',
+  title: 'Stop a run',
+  scope: 'runs:start',
+  since: SURFACE_VERSION,
+  description:
+    'Stops a run (by runId, else the active one) after its current step and frees the device. Stopping an ended run changes nothing and returns it.',
+  annotations: RUNS,
+  requiresUserInteraction: true,
+  input: s.stopRunInput,
+  output: s.runInfo,
   run({ runId }, ctx) {
     const run = runId !== undefined ? ctx.control.findRun(runId) : ctx.control.activeRun;
-    if (!run) throw new ToolError('run_not_found', runId ? `no run ${runId} on this device` : 'no run is active on this device');
+    if (!run)
+      throw new ToolError(
+        'run_not_found',
+        runId ? `no run ${runId} on this device` : 'no run is active on this device',
+      );
     endRun(run, 'stopped', ctx.now());
     return runInfo(run, ctx.deviceId);
   },
@@ -320,15 +488,32 @@ const stopRun = tool({
 
 /** The published surface, in the order tools/list shows it. */
 const TOOLS: readonly ToolSpec[] = [
-  listDevices, observeScreen, getOutcome, waitForEvents,
-  tap, swipe, hold, typeText, pressKey, openApp,
-  takeDevice, releaseDevice,
-  startRun, getRun, stopRun,
+  listDevices,
+  observeScreen,
+  getOutcome,
+  waitForEvents,
+  tap,
+  swipe,
+  hold,
+  typeText,
+  pressKey,
+  openApp,
+  takeDevice,
+  releaseDevice,
+  startRun,
+  getRun,
+  stopRun,
 ];
 
 /** Tool metadata for docs and for the relay's scope checks. */
-export const TOOL_CATALOG = TOOLS.map(({ name, title, scope, since, annotations, requiresUserInteraction }) =>
-  ({ name, title, scope, since, annotations, requiresUserInteraction }));
+export const TOOL_CATALOG = TOOLS.map(({ name, title, scope, since, annotations, requiresUserInteraction }) => ({
+  name,
+  title,
+  scope,
+  since,
+  annotations,
+  requiresUserInteraction,
+}));
 export const TOOL_SCOPES: Readonly<Record<string, Scope>> = Object.fromEntries(TOOLS.map((t) => [t.name, t.scope]));
 
 const INSTRUCTIONS = `A phone (simulated). observe_screen shows the element tree; act with tap, swipe, hold, type_text, press_key and open_app using screen pixels or element ids. Take the device with take_device (or let the first act take it when your credential has devices:lease); every call under the lease renews it. Errors are {"error":{"code","message"}} in the text block.`;
@@ -378,8 +563,15 @@ function cacheToolList(mcp: McpServer): void {
   });
 }
 
-function register(mcp: McpServer, spec: ToolSpec, context: (caller: Caller, extra: RequestHandlerExtra<ServerRequest, ServerNotification>) => CallContext) {
-  const handler = async (args: unknown, extra: RequestHandlerExtra<ServerRequest, ServerNotification>): Promise<CallToolResult> => {
+function register(
+  mcp: McpServer,
+  spec: ToolSpec,
+  context: (caller: Caller, extra: RequestHandlerExtra<ServerRequest, ServerNotification>) => CallContext,
+) {
+  const handler = async (
+    args: unknown,
+    extra: RequestHandlerExtra<ServerRequest, ServerNotification>,
+  ): Promise<CallToolResult> => {
     try {
       const caller = callerFrom(extra._meta);
       // The relay filters by scope already; checking here too keeps a direct connection honest.
@@ -388,10 +580,16 @@ function register(mcp: McpServer, spec: ToolSpec, context: (caller: Caller, extr
       }
       const ctx = context(caller, extra);
       const value = await spec.run(args, ctx);
-      const result = successResult(value, { content: ctx.attachments, _meta: Object.keys(ctx.resultMeta).length ? ctx.resultMeta : undefined });
+      const result = successResult(value, {
+        content: ctx.attachments,
+        _meta: Object.keys(ctx.resultMeta).length ? ctx.resultMeta : undefined,
+      });
       const size = Buffer.byteLength(JSON.stringify(result));
       if (size > RESULT_LIMIT_BYTES) {
-        return errorResult('too_large', `the result would be ${size} bytes, over the ${RESULT_LIMIT_BYTES} byte limit of one message`);
+        return errorResult(
+          'too_large',
+          `the result would be ${size} bytes, over the ${RESULT_LIMIT_BYTES} byte limit of one message`,
+        );
       }
       return result;
     } catch (error) {
@@ -400,14 +598,18 @@ function register(mcp: McpServer, spec: ToolSpec, context: (caller: Caller, extr
       throw error; // a bug: the SDK reports it, envelopeSdkErrors wraps it as internal_error
     }
   };
-  mcp.registerTool(spec.name, {
-    title: spec.title,
-    description: `${spec.description}\n\n@since ${spec.since}`,
-    inputSchema: spec.input,
-    outputSchema: spec.output,
-    annotations: { ...spec.annotations },
-    _meta: { [SCOPE_META_KEY]: spec.scope, requiresUserInteraction: spec.requiresUserInteraction },
-  }, handler as never);
+  mcp.registerTool(
+    spec.name,
+    {
+      title: spec.title,
+      description: `${spec.description}\n\n@since ${spec.since}`,
+      inputSchema: spec.input,
+      outputSchema: spec.output,
+      annotations: { ...spec.annotations },
+      _meta: { [SCOPE_META_KEY]: spec.scope, requiresUserInteraction: spec.requiresUserInteraction },
+    },
+    handler as never,
+  );
 }
 
 type RawRequestHandler = (request: unknown, extra: unknown) => Promise<unknown>;

@@ -8,9 +8,21 @@ import { callerOf, connect, err, ok } from './in-memory.ts';
 import { TOOL_CATALOG, TOOL_SCOPES } from './server.ts';
 
 const ALL_TOOLS = [
-  'list_devices', 'observe_screen', 'get_outcome', 'wait_for_events',
-  'tap', 'swipe', 'hold', 'type_text', 'press_key', 'open_app',
-  'take_device', 'release_device', 'start_run', 'get_run', 'stop_run',
+  'list_devices',
+  'observe_screen',
+  'get_outcome',
+  'wait_for_events',
+  'tap',
+  'swipe',
+  'hold',
+  'type_text',
+  'press_key',
+  'open_app',
+  'take_device',
+  'release_device',
+  'start_run',
+  'get_run',
+  'stop_run',
 ];
 
 const setup = async () => {
@@ -28,7 +40,12 @@ describe('tools/list', () => {
     for (const t of tools) {
       expect(SCOPES).toContain(t._meta?.['phonebridge/scope']);
       expect(t._meta?.['phonebridge/scope']).toBe(TOOL_SCOPES[t.name]);
-      expect(Object.keys(t.annotations ?? {}).sort()).toEqual(['destructiveHint', 'idempotentHint', 'openWorldHint', 'readOnlyHint']);
+      expect(Object.keys(t.annotations ?? {}).sort()).toEqual([
+        'destructiveHint',
+        'idempotentHint',
+        'openWorldHint',
+        'readOnlyHint',
+      ]);
       for (const hint of Object.values(t.annotations ?? {})) expect(typeof hint).toBe('boolean');
       expect(t.annotations?.openWorldHint).toBe(false);
       expect(t.inputSchema).toMatchObject({ type: 'object', additionalProperties: false });
@@ -40,12 +57,28 @@ describe('tools/list', () => {
   it('marks exactly the two run tools destructive and needing a person, and observers read-only', async () => {
     const { client } = await setup();
     const { tools } = await client.listTools();
-    const named = (hint: (t: (typeof tools)[number]) => unknown) => tools.filter(hint).map((t) => t.name).sort();
+    const named = (hint: (t: (typeof tools)[number]) => unknown) =>
+      tools
+        .filter(hint)
+        .map((t) => t.name)
+        .sort();
     expect(named((t) => t.annotations?.destructiveHint)).toEqual(['start_run', 'stop_run']);
     expect(named((t) => t._meta?.requiresUserInteraction === true)).toEqual(['start_run', 'stop_run']);
-    expect(named((t) => t.annotations?.readOnlyHint)).toEqual(['get_outcome', 'get_run', 'list_devices', 'observe_screen', 'wait_for_events']);
-    expect(named((t) => t._meta?.['phonebridge/scope'] === 'devices:act' && t.annotations?.idempotentHint))
-      .toEqual(['hold', 'open_app', 'press_key', 'swipe', 'tap', 'type_text']);
+    expect(named((t) => t.annotations?.readOnlyHint)).toEqual([
+      'get_outcome',
+      'get_run',
+      'list_devices',
+      'observe_screen',
+      'wait_for_events',
+    ]);
+    expect(named((t) => t._meta?.['phonebridge/scope'] === 'devices:act' && t.annotations?.idempotentHint)).toEqual([
+      'hold',
+      'open_app',
+      'press_key',
+      'swipe',
+      'tap',
+      'type_text',
+    ]);
     expect(TOOL_CATALOG.map((t) => t.name)).toEqual(tools.map((t) => t.name));
   });
 
@@ -53,10 +86,21 @@ describe('tools/list', () => {
     const { client } = await setup();
     const { tools } = await client.listTools();
     const props = (name: string) => Object.keys(tools.find((t) => t.name === name)!.inputSchema.properties ?? {});
-    for (const name of ['observe_screen', 'wait_for_events', 'tap', 'swipe', 'hold', 'type_text', 'press_key', 'open_app', 'start_run']) {
+    for (const name of [
+      'observe_screen',
+      'wait_for_events',
+      'tap',
+      'swipe',
+      'hold',
+      'type_text',
+      'press_key',
+      'open_app',
+      'start_run',
+    ]) {
       expect(props(name)).toContain('leaseId');
     }
-    for (const name of ['tap', 'swipe', 'hold', 'type_text', 'press_key', 'open_app', 'start_run']) expect(props(name)).toContain('idempotencyKey');
+    for (const name of ['tap', 'swipe', 'hold', 'type_text', 'press_key', 'open_app', 'start_run'])
+      expect(props(name)).toContain('idempotencyKey');
     expect(tools.find((t) => t.name === 'release_device')!.inputSchema.required).toEqual(['leaseId']);
   });
 });
@@ -88,8 +132,15 @@ describe('tools/call', () => {
       expect(result.isError, name).toBeFalsy();
       expect(result.content[0]).toEqual({ type: 'text', text: JSON.stringify(result.structuredContent) });
     }
-    expect(ok(results.list_devices).devices).toEqual([expect.objectContaining({ deviceId: 'phone-1', model: 'phonebridge-sim', screen: { width: 1080, height: 2400 } })]);
-    expect(ok(results.type_text)).toMatchObject({ action: 'type_text', elementId: 'notes.body', app: 'com.phonebridge.notes', leaseId });
+    expect(ok(results.list_devices).devices).toEqual([
+      expect.objectContaining({ deviceId: 'phone-1', model: 'phonebridge-sim', screen: { width: 1080, height: 2400 } }),
+    ]);
+    expect(ok(results.type_text)).toMatchObject({
+      action: 'type_text',
+      elementId: 'notes.body',
+      app: 'com.phonebridge.notes',
+      leaseId,
+    });
     expect(ok(results.get_outcome)).toMatchObject({ found: true, tool: 'open_app', result: ok(results.open_app) });
     expect(ok(results.start_run)).toMatchObject({ runId: 'run-1', status: 'completed', stepsDone: 1 });
     expect(ok(results.stop_run).status).toBe('completed'); // already ended: unchanged
@@ -101,7 +152,10 @@ describe('tools/call', () => {
     const result = await call('observe_screen', { screenshot: { width: 216 } });
     expect(ok(result).screenshot).toMatchObject({ mimeType: 'image/png', width: 216, height: 480 });
     expect(result.content[1]).toMatchObject({ type: 'image', mimeType: 'image/png' });
-    expect(ok(result).elements.find((e: { id: string }) => e.id === 'app.notes')).toMatchObject({ role: 'icon', text: 'Notes' });
+    expect(ok(result).elements.find((e: { id: string }) => e.id === 'app.notes')).toMatchObject({
+      role: 'icon',
+      text: 'Notes',
+    });
   });
 
   it('keeps the largest screenshot inside one frame and refuses a larger one with too_large', async () => {
@@ -118,7 +172,10 @@ describe('tools/call', () => {
     const { phone, call } = await setup();
     phone.openApp('com.phonebridge.notes');
     phone.typeText('x'.repeat(300_000), 'notes.body'); // the element tree alone is now too big
-    expect(err(await call('observe_screen'))).toMatchObject({ code: 'too_large', message: expect.stringContaining('byte limit') });
+    expect(err(await call('observe_screen'))).toMatchObject({
+      code: 'too_large',
+      message: expect.stringContaining('byte limit'),
+    });
   });
 
   it('errors are envelopes in the text block, never structuredContent', async () => {
@@ -138,18 +195,32 @@ describe('strict inputs', () => {
     expect(refused).toMatchObject({ code: 'invalid_arguments', message: expect.stringContaining('"leaseid"') });
     expect(phone.screen).toBe('home'); // nothing happened
     for (const name of ALL_TOOLS) {
-      expect(err(await call(name, { leaseId: 'x', bogus: 1, runId: 'r', idempotencyKey: 'k', key: 'HOME' })).code, name).toBe('invalid_arguments');
+      expect(
+        err(await call(name, { leaseId: 'x', bogus: 1, runId: 'r', idempotencyKey: 'k', key: 'HOME' })).code,
+        name,
+      ).toBe('invalid_arguments');
     }
   });
 
   it('refuses a missing required key and a half-given target', async () => {
     const { call } = await setup();
-    expect(err(await call('type_text', {}))).toMatchObject({ code: 'invalid_arguments', message: expect.stringContaining('text') });
-    expect(err(await call('release_device', {}))).toMatchObject({ code: 'invalid_arguments', message: expect.stringContaining('leaseId') });
-    expect(err(await call('tap', { x: 10 }))).toMatchObject({ code: 'invalid_arguments', message: expect.stringContaining('give x and y, or elementId') });
+    expect(err(await call('type_text', {}))).toMatchObject({
+      code: 'invalid_arguments',
+      message: expect.stringContaining('text'),
+    });
+    expect(err(await call('release_device', {}))).toMatchObject({
+      code: 'invalid_arguments',
+      message: expect.stringContaining('leaseId'),
+    });
+    expect(err(await call('tap', { x: 10 }))).toMatchObject({
+      code: 'invalid_arguments',
+      message: expect.stringContaining('give x and y, or elementId'),
+    });
     expect(err(await call('swipe', { elementId: 'messages.list' }))).toMatchObject({ code: 'invalid_arguments' });
     expect(err(await call('wait_for_events', { timeout_s: 601 }))).toMatchObject({ code: 'invalid_arguments' });
-    expect(err(await call('start_run', { steps: [{ action: 'tap', x: 1, y: 2, z: 3 }] }))).toMatchObject({ code: 'invalid_arguments' });
+    expect(err(await call('start_run', { steps: [{ action: 'tap', x: 1, y: 2, z: 3 }] }))).toMatchObject({
+      code: 'invalid_arguments',
+    });
   });
 });
 
@@ -158,8 +229,15 @@ describe('caller and scopes', () => {
     const { client } = await setup();
     const reader = callerOf(client, { credential: 'tok-r', scopes: ['devices:read'] });
     expect(ok(await reader('list_devices')).devices).toHaveLength(1);
-    expect(err(await reader('tap', { x: 1, y: 100 }))).toMatchObject({ code: 'insufficient_scope', scope: 'devices:act' });
-    const malformed = await client.callTool({ name: 'list_devices', arguments: {}, _meta: { 'phonebridge/caller': { credential: 7 } } });
+    expect(err(await reader('tap', { x: 1, y: 100 }))).toMatchObject({
+      code: 'insufficient_scope',
+      scope: 'devices:act',
+    });
+    const malformed = await client.callTool({
+      name: 'list_devices',
+      arguments: {},
+      _meta: { 'phonebridge/caller': { credential: 7 } },
+    });
     expect(err(malformed as never)).toMatchObject({ code: 'invalid_caller' });
   });
 });

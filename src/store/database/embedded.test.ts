@@ -40,10 +40,19 @@ describe('embedded database shared between processes', () => {
       const acct = await h.store.ensureAccount(uid('acct'));
       const codeHash = hashPairingCode(newPairingCode());
       await h.store.createPairingCode({ accountId: acct.id, codeHash, expiresAt: new Date(Date.now() + 60_000) });
-      const r = await h.store.redeemPairingCode({ codeHash, deviceId: uid('dev'), publicKey: 'pk', name: 'p', now: new Date() });
+      const r = await h.store.redeemPairingCode({
+        codeHash,
+        deviceId: uid('dev'),
+        publicKey: 'pk',
+        name: 'p',
+        now: new Date(),
+      });
       if (!r.ok) throw new Error(r.error);
 
-      const child = spawn(process.execPath, ['--import', 'tsx', CHILD, dir, acct.id, r.device.id, '50'], { cwd: REPO, stdio: ['pipe', 'pipe', 'inherit'] });
+      const child = spawn(process.execPath, ['--import', 'tsx', CHILD, dir, acct.id, r.device.id, '50'], {
+        cwd: REPO,
+        stdio: ['pipe', 'pipe', 'inherit'],
+      });
       children.push(child);
       let out = '';
       child.stdout!.setEncoding('utf8');
@@ -60,7 +69,14 @@ describe('embedded database shared between processes', () => {
       child.stdin!.write('go\n');
       const mine = await Promise.all(
         Array.from({ length: 50 }, (_, i) =>
-          h.store.createToken({ id: uid('tok'), accountId: acct.id, deviceId: r.device.id, hash: `parent-${i}`, scopes: ['devices:read'], via: 'key' }),
+          h.store.createToken({
+            id: uid('tok'),
+            accountId: acct.id,
+            deviceId: r.device.id,
+            hash: `parent-${i}`,
+            scopes: ['devices:read'],
+            via: 'key',
+          }),
         ),
       );
       const [code] = await exited;
@@ -97,7 +113,9 @@ describe('embedded database shared between processes', () => {
       expect((await store.listDevices()).length).toBeGreaterThan(0); // the data from the serve test
       await store.close();
 
-      await expect(openEmbeddedForCli(dir, { waitMs: 200 })).rejects.toThrow(/in use by another phonebridge command \(pid \d+\)/);
+      await expect(openEmbeddedForCli(dir, { waitMs: 200 })).rejects.toThrow(
+        /in use by another phonebridge command \(pid \d+\)/,
+      );
       await expect(serveEmbedded(dir, { waitMs: 200 })).rejects.toBeInstanceOf(DataDirBusyError);
       // A serve started meanwhile waits for the command to finish, then takes over.
       serving.p = serveEmbedded(dir, { waitMs: 10_000 });

@@ -69,7 +69,11 @@ function prepareDataDir(dataDir: string): string {
 /** True if a Postgres server answers `select 1` on `<socketDir>/.s.PGSQL.5432`. */
 export async function socketAnswers(socketDir: string, timeoutMs = 2000): Promise<boolean> {
   if (!isSocketFile(join(socketDir, SOCKET_NAME))) return false;
-  const client = new pg.Client({ ...pgConfigFor(socketDir), connectionTimeoutMillis: timeoutMs, query_timeout: timeoutMs });
+  const client = new pg.Client({
+    ...pgConfigFor(socketDir),
+    connectionTimeoutMillis: timeoutMs,
+    query_timeout: timeoutMs,
+  });
   client.on('error', () => {});
   try {
     await client.connect();
@@ -127,7 +131,13 @@ async function openPglite(pgdata: string, templateDir?: string): Promise<PGlite>
 }
 
 /** Opens PGlite on `<dataDir>/pgdata` and serves it on `<socketDir>/.s.PGSQL.5432`. The caller holds the lock. */
-async function openAndServe(dataDir: string, socketDir: string, release: () => void, label: string, templateDir?: string): Promise<DatabaseSource> {
+async function openAndServe(
+  dataDir: string,
+  socketDir: string,
+  release: () => void,
+  label: string,
+  templateDir?: string,
+): Promise<DatabaseSource> {
   let db: PGlite | undefined;
   let server: PGLiteSocketServer | undefined;
   try {
@@ -138,7 +148,12 @@ async function openAndServe(dataDir: string, socketDir: string, release: () => v
     mkdirSync(pgdata, { recursive: true, mode: 0o700 });
     chmodSync(pgdata, 0o700);
     db = await openPglite(pgdata, templateDir);
-    server = new PGLiteSocketServer({ db, path: socketPath, maxConnections: MAX_CONNECTIONS, idleTimeout: IDLE_TIMEOUT_MS });
+    server = new PGLiteSocketServer({
+      db,
+      path: socketPath,
+      maxConnections: MAX_CONNECTIONS,
+      idleTimeout: IDLE_TIMEOUT_MS,
+    });
     await server.start();
   } catch (err) {
     await server?.stop().catch(() => {});
@@ -167,7 +182,12 @@ async function openAndServe(dataDir: string, socketDir: string, release: () => v
   };
 }
 
-async function acquire(dataDir: string, role: LockInfo['role'], waitMs: number, onHeld: (holder: LockInfo) => Promise<DatabaseSource | 'wait'>): Promise<{ release: () => void } | DatabaseSource> {
+async function acquire(
+  dataDir: string,
+  role: LockInfo['role'],
+  waitMs: number,
+  onHeld: (holder: LockInfo) => Promise<DatabaseSource | 'wait'>,
+): Promise<{ release: () => void } | DatabaseSource> {
   const lockPath = join(dataDir, LOCK_FILE);
   const deadline = Date.now() + waitMs;
   for (;;) {
@@ -175,7 +195,8 @@ async function acquire(dataDir: string, role: LockInfo['role'], waitMs: number, 
     if (attempt.ok) return { release: attempt.release };
     const next = await onHeld(attempt.holder);
     if (next !== 'wait') return next;
-    if (Date.now() >= deadline) throw new DataDirBusyError(dataDir, attempt.holder, busyMessage(dataDir, attempt.holder));
+    if (Date.now() >= deadline)
+      throw new DataDirBusyError(dataDir, attempt.holder, busyMessage(dataDir, attempt.holder));
     await sleep(100);
   }
 }
@@ -187,8 +208,11 @@ async function acquire(dataDir: string, role: LockInfo['role'], waitMs: number, 
 export async function serveEmbedded(dataDir: string, options: EmbeddedOptions = {}): Promise<DatabaseSource> {
   const dir = prepareDataDir(dataDir);
   const alreadyServed = (holder?: LockInfo) =>
-    new DataDirBusyError(dir, holder ?? readLock(join(dir, LOCK_FILE)) ?? { pid: 0, role: 'serve', startedAt: '' },
-      `phonebridge serve is already running on ${dir}${holder?.pid ? ` (pid ${holder.pid})` : ''}`);
+    new DataDirBusyError(
+      dir,
+      holder ?? readLock(join(dir, LOCK_FILE)) ?? { pid: 0, role: 'serve', startedAt: '' },
+      `phonebridge serve is already running on ${dir}${holder?.pid ? ` (pid ${holder.pid})` : ''}`,
+    );
   if (await socketAnswers(dir)) throw alreadyServed();
   const got = await acquire(dir, 'serve', options.waitMs ?? 10_000, async (holder) => {
     // Another serve (running or starting) never gives way; a CLI command soon will.
@@ -196,7 +220,13 @@ export async function serveEmbedded(dataDir: string, options: EmbeddedOptions = 
     return 'wait';
   });
   if ('kind' in got) return got;
-  return openAndServe(dir, dir, got.release, `embedded PGlite in ${dir} (serving ${join(dir, SOCKET_NAME)})`, options.templateDir);
+  return openAndServe(
+    dir,
+    dir,
+    got.release,
+    `embedded PGlite in ${dir} (serving ${join(dir, SOCKET_NAME)})`,
+    options.templateDir,
+  );
 }
 
 /**
@@ -217,5 +247,11 @@ export async function openEmbeddedForCli(dataDir: string, options: EmbeddedOptio
     (await socketAnswers(dir)) ? viaServe() : 'wait',
   );
   if ('kind' in got) return got;
-  return openAndServe(dir, join(dir, CLI_SOCKET_DIR), got.release, `embedded PGlite in ${dir} (opened by this command)`, options.templateDir);
+  return openAndServe(
+    dir,
+    join(dir, CLI_SOCKET_DIR),
+    got.release,
+    `embedded PGlite in ${dir} (opened by this command)`,
+    options.templateDir,
+  );
 }

@@ -3,7 +3,13 @@ import { postgresSource } from './postgres.ts';
 import type { DatabaseSource } from './types.ts';
 
 export type { DatabaseSource } from './types.ts';
-export { DataDirBusyError, openEmbeddedForCli, serveEmbedded, socketAnswers, type EmbeddedOptions } from './embedded.ts';
+export {
+  DataDirBusyError,
+  openEmbeddedForCli,
+  serveEmbedded,
+  socketAnswers,
+  type EmbeddedOptions,
+} from './embedded.ts';
 export { postgresSource } from './postgres.ts';
 
 export interface OpenDatabaseOptions extends EmbeddedOptions {
@@ -17,5 +23,7 @@ export interface OpenDatabaseOptions extends EmbeddedOptions {
 /** Picks the backend once; everything after this only sees a pg.PoolConfig. */
 export function openDatabase(options: OpenDatabaseOptions): Promise<DatabaseSource> {
   if (options.databaseUrl) return Promise.resolve(postgresSource(options.databaseUrl));
-  return options.role === 'server' ? serveEmbedded(options.dataDir, options) : openEmbeddedForCli(options.dataDir, options);
+  return options.role === 'server'
+    ? serveEmbedded(options.dataDir, options)
+    : openEmbeddedForCli(options.dataDir, options);
 }

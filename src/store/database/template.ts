@@ -4,7 +4,16 @@
 // scripts disabled, or a PGlite upgrade not yet prepared — a new data dir runs initdb as before.
 // The file name carries the PGlite version: a template is only ever used by the PGlite that made it.
 import { PGlite } from '@electric-sql/pglite';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';

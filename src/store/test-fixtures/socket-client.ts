@@ -14,7 +14,14 @@ lines.close();
 
 const results = await Promise.all(
   Array.from({ length: Number(count) }, (_, i) =>
-    h.store.createToken({ id: `child_${process.pid}_${i}`, accountId, deviceId, hash: `child-${process.pid}-${i}`, scopes: ['devices:read'], via: 'key' }),
+    h.store.createToken({
+      id: `child_${process.pid}_${i}`,
+      accountId,
+      deviceId,
+      hash: `child-${process.pid}-${i}`,
+      scopes: ['devices:read'],
+      via: 'key',
+    }),
   ),
 );
 // Four queries in flight at once need four simultaneous connections to the socket.
@@ -24,6 +31,12 @@ const connections = pool.totalCount;
 await pool.end();
 const devices = await h.store.listDevices(accountId);
 process.stdout.write(
-  JSON.stringify({ label: h.source.label, host: h.source.pgConfig.host, created: results.filter((r) => r.ok).length, devices: devices.map((d) => d.id), connections }) + '\n',
+  JSON.stringify({
+    label: h.source.label,
+    host: h.source.pgConfig.host,
+    created: results.filter((r) => r.ok).length,
+    devices: devices.map((d) => d.id),
+    connections,
+  }) + '\n',
 );
 await h.close();
