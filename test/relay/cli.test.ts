@@ -2,6 +2,7 @@
 // real process; the official SDK client drives the phone through them.
 import { afterAll, describe, expect, it } from 'vitest';
 import { rmSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { connectClient, tempDir, waitFor } from '../helpers/relay.ts';
 import { cli, startChild, type Child } from '../helpers/processes.ts';
 
@@ -141,5 +142,62 @@ describe('npm start (phonebridge demo)', () => {
     console.log(`npm start: MCP endpoint answering ${Date.now() - t0} ms after launch (fresh data dir)`);
     await client.close();
     expect((await demo.kill('SIGTERM')).code).toBe(0);
+  }, 120_000);
+});
+
+/** A port that was free a moment ago (the demo takes a fixed port, as a person would type it). */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+describe('npm start again on another port (same data dir)', () => {
+  async function startDemo(data: string, port: number) {
+    const demo = startChild(['demo', '--port', String(port), '--admin-port', '0', '--data-dir', data]);
+    children.push(demo);
+    return { demo, ready: await demo.ready };
+  }
+  async function demoPhones(data: string): Promise<Array<{ id: string; name: string }>> {
+    const devices = JSON.parse(await cli(['devices', 'list', '--json', '--data-dir', data])) as Array<{
+      id: string;
+      name: string;
+    }>;
+    return devices.filter((d) => d.name === 'demo phone');
+  }
+  async function callThrough(ready: Record<string, any>): Promise<void> {
+    const { client } = await connectClient(ready.url, ready.apiKey);
+    const obs = await client.callTool({ name: 'observe_screen', arguments: {} });
+    expect(obs.isError).toBeFalsy();
+    expect(JSON.stringify(obs)).not.toContain('device_offline');
+    await client.close();
+  }
+
+  it('prints a key that reaches the phone connected now, and keeps one demo phone', async () => {
+    const data = dir('pb-demo-again-');
+    const first = await startDemo(data, await freePort());
+    await callThrough(first.ready);
+    expect((await first.demo.kill('SIGTERM')).code).toBe(0);
+
+    // Another port: the phone is re-pointed at the new URL, keeping its device and its key.
+    const second = await startDemo(data, await freePort());
+    expect(second.ready.url).not.toBe(first.ready.url);
+    expect(second.ready.deviceId).toBe(first.ready.deviceId);
+    expect(second.ready.apiKey).toBe(first.ready.apiKey);
+    await callThrough(second.ready);
+    expect((await demoPhones(data)).map((d) => d.id)).toEqual([second.ready.deviceId]);
+
+    // The demo phone removed by hand: the next start pairs a new one, mints a key for it, and the
+    // old key (which died with its device) is not printed again.
+    await cli(['devices', 'remove', second.ready.deviceId, '--data-dir', data]);
+    expect((await second.demo.kill('SIGTERM')).code).toBe(0);
+    const third = await startDemo(data, await freePort());
+    expect(third.ready.deviceId).not.toBe(second.ready.deviceId);
+    expect(third.ready.apiKey).not.toBe(second.ready.apiKey);
+    await callThrough(third.ready);
+    expect((await demoPhones(data)).map((d) => d.id)).toEqual([third.ready.deviceId]);
+    expect((await third.demo.kill('SIGTERM')).code).toBe(0);
   }, 120_000);
 });
