@@ -124,7 +124,7 @@ function rawSession(agent: Agent, token: string) {
         res.on('end', () =>
           res.statusCode === 200
             ? resolve(Buffer.concat(chunks).toString())
-            : reject(new Error(`HTTP ${res.statusCode}: ${Buffer.concat(chunks)}`)),
+            : reject(new Error(`HTTP ${res.statusCode}: ${Buffer.concat(chunks).toString()}`)),
         );
         res.on('error', reject);
       });
@@ -179,7 +179,7 @@ async function main(): Promise<void> {
   hardStop.unref();
 
   const dbName = `pb_latency_${randomBytes(4).toString('hex')}`;
-  const adminUrl = values['admin-database-url']!;
+  const adminUrl = values['admin-database-url'];
   const admin = async (sql: string) => {
     const c = new pg.Client({ connectionString: adminUrl });
     await c.connect();
@@ -190,11 +190,11 @@ async function main(): Promise<void> {
   dbUrl.pathname = `/${dbName}`;
   const prefix = `pblat:${randomBytes(4).toString('hex')}:`;
   const dir = mkdtempSync(join(tmpdir(), 'pb-lat-'));
-  const redis = new Redis(values['redis-url']!);
+  const redis = new Redis(values['redis-url']);
   const cluster = await startCluster({
     nodes: 2,
     databaseUrl: dbUrl.toString(),
-    redisUrl: values['redis-url']!,
+    redisUrl: values['redis-url'],
     redisPrefix: prefix,
     dataDir: dir,
     serveArgs: ['--log-level', 'warn'],
@@ -290,7 +290,7 @@ async function main(): Promise<void> {
     await cluster.stop(5000);
     await store.close();
     redis.disconnect();
-    await dropPrefix(prefix, values['redis-url']!);
+    await dropPrefix(prefix, values['redis-url']);
     await admin(`drop database if exists ${dbName} with (force)`);
     rmSync(dir, { recursive: true, force: true });
   }

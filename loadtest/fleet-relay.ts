@@ -18,6 +18,12 @@ export type RelayRequest =
   | { op: 'connections' }
   | { op: 'stop' };
 
+/** What the child sends back: `ready` once, then one answer per request id. */
+type ChildMessage =
+  | { type: 'ready'; port: number; url: string; id?: undefined }
+  | { id: number; ok: true; result: unknown }
+  | { id: number; ok: false; error: string };
+
 export interface RelayConnectionInfo {
   deviceId: string;
   connectedAt: number;
@@ -51,9 +57,10 @@ export function startRelayChild(
     env: { ...process.env, ...opts.env },
   });
   let nextId = 1;
-  const pending = new Map<number, { resolve: (v: any) => void; reject: (e: Error) => void }>();
+  const pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  child.on('message', (m: any) => {
+  child.on('message', (message) => {
+    const m = message as ChildMessage | undefined;
     if (m?.id === undefined) return;
     const p = pending.get(m.id);
     if (!p) return;
@@ -73,7 +80,7 @@ export function startRelayChild(
         reject(new Error(`relay child: ${req.op} timed out`));
       }, timeoutMs);
       pending.set(id, {
-        resolve: (v) => (clearTimeout(timer), resolve(v)),
+        resolve: (v) => (clearTimeout(timer), resolve(v as T)),
         reject: (e) => (clearTimeout(timer), reject(e)),
       });
       child.send({ id, ...req });
@@ -88,8 +95,9 @@ export function startRelayChild(
       clearTimeout(timer);
       reject(new Error(`relay child exited before it was ready (${code ?? signal})`));
     });
-    child.on('message', function ready(m: any) {
-      if (m?.type !== 'ready') return;
+    child.on('message', function ready(message) {
+      const m = message as ChildMessage | undefined;
+      if (m?.id !== undefined || m?.type !== 'ready') return;
       clearTimeout(timer);
       child.off('message', ready);
       resolve({
@@ -124,7 +132,9 @@ async function childMain(argv: string[]): Promise<void> {
   const config = parseRelayConfig(['--admin-port', '0', '--log-level', 'silent', ...argv], {});
   const relay = await startRelay(config, createLogger({ level: config.logLevel }));
   const store = relay.store.store;
-  process.on('message', async (m: any) => {
+  // eslint-disable-next-line @typescript-eslint/no-misused-promises -- the handler catches its own errors and answers them over IPC
+  process.on('message', async (message) => {
+    const m = message as RelayRequest & { id: number };
     const answer = (result: unknown) => process.send!({ id: m.id, ok: true, result });
     try {
       switch (m.op) {
@@ -138,7 +148,7 @@ async function childMain(argv: string[]): Promise<void> {
         }
         case 'keys': {
           const out = [];
-          for (const id of m.deviceIds as string[]) out.push(await createKey(store, id, m.scopes));
+          for (const id of m.deviceIds) out.push(await createKey(store, id, m.scopes));
           return answer(out.map((k) => ({ id: k.id, token: k.token })));
         }
         case 'connections':

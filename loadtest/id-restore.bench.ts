@@ -43,7 +43,7 @@ export function runIdRestoreBench(): Array<Record<string, string | number>> {
       };
       // The naive relay: decode the frame, parse, set the id, serialise, encode for the socket.
       const full = () => {
-        const m = JSON.parse(text.toString('utf8'));
+        const m = JSON.parse(text.toString('utf8')) as { id: unknown };
         m.id = 'client-1';
         return Buffer.from(JSON.stringify(m));
       };

@@ -67,7 +67,7 @@ export async function main(argv: string[]): Promise<void> {
 }
 
 async function withStore<T>(values: Record<string, unknown>, fn: (store: Store) => Promise<T>): Promise<T> {
-  const opened = await openStore({ ...storeOptions(values as Record<string, string>), role: 'cli' });
+  const opened = await openStore({ ...storeOptions(values), role: 'cli' });
   try {
     return await fn(opened.store);
   } finally {

@@ -120,9 +120,9 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
       if (tail.length > 20) tail.shift();
       opts.onLog?.(id, line);
     };
-    createInterface({ input: proc.stderr! }).on('line', log);
+    createInterface({ input: proc.stderr }).on('line', log);
     const ready = new Promise<{ port: number; adminPort: number }>((resolveReady, reject) => {
-      createInterface({ input: proc.stdout! }).on('line', (line) => {
+      createInterface({ input: proc.stdout }).on('line', (line) => {
         if (line.startsWith('{"ready":')) {
           try {
             const j = JSON.parse(line) as { port: number; adminPort: number };
@@ -162,7 +162,7 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
   try {
     await Promise.all(Array.from({ length: count }, (_, i) => startNode(i + 1)));
   } catch (err) {
-    for (const n of nodes) n?.kill('SIGKILL');
+    for (const n of nodes) void n?.kill('SIGKILL'); // resolves on exit, never rejects
     await front.close();
     throw err;
   }
@@ -179,7 +179,7 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
           nodes
             .filter((n) => n?.alive)
             .map(async (n) => {
-              const timer = setTimeout(() => n.kill('SIGKILL'), graceMs);
+              const timer = setTimeout(() => void n.kill('SIGKILL'), graceMs);
               await n.kill('SIGTERM');
               clearTimeout(timer);
             }),

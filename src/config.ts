@@ -117,7 +117,7 @@ export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     throw new Error(`--public-url is not a URL: "${publicUrl}"`);
   }
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new Error('--public-url must be http(s)');
-  const { dataDir, databaseUrl } = storeOptions(values as Record<string, string>, env);
+  const { dataDir, databaseUrl } = storeOptions(values, env);
   return {
     port,
     host,

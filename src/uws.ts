@@ -12,6 +12,7 @@ function loadNative(): typeof UWS {
   } catch (err) {
     throw new Error(
       `uWebSockets.js native binary did not load (${file}): ${(err as Error).message}. phonebridge will not run on the slow fallback.`,
+      { cause: err },
     );
   }
 }

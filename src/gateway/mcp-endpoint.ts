@@ -497,7 +497,7 @@ class McpEndpoint {
   private async openStream(ex: Exchange, h: McpHeaders, session: SessionRecord): Promise<void> {
     const lastEventId = h['last-event-id'];
     const postDeadline = lastEventId ? postStreamDeadline(parseEventId(lastEventId)?.streamId ?? '') : undefined;
-    if (postDeadline !== undefined) return this.resumePostStream(ex, session, lastEventId!, postDeadline);
+    if (postDeadline !== undefined) return this.resumePostStream(ex, session, lastEventId, postDeadline);
     let channel = this.channels.get(session.id);
     if (!channel || channel.closed) {
       const created = new SessionChannel(this.ctx.bus, session.id, () => {

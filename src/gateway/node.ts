@@ -88,8 +88,8 @@ export async function startGateway(opts: {
 
   const listenSocket = await listen(app, config.host, config.port);
   const adminSocket = await listen(admin, config.host, config.adminPort);
-  const port = uws.us_socket_local_port(listenSocket as never);
-  const adminPort = uws.us_socket_local_port(adminSocket as never);
+  const port = uws.us_socket_local_port(listenSocket);
+  const adminPort = uws.us_socket_local_port(adminSocket);
   if (!config.publicUrlExplicit && config.port === 0) {
     // An ephemeral port (tests): the derived public URL names the port actually bound.
     const u = new URL(config.publicUrl);
@@ -127,7 +127,7 @@ export async function startGateway(opts: {
    */
   async function drainNode(): Promise<void> {
     ctx.state.draining = true;
-    uws.us_listen_socket_close(listenSocket as never);
+    uws.us_listen_socket_close(listenSocket);
     const deadline = Date.now() + config.drainMs;
     const handOver = await othersAlive();
     if (!handOver) {
@@ -189,14 +189,14 @@ export async function startGateway(opts: {
       ctx.router.close();
       if (!ctx.state.draining) {
         ctx.state.draining = true;
-        uws.us_listen_socket_close(listenSocket as never);
+        uws.us_listen_socket_close(listenSocket);
         const conns = [...hub.connections()];
         if (await othersAlive()) await Promise.all(conns.map((c) => ctx.router.markMoving(c.deviceId)));
         for (const conn of conns) conn.close(CLOSE.restarting, 'relay stopping');
         for (const l of hub.allStreams()) l.end();
       }
       await ctx.router.farewell();
-      uws.us_listen_socket_close(adminSocket as never);
+      uws.us_listen_socket_close(adminSocket);
       // Also drop idle keep-alive connections, which would otherwise keep reaching a stopped node.
       for (const a of [app, admin]) (a as unknown as { close?: () => void }).close?.();
     },
@@ -225,8 +225,8 @@ function closingWhileDraining(
     (handler: Handler): Handler =>
     (res, req) => {
       traffic.lastRequestAt = Date.now();
-      const end = res.end;
-      const endWithoutBody = res.endWithoutBody;
+      const end = res.end.bind(res);
+      const endWithoutBody = res.endWithoutBody.bind(res);
       res.end = (body, closeConnection) => end.call(res, body, closeConnection || state.draining);
       res.endWithoutBody = (length, closeConnection) =>
         endWithoutBody.call(res, length, closeConnection || state.draining);

@@ -38,7 +38,7 @@ async function pair(ctx: GatewayContext, ex: Exchange, bodyP: Promise<Buffer>, i
   }
   let input: { code?: unknown; public_key?: unknown; name?: unknown };
   try {
-    input = JSON.parse(raw.toString('utf8'));
+    input = JSON.parse(raw.toString('utf8')) as typeof input;
     if (typeof input !== 'object' || input === null) throw new Error();
   } catch {
     return ex.error(400, 'bad_request', 'body must be JSON {"code","public_key","name"}');

@@ -631,8 +631,7 @@ export function parseSubscriptionFilter(
     if (!Array.isArray(n.resourceSubscriptions) || !n.resourceSubscriptions.every((u) => typeof u === 'string')) {
       return bad('notifications.resourceSubscriptions must be an array of strings');
     }
-    if (n.resourceSubscriptions.length > 0)
-      filter.resourceSubscriptions = [...new Set(n.resourceSubscriptions as string[])];
+    if (n.resourceSubscriptions.length > 0) filter.resourceSubscriptions = [...new Set(n.resourceSubscriptions)];
   }
   return { ok: true, filter };
 }
@@ -656,8 +655,7 @@ export function honouredFilter(
   opts: AcknowledgeOptions = {},
 ): SubscriptionFilter {
   const caps = isObject(serverCapabilities) ? serverCapabilities : {};
-  const flag = (cap: string, field: string) =>
-    isObject(caps[cap]) && (caps[cap] as Record<string, unknown>)[field] === true;
+  const flag = (cap: string, field: string) => isObject(caps[cap]) && caps[cap][field] === true;
   const out: SubscriptionFilter = {};
   if (requested.toolsListChanged && flag('tools', 'listChanged')) out.toolsListChanged = true;
   if (requested.promptsListChanged && flag('prompts', 'listChanged')) out.promptsListChanged = true;

@@ -38,6 +38,7 @@ export function embeddedBackend(): TestBackend {
       return openDatabase({ dataDir: dir, role: 'server' });
     },
     reopenOptions: () => ({ dataDir: dir!, role: 'server' }),
+    // eslint-disable-next-line @typescript-eslint/require-await -- TestBackend.cleanup returns a promise (the Postgres backend drops a database)
     async cleanup() {
       if (dir) rmSync(dir, { recursive: true, force: true });
     },

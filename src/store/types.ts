@@ -24,7 +24,7 @@ export interface Device {
   /** base64 P-256 SPKI DER */
   publicKey: string;
   /** The phone's last initialize result (JSON), served to clients while it is offline. */
-  initResult: unknown | null;
+  initResult: unknown; // null when the phone never initialized
   lastSeenAt: Date | null;
   createdAt: Date;
 }

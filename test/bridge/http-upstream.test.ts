@@ -38,7 +38,7 @@ function createUpstream(): McpServer {
       return { content: [{ type: 'text', text: `counted to ${n}` }] };
     },
   );
-  mcp.registerTool('whoami', { annotations: { readOnlyHint: true } }, async (extra) => ({
+  mcp.registerTool('whoami', { annotations: { readOnlyHint: true } }, (extra) => ({
     content: [{ type: 'text', text: JSON.stringify(extra._meta ?? {}) }],
   }));
   mcp.registerTool('wait-for-cancel', {}, async (extra) => {
@@ -81,6 +81,7 @@ let client: Client;
 
 beforeAll(async () => {
   const sessions = new Map<string, StreamableHTTPServerTransport>();
+  // eslint-disable-next-line @typescript-eslint/no-misused-promises -- a rejection surfaces as an unhandled error, which fails the run
   http = createServer(async (req, res) => {
     const id = req.headers['mcp-session-id'] as string | undefined;
     let transport = id ? sessions.get(id) : undefined;

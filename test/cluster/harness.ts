@@ -242,6 +242,7 @@ export async function rawClient(base: string, token: string, opts: { maxSockets?
               if (ct.includes('application/json') && text) json = JSON.parse(text);
               else if (ct.includes('text/event-stream')) json = lastSseMessage(text);
             } catch (err) {
+              // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- passes on what the parser threw
               return reject(err);
             }
             resolve({ status: res.statusCode ?? 0, headers: res.headers as Record<string, string>, text, json });
@@ -278,6 +279,7 @@ export async function rawClient(base: string, token: string, opts: { maxSockets?
       if ((r.status !== 200 && !r.json) || r.status === 404) throw new HttpError(r.status, r.text);
       return r.json;
     },
+    // eslint-disable-next-line @typescript-eslint/require-await -- the same close(): Promise<void> as every other client handle
     async close() {
       agent.destroy();
     },

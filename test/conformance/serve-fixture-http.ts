@@ -15,6 +15,7 @@ import { createConformanceServer } from '../fixtures/conformance-server.ts';
 function memoryEventStore(): EventStore {
   const events: Array<{ id: string; stream: string; message: JSONRPCMessage }> = [];
   return {
+    // eslint-disable-next-line @typescript-eslint/require-await -- the SDK's EventStore interface returns a promise
     async storeEvent(stream, message) {
       const id = `${stream}_${String(events.length).padStart(8, '0')}`;
       events.push({ id, stream, message });
@@ -37,7 +38,7 @@ export async function serveFixtureHttp(port = 0): Promise<{ url: string; close: 
       if (sessionId) transports.get(sessionId)?.closeSSEStream(requestId as string | number);
     };
   const eventStore = memoryEventStore();
-  let hosts: string[] = [];
+  const hosts: string[] = [];
 
   const readBody = (req: IncomingMessage) =>
     new Promise<unknown>((resolve) => {

@@ -68,7 +68,7 @@ async function render(values: Values = BASE, release = 'pb', namespace = 'relay'
   const r = await template(values, release, namespace);
   if (r.code !== 0) throw new Error(`helm template failed (${r.code}): ${r.stderr}`);
   const docs = parseAllDocuments(r.stdout);
-  for (const d of docs) if (d.errors.length) throw new Error(`rendered YAML does not parse: ${d.errors[0]!.message}`);
+  for (const d of docs) if (d.errors.length) throw new Error(`rendered YAML does not parse: ${d.errors[0].message}`);
   return docs.map((d) => d.toJS() as K8s).filter((d) => d && typeof d === 'object');
 }
 
@@ -78,7 +78,7 @@ function one(docs: K8s[], kind: string, name?: string): K8s {
     found.map((d) => `${d.kind}/${d.metadata.name}`),
     `exactly one ${kind}${name ? ` ${name}` : ''}`,
   ).toHaveLength(1);
-  return found[0]!;
+  return found[0];
 }
 
 function gateway(docs: K8s[]): any {
@@ -309,7 +309,7 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
       const secrets = docs.filter((d) => d.kind === 'Secret');
       expect(secrets.length).toBe(chartSecret ? 1 : 0);
       if (chartSecret) {
-        const s = secrets[0]!;
+        const s = secrets[0];
         expect(s.metadata.name).toBe('pb-phonebridge');
         expect(s.stringData['database-url']).toBe(dbUrl);
         // The pods roll when the URLs change.
@@ -497,7 +497,7 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
             .split(',')
             .map((s) => s.trim())
             .filter(Boolean)) {
-            const label = matcher.split(/=~|!~|!=|=/)[0]!.trim();
+            const label = matcher.split(/=~|!~|!=|=/)[0].trim();
             expect(allowed, `label ${label} of ${name}`).toContain(label);
           }
         }

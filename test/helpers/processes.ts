@@ -24,17 +24,19 @@ export function startChild(args: string[], env: Record<string, string> = {}): Ch
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   const stderr: string[] = [];
-  createInterface({ input: proc.stderr! }).on('line', (l) => stderr.push(l));
+  createInterface({ input: proc.stderr }).on('line', (l) => stderr.push(l));
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) =>
     proc.once('exit', (code, signal) => r({ code, signal })),
   );
   const ready = new Promise<Record<string, any>>((resolve, reject) => {
-    createInterface({ input: proc.stdout! }).on('line', (line) => {
+    createInterface({ input: proc.stdout }).on('line', (line) => {
       if (!line.startsWith('{')) return;
       try {
         const j = JSON.parse(line);
         if (j.ready) resolve(j);
-      } catch {}
+      } catch {
+        // not a JSON line: keep waiting for the ready line
+      }
     });
     void exited.then(({ code }) => reject(new Error(`exited (${code}) before ready: ${stderr.slice(-5).join(' | ')}`)));
   });

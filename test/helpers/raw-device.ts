@@ -83,7 +83,7 @@ export function openSocket(relayUrl: string, headers: Record<string, string>): P
       ws.on('close', (code, reason) => r({ code, reason: reason.toString() })),
     );
     ws.on('message', (data) => {
-      const f = JSON.parse(data.toString());
+      const f = JSON.parse((data as Buffer).toString());
       frames.push(f);
       for (const w of [...waiters])
         if (w.p(f)) {

@@ -70,7 +70,7 @@ export async function startTestPhone(
   const connected = new Promise<void>((resolve) => agent.once('connected', () => resolve()));
   agent.start();
   await connected;
-  await waitFor(async () => !!relay.relay.node.ctx.hub.device(identity.device_id)?.initResult);
+  await waitFor(() => !!relay.relay.node.ctx.hub.device(identity.device_id)?.initResult);
   return {
     agent,
     deviceId: identity.device_id,

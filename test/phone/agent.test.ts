@@ -91,7 +91,7 @@ async function listDevicesThrough(deviceId: string, r: TestRelay = relay()): Pro
   try {
     await client.listTools();
     const result = await client.callTool({ name: 'list_devices', arguments: {} });
-    return (result.structuredContent as { devices: { deviceId: string }[] }).devices[0]!.deviceId;
+    return (result.structuredContent as { devices: { deviceId: string }[] }).devices[0].deviceId;
   } finally {
     await client.close();
   }

@@ -2,7 +2,7 @@
 // simulated phones served by the real agent, SDK clients, and small TCP/metrics tools.
 import { rmSync } from 'node:fs';
 import { createServer as createNetServer, connect as netConnect, type Server, type Socket } from 'node:net';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { type Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { RequestOptions } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { loadIdentity } from '../../src/device/agent/index.ts';

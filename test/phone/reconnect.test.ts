@@ -74,6 +74,7 @@ describe('relay killed and restarted on the same port and data dir', () => {
     const firstAttempt = new Map<number, number>();
     let killedAt = Infinity;
     const stateRoot = mkdtempSync(join(existsShm() ? '/dev/shm' : tmpdir(), 'pb-fleet-'));
+    // eslint-disable-next-line @typescript-eslint/require-await -- cleanups are () => Promise<void>
     cleanups.push(async () => rmSync(stateRoot, { recursive: true, force: true }));
     const common = {
       relayUrl: relay.url,

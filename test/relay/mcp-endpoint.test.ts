@@ -39,7 +39,9 @@ async function rpc(
   let json: any = text;
   try {
     json = JSON.parse(text);
-  } catch {}
+  } catch {
+    // not JSON: the raw text is the answer
+  }
   return { status: r.status, json, headers: r.headers };
 }
 

@@ -243,7 +243,7 @@ it('the SDK client whose POST stream drops mid-call gets the answer anyway (it r
     fetch: async (url, init) => {
       const headers = new Headers(init?.headers);
       const res = await fetch(url, init);
-      const isCall = init?.method === 'POST' && String(init.body).includes('"tools/call"');
+      const isCall = init?.method === 'POST' && String(init.body as string).includes('"tools/call"');
       seen.push(
         `${init?.method ?? 'GET'}${headers.get('last-event-id') ? ' last-event-id' : ''} ${res.headers.get('content-type')}`,
       );

@@ -55,7 +55,9 @@ async function call(
   let json: any = text;
   try {
     json = JSON.parse(text);
-  } catch {}
+  } catch {
+    // not JSON: the raw text is the answer
+  }
   return { status: r.status, json, headers: r.headers, text };
 }
 

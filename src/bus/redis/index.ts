@@ -404,7 +404,7 @@ class RedisSessions implements SessionStore {
   async touch(id: string, idleMs: number): Promise<SessionRecord | undefined> {
     const rec = await this.bus.run('sessionTouch', [id, idleMs]);
     if (rec == null) return undefined;
-    const s = JSON.parse(String(rec)) as SessionRecord;
+    const s = JSON.parse(rec as string) as SessionRecord; // the script returns the stored JSON string
     s.lastSeenAt = Date.now();
     return s;
   }

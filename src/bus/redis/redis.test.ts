@@ -142,7 +142,7 @@ describe('RedisBus across nodes', () => {
       },
     );
     let out = '';
-    child.stdout!.on('data', (c) => (out += c));
+    child.stdout.on('data', (c) => (out += c));
     await waitFor(() => out.includes('ready'), 15_000, 'child node');
     await waitFor(async () => (await a.aliveNodes()).includes(victim), 2000, 'victim announced');
     await sleep(2 * fast.heartbeatMs); // A has seen the victim in a heartbeat

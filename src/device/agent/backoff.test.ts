@@ -16,7 +16,7 @@ function densestShare(times: number[], widthMs: number): number {
   const sorted = [...times].sort((a, b) => a - b);
   let best = 0;
   for (let lo = 0, hi = 0; lo < sorted.length; lo++) {
-    while (hi < sorted.length && sorted[hi]! < sorted[lo]! + widthMs) hi++;
+    while (hi < sorted.length && sorted[hi] < sorted[lo] + widthMs) hi++;
     best = Math.max(best, hi - lo);
   }
   return best / sorted.length;

@@ -84,8 +84,9 @@ export async function pairDevice(opts: PairOptions): Promise<DeviceIdentity> {
     { fp: qr.fp, fetchImpl: opts.fetchImpl, timeoutMs: opts.timeoutMs ?? 15_000 },
   );
   if (reply.status !== 200) {
-    const code: string = reply.body?.error ?? (reply.status === 429 ? 'rate_limited' : `http_${reply.status}`);
-    const detail = EXPLAIN[code] ?? reply.body?.message ?? 'unexpected reply';
+    const code =
+      (reply.body?.error as string | undefined) ?? (reply.status === 429 ? 'rate_limited' : `http_${reply.status}`);
+    const detail = EXPLAIN[code] ?? (reply.body?.message as string | undefined) ?? 'unexpected reply';
     throw new PairingError(code, reply.status, `pairing failed (HTTP ${reply.status} ${code}): ${detail}`);
   }
   const { device_id, relay_host } = reply.body ?? {};

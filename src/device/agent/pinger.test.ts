@@ -18,7 +18,7 @@ class FakeSocket extends EventEmitter {
 beforeEach(() => void vi.useFakeTimers({ now: 0 }));
 afterEach(() => void vi.useRealTimers());
 
-const gaps = (times: number[]) => times.map((t, i) => t - (i === 0 ? 0 : times[i - 1]! + 50));
+const gaps = (times: number[]) => times.map((t, i) => t - (i === 0 ? 0 : times[i - 1] + 50));
 
 describe('Pinger', () => {
   it('defaults to 1 min growing ×1.5 to 10 min', () => {

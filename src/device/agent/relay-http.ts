@@ -70,8 +70,8 @@ export interface PostOptions {
 
 export interface JsonReply {
   status: number;
-  /** Parsed body, or undefined when it was not JSON. */
-  body: any;
+  /** Parsed body, or undefined when it was not JSON. Callers check each field they read. */
+  body: { readonly [field: string]: unknown } | undefined;
 }
 
 export async function postJson(url: string, payload: unknown, opts: PostOptions): Promise<JsonReply> {
@@ -118,9 +118,9 @@ export async function postJson(url: string, payload: unknown, opts: PostOptions)
   });
 }
 
-function parseJson(text: string): unknown {
+function parseJson(text: string): JsonReply['body'] {
   try {
-    return JSON.parse(text);
+    return JSON.parse(text) as JsonReply['body']; // any JSON; reading a field of a non-object yields undefined
   } catch {
     return undefined;
   }

@@ -16,13 +16,13 @@ let warnings: string[];
 
 function serveTestTools(): McpServer {
   const server = new McpServer({ name: 'test-phone', version: '0' });
-  server.registerTool('echo', { inputSchema: { text: z.string() } }, async ({ text }) => ({
+  server.registerTool('echo', { inputSchema: { text: z.string() } }, ({ text }) => ({
     content: [{ type: 'text', text }],
   }));
-  server.registerTool('huge', { inputSchema: { bytes: z.number() } }, async ({ bytes }) => ({
+  server.registerTool('huge', { inputSchema: { bytes: z.number() } }, ({ bytes }) => ({
     content: [{ type: 'text', text: 'x'.repeat(bytes) }],
   }));
-  server.registerResource('big-file', 'file:///big', {}, async () => ({
+  server.registerResource('big-file', 'file:///big', {}, () => ({
     contents: [{ uri: 'file:///big', text: 'y'.repeat(MAX_FRAME_BYTES) }],
   }));
   return server;

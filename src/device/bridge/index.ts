@@ -223,7 +223,7 @@ function listChanged(capabilities: ServerCapabilities): ServerNotification[] {
     capabilities.prompts && 'notifications/prompts/list_changed',
     capabilities.resources && 'notifications/resources/list_changed',
   ] as const;
-  return methods.filter((method) => !!method).map((method) => ({ method }) as ServerNotification);
+  return methods.filter((method) => !!method).map((method) => ({ method }));
 }
 
 function notify(server: Server, notification: ServerNotification): void {

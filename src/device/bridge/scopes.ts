@@ -16,7 +16,7 @@ export function loadScopeMap(path: string): ScopeMap {
   try {
     raw = JSON.parse(readFileSync(path, 'utf8'));
   } catch (err) {
-    throw new Error(`--scope-map ${path}: ${(err as Error).message}`);
+    throw new Error(`--scope-map ${path}: ${(err as Error).message}`, { cause: err });
   }
   const parsed = ScopeMapSchema.safeParse(raw);
   if (!parsed.success) {

@@ -97,7 +97,9 @@ export class Upstream {
     try {
       this.attach(await this.connect());
     } catch (err) {
-      throw new Error(`bridge: could not start the upstream MCP server ${this.label}: ${describe(err)}`);
+      throw new Error(`bridge: could not start the upstream MCP server ${this.label}: ${describe(err)}`, {
+        cause: err,
+      });
     }
   }
 
@@ -136,7 +138,7 @@ export class Upstream {
       return await client.request(request, resultSchema, sdkOptions);
     } catch (err) {
       if (options.signal?.aborted) throw err; // cancelled by the relay: nobody reads the answer
-      if (err instanceof McpError && err.code !== ErrorCode.ConnectionClosed) {
+      if (err instanceof McpError && err.code !== (ErrorCode.ConnectionClosed as number)) {
         throw new RpcError(err.code, err.message.replace(/^MCP error -?\d+: /, ''), err.data);
       }
       if (err instanceof Error && err.name === 'ZodError') {
@@ -171,6 +173,7 @@ export class Upstream {
   private async connect(): Promise<Client> {
     // No client capabilities: sampling, elicitation and roots cannot reach a client through the relay.
     const client = new Client({ name: 'phonebridge-bridge', version: AGENT_VERSION }, { capabilities: {} });
+    // eslint-disable-next-line @typescript-eslint/require-await -- the SDK expects a promise; the throw becomes the error answer
     client.fallbackRequestHandler = async (request) => {
       this.options.log.warn(
         `bridge: refused ${request.method} from the upstream MCP server (requests from the phone never reach MCP clients)`,
@@ -181,7 +184,7 @@ export class Upstream {
       );
     };
     for (const schema of RELAYED_NOTIFICATIONS) {
-      client.setNotificationHandler(schema, async (notification) => this.options.onNotification(notification));
+      client.setNotificationHandler(schema, (notification) => this.options.onNotification(notification));
     }
     client.onerror = (err) => this.options.log.warn(`bridge: upstream ${this.label}: ${err.message}`);
     const transport = this.transport();
@@ -233,6 +236,7 @@ export class Upstream {
 
   private scheduleRestart(): void {
     const delayMs = this.backoff.next();
+    // eslint-disable-next-line @typescript-eslint/no-misused-promises -- the body catches every error itself
     this.restartTimer = setTimeout(async () => {
       try {
         const client = await this.connect();

@@ -28,7 +28,7 @@ export async function renderToolsDoc(): Promise<string> {
     '| - | - | - | - | - | - | - |',
     ...tools.map(
       (t) =>
-        `| \`${t.name}\` | \`${t._meta?.[SCOPE_META_KEY]}\` | ${yes(t.annotations?.readOnlyHint)} | ${yes(t.annotations?.destructiveHint)} | ${yes(t.annotations?.idempotentHint)} | ${yes(t.annotations?.openWorldHint)} | ${yes(t._meta?.requiresUserInteraction)} |`,
+        `| \`${t.name}\` | \`${String(t._meta?.[SCOPE_META_KEY])}\` | ${yes(t.annotations?.readOnlyHint)} | ${yes(t.annotations?.destructiveHint)} | ${yes(t.annotations?.idempotentHint)} | ${yes(t.annotations?.openWorldHint)} | ${yes(t._meta?.requiresUserInteraction)} |`,
     ),
     '',
     '## Error codes',
@@ -44,7 +44,7 @@ export async function renderToolsDoc(): Promise<string> {
       '',
       (t.description ?? '').trim(),
       '',
-      `Scope \`${t._meta?.[SCOPE_META_KEY]}\`. Annotations: \`${JSON.stringify(t.annotations)}\`. Meta: \`${JSON.stringify(t._meta)}\`.`,
+      `Scope \`${String(t._meta?.[SCOPE_META_KEY])}\`. Annotations: \`${JSON.stringify(t.annotations)}\`. Meta: \`${JSON.stringify(t._meta)}\`.`,
       '',
       '<details><summary>Input schema</summary>',
       '',

@@ -28,6 +28,7 @@ export function callerOf(client: Client, caller?: Caller) {
 }
 
 /** The structured result of a success; fails loudly on an error result. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- tests read the structured result they asserted on
 export function ok<T = Record<string, any>>(result: CallToolResult): T {
   if (result.isError) throw new Error(`expected success, got ${JSON.stringify(result.content)}`);
   return result.structuredContent as T;
@@ -39,5 +40,5 @@ export function err(result: CallToolResult): { code: string; message: string; [k
   if (result.structuredContent !== undefined) throw new Error('an error result carried structuredContent');
   const block = result.content[0];
   if (block?.type !== 'text') throw new Error('an error result without a text block');
-  return JSON.parse(block.text).error;
+  return (JSON.parse(block.text) as { error: ReturnType<typeof err> }).error;
 }

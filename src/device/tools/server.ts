@@ -608,7 +608,7 @@ function register(
       annotations: { ...spec.annotations },
       _meta: { [SCOPE_META_KEY]: spec.scope, requiresUserInteraction: spec.requiresUserInteraction },
     },
-    handler as never,
+    handler,
   );
 }
 

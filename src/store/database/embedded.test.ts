@@ -55,9 +55,9 @@ describe('embedded database shared between processes', () => {
       });
       children.push(child);
       let out = '';
-      child.stdout!.setEncoding('utf8');
+      child.stdout.setEncoding('utf8');
       const ready = new Promise<void>((resolve, reject) => {
-        child.stdout!.on('data', (d: string) => {
+        child.stdout.on('data', (d: string) => {
           out += d;
           if (out.startsWith('ready\n')) resolve();
         });
@@ -66,7 +66,7 @@ describe('embedded database shared between processes', () => {
       const exited = once(child, 'exit');
       await ready;
       // Both processes write at the same moment.
-      child.stdin!.write('go\n');
+      child.stdin.write('go\n');
       const mine = await Promise.all(
         Array.from({ length: 50 }, (_, i) =>
           h.store.createToken({

@@ -214,6 +214,7 @@ export async function serveEmbedded(dataDir: string, options: EmbeddedOptions = 
       `phonebridge serve is already running on ${dir}${holder?.pid ? ` (pid ${holder.pid})` : ''}`,
     );
   if (await socketAnswers(dir)) throw alreadyServed();
+  // eslint-disable-next-line @typescript-eslint/require-await -- onHeld returns a promise (the CLI's handler waits)
   const got = await acquire(dir, 'serve', options.waitMs ?? 10_000, async (holder) => {
     // Another serve (running or starting) never gives way; a CLI command soon will.
     if (holder.role === 'serve') throw alreadyServed(holder);

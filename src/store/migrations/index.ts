@@ -27,6 +27,7 @@ export interface MigrateResult {
  * multiplexer runs one transaction at a time anyway (session locks would not work there: every
  * connection shares one session).
  */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- runs before any typed schema exists
 export async function migrate(db: Kysely<any>, migrations: readonly Migration[] = MIGRATIONS): Promise<MigrateResult> {
   migrations.forEach((m, i) => {
     if (m.version !== i + 1) throw new Error(`migration ${m.name} has version ${m.version}, expected ${i + 1}`);
@@ -57,6 +58,7 @@ export async function migrate(db: Kysely<any>, migrations: readonly Migration[] 
 }
 
 /** The version recorded in the database, 0 if none. Does not migrate (for readiness checks). */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- reads schema_version, outside the typed schema
 export async function readSchemaVersion(db: Kysely<any>): Promise<number> {
   try {
     const { rows } = await sql<{ version: number }>`select version from schema_version`.execute(db);

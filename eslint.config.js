@@ -1,0 +1,51 @@
+// Type-aware linting (typescript-eslint's type-checked rule sets). The rules that matter most
+// here guard async uWebSockets.js code: a floating promise or a promise passed where a
+// callback's result is ignored is a crash or a lost answer. Why this linter and these rules:
+// docs/decisions/0016-linter.md.
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+
+export default tseslint.config(
+  { ignores: ['node_modules/', '.tools/', '.phonebridge/', '.tmp/', '.scratch/', 'dist/', 'coverage/'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommendedTypeChecked,
+  {
+    languageOptions: {
+      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
+    },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': 'error',
+      '@typescript-eslint/await-thenable': 'error',
+      '@typescript-eslint/switch-exhaustiveness-check': 'error',
+      '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports' }],
+      // A leading underscore marks a parameter or destructured field that is deliberately unused.
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_' },
+      ],
+    },
+  },
+  {
+    // Tests inspect arbitrary JSON (wire frames, MCP results, metrics) whose shape is the very
+    // thing under test, so typing every parsed value would only restate the assertions. The
+    // async rules stay on here as everywhere: a floating promise in a test hides a failure.
+    files: ['**/*.test.ts', 'test/**', '**/test-*.ts', 'src/store/store-suite.ts'],
+    rules: {
+      '@typescript-eslint/no-unsafe-member-access': 'off',
+      '@typescript-eslint/no-unsafe-assignment': 'off',
+      '@typescript-eslint/no-unsafe-argument': 'off',
+      '@typescript-eslint/no-unsafe-call': 'off',
+      '@typescript-eslint/no-unsafe-return': 'off',
+      '@typescript-eslint/no-explicit-any': 'off',
+    },
+  },
+  {
+    files: ['**/*.js', '**/*.mjs'],
+    ...tseslint.configs.disableTypeChecked,
+  },
+  {
+    files: ['bin/*.mjs'],
+    languageOptions: { globals: { process: 'readonly' } },
+  },
+);
