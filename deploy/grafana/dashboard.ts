@@ -228,7 +228,7 @@ export function buildDashboard() {
     .withPanel(
       graph(
         'Phone socket closes by code',
-        '1000/1001 normal, 1006 dropped, 1009 frame too big, 1011 store unavailable, 1012 drain hand-over, 4003 auth, 4004 removed or revoked.',
+        '1000 closed by the phone, 1001 idle, 1006 dropped, 1009 frame too big, 1011 relay could not check it (store unreachable; alert PhonebridgeDeviceRelayErrors), 1012 drain hand-over, 4001 superseded, 4003 auth refused, 4004 removed or revoked.',
         [[`sum by (code) (rate(phonebridge_device_closes_total{${SEL}}[${RATE}]))`, '{{code}}']],
         'short',
         8,

@@ -477,6 +477,9 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
           'PhonebridgeMcpErrorRatioHigh',
           'PhonebridgeMcpLatencyP99High',
           'PhonebridgeDeviceAuthRejections',
+          'PhonebridgeNodeScrapeFailing',
+          'PhonebridgeEventLoopLagHigh',
+          'PhonebridgeDeviceRelayErrors',
         ]),
       );
       const off = one(
@@ -539,7 +542,7 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
     });
 
     it.skipIf(!PROMTOOL)(
-      'fires the error-ratio, latency and auth alerts on synthetic relay series (promtool test rules)',
+      'fires the error-ratio, latency, auth, node-scrape, event-loop and 1011 alerts on synthetic relay series (promtool test rules)',
       async () => {
         const rule = one(await render(withRules), 'PrometheusRule');
         const rulesFile = join(tmp, 'rules-for-test.yaml');
@@ -548,9 +551,9 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
         // promtool compares annotations too: the summary with its rendered $value, the description as rendered.
         const rules: any[] = rule.spec.groups.flatMap((g: any) => g.rules);
         const fires = (alertname: string, labels: Record<string, string>, summary: string) => {
-          const description = String(rules.find((r) => r.alert === alertname).annotations.description).replaceAll(
-            '{{ $labels.method }}',
-            labels.method ?? '',
+          const description = String(rules.find((r) => r.alert === alertname).annotations.description).replace(
+            /\{\{ \$labels\.(\w+) \}\}/g,
+            (_, l: string) => labels[l] ?? '',
           );
           return {
             eval_time: '30m',
@@ -585,7 +588,21 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
                 bucket('2.5', '0+0x40'),
                 bucket('5', '0+100x40'),
                 bucket('+Inf', '0+100x40'),
-                { series: `up{${sel}, pod="a"}`, values: '1x40' },
+                { series: `up{${sel}, pod="a", instance="10.0.0.1:9464"}`, values: '1x40' },
+                // Node b stopped answering scrapes ten minutes in; its pod is still there.
+                { series: `up{${sel}, pod="b", instance="10.0.0.2:9464"}`, values: '1x10 0x30' },
+                // Node a's event loop is 0.5 s late at p99; node b's only 10 ms.
+                {
+                  series: `phonebridge_process_nodejs_eventloop_lag_p99_seconds{${sel}, pod="a", instance="10.0.0.1:9464"}`,
+                  values: '0.5x40',
+                },
+                {
+                  series: `phonebridge_process_nodejs_eventloop_lag_p99_seconds{${sel}, pod="b", instance="10.0.0.2:9464"}`,
+                  values: '0.01x40',
+                },
+                // 30 phone sockets closed with 1011 a minute = 0.5/s (Postgres away); 1000s do not count.
+                { series: `phonebridge_device_closes_total{${sel}, pod="a", code="1011"}`, values: '0+30x40' },
+                { series: `phonebridge_device_closes_total{${sel}, pod="a", code="1000"}`, values: '0+600x40' },
               ],
               alert_rule_test: [
                 fires('PhonebridgeMcpErrorRatioHigh', {}, '14.29% of MCP requests end in a relay error'),
@@ -595,6 +612,17 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
                   { method: 'tools/list' },
                   'p99 latency of MCP tools/list is 4.975s',
                 ),
+                fires(
+                  'PhonebridgeNodeScrapeFailing',
+                  { job: 'pb-phonebridge-admin', namespace: 'relay', pod: 'b', instance: '10.0.0.2:9464' },
+                  'phonebridge node 10.0.0.2:9464 does not answer /metrics',
+                ),
+                fires(
+                  'PhonebridgeEventLoopLagHigh',
+                  { instance: '10.0.0.1:9464' },
+                  'Event loop lag p99 on 10.0.0.1:9464 is 500ms',
+                ),
+                fires('PhonebridgeDeviceRelayErrors', {}, 'Phone sockets are closed with 1011 (500m/s)'),
                 { eval_time: '30m', alertname: 'PhonebridgeTargetsDown', exp_alerts: [] },
                 { eval_time: '30m', alertname: 'PhonebridgePairingFailures', exp_alerts: [] },
               ],
