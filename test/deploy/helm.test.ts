@@ -492,6 +492,19 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
       expect(JSON.stringify(off)).not.toContain('PhonebridgeDevicesDropped');
     });
 
+    it('has a runbook entry in docs/OPERATIONS.md for every alert', async () => {
+      const rule = one(await render(withRules), 'PrometheusRule');
+      const alerts: string[] = rule.spec.groups.flatMap((g: any) => g.rules.map((r: any) => r.alert));
+      expect(alerts.length).toBeGreaterThanOrEqual(10);
+      const doc = readFileSync(join(ROOT, 'docs', 'OPERATIONS.md'), 'utf8');
+      const runbook = doc.split(/^## /m).find((s) => s.startsWith('Alert runbook')) ?? '';
+      const entries = [...runbook.matchAll(/^\*\*(Phonebridge\w+)\*\* \((critical|warning)\)\./gm)];
+      const severity = new Map(entries.map((m) => [m[1]!, m[2]!]));
+      for (const r of rule.spec.groups.flatMap((g: any) => g.rules))
+        expect(severity.get(r.alert), `runbook entry for ${r.alert}`).toBe(r.labels.severity);
+      expect([...severity.keys()].sort()).toEqual([...alerts].sort());
+    });
+
     it('uses only metrics and labels the relay really exports', async () => {
       const exported = await relayMetricNames();
       // Sanity: the registry read is the relay's, not an empty one.
