@@ -2,8 +2,9 @@
 // writes it to DASHBOARD_FILES; test/deploy/dashboard.test.ts fails when the committed JSON differs
 // from what this file emits, and test/deploy/prometheus.test.ts runs every query against a real
 // Prometheus scraping a real cluster. Only series the relay exports (src/metrics.ts) or Prometheus
-// itself records (`up`) are used; docs/OPERATIONS.md "Dashboard" describes the rows, and
-// docs/decisions/0100-dashboard-as-code-checked-by-real-prometheus.md why it is built this way.
+// itself records (`up`, `scrape_duration_seconds`) are used. docs/OPERATIONS.md "Dashboard"
+// describes the rows; docs/decisions/0100-dashboard-as-code-checked-by-real-prometheus.md says
+// why it is built this way.
 import {
   DashboardBuilder,
   DatasourceVariableBuilder,
