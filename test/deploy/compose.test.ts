@@ -44,7 +44,7 @@ function run(cmd: string, args: string[]): Promise<{ code: number; out: string }
 
 /** A bind mount's host path (relative to deploy/), or undefined for a named volume. */
 function hostPath(volume: string): string | undefined {
-  const src = volume.split(':')[0]!;
+  const src = volume.split(':')[0];
   return src.startsWith('.') || src.startsWith('/') ? resolve(DEPLOY, src) : undefined;
 }
 
@@ -54,7 +54,7 @@ describe('deploy/compose.yaml', () => {
       ['grafana', 'lb', ...NODES, 'otel-collector', 'postgres', 'prometheus', 'redis'].sort(),
     );
     for (const name of NODES) {
-      const s = services[name]!;
+      const s = services[name];
       expect(s.build).toEqual({ context: '..', dockerfile: 'deploy/Dockerfile' });
       expect(s.depends_on).toEqual({
         postgres: { condition: 'service_healthy' },
@@ -72,7 +72,7 @@ describe('deploy/compose.yaml', () => {
       for (const v of s.volumes ?? []) {
         const path = hostPath(v);
         if (path === undefined) {
-          expect(compose.volumes, `named volume of ${name}`).toHaveProperty(v.split(':')[0]!);
+          expect(compose.volumes, `named volume of ${name}`).toHaveProperty(v.split(':')[0]);
         } else if (!existsSync(path)) missing.push(`${name}: ${v}`);
       }
       if (s.build) {
@@ -84,10 +84,10 @@ describe('deploy/compose.yaml', () => {
   });
 
   it("gives each node an environment the relay's parser accepts, pointing at the compose services", () => {
-    const pg = services.postgres!.environment!;
+    const pg = services.postgres.environment!;
     const ids = new Set<string>();
     for (const name of NODES) {
-      const env = services[name]!.environment!;
+      const env = services[name].environment!;
       for (const k of Object.keys(env)) expect(k).toMatch(/^(PHONEBRIDGE|OTEL)_[A-Z_]+$/);
       const config = parseRelayConfig([], env);
       expect(config).toMatchObject({
@@ -109,7 +109,7 @@ describe('deploy/compose.yaml', () => {
         `/${pg.POSTGRES_DB}`,
       ]);
       expect(new URL(config.redisUrl!).hostname).toBe('redis');
-      const otlp = new URL(env.OTEL_EXPORTER_OTLP_ENDPOINT!);
+      const otlp = new URL(env.OTEL_EXPORTER_OTLP_ENDPOINT);
       expect(otlp.hostname).toBe('otel-collector');
       expect(otlp.port).toBe('4318');
     }
@@ -124,7 +124,7 @@ describe('deploy/compose.yaml', () => {
     expect(conf).toMatch(/proxy_buffering off;/);
     expect(conf).toMatch(/proxy_read_timeout 3600s;/);
     expect(conf).not.toMatch(/ip_hash|sticky|hash \$/);
-    expect(services.lb!.ports).toEqual(['8080:8080']);
+    expect(services.lb.ports).toEqual(['8080:8080']);
   });
 
   it("scrapes every node's admin port", () => {
@@ -143,7 +143,7 @@ describe('deploy/compose.yaml', () => {
 
   it('runs collector pipelines made only of components it defines, listening where the nodes send', () => {
     const col = parseYaml(readFileSync(join(DEPLOY, 'compose', 'otel-collector.yaml'), 'utf8'));
-    const pipelines = Object.entries(col.service.pipelines) as Array<[string, Record<string, string[]>]>;
+    const pipelines = Object.entries<Record<string, string[]>>(col.service.pipelines);
     expect(pipelines.map(([name]) => name).sort()).toEqual(['logs', 'metrics', 'traces']);
     for (const [name, p] of pipelines) {
       for (const kind of ['receivers', 'processors', 'exporters']) {
@@ -156,14 +156,14 @@ describe('deploy/compose.yaml', () => {
   });
 
   it('provisions Grafana with the compose Prometheus and the generated dashboard', () => {
-    const g = services.grafana!;
+    const g = services.grafana;
     const dash = g.volumes!.find((v) => v.includes('phonebridge.json'))!;
     expect(hostPath(dash)).toBe(join(DEPLOY, 'grafana', 'phonebridge.json'));
     const provisioning = join(DEPLOY, 'compose', 'grafana', 'provisioning');
     const ds = parseYaml(readFileSync(join(provisioning, 'datasources', 'prometheus.yaml'), 'utf8'));
     expect(ds.datasources[0]).toMatchObject({ type: 'prometheus', url: 'http://prometheus:9090', isDefault: true });
     const boards = parseYaml(readFileSync(join(provisioning, 'dashboards', 'phonebridge.yaml'), 'utf8'));
-    const mountedAt = dash.split(':')[1]!;
+    const mountedAt = dash.split(':')[1];
     expect(mountedAt.startsWith(`${boards.providers[0].options.path}/`)).toBe(true);
   });
 

@@ -36,7 +36,7 @@ export function dashboardVariableQueries(dashboard: {
     const query = String(v.query);
     const m = /^label_values\((.+),\s*([a-zA-Z_][a-zA-Z0-9_]*)\)$/.exec(query);
     if (!m) throw new Error(`variable ${v.name}: not a label_values(selector, label) query: ${query}`);
-    out.push({ name: v.name, query, selector: m[1]!, label: m[2]! });
+    out.push({ name: v.name, query, selector: m[1], label: m[2] });
   }
   return out;
 }
@@ -70,7 +70,7 @@ export function seriesNames(expr: string): string[] {
     .replace(/\b(by|without)\s*\([^)]*\)/g, '');
   const names = new Set<string>();
   for (const m of bare.matchAll(/\b([a-zA-Z_:][a-zA-Z0-9_:]*)\b(?!\s*\()/g)) {
-    const name = m[1]!;
+    const name = m[1];
     if (!PROMQL_WORDS.has(name) && !/^\d/.test(name)) names.add(name);
   }
   return [...names];

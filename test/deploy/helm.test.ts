@@ -69,7 +69,7 @@ async function render(values: Values = BASE, release = 'pb', namespace = 'relay'
   const r = await template(values, release, namespace);
   if (r.code !== 0) throw new Error(`helm template failed (${r.code}): ${r.stderr}`);
   const docs = parseAllDocuments(r.stdout);
-  for (const d of docs) if (d.errors.length) throw new Error(`rendered YAML does not parse: ${d.errors[0]!.message}`);
+  for (const d of docs) if (d.errors.length) throw new Error(`rendered YAML does not parse: ${d.errors[0].message}`);
   return docs.map((d) => d.toJS() as K8s).filter((d) => d && typeof d === 'object');
 }
 
@@ -79,7 +79,7 @@ function one(docs: K8s[], kind: string, name?: string): K8s {
     found.map((d) => `${d.kind}/${d.metadata.name}`),
     `exactly one ${kind}${name ? ` ${name}` : ''}`,
   ).toHaveLength(1);
-  return found[0]!;
+  return found[0];
 }
 
 function gateway(docs: K8s[]): any {
@@ -320,7 +320,7 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
       const secrets = docs.filter((d) => d.kind === 'Secret');
       expect(secrets.length).toBe(chartSecret ? 1 : 0);
       if (chartSecret) {
-        const s = secrets[0]!;
+        const s = secrets[0];
         expect(s.metadata.name).toBe('pb-phonebridge');
         expect(s.stringData['database-url']).toBe(dbUrl);
         // The pods roll when the URLs change.
@@ -499,7 +499,7 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
       const doc = readFileSync(join(ROOT, 'docs', 'OPERATIONS.md'), 'utf8');
       const runbook = doc.split(/^## /m).find((s) => s.startsWith('Alert runbook')) ?? '';
       const entries = [...runbook.matchAll(/^\*\*(Phonebridge\w+)\*\* \((critical|warning)\)\./gm)];
-      const severity = new Map(entries.map((m) => [m[1]!, m[2]!]));
+      const severity = new Map(entries.map((m) => [m[1], m[2]]));
       for (const r of rule.spec.groups.flatMap((g: any) => g.rules))
         expect(severity.get(r.alert), `runbook entry for ${r.alert}`).toBe(r.labels.severity);
       expect([...severity.keys()].sort()).toEqual([...alerts].sort());
@@ -524,7 +524,7 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
             .split(',')
             .map((s) => s.trim())
             .filter(Boolean)) {
-            const label = matcher.split(/=~|!~|!=|=/)[0]!.trim();
+            const label = matcher.split(/=~|!~|!=|=/)[0].trim();
             expect(allowed, `label ${label} of ${name}`).toContain(label);
           }
         }

@@ -45,7 +45,7 @@ function catalogue(): string[] {
   const doc = readFileSync(join(ROOT, 'docs', 'OPERATIONS.md'), 'utf8');
   const section = doc.split(/^## /m).find((s) => s.startsWith('Health and metrics'));
   if (!section) throw new Error('docs/OPERATIONS.md has no "Health and metrics" section');
-  return [...section.matchAll(/^\|\s*`(phonebridge_[a-z0-9_]+)`\s*\|/gm)].map((m) => m[1]!);
+  return [...section.matchAll(/^\|\s*`(phonebridge_[a-z0-9_]+)`\s*\|/gm)].map((m) => m[1]);
 }
 
 async function freePort(): Promise<number> {
@@ -102,7 +102,7 @@ describe.skipIf(!havePrometheus)(`a real Prometheus (${PROMETHEUS}) scraping a t
   async function api(path: string, params: Record<string, string | string[]> = {}): Promise<any> {
     const qs = new URLSearchParams();
     for (const [k, v] of Object.entries(params)) for (const x of [v].flat()) qs.append(k, x);
-    const res = await fetch(`${promUrl}/api/v1/${path}?${qs}`, { signal: AbortSignal.timeout(5000) });
+    const res = await fetch(`${promUrl}/api/v1/${path}?${qs.toString()}`, { signal: AbortSignal.timeout(5000) });
     const body = (await res.json()) as { status: string; data: any; error?: string };
     if (body.status !== 'success') throw new Error(`Prometheus ${path}: ${body.error}`);
     return body.data;
