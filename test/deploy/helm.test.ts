@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { parse as parseYaml, parseAllDocuments, stringify as stringifyYaml } from 'yaml';
 import { parseRelayConfig } from '../../src/config.ts';
 import { registry } from '../../src/metrics.ts';
+import { renderDashboardJson } from '../../deploy/grafana/dashboard.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const HELM = join(ROOT, '.tools', 'helm');
@@ -138,6 +139,8 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
       prometheusRule: { enabled: true },
       autoscaling: { enabled: true },
       extraEnv: [{ name: 'PHONEBRIDGE_REQUEST_TIMEOUT_MS', value: '45000' }],
+      grafana: { dashboard: { enabled: true } },
+      networkPolicy: { enabled: true },
     };
     for (const values of [BASE, full]) {
       const r = await run(HELM, ['lint', '--strict', CHART, '-f', valuesFile(values)]);
@@ -165,7 +168,15 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
       'Service',
       'ServiceAccount',
     ]);
-    for (const kind of ['Ingress', 'ServiceMonitor', 'PrometheusRule', 'Secret', 'HorizontalPodAutoscaler']) {
+    for (const kind of [
+      'Ingress',
+      'ServiceMonitor',
+      'PrometheusRule',
+      'Secret',
+      'HorizontalPodAutoscaler',
+      'ConfigMap',
+      'NetworkPolicy',
+    ]) {
       expect(
         docs.some((d) => d.kind === kind),
         kind,
@@ -466,6 +477,9 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
           'PhonebridgeMcpErrorRatioHigh',
           'PhonebridgeMcpLatencyP99High',
           'PhonebridgeDeviceAuthRejections',
+          'PhonebridgeNodeScrapeFailing',
+          'PhonebridgeEventLoopLagHigh',
+          'PhonebridgeDeviceRelayErrors',
         ]),
       );
       const off = one(
@@ -476,6 +490,19 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
         'PrometheusRule',
       );
       expect(JSON.stringify(off)).not.toContain('PhonebridgeDevicesDropped');
+    });
+
+    it('has a runbook entry in docs/OPERATIONS.md for every alert', async () => {
+      const rule = one(await render(withRules), 'PrometheusRule');
+      const alerts: string[] = rule.spec.groups.flatMap((g: any) => g.rules.map((r: any) => r.alert));
+      expect(alerts.length).toBeGreaterThanOrEqual(10);
+      const doc = readFileSync(join(ROOT, 'docs', 'OPERATIONS.md'), 'utf8');
+      const runbook = doc.split(/^## /m).find((s) => s.startsWith('Alert runbook')) ?? '';
+      const entries = [...runbook.matchAll(/^\*\*(Phonebridge\w+)\*\* \((critical|warning)\)\./gm)];
+      const severity = new Map(entries.map((m) => [m[1], m[2]]));
+      for (const r of rule.spec.groups.flatMap((g: any) => g.rules))
+        expect(severity.get(r.alert), `runbook entry for ${r.alert}`).toBe(r.labels.severity);
+      expect([...severity.keys()].sort()).toEqual([...alerts].sort());
     });
 
     it('uses only metrics and labels the relay really exports', async () => {
@@ -528,7 +555,7 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
     });
 
     it.skipIf(!PROMTOOL)(
-      'fires the error-ratio, latency and auth alerts on synthetic relay series (promtool test rules)',
+      'fires the error-ratio, latency, auth, node-scrape, event-loop and 1011 alerts on synthetic relay series (promtool test rules)',
       async () => {
         const rule = one(await render(withRules), 'PrometheusRule');
         const rulesFile = join(tmp, 'rules-for-test.yaml');
@@ -537,9 +564,9 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
         // promtool compares annotations too: the summary with its rendered $value, the description as rendered.
         const rules: any[] = rule.spec.groups.flatMap((g: any) => g.rules);
         const fires = (alertname: string, labels: Record<string, string>, summary: string) => {
-          const description = String(rules.find((r) => r.alert === alertname).annotations.description).replaceAll(
-            '{{ $labels.method }}',
-            labels.method ?? '',
+          const description = String(rules.find((r) => r.alert === alertname).annotations.description).replace(
+            /\{\{ \$labels\.(\w+) \}\}/g,
+            (_, l: string) => labels[l] ?? '',
           );
           return {
             eval_time: '30m',
@@ -574,7 +601,21 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
                 bucket('2.5', '0+0x40'),
                 bucket('5', '0+100x40'),
                 bucket('+Inf', '0+100x40'),
-                { series: `up{${sel}, pod="a"}`, values: '1x40' },
+                { series: `up{${sel}, pod="a", instance="10.0.0.1:9464"}`, values: '1x40' },
+                // Node b stopped answering scrapes ten minutes in; its pod is still there.
+                { series: `up{${sel}, pod="b", instance="10.0.0.2:9464"}`, values: '1x10 0x30' },
+                // Node a's event loop is 0.5 s late at p99; node b's only 10 ms.
+                {
+                  series: `phonebridge_process_nodejs_eventloop_lag_p99_seconds{${sel}, pod="a", instance="10.0.0.1:9464"}`,
+                  values: '0.5x40',
+                },
+                {
+                  series: `phonebridge_process_nodejs_eventloop_lag_p99_seconds{${sel}, pod="b", instance="10.0.0.2:9464"}`,
+                  values: '0.01x40',
+                },
+                // 30 phone sockets closed with 1011 a minute = 0.5/s (Postgres away); 1000s do not count.
+                { series: `phonebridge_device_closes_total{${sel}, pod="a", code="1011"}`, values: '0+30x40' },
+                { series: `phonebridge_device_closes_total{${sel}, pod="a", code="1000"}`, values: '0+600x40' },
               ],
               alert_rule_test: [
                 fires('PhonebridgeMcpErrorRatioHigh', {}, '14.29% of MCP requests end in a relay error'),
@@ -584,6 +625,17 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
                   { method: 'tools/list' },
                   'p99 latency of MCP tools/list is 4.975s',
                 ),
+                fires(
+                  'PhonebridgeNodeScrapeFailing',
+                  { job: 'pb-phonebridge-admin', namespace: 'relay', pod: 'b', instance: '10.0.0.2:9464' },
+                  'phonebridge node 10.0.0.2:9464 does not answer /metrics',
+                ),
+                fires(
+                  'PhonebridgeEventLoopLagHigh',
+                  { instance: '10.0.0.1:9464' },
+                  'Event loop lag p99 on 10.0.0.1:9464 is 500ms',
+                ),
+                fires('PhonebridgeDeviceRelayErrors', {}, 'Phone sockets are closed with 1011 (500m/s)'),
                 { eval_time: '30m', alertname: 'PhonebridgeTargetsDown', exp_alerts: [] },
                 { eval_time: '30m', alertname: 'PhonebridgePairingFailures', exp_alerts: [] },
               ],
@@ -598,11 +650,156 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
     );
   });
 
+  it('ships the Grafana dashboard as a sidecar ConfigMap only when enabled, byte for byte the generated JSON', async () => {
+    expect((await render()).some((d) => d.kind === 'ConfigMap')).toBe(false);
+    const docs = await render({ ...BASE, grafana: { dashboard: { enabled: true } } });
+    const cm = one(docs, 'ConfigMap', 'pb-phonebridge-dashboard');
+    expect(cm.metadata.labels!.grafana_dashboard).toBe('1');
+    expect((cm as any).metadata.namespace).toBe('relay');
+    const json = String(cm.data['phonebridge.json']);
+    expect(`${json}\n`).toBe(renderDashboardJson());
+    expect(JSON.parse(json).uid).toBe('phonebridge');
+    const moved = await render({
+      ...BASE,
+      grafana: {
+        dashboard: {
+          enabled: true,
+          namespace: 'grafana',
+          labels: { grafana_dashboard: '1', team: 'relay' },
+          annotations: { grafana_folder: 'phonebridge' },
+        },
+      },
+    });
+    const cm2 = one(moved, 'ConfigMap');
+    expect((cm2 as any).metadata.namespace).toBe('grafana');
+    expect(cm2.metadata.labels).toMatchObject({ grafana_dashboard: '1', team: 'relay' });
+    expect(cm2.metadata.annotations).toEqual({ grafana_folder: 'phonebridge' });
+  });
+
+  describe('NetworkPolicy', () => {
+    it('opens the client port to all, the admin port to Prometheus only, egress to DNS, Postgres and Redis', async () => {
+      expect((await render()).some((d) => d.kind === 'NetworkPolicy')).toBe(false);
+      const docs = await render({ ...BASE, networkPolicy: { enabled: true } });
+      const np = one(docs, 'NetworkPolicy');
+      const c = gateway(docs);
+      expect(np.apiVersion).toBe('networking.k8s.io/v1');
+      expect(np.spec.podSelector.matchLabels).toEqual(one(docs, 'Deployment').spec.selector.matchLabels);
+      expect(np.spec.policyTypes).toEqual(['Ingress', 'Egress']);
+      const [client, admin] = np.spec.ingress as any[];
+      expect(np.spec.ingress).toHaveLength(2);
+      // Named ports resolve to the container's ports.
+      expect(client.ports.map((p: any) => containerPort(c, p.port))).toEqual([8080]);
+      expect(client.from).toBeUndefined();
+      expect(admin.ports.map((p: any) => containerPort(c, p.port))).toEqual([9464]);
+      expect(admin.from).toEqual([
+        {
+          namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } },
+          podSelector: { matchLabels: { 'app.kubernetes.io/name': 'prometheus' } },
+        },
+      ]);
+      const egress = np.spec.egress as any[];
+      expect(egress.map((r) => r.ports.map((p: any) => `${p.protocol}/${p.port}`))).toEqual([
+        ['UDP/53', 'TCP/53'],
+        ['TCP/5432'],
+        ['TCP/6379'],
+      ]);
+      expect(egress[0].to[0].podSelector.matchLabels).toEqual({ 'k8s-app': 'kube-dns' });
+      expect(egress[1].to).toBeUndefined();
+    });
+
+    it('takes configured peers, extra rules, and leaves egress open when asked', async () => {
+      const ingressNs = { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress-nginx' } } };
+      const pg = { podSelector: { matchLabels: { app: 'postgres' } } };
+      const redis = { ipBlock: { cidr: '10.0.5.0/24' } };
+      const otlp = { to: [{ podSelector: { matchLabels: { app: 'otel-collector' } } }], ports: [{ port: 4318 }] };
+      const docs = await render({
+        ...BASE,
+        containerPorts: { client: 8000, admin: 9000 },
+        networkPolicy: {
+          enabled: true,
+          clientPeers: [ingressNs],
+          metrics: { namespaceSelector: { matchLabels: { team: 'obs' } }, podSelector: {} },
+          egress: { postgres: { port: 6432, peers: [pg] }, redis: { peers: [redis] }, extraRules: [otlp] },
+        },
+      });
+      const np = one(docs, 'NetworkPolicy');
+      const c = gateway(docs);
+      expect(np.spec.ingress[0].from).toEqual([ingressNs]);
+      expect(containerPort(c, np.spec.ingress[0].ports[0].port)).toBe(8000);
+      expect(containerPort(c, np.spec.ingress[1].ports[0].port)).toBe(9000);
+      expect(np.spec.ingress[1].from).toEqual([
+        { namespaceSelector: { matchLabels: { team: 'obs' } }, podSelector: {} },
+      ]);
+      expect(np.spec.egress[1]).toEqual({ ports: [{ port: 6432, protocol: 'TCP' }], to: [pg] });
+      expect(np.spec.egress[2]).toEqual({ ports: [{ port: 6379, protocol: 'TCP' }], to: [redis] });
+      expect(np.spec.egress[3]).toEqual(otlp);
+      const open = one(
+        await render({ ...BASE, networkPolicy: { enabled: true, egress: { enabled: false } } }),
+        'NetworkPolicy',
+      );
+      expect(open.spec.policyTypes).toEqual(['Ingress']);
+      expect(open.spec.egress).toBeUndefined();
+    });
+  });
+
+  describe('values.schema.json', () => {
+    const schema = JSON.parse(readFileSync(join(CHART, 'values.schema.json'), 'utf8'));
+
+    it('is draft-07 and describes every value of values.yaml', () => {
+      expect(schema.$schema).toBe('http://json-schema.org/draft-07/schema#');
+      const values = parseYaml(readFileSync(join(CHART, 'values.yaml'), 'utf8')) as Values;
+      const missing: string[] = [];
+      const walk = (obj: Values, node: any, prefix: string) => {
+        for (const [k, v] of Object.entries(obj)) {
+          const path = prefix ? `${prefix}.${k}` : k;
+          const sub = node?.properties?.[k];
+          if (!sub) {
+            // Free-form Kubernetes objects (resources, selectors…) hold keys of their own.
+            if (node?.type === 'object' && node.additionalProperties !== false && !node.properties) continue;
+            missing.push(path);
+            continue;
+          }
+          if (!sub.description && !sub.properties) missing.push(`${path} (no description)`);
+          if (v && typeof v === 'object' && !Array.isArray(v)) walk(v as Values, sub, path);
+        }
+      };
+      walk(values, schema, '');
+      expect(missing).toEqual([]);
+    });
+
+    it('makes helm template and helm lint fail on a wrong type or an unknown key, naming the value', async () => {
+      const cases: Array<[Values, RegExp]> = [
+        [{ ...BASE, replicaCount: 'three' }, /replicaCount.*(got string, want integer|integer)/],
+        [{ ...BASE, replicas: 3 }, /additional propert(y|ies) 'replicas'/],
+        [{ ...BASE, networkPolicy: { enabled: 'yes' } }, /networkPolicy\/enabled/],
+        [{ ...BASE, grafana: { dashboard: { enabled: true, labels: { grafana_dashboard: 1 } } } }, /grafana_dashboard/],
+        [{ ...BASE, containerPorts: { client: 70000 } }, /containerPorts\/client/],
+        [{ ...BASE, serviceMonitor: { interval: 'often' } }, /serviceMonitor\/interval/],
+        [{ ...BASE, logLevel: 'loud' }, /logLevel/],
+      ];
+      for (const [values, message] of cases) {
+        const r = await template(values);
+        expect(r.code, JSON.stringify(values)).not.toBe(0);
+        expect(r.stderr).toMatch(message);
+        expect(r.stdout).toBe('');
+      }
+      const lint = await run(HELM, ['lint', '--strict', CHART, '-f', valuesFile({ ...BASE, replicaCount: 'three' })]);
+      expect(lint.code).not.toBe(0);
+      expect(lint.stdout + lint.stderr).toMatch(/replicaCount/);
+    });
+  });
+
   it('documents every value in the chart README', () => {
     const values = parseYaml(readFileSync(join(CHART, 'values.yaml'), 'utf8')) as Values;
     const readme = readFileSync(join(CHART, 'README.md'), 'utf8');
     // Objects whose defaults are documented as a whole rather than key by key.
-    const whole = new Set(['resources', 'podSecurityContext', 'securityContext', 'updateStrategy']);
+    const whole = new Set([
+      'resources',
+      'podSecurityContext',
+      'securityContext',
+      'updateStrategy',
+      'grafana.dashboard.labels',
+    ]);
     const paths: string[] = [];
     const walk = (obj: Values, prefix: string) => {
       for (const [k, v] of Object.entries(obj)) {

@@ -1,0 +1,328 @@
+// The phonebridge Grafana dashboard, as code (@grafana/grafana-foundation-sdk). `npm run dashboard`
+// writes it to DASHBOARD_FILES; test/deploy/dashboard.test.ts fails when the committed JSON differs
+// from what this file emits, and test/deploy/prometheus.test.ts runs every query against a real
+// Prometheus scraping a real cluster. Only series the relay exports (src/metrics.ts) or Prometheus
+// itself records (`up`, `scrape_duration_seconds`) are used. docs/OPERATIONS.md "Dashboard"
+// describes the rows; docs/decisions/0100-dashboard-as-code-checked-by-real-prometheus.md says
+// why it is built this way.
+import {
+  DashboardBuilder,
+  DatasourceVariableBuilder,
+  QueryVariableBuilder,
+  RowBuilder,
+  VariableRefresh,
+  VariableSort,
+} from '@grafana/grafana-foundation-sdk/dashboard';
+import { DataqueryBuilder } from '@grafana/grafana-foundation-sdk/prometheus';
+import { PanelBuilder as StatBuilder } from '@grafana/grafana-foundation-sdk/stat';
+import { PanelBuilder as TimeseriesBuilder } from '@grafana/grafana-foundation-sdk/timeseries';
+
+/** Where `npm run dashboard` writes the JSON: the plain file and the chart's copy (`.Files.Get`). */
+export const DASHBOARD_FILES = ['deploy/grafana/phonebridge.json', 'helm/phonebridge/dashboards/phonebridge.json'];
+export const DASHBOARD_COMMAND = 'npm run dashboard';
+export const DASHBOARD_UID = 'phonebridge';
+
+const DS = { type: 'prometheus', uid: '${datasource}' };
+/** Every relay series on the dashboard is narrowed by the two variables. */
+const SEL = 'job=~"$job", instance=~"$instance"';
+const RATE = '$__rate_interval';
+
+function q(expr: string, legend: string): DataqueryBuilder {
+  return new DataqueryBuilder().datasource(DS).expr(expr).legendFormat(legend);
+}
+
+function stat(title: string, description: string, expr: string, unit = 'short'): StatBuilder {
+  return new StatBuilder()
+    .title(title)
+    .description(description)
+    .datasource(DS)
+    .unit(unit)
+    .span(6)
+    .height(4)
+    .withTarget(q(expr, title));
+}
+
+function graph(
+  title: string,
+  description: string,
+  targets: Array<[expr: string, legend: string]>,
+  unit = 'short',
+  span = 12,
+): TimeseriesBuilder {
+  const p = new TimeseriesBuilder()
+    .title(title)
+    .description(description)
+    .datasource(DS)
+    .unit(unit)
+    .span(span)
+    .height(8);
+  for (const [expr, legend] of targets) p.withTarget(q(expr, legend));
+  return p.min(0);
+}
+
+const quantile = (phi: number, by: string, matchers = '') =>
+  `histogram_quantile(${phi}, sum by (${by}) (rate(phonebridge_mcp_request_duration_seconds_bucket{${SEL}${matchers}}[${RATE}])))`;
+
+export function buildDashboard() {
+  const d = new DashboardBuilder('phonebridge relay')
+    .uid(DASHBOARD_UID)
+    .description('Gateway nodes of a phonebridge cluster: phones, MCP traffic, errors, pairing, node health.')
+    .tags(['phonebridge', 'mcp'])
+    .editable()
+    .refresh('30s')
+    .time({ from: 'now-3h', to: 'now' })
+    .timezone('browser')
+    .withVariable(new DatasourceVariableBuilder('datasource').label('Prometheus').type('prometheus'))
+    .withVariable(
+      new QueryVariableBuilder('job')
+        .label('Job')
+        .description('The scrape job of the relay admin endpoints (the chart: "<release>-phonebridge-admin").')
+        .datasource(DS)
+        .query('label_values(phonebridge_devices_connected, job)')
+        .refresh(VariableRefresh.OnTimeRangeChanged)
+        .sort(VariableSort.AlphabeticalAsc),
+    )
+    .withVariable(
+      new QueryVariableBuilder('instance')
+        .label('Node')
+        .description('Scraped admin endpoints, one per gateway node.')
+        .datasource(DS)
+        .query('label_values(phonebridge_devices_connected{job=~"$job"}, instance)')
+        .refresh(VariableRefresh.OnTimeRangeChanged)
+        .sort(VariableSort.AlphabeticalAsc)
+        .multi(true)
+        .includeAll(true)
+        .allValue('.+'),
+    );
+
+  d.withRow(new RowBuilder('Fleet overview'))
+    .withPanel(stat('Phones online', 'Phone sockets held, all nodes.', `sum(phonebridge_devices_connected{${SEL}})`))
+    .withPanel(stat('Nodes up', 'Admin endpoints Prometheus scraped successfully.', `sum(up{${SEL}} == 1)`))
+    .withPanel(
+      stat('SSE streams', 'Open SSE streams to MCP clients, all nodes.', `sum(phonebridge_sse_streams{${SEL}})`),
+    )
+    .withPanel(
+      stat(
+        'Sessions created /s',
+        'New MCP sessions per second (initialize).',
+        `sum(rate(phonebridge_sessions_created_total{${SEL}}[${RATE}]))`,
+        'reqps',
+      ),
+    )
+    .withPanel(
+      graph(
+        'tools/call per second by outcome',
+        'ok = answered (a tool error from the phone is still ok); error = a relay error (device_offline, timeout, relay_unavailable, …); forbidden = scope; aborted = the client left.',
+        [
+          [
+            `sum by (outcome) (rate(phonebridge_mcp_requests_total{${SEL}, method="tools/call"}[${RATE}]))`,
+            '{{outcome}}',
+          ],
+        ],
+        'reqps',
+      ),
+    )
+    .withPanel(
+      graph(
+        'MCP requests per second by method',
+        'Every JSON-RPC request from MCP clients.',
+        [[`sum by (method) (rate(phonebridge_mcp_requests_total{${SEL}}[${RATE}]))`, '{{method}}']],
+        'reqps',
+      ),
+    )
+    .withPanel(
+      graph(
+        'tools/call latency',
+        'Client request to answer, all nodes: includes the phone’s own work (and long polls such as wait_for_events).',
+        [
+          [quantile(0.5, 'le', ', method="tools/call"'), 'p50'],
+          [quantile(0.95, 'le', ', method="tools/call"'), 'p95'],
+          [quantile(0.99, 'le', ', method="tools/call"'), 'p99'],
+        ],
+        's',
+      ),
+    )
+    .withPanel(
+      graph(
+        'p99 latency by method',
+        'The alert PhonebridgeMcpLatencyP99High watches this (without tools/call).',
+        [[quantile(0.99, 'le, method'), '{{method}}']],
+        's',
+      ),
+    );
+
+  d.withRow(new RowBuilder('Per node'))
+    .withPanel(
+      graph(
+        'Phones per node',
+        'Phone sockets per node; a drained or killed node drops to zero as its phones reconnect elsewhere.',
+        [[`sum by (instance) (phonebridge_devices_connected{${SEL}})`, '{{instance}}']],
+        'short',
+        8,
+      ),
+    )
+    .withPanel(
+      graph(
+        'MCP requests per second per node',
+        'Requests a node received from clients (the origin), whichever node holds the phone.',
+        [[`sum by (instance) (rate(phonebridge_mcp_requests_total{${SEL}}[${RATE}]))`, '{{instance}}']],
+        'reqps',
+        8,
+      ),
+    )
+    .withPanel(
+      graph(
+        'p99 latency per node',
+        'All methods; a node far above the others is overloaded or far from Redis.',
+        [[quantile(0.99, 'le, instance'), '{{instance}}']],
+        's',
+        8,
+      ),
+    )
+    .withPanel(
+      graph(
+        'Phone frames per second per node',
+        'WebSocket frames to and from the phones a node holds (requests forwarded to phones, answers, notifications).',
+        [
+          [
+            `sum by (instance, direction) (rate(phonebridge_device_frames_total{${SEL}}[${RATE}]))`,
+            '{{instance}} {{direction}}',
+          ],
+        ],
+        'short',
+      ),
+    )
+    .withPanel(
+      graph('SSE streams per node', 'Open SSE streams (slow POST answers and GET streams) per node.', [
+        [`sum by (instance) (phonebridge_sse_streams{${SEL}})`, '{{instance}}'],
+      ]),
+    );
+
+  d.withRow(new RowBuilder('Errors and refusals'))
+    .withPanel(
+      graph(
+        'Relay error ratio',
+        'Share of MCP requests answered with a relay error; the alert PhonebridgeMcpErrorRatioHigh fires above 5 % for 10 min.',
+        [
+          [
+            `sum(rate(phonebridge_mcp_requests_total{${SEL}, outcome="error"}[${RATE}])) / sum(rate(phonebridge_mcp_requests_total{${SEL}}[${RATE}]))`,
+            'error ratio',
+          ],
+        ],
+        'percentunit',
+        8,
+      ),
+    )
+    .withPanel(
+      graph(
+        'Requests not ok by method and outcome',
+        'error (relay errors), forbidden (scope), aborted (client disconnected before the answer).',
+        [
+          [
+            `sum by (method, outcome) (rate(phonebridge_mcp_requests_total{${SEL}, outcome!="ok"}[${RATE}]))`,
+            '{{method}} {{outcome}}',
+          ],
+        ],
+        'reqps',
+        8,
+      ),
+    )
+    .withPanel(
+      graph(
+        'Phone socket closes by code',
+        '1000 closed by the phone, 1001 idle, 1006 dropped, 1009 frame too big, 1011 relay could not check it (store unreachable; alert PhonebridgeDeviceRelayErrors), 1012 drain hand-over, 4001 superseded, 4003 auth refused, 4004 removed or revoked.',
+        [[`sum by (code) (rate(phonebridge_device_closes_total{${SEL}}[${RATE}]))`, '{{code}}']],
+        'short',
+        8,
+      ),
+    );
+
+  d.withRow(new RowBuilder('Pairing and auth'))
+    .withPanel(
+      graph(
+        'Pairing attempts by outcome',
+        'paired, bad_code, limit_reached, rate_limited; the alert PhonebridgePairingFailures watches bad_code and rate_limited.',
+        [[`sum by (outcome) (rate(phonebridge_pair_attempts_total{${SEL}}[${RATE}]))`, '{{outcome}}']],
+        'reqps',
+      ),
+    )
+    .withPanel(
+      graph(
+        'Phone authentications by outcome',
+        'Signed challenges on /device/ws: ok or rejected; the alert PhonebridgeDeviceAuthRejections watches rejected.',
+        [[`sum by (outcome) (rate(phonebridge_device_auth_total{${SEL}}[${RATE}]))`, '{{outcome}}']],
+        'reqps',
+      ),
+    );
+
+  d.withRow(new RowBuilder('Store, Redis and process health'))
+    .withPanel(
+      graph(
+        'Event loop lag p99',
+        'Every node is one Node.js event loop; lag delays every call it routes (store and Redis replies included).',
+        [[`max by (instance) (phonebridge_process_nodejs_eventloop_lag_p99_seconds{${SEL}})`, '{{instance}}']],
+        's',
+        8,
+      ),
+    )
+    .withPanel(
+      graph(
+        'CPU per node',
+        'Cores used by each node process.',
+        [[`sum by (instance) (rate(phonebridge_process_process_cpu_seconds_total{${SEL}}[${RATE}]))`, '{{instance}}']],
+        'short',
+        8,
+      ),
+    )
+    .withPanel(
+      graph(
+        'Resident memory per node',
+        'RSS of each node process (the chart limits it to 1 GiB by default).',
+        [[`max by (instance) (phonebridge_process_process_resident_memory_bytes{${SEL}})`, '{{instance}}']],
+        'bytes',
+        8,
+      ),
+    )
+    .withPanel(
+      graph(
+        'Open file descriptors per node',
+        'Phone sockets, client connections, the Postgres pool and the Redis connections all hold descriptors.',
+        [[`max by (instance) (phonebridge_process_process_open_fds{${SEL}})`, '{{instance}}']],
+        'short',
+        8,
+      ),
+    )
+    .withPanel(
+      graph(
+        'GC time per node',
+        'Seconds per second spent in garbage collection.',
+        [
+          [
+            `sum by (instance) (rate(phonebridge_process_nodejs_gc_duration_seconds_sum{${SEL}}[${RATE}]))`,
+            '{{instance}}',
+          ],
+        ],
+        'percentunit',
+        8,
+      ),
+    )
+    .withPanel(
+      graph(
+        'Scrape duration per node',
+        'How long /metrics took to answer; a slow or failing scrape is the first sign of a stuck node.',
+        [[`max by (instance) (scrape_duration_seconds{${SEL}})`, '{{instance}}']],
+        's',
+        8,
+      ),
+    );
+
+  const dashboard = d.build();
+  // Grafana needs a unique id per panel (rows included); the builder leaves them unset.
+  dashboard.panels?.forEach((panel, i) => (panel.id = i + 1));
+  return dashboard;
+}
+
+/** The JSON as committed: stable key order (the builder's), two-space indent, final newline. */
+export function renderDashboardJson(): string {
+  return `${JSON.stringify(buildDashboard(), null, 2)}\n`;
+}
