@@ -6,7 +6,7 @@ import { parseRelayConfig } from '../src/config.ts';
 import { sha256Hex } from '../src/crypto/secrets.ts';
 import { DeviceAgent, loadIdentity, stderrLogger } from '../src/device/agent/index.ts';
 import { onParentGone, startRelay } from './serve.ts';
-import { createKey, createPairing } from './cli.ts';
+import { createKey, createPairing } from './provisioning.ts';
 import { simServerFactory } from './device-run.ts';
 
 export async function demo(argv: string[]): Promise<void> {
