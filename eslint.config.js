@@ -1,7 +1,7 @@
 // Type-aware linting (typescript-eslint's type-checked rule sets). The rules that matter most
 // here guard async uWebSockets.js code: a floating promise or a promise passed where a
 // callback's result is ignored is a crash or a lost answer. Why this linter and these rules:
-// docs/decisions/0016-linter.md.
+// docs/decisions/0017-linter-typescript-eslint.md.
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 

@@ -1,4 +1,4 @@
-// Issue 4's performance check: tools/list and server/discover are answered from the relay's
+// A performance check of the relay's caches: tools/list and server/discover are answered from the relay's
 // cache, so they must cost no round trip to the phone. Compares their p50/p99 against a
 // forwarded tools/call, in one run, sequential requests over keep-alive HTTP on 127.0.0.1.
 // Run: npx tsx loadtest/cache-latency.ts [--n 2000]

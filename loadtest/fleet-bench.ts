@@ -1,4 +1,4 @@
-// Fleet simulator benchmark (issue 3, Performance): memory per simulated phone, phones per core
+// Fleet simulator benchmark: memory per simulated phone, phones per core
 // at a given call rate, and the 1,000-phone reconnect after a relay kill. Not part of npm test.
 //
 //   npx tsx --expose-gc loadtest/fleet-bench.ts [--count 1000] [--rates 0.1,0.5,1] [--window-s 20] [--no-reconnect]

@@ -128,7 +128,7 @@ export function startRelayChild(
 
 async function childMain(argv: string[]): Promise<void> {
   const { startRelay } = await import('../services/serve.ts');
-  const { createKey, createPairing } = await import('../services/cli.ts');
+  const { createKey, createPairing } = await import('../services/provisioning.ts');
   const config = parseRelayConfig(['--admin-port', '0', '--log-level', 'silent', ...argv], {});
   const relay = await startRelay(config, createLogger({ level: config.logLevel }));
   const store = relay.store.store;

@@ -1,4 +1,4 @@
-// The fleet simulator (issue 3, item 5): many simulated phones in one process, each with its
+// The fleet simulator: many simulated phones in one process, each with its
 // own P-256 key and state dir, its own SimPhone, and its own real WebSocket to the relay.
 //
 // Each phone is the reference agent (DeviceAgent) serving the real tool surface
@@ -50,8 +50,8 @@ export interface FleetOptions {
   drainJitterMs?: number;
   /**
    * Local addresses for the phones' HTTP requests (pair, challenge), assigned round robin,
-   * e.g. 127.0.0.2 … 127.0.0.51. The relay allows 120 challenges per minute per address
-   * (seed 000); real phones come from many addresses, so a big fleet on one host would
+   * e.g. 127.0.0.2 … 127.0.0.51. The relay limits challenges per address
+   * (CHALLENGES_PER_MINUTE in src/gateway/device-socket.ts); real phones come from many addresses, so a big fleet on one host would
    * otherwise be throttled by a limit meant for a single abuser. Default: the OS picks.
    */
   sourceAddresses?: string[];
@@ -402,7 +402,7 @@ async function cli(argv: string[]): Promise<void> {
     // embedded store is shared with the relay through its socket, and this process should not
     // be querying it while the relay redeems codes (see the report on pglite-socket).
     const { openStore } = await import('../src/store/index.ts');
-    const { createPairing } = await import('../services/cli.ts');
+    const { createPairing } = await import('../services/provisioning.ts');
     const opened = await openStore({ dataDir: values['data-dir'], role: 'cli', poolMax: 1 });
     const codes: QrPayload[] = [];
     try {

@@ -2,7 +2,7 @@
 import { parseArgs } from 'node:util';
 import { parseRelayConfig, storeOptions } from '../src/config.ts';
 import { openStore, SchemaTooNewError, DataDirBusyError, SCOPES, type Scope, type Store } from '../src/store/index.ts';
-import { hashPairingCode, newApiToken, newId, newPairingCode, sha256Hex } from '../src/crypto/secrets.ts';
+import { createKey, createPairing } from './provisioning.ts';
 import { readRelayInfo } from './relay-info.ts';
 import { serve } from './serve.ts';
 
@@ -73,54 +73,6 @@ async function withStore<T>(values: Record<string, unknown>, fn: (store: Store) 
   } finally {
     await opened.close();
   }
-}
-
-export interface QrPayload {
-  v: 1;
-  relay: string;
-  code: string;
-  fp?: string;
-}
-
-/** Creates a pairing code; the QR payload is what the phone scans. */
-export async function createPairing(
-  store: Store,
-  opts: { accountId?: string; name?: string | null; relay: string; fp?: string; now?: Date },
-): Promise<QrPayload> {
-  const code = newPairingCode();
-  const now = opts.now ?? new Date();
-  const r = await store.createPairingCode({
-    accountId: opts.accountId ?? 'local',
-    codeHash: hashPairingCode(code),
-    expiresAt: new Date(now.getTime() + 10 * 60_000),
-    name: opts.name ?? null,
-  });
-  if (!r.ok) throw new Error('the account is at its plan limit for phones');
-  return { v: 1, relay: opts.relay, code, ...(opts.fp ? { fp: opts.fp } : {}) };
-}
-
-/** Mints an API key bound to one device. The token is shown once; only its hash is stored. */
-export async function createKey(
-  store: Store,
-  deviceId: string,
-  scopes: Scope[] = [...SCOPES],
-): Promise<{ id: string; token: string; device_id: string; scopes: Scope[] }> {
-  const device = await store.getDevice(deviceId);
-  if (!device) throw new Error(`no device "${deviceId}"`);
-  const token = newApiToken();
-  const r = await store.createToken({
-    id: newId('key'),
-    accountId: device.accountId,
-    deviceId,
-    hash: sha256Hex(token),
-    scopes,
-    via: 'key',
-  });
-  if (!r.ok)
-    throw new Error(
-      r.error === 'limit_reached' ? 'the account is at its plan limit for keys' : `no device "${deviceId}"`,
-    );
-  return { id: r.token.id, token, device_id: deviceId, scopes };
 }
 
 async function pairCommand(argv: string[]): Promise<void> {

@@ -24,11 +24,11 @@ export interface RelayConfig {
   tlsCert?: string;
   tlsKey?: string;
   allowedOrigins: string[];
-  /** Per forwarded request (seed: 30 s). Lowered in tests. */
+  /** Per forwarded request (docs/PROTOCOL.md: 30 s). Lowered in tests. */
   requestTimeoutMs: number;
-  /** Silence after which a phone socket is closed (seed: 25 min). */
+  /** Silence after which a phone socket is closed (docs/PROTOCOL.md: 25 min). */
   deviceIdleMs: number;
-  /** Idle MCP session expiry (seed: 24 h). */
+  /** Idle MCP session expiry (docs/PROTOCOL.md: 24 h). */
   sessionIdleMs: number;
   /** How often the node reads the store's invalidation journal (CLI changes). */
   controlPollMs: number;

@@ -23,7 +23,7 @@ export interface SessionStore {
   deleteWhere(match: { deviceId?: string; tokenId?: string }): Promise<number>;
 }
 
-/** What must take effect on every node at once (DESIGN.md decision 3); defined with the store's journal. */
+/** What must take effect on every node at once (docs/decisions/0003-announcements-reach-every-node.md); defined with the store's journal. */
 export type { ControlEvent } from '../store/types.ts';
 import type { ControlEvent } from '../store/types.ts';
 

@@ -1,5 +1,5 @@
 // Client credentials on /mcp: X-Api-Key or Authorization: Bearer (X-Api-Key wins,
-// DESIGN.md decision 1), looked up by SHA-256 with a short cache that invalidation
+// docs/decisions/0001-x-api-key-wins-over-bearer.md), looked up by SHA-256 with a short cache that invalidation
 // events clear at once.
 import { sha256Hex } from '../crypto/secrets.ts';
 import type { Account, Store, Token } from '../store/types.ts';

@@ -17,7 +17,7 @@ import type { GatewayContext } from './context.ts';
 
 export const NONCE_TTL_S = 60;
 export const MAX_SKEW_S = 60;
-// Not from the seed (which limits only pairing failures): a bound on live nonces per address.
+// Beyond the protocol's limits (which cover only pairing failures): a bound on live nonces per address.
 // High enough for a fleet of thousands of phones behind one NAT reconnecting after a restart.
 const CHALLENGES_PER_MINUTE = 6000;
 /** Frames up to this size are read and refused with 1009; beyond it uWS drops the socket (1006). */
@@ -86,7 +86,8 @@ async function authenticateDevice(
   if (issuedFor !== deviceId) return { ok: false, reason: 'nonce was issued for another device' };
   const device = await ctx.store.getDevice(deviceId);
   const key = device ? parseDevicePublicKey(device.publicKey) : undefined;
-  // Decision 14: verify against our own host from --public-url, never the Host header.
+  // Verify against our own host from --public-url, never the Host header
+  // (docs/decisions/0010-signature-binds-relay-host.md).
   if (!device || !key || !verifyDeviceSignature(key, signedPayload(nonce, ctx.config.relayHost, tsRaw), sig)) {
     return { ok: false, reason: 'bad signature' };
   }
@@ -96,7 +97,7 @@ async function authenticateDevice(
 export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<DeviceSocketData> {
   return {
     maxPayloadLength: READ_LIMIT,
-    idleTimeout: 0, // the 25-minute rule is ours (decision 13); uWS caps idleTimeout at 960 s
+    idleTimeout: 0, // the 25-minute rule is ours (docs/decisions/0012-idle-tracking-beyond-uws.md): uWS caps it at 960 s
     sendPingsAutomatically: false,
     maxBackpressure: 8 * 1024 * 1024,
     closeOnBackpressureLimit: 0,

@@ -294,7 +294,8 @@ class McpEndpoint {
    * One request, one POST. JSON when the answer is ready within SLOW_ANSWER_MS; otherwise,
    * when the client accepts it, an SSE stream (keep-alives so idle proxies do not cut a long
    * call, event ids so a dropped one resumes). A request carrying a progress token is always
-   * an SSE stream (its progress travels on it only, decision 7). A call outside the
+   * an SSE stream (its progress travels on it only,
+   * docs/decisions/0007-what-the-relay-rewrites.md). A call outside the
    * credential's scopes is a 403 with the scope challenge.
    */
   private async answerOne(

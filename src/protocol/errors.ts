@@ -1,5 +1,5 @@
 // Relay error codes: outside JSON-RPC's reserved range (-32768..-32000), with a
-// stable string in error.data.code (DESIGN.md decision 10). The table is mirrored
+// stable string in error.data.code (docs/decisions/0008-relay-error-codes.md). The table is mirrored
 // in docs/PROTOCOL.md.
 
 export const RELAY_ERRORS = {

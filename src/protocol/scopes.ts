@@ -1,5 +1,6 @@
-// Decision 5: each tool declares its scope in _meta["phonebridge/scope"]; a credential sees
-// and calls only tools of its scopes, and a tool with no (valid) scope is invisible to all.
+// Each tool declares its scope in _meta["phonebridge/scope"]; a credential sees and calls only
+// tools of its scopes, and a tool with no (valid) scope is invisible to all
+// (docs/decisions/0005-tool-scope-in-meta.md).
 import { SCOPES, type Scope } from '../store/types.ts';
 
 export const SCOPE_META_KEY = 'phonebridge/scope';

@@ -450,7 +450,7 @@ export interface DiscoverOptions {
 
 /**
  * The relay answers `server/discover` itself from the phone's cached `initialize` result
- * (decision 9). Mapping: capabilities ← capabilities (unchanged; `logging` is deprecated but
+ * (docs/decisions/0013-stateless-revision-2026-07-28.md). Mapping: capabilities ← capabilities (unchanged; `logging` is deprecated but
  * still a field), instructions ← instructions, `_meta["io.modelcontextprotocol/serverInfo"]`
  * ← serverInfo, supportedVersions ← the versions the relay serves statelessly,
  * plus resultType "complete", ttlMs, cacheScope "private" (the answer depends on the

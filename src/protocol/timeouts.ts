@@ -1,4 +1,4 @@
-// How long the relay waits for the phone's answer (seed: 30 s; wait_for_events gets its
+// How long the relay waits for the phone's answer (docs/PROTOCOL.md: 30 s; wait_for_events gets its
 // own timeout_s + 15 s, capped at 615 s). The only fields of a request the relay reads.
 export const DEFAULT_TIMEOUT_MS = 30_000;
 export const LONG_POLL_GRACE_MS = 15_000;

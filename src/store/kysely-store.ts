@@ -107,7 +107,7 @@ class KyselyStore implements Store {
         .where('id', '=', input.accountId)
         .executeTakeFirst();
       if (!account) throw new Error(`unknown account ${input.accountId}`);
-      // First check of the plan cap (the seed checks again at redemption).
+      // First check of the plan cap (redeemPairingCode checks again at redemption).
       if (account.max_devices !== null && (await countDevices(trx, input.accountId)) >= account.max_devices) {
         return { ok: false as const, error: 'limit_reached' as const };
       }

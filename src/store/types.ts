@@ -1,5 +1,6 @@
 // What the relay needs from its database. Two backends share this code: a Postgres URL
-// or the embedded PGlite served on a Unix socket in the data dir (DESIGN.md decision 12).
+// or the embedded PGlite served on a Unix socket in the data dir
+// (docs/decisions/0011-embedded-store-over-unix-socket.md).
 
 export const SCOPES = ['devices:read', 'devices:act', 'devices:lease', 'runs:start'] as const;
 export type Scope = (typeof SCOPES)[number];
@@ -102,7 +103,7 @@ export interface Store {
   close(): Promise<void>;
 }
 
-/** What must take effect on every node at once (DESIGN.md decision 3). */
+/** What must take effect on every node at once (docs/decisions/0003-announcements-reach-every-node.md). */
 export type ControlEvent =
   | { type: 'device_removed'; deviceId: string }
   | { type: 'token_revoked'; tokenId: string }

@@ -1,4 +1,4 @@
-// The official MCP conformance suite through the relay (issue 4, item 7): test/conformance/run.ts
+// The official MCP conformance suite through the relay: test/conformance/run.ts
 // starts a relay, a reference phone in bridge mode serving test/fixtures/conformance-server.ts,
 // and runs @modelcontextprotocol/conformance against /mcp for --requirements 2025-11-25,
 // --requirements 2026-07-28, server-session-lifecycle and server-sse-polling.

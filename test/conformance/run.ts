@@ -1,7 +1,7 @@
 // Runs the official MCP conformance suite (@modelcontextprotocol/conformance) through the
 // relay: a real relay (`phonebridge serve`), a reference phone in bridge mode serving
 // test/fixtures/conformance-server.ts over stdio, an API key, and the suite's `server`
-// command pointed at the relay's /mcp. Issue 4, item 7.
+// command pointed at the relay's /mcp.
 //
 //   npx tsx test/conformance/run.ts [--runs 2025-11-25,2026-07-28,server-session-lifecycle,server-sse-polling]
 //                                   [--expected test/conformance/expected-failures.json]

@@ -1,4 +1,4 @@
-// Issue 3 acceptance through the relay: the official SDK client → the real relay → the real
+// The reference phone end to end through the relay: the official SDK client → the real relay → the real
 // agent → createPhoneServer over a SimPhone. Two credentials (two keys of one device) play two
 // callers; the SDK client validates every structuredContent against the published outputSchema
 // (each client lists tools first, which is when the SDK learns the schemas).

@@ -1,4 +1,4 @@
-// Reconnect acceptance (issue 3): the relay process is killed (SIGKILL: no drain, no close
+// Reconnect acceptance: the relay process is killed (SIGKILL: no drain, no close
 // frames) and started again on the same port and data dir. One phone must be back within its
 // backoff bound; a fleet of simulated phones must come back spread over time, not in a burst.
 //
@@ -81,8 +81,8 @@ describe('relay killed and restarted on the same port and data dir', () => {
       pairing: async () => (await relay.pair(1))[0],
       concurrency: 50,
       requestTimeoutMs: 5_000,
-      // Many loopback sources: real phones come from many addresses, and the relay allows 120
-      // challenges a minute per address (seed 000).
+      // Many loopback sources: real phones come from many addresses, and the relay limits
+      // challenges per address (CHALLENGES_PER_MINUTE in src/gateway/device-socket.ts).
       sourceAddresses: parseAddresses('127.0.0.2-127.0.0.41'),
     };
     const fleet: Fleet = await startFleet({

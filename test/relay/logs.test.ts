@@ -1,5 +1,5 @@
 // The relay logs method names, sizes, ids and latency — never message content or secrets
-// (issue 2; DEVELOPERS.md "no secret or message content in logs"). Everything a relay does
+// (docs/PROTOCOL.md, "What the relay rewrites": methods, sizes and latency only). Everything a relay does
 // on a busy path is driven here at debug level, and the captured log lines are searched for
 // each secret and each piece of content that passed through it.
 import { afterAll, beforeAll, expect, it } from 'vitest';

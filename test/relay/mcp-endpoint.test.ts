@@ -277,6 +277,9 @@ describe('a phone with too many requests in flight', () => {
       const { client } = await connectClient(r2.mcpUrl, (await r2.key(p.deviceId)).token);
       const slow = [1, 2, 3].map(() => client.callTool({ name: 'sleep', arguments: { ms: 1500 } }));
       await waitFor(() => r2.relay.node.ctx.hub.device(p.deviceId)!.inFlight === 3, 5000, 'three calls in flight');
+      // The relay counts a call when it sends it; the phone's handler runs later (after the SDK
+      // parsed and validated it): wait for all three there too, or a slow phone looks "asked".
+      await waitFor(() => ctl.calls.length === 3, 5000, 'three calls at the phone');
       const calls = ctl.calls.length;
       const t0 = Date.now();
       const err = await client.callTool({ name: 'echo', arguments: { text: 'one too many' } }).catch((e) => e);

@@ -1,4 +1,4 @@
-// Postgres unreachable (issue 5, item 6): existing authenticated traffic goes on from the
+// Postgres unreachable: existing authenticated traffic goes on from the
 // node's short-lived cache; new pairings get a clear 503; nothing hangs; it recovers.
 // The relay reaches a fresh database through a TCP proxy of our own that the test cuts.
 import { afterAll, beforeAll, expect, it } from 'vitest';

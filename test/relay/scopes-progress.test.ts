@@ -1,4 +1,5 @@
-// Decision 5 (scopes from the cached tools/list) and decision 7 (progress on its own stream).
+// Scopes from the cached tools/list (docs/decisions/0005-tool-scope-in-meta.md) and progress on
+// its own stream (docs/decisions/0007-what-the-relay-rewrites.md).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import {

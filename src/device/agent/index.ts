@@ -1,4 +1,4 @@
-// The reference phone's connection to the relay (issue 3, item 1).
+// The reference phone's connection to the relay (docs/PROTOCOL.md, "Device connection").
 export { AGENT_VERSION, DeviceAgent, runDevice, silentLogger, stderrLogger } from './agent.ts';
 export type {
   AgentLogger,

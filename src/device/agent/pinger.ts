@@ -1,4 +1,4 @@
-// Liveness from the phone's side (DESIGN.md decision 13): WebSocket ping frames at an adaptive
+// Liveness from the phone's side (docs/decisions/0012-idle-tracking-beyond-uws.md): WebSocket ping frames at an adaptive
 // interval between 1 and 10 minutes. Each pong in time stretches the interval (fewer wake-ups on
 // a healthy path); a missed pong means the path is dead (often a NAT that forgot us), so the socket
 // is terminated to reconnect and the interval starts short again. The relay gives up after

@@ -26,7 +26,8 @@ export interface DeviceIdentity {
   device_id: string;
   /** Relay base URL from the QR payload, e.g. https://relay.example.com */
   relay: string;
-  /** The host the relay returned from /pair; bound into every signature (DESIGN.md decision 14). */
+  /** The host the relay returned from /pair; bound into every signature
+   * (docs/decisions/0010-signature-binds-relay-host.md). */
   relay_host: string;
   /** "sha256:<hex>" pin of the relay's TLS leaf SPKI, when the QR carried one. */
   fp?: string;

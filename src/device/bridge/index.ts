@@ -1,4 +1,4 @@
-// Bridge backend (issue 3, item 4; `device run --backend bridge`): serves an existing MCP server
+// Bridge backend (`device run --backend bridge`): serves an existing MCP server
 // through the relay as if it were the phone's own. One upstream connection is shared; each relay
 // socket gets a low-level SDK Server that forwards to it and relays its notifications back.
 //
@@ -152,7 +152,7 @@ function createBridgeServer(
       try {
         return await forward(request, extra);
       } catch (err) {
-        // Tool failures are results, in the phone's error envelope (seed 003), not JSON-RPC errors.
+        // Tool failures are results, in the phone's error envelope (docs/TOOLS.md), not JSON-RPC errors.
         if (err instanceof UpstreamUnavailableError) return errorResult('upstream_unavailable', err.message);
         throw err;
       }

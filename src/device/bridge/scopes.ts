@@ -1,4 +1,5 @@
-// The scope each bridged tool declares in `_meta["phonebridge/scope"]` (DESIGN.md decisions 4–5):
+// The scope each bridged tool declares in `_meta["phonebridge/scope"]`
+// (docs/decisions/0004-device-bound-tokens-and-scopes.md, 0005-tool-scope-in-meta.md):
 // the relay shows and allows a tool only to credentials that hold it, and hides a tool without one.
 import { readFileSync } from 'node:fs';
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';

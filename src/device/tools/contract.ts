@@ -1,4 +1,4 @@
-// The fixed parts of the phone's tool surface (seed 003, DESIGN.md decisions 4–6):
+// The fixed parts of the phone's tool surface (docs/TOOLS.md; docs/decisions/0004-0006):
 // its version, who is calling, and the one error shape every failure takes.
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { SCOPES, type Scope } from '../../store/types.ts';

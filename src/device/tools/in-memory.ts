@@ -1,5 +1,6 @@
 // In-memory connections for tests and the docs generator: an official SDK client over
-// InMemoryTransport, with the relay's caller meta injected per call (DESIGN.md decision 6).
+// InMemoryTransport, with the relay's caller meta injected per call
+// (docs/decisions/0006-caller-context.md).
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import type { RequestOptions } from '@modelcontextprotocol/sdk/shared/protocol.js';

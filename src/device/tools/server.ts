@@ -1,4 +1,4 @@
-// The phone's MCP tool surface (seed 003): four groups, one scope each, typed results,
+// The phone's MCP tool surface (published as docs/TOOLS.md): four groups, one scope each, typed results,
 // explicit annotations, strict inputs, leases, idempotency keys and runs.
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
@@ -48,7 +48,7 @@ export interface PhoneServerOptions {
 
 type Hints = { readOnlyHint: boolean; destructiveHint: boolean; idempotentHint: boolean; openWorldHint: false };
 const OBSERVES: Hints = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false };
-// Gestures do what a finger does: not destructive (seed 003); idempotent through idempotency keys.
+// Gestures do what a finger does: not destructive; idempotent through idempotency keys.
 const ACTS: Hints = { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false };
 // The two run tools hand the device to (or take it from) an autonomous loop.
 const RUNS: Hints = { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false };
@@ -616,7 +616,7 @@ type RawRequestHandler = (request: unknown, extra: unknown) => Promise<unknown>;
 
 /**
  * McpServer answers invalid input, unknown tools and its own output-validation failures with a
- * plain-text error; seed 003 wants the envelope on every error. There is no public hook, so wrap
+ * plain-text error; the surface promises the envelope on every error (docs/TOOLS.md). There is no public hook, so wrap
  * the tools/call handler it installed (a test pins this down should the SDK change).
  */
 function envelopeSdkErrors(mcp: McpServer): void {

@@ -1,4 +1,4 @@
-// The rules of seed 003 that hold for every tool: scopes, annotations, typed results,
+// The tool-surface rules (docs/TOOLS.md) that hold for every tool: scopes, annotations, typed results,
 // error envelopes, strict inputs, version notes. Every tool is called at least once here,
 // with the SDK client validating each structuredContent against the published outputSchema.
 import { describe, expect, it } from 'vitest';

@@ -1,4 +1,5 @@
-// Embedded PGlite sharing between processes (DESIGN.md decision 12): the serve socket, the CLI
+// Embedded PGlite sharing between processes (docs/decisions/0011-embedded-store-over-unix-socket.md):
+// the serve socket, the CLI
 // lock, and the leftovers of crashed processes. One data dir for the whole file: creating a
 // PGlite cluster costs ~6 s, reopening it ~1 s.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';

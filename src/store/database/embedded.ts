@@ -1,6 +1,6 @@
 // The embedded default: PGlite 0.5 in the data dir, served over a Unix socket by pglite-socket so
 // that `serve`, the CLI and any helper process all talk plain Postgres through `pg`
-// (DESIGN.md decision 12).
+// (docs/decisions/0011-embedded-store-over-unix-socket.md).
 //
 // Rules this file enforces:
 // - PGlite is opened by at most one process per data dir, guarded by `<dataDir>/.pglite.lock`

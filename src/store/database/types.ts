@@ -2,7 +2,8 @@ import type pg from 'pg';
 
 /**
  * Where the database comes from. Every backend ends up as a `pg.PoolConfig`, so the store
- * has one code path: Kysely's PostgresDialect over `pg` (DESIGN.md decision 12).
+ * has one code path: Kysely's PostgresDialect over `pg`
+ * (docs/decisions/0011-embedded-store-over-unix-socket.md).
  */
 export interface DatabaseSource {
   readonly kind: 'postgres' | 'embedded';

@@ -3,7 +3,8 @@ import type { Migration } from './types.ts';
 
 // A journal of invalidations (device removed, token revoked, plan locked) written in the same
 // transaction as the change. Every node tails it, so a change made by the CLI — a separate
-// process with no bus — reaches every node within a poll interval (DESIGN.md decision 3).
+// process with no bus — reaches every node within a poll interval
+// (docs/decisions/0003-announcements-reach-every-node.md).
 export const migration002: Migration = {
   version: 2,
   name: 'control_events',

@@ -1,5 +1,5 @@
 // Our own small runner: numbered migrations applied in one transaction under an advisory lock,
-// and a one-row schema_version table (DESIGN.md decision 2).
+// and a one-row schema_version table (docs/decisions/0002-postgres-store-and-schema-version.md).
 import { sql, type Kysely } from 'kysely';
 import { SchemaTooNewError } from '../types.ts';
 import { migration001 } from './001_initial.ts';

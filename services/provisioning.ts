@@ -1,0 +1,53 @@
+// What `phonebridge pair` and `keys create` do, as functions: used by the CLI, `npm start`
+// (demo.ts), the test harnesses and the load tests. A module of its own, so that no entry point
+// has to import another (test/import-cycles.test.ts keeps services/ and src/ free of cycles).
+import { hashPairingCode, newApiToken, newId, newPairingCode, sha256Hex } from '../src/crypto/secrets.ts';
+import { SCOPES, type Scope, type Store } from '../src/store/index.ts';
+
+export interface QrPayload {
+  v: 1;
+  relay: string;
+  code: string;
+  fp?: string;
+}
+
+/** Creates a pairing code; the QR payload is what the phone scans. */
+export async function createPairing(
+  store: Store,
+  opts: { accountId?: string; name?: string | null; relay: string; fp?: string; now?: Date },
+): Promise<QrPayload> {
+  const code = newPairingCode();
+  const now = opts.now ?? new Date();
+  const r = await store.createPairingCode({
+    accountId: opts.accountId ?? 'local',
+    codeHash: hashPairingCode(code),
+    expiresAt: new Date(now.getTime() + 10 * 60_000),
+    name: opts.name ?? null,
+  });
+  if (!r.ok) throw new Error('the account is at its plan limit for phones');
+  return { v: 1, relay: opts.relay, code, ...(opts.fp ? { fp: opts.fp } : {}) };
+}
+
+/** Mints an API key bound to one device. The token is shown once; only its hash is stored. */
+export async function createKey(
+  store: Store,
+  deviceId: string,
+  scopes: Scope[] = [...SCOPES],
+): Promise<{ id: string; token: string; device_id: string; scopes: Scope[] }> {
+  const device = await store.getDevice(deviceId);
+  if (!device) throw new Error(`no device "${deviceId}"`);
+  const token = newApiToken();
+  const r = await store.createToken({
+    id: newId('key'),
+    accountId: device.accountId,
+    deviceId,
+    hash: sha256Hex(token),
+    scopes,
+    via: 'key',
+  });
+  if (!r.ok)
+    throw new Error(
+      r.error === 'limit_reached' ? 'the account is at its plan limit for keys' : `no device "${deviceId}"`,
+    );
+  return { id: r.token.id, token, device_id: deviceId, scopes };
+}
