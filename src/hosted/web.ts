@@ -25,7 +25,8 @@ export function pageHeaders(extra: Headers = {}): Headers {
     'Content-Type': 'text/html; charset=utf-8',
     'Content-Security-Policy': CSP,
     'X-Content-Type-Options': 'nosniff',
-    'Referrer-Policy': 'no-referrer',
+    // same-origin, not no-referrer: under no-referrer a browser sends "Origin: null" on form posts.
+    'Referrer-Policy': 'same-origin',
     'Cache-Control': 'no-store',
     ...extra,
   };
