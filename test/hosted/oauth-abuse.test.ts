@@ -3,7 +3,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase } from '../cluster/harness.ts';
-import { startTestRelay, type TestRelay } from '../helpers/relay.ts';
+import { startTestRelay, waitFor, type TestRelay } from '../helpers/relay.ts';
 import {
   csrfOf,
   formFields,
@@ -393,5 +393,62 @@ describe('abuse cases', () => {
     expect(cookie).toMatch(/SameSite=Lax/);
     expect(cookie).not.toMatch(/Secure/);
     expect(page.res.headers.get('content-security-policy')).toContain("script-src 'self'");
+  });
+
+  it('limit_reached from the dashboard: at creation of a code and of a key, and at redemption', async () => {
+    const { web, account } = await signedInWithPhone();
+    const store = relay.relay.store.store;
+    await store.setAccountPlan(account.id, { maxDevices: 2, maxKeys: 0 });
+    const csrf = csrfOf((await web.get('/account')).html);
+    const paired = await web.post('/account/pair', { csrf, name: 'second' });
+    expect(paired.status).toBe(200);
+    const code = /data-testid="pairing-code">([^<]+)</.exec(paired.html)![1];
+    expect(
+      (
+        await web.post('/account/keys', {
+          csrf,
+          device: (await store.listDevices(account.id))[0].id,
+          scope: 'devices:read',
+        })
+      ).html,
+    ).toContain('limit_reached');
+    await store.setAccountPlan(account.id, { maxDevices: 1, maxKeys: 0 });
+    const atCap = await web.post('/account/pair', { csrf });
+    expect(atCap.status).toBe(403);
+    expect(atCap.html).toContain('limit_reached');
+    const { generateDeviceKey } = await import('../../src/crypto/device-auth.ts');
+    const redeem = await fetch(`${relay.url}/pair`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ code, name: 'x', public_key: generateDeviceKey().publicKeySpkiBase64 }),
+    });
+    expect(redeem.status).toBe(403);
+    expect(((await redeem.json()) as any).error).toBe('limit_reached');
+  });
+
+  it('a locked account gets 402 with its OAuth token; unlocking restores it without re-pairing', async () => {
+    const { web, phone, account } = await signedInWithPhone();
+    const client = await registerClient(web);
+    const { verifier, challenge } = pkce();
+    const code = (await allow(web, authorizeQuery(client.body.client_id, challenge), phone.deviceId)).searchParams.get(
+      'code',
+    )!;
+    const t = await tokenRequest({
+      grant_type: 'authorization_code',
+      code,
+      redirect_uri: 'http://127.0.0.1:4567/callback',
+      client_id: client.body.client_id,
+      code_verifier: verifier,
+    });
+    const token = t.body.access_token as string;
+    expect((await mcpInit(token)).status).toBe(200);
+    const store = relay.relay.store.store;
+    await store.setAccountLocked(account.id, true);
+    await waitFor(async () => (await mcpInit(token)).status === 402, 5_000, '402 while locked');
+    const r = await mcpInit(token);
+    expect(((await r.json()) as any).error).toBe('subscription_required');
+    await store.setAccountLocked(account.id, false);
+    await waitFor(async () => (await mcpInit(token)).status === 200, 5_000, '200 after unlock');
+    expect(await store.getDevice(phone.deviceId)).toBeDefined();
   });
 });
