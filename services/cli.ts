@@ -11,7 +11,8 @@ const USAGE = `phonebridge — relay MCP clients to phones
 
   phonebridge serve [--port 8080] [--host 127.0.0.1] [--admin-port 9464] [--public-url URL]
                     [--data-dir ./.phonebridge] [--database-url postgres://…] [--redis-url redis://…]
-                    [--node-id ID] [--hosted] [--trust-proxy] [--tls-cert F --tls-key F] [--allowed-origins a,b]
+                    [--node-id ID] [--hosted [--smtp-url smtp://… --mail-from ADDR]] [--trust-proxy]
+                    [--tls-cert F --tls-key F] [--allowed-origins a,b]
   phonebridge pair [--name N] [--account A] [--json]
   phonebridge keys create --device ID [--scopes a,b] [--json] | keys list [--json] | keys revoke ID
   phonebridge devices list [--json] | devices remove ID
