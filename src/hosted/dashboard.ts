@@ -3,7 +3,7 @@
 // account. Changes go through the store, which journals them for every node (src/gateway/node.ts).
 import type { TemplatedApp } from '../uws.ts';
 import type { GatewayContext } from '../gateway/context.ts';
-import { SCOPES, type Account, type Scope } from '../store/types.ts';
+import { SCOPES, type Account, type ControlEvent, type Scope } from '../store/types.ts';
 import { createKey, createPairing } from '../../services/cli.ts';
 import { handle, type HostedRequest } from './request.ts';
 import { qrDataUri } from './qr.ts';
@@ -50,6 +50,14 @@ const asset = (type: string) => ({
   'Cache-Control': 'max-age=300',
   'X-Content-Type-Options': 'nosniff',
 });
+
+/**
+ * The store journalled the change (every node reads it within --control-poll-ms); the bus
+ * brings it to every node now. A bus failure is harmless: the journal still delivers it.
+ */
+async function announce(r: HostedRequest, event: ControlEvent): Promise<void> {
+  await r.ctx.bus.publishControl(event).catch(() => {});
+}
 
 async function signedIn(r: HostedRequest, fn: (a: Account) => Promise<void>): Promise<void> {
   const account = await r.account();
@@ -181,7 +189,8 @@ async function pair(r: HostedRequest, account: Account, form: URLSearchParams): 
 async function removePhone(r: HostedRequest, account: Account, form: URLSearchParams): Promise<void> {
   const device = await r.ctx.store.getDevice(form.get('device') ?? '');
   // Another account's phone looks exactly like a missing one.
-  if (device && device.accountId === account.id) await r.ctx.store.removeDevice(device.id);
+  if (device && device.accountId === account.id && (await r.ctx.store.removeDevice(device.id)))
+    await announce(r, { type: 'device_removed', deviceId: device.id });
   r.redirect('/account');
 }
 
@@ -217,7 +226,7 @@ async function createApiKey(r: HostedRequest, account: Account, form: URLSearchP
 async function revokeKey(r: HostedRequest, account: Account, form: URLSearchParams): Promise<void> {
   const id = form.get('key') ?? '';
   const mine = (await r.ctx.store.listTokens({ accountId: account.id })).some((t) => t.id === id && t.via === 'key');
-  if (mine) await r.ctx.store.revokeToken(id);
+  if (mine && (await r.ctx.store.revokeToken(id))) await announce(r, { type: 'token_revoked', tokenId: id });
   r.redirect('/account');
 }
 
