@@ -9,7 +9,7 @@ import {
   requestedScopes,
   verifierMatches,
 } from './oauth-rules.ts';
-import { csrfMatches, parseCookies, safeNext, sameOrigin } from './web.ts';
+import { csrfMatches, parseCookies, safeNext, sameOrigin, setCookie } from './web.ts';
 
 const MCP = 'https://relay.example/mcp';
 
@@ -121,6 +121,12 @@ describe('web rules', () => {
     const signedIn = parseCookies('pb_csrf=abc; pb_session=s1');
     expect(csrfMatches(signedIn, 'abc')).toBe(false);
     expect(csrfMatches({}, '')).toBe(false);
+  });
+  it('cookies are HttpOnly and SameSite=Lax always, Secure on https', () => {
+    expect(setCookie('pb_session', 'v', { secure: true, maxAgeS: 60 })).toBe(
+      'pb_session=v; Path=/; HttpOnly; SameSite=Lax; Secure; Max-Age=60',
+    );
+    expect(setCookie('pb_csrf', 'v', { secure: false })).toBe('pb_csrf=v; Path=/; HttpOnly; SameSite=Lax');
   });
   it('after sign-in, only paths under /account of this relay', () => {
     expect(safeNext('/account/authorize?x=1')).toBe('/account/authorize?x=1');
