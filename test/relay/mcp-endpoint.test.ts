@@ -275,6 +275,9 @@ describe('a phone with too many requests in flight', () => {
       const { client } = await connectClient(r2.mcpUrl, (await r2.key(p.deviceId)).token);
       const slow = [1, 2, 3].map(() => client.callTool({ name: 'sleep', arguments: { ms: 1500 } }));
       await waitFor(() => r2.relay.node.ctx.hub.device(p.deviceId)!.inFlight === 3, 5000, 'three calls in flight');
+      // In flight on the relay is not yet running on the phone: wait until the phone has all three,
+      // or a late one lands after the snapshot below and looks like the refused call reached it.
+      await waitFor(() => ctl.calls.length === 3, 5000, 'three calls running on the phone');
       const calls = ctl.calls.length;
       const t0 = Date.now();
       const err = await client.callTool({ name: 'echo', arguments: { text: 'one too many' } }).catch((e) => e);
