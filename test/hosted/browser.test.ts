@@ -267,6 +267,12 @@ describe('hosted mode in a browser', () => {
     await page.getByLabel('Phone name').fill('Dashboard phone');
     await page.getByRole('button', { name: 'Pair a phone' }).click();
     await page.getByRole('img', { name: 'Pairing QR code' }).waitFor();
+    // The countdown script runs under the CSP (script-src 'self'): the server's "10:00 left" ticks down.
+    await waitFor(
+      async () => /^9:\d\d left$/.test((await page.locator('[data-expires]').textContent()) ?? ''),
+      10_000,
+      'countdown ticking',
+    );
     await page.screenshot({ path: `${SCREENS}/pair.png`, fullPage: true });
     const code = (await page.getByTestId('pairing-code').textContent())!.trim();
     expect(code).toMatch(/^([A-Z2-7]{4}-){7}[A-Z2-7]{4}$/);
