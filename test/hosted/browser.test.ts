@@ -168,9 +168,6 @@ class TestProvider implements OAuthClientProvider {
 }
 
 describe('hosted mode in a browser', () => {
-  let accessToken: string;
-  let phoneA: HostedPhone;
-
   it('OAuth: the SDK client connects by URL alone; Chromium signs in and presses Allow; tools/call works; refresh rotates; reusing the old refresh token revokes the grant on every node', async () => {
     const email = `oauth-${randomBytes(3).toString('hex')}@example.com`;
     // The person has an account with a phone already (paired earlier).
@@ -180,7 +177,7 @@ describe('hosted mode in a browser', () => {
     await signIn(page, email);
     await page.getByRole('heading', { name: 'Your phones' }).waitFor();
     const account = (await node1.relay.store.store.accountByEmail(email))!;
-    phoneA = await startAccountPhone(node1.relay.store.store, FRONT, account.id, 'Pixel A');
+    const phoneA = await startAccountPhone(node1.relay.store.store, FRONT, account.id, 'Pixel A');
     phones.push(phoneA);
     await ctx.clearCookies(); // the OAuth flow below starts signed out
 
@@ -205,7 +202,6 @@ describe('hosted mode in a browser', () => {
       const code = await cb.code;
       await transport.finishAuth(code);
       expect(provider.saved?.refresh_token).toBeTruthy();
-      accessToken = provider.saved!.access_token;
 
       const t2 = new StreamableHTTPClientTransport(new URL(`${FRONT}/mcp`), { authProvider: provider });
       const c2 = new Client({ name: 'oauth-test', version: '1.0.0' });
