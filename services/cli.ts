@@ -4,16 +4,21 @@ import { parseRelayConfig, storeOptions } from '../src/config.ts';
 import { openStore, SchemaTooNewError, DataDirBusyError, SCOPES, type Scope, type Store } from '../src/store/index.ts';
 import { createKey, createPairing } from './provisioning.ts';
 import { readRelayInfo } from './relay-info.ts';
+import { DEFAULT_PLAN, normalizeEmail } from '../src/hosted/plans.ts';
 import { serve } from './serve.ts';
 
 const USAGE = `phonebridge — relay MCP clients to phones
 
   phonebridge serve [--port 8080] [--host 127.0.0.1] [--admin-port 9464] [--public-url URL]
                     [--data-dir ./.phonebridge] [--database-url postgres://…] [--redis-url redis://…]
-                    [--node-id ID] [--hosted] [--trust-proxy] [--tls-cert F --tls-key F] [--allowed-origins a,b]
+                    [--node-id ID] [--hosted [--smtp-url smtp://… --mail-from ADDR]] [--trust-proxy]
+                    [--tls-cert F --tls-key F] [--allowed-origins a,b]
   phonebridge pair [--name N] [--account A] [--json]
   phonebridge keys create --device ID [--scopes a,b] [--json] | keys list [--json] | keys revoke ID
   phonebridge devices list [--json] | devices remove ID
+  phonebridge accounts list [--json] | accounts create --email E [--phones N] [--keys N] [--json]
+  phonebridge accounts plan ACCOUNT --phones N|unlimited --keys N|unlimited
+  phonebridge accounts lock ACCOUNT | accounts unlock ACCOUNT     (ACCOUNT: an id or an email)
   phonebridge device run --state DIR [--pair '<QR payload JSON>'] [--backend sim|bridge] [--name N]
   phonebridge demo     (what npm start runs: relay + one simulated phone + a key)
 
@@ -37,6 +42,8 @@ export async function main(argv: string[]): Promise<void> {
         return await keysCommand(rest);
       case 'devices':
         return await devicesCommand(rest);
+      case 'accounts':
+        return await accountsCommand(rest);
       case 'device':
         return await (await import('./device-run.ts')).deviceCommand(rest);
       case undefined:
@@ -197,4 +204,98 @@ async function devicesCommand(argv: string[]): Promise<void> {
     return;
   }
   throw new UsageError('devices: expected list or remove');
+}
+
+function capValue(flag: string, raw: string | undefined, dflt: number | null): number | null {
+  if (raw === undefined) return dflt;
+  if (raw === 'unlimited') return null;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 0) throw new UsageError(`--${flag} must be a non-negative integer or "unlimited"`);
+  return n;
+}
+
+async function resolveAccount(store: Store, ref: string | undefined): Promise<string> {
+  if (!ref) throw new UsageError('expected an account id or email');
+  const email = ref.includes('@') ? normalizeEmail(ref) : undefined;
+  const account = email ? await store.accountByEmail(email) : await store.getAccount(ref);
+  if (!account) throw new Error(`no account "${ref}"`);
+  return account.id;
+}
+
+async function accountsCommand(argv: string[]): Promise<void> {
+  const [sub, ...rest] = argv;
+  const { values, positionals } = parseArgs({
+    args: rest,
+    allowPositionals: true,
+    options: {
+      ...STORE_FLAGS,
+      email: { type: 'string' },
+      phones: { type: 'string' },
+      keys: { type: 'string' },
+      json: { type: 'boolean' },
+    },
+  });
+  if (sub === 'list') {
+    const rows = await withStore(values, async (store) => {
+      const [accounts, devices, tokens] = await Promise.all([
+        store.listAccounts(),
+        store.listDevices(),
+        store.listTokens(),
+      ]);
+      return accounts.map((a) => ({
+        id: a.id,
+        email: a.email,
+        max_phones: a.maxDevices,
+        max_keys: a.maxKeys,
+        locked: a.locked,
+        phones: devices.filter((d) => d.accountId === a.id).length,
+        keys: tokens.filter((t) => t.accountId === a.id && t.via === 'key').length,
+        created_at: a.createdAt.toISOString(),
+      }));
+    });
+    if (values.json) console.log(JSON.stringify(rows));
+    else
+      for (const r of rows)
+        console.log(
+          `${r.id}  ${r.email ?? '-'}  phones ${r.phones}/${r.max_phones ?? '∞'}  keys ${r.keys}/${r.max_keys ?? '∞'}${r.locked ? '  LOCKED' : ''}`,
+        );
+    return;
+  }
+  if (sub === 'create') {
+    const email = normalizeEmail(values.email);
+    if (!email) throw new UsageError('accounts create needs --email ADDRESS');
+    const maxDevices = capValue('phones', values.phones, DEFAULT_PLAN.maxDevices);
+    const maxKeys = capValue('keys', values.keys, DEFAULT_PLAN.maxKeys);
+    const r = await withStore(values, (store) =>
+      store.createAccount({ id: newId('acct'), email, maxDevices, maxKeys }),
+    );
+    if (!r.ok) throw new Error(`an account with email ${email} already exists`);
+    const out = { id: r.account.id, email, max_phones: maxDevices, max_keys: maxKeys, locked: false };
+    if (values.json) console.log(JSON.stringify(out));
+    else console.log(`account ${out.id} <${email}>`);
+    return;
+  }
+  if (sub === 'plan') {
+    if (values.phones === undefined || values.keys === undefined)
+      throw new UsageError('accounts plan needs --phones N and --keys N (or "unlimited")');
+    const plan = { maxDevices: capValue('phones', values.phones, null), maxKeys: capValue('keys', values.keys, null) };
+    const id = await withStore(values, async (store) => {
+      const id = await resolveAccount(store, positionals[0]);
+      await store.setAccountPlan(id, plan);
+      return id;
+    });
+    console.log(`account ${id}: phones ${plan.maxDevices ?? 'unlimited'}, keys ${plan.maxKeys ?? 'unlimited'}`);
+    return;
+  }
+  if (sub === 'lock' || sub === 'unlock') {
+    // The store journals the change; every node applies it within one poll (src/gateway/node.ts).
+    const id = await withStore(values, async (store) => {
+      const id = await resolveAccount(store, positionals[0]);
+      await store.setAccountLocked(id, sub === 'lock');
+      return id;
+    });
+    console.log(`${sub === 'lock' ? 'locked' : 'unlocked'} ${id}`);
+    return;
+  }
+  throw new UsageError('accounts: expected list, create, plan, lock or unlock');
 }

@@ -18,8 +18,6 @@ export async function startRelay(
   config: RelayConfig,
   log = createLogger({ level: config.logLevel }),
 ): Promise<RunningRelay> {
-  // Refuse rather than run a self-hosted relay that someone believes is multi-tenant.
-  if (config.hosted) throw new Error('--hosted (accounts, sign-in, OAuth) is not available in this build yet');
   const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, role: 'server' });
   const bus = await createBus(config, log);
   let node: GatewayNode;

@@ -39,6 +39,9 @@ export interface RelayConfig {
   exitWithParent: boolean;
   /** Client requests in flight per phone socket before new ones get device_busy. */
   maxInFlight: number;
+  /** Hosted mode: sign-in mail goes out over this SMTP URL; without it the link is logged (development). */
+  smtpUrl?: string;
+  mailFrom: string;
 }
 
 const FLAGS = {
@@ -64,6 +67,8 @@ const FLAGS = {
   'log-level': { type: 'string' },
   'exit-with-parent': { type: 'boolean' },
   'max-in-flight': { type: 'string' },
+  'smtp-url': { type: 'string' },
+  'mail-from': { type: 'string' },
 } as const;
 
 export type FlagName = keyof typeof FLAGS;
@@ -146,5 +151,7 @@ export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     logLevel: str('log-level') ?? 'info',
     exitWithParent: boolValue(get('exit-with-parent')),
     maxInFlight: Math.max(1, intValue('max-in-flight', str('max-in-flight'), 2_048)),
+    smtpUrl: str('smtp-url'),
+    mailFrom: str('mail-from') ?? `phonebridge <no-reply@${parsed.hostname}>`,
   };
 }

@@ -5,8 +5,10 @@ import type { HttpRequest, HttpResponse } from '../uws.ts';
 
 export const STATUS: Record<number, string> = {
   200: '200 OK',
+  201: '201 Created',
   202: '202 Accepted',
   204: '204 No Content',
+  303: '303 See Other',
   400: '400 Bad Request',
   401: '401 Unauthorized',
   402: '402 Payment Required',

@@ -11,6 +11,7 @@ import { SseStream } from './sse.ts';
 import { EventStream, isResponseEvent, newStreamId, postStreamDeadline, SessionChannel } from './session-streams.ts';
 import { BusUnavailableError, parseEventId } from '../bus/index.ts';
 import { presentedToken, type Credential } from './auth.ts';
+import { resourceMetadataUrl } from '../hosted/oauth.ts';
 import {
   classify,
   errorResponse,
@@ -88,6 +89,13 @@ class McpEndpoint {
     ]));
   }
 
+  /** In hosted mode the challenge points OAuth clients at the discovery document (RFC 9728). */
+  private get challenge(): string {
+    return this.ctx.config.hosted
+      ? `Bearer realm="phonebridge", resource_metadata="${resourceMetadataUrl(this.ctx.config.publicUrl)}"`
+      : 'Bearer realm="phonebridge"';
+  }
+
   /** Synchronous prelude shared by every verb: copy headers, DNS-rebinding check. */
   private begin(res: HttpResponse, req: HttpRequest): { ex: Exchange; h: McpHeaders } | undefined {
     const ex = new Exchange(res);
@@ -112,7 +120,7 @@ class McpEndpoint {
     if (!cred) {
       ex.send(
         401,
-        { ...JSON_HEADERS, 'WWW-Authenticate': 'Bearer realm="phonebridge"' },
+        { ...JSON_HEADERS, 'WWW-Authenticate': this.challenge },
         JSON.stringify({ error: 'unauthorized', message: 'missing or invalid API key' }),
       );
       return undefined;

@@ -14,6 +14,7 @@ import { Exchange } from './http.ts';
 import { handlePair } from './pairing.ts';
 import { deviceSocketBehavior, handleChallenge, sweepIdleDevices } from './device-socket.ts';
 import { registerMcpRoutes } from './mcp-endpoint.ts';
+import { registerHostedRoutes } from '../hosted/index.ts';
 import { CLOSE, type DeviceConnection } from './device-connection.ts';
 import { Router } from './router.ts';
 import type { GatewayContext } from './context.ts';
@@ -68,6 +69,7 @@ export async function startGateway(opts: {
   routes.post('/device/challenge', handleChallenge(ctx));
   app.ws('/device/ws', deviceSocketBehavior(ctx));
   registerMcpRoutes(routes, ctx);
+  if (config.hosted) registerHostedRoutes(routes, ctx);
   routes.any('/*', (res) => new Exchange(res).error(404, 'not_found', 'no such endpoint'));
 
   const admin = uws.App();

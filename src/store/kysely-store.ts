@@ -5,7 +5,21 @@ import pg from 'pg';
 import type { DatabaseSource } from './database/types.ts';
 import { migrate, readSchemaVersion } from './migrations/index.ts';
 import type { AccountsTable, DB, DevicesTable, TokensTable } from './schema.ts';
-import type { Account, ControlEvent, CreateTokenResult, Device, RedeemResult, Scope, Store, Token } from './types.ts';
+import type {
+  Account,
+  AuthorizationCode,
+  ControlEvent,
+  CreateTokenResult,
+  Device,
+  OAuthClient,
+  OAuthGrant,
+  OAuthTokenPair,
+  RedeemResult,
+  RefreshResult,
+  Scope,
+  Store,
+  Token,
+} from './types.ts';
 
 export interface CreateStoreOptions {
   /** pg pool size. PGlite runs one query at a time, so a few connections are plenty there. */
@@ -15,7 +29,14 @@ export interface CreateStoreOptions {
 }
 
 function toAccount(r: Selectable<AccountsTable>): Account {
-  return { id: r.id, maxDevices: r.max_devices, maxKeys: r.max_keys, locked: r.locked, createdAt: r.created_at };
+  return {
+    id: r.id,
+    maxDevices: r.max_devices,
+    maxKeys: r.max_keys,
+    locked: r.locked,
+    email: r.email,
+    createdAt: r.created_at,
+  };
 }
 
 function toDevice(r: Selectable<DevicesTable>): Device {
@@ -87,11 +108,238 @@ class KyselyStore implements Store {
     return r && toAccount(r);
   }
 
-  async setAccountLocked(id: string, locked: boolean): Promise<void> {
-    await this.db.transaction().execute(async (trx) => {
-      await trx.updateTable('accounts').set({ locked }).where('id', '=', id).execute();
+  async setAccountLocked(id: string, locked: boolean): Promise<boolean> {
+    return this.db.transaction().execute(async (trx) => {
+      const r = await trx.updateTable('accounts').set({ locked }).where('id', '=', id).executeTakeFirst();
+      if (r.numUpdatedRows === 0n) return false;
       await journal(trx, { type: 'account_locked', accountId: id, locked });
+      return true;
     });
+  }
+
+  async listAccounts(): Promise<Account[]> {
+    const rows = await this.db.selectFrom('accounts').selectAll().orderBy('created_at').orderBy('id').execute();
+    return rows.map(toAccount);
+  }
+
+  async createAccount(input: {
+    id: string;
+    email: string | null;
+    maxDevices: number | null;
+    maxKeys: number | null;
+  }): Promise<{ ok: true; account: Account } | { ok: false; error: 'email_taken' }> {
+    const row = await this.db
+      .insertInto('accounts')
+      .values({ id: input.id, email: input.email, max_devices: input.maxDevices, max_keys: input.maxKeys })
+      .onConflict((oc) => oc.doNothing())
+      .returningAll()
+      .executeTakeFirst();
+    return row ? { ok: true, account: toAccount(row) } : { ok: false, error: 'email_taken' };
+  }
+
+  async accountByEmail(email: string): Promise<Account | undefined> {
+    const r = await this.db.selectFrom('accounts').selectAll().where('email', '=', email).executeTakeFirst();
+    return r && toAccount(r);
+  }
+
+  async setAccountPlan(id: string, plan: { maxDevices: number | null; maxKeys: number | null }): Promise<boolean> {
+    const r = await this.db
+      .updateTable('accounts')
+      .set({ max_devices: plan.maxDevices, max_keys: plan.maxKeys })
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return r.numUpdatedRows > 0n;
+  }
+
+  async createSigninCode(input: {
+    codeHash: string;
+    email: string;
+    nextPath: string | null;
+    expiresAt: Date;
+  }): Promise<void> {
+    await this.db
+      .insertInto('signin_codes')
+      .values({ code_hash: input.codeHash, email: input.email, next_path: input.nextPath, expires_at: input.expiresAt })
+      .execute();
+  }
+
+  async consumeSigninCode(
+    codeHash: string,
+    now: Date,
+  ): Promise<{ email: string; nextPath: string | null } | undefined> {
+    // One UPDATE: of two concurrent POSTs only one sees used_at still null.
+    const r = await this.db
+      .updateTable('signin_codes')
+      .set({ used_at: now })
+      .where('code_hash', '=', codeHash)
+      .where('used_at', 'is', null)
+      .where('expires_at', '>', now)
+      .returning(['email', 'next_path'])
+      .executeTakeFirst();
+    return r && { email: r.email, nextPath: r.next_path };
+  }
+
+  async createWebSession(input: { tokenHash: string; accountId: string; expiresAt: Date }): Promise<void> {
+    await this.db
+      .insertInto('web_sessions')
+      .values({ token_hash: input.tokenHash, account_id: input.accountId, expires_at: input.expiresAt })
+      .execute();
+  }
+
+  async findWebSession(tokenHash: string, now: Date): Promise<{ accountId: string; expiresAt: Date } | undefined> {
+    const r = await this.db
+      .selectFrom('web_sessions')
+      .select(['account_id', 'expires_at'])
+      .where('token_hash', '=', tokenHash)
+      .where('expires_at', '>', now)
+      .executeTakeFirst();
+    return r && { accountId: r.account_id, expiresAt: r.expires_at };
+  }
+
+  async deleteWebSession(tokenHash: string): Promise<void> {
+    await this.db.deleteFrom('web_sessions').where('token_hash', '=', tokenHash).execute();
+  }
+
+  async registerOAuthClient(input: { id: string; name: string; redirectUris: string[] }): Promise<OAuthClient> {
+    const r = await this.db
+      .insertInto('oauth_clients')
+      .values({ id: input.id, name: input.name, redirect_uris: [...input.redirectUris] })
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    return { id: r.id, name: r.name, redirectUris: r.redirect_uris, createdAt: r.created_at };
+  }
+
+  async getOAuthClient(id: string): Promise<OAuthClient | undefined> {
+    const r = await this.db.selectFrom('oauth_clients').selectAll().where('id', '=', id).executeTakeFirst();
+    return r && { id: r.id, name: r.name, redirectUris: r.redirect_uris, createdAt: r.created_at };
+  }
+
+  async createAuthorizationCode(input: AuthorizationCode & { codeHash: string; expiresAt: Date }): Promise<void> {
+    await this.db
+      .insertInto('oauth_codes')
+      .values({
+        code_hash: input.codeHash,
+        client_id: input.clientId,
+        redirect_uri: input.redirectUri,
+        code_challenge: input.codeChallenge,
+        resource: input.resource,
+        account_id: input.accountId,
+        device_id: input.deviceId,
+        scopes: [...input.scopes],
+        expires_at: input.expiresAt,
+      })
+      .execute();
+  }
+
+  async consumeAuthorizationCode(codeHash: string, now: Date): Promise<AuthorizationCode | undefined> {
+    const r = await this.db
+      .updateTable('oauth_codes')
+      .set({ used_at: now })
+      .where('code_hash', '=', codeHash)
+      .where('used_at', 'is', null)
+      .where('expires_at', '>', now)
+      .returningAll()
+      .executeTakeFirst();
+    return (
+      r && {
+        clientId: r.client_id,
+        redirectUri: r.redirect_uri,
+        codeChallenge: r.code_challenge,
+        resource: r.resource,
+        accountId: r.account_id,
+        deviceId: r.device_id,
+        scopes: r.scopes as Scope[],
+      }
+    );
+  }
+
+  async issueOAuthGrant(
+    input: { grantId: string; accountId: string; clientId: string; deviceId: string; scopes: Scope[] } & OAuthTokenPair,
+  ): Promise<{ ok: true; token: Token } | { ok: false; error: 'no_device' }> {
+    return this.db.transaction().execute(async (trx) => {
+      const device = await trx
+        .selectFrom('devices')
+        .select('id')
+        .where('id', '=', input.deviceId)
+        .where('account_id', '=', input.accountId)
+        .forKeyShare()
+        .executeTakeFirst();
+      if (!device) return { ok: false as const, error: 'no_device' as const };
+      await trx
+        .insertInto('oauth_grants')
+        .values({
+          id: input.grantId,
+          account_id: input.accountId,
+          client_id: input.clientId,
+          device_id: input.deviceId,
+          scopes: [...input.scopes],
+        })
+        .execute();
+      const token = await mintPair(trx, input.grantId, input.accountId, input.deviceId, input.scopes, input);
+      return { ok: true as const, token };
+    });
+  }
+
+  async refreshOAuthGrant(
+    input: { refreshHash: string; clientId: string; now: Date } & OAuthTokenPair,
+  ): Promise<RefreshResult> {
+    return this.db.transaction().execute(async (trx): Promise<RefreshResult> => {
+      // FOR UPDATE: two concurrent uses of one refresh token cannot both rotate it.
+      const rt = await trx
+        .selectFrom('oauth_refresh_tokens')
+        .innerJoin('oauth_grants', 'oauth_grants.id', 'oauth_refresh_tokens.grant_id')
+        .select([
+          'oauth_refresh_tokens.grant_id',
+          'oauth_refresh_tokens.expires_at',
+          'oauth_refresh_tokens.used_at',
+          'oauth_grants.client_id',
+          'oauth_grants.account_id',
+          'oauth_grants.device_id',
+          'oauth_grants.scopes',
+        ])
+        .where('oauth_refresh_tokens.token_hash', '=', input.refreshHash)
+        .forUpdate()
+        .executeTakeFirst();
+      if (!rt || rt.client_id !== input.clientId) return { ok: false, error: 'invalid' };
+      if (rt.used_at !== null) {
+        // A rotated token came back: someone holds a copy. End the whole grant.
+        await deleteGrant(trx, rt.grant_id);
+        return { ok: false, error: 'reused' };
+      }
+      if (rt.expires_at.getTime() <= input.now.getTime()) return { ok: false, error: 'invalid' };
+      await trx
+        .updateTable('oauth_refresh_tokens')
+        .set({ used_at: input.now })
+        .where('token_hash', '=', input.refreshHash)
+        .execute();
+      const token = await mintPair(trx, rt.grant_id, rt.account_id, rt.device_id, rt.scopes as Scope[], input);
+      return { ok: true, token, grantId: rt.grant_id };
+    });
+  }
+
+  async listOAuthGrants(accountId: string): Promise<OAuthGrant[]> {
+    const rows = await this.db
+      .selectFrom('oauth_grants')
+      .innerJoin('oauth_clients', 'oauth_clients.id', 'oauth_grants.client_id')
+      .selectAll('oauth_grants')
+      .select('oauth_clients.name as client_name')
+      .where('oauth_grants.account_id', '=', accountId)
+      .orderBy('oauth_grants.created_at')
+      .orderBy('oauth_grants.id')
+      .execute();
+    return rows.map((r) => ({
+      id: r.id,
+      accountId: r.account_id,
+      clientId: r.client_id,
+      clientName: r.client_name,
+      deviceId: r.device_id,
+      scopes: r.scopes as Scope[],
+      createdAt: r.created_at,
+    }));
+  }
+
+  async revokeOAuthGrant(id: string): Promise<boolean> {
+    return this.db.transaction().execute((trx) => deleteGrant(trx, id));
   }
 
   async createPairingCode(input: {
@@ -332,12 +580,25 @@ class KyselyStore implements Store {
         .where((eb) => eb.or([eb('expires_at', '<=', now), eb('used_at', 'is not', null)]))
         .executeTakeFirst();
       const tokens = await trx.deleteFrom('tokens').where('expires_at', '<=', now).executeTakeFirst();
+      // Rotated refresh tokens stay until they expire: their reuse must still revoke the grant.
+      const hosted = await Promise.all([
+        trx
+          .deleteFrom('signin_codes')
+          .where((eb) => eb.or([eb('expires_at', '<=', now), eb('used_at', 'is not', null)]))
+          .executeTakeFirst(),
+        trx
+          .deleteFrom('oauth_codes')
+          .where((eb) => eb.or([eb('expires_at', '<=', now), eb('used_at', 'is not', null)]))
+          .executeTakeFirst(),
+        trx.deleteFrom('web_sessions').where('expires_at', '<=', now).executeTakeFirst(),
+        trx.deleteFrom('oauth_refresh_tokens').where('expires_at', '<=', now).executeTakeFirst(),
+      ]);
       // The journal only needs to outlive the slowest poller.
       await trx
         .deleteFrom('control_events')
         .where('created_at', '<', new Date(now.getTime() - 3600_000))
         .execute();
-      return Number(codes.numDeletedRows + tokens.numDeletedRows);
+      return Number(hosted.reduce((n, r) => n + r.numDeletedRows, codes.numDeletedRows + tokens.numDeletedRows));
     });
   }
 
@@ -372,6 +633,44 @@ export async function createStore(source: DatabaseSource, options: CreateStoreOp
     await db.destroy().catch(() => {});
     throw err;
   }
+}
+
+/** A new access token and refresh token for a grant, inside the caller's transaction. */
+async function mintPair(
+  trx: Transaction<DB>,
+  grantId: string,
+  accountId: string,
+  deviceId: string,
+  scopes: Scope[],
+  pair: OAuthTokenPair,
+): Promise<Token> {
+  const row = await trx
+    .insertInto('tokens')
+    .values({
+      id: pair.access.id,
+      account_id: accountId,
+      device_id: deviceId,
+      hash: pair.access.hash,
+      scopes: [...scopes],
+      via: 'oauth',
+      grant_id: grantId,
+      expires_at: pair.access.expiresAt,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  await trx
+    .insertInto('oauth_refresh_tokens')
+    .values({ token_hash: pair.refresh.hash, grant_id: grantId, expires_at: pair.refresh.expiresAt })
+    .execute();
+  return toToken(row);
+}
+
+/** Deletes a grant with its tokens; every access token is journalled so every node forgets it. */
+async function deleteGrant(trx: Transaction<DB>, grantId: string): Promise<boolean> {
+  const tokens = await trx.deleteFrom('tokens').where('grant_id', '=', grantId).returning('id').execute();
+  const r = await trx.deleteFrom('oauth_grants').where('id', '=', grantId).executeTakeFirst();
+  for (const t of tokens) await journal(trx, { type: 'token_revoked', tokenId: t.id });
+  return r.numDeletedRows > 0n;
 }
 
 async function journal(trx: Kysely<DB>, event: ControlEvent): Promise<void> {

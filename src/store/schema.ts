@@ -9,6 +9,8 @@ export interface AccountsTable {
   max_devices: number | null;
   max_keys: number | null;
   locked: Generated<boolean>;
+  /** Lower-cased; null for the local account and accounts made without one. */
+  email: ColumnType<string | null, string | null | undefined, string | null>;
   created_at: ColumnType<Date, Date | undefined, never>;
 }
 
@@ -31,6 +33,8 @@ export interface TokensTable {
   hash: string;
   scopes: ColumnType<string[], string[], string[]>;
   via: 'key' | 'oauth';
+  /** The OAuth grant an access token was minted for (null for API keys). */
+  grant_id: ColumnType<string | null, string | null | undefined, never>;
   expires_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
   created_at: ColumnType<Date, Date | undefined, never>;
 }
@@ -59,6 +63,61 @@ export interface SchemaVersionTable {
   updated_at: ColumnType<Date, Date | undefined, Date>;
 }
 
+export interface SigninCodesTable {
+  code_hash: string;
+  email: string;
+  next_path: string | null;
+  expires_at: Timestamp;
+  used_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  created_at: ColumnType<Date, Date | undefined, never>;
+}
+
+export interface WebSessionsTable {
+  /** SHA-256 of the cookie value. */
+  token_hash: string;
+  account_id: string;
+  expires_at: Timestamp;
+  created_at: ColumnType<Date, Date | undefined, never>;
+}
+
+export interface OAuthClientsTable {
+  id: string;
+  name: string;
+  redirect_uris: ColumnType<string[], string[], string[]>;
+  created_at: ColumnType<Date, Date | undefined, never>;
+}
+
+export interface OAuthGrantsTable {
+  id: string;
+  account_id: string;
+  client_id: string;
+  device_id: string;
+  scopes: ColumnType<string[], string[], string[]>;
+  created_at: ColumnType<Date, Date | undefined, never>;
+}
+
+export interface OAuthCodesTable {
+  code_hash: string;
+  client_id: string;
+  redirect_uri: string;
+  code_challenge: string;
+  resource: string;
+  account_id: string;
+  device_id: string;
+  scopes: ColumnType<string[], string[], string[]>;
+  expires_at: Timestamp;
+  used_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  created_at: ColumnType<Date, Date | undefined, never>;
+}
+
+export interface OAuthRefreshTokensTable {
+  token_hash: string;
+  grant_id: string;
+  expires_at: Timestamp;
+  used_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  created_at: ColumnType<Date, Date | undefined, never>;
+}
+
 export interface DB {
   accounts: AccountsTable;
   devices: DevicesTable;
@@ -66,4 +125,10 @@ export interface DB {
   pairing_codes: PairingCodesTable;
   schema_version: SchemaVersionTable;
   control_events: ControlEventsTable;
+  signin_codes: SigninCodesTable;
+  web_sessions: WebSessionsTable;
+  oauth_clients: OAuthClientsTable;
+  oauth_grants: OAuthGrantsTable;
+  oauth_codes: OAuthCodesTable;
+  oauth_refresh_tokens: OAuthRefreshTokensTable;
 }

@@ -494,6 +494,221 @@ export function storeSuite(backend: TestBackend): void {
       ]);
     });
 
+    describe('hosted: accounts, sign-in, web sessions', () => {
+      it('creates accounts by email (unique), lists them, sets plans, locks only existing ones', async () => {
+        const email = `${uid('u')}@example.com`;
+        const a = await store.createAccount({ id: uid('acct'), email, maxDevices: 1, maxKeys: 2 });
+        expect(a).toMatchObject({ ok: true, account: { email, maxDevices: 1, maxKeys: 2, locked: false } });
+        expect(await store.createAccount({ id: uid('acct'), email, maxDevices: 1, maxKeys: 1 })).toEqual({
+          ok: false,
+          error: 'email_taken',
+        });
+        const id = a.ok ? a.account.id : '';
+        expect((await store.accountByEmail(email))?.id).toBe(id);
+        expect(await store.setAccountPlan(id, { maxDevices: 5, maxKeys: null })).toBe(true);
+        expect(await store.getAccount(id)).toMatchObject({ maxDevices: 5, maxKeys: null });
+        expect(await store.setAccountPlan(uid('nope'), { maxDevices: 1, maxKeys: 1 })).toBe(false);
+        expect(await store.setAccountLocked(uid('nope'), true)).toBe(false);
+        expect((await store.listAccounts()).map((x) => x.id)).toEqual(expect.arrayContaining([LOCAL_ACCOUNT_ID, id]));
+      });
+
+      it('a sign-in code is single use, expires, and is found only by its hash', async () => {
+        const now = new Date();
+        const hash = sha256Hex(uid('signin'));
+        await store.createSigninCode({
+          codeHash: hash,
+          email: 'x@example.com',
+          nextPath: '/account',
+          expiresAt: new Date(now.getTime() + 15 * MIN),
+        });
+        // Two racing consumers (separate pools): exactly one wins.
+        const both = await Promise.all([store.consumeSigninCode(hash, now), other.consumeSigninCode(hash, now)]);
+        expect(both.filter(Boolean)).toEqual([{ email: 'x@example.com', nextPath: '/account' }]);
+        expect(await store.consumeSigninCode(hash, now)).toBeUndefined();
+        const old = sha256Hex(uid('signin'));
+        await store.createSigninCode({ codeHash: old, email: 'y@example.com', nextPath: null, expiresAt: now });
+        expect(await store.consumeSigninCode(old, now)).toBeUndefined();
+        const plain = uid('plain');
+        await store.createSigninCode({
+          codeHash: sha256Hex(plain),
+          email: 'z@example.com',
+          nextPath: null,
+          expiresAt: new Date(now.getTime() + MIN),
+        });
+        expect(await store.consumeSigninCode(plain, now)).toBeUndefined(); // the plain code is not a key
+      });
+
+      it('web sessions are found while unexpired and deleted on sign-out', async () => {
+        const acct = await account();
+        const hash = sha256Hex(uid('sess'));
+        const now = new Date();
+        await store.createWebSession({ tokenHash: hash, accountId: acct.id, expiresAt: new Date(now.getTime() + MIN) });
+        expect(await store.findWebSession(hash, now)).toMatchObject({ accountId: acct.id });
+        expect(await store.findWebSession(hash, new Date(now.getTime() + 2 * MIN))).toBeUndefined();
+        await store.deleteWebSession(hash);
+        expect(await store.findWebSession(hash, now)).toBeUndefined();
+      });
+    });
+
+    describe('hosted: OAuth', () => {
+      const pair = (now = Date.now()) => ({
+        access: { id: uid('oat'), hash: sha256Hex(uid('a')), expiresAt: new Date(now + 60 * MIN) },
+        refresh: { hash: sha256Hex(uid('r')), expiresAt: new Date(now + 30 * 24 * 60 * MIN) },
+      });
+
+      async function setup() {
+        const acct = await account();
+        const dev = await pairedDevice(acct.id);
+        const client = await store.registerOAuthClient({
+          id: uid('cli'),
+          name: 'Test client',
+          redirectUris: ['http://127.0.0.1:9/cb'],
+        });
+        return { acct, dev, client };
+      }
+
+      it('an authorization code is single use (even under a race) and expires', async () => {
+        const { acct, dev, client } = await setup();
+        const now = new Date();
+        const code = {
+          clientId: client.id,
+          redirectUri: 'http://127.0.0.1:9/cb',
+          codeChallenge: 'chal',
+          resource: 'http://relay/mcp',
+          accountId: acct.id,
+          deviceId: dev.id,
+          scopes: ['devices:read'] as Scope[],
+        };
+        const hash = sha256Hex(uid('code'));
+        await store.createAuthorizationCode({ ...code, codeHash: hash, expiresAt: new Date(now.getTime() + 5 * MIN) });
+        const both = await Promise.all([
+          store.consumeAuthorizationCode(hash, now),
+          other.consumeAuthorizationCode(hash, now),
+        ]);
+        expect(both.filter(Boolean)).toEqual([code]);
+        const late = sha256Hex(uid('code'));
+        await store.createAuthorizationCode({ ...code, codeHash: late, expiresAt: new Date(now.getTime() + 5 * MIN) });
+        expect(await store.consumeAuthorizationCode(late, new Date(now.getTime() + 5 * MIN))).toBeUndefined();
+        expect(await store.getOAuthClient(client.id)).toMatchObject({ name: 'Test client' });
+      });
+
+      it('issues a grant; refresh rotates; a rotated refresh token revokes the grant and its access tokens', async () => {
+        const { acct, dev, client } = await setup();
+        const first = pair();
+        const issued = await store.issueOAuthGrant({
+          grantId: uid('grant'),
+          accountId: acct.id,
+          clientId: client.id,
+          deviceId: dev.id,
+          scopes: ['devices:read', 'devices:act'],
+          ...first,
+        });
+        expect(issued).toMatchObject({ ok: true, token: { via: 'oauth', deviceId: dev.id } });
+        expect(await store.findTokenByHash(first.access.hash, new Date())).toMatchObject({
+          scopes: ['devices:read', 'devices:act'],
+        });
+        // Another client cannot use this refresh token.
+        expect(
+          await store.refreshOAuthGrant({
+            refreshHash: first.refresh.hash,
+            clientId: 'other',
+            now: new Date(),
+            ...pair(),
+          }),
+        ).toEqual({ ok: false, error: 'invalid' });
+        const second = pair();
+        const rotated = await store.refreshOAuthGrant({
+          refreshHash: first.refresh.hash,
+          clientId: client.id,
+          now: new Date(),
+          ...second,
+        });
+        expect(rotated).toMatchObject({ ok: true, token: { scopes: ['devices:read', 'devices:act'] } });
+        expect(await store.findTokenByHash(second.access.hash, new Date())).toBeDefined();
+        const grants = await store.listOAuthGrants(acct.id);
+        expect(grants).toMatchObject([{ clientName: 'Test client', deviceId: dev.id }]);
+
+        const before = await store.controlEventsAfter(null);
+        expect(
+          await store.refreshOAuthGrant({
+            refreshHash: first.refresh.hash,
+            clientId: client.id,
+            now: new Date(),
+            ...pair(),
+          }),
+        ).toEqual({ ok: false, error: 'reused' });
+        expect(await store.findTokenByHash(first.access.hash, new Date())).toBeUndefined();
+        expect(await store.findTokenByHash(second.access.hash, new Date())).toBeUndefined();
+        expect(await store.listOAuthGrants(acct.id)).toEqual([]);
+        // The newest refresh token died with the grant.
+        expect(
+          await store.refreshOAuthGrant({
+            refreshHash: second.refresh.hash,
+            clientId: client.id,
+            now: new Date(),
+            ...pair(),
+          }),
+        ).toEqual({ ok: false, error: 'invalid' });
+        const after = await store.controlEventsAfter(before.lastId);
+        expect(after.events).toEqual(
+          expect.arrayContaining([
+            { type: 'token_revoked', tokenId: first.access.id },
+            { type: 'token_revoked', tokenId: second.access.id },
+          ]),
+        );
+      });
+
+      it('an expired refresh token is refused; revokeOAuthGrant and removing the phone end the grant', async () => {
+        const { acct, dev, client } = await setup();
+        const p = pair();
+        p.refresh.expiresAt = new Date(Date.now() - 1);
+        await store.issueOAuthGrant({
+          grantId: uid('grant'),
+          accountId: acct.id,
+          clientId: client.id,
+          deviceId: dev.id,
+          scopes: ['devices:read'],
+          ...p,
+        });
+        expect(
+          await store.refreshOAuthGrant({
+            refreshHash: p.refresh.hash,
+            clientId: client.id,
+            now: new Date(),
+            ...pair(),
+          }),
+        ).toEqual({ ok: false, error: 'invalid' });
+        const [g] = await store.listOAuthGrants(acct.id);
+        expect(await store.revokeOAuthGrant(g.id)).toBe(true);
+        expect(await store.revokeOAuthGrant(g.id)).toBe(false);
+        expect(await store.findTokenByHash(p.access.hash, new Date())).toBeUndefined();
+
+        const q = pair();
+        await store.issueOAuthGrant({
+          grantId: uid('grant'),
+          accountId: acct.id,
+          clientId: client.id,
+          deviceId: dev.id,
+          scopes: ['devices:read'],
+          ...q,
+        });
+        expect(await store.removeDevice(dev.id)).toBe(true);
+        expect(await store.listOAuthGrants(acct.id)).toEqual([]);
+        // A grant for a phone of another account (or no phone) is refused.
+        const otherAcct = await account();
+        expect(
+          await store.issueOAuthGrant({
+            grantId: uid('grant'),
+            accountId: otherAcct.id,
+            clientId: client.id,
+            deviceId: dev.id,
+            scopes: ['devices:read'],
+            ...pair(),
+          }),
+        ).toEqual({ ok: false, error: 'no_device' });
+      });
+    });
+
     it('openStore reopens the same database (no-op migration, data kept)', async () => {
       const acct = await account();
       const dev = await pairedDevice(acct.id);

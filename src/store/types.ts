@@ -15,6 +15,8 @@ export interface Account {
   maxKeys: number | null;
   /** A locked plan keeps pairings and tokens but /mcp answers 402. */
   locked: boolean;
+  /** Sign-in address in hosted mode (lower case); null for the local account. */
+  email: string | null;
   createdAt: Date;
 }
 
@@ -40,6 +42,47 @@ export interface Token {
   createdAt: Date;
 }
 
+export interface OAuthClient {
+  id: string;
+  name: string;
+  redirectUris: string[];
+  createdAt: Date;
+}
+
+/** An authorization code as stored: everything the token endpoint must check it against. */
+export interface AuthorizationCode {
+  clientId: string;
+  redirectUri: string;
+  /** base64url SHA-256 of the verifier (PKCE S256 is the only method). */
+  codeChallenge: string;
+  resource: string;
+  accountId: string;
+  deviceId: string;
+  scopes: Scope[];
+}
+
+/** What an account sees of an OAuth connection on its dashboard. */
+export interface OAuthGrant {
+  id: string;
+  accountId: string;
+  clientId: string;
+  clientName: string;
+  deviceId: string;
+  scopes: Scope[];
+  createdAt: Date;
+}
+
+/** A minted OAuth access token (an ordinary device-bound token) and its refresh token, as hashes. */
+export interface OAuthTokenPair {
+  access: { id: string; hash: string; expiresAt: Date };
+  refresh: { hash: string; expiresAt: Date };
+}
+
+export type RefreshResult =
+  | { ok: true; token: Token; grantId: string }
+  /** invalid: unknown, expired or another client's; reused: a rotated token came back, the grant is gone. */
+  | { ok: false; error: 'invalid' | 'reused' };
+
 export type RedeemResult = { ok: true; device: Device } | { ok: false; error: 'bad_code' | 'limit_reached' };
 export type CreateTokenResult = { ok: true; token: Token } | { ok: false; error: 'no_device' | 'limit_reached' };
 
@@ -49,7 +92,48 @@ export interface Store {
 
   ensureAccount(id: string, limits?: { maxDevices?: number | null; maxKeys?: number | null }): Promise<Account>;
   getAccount(id: string): Promise<Account | undefined>;
-  setAccountLocked(id: string, locked: boolean): Promise<void>;
+  /** false when there is no such account (nothing journalled then). */
+  setAccountLocked(id: string, locked: boolean): Promise<boolean>;
+  listAccounts(): Promise<Account[]>;
+  /** A new account with its own id; fails with email_taken when the address already has one. */
+  createAccount(input: {
+    id: string;
+    email: string | null;
+    maxDevices: number | null;
+    maxKeys: number | null;
+  }): Promise<{ ok: true; account: Account } | { ok: false; error: 'email_taken' }>;
+  accountByEmail(email: string): Promise<Account | undefined>;
+  /** Sets plan caps (null = unlimited); false when there is no such account. */
+  setAccountPlan(id: string, plan: { maxDevices: number | null; maxKeys: number | null }): Promise<boolean>;
+
+  // --- Hosted mode: sign-in and web sessions ---------------------------------------------
+  createSigninCode(input: { codeHash: string; email: string; nextPath: string | null; expiresAt: Date }): Promise<void>;
+  /** Atomically marks the code used and returns it; undefined when unknown, used or expired. */
+  consumeSigninCode(codeHash: string, now: Date): Promise<{ email: string; nextPath: string | null } | undefined>;
+  createWebSession(input: { tokenHash: string; accountId: string; expiresAt: Date }): Promise<void>;
+  findWebSession(tokenHash: string, now: Date): Promise<{ accountId: string; expiresAt: Date } | undefined>;
+  deleteWebSession(tokenHash: string): Promise<void>;
+
+  // --- Hosted mode: OAuth authorization server -------------------------------------------
+  registerOAuthClient(input: { id: string; name: string; redirectUris: string[] }): Promise<OAuthClient>;
+  getOAuthClient(id: string): Promise<OAuthClient | undefined>;
+  createAuthorizationCode(input: AuthorizationCode & { codeHash: string; expiresAt: Date }): Promise<void>;
+  /** Single use: atomically marks the code used and returns it; undefined when unknown, used or expired. */
+  consumeAuthorizationCode(codeHash: string, now: Date): Promise<AuthorizationCode | undefined>;
+  /** Creates the grant, its first access token and refresh token; no_device when the phone is gone. */
+  issueOAuthGrant(
+    input: { grantId: string; accountId: string; clientId: string; deviceId: string; scopes: Scope[] } & OAuthTokenPair,
+  ): Promise<{ ok: true; token: Token } | { ok: false; error: 'no_device' }>;
+  /**
+   * Rotates a refresh token: the presented one is marked used, a new pair is minted with the
+   * grant's scopes. A used (rotated) one revokes the whole grant, its access tokens included.
+   */
+  refreshOAuthGrant(
+    input: { refreshHash: string; clientId: string; now: Date } & OAuthTokenPair,
+  ): Promise<RefreshResult>;
+  listOAuthGrants(accountId: string): Promise<OAuthGrant[]>;
+  /** Deletes the grant, its refresh tokens and access tokens (journalled as token_revoked each). */
+  revokeOAuthGrant(id: string): Promise<boolean>;
 
   /** Stores the hash of a new pairing code. Fails with limit_reached when the account is at its device cap. */
   createPairingCode(input: {

@@ -4,11 +4,12 @@ import { sql, type Kysely } from 'kysely';
 import { SchemaTooNewError } from '../types.ts';
 import { migration001 } from './001_initial.ts';
 import { migration002 } from './002_control_events.ts';
+import { migration003 } from './003_hosted.ts';
 import type { Migration } from './types.ts';
 
 export type { Migration } from './types.ts';
 
-export const MIGRATIONS: readonly Migration[] = [migration001, migration002];
+export const MIGRATIONS: readonly Migration[] = [migration001, migration002, migration003];
 export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1].version;
 
 // Arbitrary constant ("phon") so concurrent migrators (several gateways starting at once, the

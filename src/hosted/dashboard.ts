@@ -1,0 +1,238 @@
+// The dashboard: server-rendered, usable without JavaScript. Every action is a POST with the
+// session cookie, the CSRF token and a same-origin check, and touches only rows of the signed-in
+// account. Changes go through the store, which journals them for every node (src/gateway/node.ts).
+import type { TemplatedApp } from '../uws.ts';
+import type { GatewayContext } from '../gateway/context.ts';
+import { SCOPES, type Account, type ControlEvent, type Scope } from '../store/types.ts';
+import { createKey, createPairing } from '../../services/cli.ts';
+import { handle, type HostedRequest } from './request.ts';
+import { qrDataUri } from './qr.ts';
+import { esc, hidden } from './web.ts';
+import { COUNTDOWN_JS, STYLE_CSS } from './assets.ts';
+
+export function registerDashboardRoutes(app: TemplatedApp, ctx: GatewayContext): void {
+  app.get(
+    '/account/assets/style.css',
+    handle(ctx, async (r) => r.send(200, asset('text/css'), STYLE_CSS)),
+  );
+  app.get(
+    '/account/assets/countdown.js',
+    handle(ctx, async (r) => r.send(200, asset('text/javascript'), COUNTDOWN_JS)),
+  );
+  app.get(
+    '/account',
+    handle(ctx, (r) => signedIn(r, (a) => dashboard(r, a))),
+  );
+  app.post(
+    '/account/pair',
+    handle(ctx, (r) => action(r, (a, f) => pair(r, a, f)), { body: true }),
+  );
+  app.post(
+    '/account/phones/remove',
+    handle(ctx, (r) => action(r, (a, f) => removePhone(r, a, f)), { body: true }),
+  );
+  app.post(
+    '/account/keys',
+    handle(ctx, (r) => action(r, (a, f) => createApiKey(r, a, f)), { body: true }),
+  );
+  app.post(
+    '/account/keys/revoke',
+    handle(ctx, (r) => action(r, (a, f) => revokeKey(r, a, f)), { body: true }),
+  );
+  app.post(
+    '/account/connections/revoke',
+    handle(ctx, (r) => action(r, (a, f) => revokeConnection(r, a, f)), { body: true }),
+  );
+}
+
+const asset = (type: string) => ({
+  'Content-Type': `${type}; charset=utf-8`,
+  'Cache-Control': 'max-age=300',
+  'X-Content-Type-Options': 'nosniff',
+});
+
+/**
+ * The store journalled the change (every node reads it within --control-poll-ms); the bus
+ * brings it to every node now. A bus failure is harmless: the journal still delivers it.
+ */
+async function announce(r: HostedRequest, event: ControlEvent): Promise<void> {
+  await r.ctx.bus.publishControl(event).catch(() => {});
+}
+
+async function signedIn(r: HostedRequest, fn: (a: Account) => Promise<void>): Promise<void> {
+  const account = await r.account();
+  if (!account) return r.redirect('/account/signin?next=/account');
+  await fn(account);
+}
+
+async function action(r: HostedRequest, fn: (a: Account, form: URLSearchParams) => Promise<void>): Promise<void> {
+  const form = await r.checkStateChange();
+  if (!form) return;
+  const account = await r.account();
+  if (!account) return r.redirect('/account/signin?next=/account');
+  await fn(account, form);
+}
+
+const label = (email: string | null, id: string) => email ?? id;
+const when = (d: Date | null) => (d ? `${d.toISOString().slice(0, 16).replace('T', ' ')} UTC` : 'never');
+
+async function dashboard(r: HostedRequest, account: Account, notice?: string): Promise<void> {
+  const { store, bus } = r.ctx;
+  const [devices, tokens, grants] = await Promise.all([
+    store.listDevices(account.id),
+    store.listTokens({ accountId: account.id }),
+    store.listOAuthGrants(account.id),
+  ]);
+  const online = await Promise.all(
+    devices.map((d) =>
+      bus.ownerOf(d.id).then(
+        (o) => !!o,
+        () => false,
+      ),
+    ),
+  );
+  const keys = tokens.filter((t) => t.via === 'key');
+  const names = new Map(devices.map((d) => [d.id, d.name]));
+  const csrf = r.csrf();
+  const csrfField = hidden('csrf', csrf);
+  const cap = (n: number | null) => (n === null ? 'unlimited' : String(n));
+
+  const phoneRows = devices
+    .map((d, i) => {
+      const init = d.initResult as { serverInfo?: { name?: string; version?: string } } | null;
+      return `<tr><td>${esc(d.name)}<div class="muted">${esc(d.id)}</div></td>
+<td class="${online[i] ? 'online' : 'offline'}">${online[i] ? 'online' : 'offline'}</td>
+<td>${esc(when(d.lastSeenAt))}</td><td>${esc(init?.serverInfo?.version ?? '—')}</td>
+<td><form method="post" action="/account/phones/remove" class="inline">${csrfField}${hidden('device', d.id)}<button type="submit">Remove</button></form></td></tr>`;
+    })
+    .join('');
+  const keyRows = keys
+    .map(
+      (
+        k,
+      ) => `<tr><td>${esc(k.id)}</td><td>${esc(names.get(k.deviceId) ?? k.deviceId)}</td><td>${esc(k.scopes.join(' '))}</td><td>${esc(when(k.createdAt))}</td>
+<td><form method="post" action="/account/keys/revoke" class="inline">${csrfField}${hidden('key', k.id)}<button type="submit">Revoke</button></form></td></tr>`,
+    )
+    .join('');
+  const grantRows = grants
+    .map(
+      (
+        g,
+      ) => `<tr><td>connected via OAuth: <strong>${esc(g.clientName)}</strong></td><td>${esc(names.get(g.deviceId) ?? g.deviceId)}</td><td>${esc(g.scopes.join(' '))}</td><td>${esc(when(g.createdAt))}</td>
+<td><form method="post" action="/account/connections/revoke" class="inline">${csrfField}${hidden('grant', g.id)}<button type="submit">Revoke</button></form></td></tr>`,
+    )
+    .join('');
+  const phoneOptions = devices.map((d) => `<option value="${esc(d.id)}">${esc(d.name)}</option>`).join('');
+  const scopeBoxes = SCOPES.map(
+    (s) => `<label><input type="checkbox" name="scope" value="${s}" checked> ${s}</label>`,
+  ).join(' ');
+
+  r.page(
+    200,
+    'Your phones',
+    `${notice ? `<p role="status">${esc(notice)}</p>` : ''}
+${account.locked ? '<p class="error" role="alert">This account has no active subscription: clients get 402 until it is renewed. Phones and keys are kept.</p>' : ''}
+<section aria-labelledby="plan-h"><h2 id="plan-h">Plan and usage</h2>
+<p>Phones: ${devices.length} of ${cap(account.maxDevices)} · API keys: ${keys.length} of ${cap(account.maxKeys)}</p></section>
+
+<section aria-labelledby="phones-h"><h2 id="phones-h">Phones</h2>
+${devices.length ? `<table><thead><tr><th>Name</th><th>Status</th><th>Last seen</th><th>App version</th><th></th></tr></thead><tbody>${phoneRows}</tbody></table>` : '<p class="muted">No phone yet.</p>'}
+<form method="post" action="/account/pair">${csrfField}
+<label for="phone-name">Phone name</label> <input id="phone-name" name="name" type="text" maxlength="100">
+<button type="submit" class="primary">Pair a phone</button></form></section>
+
+<section aria-labelledby="keys-h"><h2 id="keys-h">API keys</h2>
+${keys.length ? `<table><thead><tr><th>Key</th><th>Phone</th><th>Scopes</th><th>Created</th><th></th></tr></thead><tbody>${keyRows}</tbody></table>` : '<p class="muted">No API key.</p>'}
+${
+  devices.length
+    ? `<form method="post" action="/account/keys">${csrfField}
+<label for="key-phone">Phone</label> <select id="key-phone" name="device">${phoneOptions}</select>
+<fieldset><legend>Scopes</legend>${scopeBoxes}</fieldset>
+<button type="submit" class="primary">Create key</button></form>`
+    : '<p class="muted">Pair a phone to create a key for it.</p>'
+}</section>
+
+<section aria-labelledby="oauth-h"><h2 id="oauth-h">OAuth connections</h2>
+${grants.length ? `<table><thead><tr><th>Client</th><th>Phone</th><th>Scopes</th><th>Since</th><th></th></tr></thead><tbody>${grantRows}</tbody></table>` : '<p class="muted">No client connected via OAuth.</p>'}
+<p class="muted">Clients that connect by URL (MCP authorization) appear here. MCP URL: <code>${esc(r.ctx.config.publicUrl)}/mcp</code></p></section>`,
+    { signedIn: label(account.email, account.id) },
+  );
+}
+
+async function pair(r: HostedRequest, account: Account, form: URLSearchParams): Promise<void> {
+  const name = (form.get('name') ?? '').trim().slice(0, 100) || null;
+  let qr;
+  try {
+    qr = await createPairing(r.ctx.store, { accountId: account.id, name, relay: r.ctx.config.publicUrl });
+  } catch (err) {
+    if (!/plan limit/.test(String(err))) throw err;
+    return r.page(
+      403,
+      'Plan limit reached',
+      '<p class="error" role="alert">The account is at its plan limit for phones (limit_reached). Remove a phone or change the plan.</p><p><a href="/account">Back</a></p>',
+      { signedIn: label(account.email, account.id) },
+    );
+  }
+  const expires = new Date(Date.now() + 10 * 60_000);
+  r.page(
+    200,
+    'Pair a phone',
+    `<p>Scan this with the phonebridge app, or type the code.</p>
+<img class="qr" alt="Pairing QR code" src="${qrDataUri(JSON.stringify(qr))}">
+<p>Code: <span class="code" data-testid="pairing-code">${esc(qr.code)}</span></p>
+<p>Valid once, for ten minutes: until ${esc(expires.toISOString().slice(11, 16))} UTC (<span data-expires="${esc(expires.toISOString())}">10:00 left</span>).</p>
+<p><a href="/account">Back to your phones</a></p>`,
+    { signedIn: label(account.email, account.id), head: '<script src="/account/assets/countdown.js" defer></script>' },
+  );
+}
+
+async function removePhone(r: HostedRequest, account: Account, form: URLSearchParams): Promise<void> {
+  const device = await r.ctx.store.getDevice(form.get('device') ?? '');
+  // Another account's phone looks exactly like a missing one.
+  if (device && device.accountId === account.id && (await r.ctx.store.removeDevice(device.id)))
+    await announce(r, { type: 'device_removed', deviceId: device.id });
+  r.redirect('/account');
+}
+
+async function createApiKey(r: HostedRequest, account: Account, form: URLSearchParams): Promise<void> {
+  const device = await r.ctx.store.getDevice(form.get('device') ?? '');
+  const scopes = SCOPES.filter((s) => form.getAll('scope').includes(s)) as Scope[];
+  const signedIn = { signedIn: label(account.email, account.id) };
+  if (!device || device.accountId !== account.id) return dashboard(r, account, 'No such phone.');
+  if (scopes.length === 0) return dashboard(r, account, 'Pick at least one scope.');
+  let key;
+  try {
+    key = await createKey(r.ctx.store, device.id, scopes);
+  } catch (err) {
+    if (!/plan limit/.test(String(err))) throw err;
+    return r.page(
+      403,
+      'Plan limit reached',
+      '<p class="error" role="alert">The account is at its plan limit for API keys (limit_reached). Revoke a key or change the plan.</p><p><a href="/account">Back</a></p>',
+      signedIn,
+    );
+  }
+  r.page(
+    200,
+    'Key created',
+    `<p>Key <strong>${esc(key.id)}</strong> for ${esc(device.name)} (${esc(scopes.join(' '))}). Copy it now: it is shown only once.</p>
+<p class="secret" data-testid="new-key">${esc(key.token)}</p>
+<p>Send it as <code>X-Api-Key</code> or <code>Authorization: Bearer</code> to <code>${esc(r.ctx.config.publicUrl)}/mcp</code>.</p>
+<p><a href="/account">Back to your phones</a></p>`,
+    signedIn,
+  );
+}
+
+async function revokeKey(r: HostedRequest, account: Account, form: URLSearchParams): Promise<void> {
+  const id = form.get('key') ?? '';
+  const mine = (await r.ctx.store.listTokens({ accountId: account.id })).some((t) => t.id === id && t.via === 'key');
+  if (mine && (await r.ctx.store.revokeToken(id))) await announce(r, { type: 'token_revoked', tokenId: id });
+  r.redirect('/account');
+}
+
+async function revokeConnection(r: HostedRequest, account: Account, form: URLSearchParams): Promise<void> {
+  const id = form.get('grant') ?? '';
+  const mine = (await r.ctx.store.listOAuthGrants(account.id)).some((g) => g.id === id);
+  if (mine) await r.ctx.store.revokeOAuthGrant(id);
+  r.redirect('/account');
+}

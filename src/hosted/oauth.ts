@@ -1,0 +1,365 @@
+// The OAuth 2.1 authorization server for MCP clients (MCP authorization, revision 2025-11-25):
+// discovery (RFC 9728, RFC 8414), dynamic registration (RFC 7591), the consent page and the token
+// endpoint. The rules are in oauth-rules.ts; tokens are ordinary device tokens (decision 0070).
+import type { TemplatedApp } from '../uws.ts';
+import type { GatewayContext } from '../gateway/context.ts';
+import { SCOPES, type Account } from '../store/types.ts';
+import { newApiToken, newId, sha256Hex } from '../crypto/secrets.ts';
+import { handle, type HostedRequest } from './request.ts';
+import {
+  ACCESS_TOKEN_TTL_MS,
+  AUTHORIZATION_CODE_TTL_MS,
+  checkAuthorizationRequest,
+  grantedScopes,
+  parseRegistration,
+  redirectWith,
+  REFRESH_TOKEN_TTL_MS,
+  REGISTRATION_LIMIT,
+  REGISTRATION_WINDOW_MS,
+  verifierMatches,
+} from './oauth-rules.ts';
+import { esc, hashSecret, hidden, newSecret } from './web.ts';
+
+export const PROTECTED_RESOURCE_PATH = '/.well-known/oauth-protected-resource/mcp';
+
+/** Discovery documents and the token endpoint are read by clients on any origin (no cookies). */
+const CORS = {
+  'Access-Control-Allow-Origin': '*',
+  'Access-Control-Allow-Methods': 'GET, POST, OPTIONS',
+  'Access-Control-Allow-Headers': 'Content-Type, Authorization, Mcp-Protocol-Version',
+  'Access-Control-Max-Age': '600',
+};
+
+/** The resource_metadata attribute of a hosted relay's 401 on /mcp. */
+export function resourceMetadataUrl(publicUrl: string): string {
+  return `${publicUrl}${PROTECTED_RESOURCE_PATH}`;
+}
+
+export function registerOAuthRoutes(app: TemplatedApp, ctx: GatewayContext): void {
+  const base = () => ctx.config.publicUrl;
+  const resourceMetadata = handle(ctx, async (r) =>
+    r.jsonResponse(
+      200,
+      {
+        resource: `${base()}/mcp`,
+        authorization_servers: [base()],
+        scopes_supported: SCOPES,
+        bearer_methods_supported: ['header'],
+        resource_name: 'phonebridge',
+      },
+      CORS,
+    ),
+  );
+  app.get(PROTECTED_RESOURCE_PATH, resourceMetadata);
+  app.get('/.well-known/oauth-protected-resource', resourceMetadata);
+  app.get(
+    '/.well-known/oauth-authorization-server',
+    handle(ctx, async (r) =>
+      r.jsonResponse(
+        200,
+        {
+          issuer: base(),
+          authorization_endpoint: `${base()}/account/authorize`,
+          token_endpoint: `${base()}/oauth/token`,
+          registration_endpoint: `${base()}/oauth/register`,
+          response_types_supported: ['code'],
+          grant_types_supported: ['authorization_code', 'refresh_token'],
+          code_challenge_methods_supported: ['S256'],
+          token_endpoint_auth_methods_supported: ['none'],
+          scopes_supported: SCOPES,
+          authorization_response_iss_parameter_supported: true,
+          client_id_metadata_document_supported: false,
+        },
+        CORS,
+      ),
+    ),
+  );
+  for (const path of [
+    PROTECTED_RESOURCE_PATH,
+    '/.well-known/oauth-authorization-server',
+    '/oauth/register',
+    '/oauth/token',
+  ])
+    app.options(
+      path,
+      handle(ctx, async (r) => r.send(204, CORS)),
+    );
+  app.post(
+    '/oauth/register',
+    handle(ctx, (r) => register(r), { body: true }),
+  );
+  app.post(
+    '/oauth/token',
+    handle(ctx, (r) => token(r), { body: true }),
+  );
+  app.get(
+    '/account/authorize',
+    handle(ctx, (r) => authorizePage(r)),
+  );
+  app.post(
+    '/account/authorize',
+    handle(ctx, (r) => decide(r), { body: true }),
+  );
+}
+
+async function register(r: HostedRequest): Promise<void> {
+  const n = await r.ctx.bus.hit(`oauthreg:${r.ip}`, REGISTRATION_WINDOW_MS);
+  if (n > REGISTRATION_LIMIT) {
+    return r.jsonResponse(
+      429,
+      { error: 'rate_limited', error_description: 'too many registrations from this address; try again later' },
+      { ...CORS, 'Retry-After': String(REGISTRATION_WINDOW_MS / 1000) },
+    );
+  }
+  let body: unknown;
+  try {
+    body = await r.json();
+  } catch {
+    return r.jsonResponse(400, { error: 'invalid_client_metadata', error_description: 'body must be JSON' }, CORS);
+  }
+  const parsed = parseRegistration(body);
+  if (!parsed.ok) return r.jsonResponse(400, { error: parsed.error, error_description: parsed.description }, CORS);
+  const client = await r.ctx.store.registerOAuthClient({
+    id: newId('client'),
+    name: parsed.value.clientName,
+    redirectUris: parsed.value.redirectUris,
+  });
+  r.ctx.log.info({ clientId: client.id }, 'oauth client registered');
+  r.jsonResponse(
+    201,
+    {
+      client_id: client.id,
+      client_id_issued_at: Math.floor(client.createdAt.getTime() / 1000),
+      client_name: client.name,
+      redirect_uris: client.redirectUris,
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      // Public clients only: PKCE is the proof, there is no secret to keep.
+      token_endpoint_auth_method: 'none',
+    },
+    CORS,
+  );
+}
+
+/** Validates the request's parameters (query on GET, form on POST); answers itself when they are bad. */
+async function validated(r: HostedRequest, params: URLSearchParams) {
+  const client = await r.ctx.store.getOAuthClient(params.get('client_id') ?? '');
+  const check = checkAuthorizationRequest(params, client, `${r.ctx.config.publicUrl}/mcp`);
+  if (check.ok) return { request: check.request, clientName: client!.name };
+  if (!check.redirect) {
+    r.page(
+      400,
+      'Cannot connect',
+      `<p class="error" role="alert">This connection request is invalid: ${esc(check.description)}.</p>`,
+    );
+  } else {
+    hop(
+      r,
+      redirectWith(check.redirectUri, {
+        error: check.error,
+        error_description: check.description,
+        state: check.state,
+        iss: r.ctx.config.publicUrl,
+      }),
+    );
+  }
+  return undefined;
+}
+
+const AUTH_PARAMS = [
+  'response_type',
+  'client_id',
+  'redirect_uri',
+  'code_challenge',
+  'code_challenge_method',
+  'scope',
+  'state',
+  'resource',
+];
+
+async function authorizePage(r: HostedRequest): Promise<void> {
+  const v = await validated(r, r.query);
+  if (!v) return;
+  const account = await r.account();
+  if (!account)
+    return r.redirect(`/account/signin?next=${encodeURIComponent(`/account/authorize?${r.query.toString()}`)}`);
+  await consentPage(r, account, v.clientName, v.request.scopes);
+}
+
+async function consentPage(r: HostedRequest, account: Account, clientName: string, requested: string[]): Promise<void> {
+  const devices = await r.ctx.store.listDevices(account.id);
+  const carried = AUTH_PARAMS.map((k) => hidden(k, r.query.get(k))).join('');
+  const phones = devices
+    .map(
+      (d, i) =>
+        `<label><input type="radio" name="device" value="${esc(d.id)}"${i === 0 ? ' checked' : ''}> ${esc(d.name)}</label><br>`,
+    )
+    .join('');
+  const scopes = requested
+    .map((s) => `<label><input type="checkbox" name="grant_scope" value="${esc(s)}" checked> ${esc(s)}</label><br>`)
+    .join('');
+  r.page(
+    200,
+    'Connect a client',
+    `<p><strong>${esc(clientName)}</strong> asks to use one of your phones through <code>${esc(r.ctx.config.publicUrl)}/mcp</code>.</p>
+<form method="post" action="/account/authorize">${hidden('csrf', r.csrf())}${carried}
+${devices.length ? `<fieldset><legend>Phone</legend>${phones}</fieldset><fieldset><legend>Allow it to</legend>${scopes}</fieldset>` : '<p class="error">You have no phone yet: pair one on the dashboard first.</p>'}
+${devices.length ? '<button type="submit" name="decision" value="allow" class="primary">Allow</button>' : ''}
+<button type="submit" name="decision" value="deny">Deny</button>
+</form>`,
+    { signedIn: account.email ?? account.id },
+  );
+}
+
+async function decide(r: HostedRequest): Promise<void> {
+  const form = await r.checkStateChange();
+  if (!form) return;
+  const v = await validated(r, form);
+  if (!v) return;
+  const account = await r.account();
+  if (!account) return r.redirect(`/account/signin?next=${encodeURIComponent(`/account/authorize?${pick(form)}`)}`);
+  const { request } = v;
+  const iss = r.ctx.config.publicUrl;
+  if (form.get('decision') !== 'allow') {
+    return hop(r, redirectWith(request.redirectUri, { error: 'access_denied', state: request.state, iss }));
+  }
+  const device = await r.ctx.store.getDevice(form.get('device') ?? '');
+  if (!device || device.accountId !== account.id) {
+    return r.page(400, 'Pick a phone', '<p class="error" role="alert">Pick one of your phones.</p>', {
+      signedIn: account.email ?? account.id,
+    });
+  }
+  const scopes = grantedScopes(form.getAll('grant_scope'), request.scopes);
+  if (scopes.length === 0) {
+    return r.page(400, 'Pick a scope', '<p class="error" role="alert">Allow at least one thing, or press Deny.</p>', {
+      signedIn: account.email ?? account.id,
+    });
+  }
+  const code = newSecret();
+  await r.ctx.store.createAuthorizationCode({
+    codeHash: hashSecret('authcode', code),
+    clientId: request.clientId,
+    redirectUri: request.redirectUri,
+    codeChallenge: request.codeChallenge,
+    resource: request.resource,
+    accountId: account.id,
+    deviceId: device.id,
+    scopes,
+    expiresAt: new Date(Date.now() + AUTHORIZATION_CODE_TTL_MS),
+  });
+  hop(r, redirectWith(request.redirectUri, { code, state: request.state, iss }));
+}
+
+function pick(form: URLSearchParams): string {
+  const q = new URLSearchParams();
+  for (const k of AUTH_PARAMS) {
+    const v = form.get(k);
+    if (v !== null) q.set(k, v);
+  }
+  return q.toString();
+}
+
+/**
+ * The hop back to the client: a page of this relay with a meta refresh (the CSP's form-action
+ * 'self' forbids posting to the client, and a 303 from a POST would be the same thing).
+ */
+function hop(r: HostedRequest, location: string): void {
+  r.page(
+    200,
+    'Returning to the client',
+    `<p>Returning to the application… <a href="${esc(location)}">Continue</a></p>`,
+    { head: `<meta http-equiv="refresh" content="0;url=${esc(location)}">` },
+  );
+}
+
+async function token(r: HostedRequest): Promise<void> {
+  const form = await r.form();
+  const fail = (status: number, error: string, description: string) =>
+    r.jsonResponse(status, { error, error_description: description }, CORS);
+  const grantType = form.get('grant_type');
+  const clientId = form.get('client_id') ?? '';
+  const client = clientId ? await r.ctx.store.getOAuthClient(clientId) : undefined;
+  if (!client) return fail(401, 'invalid_client', 'unknown client_id');
+  const resource = form.get('resource');
+  if (resource !== null && resource !== `${r.ctx.config.publicUrl}/mcp`)
+    return fail(400, 'invalid_target', `resource must be ${r.ctx.config.publicUrl}/mcp`);
+  const now = new Date();
+  const pair = () => {
+    const access = newApiToken();
+    const refresh = `pbr_${newSecret()}`;
+    return {
+      access,
+      refresh,
+      stored: {
+        access: { id: newId('oat'), hash: sha256Hex(access), expiresAt: new Date(now.getTime() + ACCESS_TOKEN_TTL_MS) },
+        refresh: { hash: hashSecret('refresh', refresh), expiresAt: new Date(now.getTime() + REFRESH_TOKEN_TTL_MS) },
+      },
+    };
+  };
+  const answer = (access: string, refresh: string, scopes: string[]) =>
+    r.jsonResponse(
+      200,
+      {
+        access_token: access,
+        token_type: 'Bearer',
+        expires_in: ACCESS_TOKEN_TTL_MS / 1000,
+        refresh_token: refresh,
+        scope: scopes.join(' '),
+      },
+      { ...CORS, Pragma: 'no-cache' },
+    );
+
+  if (grantType === 'authorization_code') {
+    const code = form.get('code') ?? '';
+    // Consumed before any other check: a code is good for one try, right or wrong.
+    const stored =
+      code && code.length <= 100
+        ? await r.ctx.store.consumeAuthorizationCode(hashSecret('authcode', code), now)
+        : undefined;
+    if (!stored) return fail(400, 'invalid_grant', 'the code is unknown, expired or already used');
+    if (stored.clientId !== client.id) return fail(400, 'invalid_grant', 'the code was issued to another client');
+    if (form.get('redirect_uri') !== stored.redirectUri)
+      return fail(400, 'invalid_grant', 'redirect_uri does not match the authorization request');
+    if (!verifierMatches(form.get('code_verifier'), stored.codeChallenge))
+      return fail(400, 'invalid_grant', 'code_verifier does not match the code_challenge');
+    const p = pair();
+    const issued = await r.ctx.store.issueOAuthGrant({
+      grantId: newId('grant'),
+      accountId: stored.accountId,
+      clientId: client.id,
+      deviceId: stored.deviceId,
+      scopes: stored.scopes,
+      ...p.stored,
+    });
+    if (!issued.ok) return fail(400, 'invalid_grant', 'the phone of this authorization was removed');
+    r.ctx.log.info(
+      { clientId: client.id, accountId: stored.accountId, deviceId: stored.deviceId },
+      'oauth grant issued',
+    );
+    return answer(p.access, p.refresh, stored.scopes);
+  }
+  if (grantType === 'refresh_token') {
+    const presented = form.get('refresh_token') ?? '';
+    if (!presented || presented.length > 200) return fail(400, 'invalid_grant', 'refresh_token is required');
+    const p = pair();
+    const result = await r.ctx.store.refreshOAuthGrant({
+      refreshHash: hashSecret('refresh', presented),
+      clientId: client.id,
+      now,
+      ...p.stored,
+    });
+    if (!result.ok) {
+      if (result.error === 'reused')
+        r.ctx.log.warn({ clientId: client.id }, 'rotated refresh token presented again: grant revoked');
+      return fail(
+        400,
+        'invalid_grant',
+        result.error === 'reused'
+          ? 'the refresh token was already used; the grant is revoked'
+          : 'the refresh token is unknown, expired or revoked',
+      );
+    }
+    return answer(p.access, p.refresh, result.token.scopes);
+  }
+  return fail(400, 'unsupported_grant_type', 'grant_type must be authorization_code or refresh_token');
+}

@@ -1,0 +1,13 @@
+// Plan caps of hosted accounts. Billing is outside the relay: an operator (or a billing
+// integration driving the CLI) sets caps with `accounts plan` and locks with `accounts lock`.
+
+/** What a new account gets on first sign-in. */
+export const DEFAULT_PLAN = { maxDevices: 3, maxKeys: 10 } as const;
+
+/** Canonical form of a sign-in address; undefined when it is not plausibly one. */
+export function normalizeEmail(input: unknown): string | undefined {
+  if (typeof input !== 'string') return undefined;
+  const e = input.trim().toLowerCase();
+  if (e.length > 254 || !/^[^\s@<>"]+@[^\s@<>"]+\.[^\s@<>"]+$/.test(e)) return undefined;
+  return e;
+}

@@ -1,0 +1,178 @@
+// One hosted-mode request, with the uWS rules applied once (src/gateway/http.ts): the Exchange is
+// made and the headers, query and body stream are taken synchronously, before any await.
+import type { HttpRequest, HttpResponse } from '../uws.ts';
+import { BodyTooLarge, clientAddress, copyHeaders, Exchange, type Headers } from '../gateway/http.ts';
+import type { GatewayContext } from '../gateway/context.ts';
+import type { Account } from '../store/types.ts';
+import {
+  csrfMatches,
+  csrfToken,
+  CSRF_COOKIE,
+  esc,
+  hashSecret,
+  layout,
+  newSecret,
+  PAGE_HEADERS,
+  pageHeaders,
+  parseCookies,
+  sameOrigin,
+  SESSION_COOKIE,
+  setCookie,
+} from './web.ts';
+
+const FORM_LIMIT = 16 * 1024;
+
+export class HostedRequest {
+  readonly cookies: Record<string, string>;
+  readonly query: URLSearchParams;
+  readonly ip: string;
+  /** Cookies to set on whatever response goes out. */
+  private readonly setCookies: string[] = [];
+  private bodyP?: Promise<Buffer>;
+
+  constructor(
+    readonly ctx: GatewayContext,
+    readonly ex: Exchange,
+    readonly headers: Record<string, string>,
+    query: string,
+    ip: string,
+  ) {
+    this.cookies = parseCookies(headers.cookie);
+    this.query = new URLSearchParams(query);
+    this.ip = ip;
+  }
+
+  get origin(): string {
+    return new URL(this.ctx.config.publicUrl).origin;
+  }
+
+  get secure(): boolean {
+    return this.ctx.config.publicUrl.startsWith('https:');
+  }
+
+  /** Set by `handle` for POSTs (the stream must be attached synchronously). */
+  startBody(ex: Exchange): void {
+    this.bodyP = ex.body(FORM_LIMIT);
+    this.bodyP.catch(() => {});
+  }
+
+  async form(): Promise<URLSearchParams> {
+    if (!this.bodyP) return new URLSearchParams();
+    return new URLSearchParams((await this.bodyP).toString('utf8'));
+  }
+
+  async json(): Promise<unknown> {
+    const raw = this.bodyP ? (await this.bodyP).toString('utf8') : '';
+    return JSON.parse(raw);
+  }
+
+  /** The CSRF token for forms on this page; before sign-in, a fresh double-submit cookie if none. */
+  csrf(): string {
+    let t = csrfToken(this.cookies);
+    if (!t) {
+      t = newSecret();
+      this.cookies[CSRF_COOKIE] = t;
+      this.setCookies.push(setCookie(CSRF_COOKIE, t, { secure: this.secure }));
+    }
+    return t;
+  }
+
+  cookie(value: string): void {
+    this.setCookies.push(value);
+  }
+
+  /** Same origin and the page's CSRF token: required of every state-changing POST. */
+  async checkStateChange(): Promise<URLSearchParams | undefined> {
+    const form = await this.form();
+    if (!sameOrigin(this.headers, this.origin)) {
+      this.page(403, 'Not allowed', '<p class="error">This request did not come from a page of this relay.</p>');
+      return undefined;
+    }
+    if (!csrfMatches(this.cookies, form.get('csrf'))) {
+      this.page(
+        403,
+        'Not allowed',
+        '<p class="error">The form expired or was not sent by this page. Go back, reload and try again.</p>',
+      );
+      return undefined;
+    }
+    return form;
+  }
+
+  /** The signed-in account, or undefined (nothing sent). */
+  async account(): Promise<Account | undefined> {
+    const token = this.cookies[SESSION_COOKIE];
+    if (!token || token.length > 200) return undefined;
+    const s = await this.ctx.store.findWebSession(hashSecret('session', token), new Date());
+    if (!s) return undefined;
+    return this.ctx.store.getAccount(s.accountId);
+  }
+
+  send(status: number, headers: Headers, body?: string): void {
+    const ex = this.ex;
+    if (ex.aborted || ex.finished) return;
+    ex.finished = true;
+    ex.res.cork(() => {
+      ex.res.writeStatus(`${status} ${STATUS_TEXT[status] ?? 'Status'}`);
+      for (const k in headers) ex.res.writeHeader(k, headers[k]);
+      for (const c of this.setCookies) ex.res.writeHeader('Set-Cookie', c);
+      ex.res.end(body ?? '');
+    });
+  }
+
+  page(status: number, title: string, body: string, opts: { signedIn?: string; head?: string } = {}): void {
+    const csrf = opts.signedIn ? this.csrf() : undefined;
+    this.send(status, pageHeaders(), layout(title, body, { ...opts, csrf }));
+  }
+
+  redirect(location: string): void {
+    this.send(303, { Location: location, 'Cache-Control': 'no-store' });
+  }
+
+  jsonResponse(status: number, value: unknown, headers: Headers = {}): void {
+    this.send(
+      status,
+      { 'Content-Type': 'application/json', 'Cache-Control': 'no-store', ...headers },
+      JSON.stringify(value),
+    );
+  }
+}
+
+const STATUS_TEXT: Record<number, string> = {
+  200: 'OK',
+  201: 'Created',
+  204: 'No Content',
+  303: 'See Other',
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'Not Found',
+  413: 'Payload Too Large',
+  429: 'Too Many Requests',
+  500: 'Internal Server Error',
+  503: 'Service Unavailable',
+};
+
+export type HostedHandler = (r: HostedRequest) => Promise<void>;
+
+/** Wraps a handler: synchronous prelude, then the async part with one error policy. */
+export function handle(ctx: GatewayContext, fn: HostedHandler, opts: { body?: boolean } = {}) {
+  return (res: HttpResponse, req: HttpRequest): void => {
+    const ex = new Exchange(res);
+    const headers = copyHeaders(req, PAGE_HEADERS);
+    const query = req.getQuery() ?? '';
+    const ip = clientAddress(res, headers['x-forwarded-for'], ctx.config.trustProxy);
+    const r = new HostedRequest(ctx, ex, headers, query, ip);
+    if (opts.body) r.startBody(ex);
+    fn(r).catch((err) => {
+      if (ex.aborted) return;
+      if (err instanceof BodyTooLarge) return r.page(413, 'Too large', '<p class="error">The form was too large.</p>');
+      ctx.log.error({ err: String(err) }, 'hosted request failed');
+      r.page(
+        500,
+        'Something went wrong',
+        `<p class="error">${esc('The relay could not complete this request. Try again shortly.')}</p>`,
+      );
+    });
+  };
+}

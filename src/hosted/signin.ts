@@ -1,0 +1,148 @@
+// Magic-link sign-in. POST /account/signin mails a link; the link's GET only renders a page with
+// a "Sign in" button (mail scanners that prefetch links cannot burn the code); its POST consumes
+// the code (single use, 15 minutes, stored hashed), creates the account on first sign-in and
+// starts a web session (HttpOnly, SameSite=Lax cookie, Secure on https).
+import type { TemplatedApp } from '../uws.ts';
+import type { GatewayContext } from '../gateway/context.ts';
+import { DEFAULT_PLAN, normalizeEmail } from './plans.ts';
+import { newId } from '../crypto/secrets.ts';
+import type { Mailer } from './mail.ts';
+import { handle, type HostedRequest } from './request.ts';
+import { esc, hashSecret, hidden, newSecret, safeNext, SESSION_COOKIE, SESSION_TTL_MS, setCookie } from './web.ts';
+
+export const SIGNIN_CODE_TTL_MS = 15 * 60_000;
+export const SIGNIN_WINDOW_MS = 10 * 60_000;
+/** Sign-in mails per window, per client address and per email (bus counters: cluster-wide). */
+export const SIGNIN_LIMIT_PER_ADDRESS = 10;
+export const SIGNIN_LIMIT_PER_EMAIL = 5;
+
+export function registerSigninRoutes(app: TemplatedApp, ctx: GatewayContext, mailer: Mailer): void {
+  app.get(
+    '/account/signin',
+    handle(ctx, (r) => signinForm(r)),
+  );
+  app.post(
+    '/account/signin',
+    handle(ctx, (r) => requestLink(r, mailer), { body: true }),
+  );
+  app.get(
+    '/account/signin/link',
+    handle(ctx, (r) => linkPage(r)),
+  );
+  app.post(
+    '/account/signin/link',
+    handle(ctx, (r) => consumeLink(r), { body: true }),
+  );
+  app.post(
+    '/account/signout',
+    handle(ctx, (r) => signout(r), { body: true }),
+  );
+}
+
+async function signinForm(r: HostedRequest, error?: string): Promise<void> {
+  const next = safeNext(r.query.get('next'));
+  r.page(
+    error ? 400 : 200,
+    'Sign in to phonebridge',
+    `${error ? `<p class="error" role="alert">${esc(error)}</p>` : ''}
+<p>We mail you a link; no password.</p>
+<form method="post" action="/account/signin">
+${hidden('csrf', r.csrf())}${hidden('next', next)}
+<label for="email">Email</label> <input id="email" name="email" type="email" required autocomplete="email">
+<button type="submit" class="primary">Email me a sign-in link</button>
+</form>`,
+  );
+}
+
+async function requestLink(r: HostedRequest, mailer: Mailer): Promise<void> {
+  const form = await r.checkStateChange();
+  if (!form) return;
+  const email = normalizeEmail(form.get('email'));
+  if (!email) return signinForm(r, 'That does not look like an email address.');
+  const [byAddress, byEmail] = await Promise.all([
+    r.ctx.bus.hit(`signin:ip:${r.ip}`, SIGNIN_WINDOW_MS),
+    r.ctx.bus.hit(`signin:email:${hashSecret('email', email)}`, SIGNIN_WINDOW_MS),
+  ]);
+  if (byAddress > SIGNIN_LIMIT_PER_ADDRESS || byEmail > SIGNIN_LIMIT_PER_EMAIL) {
+    return r.page(
+      429,
+      'Too many sign-in requests',
+      '<p class="error">Too many sign-in links were asked for. Wait ten minutes and try again.</p>',
+    );
+  }
+  const code = newSecret();
+  await r.ctx.store.createSigninCode({
+    codeHash: hashSecret('signin', code),
+    email,
+    nextPath: safeNext(form.get('next')),
+    expiresAt: new Date(Date.now() + SIGNIN_CODE_TTL_MS),
+  });
+  const link = `${r.ctx.config.publicUrl}/account/signin/link?code=${code}`;
+  try {
+    await mailer.sendSigninLink(email, link);
+  } catch (err) {
+    r.ctx.log.warn({ err: String(err) }, 'sign-in mail failed');
+    return r.page(503, 'Mail not sent', '<p class="error">The sign-in mail could not be sent. Try again shortly.</p>');
+  }
+  r.page(
+    200,
+    'Check your email',
+    `<p>A sign-in link is on its way to <strong>${esc(email)}</strong>. It works once, for 15 minutes.</p>`,
+  );
+}
+
+async function linkPage(r: HostedRequest): Promise<void> {
+  const code = r.query.get('code') ?? '';
+  // Nothing is consumed here: a GET is what link scanners do.
+  r.page(
+    200,
+    'Sign in',
+    `<p>Press the button to finish signing in.</p>
+<form method="post" action="/account/signin/link">
+${hidden('csrf', r.csrf())}${hidden('code', code)}
+<button type="submit" class="primary">Sign in</button>
+</form>`,
+  );
+}
+
+async function consumeLink(r: HostedRequest): Promise<void> {
+  const form = await r.checkStateChange();
+  if (!form) return;
+  const code = form.get('code') ?? '';
+  const used =
+    code && code.length <= 100
+      ? await r.ctx.store.consumeSigninCode(hashSecret('signin', code), new Date())
+      : undefined;
+  if (!used) {
+    return r.page(
+      400,
+      'Link expired',
+      '<p class="error">This sign-in link was already used or has expired.</p><p><a href="/account/signin">Ask for a new one</a></p>',
+    );
+  }
+  let account = await r.ctx.store.accountByEmail(used.email);
+  if (!account) {
+    const created = await r.ctx.store.createAccount({ id: newId('acct'), email: used.email, ...DEFAULT_PLAN });
+    // A concurrent first sign-in of the same address made it first: use that one.
+    account = created.ok ? created.account : await r.ctx.store.accountByEmail(used.email);
+    if (!account) throw new Error('account vanished during sign-in');
+    r.ctx.log.info({ accountId: account.id }, 'account created');
+  }
+  const token = newSecret();
+  await r.ctx.store.createWebSession({
+    tokenHash: hashSecret('session', token),
+    accountId: account.id,
+    expiresAt: new Date(Date.now() + SESSION_TTL_MS),
+  });
+  r.cookie(setCookie(SESSION_COOKIE, token, { secure: r.secure, maxAgeS: SESSION_TTL_MS / 1000 }));
+  r.redirect(safeNext(used.nextPath));
+}
+
+async function signout(r: HostedRequest): Promise<void> {
+  const form = await r.checkStateChange();
+  if (!form) return;
+  const token = r.cookies[SESSION_COOKIE];
+  if (token) await r.ctx.store.deleteWebSession(hashSecret('session', token));
+  r.cookie(setCookie(SESSION_COOKIE, '', { secure: r.secure, maxAgeS: 0 }));
+  r.redirect('/account/signin');
+}

@@ -1,0 +1,418 @@
+// Hosted mode as a person and an MCP client see it: headless Chromium (playwright-core) signs in
+// by a magic link that a real SMTP server received, uses the dashboard, and approves an OAuth
+// connection that the official SDK client's auth support (OAuthClientProvider, loopback redirect)
+// drives. Two gateway nodes share Postgres and Redis: what one node does holds on the other.
+// Screenshots go to .tmp/hosted-screens/.
+import { createServer, type Server } from 'node:http';
+import { mkdirSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import {
+  discoverAuthorizationServerMetadata,
+  refreshAuthorization,
+  UnauthorizedError,
+  type OAuthClientProvider,
+} from '@modelcontextprotocol/sdk/client/auth.js';
+import type {
+  OAuthClientInformationMixed,
+  OAuthClientMetadata,
+  OAuthTokens,
+} from '@modelcontextprotocol/sdk/shared/auth.js';
+import { createDatabase, REDIS_URL } from '../cluster/harness.ts';
+import { startTestRelay, waitFor, type TestRelay } from '../helpers/relay.ts';
+import { startFront, type Front } from '../../services/front.ts';
+import {
+  csrfOf,
+  startAccountPhone,
+  startPhoneWithQr,
+  startSmtpSink,
+  WebClient,
+  type HostedPhone,
+  type SmtpSink,
+} from './helpers.ts';
+
+const SCREENS = '.tmp/hosted-screens';
+let db: Awaited<ReturnType<typeof createDatabase>>;
+let node1: TestRelay;
+let node2: TestRelay;
+let front: Front;
+/** The cluster's one public URL (a round-robin TCP front, as a load balancer would be). */
+let FRONT: string;
+/** Each node reached directly, for checks that must hold on every node. */
+let direct1: string;
+let direct2: string;
+let sink: SmtpSink;
+let browser: Browser;
+const phones: HostedPhone[] = [];
+
+beforeAll(async () => {
+  mkdirSync(SCREENS, { recursive: true });
+  db = await createDatabase();
+  sink = await startSmtpSink();
+  const prefix = `pbh:${randomBytes(4).toString('hex')}:`;
+  const common = [
+    '--hosted',
+    '--database-url',
+    db.url,
+    '--smtp-url',
+    sink.url,
+    '--redis-url',
+    REDIS_URL,
+    '--redis-prefix',
+    prefix,
+    '--control-poll-ms',
+    '50',
+  ];
+  front = await startFront();
+  FRONT = front.url;
+  node1 = await startTestRelay([...common, '--public-url', FRONT]);
+  node2 = await startTestRelay([...common, '--public-url', FRONT]);
+  direct1 = `http://127.0.0.1:${node1.relay.node.port}`;
+  direct2 = `http://127.0.0.1:${node2.relay.node.port}`;
+  front.setBackends([
+    { host: '127.0.0.1', port: node1.relay.node.port },
+    { host: '127.0.0.1', port: node2.relay.node.port },
+  ]);
+  browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    args: ['--headless', '--no-sandbox', '--disable-background-networking'],
+  });
+}, 60_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await Promise.all(phones.map((p) => p.stop()));
+  await node2?.stop();
+  await node1?.stop();
+  await front?.close();
+  await sink?.close();
+  await db?.drop();
+});
+
+async function signIn(page: Page, email: string): Promise<void> {
+  await page.getByLabel('Email').fill(email);
+  await page.getByRole('button', { name: 'Email me a sign-in link' }).click();
+  await page.getByText('Check your email').waitFor();
+  await page.goto(await sink.nextLink(email));
+  await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+}
+
+async function mcpStatus(base: string, token: string): Promise<number> {
+  const r = await fetch(`${base}/mcp`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      authorization: `Bearer ${token}`,
+    },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25' } }),
+  });
+  await r.text();
+  return r.status;
+}
+
+/** The loopback redirect target of a native MCP client. */
+async function callbackServer(): Promise<{ url: string; code: Promise<string>; server: Server }> {
+  let resolve!: (c: string) => void;
+  const code = new Promise<string>((r) => (resolve = r));
+  const server = createServer((req, res) => {
+    const u = new URL(req.url!, 'http://127.0.0.1');
+    res.end('You can close this window.');
+    const c = u.searchParams.get('code');
+    if (c) resolve(c);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  return { url: `http://127.0.0.1:${(server.address() as { port: number }).port}/callback`, code, server };
+}
+
+class TestProvider implements OAuthClientProvider {
+  info?: OAuthClientInformationMixed;
+  saved?: OAuthTokens;
+  verifier?: string;
+  authorizationUrl?: URL;
+  constructor(readonly redirectUrl: string) {}
+  get clientMetadata(): OAuthClientMetadata {
+    return {
+      client_name: 'Browser test client',
+      redirect_uris: [this.redirectUrl],
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'none',
+      scope: 'devices:read devices:act',
+    };
+  }
+  clientInformation() {
+    return this.info;
+  }
+  saveClientInformation(info: OAuthClientInformationMixed) {
+    this.info = info;
+  }
+  tokens() {
+    return this.saved;
+  }
+  saveTokens(t: OAuthTokens) {
+    this.saved = t;
+  }
+  redirectToAuthorization(url: URL) {
+    this.authorizationUrl = url;
+  }
+  saveCodeVerifier(v: string) {
+    this.verifier = v;
+  }
+  codeVerifier() {
+    return this.verifier!;
+  }
+}
+
+describe('hosted mode in a browser', () => {
+  it('OAuth: the SDK client connects by URL alone; Chromium signs in and presses Allow; tools/call works; refresh rotates; reusing the old refresh token revokes the grant on every node', async () => {
+    const email = `oauth-${randomBytes(3).toString('hex')}@example.com`;
+    // The person has an account with a phone already (paired earlier).
+    const ctx = await browser.newContext();
+    const page = await ctx.newPage();
+    await page.goto(`${FRONT}/account`);
+    await signIn(page, email);
+    await page.getByRole('heading', { name: 'Your phones' }).waitFor();
+    const account = (await node1.relay.store.store.accountByEmail(email))!;
+    const phoneA = await startAccountPhone(node1.relay.store.store, FRONT, account.id, 'Pixel A');
+    phones.push(phoneA);
+    await ctx.clearCookies(); // the OAuth flow below starts signed out
+
+    const cb = await callbackServer();
+    try {
+      const provider = new TestProvider(cb.url);
+      const transport = new StreamableHTTPClientTransport(new URL(`${FRONT}/mcp`), { authProvider: provider });
+      const client = new Client({ name: 'oauth-test', version: '1.0.0' });
+      await expect(client.connect(transport)).rejects.toBeInstanceOf(UnauthorizedError);
+      expect(provider.info?.client_id).toMatch(/^client_/);
+      const authUrl = provider.authorizationUrl!;
+      expect(authUrl.searchParams.get('code_challenge_method')).toBe('S256');
+      expect(authUrl.searchParams.get('resource')).toBe(`${FRONT}/mcp`);
+
+      // The authorization page lives on any node: open it on node 2.
+      await page.goto(authUrl.toString());
+      await signIn(page, email);
+      await page.getByRole('heading', { name: 'Connect a client' }).waitFor();
+      await page.getByLabel('Pixel A').check();
+      await page.screenshot({ path: `${SCREENS}/oauth-consent.png`, fullPage: true });
+      await page.getByRole('button', { name: 'Allow' }).click();
+      const code = await cb.code;
+      await transport.finishAuth(code);
+      expect(provider.saved?.refresh_token).toBeTruthy();
+
+      const t2 = new StreamableHTTPClientTransport(new URL(`${FRONT}/mcp`), { authProvider: provider });
+      const c2 = new Client({ name: 'oauth-test', version: '1.0.0' });
+      await c2.connect(t2);
+      const result = await c2.callTool({ name: 'echo', arguments: { text: 'via oauth' } });
+      expect(result.content).toEqual([{ type: 'text', text: 'via oauth' }]);
+      await c2.close();
+
+      // Refresh (rotation), then the old refresh token again: the grant is gone everywhere.
+      const metadata = (await discoverAuthorizationServerMetadata(FRONT))!;
+      const first = provider.saved!;
+      const refreshed = await refreshAuthorization(FRONT, {
+        metadata,
+        clientInformation: provider.info!,
+        refreshToken: first.refresh_token!,
+        resource: new URL(`${FRONT}/mcp`),
+      });
+      expect(refreshed.refresh_token).not.toBe(first.refresh_token);
+      expect(await mcpStatus(direct1, refreshed.access_token)).toBe(200);
+      expect(await mcpStatus(direct2, refreshed.access_token)).toBe(200);
+      await expect(
+        refreshAuthorization(FRONT, {
+          metadata,
+          clientInformation: provider.info!,
+          refreshToken: first.refresh_token!,
+          resource: new URL(`${FRONT}/mcp`),
+        }),
+      ).rejects.toThrow();
+      for (const base of [direct1, direct2]) {
+        await waitFor(
+          async () => (await mcpStatus(base, refreshed.access_token)) === 401,
+          5_000,
+          'access token revoked',
+        );
+        expect(await mcpStatus(base, first.access_token)).toBe(401);
+      }
+      await expect(
+        refreshAuthorization(FRONT, {
+          metadata,
+          clientInformation: provider.info!,
+          refreshToken: refreshed.refresh_token!,
+          resource: new URL(`${FRONT}/mcp`),
+        }),
+      ).rejects.toThrow();
+    } finally {
+      cb.server.close();
+      await ctx.close();
+    }
+  }, 90_000);
+
+  it('dashboard: sign in, pair a phone from the code, see it online, create and revoke a key, see it offline, revoke an OAuth connection, remove the phone; another account sees none of it', async () => {
+    const email = `dash-${randomBytes(3).toString('hex')}@example.com`;
+    const ctx = await browser.newContext();
+    const page = await ctx.newPage();
+    await page.goto(`${FRONT}/account`);
+    await signIn(page, email);
+    await page.getByRole('heading', { name: 'Your phones' }).waitFor();
+
+    await page.getByLabel('Phone name').fill('Dashboard phone');
+    await page.getByRole('button', { name: 'Pair a phone' }).click();
+    await page.getByRole('img', { name: 'Pairing QR code' }).waitFor();
+    // The countdown script runs under the CSP (script-src 'self'): the server's "10:00 left" ticks down.
+    await waitFor(
+      async () => /^9:\d\d left$/.test((await page.locator('[data-expires]').textContent()) ?? ''),
+      10_000,
+      'countdown ticking',
+    );
+    await page.screenshot({ path: `${SCREENS}/pair.png`, fullPage: true });
+    const code = (await page.getByTestId('pairing-code').textContent())!.trim();
+    expect(code).toMatch(/^([A-Z2-7]{4}-){7}[A-Z2-7]{4}$/);
+    const phone = await startPhoneWithQr({ v: 1, relay: FRONT, code });
+    phones.push(phone);
+
+    // The dashboard on node 2 sees the phone online (held by node 1).
+    await page.goto(`${FRONT}/account`);
+    const phonesSection = page.getByRole('region', { name: 'Phones' });
+    await waitFor(
+      async () => {
+        await page.reload();
+        return (await phonesSection.getByRole('row', { name: /Dashboard phone/ }).textContent())!.includes('online');
+      },
+      10_000,
+      'phone online on the dashboard',
+    );
+
+    const keys = page.getByRole('region', { name: 'API keys' });
+    await keys.getByLabel('devices:lease').uncheck();
+    await keys.getByRole('button', { name: 'Create key' }).click();
+    const token = (await page.getByTestId('new-key').textContent())!.trim();
+    await page.screenshot({ path: `${SCREENS}/key-created.png`, fullPage: true });
+    expect(await mcpStatus(direct1, token)).toBe(200);
+    await page.goto(`${FRONT}/account`);
+    await page.screenshot({ path: `${SCREENS}/dashboard.png`, fullPage: true });
+    await page.getByRole('region', { name: 'API keys' }).getByRole('button', { name: 'Revoke' }).click();
+    await waitFor(async () => (await mcpStatus(direct1, token)) === 401, 5_000, 'revoked key refused on node 1');
+
+    await phone.stop();
+    await waitFor(
+      async () => {
+        await page.reload();
+        return (await phonesSection.getByRole('row', { name: /Dashboard phone/ }).textContent())!.includes('offline');
+      },
+      10_000,
+      'phone offline on the dashboard',
+    );
+
+    // Another account (the OAuth test's) sees neither this phone nor its controls, on any node.
+    const other = await browser.newContext();
+    const otherPage = await other.newPage();
+    await otherPage.goto(`${FRONT}/account`);
+    await signIn(otherPage, `iso-${randomBytes(3).toString('hex')}@example.com`);
+    await otherPage.getByRole('heading', { name: 'Your phones' }).waitFor();
+    expect(await otherPage.getByText('Dashboard phone').count()).toBe(0);
+    await other.close();
+
+    await page.getByRole('region', { name: 'Phones' }).getByRole('button', { name: 'Remove' }).click();
+    await page.getByText('No phone yet.').waitFor();
+    await ctx.close();
+  }, 90_000);
+
+  it('the OAuth connection shows on the dashboard and Revoke ends its access token on every node', async () => {
+    // A fresh grant (the first test's was revoked by the refresh-token reuse).
+    const email = `conn-${randomBytes(3).toString('hex')}@example.com`;
+    const ctx = await browser.newContext();
+    const page = await ctx.newPage();
+    await page.goto(`${FRONT}/account`);
+    await signIn(page, email);
+    const account = (await node1.relay.store.store.accountByEmail(email))!;
+    const phone = await startAccountPhone(node1.relay.store.store, FRONT, account.id, 'Pixel C');
+    phones.push(phone);
+    const cb = await callbackServer();
+    try {
+      const provider = new TestProvider(cb.url);
+      const transport = new StreamableHTTPClientTransport(new URL(`${FRONT}/mcp`), { authProvider: provider });
+      await expect(new Client({ name: 'c', version: '1' }).connect(transport)).rejects.toBeInstanceOf(
+        UnauthorizedError,
+      );
+      await page.goto(provider.authorizationUrl!.toString());
+      await page.getByRole('button', { name: 'Allow' }).click();
+      await transport.finishAuth(await cb.code);
+      const access = provider.saved!.access_token;
+      expect(await mcpStatus(direct2, access)).toBe(200);
+
+      await page.goto(`${FRONT}/account`);
+      const conns = page.getByRole('region', { name: 'OAuth connections' });
+      await conns.getByText('Browser test client').waitFor();
+      await page.screenshot({ path: `${SCREENS}/connections.png`, fullPage: true });
+      await conns.getByRole('button', { name: 'Revoke' }).click();
+      await page.getByText('No client connected via OAuth.').waitFor();
+      for (const base of [direct1, direct2])
+        await waitFor(async () => (await mcpStatus(base, access)) === 401, 5_000, 'oauth token revoked');
+    } finally {
+      cb.server.close();
+      await ctx.close();
+    }
+  }, 90_000);
+
+  it("isolation across nodes: account A's session, form posts and authorization never reach account B's phone", async () => {
+    const store = node1.relay.store.store;
+    const b = new WebClient(direct1, FRONT);
+    const bEmail = `b-${randomBytes(3).toString('hex')}@example.com`;
+    await b.signIn(bEmail, sink);
+    const phoneB = await startAccountPhone(store, FRONT, (await store.accountByEmail(bEmail))!.id, 'Phone of B');
+    phones.push(phoneB);
+    const a = new WebClient(direct2, FRONT);
+    const aEmail = `a-${randomBytes(3).toString('hex')}@example.com`;
+    await a.signIn(aEmail, sink);
+
+    const aPage = await a.get('/account');
+    expect(aPage.html).not.toContain('Phone of B');
+    const csrf = csrfOf(aPage.html);
+    expect((await a.post('/account/phones/remove', { csrf, device: phoneB.deviceId })).status).toBe(303);
+    expect(await store.getDevice(phoneB.deviceId)).toBeDefined();
+    expect((await a.post('/account/keys', { csrf, device: phoneB.deviceId, scope: 'devices:read' })).html).toContain(
+      'No such phone.',
+    );
+    expect(await store.listTokens({ deviceId: phoneB.deviceId })).toEqual([]);
+
+    // An OAuth approval by A naming B's phone is refused (on node 2; B's phone is held by either node).
+    const reg = (await (
+      await fetch(`${direct1}/oauth/register`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ client_name: 'iso', redirect_uris: ['http://127.0.0.1:9/cb'] }),
+      })
+    ).json()) as { client_id: string };
+    const query = new URLSearchParams({
+      response_type: 'code',
+      client_id: reg.client_id,
+      redirect_uri: 'http://127.0.0.1:9/cb',
+      code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM',
+      code_challenge_method: 'S256',
+      resource: `${FRONT}/mcp`,
+    });
+    const consent = await a.get(`/account/authorize?${query}`);
+    expect(consent.html).toContain('You have no phone yet');
+    const fields = Object.fromEntries(query);
+    const refused = await a.post('/account/authorize', {
+      ...fields,
+      csrf: csrfOf(consent.html),
+      device: phoneB.deviceId,
+      grant_scope: 'devices:read',
+      decision: 'allow',
+    });
+    expect(refused.status).toBe(400);
+    expect(refused.html).toContain('Pick one of your phones');
+    expect(await store.listOAuthGrants((await store.accountByEmail(aEmail))!.id)).toEqual([]);
+    // B's own session still sees its phone on the other node.
+    expect((await new WebClient(direct2, FRONT).get('/account')).status).toBe(303);
+    const bOnNode2 = new WebClient(direct2, FRONT);
+    for (const [k, v] of b.jar) bOnNode2.jar.set(k, v);
+    expect((await bOnNode2.get('/account')).html).toContain('Phone of B');
+  }, 60_000);
+});

@@ -1,0 +1,454 @@
+// Hosted mode over plain HTTP (a browser without JavaScript): sign-in, the OAuth endpoints, and
+// one test per abuse case. Real relay, real Postgres, real SMTP (smtp-server as the sink).
+import { createHash, randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDatabase } from '../cluster/harness.ts';
+import { startTestRelay, waitFor, type TestRelay } from '../helpers/relay.ts';
+import {
+  csrfOf,
+  formFields,
+  startAccountPhone,
+  startSmtpSink,
+  WebClient,
+  type HostedPhone,
+  type SmtpSink,
+} from './helpers.ts';
+
+let db: Awaited<ReturnType<typeof createDatabase>>;
+let relay: TestRelay;
+let sink: SmtpSink;
+const phones: HostedPhone[] = [];
+
+beforeAll(async () => {
+  db = await createDatabase();
+  sink = await startSmtpSink();
+  relay = await startTestRelay([
+    '--hosted',
+    '--trust-proxy',
+    '--database-url',
+    db.url,
+    '--smtp-url',
+    sink.url,
+    '--control-poll-ms',
+    '50',
+  ]);
+});
+afterAll(async () => {
+  await Promise.all(phones.map((p) => p.stop()));
+  await relay?.stop();
+  await sink?.close();
+  await db?.drop();
+});
+
+/** Each test its own client address, so the per-address limits of one test do not touch another. */
+const addr = () => `10.${randomBytes(1)[0]}.${randomBytes(1)[0]}.${randomBytes(1)[0]}`;
+const email = () => `u${randomBytes(4).toString('hex')}@example.com`;
+
+async function signedInWithPhone() {
+  const who = email();
+  const web = new WebClient(relay.url, undefined, addr());
+  await web.signIn(who, sink);
+  const account = (await relay.relay.store.store.accountByEmail(who))!;
+  const phone = await startAccountPhone(relay.relay.store.store, relay.url, account.id);
+  phones.push(phone);
+  return { web, who, account, phone };
+}
+
+function pkce() {
+  const verifier = randomBytes(32).toString('base64url');
+  return { verifier, challenge: createHash('sha256').update(verifier).digest('base64url') };
+}
+
+async function registerClient(web: WebClient, redirectUris = ['http://127.0.0.1:4567/callback']) {
+  const r = await fetch(`${relay.url}/oauth/register`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-forwarded-for': web.forwardedFor! },
+    body: JSON.stringify({
+      client_name: 'Abuse test',
+      redirect_uris: redirectUris,
+      token_endpoint_auth_method: 'none',
+    }),
+  });
+  return { status: r.status, body: (await r.json()) as any };
+}
+
+function authorizeQuery(clientId: string, challenge: string, extra: Record<string, string> = {}) {
+  return new URLSearchParams({
+    response_type: 'code',
+    client_id: clientId,
+    redirect_uri: 'http://127.0.0.1:4567/callback',
+    code_challenge: challenge,
+    code_challenge_method: 'S256',
+    scope: 'devices:read devices:act',
+    state: 'st-ü 1',
+    resource: `${relay.url}/mcp`,
+    ...extra,
+  });
+}
+
+/** The URL the hop page's meta refresh sends the browser to. */
+function hopTarget(html: string): URL {
+  const m = /http-equiv="refresh" content="0;url=([^"]+)"/.exec(html);
+  if (!m) throw new Error(`not a hop page: ${html.slice(0, 300)}`);
+  return new URL(m[1].replace(/&amp;/g, '&'));
+}
+
+/** Consent page → Allow → the code on the redirect. */
+async function allow(web: WebClient, query: URLSearchParams, deviceId: string): Promise<URL> {
+  const page = await web.get(`/account/authorize?${query}`);
+  expect(page.status).toBe(200);
+  const fields = formFields(page.html, '/account/authorize');
+  const r = await web.post('/account/authorize', {
+    ...fields,
+    device: deviceId,
+    grant_scope: ['devices:read', 'devices:act'],
+    decision: 'allow',
+  });
+  expect(r.status).toBe(200);
+  return hopTarget(r.html);
+}
+
+async function tokenRequest(params: Record<string, string>) {
+  const r = await fetch(`${relay.url}/oauth/token`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams(params).toString(),
+  });
+  return { status: r.status, body: (await r.json()) as any };
+}
+
+async function mcpInit(token: string) {
+  return fetch(`${relay.url}/mcp`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      authorization: `Bearer ${token}`,
+    },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25' } }),
+  });
+}
+
+describe('discovery', () => {
+  it('401 on /mcp names the protected resource metadata; both metadata documents describe this relay', async () => {
+    const r = await mcpInit('pb_nope');
+    expect(r.status).toBe(401);
+    expect(r.headers.get('www-authenticate')).toBe(
+      `Bearer realm="phonebridge", resource_metadata="${relay.url}/.well-known/oauth-protected-resource/mcp"`,
+    );
+    const prm = (await (await fetch(`${relay.url}/.well-known/oauth-protected-resource/mcp`)).json()) as any;
+    expect(prm).toMatchObject({ resource: `${relay.url}/mcp`, authorization_servers: [relay.url] });
+    const as = (await (await fetch(`${relay.url}/.well-known/oauth-authorization-server`)).json()) as any;
+    expect(as).toMatchObject({
+      issuer: relay.url,
+      authorization_endpoint: `${relay.url}/account/authorize`,
+      token_endpoint: `${relay.url}/oauth/token`,
+      registration_endpoint: `${relay.url}/oauth/register`,
+      code_challenge_methods_supported: ['S256'],
+      grant_types_supported: ['authorization_code', 'refresh_token'],
+      token_endpoint_auth_methods_supported: ['none'],
+    });
+  });
+});
+
+describe('the whole exchange over HTTP', () => {
+  it('register → authorize (state unchanged) → token → /mcp works; Deny answers access_denied', async () => {
+    const { web, phone } = await signedInWithPhone();
+    const client = await registerClient(web);
+    expect(client.status).toBe(201);
+    expect(client.body).toMatchObject({
+      token_endpoint_auth_method: 'none',
+      redirect_uris: ['http://127.0.0.1:4567/callback'],
+    });
+    const { verifier, challenge } = pkce();
+    const back = await allow(web, authorizeQuery(client.body.client_id, challenge), phone.deviceId);
+    expect(back.origin + back.pathname).toBe('http://127.0.0.1:4567/callback');
+    expect(back.searchParams.get('state')).toBe('st-ü 1');
+    expect(back.searchParams.get('iss')).toBe(relay.url);
+    const t = await tokenRequest({
+      grant_type: 'authorization_code',
+      code: back.searchParams.get('code')!,
+      redirect_uri: 'http://127.0.0.1:4567/callback',
+      client_id: client.body.client_id,
+      code_verifier: verifier,
+      resource: `${relay.url}/mcp`,
+    });
+    expect(t.status).toBe(200);
+    expect(t.body).toMatchObject({ token_type: 'Bearer', expires_in: 3600, scope: 'devices:read devices:act' });
+    expect((await mcpInit(t.body.access_token)).status).toBe(200);
+
+    const page = await web.get(`/account/authorize?${authorizeQuery(client.body.client_id, challenge)}`);
+    const denied = await web.post('/account/authorize', {
+      ...formFields(page.html, '/account/authorize'),
+      decision: 'deny',
+    });
+    const target = hopTarget(denied.html);
+    expect(target.searchParams.get('error')).toBe('access_denied');
+    expect(target.searchParams.get('state')).toBe('st-ü 1');
+  });
+});
+
+describe('abuse cases', () => {
+  it('an authorization code works once: the second exchange is invalid_grant', async () => {
+    const { web, phone } = await signedInWithPhone();
+    const client = await registerClient(web);
+    const { verifier, challenge } = pkce();
+    const code = (await allow(web, authorizeQuery(client.body.client_id, challenge), phone.deviceId)).searchParams.get(
+      'code',
+    )!;
+    const params = {
+      grant_type: 'authorization_code',
+      code,
+      redirect_uri: 'http://127.0.0.1:4567/callback',
+      client_id: client.body.client_id,
+      code_verifier: verifier,
+    };
+    expect((await tokenRequest(params)).status).toBe(200);
+    const again = await tokenRequest(params);
+    expect(again).toMatchObject({ status: 400, body: { error: 'invalid_grant' } });
+  });
+
+  it('a wrong PKCE verifier is invalid_grant (and burns the code)', async () => {
+    const { web, phone } = await signedInWithPhone();
+    const client = await registerClient(web);
+    const { verifier, challenge } = pkce();
+    const code = (await allow(web, authorizeQuery(client.body.client_id, challenge), phone.deviceId)).searchParams.get(
+      'code',
+    )!;
+    const base = {
+      grant_type: 'authorization_code',
+      code,
+      redirect_uri: 'http://127.0.0.1:4567/callback',
+      client_id: client.body.client_id,
+    };
+    expect(await tokenRequest({ ...base, code_verifier: pkce().verifier })).toMatchObject({
+      status: 400,
+      body: { error: 'invalid_grant' },
+    });
+    expect(await tokenRequest({ ...base, code_verifier: verifier })).toMatchObject({
+      status: 400,
+      body: { error: 'invalid_grant' },
+    });
+  });
+
+  it('plain PKCE and a missing challenge are refused back to the client with invalid_request', async () => {
+    const { web } = await signedInWithPhone();
+    const client = await registerClient(web);
+    const plain = await web.get(
+      `/account/authorize?${authorizeQuery(client.body.client_id, 'x'.repeat(43), { code_challenge_method: 'plain' })}`,
+    );
+    expect(hopTarget(plain.html).searchParams.get('error')).toBe('invalid_request');
+    const q = authorizeQuery(client.body.client_id, 'x');
+    q.delete('code_challenge');
+    const missing = await web.get(`/account/authorize?${q}`);
+    expect(hopTarget(missing.html).searchParams.get('error')).toBe('invalid_request');
+    const wrongResource = await web.get(
+      `/account/authorize?${authorizeQuery(client.body.client_id, pkce().challenge, { resource: 'https://evil.example/mcp' })}`,
+    );
+    expect(hopTarget(wrongResource.html).searchParams.get('error')).toBe('invalid_target');
+  });
+
+  it('an unregistered redirect URI gets an error page, never a redirect', async () => {
+    const { web } = await signedInWithPhone();
+    const client = await registerClient(web);
+    const r = await web.get(
+      `/account/authorize?${authorizeQuery(client.body.client_id, pkce().challenge, { redirect_uri: 'https://evil.example/cb' })}`,
+    );
+    expect(r.status).toBe(400);
+    expect(r.html).toContain('redirect_uri is not registered');
+    expect(r.html).not.toContain('evil.example');
+    expect(r.location).toBeNull();
+  });
+
+  it('registration refuses http redirect URIs off loopback, and accepts loopback on any port', async () => {
+    const web = new WebClient(relay.url, undefined, addr());
+    expect(await registerClient(web, ['http://example.com/cb'])).toMatchObject({
+      status: 400,
+      body: { error: 'invalid_redirect_uri' },
+    });
+    expect(
+      (await registerClient(web, ['http://localhost:1/cb', 'http://[::1]:65000/cb', 'https://app.example/cb'])).status,
+    ).toBe(201);
+  });
+
+  it('the eleventh registration from one address within ten minutes is 429', async () => {
+    const web = new WebClient(relay.url, undefined, addr());
+    for (let i = 0; i < 10; i++) expect((await registerClient(web)).status).toBe(201);
+    expect((await registerClient(web)).status).toBe(429);
+    expect((await registerClient(new WebClient(relay.url, undefined, addr()))).status).toBe(201);
+  });
+
+  it('an expired authorization code is invalid_grant', async () => {
+    const { web, phone, account } = await signedInWithPhone();
+    const client = await registerClient(web);
+    const { verifier, challenge } = pkce();
+    const code = randomBytes(32).toString('base64url');
+    const { hashSecret } = await import('../../src/hosted/web.ts');
+    await relay.relay.store.store.createAuthorizationCode({
+      codeHash: hashSecret('authcode', code),
+      clientId: client.body.client_id,
+      redirectUri: 'http://127.0.0.1:4567/callback',
+      codeChallenge: challenge,
+      resource: `${relay.url}/mcp`,
+      accountId: account.id,
+      deviceId: phone.deviceId,
+      scopes: ['devices:read'],
+      expiresAt: new Date(Date.now() - 1000),
+    });
+    const r = await tokenRequest({
+      grant_type: 'authorization_code',
+      code,
+      redirect_uri: 'http://127.0.0.1:4567/callback',
+      client_id: client.body.client_id,
+      code_verifier: verifier,
+    });
+    expect(r).toMatchObject({ status: 400, body: { error: 'invalid_grant' } });
+  });
+
+  it('a state change without the CSRF token is 403 and changes nothing', async () => {
+    const { web, phone } = await signedInWithPhone();
+    const r = await web.post('/account/keys', { device: phone.deviceId, scope: 'devices:read' });
+    expect(r.status).toBe(403);
+    expect(await relay.relay.store.store.listTokens({ deviceId: phone.deviceId })).toEqual([]);
+  });
+
+  it('a cross-origin POST (right token, wrong Origin; or no Origin nor Sec-Fetch-Site) is 403', async () => {
+    const { web, phone } = await signedInWithPhone();
+    const csrf = csrfOf((await web.get('/account')).html);
+    expect(
+      (await web.post('/account/phones/remove', { csrf, device: phone.deviceId }, { origin: 'https://evil.example' }))
+        .status,
+    ).toBe(403);
+    expect((await web.post('/account/phones/remove', { csrf, device: phone.deviceId }, { origin: null })).status).toBe(
+      403,
+    );
+    expect(await relay.relay.store.store.getDevice(phone.deviceId)).toBeDefined();
+    expect((await web.post('/account/phones/remove', { csrf, device: phone.deviceId })).status).toBe(303);
+    expect(await relay.relay.store.store.getDevice(phone.deviceId)).toBeUndefined();
+  });
+
+  it('a magic link prefetched by GET (twice) still signs in by POST, once', async () => {
+    const who = email();
+    const web = new WebClient(relay.url, undefined, addr());
+    const form = await web.get('/account/signin');
+    await web.post('/account/signin', { csrf: csrfOf(form.html), email: who });
+    const link = new URL(await sink.nextLink(who));
+    const scanner = new WebClient(relay.url, undefined, addr());
+    expect((await scanner.get(link.pathname + link.search)).status).toBe(200);
+    expect((await scanner.get(link.pathname + link.search)).status).toBe(200);
+    const page = await web.get(link.pathname + link.search);
+    const done = await web.post('/account/signin/link', {
+      csrf: csrfOf(page.html),
+      code: link.searchParams.get('code')!,
+    });
+    expect(done).toMatchObject({ status: 303, location: '/account' });
+    expect((await web.get('/account')).status).toBe(200);
+    // Signed in now: the page's token is the session's; the code itself is spent.
+    const reopened = await web.get(link.pathname + link.search);
+    const again = await web.post('/account/signin/link', {
+      csrf: csrfOf(reopened.html),
+      code: link.searchParams.get('code')!,
+    });
+    expect(again.status).toBe(400);
+  });
+
+  it('a magic-link POST without the page token fails and leaves the code usable', async () => {
+    const who = email();
+    const web = new WebClient(relay.url, undefined, addr());
+    const form = await web.get('/account/signin');
+    await web.post('/account/signin', { csrf: csrfOf(form.html), email: who });
+    const link = new URL(await sink.nextLink(who));
+    const code = link.searchParams.get('code')!;
+    const attacker = new WebClient(relay.url, undefined, addr());
+    expect((await attacker.post('/account/signin/link', { code })).status).toBe(403);
+    expect(attacker.jar.has('pb_session')).toBe(false);
+    const page = await web.get(link.pathname + link.search);
+    expect((await web.post('/account/signin/link', { csrf: csrfOf(page.html), code })).status).toBe(303);
+  });
+
+  it('sign-in mails are limited per email', async () => {
+    const who = email();
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      const web = new WebClient(relay.url, undefined, addr());
+      const form = await web.get('/account/signin');
+      statuses.push((await web.post('/account/signin', { csrf: csrfOf(form.html), email: who })).status);
+    }
+    expect(statuses).toEqual([200, 200, 200, 200, 200, 429]);
+  });
+
+  it('the session cookie is HttpOnly and SameSite=Lax (not Secure on http)', async () => {
+    const who = email();
+    const web = new WebClient(relay.url, undefined, addr());
+    const form = await web.get('/account/signin');
+    await web.post('/account/signin', { csrf: csrfOf(form.html), email: who });
+    const link = new URL(await sink.nextLink(who));
+    const page = await web.get(link.pathname + link.search);
+    const done = await web.post('/account/signin/link', {
+      csrf: csrfOf(page.html),
+      code: link.searchParams.get('code')!,
+    });
+    const cookie = done.res.headers.getSetCookie().find((c) => c.startsWith('pb_session='))!;
+    expect(cookie).toMatch(/HttpOnly/);
+    expect(cookie).toMatch(/SameSite=Lax/);
+    expect(cookie).not.toMatch(/Secure/);
+    expect(page.res.headers.get('content-security-policy')).toContain("script-src 'self'");
+  });
+
+  it('limit_reached from the dashboard: at creation of a code and of a key, and at redemption', async () => {
+    const { web, account } = await signedInWithPhone();
+    const store = relay.relay.store.store;
+    await store.setAccountPlan(account.id, { maxDevices: 2, maxKeys: 0 });
+    const csrf = csrfOf((await web.get('/account')).html);
+    const paired = await web.post('/account/pair', { csrf, name: 'second' });
+    expect(paired.status).toBe(200);
+    const code = /data-testid="pairing-code">([^<]+)</.exec(paired.html)![1];
+    expect(
+      (
+        await web.post('/account/keys', {
+          csrf,
+          device: (await store.listDevices(account.id))[0].id,
+          scope: 'devices:read',
+        })
+      ).html,
+    ).toContain('limit_reached');
+    await store.setAccountPlan(account.id, { maxDevices: 1, maxKeys: 0 });
+    const atCap = await web.post('/account/pair', { csrf });
+    expect(atCap.status).toBe(403);
+    expect(atCap.html).toContain('limit_reached');
+    const { generateDeviceKey } = await import('../../src/crypto/device-auth.ts');
+    const redeem = await fetch(`${relay.url}/pair`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ code, name: 'x', public_key: generateDeviceKey().publicKeySpkiBase64 }),
+    });
+    expect(redeem.status).toBe(403);
+    expect(((await redeem.json()) as any).error).toBe('limit_reached');
+  });
+
+  it('a locked account gets 402 with its OAuth token; unlocking restores it without re-pairing', async () => {
+    const { web, phone, account } = await signedInWithPhone();
+    const client = await registerClient(web);
+    const { verifier, challenge } = pkce();
+    const code = (await allow(web, authorizeQuery(client.body.client_id, challenge), phone.deviceId)).searchParams.get(
+      'code',
+    )!;
+    const t = await tokenRequest({
+      grant_type: 'authorization_code',
+      code,
+      redirect_uri: 'http://127.0.0.1:4567/callback',
+      client_id: client.body.client_id,
+      code_verifier: verifier,
+    });
+    const token = t.body.access_token as string;
+    expect((await mcpInit(token)).status).toBe(200);
+    const store = relay.relay.store.store;
+    await store.setAccountLocked(account.id, true);
+    await waitFor(async () => (await mcpInit(token)).status === 402, 5_000, '402 while locked');
+    const r = await mcpInit(token);
+    expect(((await r.json()) as any).error).toBe('subscription_required');
+    await store.setAccountLocked(account.id, false);
+    await waitFor(async () => (await mcpInit(token)).status === 200, 5_000, '200 after unlock');
+    expect(await store.getDevice(phone.deviceId)).toBeDefined();
+  });
+});
