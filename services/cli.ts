@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import { parseRelayConfig, storeOptions } from '../src/config.ts';
 import { openStore, SchemaTooNewError, DataDirBusyError, SCOPES, type Scope, type Store } from '../src/store/index.ts';
 import { createKey, createPairing } from './provisioning.ts';
+import { newId } from '../src/crypto/secrets.ts';
 import { readRelayInfo } from './relay-info.ts';
 import { DEFAULT_PLAN, normalizeEmail } from '../src/hosted/plans.ts';
 import { serve } from './serve.ts';

@@ -4,7 +4,7 @@
 import type { TemplatedApp } from '../uws.ts';
 import type { GatewayContext } from '../gateway/context.ts';
 import { SCOPES, type Account, type ControlEvent, type Scope } from '../store/types.ts';
-import { createKey, createPairing } from '../../services/cli.ts';
+import { createKey, createPairing } from '../../services/provisioning.ts';
 import { handle, type HostedRequest } from './request.ts';
 import { qrDataUri } from './qr.ts';
 import { esc, hidden } from './web.ts';
@@ -13,11 +13,11 @@ import { COUNTDOWN_JS, STYLE_CSS } from './assets.ts';
 export function registerDashboardRoutes(app: TemplatedApp, ctx: GatewayContext): void {
   app.get(
     '/account/assets/style.css',
-    handle(ctx, async (r) => r.send(200, asset('text/css'), STYLE_CSS)),
+    handle(ctx, (r) => r.send(200, asset('text/css'), STYLE_CSS)),
   );
   app.get(
     '/account/assets/countdown.js',
-    handle(ctx, async (r) => r.send(200, asset('text/javascript'), COUNTDOWN_JS)),
+    handle(ctx, (r) => r.send(200, asset('text/javascript'), COUNTDOWN_JS)),
   );
   app.get(
     '/account',
@@ -196,7 +196,7 @@ async function removePhone(r: HostedRequest, account: Account, form: URLSearchPa
 
 async function createApiKey(r: HostedRequest, account: Account, form: URLSearchParams): Promise<void> {
   const device = await r.ctx.store.getDevice(form.get('device') ?? '');
-  const scopes = SCOPES.filter((s) => form.getAll('scope').includes(s)) as Scope[];
+  const scopes: Scope[] = SCOPES.filter((s) => form.getAll('scope').includes(s));
   const signedIn = { signedIn: label(account.email, account.id) };
   if (!device || device.accountId !== account.id) return dashboard(r, account, 'No such phone.');
   if (scopes.length === 0) return dashboard(r, account, 'Pick at least one scope.');

@@ -11,8 +11,9 @@ export function createMailer(opts: { smtpUrl?: string; mailFrom: string }, log: 
   if (!opts.smtpUrl) {
     log.warn('hosted mode without --smtp-url: sign-in links are written to the log (development only)');
     return {
-      async sendSigninLink(_to, link) {
+      sendSigninLink(_to, link) {
         log.info({ signinLink: link }, 'sign-in link (no SMTP configured)');
+        return Promise.resolve();
       },
     };
   }

@@ -61,6 +61,7 @@ export function parseRegistration(body: unknown): Parsed<RegistrationRequest> {
   }
   const rawName = typeof b.client_name === 'string' ? b.client_name.trim() : '';
   // Shown on the consent page: printable and short.
+  // eslint-disable-next-line no-control-regex -- removing control characters is the point
   const clientName = rawName.replace(/[\u0000-\u001f\u007f]/g, '').slice(0, 100) || 'Unnamed client';
   return { ok: true, value: { redirectUris: b.redirect_uris as string[], clientName } };
 }

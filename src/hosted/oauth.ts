@@ -1,6 +1,6 @@
 // The OAuth 2.1 authorization server for MCP clients (MCP authorization, revision 2025-11-25):
 // discovery (RFC 9728, RFC 8414), dynamic registration (RFC 7591), the consent page and the token
-// endpoint. The rules are in oauth-rules.ts; tokens are ordinary device tokens (decision 0070).
+// endpoint. The rules are in oauth-rules.ts; tokens are ordinary device tokens (docs/decisions/0070-hosted-accounts-and-oauth.md).
 import type { TemplatedApp } from '../uws.ts';
 import type { GatewayContext } from '../gateway/context.ts';
 import { SCOPES, type Account } from '../store/types.ts';
@@ -37,7 +37,7 @@ export function resourceMetadataUrl(publicUrl: string): string {
 
 export function registerOAuthRoutes(app: TemplatedApp, ctx: GatewayContext): void {
   const base = () => ctx.config.publicUrl;
-  const resourceMetadata = handle(ctx, async (r) =>
+  const resourceMetadata = handle(ctx, (r) =>
     r.jsonResponse(
       200,
       {
@@ -54,7 +54,7 @@ export function registerOAuthRoutes(app: TemplatedApp, ctx: GatewayContext): voi
   app.get('/.well-known/oauth-protected-resource', resourceMetadata);
   app.get(
     '/.well-known/oauth-authorization-server',
-    handle(ctx, async (r) =>
+    handle(ctx, (r) =>
       r.jsonResponse(
         200,
         {
@@ -82,7 +82,7 @@ export function registerOAuthRoutes(app: TemplatedApp, ctx: GatewayContext): voi
   ])
     app.options(
       path,
-      handle(ctx, async (r) => r.send(204, CORS)),
+      handle(ctx, (r) => r.send(204, CORS)),
     );
   app.post(
     '/oauth/register',

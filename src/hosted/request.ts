@@ -153,7 +153,8 @@ const STATUS_TEXT: Record<number, string> = {
   503: 'Service Unavailable',
 };
 
-export type HostedHandler = (r: HostedRequest) => Promise<void>;
+/** A page handler; a synchronous throw is handled like a rejection (see handle). */
+export type HostedHandler = (r: HostedRequest) => void | Promise<void>;
 
 /** Wraps a handler: synchronous prelude, then the async part with one error policy. */
 export function handle(ctx: GatewayContext, fn: HostedHandler, opts: { body?: boolean } = {}) {
@@ -164,7 +165,7 @@ export function handle(ctx: GatewayContext, fn: HostedHandler, opts: { body?: bo
     const ip = clientAddress(res, headers['x-forwarded-for'], ctx.config.trustProxy);
     const r = new HostedRequest(ctx, ex, headers, query, ip);
     if (opts.body) r.startBody(ex);
-    fn(r).catch((err) => {
+    new Promise<void>((resolve) => resolve(fn(r))).catch((err) => {
       if (ex.aborted) return;
       if (err instanceof BodyTooLarge) return r.page(413, 'Too large', '<p class="error">The form was too large.</p>');
       ctx.log.error({ err: String(err) }, 'hosted request failed');

@@ -39,7 +39,7 @@ export function registerSigninRoutes(app: TemplatedApp, ctx: GatewayContext, mai
   );
 }
 
-async function signinForm(r: HostedRequest, error?: string): Promise<void> {
+function signinForm(r: HostedRequest, error?: string): void {
   const next = safeNext(r.query.get('next'));
   r.page(
     error ? 400 : 200,
@@ -91,7 +91,7 @@ async function requestLink(r: HostedRequest, mailer: Mailer): Promise<void> {
   );
 }
 
-async function linkPage(r: HostedRequest): Promise<void> {
+function linkPage(r: HostedRequest): void {
   const code = r.query.get('code') ?? '';
   // Nothing is consumed here: a GET is what link scanners do.
   r.page(

@@ -91,6 +91,7 @@ export function safeNext(raw: string | null | undefined): string {
 
 const ESC: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 export function esc(value: unknown): string {
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- callers pass strings and numbers; anything else is a bug shown escaped
   return String(value ?? '').replace(/[&<>"']/g, (c) => ESC[c]);
 }
 

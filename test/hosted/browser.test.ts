@@ -396,7 +396,7 @@ describe('hosted mode in a browser', () => {
       code_challenge_method: 'S256',
       resource: `${FRONT}/mcp`,
     });
-    const consent = await a.get(`/account/authorize?${query}`);
+    const consent = await a.get(`/account/authorize?${query.toString()}`);
     expect(consent.html).toContain('You have no phone yet');
     const fields = Object.fromEntries(query);
     const refused = await a.post('/account/authorize', {

@@ -95,7 +95,7 @@ function hopTarget(html: string): URL {
 
 /** Consent page → Allow → the code on the redirect. */
 async function allow(web: WebClient, query: URLSearchParams, deviceId: string): Promise<URL> {
-  const page = await web.get(`/account/authorize?${query}`);
+  const page = await web.get(`/account/authorize?${query.toString()}`);
   expect(page.status).toBe(200);
   const fields = formFields(page.html, '/account/authorize');
   const r = await web.post('/account/authorize', {
@@ -177,7 +177,7 @@ describe('the whole exchange over HTTP', () => {
     expect(t.body).toMatchObject({ token_type: 'Bearer', expires_in: 3600, scope: 'devices:read devices:act' });
     expect((await mcpInit(t.body.access_token)).status).toBe(200);
 
-    const page = await web.get(`/account/authorize?${authorizeQuery(client.body.client_id, challenge)}`);
+    const page = await web.get(`/account/authorize?${authorizeQuery(client.body.client_id, challenge).toString()}`);
     const denied = await web.post('/account/authorize', {
       ...formFields(page.html, '/account/authorize'),
       decision: 'deny',
@@ -235,15 +235,15 @@ describe('abuse cases', () => {
     const { web } = await signedInWithPhone();
     const client = await registerClient(web);
     const plain = await web.get(
-      `/account/authorize?${authorizeQuery(client.body.client_id, 'x'.repeat(43), { code_challenge_method: 'plain' })}`,
+      `/account/authorize?${authorizeQuery(client.body.client_id, 'x'.repeat(43), { code_challenge_method: 'plain' }).toString()}`,
     );
     expect(hopTarget(plain.html).searchParams.get('error')).toBe('invalid_request');
     const q = authorizeQuery(client.body.client_id, 'x');
     q.delete('code_challenge');
-    const missing = await web.get(`/account/authorize?${q}`);
+    const missing = await web.get(`/account/authorize?${q.toString()}`);
     expect(hopTarget(missing.html).searchParams.get('error')).toBe('invalid_request');
     const wrongResource = await web.get(
-      `/account/authorize?${authorizeQuery(client.body.client_id, pkce().challenge, { resource: 'https://evil.example/mcp' })}`,
+      `/account/authorize?${authorizeQuery(client.body.client_id, pkce().challenge, { resource: 'https://evil.example/mcp' }).toString()}`,
     );
     expect(hopTarget(wrongResource.html).searchParams.get('error')).toBe('invalid_target');
   });
@@ -252,7 +252,7 @@ describe('abuse cases', () => {
     const { web } = await signedInWithPhone();
     const client = await registerClient(web);
     const r = await web.get(
-      `/account/authorize?${authorizeQuery(client.body.client_id, pkce().challenge, { redirect_uri: 'https://evil.example/cb' })}`,
+      `/account/authorize?${authorizeQuery(client.body.client_id, pkce().challenge, { redirect_uri: 'https://evil.example/cb' }).toString()}`,
     );
     expect(r.status).toBe(400);
     expect(r.html).toContain('redirect_uri is not registered');
