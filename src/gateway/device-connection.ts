@@ -7,7 +7,7 @@ import { inspectPhoneFrame, withId } from '../protocol/frame.ts';
 import { classify, errorResponse, resultResponse, type JsonRpcId, type JsonRpcRequest } from '../protocol/jsonrpc.ts';
 import { INVALID_PARAMS, METHOD_NOT_FOUND, relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
 import { LATEST_SESSION_REVISION } from '../protocol/revisions.ts';
-import { ToolCatalog, type ToolLike } from '../protocol/scopes.ts';
+import { checkMethod, ToolCatalog, type ToolLike } from '../protocol/scopes.ts';
 import type { Scope } from '../store/types.ts';
 import type { Logger } from '../log.ts';
 import { metrics } from '../metrics.ts';
@@ -62,6 +62,10 @@ export interface DeviceConnectionEvents {
   /** A phone notification for every listening stream of this device. */
   notification(deviceId: string, frame: Buffer): void;
   initialized(deviceId: string, result: unknown): void;
+}
+
+function insufficientScope(scope: Scope): JsonRpcErrorObject {
+  return { ...relayError('insufficient_scope', scope), data: { code: 'insufficient_scope', scope } };
 }
 
 type TeardownReason = 'device_offline' | 'device_removed' | 'superseded' | 'relay_error';
@@ -155,8 +159,8 @@ export class DeviceConnection {
   }
 
   /**
-   * One client request: answered from the cache (tools/list), refused (a tool outside the
-   * caller's scopes), or forwarded. Returns a cancel function for a client that goes away.
+   * One client request: refused (a method the phone did not advertise, or outside the caller's
+   * scopes: src/protocol/scopes.ts), answered from the cache (tools/list), or forwarded. Returns a cancel function for a client that goes away.
    */
   handleClientRequest(
     msg: JsonRpcRequest,
@@ -165,28 +169,33 @@ export class DeviceConnection {
     sink: ReplySink,
     timeoutMs: number,
   ): () => void {
-    if (this.pending.size >= this.maxInFlight) {
-      // Bounds what one phone's clients can pile up on a node (calls that outlive a client's
-      // disconnect included); the phone itself is not asked.
-      sink.fail(relayError('device_busy', `${this.maxInFlight} requests already in flight`));
+    // Refusals and answers from the cache come first: they cost the phone nothing, so a busy
+    // phone never turns them into device_busy.
+    const capabilities = (this.initResult as { capabilities?: unknown } | undefined)?.capabilities;
+    const allowed = checkMethod(msg.method, capabilities, caller.scopes);
+    if (!allowed.ok) {
+      if (allowed.reason === 'method_not_found') sink.fail({ code: METHOD_NOT_FOUND, message: allowed.message });
+      else sink.fail(insufficientScope(allowed.scope));
       return () => {};
     }
     if (this.tools && msg.method === 'tools/list') {
       sink.respond(Buffer.from(resultResponse(msg.id, { tools: this.tools.visibleTo(caller.scopes) })));
       return () => {};
     }
-    if (this.tools && msg.method === 'tools/call') {
+    if (this.tools && allowed.perTool) {
       const verdict = this.tools.check(params?.name, caller.scopes);
       if (!verdict.ok) {
         if (verdict.reason === 'unknown_tool')
           sink.fail({ code: INVALID_PARAMS, message: `Unknown tool: ${String(params?.name)}` });
-        else
-          sink.fail({
-            ...relayError('insufficient_scope', verdict.scope),
-            data: { code: 'insufficient_scope', scope: verdict.scope },
-          });
+        else sink.fail(insufficientScope(verdict.scope));
         return () => {};
       }
+    }
+    if (this.pending.size >= this.maxInFlight) {
+      // Bounds what one phone's clients can pile up on a node (calls that outlive a client's
+      // disconnect included); the phone itself is not asked.
+      sink.fail(relayError('device_busy', `${this.maxInFlight} requests already in flight`));
+      return () => {};
     }
     return this.forward({ method: msg.method, params }, msg.id, sink, timeoutMs);
   }
