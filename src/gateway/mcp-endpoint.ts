@@ -449,7 +449,12 @@ class McpEndpoint {
       else void this.ctx.router.broadcastCancel(session.id, requestId); // the request is on another node
       return;
     }
-    void this.ctx.router.notify(session.deviceId, method, params);
+    // As on requests (decision 6): the phone learns who sent it, and a client cannot say otherwise.
+    void this.ctx.router.notify(
+      session.deviceId,
+      method,
+      withCallerContext(params, { id: session.tokenId, scopes: session.scopes }),
+    );
   }
 
   /** GET and DELETE: session revisions only; authenticated, with a live session of the caller. */

@@ -1,4 +1,4 @@
-// Decision 6: every forwarded request tells the phone who is calling. Any value a client
+// Decision 6: every forwarded request (and notification) tells the phone who is calling. Any value a client
 // put under the same key is replaced, never merged.
 import type { Token } from '../store/types.ts';
 

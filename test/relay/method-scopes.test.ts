@@ -1,7 +1,8 @@
-// Every method has a scope and needs the capability the phone advertised
-// (docs/decisions/0030-method-scopes.md), on both /mcp eras, on one node and across two.
+// What a client's messages may do at the phone, on one node and across two: every method has a
+// scope and needs the capability the phone advertised (docs/decisions/0030-method-scopes.md),
+// on both /mcp eras; and no message carries a caller context the client wrote.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestPhone, startTestRelay, type TestPhone, type TestRelay } from '../helpers/relay.ts';
+import { startTestPhone, startTestRelay, waitFor, type TestPhone, type TestRelay } from '../helpers/relay.ts';
 import { startTwoNodes, type TwoNodes } from '../helpers/two-nodes.ts';
 import { createSurfaceServer, type SurfaceLog } from '../fixtures/surface-server.ts';
 import type { Scope } from '../../src/store/types.ts';
@@ -19,6 +20,7 @@ interface Setup {
   client: TestRelay;
   log: SurfaceLog;
   key(scopes?: Scope[]): Promise<string>;
+  keyId(token: string): string;
   stop(): Promise<void>;
 }
 
@@ -56,7 +58,8 @@ async function session(
   expect(init.status).toBe(200);
   const headers = { 'mcp-session-id': init.sid!, 'mcp-protocol-version': SESSION };
   let id = 1;
-  return (method, params = {}) => post(url, token, { jsonrpc: '2.0', id: id++, method, params }, headers);
+  const call = (method: string, params = {}) => post(url, token, { jsonrpc: '2.0', id: id++, method, params }, headers);
+  return Object.assign(call, { sid: init.sid! });
 }
 
 function stateless(url: string, token: string, method: string, params: Record<string, unknown> = {}) {
@@ -144,6 +147,26 @@ function suite(name: string, start: () => Promise<Setup>) {
       expect(reached().length).toBe(before);
     });
 
+    it('replaces a caller context the client wrote on its notifications, too', async () => {
+      const call = await session(s.client.url, lease);
+      const forged = { credential: 'someone-else', scopes: ['devices:read', 'devices:act', 'runs:start'] };
+      const r = await post(
+        s.client.url,
+        lease,
+        {
+          jsonrpc: '2.0',
+          method: 'notifications/roots/list_changed',
+          params: { _meta: { 'phonebridge/caller': forged, other: 1 } },
+        },
+        { 'mcp-session-id': call.sid, 'mcp-protocol-version': SESSION },
+      );
+      expect(r.status).toBe(202);
+      await waitFor(() => s.log.notifications.some((n) => n.method === 'notifications/roots/list_changed'));
+      const got = s.log.notifications.find((n) => n.method === 'notifications/roots/list_changed')!.params as any;
+      expect(got._meta['phonebridge/caller']).toEqual({ credential: s.keyId(lease), scopes: ['devices:lease'] });
+      expect(got._meta.other).toBe(1);
+    });
+
     it('still lets ping and the tools through to a lease-only key', async () => {
       const call = await session(s.client.url, lease);
       expect((await call('ping')).json.result).toEqual({});
@@ -153,6 +176,18 @@ function suite(name: string, start: () => Promise<Setup>) {
   });
 }
 
+function keys(create: (scopes?: Scope[]) => Promise<{ id: string; token: string }>) {
+  const ids = new Map<string, string>();
+  return {
+    key: async (scopes?: Scope[]) => {
+      const k = await create(scopes);
+      ids.set(k.token, k.id);
+      return k.token;
+    },
+    keyId: (token: string) => ids.get(token)!,
+  };
+}
+
 suite('one node', async () => {
   const relay = await startTestRelay();
   const log: SurfaceLog = { requests: [], notifications: [] };
@@ -160,7 +195,7 @@ suite('one node', async () => {
   return {
     client: relay,
     log,
-    key: async (scopes) => (await relay.key(phone.deviceId, scopes)).token,
+    ...keys((scopes) => relay.key(phone.deviceId, scopes)),
     async stop() {
       await phone.stop();
       await relay.stop();
@@ -175,7 +210,7 @@ suite('two nodes over Redis (phone on a, client on b)', async () => {
   return {
     client: nodes.b,
     log,
-    key: async (scopes) => (await nodes.a.key(phone.deviceId, scopes)).token,
+    ...keys((scopes) => nodes.a.key(phone.deviceId, scopes)),
     async stop() {
       await phone.stop();
       await nodes.stop();
