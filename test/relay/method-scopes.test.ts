@@ -45,10 +45,9 @@ async function post(url: string, token: string, body: unknown, headers: Record<s
   return { status: r.status, json, challenge: r.headers.get('www-authenticate'), sid: r.headers.get('mcp-session-id') };
 }
 
-async function session(
-  url: string,
-  token: string,
-): Promise<(method: string, params?: object) => ReturnType<typeof post>> {
+type Call = ((method: string, params?: object) => ReturnType<typeof post>) & { sid: string };
+
+async function session(url: string, token: string): Promise<Call> {
   const init = await post(url, token, {
     jsonrpc: '2.0',
     id: 0,
