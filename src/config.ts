@@ -4,10 +4,15 @@ import { parseArgs } from 'node:util';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 
+/** Settings serve cannot start with; the CLI prints the message and exits 2. */
+export class ConfigError extends Error {}
+
 export interface RelayConfig {
   port: number;
   host: string;
   adminPort: number;
+  /** Where /metrics, /healthz and /readyz listen: loopback unless set (a pod sets its own address). */
+  adminHost: string;
   publicUrl: string;
   /** false when publicUrl was derived from --host/--port (then a port 0 is filled in after listen). */
   publicUrlExplicit: boolean;
@@ -45,6 +50,7 @@ const FLAGS = {
   port: { type: 'string' },
   host: { type: 'string' },
   'admin-port': { type: 'string' },
+  'admin-host': { type: 'string' },
   'public-url': { type: 'string' },
   'data-dir': { type: 'string' },
   'database-url': { type: 'string' },
@@ -75,7 +81,7 @@ function envName(flag: string): string {
 function intValue(name: string, raw: string | undefined, dflt: number): number {
   if (raw === undefined || raw === '') return dflt;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n < 0) throw new Error(`--${name} must be a non-negative integer, got "${raw}"`);
+  if (!Number.isInteger(n) || n < 0) throw new ConfigError(`--${name} must be a non-negative integer, got "${raw}"`);
   return n;
 }
 
@@ -92,6 +98,12 @@ export function storeOptions(values: { 'data-dir'?: string; 'database-url'?: str
   };
 }
 
+/** 127.0.0.0/8, ::1 and localhost: reachable from this machine only. */
+export function isLoopback(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, '').toLowerCase();
+  return h === 'localhost' || h === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h) || h === '::ffff:127.0.0.1';
+}
+
 export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): RelayConfig {
   const { values } = parseArgs({ args: argv, options: FLAGS, strict: true, allowPositionals: false });
   const get = (f: FlagName): string | boolean | undefined =>
@@ -102,9 +114,14 @@ export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = proces
   };
   const port = intValue('port', str('port'), 8080);
   const host = str('host') ?? '127.0.0.1';
+  if (!isLoopback(host) && str('public-url') === undefined)
+    throw new ConfigError(
+      `--host ${host} is not a loopback address: set --public-url (PHONEBRIDGE_PUBLIC_URL) to the URL phones and clients use. ` +
+        `Phones sign it and Origin checks compare with it, so it cannot be derived from ${host}.`,
+    );
   const tlsCert = str('tls-cert');
   const tlsKey = str('tls-key');
-  if (!!tlsCert !== !!tlsKey) throw new Error('--tls-cert and --tls-key go together');
+  if (!!tlsCert !== !!tlsKey) throw new ConfigError('--tls-cert and --tls-key go together');
   const scheme = tlsCert ? 'https' : 'http';
   const publicUrl = (str('public-url') ?? `${scheme}://${host.includes(':') ? `[${host}]` : host}:${port}`).replace(
     /\/+$/,
@@ -114,14 +131,16 @@ export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = proces
   try {
     parsed = new URL(publicUrl);
   } catch {
-    throw new Error(`--public-url is not a URL: "${publicUrl}"`);
+    throw new ConfigError(`--public-url is not a URL: "${publicUrl}"`);
   }
-  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new Error('--public-url must be http(s)');
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')
+    throw new ConfigError('--public-url must be http(s)');
   const { dataDir, databaseUrl } = storeOptions(values as Record<string, string>, env);
   return {
     port,
     host,
     adminPort: intValue('admin-port', str('admin-port'), 9464),
+    adminHost: str('admin-host') ?? '127.0.0.1',
     publicUrl,
     publicUrlExplicit: str('public-url') !== undefined,
     relayHost: parsed.host,

@@ -185,6 +185,8 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
     const env = envOf(c);
     expect(env.get('PHONEBRIDGE_NODE_ID').valueFrom).toEqual({ fieldRef: { fieldPath: 'metadata.name' } });
     expect(env.get('PHONEBRIDGE_NODE_ID').value).toBeUndefined();
+    // Metrics and probes on the pod's address only (the relay's default is loopback).
+    expect(env.get('PHONEBRIDGE_ADMIN_HOST').valueFrom).toEqual({ fieldRef: { fieldPath: 'status.podIP' } });
     // What the kubelet would give the process: plain values, the pod name, secret contents.
     const secrets: Record<string, string> = {
       'database-url': 'postgres://u:p@pg:5432/pb',
@@ -194,6 +196,7 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
     for (const e of c.env as any[]) {
       if (e.value !== undefined) processEnv[e.name] = e.value;
       else if (e.valueFrom?.fieldRef?.fieldPath === 'metadata.name') processEnv[e.name] = 'pb-phonebridge-7d9f-abcde';
+      else if (e.valueFrom?.fieldRef?.fieldPath === 'status.podIP') processEnv[e.name] = '10.1.2.3';
       else if (e.valueFrom?.secretKeyRef) processEnv[e.name] = secrets[e.valueFrom.secretKeyRef.key]!;
     }
     for (const name of Object.keys(processEnv)) expect(name).toMatch(/^PHONEBRIDGE_[A-Z_]+$/);
@@ -202,6 +205,7 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
       host: '0.0.0.0',
       port: 8080,
       adminPort: 9464,
+      adminHost: '10.1.2.3',
       publicUrl: PUBLIC_URL,
       publicUrlExplicit: true,
       relayHost: 'relay.example.com',
