@@ -70,8 +70,12 @@ export class Exchange {
     else this.abortHandlers.push(h);
   }
 
-  /** Reads the whole body, copying each chunk (uWS reuses its buffers). Call before any await. */
-  body(limit: number): Promise<Buffer> {
+  /**
+   * Reads the whole body, copying each chunk (uWS reuses its buffers). Call before any await.
+   * Past `limit` it answers 413 at once and closes the connection, so the rest is never read;
+   * the promise rejects with BodyTooLarge and later writes are no-ops.
+   */
+  body(limit: number, tooLarge: () => { headers: Headers; body: string } = defaultTooLarge(limit)): Promise<Buffer> {
     return new Promise((resolve, reject) => {
       const chunks: Buffer[] = [];
       let size = 0;
@@ -82,6 +86,8 @@ export class Exchange {
         size += chunk.byteLength;
         if (size > limit) {
           failed = true;
+          const answer = tooLarge();
+          this.send(413, answer.headers, answer.body, true);
           reject(new BodyTooLarge(limit));
           return;
         }
@@ -110,6 +116,13 @@ export class Exchange {
   error(status: number, code: string, message: string, headers: Headers = {}): void {
     this.json(status, { error: code, message }, headers);
   }
+}
+
+function defaultTooLarge(limit: number) {
+  return () => ({
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ error: 'too_large', message: new BodyTooLarge(limit).message }),
+  });
 }
 
 /** Client address: X-Forwarded-For's first hop only when the operator trusts the proxy. */

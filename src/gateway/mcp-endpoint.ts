@@ -181,7 +181,10 @@ class McpEndpoint {
     const begun = this.begin(res, req);
     if (!begun) return;
     const { ex, h } = begun;
-    const body = ex.body(MAX_FRAME_BYTES);
+    const body = ex.body(MAX_FRAME_BYTES, () => ({
+      headers: JSON_HEADERS,
+      body: errorResponse(null, relayError('too_large', 'request body over 256 KiB')),
+    }));
     body.catch(() => {}); // observed below; avoid an unhandled rejection on early exits
     this.handlePost(ex, h, body).catch((err) => this.fail(ex, err));
   }

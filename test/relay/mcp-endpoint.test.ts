@@ -275,6 +275,8 @@ describe('a phone with too many requests in flight', () => {
       const { client } = await connectClient(r2.mcpUrl, (await r2.key(p.deviceId)).token);
       const slow = [1, 2, 3].map(() => client.callTool({ name: 'sleep', arguments: { ms: 1500 } }));
       await waitFor(() => r2.relay.node.ctx.hub.device(p.deviceId)!.inFlight === 3, 5000, 'three calls in flight');
+      // In flight at the relay is not yet received by the phone: count once the phone has them all.
+      await waitFor(() => ctl.calls.length === 3, 5000, 'three calls at the phone');
       const calls = ctl.calls.length;
       const t0 = Date.now();
       const err = await client.callTool({ name: 'echo', arguments: { text: 'one too many' } }).catch((e) => e);
