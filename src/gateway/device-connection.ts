@@ -84,6 +84,9 @@ export class DeviceConnection {
   claim?: Promise<number | undefined>;
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
+  private reloading = false;
+  private reloadAgain = false;
+  private toolsChangedFrame?: Buffer;
   private readyPromise?: Promise<void>;
 
   constructor(
@@ -327,14 +330,36 @@ export class DeviceConnection {
         return;
       }
       case 'notifications/tools/list_changed':
-        // Refresh the catalog first so clients that re-list see the new surface.
-        void this.loadTools()
-          .catch((err) => this.log.warn({ deviceId: this.deviceId, err: String(err) }, 'tools/list refresh failed'))
-          .finally(() => this.events.notification(this.deviceId, frame));
+        this.toolsChanged(frame);
         return;
       default:
         this.events.notification(this.deviceId, frame);
     }
+  }
+
+  /**
+   * Refreshes the catalog first so clients that re-list see the new surface, then tells them.
+   * One reload at a time: list_changed arriving during one asks for one more after it (the
+   * latest surface wins), so a storm costs two reloads, not one each, and the relay's own
+   * requests (in `pending`, counted against --max-in-flight like any other) stay at one.
+   */
+  private toolsChanged(frame: Buffer): void {
+    this.toolsChangedFrame = frame;
+    if (this.reloading) {
+      this.reloadAgain = true;
+      return;
+    }
+    this.reloading = true;
+    void (async () => {
+      do {
+        this.reloadAgain = false;
+        await this.loadTools().catch((err) =>
+          this.log.warn({ deviceId: this.deviceId, err: String(err) }, 'tools/list refresh failed'),
+        );
+      } while (this.reloadAgain && !this.closed);
+      this.reloading = false;
+      if (!this.closed) this.events.notification(this.deviceId, this.toolsChangedFrame!);
+    })();
   }
 
   /** Fails everything in flight; the socket itself is closed by the caller or already gone. */
