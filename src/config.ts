@@ -3,6 +3,7 @@
 import { parseArgs } from 'node:util';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
+import { parseCidr } from './gateway/client-address.ts';
 
 /** Settings serve cannot start with; the CLI prints the message and exits 2. */
 export class ConfigError extends Error {}
@@ -26,6 +27,10 @@ export interface RelayConfig {
   nodeId: string;
   hosted: boolean;
   trustProxy: boolean;
+  /** With trustProxy: proxies in front that each append to X-Forwarded-For (default 1). */
+  trustedHops: number;
+  /** With trustProxy: CIDRs of those proxies; when set, hops are recognised by address. */
+  trustedProxies: string[];
   tlsCert?: string;
   tlsKey?: string;
   allowedOrigins: string[];
@@ -59,6 +64,8 @@ const FLAGS = {
   'node-id': { type: 'string' },
   hosted: { type: 'boolean' },
   'trust-proxy': { type: 'boolean' },
+  'trusted-hops': { type: 'string' },
+  'trusted-proxies': { type: 'string' },
   'tls-cert': { type: 'string' },
   'tls-key': { type: 'string' },
   'allowed-origins': { type: 'string' },
@@ -119,6 +126,16 @@ export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = proces
       `--host ${host} is not a loopback address: set --public-url (PHONEBRIDGE_PUBLIC_URL) to the URL phones and clients use. ` +
         `Phones sign it and Origin checks compare with it, so it cannot be derived from ${host}.`,
     );
+  const trustedHops = intValue('trusted-hops', str('trusted-hops'), 1);
+  if (trustedHops < 1)
+    throw new ConfigError('--trusted-hops must be at least 1 (without a proxy, leave --trust-proxy off)');
+  const trustedProxies = (str('trusted-proxies') ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  for (const c of trustedProxies)
+    if (!parseCidr(c))
+      throw new ConfigError(`--trusted-proxies: "${c}" is not an address or CIDR (10.0.0.0/8, fd00::/8)`);
   const tlsCert = str('tls-cert');
   const tlsKey = str('tls-key');
   if (!!tlsCert !== !!tlsKey) throw new ConfigError('--tls-cert and --tls-key go together');
@@ -151,6 +168,8 @@ export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     nodeId: str('node-id') ?? `${hostname()}-${randomBytes(3).toString('hex')}`,
     hosted: boolValue(get('hosted')),
     trustProxy: boolValue(get('trust-proxy')),
+    trustedHops,
+    trustedProxies,
     tlsCert,
     tlsKey,
     allowedOrigins: (str('allowed-origins') ?? '')

@@ -26,9 +26,8 @@ const READ_LIMIT = 1024 * 1024;
 export function handleChallenge(ctx: GatewayContext) {
   return (res: HttpResponse, req: HttpRequest): void => {
     const ex = new Exchange(res);
-    const headers = copyHeaders(req, ['x-forwarded-for']);
     const body = ex.body(4 * 1024);
-    const ip = clientAddress(res, headers['x-forwarded-for'], ctx.config.trustProxy);
+    const ip = clientAddress(res, req, ctx.config);
     void (async () => {
       const raw = await body;
       if ((await ctx.bus.hit(`challenge:${ip}`, 60_000)) > CHALLENGES_PER_MINUTE) {

@@ -2,6 +2,7 @@
 // here once: onAborted before any await, body chunks copied, every late write corked and
 // skipped after an abort, backpressure honoured on streams.
 import type { HttpRequest, HttpResponse } from '../uws.ts';
+import { limitKey, pickClientAddress, type ProxyTrust } from './client-address.ts';
 
 export const STATUS: Record<number, string> = {
   200: '200 OK',
@@ -125,11 +126,16 @@ function defaultTooLarge(limit: number) {
   });
 }
 
-/** Client address: X-Forwarded-For's first hop only when the operator trusts the proxy. */
-export function clientAddress(res: HttpResponse, forwardedFor: string | undefined, trustProxy: boolean): string {
-  if (trustProxy && forwardedFor) {
-    const first = forwardedFor.split(',')[0].trim();
-    if (first) return first;
-  }
-  return Buffer.from(res.getRemoteAddressAsText()).toString();
+/**
+ * The rate-limit key of the request's client: its address as src/gateway/client-address.ts
+ * decides it (X-Forwarded-For only as far as the operator trusts it), IPv6 by /64. Call it
+ * before any await (it reads `req`).
+ */
+export function clientAddress(res: HttpResponse, req: HttpRequest, trust: ProxyTrust): string {
+  const forwardedFor: string[] = [];
+  if (trust.trustProxy)
+    req.forEach((k, v) => {
+      if (k === 'x-forwarded-for') forwardedFor.push(v);
+    });
+  return limitKey(pickClientAddress(Buffer.from(res.getRemoteAddressAsText()).toString(), forwardedFor, trust));
 }

@@ -3,7 +3,7 @@
 // ten minutes from one address is a 429 before the code is even looked at — also when the
 // attempts arrive at once, on any number of nodes.
 import type { HttpRequest, HttpResponse } from '../uws.ts';
-import { clientAddress, copyHeaders, Exchange, BodyTooLarge } from './http.ts';
+import { clientAddress, Exchange, BodyTooLarge } from './http.ts';
 import { hashPairingCode, newId, normalizePairingCode } from '../crypto/secrets.ts';
 import { parseDevicePublicKey } from '../crypto/device-auth.ts';
 import { metrics } from '../metrics.ts';
@@ -16,9 +16,8 @@ const MAX_NAME = 100;
 export function handlePair(ctx: GatewayContext) {
   return (res: HttpResponse, req: HttpRequest): void => {
     const ex = new Exchange(res);
-    const headers = copyHeaders(req, ['x-forwarded-for', 'content-type']);
     const body = ex.body(8 * 1024);
-    const ip = clientAddress(res, headers['x-forwarded-for'], ctx.config.trustProxy);
+    const ip = clientAddress(res, req, ctx.config);
     void pair(ctx, ex, body, ip).catch((err) => {
       if (err instanceof BodyTooLarge) return ex.error(413, 'too_large', err.message);
       if (ex.aborted) return;

@@ -432,6 +432,29 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
     ]);
     const env = envOf(gateway(on));
     expect(env.get('PHONEBRIDGE_TRUST_PROXY').value).toBe('true');
+    // The ingress is one hop: the right-most X-Forwarded-For entry is the client.
+    expect(env.get('PHONEBRIDGE_TRUSTED_HOPS').value).toBe('1');
+    expect(env.has('PHONEBRIDGE_TRUSTED_PROXIES')).toBe(false);
+    const behindCdn = envOf(
+      gateway(
+        await render({
+          ...BASE,
+          ingress: { enabled: true },
+          trustedHops: 2,
+          trustedProxies: ['10.0.0.0/8', 'fd00::/8'],
+        }),
+      ),
+    );
+    expect(behindCdn.get('PHONEBRIDGE_TRUSTED_HOPS').value).toBe('2');
+    expect(behindCdn.get('PHONEBRIDGE_TRUSTED_PROXIES').value).toBe('10.0.0.0/8,fd00::/8');
+    expect(
+      parseRelayConfig([], {
+        PHONEBRIDGE_PUBLIC_URL: PUBLIC_URL,
+        PHONEBRIDGE_TRUST_PROXY: 'true',
+        PHONEBRIDGE_TRUSTED_HOPS: '2',
+        PHONEBRIDGE_TRUSTED_PROXIES: '10.0.0.0/8,fd00::/8',
+      }),
+    ).toMatchObject({ trustProxy: true, trustedHops: 2, trustedProxies: ['10.0.0.0/8', 'fd00::/8'] });
     expect(env.get('PHONEBRIDGE_PUBLIC_URL').value).toBe('https://relay.example.com:8443');
     const forcedOff = await render({ ...BASE, ingress: { enabled: true }, trustProxy: false });
     expect(envOf(gateway(forcedOff)).has('PHONEBRIDGE_TRUST_PROXY')).toBe(false);
