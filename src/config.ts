@@ -5,7 +5,7 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { parseCidr } from './gateway/client-address.ts';
 
-/** Settings serve cannot start with; the CLI prints the message and exits 2. */
+/** Settings serve cannot start with (docs/decisions/0032-listening-defaults.md); the CLI exits 2. */
 export class ConfigError extends Error {}
 
 export interface RelayConfig {
