@@ -16,7 +16,9 @@ interface PhoneStats {
   lists: number;
   concurrentLists: number;
   maxConcurrentLists: number;
-  version: number;
+  version: number | string;
+  /** The next tools/list answers late (with the surface as it was when asked). */
+  slowNext?: boolean;
 }
 
 function stormPhone(stats: PhoneStats): Server {
@@ -25,25 +27,42 @@ function stormPhone(stats: PhoneStats): Server {
   server.setRequestHandler(ListToolsRequestSchema, async () => {
     stats.lists++;
     stats.maxConcurrentLists = Math.max(stats.maxConcurrentLists, ++stats.concurrentLists);
-    await new Promise((r) => setTimeout(r, 5)); // a real phone takes a moment to list
+    const version = stats.version;
+    const delay = stats.slowNext ? 400 : 5; // a real phone takes a moment to list
+    stats.slowNext = false;
+    await new Promise((r) => setTimeout(r, delay));
     stats.concurrentLists--;
     return {
       tools: [
         { name: 'storm', inputSchema: { type: 'object' }, _meta: read },
         { name: 'sleep', inputSchema: { type: 'object' }, _meta: read },
+        { name: 'flip', inputSchema: { type: 'object' }, _meta: read },
         { name: 'act', inputSchema: { type: 'object' }, _meta: { 'phonebridge/scope': 'devices:act' } },
-        { name: `v${stats.version}`, inputSchema: { type: 'object' }, _meta: read },
+        { name: `v${version}`, inputSchema: { type: 'object' }, _meta: read },
       ],
     };
   });
   server.setRequestHandler(CallToolRequestSchema, async (r) => {
     if (r.params.name === 'storm') {
       // The surface changes with every notification; the relay must end on the last one.
+      // In one burst, as a phone whose surface churns would; the last one names the final surface.
+      const sent: Array<Promise<void>> = [];
       for (let i = 1; i <= STORM; i++) {
         stats.version = i;
-        await server.sendToolListChanged();
+        sent.push(server.sendToolListChanged());
       }
+      await Promise.all(sent);
       return { content: [{ type: 'text', text: 'stormed' }] };
+    }
+    if (r.params.name === 'flip') {
+      // Surface a, listed slowly; then surface b while that reload is still out.
+      stats.version = 'a';
+      stats.slowNext = true;
+      await server.sendToolListChanged();
+      await new Promise((res) => setTimeout(res, 100));
+      stats.version = 'b';
+      await server.sendToolListChanged();
+      return { content: [{ type: 'text', text: 'flipped' }] };
     }
     if (r.params.name === 'sleep') await new Promise((res) => setTimeout(res, 1500));
     return { content: [{ type: 'text', text: r.params.name }] };
@@ -98,10 +117,21 @@ function suite(
         );
       expect(stats.maxConcurrentLists).toBe(1);
       // Each reload coalesces everything that arrived while it ran: a handful, never one per notification.
-      expect(stats.lists - listsBefore).toBeLessThan(STORM / 100);
-      expect(told).toBeLessThan(STORM / 100);
+      expect(stats.lists - listsBefore).toBeLessThan(STORM / 30);
+      expect(told).toBeLessThan(STORM / 30);
       // The storm call itself plus at most one reload of the relay's own.
       expect(peak).toBeLessThanOrEqual(2);
+      await client.close();
+    });
+
+    it('the latest surface wins over a slow reload that answers last', async () => {
+      const { client } = await connectClient(env.clientNode.mcpUrl, full);
+      await client.callTool({ name: 'flip', arguments: {} });
+      const names = async () => (await client.listTools()).tools.map((t) => t.name);
+      await waitFor(async () => (await names()).includes('vb'), 10_000, 'surface b');
+      await new Promise((r) => setTimeout(r, 800)); // past the slow answer for surface a
+      expect(await names()).toContain('vb');
+      expect(await names()).not.toContain('va');
       await client.close();
     });
 
