@@ -1,6 +1,7 @@
 // The `phonebridge` command line: serve, pair, keys, devices, device run, demo.
 import { parseArgs } from 'node:util';
-import { parseRelayConfig, storeOptions } from '../src/config.ts';
+import { ConfigError, parseRelayConfig, storeOptions } from '../src/config.ts';
+import { ListenError } from '../src/gateway/node.ts';
 import { openStore, SchemaTooNewError, DataDirBusyError, SCOPES, type Scope, type Store } from '../src/store/index.ts';
 import { createKey, createPairing } from './provisioning.ts';
 import { newId } from '../src/crypto/secrets.ts';
@@ -57,7 +58,7 @@ export async function main(argv: string[]): Promise<void> {
         throw new UsageError(`unknown command "${cmd}"`);
     }
   } catch (err) {
-    if (err instanceof SchemaTooNewError) {
+    if (err instanceof SchemaTooNewError || err instanceof ConfigError || err instanceof ListenError) {
       console.error(`phonebridge: ${err.message}`);
       process.exit(2);
     }

@@ -91,7 +91,7 @@ phonebridge is running (embedded store in ${config.dataDir}, one simulated phone
 
   MCP URL:  ${mcpUrl}
   API key:  ${token}
-  Metrics:  http://${config.host}:${relay.node.adminPort}/metrics
+  Metrics:  http://${config.adminHost}:${relay.node.adminPort}/metrics
 
 MCP client config (Claude Desktop, Cursor, …):
 ${JSON.stringify(clientConfig, null, 2)}

@@ -3,11 +3,17 @@
 import { parseArgs } from 'node:util';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
+import { parseCidr } from './gateway/client-address.ts';
+
+/** Settings serve cannot start with (docs/decisions/0032-listening-defaults.md); the CLI exits 2. */
+export class ConfigError extends Error {}
 
 export interface RelayConfig {
   port: number;
   host: string;
   adminPort: number;
+  /** Where /metrics, /healthz and /readyz listen: loopback unless set (a pod sets its own address). */
+  adminHost: string;
   publicUrl: string;
   /** false when publicUrl was derived from --host/--port (then a port 0 is filled in after listen). */
   publicUrlExplicit: boolean;
@@ -21,6 +27,10 @@ export interface RelayConfig {
   nodeId: string;
   hosted: boolean;
   trustProxy: boolean;
+  /** With trustProxy: proxies in front that each append to X-Forwarded-For (default 1). */
+  trustedHops: number;
+  /** With trustProxy: CIDRs of those proxies; when set, hops are recognised by address. */
+  trustedProxies: string[];
   tlsCert?: string;
   tlsKey?: string;
   allowedOrigins: string[];
@@ -48,6 +58,7 @@ const FLAGS = {
   port: { type: 'string' },
   host: { type: 'string' },
   'admin-port': { type: 'string' },
+  'admin-host': { type: 'string' },
   'public-url': { type: 'string' },
   'data-dir': { type: 'string' },
   'database-url': { type: 'string' },
@@ -56,6 +67,8 @@ const FLAGS = {
   'node-id': { type: 'string' },
   hosted: { type: 'boolean' },
   'trust-proxy': { type: 'boolean' },
+  'trusted-hops': { type: 'string' },
+  'trusted-proxies': { type: 'string' },
   'tls-cert': { type: 'string' },
   'tls-key': { type: 'string' },
   'allowed-origins': { type: 'string' },
@@ -80,7 +93,7 @@ function envName(flag: string): string {
 function intValue(name: string, raw: string | undefined, dflt: number): number {
   if (raw === undefined || raw === '') return dflt;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n < 0) throw new Error(`--${name} must be a non-negative integer, got "${raw}"`);
+  if (!Number.isInteger(n) || n < 0) throw new ConfigError(`--${name} must be a non-negative integer, got "${raw}"`);
   return n;
 }
 
@@ -97,6 +110,12 @@ export function storeOptions(values: { 'data-dir'?: string; 'database-url'?: str
   };
 }
 
+/** 127.0.0.0/8, ::1 and localhost: reachable from this machine only. */
+export function isLoopback(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, '').toLowerCase();
+  return h === 'localhost' || h === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h) || h === '::ffff:127.0.0.1';
+}
+
 export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = process.env): RelayConfig {
   const { values } = parseArgs({ args: argv, options: FLAGS, strict: true, allowPositionals: false });
   const get = (f: FlagName): string | boolean | undefined =>
@@ -107,9 +126,24 @@ export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = proces
   };
   const port = intValue('port', str('port'), 8080);
   const host = str('host') ?? '127.0.0.1';
+  if (!isLoopback(host) && str('public-url') === undefined)
+    throw new ConfigError(
+      `--host ${host} is not a loopback address: set --public-url (PHONEBRIDGE_PUBLIC_URL) to the URL phones and clients use. ` +
+        `Phones sign it and Origin checks compare with it, so it cannot be derived from ${host}.`,
+    );
+  const trustedHops = intValue('trusted-hops', str('trusted-hops'), 1);
+  if (trustedHops < 1)
+    throw new ConfigError('--trusted-hops must be at least 1 (without a proxy, leave --trust-proxy off)');
+  const trustedProxies = (str('trusted-proxies') ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  for (const c of trustedProxies)
+    if (!parseCidr(c))
+      throw new ConfigError(`--trusted-proxies: "${c}" is not an address or CIDR (10.0.0.0/8, fd00::/8)`);
   const tlsCert = str('tls-cert');
   const tlsKey = str('tls-key');
-  if (!!tlsCert !== !!tlsKey) throw new Error('--tls-cert and --tls-key go together');
+  if (!!tlsCert !== !!tlsKey) throw new ConfigError('--tls-cert and --tls-key go together');
   const scheme = tlsCert ? 'https' : 'http';
   const publicUrl = (str('public-url') ?? `${scheme}://${host.includes(':') ? `[${host}]` : host}:${port}`).replace(
     /\/+$/,
@@ -119,14 +153,16 @@ export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = proces
   try {
     parsed = new URL(publicUrl);
   } catch {
-    throw new Error(`--public-url is not a URL: "${publicUrl}"`);
+    throw new ConfigError(`--public-url is not a URL: "${publicUrl}"`);
   }
-  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new Error('--public-url must be http(s)');
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')
+    throw new ConfigError('--public-url must be http(s)');
   const { dataDir, databaseUrl } = storeOptions(values, env);
   return {
     port,
     host,
     adminPort: intValue('admin-port', str('admin-port'), 9464),
+    adminHost: str('admin-host') ?? '127.0.0.1',
     publicUrl,
     publicUrlExplicit: str('public-url') !== undefined,
     relayHost: parsed.host,
@@ -137,6 +173,8 @@ export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     nodeId: str('node-id') ?? `${hostname()}-${randomBytes(3).toString('hex')}`,
     hosted: boolValue(get('hosted')),
     trustProxy: boolValue(get('trust-proxy')),
+    trustedHops,
+    trustedProxies,
     tlsCert,
     tlsKey,
     allowedOrigins: (str('allowed-origins') ?? '')

@@ -18,3 +18,44 @@ export function createLogger(
   };
   return opts.destination ? pino(options, opts.destination) : pino(options);
 }
+
+/** The longest client-supplied value (a header) that goes into a log line. */
+export const MAX_LOGGED_VALUE = 128;
+
+/** A client-supplied value as a log line may carry it: cut at MAX_LOGGED_VALUE, with its length. */
+export function logValue(v: string | undefined): string | undefined {
+  if (v === undefined || v.length <= MAX_LOGGED_VALUE) return v;
+  return `${v.slice(0, MAX_LOGGED_VALUE)}…(${v.length} chars)`;
+}
+
+/**
+ * At most `limit` lines per fixed window, for lines anyone on the internet can cause (rejected
+ * upgrades). `take()` is undefined for a line to drop, or how many were dropped before this one.
+ */
+export class LogThrottle {
+  private windowStart = -Infinity;
+  private used = 0;
+  private dropped = 0;
+
+  constructor(
+    private readonly limit: number,
+    private readonly windowMs: number,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  take(): number | undefined {
+    const t = this.now();
+    if (t - this.windowStart >= this.windowMs) {
+      this.windowStart = t;
+      this.used = 0;
+    }
+    if (this.used >= this.limit) {
+      this.dropped++;
+      return undefined;
+    }
+    this.used++;
+    const dropped = this.dropped;
+    this.dropped = 0;
+    return dropped;
+  }
+}

@@ -19,3 +19,22 @@ function loadNative(): typeof UWS {
 
 export const uws = loadNative();
 export type { HttpRequest, HttpResponse, TemplatedApp, WebSocket, us_listen_socket } from 'uWebSockets.js';
+
+type ListenCallback = (socket: UWS.us_listen_socket | false) => void;
+
+/**
+ * Listens without SO_REUSEPORT (uWS's default shares the port with any other process that asks).
+ * The binary exports LIBUS_LISTEN_EXCLUSIVE_PORT and takes (host, port, options, cb); the
+ * typings lack that overload.
+ */
+export function listenExclusive(app: UWS.TemplatedApp, host: string, port: number, cb: ListenCallback): void {
+  const flag = (uws as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT: number }).LIBUS_LISTEN_EXCLUSIVE_PORT;
+  if (flag === undefined) throw new Error('uWebSockets.js does not export LIBUS_LISTEN_EXCLUSIVE_PORT');
+  (app.listen as unknown as (h: string, p: number, o: number, c: ListenCallback) => void).call(
+    app,
+    host,
+    port,
+    flag,
+    cb,
+  );
+}

@@ -69,6 +69,23 @@ describe.each(drivers)('%s bus', (_name, make) => {
     expect(await bus.hit(k, 300)).toBe(1);
   });
 
+  it('unhit takes one hit back, never below zero, and keeps the window', async () => {
+    await open();
+    const k = uid();
+    await bus.unhit(k);
+    expect(await bus.peek(k)).toBe(0);
+    await bus.hit(k, 300);
+    await bus.hit(k, 300);
+    await bus.unhit(k);
+    expect(await bus.peek(k)).toBe(1);
+    await bus.unhit(k);
+    await bus.unhit(k);
+    expect(await bus.peek(k)).toBe(0);
+    expect(await bus.hit(k, 300)).toBe(1);
+    await sleep(350);
+    expect(await bus.peek(k)).toBe(0); // the window opened by the first hit still ends on time
+  });
+
   it('sessions: create, touch renews idle time, expiry, delete', async () => {
     await open();
     const id = uid();

@@ -55,6 +55,8 @@ export interface Bus {
   hit(key: string, windowMs: number): Promise<number>;
   /** Current count of a window without incrementing. */
   peek(key: string): Promise<number>;
+  /** Takes back one hit (counted up front, then found not to count): never below 0, same window end. */
+  unhit(key: string): Promise<void>;
 
   /** Reaches every node, this one included, once each. */
   publishControl(event: ControlEvent): Promise<void>;

@@ -7,7 +7,7 @@ import { inspectPhoneFrame, withId } from '../protocol/frame.ts';
 import { classify, errorResponse, resultResponse, type JsonRpcId, type JsonRpcRequest } from '../protocol/jsonrpc.ts';
 import { INVALID_PARAMS, METHOD_NOT_FOUND, relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
 import { LATEST_SESSION_REVISION } from '../protocol/revisions.ts';
-import { ToolCatalog, type ToolLike } from '../protocol/scopes.ts';
+import { checkMethod, ToolCatalog, type ToolLike } from '../protocol/scopes.ts';
 import type { Scope } from '../store/types.ts';
 import type { Logger } from '../log.ts';
 import { metrics } from '../metrics.ts';
@@ -64,6 +64,10 @@ export interface DeviceConnectionEvents {
   initialized(deviceId: string, result: unknown): void;
 }
 
+function insufficientScope(scope: Scope): JsonRpcErrorObject {
+  return { ...relayError('insufficient_scope', scope), data: { code: 'insufficient_scope', scope } };
+}
+
 type TeardownReason = 'device_offline' | 'device_removed' | 'superseded' | 'relay_error';
 
 export class DeviceConnection {
@@ -80,6 +84,9 @@ export class DeviceConnection {
   claim?: Promise<number | undefined>;
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
+  private reloading = false;
+  private reloadAgain = false;
+  private toolsChangedFrame?: Buffer;
   private readyPromise?: Promise<void>;
 
   constructor(
@@ -155,8 +162,8 @@ export class DeviceConnection {
   }
 
   /**
-   * One client request: answered from the cache (tools/list), refused (a tool outside the
-   * caller's scopes), or forwarded. Returns a cancel function for a client that goes away.
+   * One client request: refused (a method the phone did not advertise, or outside the caller's
+   * scopes: src/protocol/scopes.ts), answered from the cache (tools/list), or forwarded. Returns a cancel function for a client that goes away.
    */
   handleClientRequest(
     msg: JsonRpcRequest,
@@ -165,28 +172,33 @@ export class DeviceConnection {
     sink: ReplySink,
     timeoutMs: number,
   ): () => void {
-    if (this.pending.size >= this.maxInFlight) {
-      // Bounds what one phone's clients can pile up on a node (calls that outlive a client's
-      // disconnect included); the phone itself is not asked.
-      sink.fail(relayError('device_busy', `${this.maxInFlight} requests already in flight`));
+    // Refusals and answers from the cache come first: they cost the phone nothing, so a busy
+    // phone never turns them into device_busy.
+    const capabilities = (this.initResult as { capabilities?: unknown } | undefined)?.capabilities;
+    const allowed = checkMethod(msg.method, capabilities, caller.scopes);
+    if (!allowed.ok) {
+      if (allowed.reason === 'method_not_found') sink.fail({ code: METHOD_NOT_FOUND, message: allowed.message });
+      else sink.fail(insufficientScope(allowed.scope));
       return () => {};
     }
     if (this.tools && msg.method === 'tools/list') {
       sink.respond(Buffer.from(resultResponse(msg.id, { tools: this.tools.visibleTo(caller.scopes) })));
       return () => {};
     }
-    if (this.tools && msg.method === 'tools/call') {
+    if (this.tools && allowed.perTool) {
       const verdict = this.tools.check(params?.name, caller.scopes);
       if (!verdict.ok) {
         if (verdict.reason === 'unknown_tool')
           sink.fail({ code: INVALID_PARAMS, message: `Unknown tool: ${String(params?.name)}` });
-        else
-          sink.fail({
-            ...relayError('insufficient_scope', verdict.scope),
-            data: { code: 'insufficient_scope', scope: verdict.scope },
-          });
+        else sink.fail(insufficientScope(verdict.scope));
         return () => {};
       }
+    }
+    if (this.pending.size >= this.maxInFlight) {
+      // Bounds what one phone's clients can pile up on a node (calls that outlive a client's
+      // disconnect included); the phone itself is not asked.
+      sink.fail(relayError('device_busy', `${this.maxInFlight} requests already in flight`));
+      return () => {};
     }
     return this.forward({ method: msg.method, params }, msg.id, sink, timeoutMs);
   }
@@ -318,14 +330,36 @@ export class DeviceConnection {
         return;
       }
       case 'notifications/tools/list_changed':
-        // Refresh the catalog first so clients that re-list see the new surface.
-        void this.loadTools()
-          .catch((err) => this.log.warn({ deviceId: this.deviceId, err: String(err) }, 'tools/list refresh failed'))
-          .finally(() => this.events.notification(this.deviceId, frame));
+        this.toolsChanged(frame);
         return;
       default:
         this.events.notification(this.deviceId, frame);
     }
+  }
+
+  /**
+   * Refreshes the catalog first so clients that re-list see the new surface, then tells them.
+   * One reload at a time: list_changed arriving during one asks for one more after it (the
+   * latest surface wins), so a storm costs two reloads, not one each, and the relay's own
+   * requests (in `pending`, counted against --max-in-flight like any other) stay at one.
+   */
+  private toolsChanged(frame: Buffer): void {
+    this.toolsChangedFrame = frame;
+    if (this.reloading) {
+      this.reloadAgain = true;
+      return;
+    }
+    this.reloading = true;
+    void (async () => {
+      do {
+        this.reloadAgain = false;
+        await this.loadTools().catch((err) =>
+          this.log.warn({ deviceId: this.deviceId, err: String(err) }, 'tools/list refresh failed'),
+        );
+      } while (this.reloadAgain && !this.closed);
+      this.reloading = false;
+      if (!this.closed) this.events.notification(this.deviceId, this.toolsChangedFrame!);
+    })();
   }
 
   /** Fails everything in flight; the socket itself is closed by the caller or already gone. */

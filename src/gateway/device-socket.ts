@@ -13,6 +13,7 @@ import {
 } from '../crypto/device-auth.ts';
 import { CLOSE, DeviceConnection, MAX_FRAME_BYTES, type DeviceSocketData } from './device-connection.ts';
 import { metrics } from '../metrics.ts';
+import { LogThrottle, logValue } from '../log.ts';
 import type { GatewayContext } from './context.ts';
 
 export const NONCE_TTL_S = 60;
@@ -20,15 +21,17 @@ export const MAX_SKEW_S = 60;
 // Beyond the protocol's limits (which cover only pairing failures): a bound on live nonces per address.
 // High enough for a fleet of thousands of phones behind one NAT reconnecting after a restart.
 const CHALLENGES_PER_MINUTE = 6000;
+/** Rejected upgrades logged per node and window; the rest are counted into the next line. */
+export const REJECTED_LOG_LINES = 20;
+export const REJECTED_LOG_WINDOW_MS = 10_000;
 /** Frames up to this size are read and refused with 1009; beyond it uWS drops the socket (1006). */
 const READ_LIMIT = 1024 * 1024;
 
 export function handleChallenge(ctx: GatewayContext) {
   return (res: HttpResponse, req: HttpRequest): void => {
     const ex = new Exchange(res);
-    const headers = copyHeaders(req, ['x-forwarded-for']);
     const body = ex.body(4 * 1024);
-    const ip = clientAddress(res, headers['x-forwarded-for'], ctx.config.trustProxy);
+    const ip = clientAddress(res, req, ctx.config);
     void (async () => {
       const raw = await body;
       if ((await ctx.bus.hit(`challenge:${ip}`, 60_000)) > CHALLENGES_PER_MINUTE) {
@@ -95,6 +98,7 @@ async function authenticateDevice(
 }
 
 export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<DeviceSocketData> {
+  const rejectedLog = new LogThrottle(REJECTED_LOG_LINES, REJECTED_LOG_WINDOW_MS);
   return {
     maxPayloadLength: READ_LIMIT,
     idleTimeout: 0, // the 25-minute rule is ours (docs/decisions/0012-idle-tracking-beyond-uws.md): uWS caps it at 960 s
@@ -120,12 +124,20 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
           const data: DeviceSocketData = auth.ok
             ? { deviceId: h['x-device-id'], accountId: auth.accountId }
             : {
-                deviceId: h['x-device-id'] ?? '',
+                deviceId: logValue(h['x-device-id']) ?? '',
                 accountId: '',
                 rejectReason: auth.reason,
                 rejectCode: 'relayFault' in auth ? CLOSE.relayError : CLOSE.unauthorised,
               };
-          if (!auth.ok) ctx.log.info({ deviceId: h['x-device-id'], reason: auth.reason }, 'device socket rejected');
+          if (!auth.ok) {
+            // Anyone can cause this line: values capped, lines throttled (the metric counts them all).
+            const dropped = rejectedLog.take();
+            if (dropped !== undefined)
+              ctx.log.info(
+                { deviceId: logValue(h['x-device-id']), reason: auth.reason, ...(dropped ? { dropped } : {}) },
+                'device socket rejected',
+              );
+          }
           ex.finished = true;
           res.cork(() =>
             res.upgrade(

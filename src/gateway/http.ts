@@ -2,6 +2,7 @@
 // here once: onAborted before any await, body chunks copied, every late write corked and
 // skipped after an abort, backpressure honoured on streams.
 import type { HttpRequest, HttpResponse } from '../uws.ts';
+import { limitKey, pickClientAddress, type ProxyTrust } from './client-address.ts';
 
 export const STATUS: Record<number, string> = {
   200: '200 OK',
@@ -72,8 +73,12 @@ export class Exchange {
     else this.abortHandlers.push(h);
   }
 
-  /** Reads the whole body, copying each chunk (uWS reuses its buffers). Call before any await. */
-  body(limit: number): Promise<Buffer> {
+  /**
+   * Reads the whole body, copying each chunk (uWS reuses its buffers). Call before any await.
+   * Past `limit` it answers 413 at once and closes the connection, so the rest is never read;
+   * the promise rejects with BodyTooLarge and later writes are no-ops.
+   */
+  body(limit: number, tooLarge: () => { headers: Headers; body: string } = defaultTooLarge(limit)): Promise<Buffer> {
     return new Promise((resolve, reject) => {
       const chunks: Buffer[] = [];
       let size = 0;
@@ -84,6 +89,8 @@ export class Exchange {
         size += chunk.byteLength;
         if (size > limit) {
           failed = true;
+          const answer = tooLarge();
+          this.send(413, answer.headers, answer.body, true);
           reject(new BodyTooLarge(limit));
           return;
         }
@@ -114,11 +121,23 @@ export class Exchange {
   }
 }
 
-/** Client address: X-Forwarded-For's first hop only when the operator trusts the proxy. */
-export function clientAddress(res: HttpResponse, forwardedFor: string | undefined, trustProxy: boolean): string {
-  if (trustProxy && forwardedFor) {
-    const first = forwardedFor.split(',')[0].trim();
-    if (first) return first;
-  }
-  return Buffer.from(res.getRemoteAddressAsText()).toString();
+function defaultTooLarge(limit: number) {
+  return () => ({
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ error: 'too_large', message: new BodyTooLarge(limit).message }),
+  });
+}
+
+/**
+ * The rate-limit key of the request's client: its address as src/gateway/client-address.ts
+ * decides it (X-Forwarded-For only as far as the operator trusts it), IPv6 by /64. Call it
+ * before any await (it reads `req`).
+ */
+export function clientAddress(res: HttpResponse, req: HttpRequest, trust: ProxyTrust): string {
+  const forwardedFor: string[] = [];
+  if (trust.trustProxy)
+    req.forEach((k, v) => {
+      if (k === 'x-forwarded-for') forwardedFor.push(v);
+    });
+  return limitKey(pickClientAddress(Buffer.from(res.getRemoteAddressAsText()).toString(), forwardedFor, trust));
 }

@@ -189,7 +189,10 @@ class McpEndpoint {
     const begun = this.begin(res, req);
     if (!begun) return;
     const { ex, h } = begun;
-    const body = ex.body(MAX_FRAME_BYTES);
+    const body = ex.body(MAX_FRAME_BYTES, () => ({
+      headers: JSON_HEADERS,
+      body: errorResponse(null, relayError('too_large', 'request body over 256 KiB')),
+    }));
     body.catch(() => {}); // observed below; avoid an unhandled rejection on early exits
     this.handlePost(ex, h, body).catch((err) => this.fail(ex, err));
   }
@@ -458,7 +461,12 @@ class McpEndpoint {
       else void this.ctx.router.broadcastCancel(session.id, requestId); // the request is on another node
       return;
     }
-    void this.ctx.router.notify(session.deviceId, method, params);
+    // As on requests (decision 6): the phone learns who sent it, and a client cannot say otherwise.
+    void this.ctx.router.notify(
+      session.deviceId,
+      method,
+      withCallerContext(params, { id: session.tokenId, scopes: session.scopes }),
+    );
   }
 
   /** GET and DELETE: session revisions only; authenticated, with a live session of the caller. */

@@ -9,7 +9,7 @@ import type { Credential } from './auth.ts';
 import type { Listener } from './hub.ts';
 import type { GatewayContext } from './context.ts';
 import { classify, errorResponse, resultResponse, type JsonRpcRequest } from '../protocol/jsonrpc.ts';
-import { INVALID_REQUEST, type JsonRpcErrorObject } from '../protocol/errors.ts';
+import { INVALID_REQUEST, METHOD_NOT_FOUND, type JsonRpcErrorObject } from '../protocol/errors.ts';
 import { insufficientScopeChallenge } from '../protocol/scopes.ts';
 import {
   acknowledgeSubscription,
@@ -117,6 +117,7 @@ export class StatelessEndpoint {
         outcome.frame,
       );
     }
+    if (outcome.refusal?.code === METHOD_NOT_FOUND && !stream) return ex.send(404, JSON_HEADERS, outcome.frame);
     const frame = outcome.refusal ? outcome.frame : finish(outcome.frame);
     if (stream || wantsStream) {
       const s = open();

@@ -2,7 +2,14 @@
 // bus and store behind them, and the control plane (invalidation, idle sweep, drain).
 import { readFileSync } from 'node:fs';
 import { createHash, X509Certificate } from 'node:crypto';
-import { uws, type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket } from '../uws.ts';
+import {
+  listenExclusive,
+  uws,
+  type HttpRequest,
+  type HttpResponse,
+  type TemplatedApp,
+  type us_listen_socket,
+} from '../uws.ts';
 import type { RelayConfig } from '../config.ts';
 import type { Store } from '../store/types.ts';
 import type { Bus, ControlEvent } from '../bus/types.ts';
@@ -88,8 +95,19 @@ export async function startGateway(opts: {
   });
   admin.any('/*', (res) => new Exchange(res).error(404, 'not_found', 'admin endpoints: /metrics /healthz /readyz'));
 
-  const listenSocket = await listen(app, config.host, config.port);
-  const adminSocket = await listen(admin, config.host, config.adminPort);
+  let listenSocket: us_listen_socket;
+  let adminSocket: us_listen_socket;
+  try {
+    listenSocket = await listen(app, config.host, config.port, '--port');
+    adminSocket = await listen(admin, config.adminHost, config.adminPort, '--admin-port').catch((err) => {
+      uws.us_listen_socket_close(listenSocket);
+      throw err;
+    });
+  } catch (err) {
+    journal.stop();
+    ctx.router.close();
+    throw err;
+  }
   const port = uws.us_socket_local_port(listenSocket);
   const adminPort = uws.us_socket_local_port(adminSocket);
   if (!config.publicUrlExplicit && config.port === 0) {
@@ -321,10 +339,23 @@ function applyControl(ctx: GatewayContext, event: ControlEvent): void {
   ctx.log.info({ event: event.type }, 'control event applied');
 }
 
-function listen(app: TemplatedApp, host: string, port: number): Promise<us_listen_socket> {
+/** A port another process holds (or an address this host lacks): serve stops instead of sharing it. */
+export class ListenError extends Error {}
+
+/**
+ * Exclusive (see listenExclusive): a second relay on the same port fails here instead of
+ * starting cleanly and taking half the connections.
+ */
+function listen(app: TemplatedApp, host: string, port: number, flag: string): Promise<us_listen_socket> {
   return new Promise((resolve, reject) => {
-    app.listen(host, port, (socket) =>
-      socket ? resolve(socket) : reject(new Error(`cannot listen on ${host}:${port}`)),
+    listenExclusive(app, host, port, (socket) =>
+      socket
+        ? resolve(socket)
+        : reject(
+            new ListenError(
+              `cannot listen on ${host.includes(':') ? `[${host}]` : host}:${port} (${flag}): the port is in use (another relay?) or the address is not on this host`,
+            ),
+          ),
     );
   });
 }

@@ -1,8 +1,9 @@
 // POST /pair: a phone redeems a pairing code with its public key.
 // Wrong, expired and used codes look the same (403 bad_code); the sixth failure within
-// ten minutes from one address is a 429 before the code is even looked at.
+// ten minutes from one address is a 429 before the code is even looked at — also when the
+// attempts arrive at once, on any number of nodes.
 import type { HttpRequest, HttpResponse } from '../uws.ts';
-import { clientAddress, copyHeaders, Exchange, BodyTooLarge } from './http.ts';
+import { clientAddress, Exchange, BodyTooLarge } from './http.ts';
 import { hashPairingCode, newId, normalizePairingCode } from '../crypto/secrets.ts';
 import { parseDevicePublicKey } from '../crypto/device-auth.ts';
 import { metrics } from '../metrics.ts';
@@ -15,9 +16,8 @@ const MAX_NAME = 100;
 export function handlePair(ctx: GatewayContext) {
   return (res: HttpResponse, req: HttpRequest): void => {
     const ex = new Exchange(res);
-    const headers = copyHeaders(req, ['x-forwarded-for', 'content-type']);
     const body = ex.body(8 * 1024);
-    const ip = clientAddress(res, headers['x-forwarded-for'], ctx.config.trustProxy);
+    const ip = clientAddress(res, req, ctx.config);
     void pair(ctx, ex, body, ip).catch((err) => {
       if (err instanceof BodyTooLarge) return ex.error(413, 'too_large', err.message);
       if (ex.aborted) return;
@@ -30,21 +30,36 @@ export function handlePair(ctx: GatewayContext) {
 async function pair(ctx: GatewayContext, ex: Exchange, bodyP: Promise<Buffer>, ip: string): Promise<void> {
   const raw = await bodyP;
   const failKey = `pairfail:${ip}`;
-  if ((await ctx.bus.peek(failKey)) >= PAIR_FAILURE_LIMIT) {
-    metrics.pairAttempts.inc({ outcome: 'rate_limited' });
-    return ex.error(429, 'rate_limited', 'too many failed pairing attempts from this address; try again later', {
-      'Retry-After': String(PAIR_FAILURE_WINDOW_MS / 1000),
-    });
+  // Counted as a failure before the code is looked at, in one atomic step on the bus: of any
+  // number of concurrent attempts, at most PAIR_FAILURE_LIMIT get past here on any node.
+  // Whatever turns out not to be a wrong code is taken back.
+  let wrongCode = false;
+  try {
+    if ((await ctx.bus.hit(failKey, PAIR_FAILURE_WINDOW_MS)) > PAIR_FAILURE_LIMIT) {
+      metrics.pairAttempts.inc({ outcome: 'rate_limited' });
+      return ex.error(429, 'rate_limited', 'too many failed pairing attempts from this address; try again later', {
+        'Retry-After': String(PAIR_FAILURE_WINDOW_MS / 1000),
+      });
+    }
+    wrongCode = await redeem(ctx, ex, raw);
+  } finally {
+    if (!wrongCode) await ctx.bus.unhit(failKey).catch(() => {});
   }
+}
+
+/** Answers the attempt; true when it was a wrong (or expired, or used) code. */
+async function redeem(ctx: GatewayContext, ex: Exchange, raw: Buffer): Promise<boolean> {
   let input: { code?: unknown; public_key?: unknown; name?: unknown };
   try {
     input = JSON.parse(raw.toString('utf8')) as typeof input;
     if (typeof input !== 'object' || input === null) throw new Error();
   } catch {
-    return ex.error(400, 'bad_request', 'body must be JSON {"code","public_key","name"}');
+    ex.error(400, 'bad_request', 'body must be JSON {"code","public_key","name"}');
+    return false;
   }
   if (typeof input.public_key !== 'string' || !parseDevicePublicKey(input.public_key)) {
-    return ex.error(400, 'bad_public_key', 'public_key must be base64 of a P-256 SubjectPublicKeyInfo (DER)');
+    ex.error(400, 'bad_public_key', 'public_key must be base64 of a P-256 SubjectPublicKeyInfo (DER)');
+    return false;
   }
   const name = typeof input.name === 'string' && input.name.trim() ? input.name.trim().slice(0, MAX_NAME) : 'phone';
   const code = normalizePairingCode(input.code);
@@ -61,19 +76,22 @@ async function pair(ctx: GatewayContext, ex: Exchange, bodyP: Promise<Buffer>, i
       : { ok: false, error: 'bad_code' };
   } catch (err) {
     ctx.log.warn({ err: String(err) }, 'pairing: store unavailable');
-    return storeUnavailable(ex);
+    storeUnavailable(ex);
+    return false;
   }
   if (!result.ok) {
     metrics.pairAttempts.inc({ outcome: result.error });
     if (result.error === 'bad_code') {
-      await ctx.bus.hit(failKey, PAIR_FAILURE_WINDOW_MS);
-      return ex.error(403, 'bad_code', 'the pairing code is wrong, expired or already used');
+      ex.error(403, 'bad_code', 'the pairing code is wrong, expired or already used');
+      return true;
     }
-    return ex.error(403, 'limit_reached', 'the account is at its plan limit for phones');
+    ex.error(403, 'limit_reached', 'the account is at its plan limit for phones');
+    return false;
   }
   metrics.pairAttempts.inc({ outcome: 'paired' });
   ctx.log.info({ deviceId: result.device.id, accountId: result.device.accountId }, 'device paired');
   ex.json(200, { device_id: result.device.id, relay_host: ctx.config.relayHost });
+  return false;
 }
 
 /** The database is unreachable: nothing was changed; the phone retries later. */

@@ -162,7 +162,7 @@ export function handle(ctx: GatewayContext, fn: HostedHandler, opts: { body?: bo
     const ex = new Exchange(res);
     const headers = copyHeaders(req, PAGE_HEADERS);
     const query = req.getQuery() ?? '';
-    const ip = clientAddress(res, headers['x-forwarded-for'], ctx.config.trustProxy);
+    const ip = clientAddress(res, req, ctx.config);
     const r = new HostedRequest(ctx, ex, headers, query, ip);
     if (opts.body) r.startBody(ex);
     new Promise<void>((resolve) => resolve(fn(r))).catch((err) => {

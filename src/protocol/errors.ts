@@ -11,7 +11,7 @@ export const RELAY_ERRORS = {
   cancelled: { code: -31005, message: 'The request was cancelled' },
   device_removed: { code: -31006, message: 'The phone was removed' },
   superseded: { code: -31007, message: 'The phone reconnected; requests on the old socket were dropped' },
-  insufficient_scope: { code: -31008, message: 'The credential lacks the scope this tool needs' },
+  insufficient_scope: { code: -31008, message: 'The credential lacks the scope this request needs' },
   device_busy: { code: -31009, message: 'Too many requests are in flight for this phone' },
 } as const;
 

@@ -41,7 +41,65 @@ export class ToolCatalog {
   }
 }
 
-/** The WWW-Authenticate value for a call outside the credential's scopes (MCP authorization spec). */
+/** The WWW-Authenticate value for a request outside the credential's scopes (MCP authorization spec). */
 export function insufficientScopeChallenge(scope: Scope): string {
   return `Bearer error="insufficient_scope", scope="${scope}", error_description="this key lacks the scope ${scope}"`;
+}
+
+/**
+ * What every method a client may send to the phone needs (docs/decisions/0030-method-scopes.md):
+ * the capability the phone advertised in its initialize result, and the scope of the caller.
+ * `any` is every credential (tools/list is filtered per tool; tools/call is checked per tool).
+ * A method missing here is never forwarded.
+ */
+interface MethodRule {
+  /** The capability path in the phone's initialize result: `resources` or `resources.subscribe`. */
+  capability?: string;
+  scope: Scope | 'any' | 'per-tool';
+}
+
+export const METHOD_RULES: Readonly<Record<string, MethodRule>> = {
+  ping: { scope: 'any' },
+  'tools/list': { capability: 'tools', scope: 'any' },
+  'tools/call': { capability: 'tools', scope: 'per-tool' },
+  'resources/list': { capability: 'resources', scope: 'devices:read' },
+  'resources/templates/list': { capability: 'resources', scope: 'devices:read' },
+  'resources/read': { capability: 'resources', scope: 'devices:read' },
+  'resources/subscribe': { capability: 'resources.subscribe', scope: 'devices:read' },
+  'resources/unsubscribe': { capability: 'resources.subscribe', scope: 'devices:read' },
+  'prompts/list': { capability: 'prompts', scope: 'devices:read' },
+  'prompts/get': { capability: 'prompts', scope: 'devices:read' },
+  'completion/complete': { capability: 'completions', scope: 'devices:read' },
+  // One level for every client of the phone: changing it acts on the phone.
+  'logging/setLevel': { capability: 'logging', scope: 'devices:act' },
+};
+
+export type MethodVerdict =
+  | { ok: true; perTool: boolean }
+  | { ok: false; reason: 'method_not_found'; message: string }
+  | { ok: false; reason: 'insufficient_scope'; scope: Scope };
+
+function advertised(capabilities: unknown, path: string): boolean {
+  let node: unknown = capabilities;
+  for (const part of path.split('.')) {
+    if (!node || typeof node !== 'object' || Array.isArray(node)) return false;
+    node = (node as Record<string, unknown>)[part];
+  }
+  // `{}` advertises a capability; `subscribe: true` a sub-feature; false/absent does not.
+  return node !== undefined && node !== null && node !== false;
+}
+
+/** Whether a client request may go to (or be answered for) the phone; tools/call then checks the tool. */
+export function checkMethod(method: string, capabilities: unknown, scopes: readonly Scope[]): MethodVerdict {
+  const rule = Object.hasOwn(METHOD_RULES, method) ? METHOD_RULES[method] : undefined;
+  if (!rule) return { ok: false, reason: 'method_not_found', message: `Method not found: ${method}` };
+  if (rule.capability && !advertised(capabilities, rule.capability))
+    return {
+      ok: false,
+      reason: 'method_not_found',
+      message: `Method not found: the phone does not offer ${rule.capability} (${method})`,
+    };
+  if (rule.scope !== 'any' && rule.scope !== 'per-tool' && !scopes.includes(rule.scope))
+    return { ok: false, reason: 'insufficient_scope', scope: rule.scope };
+  return { ok: true, perTool: rule.scope === 'per-tool' };
 }

@@ -10,6 +10,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import {
   LoggingMessageNotificationSchema,
+  ResultSchema,
   type CallToolResult,
   type ListToolsResult,
   type Progress,
@@ -19,7 +20,7 @@ import { bridgeServerFactory, type BridgeServerFactory } from '../../src/device/
 import { connectToBridge, waitFor } from './connect.ts';
 
 /** What the upstream saw, for the assertions. */
-const seen = { started: 0, cancelled: [] as unknown[] };
+const seen = { started: 0, cancelled: [] as unknown[], unlisted: [] as string[] };
 
 function createUpstream(): McpServer {
   const mcp = new McpServer(
@@ -60,6 +61,12 @@ function createUpstream(): McpServer {
     await mcp.server.sendLoggingMessage({ level: 'info', data: 'hello from upstream' });
     return { content: [{ type: 'text', text: 'announced' }] };
   });
+  // A lenient upstream answers any method: what the bridge lets through, it gets.
+  // eslint-disable-next-line @typescript-eslint/require-await -- the SDK types a fallback handler as returning a promise
+  mcp.server.fallbackRequestHandler = async (request) => {
+    seen.unlisted.push(request.method);
+    return {};
+  };
   // McpServer answers tools/list in one page; serve pages of two to exercise the bridge's paging.
   const handlers = (
     mcp.server as unknown as {
@@ -148,6 +155,15 @@ describe('bridge to a Streamable HTTP upstream', () => {
     await expect(call).rejects.toThrow();
     await waitFor(() => seen.cancelled.length === 1);
     expect(seen.cancelled[0]).toBe('caller gave up'); // the reason travels too
+  });
+
+  it('passes no method upstream that the upstream did not advertise (-32601 from the bridge)', async () => {
+    for (const method of ['phone/anything', 'resources/read', 'prompts/get', 'completion/complete']) {
+      await expect(client.request({ method, params: { uri: 'x://y', name: 'p' } }, ResultSchema)).rejects.toThrow(
+        /-32601|Method not found/,
+      );
+    }
+    expect(seen.unlisted).toEqual([]);
   });
 
   it('refuses requests from the upstream to its client with a clear error', async () => {

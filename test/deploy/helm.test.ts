@@ -196,6 +196,8 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
     const env = envOf(c);
     expect(env.get('PHONEBRIDGE_NODE_ID').valueFrom).toEqual({ fieldRef: { fieldPath: 'metadata.name' } });
     expect(env.get('PHONEBRIDGE_NODE_ID').value).toBeUndefined();
+    // Metrics and probes on the pod's address only (the relay's default is loopback).
+    expect(env.get('PHONEBRIDGE_ADMIN_HOST').valueFrom).toEqual({ fieldRef: { fieldPath: 'status.podIP' } });
     // What the kubelet would give the process: plain values, the pod name, secret contents.
     const secrets: Record<string, string> = {
       'database-url': 'postgres://u:p@pg:5432/pb',
@@ -205,6 +207,7 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
     for (const e of c.env as any[]) {
       if (e.value !== undefined) processEnv[e.name] = e.value;
       else if (e.valueFrom?.fieldRef?.fieldPath === 'metadata.name') processEnv[e.name] = 'pb-phonebridge-7d9f-abcde';
+      else if (e.valueFrom?.fieldRef?.fieldPath === 'status.podIP') processEnv[e.name] = '10.1.2.3';
       else if (e.valueFrom?.secretKeyRef) processEnv[e.name] = secrets[e.valueFrom.secretKeyRef.key]!;
     }
     for (const name of Object.keys(processEnv)) expect(name).toMatch(/^PHONEBRIDGE_[A-Z_]+$/);
@@ -213,6 +216,7 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
       host: '0.0.0.0',
       port: 8080,
       adminPort: 9464,
+      adminHost: '10.1.2.3',
       publicUrl: PUBLIC_URL,
       publicUrlExplicit: true,
       relayHost: 'relay.example.com',
@@ -439,6 +443,29 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
     ]);
     const env = envOf(gateway(on));
     expect(env.get('PHONEBRIDGE_TRUST_PROXY').value).toBe('true');
+    // The ingress is one hop: the right-most X-Forwarded-For entry is the client.
+    expect(env.get('PHONEBRIDGE_TRUSTED_HOPS').value).toBe('1');
+    expect(env.has('PHONEBRIDGE_TRUSTED_PROXIES')).toBe(false);
+    const behindCdn = envOf(
+      gateway(
+        await render({
+          ...BASE,
+          ingress: { enabled: true },
+          trustedHops: 2,
+          trustedProxies: ['10.0.0.0/8', 'fd00::/8'],
+        }),
+      ),
+    );
+    expect(behindCdn.get('PHONEBRIDGE_TRUSTED_HOPS').value).toBe('2');
+    expect(behindCdn.get('PHONEBRIDGE_TRUSTED_PROXIES').value).toBe('10.0.0.0/8,fd00::/8');
+    expect(
+      parseRelayConfig([], {
+        PHONEBRIDGE_PUBLIC_URL: PUBLIC_URL,
+        PHONEBRIDGE_TRUST_PROXY: 'true',
+        PHONEBRIDGE_TRUSTED_HOPS: '2',
+        PHONEBRIDGE_TRUSTED_PROXIES: '10.0.0.0/8,fd00::/8',
+      }),
+    ).toMatchObject({ trustProxy: true, trustedHops: 2, trustedProxies: ['10.0.0.0/8', 'fd00::/8'] });
     expect(env.get('PHONEBRIDGE_PUBLIC_URL').value).toBe('https://relay.example.com:8443');
     const forcedOff = await render({ ...BASE, ingress: { enabled: true }, trustProxy: false });
     expect(envOf(gateway(forcedOff)).has('PHONEBRIDGE_TRUST_PROXY')).toBe(false);

@@ -139,6 +139,10 @@ export class LocalBus implements Bus {
   async peek(key: string): Promise<number> {
     return this.counters.get(key) ?? 0;
   }
+  async unhit(key: string): Promise<void> {
+    const n = this.counters.get(key);
+    if (n !== undefined && n > 0) this.counters.update(key, n - 1);
+  }
   async publishControl(event: ControlEvent): Promise<void> {
     this.control.emit(event);
   }

@@ -275,6 +275,9 @@ export class RedisBus implements Bus {
   async hit(key: string, windowMs: number): Promise<number> {
     return Number(await this.run('hit', [key, windowMs]));
   }
+  async unhit(key: string): Promise<void> {
+    await this.run('unhit', [key]);
+  }
   async peek(key: string): Promise<number> {
     return Number((await this.op((r) => r.get(this.key(`rl:${key}`)))) ?? 0);
   }

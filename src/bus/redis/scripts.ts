@@ -82,6 +82,11 @@ local n = redis.call('INCR', k)
 if redis.call('PTTL', k) < 0 then redis.call('PEXPIRE', k, ARGV[3]) end
 return n`,
 
+  // ARGV: p, key. DECR keeps the key's expiry; a lapsed window stays lapsed.
+  unhit: `local k = ARGV[1] .. 'rl:' .. ARGV[2]
+if tonumber(redis.call('GET', k) or '0') > 0 then redis.call('DECR', k) end
+return 0`,
+
   // ARGV: p, sid, rec, dev, tok, idleMs
   sessionCreate: `${INDEX}
 local p, sid, idle = ARGV[1], ARGV[2], tonumber(ARGV[6])

@@ -1,0 +1,37 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, isLoopback, parseRelayConfig } from './config.ts';
+
+describe('parseRelayConfig: where the relay listens', () => {
+  it('refuses a non-loopback --host without --public-url (flag or environment)', () => {
+    for (const host of ['0.0.0.0', '::', '10.0.0.5', 'relay.internal'])
+      expect(() => parseRelayConfig(['--host', host], {}), host).toThrow(ConfigError);
+    expect(() => parseRelayConfig([], { PHONEBRIDGE_HOST: '0.0.0.0' })).toThrow(/set --public-url/);
+    expect(parseRelayConfig(['--host', '0.0.0.0', '--public-url', 'https://relay.example.com'], {})).toMatchObject({
+      host: '0.0.0.0',
+      relayHost: 'relay.example.com',
+    });
+    expect(
+      parseRelayConfig([], { PHONEBRIDGE_HOST: '0.0.0.0', PHONEBRIDGE_PUBLIC_URL: 'https://r.example' }).publicUrl,
+    ).toBe('https://r.example');
+  });
+
+  it('derives the public URL on loopback as before', () => {
+    expect(parseRelayConfig(['--port', '8081'], {}).publicUrl).toBe('http://127.0.0.1:8081');
+    expect(parseRelayConfig(['--host', '::1'], {}).publicUrl).toBe('http://[::1]:8080');
+  });
+
+  it('puts the admin port on 127.0.0.1 unless --admin-host / PHONEBRIDGE_ADMIN_HOST say otherwise', () => {
+    expect(parseRelayConfig(['--host', '0.0.0.0', '--public-url', 'https://r.example'], {}).adminHost).toBe(
+      '127.0.0.1',
+    );
+    expect(parseRelayConfig(['--admin-host', '10.1.2.3'], {}).adminHost).toBe('10.1.2.3');
+    expect(parseRelayConfig([], { PHONEBRIDGE_ADMIN_HOST: '10.1.2.4' }).adminHost).toBe('10.1.2.4');
+  });
+
+  it('knows loopback addresses', () => {
+    for (const h of ['127.0.0.1', '127.1.2.3', '::1', '[::1]', 'localhost', 'LOCALHOST'])
+      expect(isLoopback(h), h).toBe(true);
+    for (const h of ['0.0.0.0', '::', '128.0.0.1', '127.0.0.1.example.com', '10.0.0.1', ''])
+      expect(isLoopback(h), h).toBe(false);
+  });
+});

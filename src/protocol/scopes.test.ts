@@ -1,0 +1,60 @@
+import { describe, expect, it } from 'vitest';
+import { checkMethod, METHOD_RULES } from './scopes.ts';
+
+const ALL = { tools: {}, resources: { subscribe: true }, prompts: {}, completions: {}, logging: {} };
+
+describe('checkMethod', () => {
+  it('needs devices:read for every reading method', () => {
+    for (const m of [
+      'resources/list',
+      'resources/templates/list',
+      'resources/read',
+      'resources/subscribe',
+      'resources/unsubscribe',
+      'prompts/list',
+      'prompts/get',
+      'completion/complete',
+    ]) {
+      expect(checkMethod(m, ALL, ['devices:lease', 'devices:act', 'runs:start']), m).toEqual({
+        ok: false,
+        reason: 'insufficient_scope',
+        scope: 'devices:read',
+      });
+      expect(checkMethod(m, ALL, ['devices:read']), m).toEqual({ ok: true, perTool: false });
+    }
+  });
+
+  it('needs devices:act for logging/setLevel (one level for every client of the phone)', () => {
+    expect(checkMethod('logging/setLevel', ALL, ['devices:read'])).toMatchObject({ scope: 'devices:act' });
+    expect(checkMethod('logging/setLevel', ALL, ['devices:act']).ok).toBe(true);
+  });
+
+  it('leaves tools to the catalog and ping to everyone', () => {
+    expect(checkMethod('tools/call', ALL, [])).toEqual({ ok: true, perTool: true });
+    expect(checkMethod('tools/list', ALL, [])).toEqual({ ok: true, perTool: false });
+    expect(checkMethod('ping', {}, [])).toEqual({ ok: true, perTool: false });
+  });
+
+  it('refuses a method whose capability the phone did not advertise, whatever the scopes', () => {
+    const none = checkMethod('prompts/get', { tools: {} }, ['devices:read']);
+    expect(none).toMatchObject({ ok: false, reason: 'method_not_found' });
+    expect(checkMethod('resources/subscribe', { resources: {} }, ['devices:read'])).toMatchObject({
+      reason: 'method_not_found',
+    });
+    expect(checkMethod('resources/subscribe', { resources: { subscribe: false } }, ['devices:read']).ok).toBe(false);
+    expect(checkMethod('tools/call', undefined, ['devices:read']).ok).toBe(false);
+    expect(checkMethod('completion/complete', { completions: null }, ['devices:read']).ok).toBe(false);
+  });
+
+  it('refuses made-up methods and inherited property names', () => {
+    for (const m of ['phone/anything', 'initialize', 'tasks/get', 'sampling/createMessage', 'constructor', '__proto__'])
+      expect(checkMethod(m, ALL, ['devices:read', 'devices:act', 'devices:lease', 'runs:start']), m).toMatchObject({
+        ok: false,
+        reason: 'method_not_found',
+      });
+  });
+
+  it('gives every listed method a scope', () => {
+    for (const [m, rule] of Object.entries(METHOD_RULES)) expect(rule.scope, m).toBeTruthy();
+  });
+});

@@ -1,0 +1,108 @@
+// An oversized body gets its 413 and the connection ends: the relay does not read (or make
+// the client send) the rest. Raw sockets, so the test sees exactly when the relay hangs up.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connect } from 'node:net';
+import { startTestPhone, startTestRelay, type TestPhone, type TestRelay } from '../helpers/relay.ts';
+import { createEchoServer } from '../fixtures/echo-server.ts';
+
+let relay: TestRelay;
+let phone: TestPhone;
+let token: string;
+
+beforeAll(async () => {
+  relay = await startTestRelay();
+  phone = await startTestPhone(relay, () => createEchoServer());
+  token = (await relay.key(phone.deviceId)).token;
+});
+afterAll(async () => {
+  await phone?.stop();
+  await relay?.stop();
+});
+
+// More than loopback's socket buffers can hold (tcp_rmem max 32 MiB + tcp_wmem max 4 MiB here):
+// a client that got it all out would mean the relay read it.
+const BODY = 64 * 1024 * 1024;
+
+/**
+ * POSTs a 64 MiB body in 64 KiB writes, waiting for each to drain, until the relay hangs up
+ * or everything is sent. Resolves with what came back and how much was accepted.
+ */
+function pushBody(
+  path: string,
+  headers: Record<string, string>,
+): Promise<{ response: string; sent: number; closed: boolean }> {
+  const { port } = new URL(relay.url);
+  return new Promise((resolve) => {
+    const socket = connect(Number(port), '127.0.0.1');
+    let response = '';
+    let sent = 0;
+    let closed = false;
+    const finish = () => resolve({ response, sent, closed });
+    const timer = setTimeout(() => {
+      socket.destroy();
+      finish();
+    }, 20_000);
+    socket.on('data', (d) => (response += d.toString('latin1')));
+    socket.on('error', () => {});
+    socket.on('close', () => {
+      closed = true;
+      clearTimeout(timer);
+      finish();
+    });
+    const send = async () => {
+      const head = Object.entries({ host: `127.0.0.1:${port}`, 'content-length': String(BODY), ...headers })
+        .map(([k, v]) => `${k}: ${v}\r\n`)
+        .join('');
+      socket.write(`POST ${path} HTTP/1.1\r\n${head}\r\n`);
+      const chunk = Buffer.alloc(64 * 1024, 0x20);
+      while (sent < BODY && !closed && !socket.destroyed) {
+        const ok = socket.write(chunk);
+        sent += chunk.length;
+        if (!ok) await new Promise<void>((r) => socket.once('drain', () => r()).once('close', () => r()));
+      }
+      // Everything written: a relay that keeps the connection would now leave it open.
+      if (!closed) setTimeout(() => socket.destroyed || (socket.destroy(), finish()), 2_000);
+    };
+    socket.on('connect', () => void send());
+  });
+}
+
+describe('oversized bodies', () => {
+  it('/mcp: 413 with too_large, then the connection closes before the body is sent', async () => {
+    const r = await pushBody('/mcp', {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'x-api-key': token,
+    });
+    expect(r.response).toMatch(/^HTTP\/1\.1 413 /);
+    expect(r.response).toContain('"too_large"');
+    if (process.env.PB_TEST_VERBOSE) console.log(`/mcp: ${r.sent} bytes accepted before the close`);
+    expect(r.closed).toBe(true);
+    expect(r.sent).toBeLessThan(BODY);
+  });
+
+  it('/pair: the same', async () => {
+    const r = await pushBody('/pair', { 'content-type': 'application/json' });
+    expect(r.response).toMatch(/^HTTP\/1\.1 413 /);
+    expect(r.closed).toBe(true);
+    expect(r.sent).toBeLessThan(BODY);
+  });
+
+  it('a body within the limit on a kept-alive connection still works (unchanged)', async () => {
+    const agentless = await fetch(`${relay.url}/mcp`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'x-api-key': token,
+      },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'initialize',
+        params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+      }),
+    });
+    expect(agentless.status).toBe(200);
+  });
+});
