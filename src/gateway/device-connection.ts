@@ -37,6 +37,9 @@ export interface ReplySink {
 /** Who is asking, as far as the phone's surface is concerned. */
 export interface Caller {
   scopes: readonly Scope[];
+  /** The credential asking (its per-credential share of the phone, its revocation). */
+  tokenId?: string;
+  accountId?: string;
 }
 
 interface Pending {

@@ -5,11 +5,45 @@ import type { DeviceConnection } from './device-connection.ts';
 import type { Bus } from '../bus/types.ts';
 import { metrics } from '../metrics.ts';
 
+/** Whose credential a stream or call belongs to: what a revocation, removal or lock matches. */
+export interface CredentialMatch {
+  deviceId?: string;
+  tokenId?: string;
+  accountId?: string;
+  sessionId?: string;
+}
+
 /** Something on this node that wants a device's notifications: a session's SSE streams. */
 export interface Listener {
   sessionId: string;
+  /** The credential that opened it (every client stream has one). */
+  tokenId?: string;
+  accountId?: string;
   deliver(frame: string | Buffer): void;
   end(): void;
+}
+
+/** Something else a credential holds open on this node (a resumed POST stream). */
+export interface Held {
+  deviceId: string;
+  tokenId: string;
+  accountId: string;
+  sessionId?: string;
+  end(): void;
+}
+
+/** True when every field the match names is equal (an empty match matches nothing). */
+export function matchesCredential(
+  match: CredentialMatch,
+  x: { deviceId?: string; tokenId?: string; accountId?: string; sessionId?: string },
+): boolean {
+  let named = false;
+  for (const k of ['deviceId', 'tokenId', 'accountId', 'sessionId'] as const) {
+    if (match[k] === undefined) continue;
+    named = true;
+    if (x[k] !== match[k]) return false;
+  }
+  return named;
 }
 
 interface DeviceListeners {
@@ -22,6 +56,8 @@ export class Hub {
   private readonly listeners = new Map<string, DeviceListeners>();
   /** Sockets being handed over to other nodes (drain): no new work starts on them. */
   private readonly moving = new WeakSet<DeviceConnection>();
+  private readonly held = new Set<Held>();
+  private readonly revokeHandlers: Array<(match: CredentialMatch) => void> = [];
 
   constructor(private readonly bus: Bus) {}
 
@@ -76,12 +112,11 @@ export class Hub {
     }
     const mine = entry;
     mine.set.add(l);
-    metrics.sseStreams.inc();
     let removed = false;
     const remove = () => {
       if (removed) return;
       removed = true;
-      if (mine.set.delete(l)) metrics.sseStreams.dec();
+      mine.set.delete(l);
       if (mine.set.size === 0 && this.listeners.get(deviceId) === mine) {
         this.listeners.delete(deviceId);
         void mine.subscription.then(
@@ -112,6 +147,43 @@ export class Hub {
     const entry = this.listeners.get(match.deviceId);
     if (!entry) return;
     for (const l of [...entry.set]) if (!match.sessionId || l.sessionId === match.sessionId) l.end();
+  }
+
+  /** Registers something a credential holds open, so a revocation can end it; returns its remover. */
+  hold(h: Held): () => void {
+    this.held.add(h);
+    return () => this.held.delete(h);
+  }
+
+  /** Runs on every revocation, removal or lock applied on this node (calls in flight, caches). */
+  onRevoke(handler: (match: CredentialMatch) => void): void {
+    this.revokeHandlers.push(handler);
+  }
+
+  /**
+   * A credential (or a whole device, or account) lost its right to the phone: every stream it
+   * holds open on this node ends, and every onRevoke handler runs. Returns how many streams ended.
+   */
+  revoke(match: CredentialMatch): number {
+    let ended = 0;
+    for (const [deviceId, entry] of [...this.listeners]) {
+      for (const l of [...entry.set]) {
+        if (
+          matchesCredential(match, { deviceId, tokenId: l.tokenId, accountId: l.accountId, sessionId: l.sessionId })
+        ) {
+          l.end();
+          ended++;
+        }
+      }
+    }
+    for (const h of [...this.held]) {
+      if (!matchesCredential(match, h)) continue;
+      this.held.delete(h);
+      h.end();
+      ended++;
+    }
+    for (const f of this.revokeHandlers) f(match);
+    return ended;
   }
 
   allStreams(): Listener[] {

@@ -29,6 +29,7 @@ import { MAX_FRAME_BYTES } from './device-connection.ts';
 import { methodLabel, metrics } from '../metrics.ts';
 import type { SessionRecord } from '../bus/types.ts';
 import type { GatewayContext } from './context.ts';
+import { matchesCredential } from './hub.ts';
 
 const MCP_HEADERS = [
   'x-api-key',
@@ -78,6 +79,11 @@ class McpEndpoint {
     );
     // A client's notifications/cancelled may land on another node than its request.
     ctx.router.onClientCancel((sessionId, requestId) => this.inFlight.get(inFlightKey(sessionId, requestId))?.());
+    // A revoked credential's sessions must not live on in the outage fallback either.
+    ctx.hub.onRevoke((match) => {
+      for (const [id, s] of this.recentSessions)
+        if (matchesCredential(match, { ...s, sessionId: s.id })) this.recentSessions.delete(id);
+    });
   }
 
   /** Built on first use: the public URL is final only once the node listens. */
@@ -419,7 +425,7 @@ class McpEndpoint {
           deviceId,
           msg,
           withCallerContext(msg.params, cred.token),
-          { scopes: cred.token.scopes },
+          { scopes: cred.token.scopes, tokenId: cred.token.id, accountId: cred.account.id },
           sink,
           timeoutMs,
         )
@@ -500,9 +506,14 @@ class McpEndpoint {
     if (postDeadline !== undefined) return this.resumePostStream(ex, session, lastEventId!, postDeadline);
     let channel = this.channels.get(session.id);
     if (!channel || channel.closed) {
-      const created = new SessionChannel(this.ctx.bus, session.id, () => {
-        if (this.channels.get(session.id) === created) this.channels.delete(session.id);
-      });
+      const created = new SessionChannel(
+        this.ctx.bus,
+        session.id,
+        () => {
+          if (this.channels.get(session.id) === created) this.channels.delete(session.id);
+        },
+        { tokenId: session.tokenId, accountId: session.accountId },
+      );
       this.channels.set(session.id, created);
       channel = created;
       try {
@@ -546,6 +557,14 @@ class McpEndpoint {
     deadline: number,
   ): Promise<void> {
     const sse = new SseStream(ex, { 'Mcp-Session-Id': session.id });
+    const release = this.ctx.hub.hold({
+      deviceId: session.deviceId,
+      tokenId: session.tokenId,
+      accountId: session.accountId,
+      sessionId: session.id,
+      end: () => sse.end(),
+    });
+    sse.onClose(release);
     // Past the request's deadline its answer (a timeout error at worst) is buffered, or gone.
     const until = Math.min(deadline, Date.now() + MAX_TIMEOUT_MS) + FOLLOW_GRACE_MS;
     const { streamId, seq: seen } = parseEventId(lastEventId)!;

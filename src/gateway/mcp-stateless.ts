@@ -136,6 +136,8 @@ export class StatelessEndpoint {
     const stream = new SseStream(ex, {});
     const listener: Listener = {
       sessionId: `listen:${String(msg.id)}`,
+      tokenId: cred.token.id,
+      accountId: cred.account.id,
       deliver: (frame) => {
         let n: unknown;
         try {

@@ -14,6 +14,7 @@ import { BusUnavailableError, type DeviceOwner } from '../bus/index.ts';
 import type { Scope } from '../store/types.ts';
 import type { Caller, DeviceConnection, ReplySink } from './device-connection.ts';
 import type { GatewayContext } from './context.ts';
+import { matchesCredential, type CredentialMatch } from './hub.ts';
 
 /** Extra time the origin waits beyond the owner's own timeout before giving up itself. */
 const ORIGIN_GRACE_MS = 2_000;
@@ -50,6 +51,7 @@ type Header =
       id: JsonRpcRequest['id'];
       method: string;
       scopes: Scope[];
+      tokenId?: string;
       timeoutMs: number;
     }
   | { t: 'note'; deviceId: string; method: string }
@@ -132,6 +134,23 @@ export class Router {
     bus.onReconnected(() => this.owners.clear());
     this.ownerCheck = setInterval(() => void this.checkOwners(), OWNER_CHECK_MS);
     this.ownerCheck.unref();
+    ctx.hub.onRevoke((match) => this.cancelWhere(match));
+  }
+
+  /**
+   * Cancels every request this node accepted for a credential (or device, or account) that was
+   * revoked: the phone is told (notifications/cancelled), the client gets `cancelled`.
+   */
+  cancelWhere(match: CredentialMatch): number {
+    let n = 0;
+    for (const r of [...this.active]) {
+      const who = { deviceId: r.deviceId, tokenId: r.caller.tokenId, accountId: r.caller.accountId };
+      if (match.sessionId === undefined && matchesCredential(match, who)) {
+        this.cancel(r);
+        n++;
+      }
+    }
+    return n;
   }
 
   /** Client requests this node is still answering (local or remote, held or sent). */
@@ -335,6 +354,7 @@ export class Router {
       id: r.msg.id,
       method: r.msg.method,
       scopes: [...r.caller.scopes],
+      tokenId: r.caller.tokenId,
       timeoutMs,
     };
     const delivered = await this.ctx.bus.sendToNode(owner.nodeId, encode(header, r.payload)).catch(() => false);
@@ -575,7 +595,7 @@ export class Router {
     const cancel = conn.handleClientRequest(
       { jsonrpc: '2.0', id: h.id, method: h.method, params },
       params,
-      { scopes: h.scopes },
+      { scopes: h.scopes, tokenId: h.tokenId },
       sink,
       h.timeoutMs,
     );

@@ -88,7 +88,15 @@ export class SessionChannel implements Listener {
     private readonly bus: Bus,
     readonly sessionId: string,
     private readonly onEmpty: () => void,
-  ) {}
+    /** The session's credential: a revocation ends the channel. */
+    owner: { tokenId?: string; accountId?: string } = {},
+  ) {
+    this.tokenId = owner.tokenId;
+    this.accountId = owner.accountId;
+  }
+
+  readonly tokenId?: string;
+  readonly accountId?: string;
 
   /** Joins the device's notifications (resolves once the node hears them). */
   async join(hub: Hub, deviceId: string): Promise<void> {
