@@ -30,6 +30,7 @@ import { methodLabel, metrics } from '../metrics.ts';
 import type { SessionRecord } from '../bus/types.ts';
 import type { GatewayContext } from './context.ts';
 import { matchesCredential } from './hub.ts';
+import { ExpiringMap } from '../bus/expiring-map.ts';
 
 const MCP_HEADERS = [
   'x-api-key',
@@ -52,7 +53,7 @@ const FOLLOW_POLL_MS = 200;
 const FOLLOW_GRACE_MS = 5_000;
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-export function registerMcpRoutes(app: TemplatedApp, ctx: GatewayContext): void {
+export function registerMcpRoutes(app: TemplatedApp, ctx: GatewayContext): { close(): void } {
   const endpoint = new McpEndpoint(ctx);
   app.post('/mcp', (res, req) => endpoint.post(res, req));
   app.get('/mcp', (res, req) => endpoint.get(res, req));
@@ -60,12 +61,13 @@ export function registerMcpRoutes(app: TemplatedApp, ctx: GatewayContext): void 
   app.any('/mcp', (res) =>
     new Exchange(res).error(405, 'method_not_allowed', 'use POST, GET or DELETE', { Allow: 'POST, GET, DELETE' }),
   );
+  return endpoint;
 }
 
 class McpEndpoint {
   private allowedOriginSet?: Set<string>;
   /** Sessions this node served lately, to keep local phones reachable while the bus is down. */
-  private readonly recentSessions = new Map<string, SessionRecord>();
+  private readonly recentSessions = new ExpiringMap<SessionRecord>();
   /** Sessions with SSE streams on this node. */
   private readonly channels = new Map<string, SessionChannel>();
   /** Requests in flight on this node, by session and client id, for notifications/cancelled. */
@@ -81,7 +83,7 @@ class McpEndpoint {
     ctx.router.onClientCancel((sessionId, requestId) => this.inFlight.get(inFlightKey(sessionId, requestId))?.());
     // A revoked credential's sessions must not live on in the outage fallback either.
     ctx.hub.onRevoke((match) => {
-      for (const [id, s] of this.recentSessions)
+      for (const [id, { value: s }] of this.recentSessions.values())
         if (matchesCredential(match, { ...s, sessionId: s.id })) this.recentSessions.delete(id);
     });
   }
@@ -163,12 +165,7 @@ class McpEndpoint {
       return s;
     } catch (err) {
       const recent = this.recentSessions.get(id);
-      if (
-        err instanceof BusUnavailableError &&
-        recent &&
-        this.ctx.hub.device(recent.deviceId) &&
-        Date.now() - recent.lastSeenAt < this.ctx.config.sessionIdleMs
-      ) {
+      if (err instanceof BusUnavailableError && recent && this.ctx.hub.device(recent.deviceId)) {
         recent.lastSeenAt = Date.now();
         return recent;
       }
@@ -176,11 +173,16 @@ class McpEndpoint {
     }
   }
 
+  /** Kept for the session's idle time, and at most RECENT_SESSIONS_MAX (the oldest go first). */
   private rememberSession(s: SessionRecord): void {
     this.recentSessions.delete(s.id);
-    this.recentSessions.set(s.id, { ...s });
-    if (this.recentSessions.size > RECENT_SESSIONS_MAX)
-      this.recentSessions.delete(this.recentSessions.keys().next().value!);
+    this.recentSessions.set(s.id, { ...s }, this.ctx.config.sessionIdleMs);
+    if (this.recentSessions.size > RECENT_SESSIONS_MAX) this.recentSessions.delete(this.recentSessions.oldestKey()!);
+  }
+
+  /** Stops the endpoint's timers (node shutdown). */
+  close(): void {
+    this.recentSessions.close();
   }
 
   post(res: HttpResponse, req: HttpRequest): void {

@@ -67,7 +67,7 @@ export async function startGateway(opts: {
   routes.post('/pair', handlePair(ctx));
   routes.post('/device/challenge', handleChallenge(ctx));
   app.ws('/device/ws', deviceSocketBehavior(ctx));
-  registerMcpRoutes(routes, ctx);
+  const mcp = registerMcpRoutes(routes, ctx);
   routes.any('/*', (res) => new Exchange(res).error(404, 'not_found', 'no such endpoint'));
 
   const admin = uws.App();
@@ -186,6 +186,7 @@ export async function startGateway(opts: {
       clearInterval(sweeper);
       clearInterval(purger);
       journal.stop();
+      mcp.close();
       ctx.router.close();
       if (!ctx.state.draining) {
         ctx.state.draining = true;
