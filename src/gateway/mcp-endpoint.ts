@@ -264,6 +264,16 @@ class McpEndpoint {
         }),
       );
     }
+    const maxBatch = this.ctx.config.budgets.maxBatch;
+    if (items.length > maxBatch)
+      return ex.send(
+        400,
+        JSON_HEADERS,
+        errorResponse(null, {
+          code: INVALID_REQUEST,
+          message: `Invalid Request: a batch of ${items.length} messages; at most ${maxBatch} are accepted`,
+        }),
+      );
 
     if (!isBatch && first.kind === 'request')
       return this.answerOne(ex, h, cred, session, first.msg, started, raw.length);
@@ -334,7 +344,14 @@ class McpEndpoint {
       return stream;
     };
     const early = sseOk ? setTimeout(() => ex.aborted || open(), SLOW_ANSWER_MS) : undefined;
-    const outcome = await this.forward(ex, cred, session, msg, (frame) => void open().send(frame));
+    const outcome = await this.forward(
+      ex,
+      cred,
+      session,
+      msg,
+      (frame) => void open().send(frame),
+      () => stream !== undefined,
+    );
     clearTimeout(early);
     if (outcome.refusal?.data && (outcome.refusal.data as { code?: string }).code === 'insufficient_scope' && !stream) {
       const scope = (outcome.refusal.data as { scope: Scope }).scope;
@@ -395,8 +412,9 @@ class McpEndpoint {
     session: SessionRecord,
     msg: JsonRpcRequest,
     related?: (frame: Buffer) => void,
+    resumable?: () => boolean,
   ): Promise<{ frame: Buffer; refusal?: JsonRpcErrorObject }> {
-    return this.forwardTo(ex, cred, session.deviceId, session.id, msg, related);
+    return this.forwardTo(ex, cred, session.deviceId, session.id, msg, related, resumable);
   }
 
   /** `sessionId` undefined (2026-07-28): closing the response is the only way to cancel the request. */
@@ -407,6 +425,8 @@ class McpEndpoint {
     sessionId: string | undefined,
     msg: JsonRpcRequest,
     related?: (frame: Buffer) => void,
+    /** Whether a GET could still resume the answer once the client is gone (its SSE stream opened). */
+    resumable?: () => boolean,
   ): Promise<{ frame: Buffer; refusal?: JsonRpcErrorObject }> {
     const key = sessionId === undefined ? undefined : inFlightKey(sessionId, msg.id);
     return new Promise((resolve) => {
@@ -431,14 +451,17 @@ class McpEndpoint {
           sink,
           timeoutMs,
         )
-        .then((cancel) => {
+        .then((handle) => {
           if (settled) return;
-          if (key !== undefined) this.inFlight.set(key, cancel);
+          if (key !== undefined) this.inFlight.set(key, handle);
           // 2026-07-28: closing the response cancels the request, and the phone is told. Session
           // revisions: "disconnection SHOULD NOT be interpreted as the client cancelling its
           // request" — it runs to its end (its timeout bounds it), a streamed answer still reaches
-          // the replay buffer, and the client's notifications/cancelled still cancels it.
-          if (sessionId === undefined) ex.onAbort(cancel);
+          // the replay buffer, and the client's notifications/cancelled still cancels it. A call
+          // no GET can resume (its stream never opened) is an orphan: it stops counting against
+          // its key and is bounded per phone (docs/decisions/0042-abandoned-calls.md).
+          if (sessionId === undefined) ex.onAbort(handle);
+          else ex.onAbort(() => resumable?.() || handle.orphan?.());
         });
     });
   }

@@ -12,7 +12,7 @@ import { relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
 import type { JsonRpcId, JsonRpcRequest } from '../protocol/jsonrpc.ts';
 import { BusUnavailableError, type DeviceOwner } from '../bus/index.ts';
 import type { Scope } from '../store/types.ts';
-import type { Caller, DeviceConnection, ReplySink } from './device-connection.ts';
+import type { CallHandle, Caller, DeviceConnection, ReplySink } from './device-connection.ts';
 import type { GatewayContext } from './context.ts';
 import { matchesCredential, type CredentialMatch } from './hub.ts';
 
@@ -56,6 +56,7 @@ type Header =
     }
   | { t: 'note'; deviceId: string; method: string }
   | { t: 'cancel'; from: string; rid: number }
+  | { t: 'orphan'; from: string; rid: number }
   | { t: 'ccancel'; sessionId: string; requestId: JsonRpcId }
   | { t: 'res' | 'rel'; rid: number }
   | { t: 'redo'; rid: number; why: 'moving' | 'gone' }
@@ -83,8 +84,10 @@ interface Route {
   deadline: number;
   done: boolean;
   state: 'routing' | 'local' | 'remote';
-  cancelLocal?: () => void;
+  cancelLocal?: CallHandle;
   rid?: number;
+  /** Its client is gone for good (docs/decisions/0042-abandoned-calls.md); told to the phone's node once it runs. */
+  orphaned?: boolean;
   /** Times an owner said the phone was not there; the next lookup skips the cache. */
   gone: number;
   fresh?: boolean;
@@ -107,7 +110,7 @@ export class Router {
   /** Origin side: requests this node sent to an owner node. */
   private readonly remote = new Map<number, RemotePending>();
   /** Owner side: requests other nodes sent here, by `${from}:${rid}`, for cancellation. */
-  private readonly served = new Map<string, () => void>();
+  private readonly served = new Map<string, CallHandle>();
   /** Devices this node handed over to other nodes (drain): late requests for them are sent back. */
   private readonly handedOver = new Set<string>();
   private readonly ownerCheck: NodeJS.Timeout;
@@ -187,7 +190,7 @@ export class Router {
     caller: Caller,
     sink: ReplySink,
     timeoutMs: number,
-  ): Promise<() => void> {
+  ): Promise<CallHandle> {
     const r: Route = {
       deviceId,
       msg,
@@ -212,7 +215,24 @@ export class Router {
     };
     this.active.add(r);
     void this.route(r); // never throws; may wait while the phone moves, so cancel works meanwhile
-    return () => this.cancel(r);
+    return Object.assign(() => this.cancel(r), { orphan: () => this.orphan(r) });
+  }
+
+  /** The request's client is gone for good: wherever it runs, it stops counting against its key. */
+  private orphan(r: Route): void {
+    if (r.done || r.orphaned) return;
+    r.orphaned = true;
+    if (r.state === 'local') r.cancelLocal?.orphan?.();
+    else if (r.state === 'remote' && r.rid !== undefined) this.sendOrphan(r);
+    // Still routing: route() and send() pass it on once the request runs.
+  }
+
+  private sendOrphan(r: Route): void {
+    const p = r.rid === undefined ? undefined : this.remote.get(r.rid);
+    if (!p) return;
+    void this.ctx.bus
+      .sendToNode(p.node, encode({ t: 'orphan', from: this.ctx.bus.nodeId, rid: r.rid! }))
+      .catch(() => {});
   }
 
   /** A client notification for the phone (not answered). */
@@ -293,6 +313,7 @@ export class Router {
           if (this.usableLocal(r.deviceId) !== local) continue;
           r.state = 'local';
           r.cancelLocal = local.handleClientRequest(r.msg, r.params, r.caller, r.sink, this.remaining(r));
+          if (r.orphaned) r.cancelLocal.orphan?.();
           return;
         }
         const cached = r.fresh ? undefined : this.cachedOwner(r.deviceId);
@@ -358,6 +379,7 @@ export class Router {
       timeoutMs,
     };
     const delivered = await this.ctx.bus.sendToNode(owner.nodeId, encode(header, r.payload)).catch(() => false);
+    if (delivered && r.orphaned) this.sendOrphan(r);
     if (delivered || !this.settle(rid)) return;
     this.forgetOwner(r.deviceId, owner.nodeId);
     if (cached) {
@@ -504,6 +526,9 @@ export class Router {
       }
       case 'cancel':
         this.served.get(`${h.from}:${h.rid}`)?.();
+        return;
+      case 'orphan':
+        this.served.get(`${h.from}:${h.rid}`)?.orphan?.();
         return;
       case 'ccancel':
         for (const f of this.clientCancel) f(h.sessionId, h.requestId);

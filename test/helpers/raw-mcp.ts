@@ -3,18 +3,22 @@
 export const SESSION_REVISION = '2025-11-25';
 export const STATELESS_REVISION = '2026-07-28';
 
-export function baseHeaders(token: string): Record<string, string> {
+export function baseHeaders(token: string, revision = SESSION_REVISION): Record<string, string> {
   return {
     'content-type': 'application/json',
     accept: 'application/json, text/event-stream',
     'x-api-key': token,
-    'mcp-protocol-version': SESSION_REVISION,
+    'mcp-protocol-version': revision,
   };
 }
 
 /** A fresh session on `mcpUrl`: the headers each later request carries, its id included. */
-export async function openSession(mcpUrl: string, token: string): Promise<Record<string, string>> {
-  const headers = baseHeaders(token);
+export async function openSession(
+  mcpUrl: string,
+  token: string,
+  revision = SESSION_REVISION,
+): Promise<Record<string, string>> {
+  const headers = baseHeaders(token, revision);
   const init = await fetch(mcpUrl, {
     method: 'POST',
     headers,
@@ -22,7 +26,7 @@ export async function openSession(mcpUrl: string, token: string): Promise<Record
       jsonrpc: '2.0',
       id: 0,
       method: 'initialize',
-      params: { protocolVersion: SESSION_REVISION, capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+      params: { protocolVersion: revision, capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
     }),
   });
   await init.text();
