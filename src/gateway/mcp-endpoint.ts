@@ -541,6 +541,7 @@ class McpEndpoint {
       );
       this.channels.set(session.id, created);
       channel = created;
+      created.opening++;
       try {
         await created.join(this.ctx.hub, session.deviceId);
       } catch {
@@ -550,9 +551,15 @@ class McpEndpoint {
           { ...JSON_HEADERS, 'Retry-After': '1' },
           errorResponse(null, relayError('relay_unavailable')),
         );
+      } finally {
+        created.opening--;
       }
     }
-    if (ex.aborted) return;
+    // The client left while the channel was joining: a channel nobody listens on must not stay.
+    if (ex.aborted) {
+      if (channel.idle) channel.end();
+      return;
+    }
     // Last-Event-ID resumes that stream: what it missed is replayed, then it continues.
     const resume = h['last-event-id'] ? parseEventId(h['last-event-id']) : undefined;
     const stream = new EventStream(
@@ -561,11 +568,16 @@ class McpEndpoint {
       resume?.streamId ?? newStreamId(),
       new SseStream(ex, { 'Mcp-Session-Id': session.id }),
     );
-    if (resume) {
-      const missed = await this.ctx.bus.replayAfter(session.id, h['last-event-id']).catch(() => []);
-      for (const e of missed) if (e.data) stream.sse!.send(e.data, e.id);
-    } else if (session.revision === '2025-11-25') {
-      await stream.prime();
+    channel.opening++;
+    try {
+      if (resume) {
+        const missed = await this.ctx.bus.replayAfter(session.id, h['last-event-id']).catch(() => []);
+        for (const e of missed) if (e.data) stream.sse!.send(e.data, e.id);
+      } else if (session.revision === '2025-11-25') {
+        await stream.prime();
+      }
+    } finally {
+      channel.opening--;
     }
     channel.attach(stream);
   }

@@ -107,7 +107,19 @@ export class SessionChannel implements Listener {
     return this.streams.length;
   }
 
+  /** GETs between finding this channel and attaching their stream (they keep it from being idle). */
+  opening = 0;
+
+  /** No connected stream, none collecting for its resumption, none about to attach. */
+  get idle(): boolean {
+    return this.streams.length === 0 && this.detached === undefined && this.opening === 0;
+  }
+
   attach(stream: EventStream): void {
+    if (this.closed) {
+      void stream.end(); // ended (revoked, deleted) while this GET was opening
+      return;
+    }
     if (this.detached) {
       clearTimeout(this.detached.timer);
       this.detached = undefined;

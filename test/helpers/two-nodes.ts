@@ -9,6 +9,8 @@ import { startTestRelay, type TestRelay } from './relay.ts';
 export interface TwoNodes {
   a: TestRelay;
   b: TestRelay;
+  /** The Redis key prefix both nodes use (channels are `${prefix}ch:…`). */
+  prefix: string;
   stop(): Promise<void>;
 }
 
@@ -21,6 +23,7 @@ export async function startTwoNodes(flags: string[] = []): Promise<TwoNodes> {
   return {
     a,
     b,
+    prefix,
     async stop() {
       await Promise.allSettled([a.stop(), b.stop()]);
       await dropPrefix(prefix, REDIS_URL).catch(() => {});
