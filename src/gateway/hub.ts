@@ -57,6 +57,8 @@ export class Hub {
   /** Sockets being handed over to other nodes (drain): no new work starts on them. */
   private readonly moving = new WeakSet<DeviceConnection>();
   private readonly held = new Set<Held>();
+  /** Client streams on this node per key, oldest first. */
+  private readonly keyStreams = new Map<string, Set<{ end(): void }>>();
   private readonly revokeHandlers: Array<(match: CredentialMatch) => void> = [];
 
   constructor(private readonly bus: Bus) {}
@@ -147,6 +149,27 @@ export class Hub {
     const entry = this.listeners.get(match.deviceId);
     if (!entry) return;
     for (const l of [...entry.set]) if (!match.sessionId || l.sessionId === match.sessionId) l.end();
+  }
+
+  /**
+   * Counts a client stream against its key on this node; beyond `max` the key's oldest stream
+   * is ended (its client may resume it). Returns the remover, for when the stream closes.
+   */
+  admitStream(tokenId: string, max: number, stream: { end(): void }): () => void {
+    let set = this.keyStreams.get(tokenId);
+    if (!set) this.keyStreams.set(tokenId, (set = new Set()));
+    set.add(stream);
+    const mine = set;
+    while (mine.size > max) {
+      const oldest = mine.values().next().value!;
+      if (oldest === stream) break;
+      mine.delete(oldest);
+      oldest.end();
+    }
+    return () => {
+      mine.delete(stream);
+      if (mine.size === 0 && this.keyStreams.get(tokenId) === mine) this.keyStreams.delete(tokenId);
+    };
   }
 
   /** Registers something a credential holds open, so a revocation can end it; returns its remover. */

@@ -3,7 +3,7 @@
 // forward the rest to the phone and bring its answer back to this HTTP exchange.
 import { randomBytes } from 'node:crypto';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../uws.ts';
-import { BodyTooLarge, copyHeaders, copyHeadersWithPrefix, Exchange } from './http.ts';
+import { BodyTooLarge, clientAddress, copyHeaders, copyHeadersWithPrefix, Exchange } from './http.ts';
 import { cachedInitialize, JSON_HEADERS, SLOW_ANSWER_MS, StatelessEndpoint } from './mcp-stateless.ts';
 import { storeUnavailable } from './pairing.ts';
 import { classifyEra } from '../protocol/stateless.ts';
@@ -43,8 +43,11 @@ const MCP_HEADERS = [
   'content-type',
   'origin',
   'last-event-id',
+  'x-forwarded-for',
 ] as const;
 type McpHeaders = Record<string, string>;
+/** Where post() keeps the client's address among the copied headers (no real header has a space). */
+const CLIENT_ADDRESS = 'client address';
 
 const RECENT_SESSIONS_MAX = 10_000;
 /** A resumed POST stream looks for its next events this often (the replay buffer is shared by all nodes). */
@@ -189,6 +192,7 @@ class McpEndpoint {
     const begun = this.begin(res, req);
     if (!begun) return;
     const { ex, h } = begun;
+    h[CLIENT_ADDRESS] = clientAddress(res, h['x-forwarded-for'], this.ctx.config.trustProxy); // before any await
     const body = ex.body(MAX_FRAME_BYTES);
     body.catch(() => {}); // observed below; avoid an unhandled rejection on early exits
     this.handlePost(ex, h, body).catch((err) => this.fail(ex, err));
@@ -249,7 +253,7 @@ class McpEndpoint {
           }),
         );
       }
-      return this.initialize(ex, cred, first.msg, started, raw.length);
+      return this.initialize(ex, h, cred, first.msg, started, raw.length);
     }
 
     const session = await this.session(ex, h, cred);
@@ -378,11 +382,29 @@ class McpEndpoint {
 
   private async initialize(
     ex: Exchange,
+    h: McpHeaders,
     cred: Credential,
     msg: JsonRpcRequest,
     started: number,
     bytesIn: number,
   ): Promise<void> {
+    const { initializePerMinute, initializePerMinutePerAddress, maxSessionsPerKey } = this.ctx.config.budgets;
+    // Counted on the bus, so the limits hold across nodes; the key's first, then the address's.
+    const [byKey, byAddress] = await Promise.all([
+      this.ctx.bus.hit(`init:k:${cred.token.id}`, 60_000),
+      this.ctx.bus.hit(`init:a:${h[CLIENT_ADDRESS]}`, 60_000),
+    ]);
+    if (byKey > initializePerMinute || byAddress > initializePerMinutePerAddress) {
+      const who = byKey > initializePerMinute ? 'this key' : 'this address';
+      return ex.send(
+        429,
+        { ...JSON_HEADERS, 'Retry-After': '60' },
+        errorResponse(msg.id, {
+          code: INVALID_REQUEST,
+          message: `Too many sessions created by ${who} in the last minute; reuse a session or retry later`,
+        }),
+      );
+    }
     const revision = negotiateRevision(msg.params?.protocolVersion);
     const deviceId = cred.token.deviceId;
     const cached = await cachedInitialize(this.ctx, deviceId);
@@ -397,7 +419,10 @@ class McpEndpoint {
       createdAt: now,
       lastSeenAt: now,
     };
-    await this.ctx.bus.sessions.create(session, this.ctx.config.sessionIdleMs);
+    const evicted = await this.ctx.bus.sessions.create(session, this.ctx.config.sessionIdleMs, maxSessionsPerKey);
+    // The key's least recently used sessions beyond its cap are gone: so are their streams, on every node.
+    if (evicted.length > 0)
+      void this.ctx.bus.publishControl({ type: 'sessions_ended', sessionIds: evicted }).catch(() => {});
     this.rememberSession(session);
     metrics.sessionsCreated.inc();
     const out = resultResponse(msg.id, { ...cached, protocolVersion: revision });
@@ -538,6 +563,7 @@ class McpEndpoint {
           if (this.channels.get(session.id) === created) this.channels.delete(session.id);
         },
         { tokenId: session.tokenId, accountId: session.accountId },
+        this.ctx.config.budgets.maxStreamsPerSession,
       );
       this.channels.set(session.id, created);
       channel = created;
@@ -568,6 +594,8 @@ class McpEndpoint {
       resume?.streamId ?? newStreamId(),
       new SseStream(ex, { 'Mcp-Session-Id': session.id }),
     );
+    const sse = stream.sse!;
+    sse.onClose(this.ctx.hub.admitStream(session.tokenId, this.ctx.config.budgets.maxStreamsPerKey, sse));
     channel.opening++;
     try {
       if (resume) {

@@ -320,6 +320,10 @@ function applyControl(ctx: GatewayContext, event: ControlEvent): void {
       ctx.hub.revoke({ tokenId: event.tokenId });
       void ctx.bus.sessions.deleteWhere({ tokenId: event.tokenId }).catch(() => {});
       break;
+    case 'sessions_ended':
+      // Evicted beyond their key's session cap: their streams end wherever they are.
+      for (const sessionId of event.sessionIds) ctx.hub.revoke({ sessionId });
+      break;
     case 'account_locked':
       ctx.auth.invalidate({ accountId: event.accountId });
       if (event.locked) {

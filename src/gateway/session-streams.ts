@@ -90,6 +90,8 @@ export class SessionChannel implements Listener {
     private readonly onEmpty: () => void,
     /** The session's credential: a revocation ends the channel. */
     owner: { tokenId?: string; accountId?: string } = {},
+    /** GET streams the session may have connected here; a new one beyond closes the oldest. */
+    private readonly maxStreams = Infinity,
   ) {
     this.tokenId = owner.tokenId;
     this.accountId = owner.accountId;
@@ -126,6 +128,7 @@ export class SessionChannel implements Listener {
     }
     this.streams.push(stream);
     stream.sse?.onClose(() => this.detach(stream));
+    while (this.streams.length > this.maxStreams) this.streams.shift()!.sse?.end(); // the newest stays
   }
 
   private detach(stream: EventStream): void {

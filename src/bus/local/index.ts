@@ -8,8 +8,13 @@ import { ReplayBudget, type ReplayEntry } from './replay-budget.ts';
 class LocalSessions implements SessionStore {
   // evseq numbers the session's SSE events; it lives exactly as long as the session.
   private readonly map: ExpiringMap<{ s: SessionRecord; evseq: number }>;
+  /** Per token, its sessions least recently used first (a Set keeps insertion order). */
+  private readonly byToken = new Map<string, Set<string>>();
   constructor(private readonly dropped: (id: string) => void) {
-    this.map = new ExpiringMap((id) => dropped(id));
+    this.map = new ExpiringMap((id, e) => {
+      this.unindex(e.s);
+      dropped(id);
+    });
   }
 
   get size(): number {
@@ -19,17 +24,45 @@ class LocalSessions implements SessionStore {
     this.map.close();
   }
 
-  async create(s: SessionRecord, idleMs: number): Promise<void> {
+  private index(s: SessionRecord): Set<string> {
+    let set = this.byToken.get(s.tokenId);
+    if (!set) this.byToken.set(s.tokenId, (set = new Set()));
+    set.delete(s.id);
+    set.add(s.id);
+    return set;
+  }
+  private unindex(s: SessionRecord): void {
+    const set = this.byToken.get(s.tokenId);
+    if (!set) return;
+    set.delete(s.id);
+    if (set.size === 0) this.byToken.delete(s.tokenId);
+  }
+
+  async create(s: SessionRecord, idleMs: number, maxPerToken?: number): Promise<string[]> {
     this.map.set(s.id, { s, evseq: 0 }, idleMs);
+    const set = this.index(s);
+    const evicted: string[] = [];
+    while (maxPerToken !== undefined && maxPerToken > 0 && set.size > maxPerToken) {
+      const oldest = set.values().next().value!;
+      if (oldest === s.id) break;
+      set.delete(oldest);
+      this.map.delete(oldest);
+      this.dropped(oldest);
+      evicted.push(oldest);
+    }
+    return evicted;
   }
   async touch(id: string, idleMs: number): Promise<SessionRecord | undefined> {
     const e = this.map.get(id);
     if (!e) return undefined;
     e.s.lastSeenAt = Date.now();
     this.map.set(id, e, idleMs);
+    this.index(e.s);
     return e.s;
   }
   async delete(id: string): Promise<boolean> {
+    const e = this.map.get(id);
+    if (e) this.unindex(e.s);
     this.dropped(id);
     return this.map.delete(id);
   }
@@ -39,6 +72,7 @@ class LocalSessions implements SessionStore {
       const s = value.s;
       if ((match.deviceId && s.deviceId === match.deviceId) || (match.tokenId && s.tokenId === match.tokenId)) {
         this.map.delete(id);
+        this.unindex(s);
         this.dropped(id);
         n++;
       }
