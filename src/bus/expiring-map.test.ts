@@ -89,4 +89,13 @@ describe('LocalBus frees memory on time', () => {
     expect(bus.stats()).toEqual({ sessions: 0, replayBuffers: 0, replayBytes: 0, nonces: 0, counters: 0 });
     await bus.close();
   });
+
+  it('events for a session that no longer exists are not kept (nothing could resume them)', async () => {
+    const bus = new LocalBus();
+    const a = await bus.appendEvent('gone', 'st', 'x'.repeat(10_000));
+    const b = await bus.appendEvent('gone', 'st', 'y');
+    expect(a).not.toBe(b);
+    expect(bus.stats()).toMatchObject({ replayBuffers: 0, replayBytes: 0 });
+    await bus.close();
+  });
 });

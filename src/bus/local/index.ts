@@ -112,6 +112,8 @@ export class LocalBus implements Bus {
   private readonly replay = new ExpiringMap<ReplayBuffer>((_id, buf) => this.budget.forget(buf.events));
   private readonly replayLimits: ReplayLimits;
   readonly budget: ReplayBudget;
+  /** Numbers events appended for a session that does not exist (never stored). */
+  private orphanSeq = 0;
   private readonly epochs = new Map<string, number>(); // last epoch handed out per device
   private readonly owned = new Map<string, number>(); // device -> epoch of the socket held here
   private readonly devices = new Map<string, Set<(frame: string) => void>>();
@@ -216,6 +218,8 @@ export class LocalBus implements Bus {
     checkStreamId(streamId);
     const { maxEvents, maxBytes, ttlMs } = this.replayLimits;
     const live = this.sessions.nextEventSeq(sessionId);
+    // No such session here (it expired or ended): nothing can resume this stream, keep nothing.
+    if (!live) return eventId(streamId, ++this.orphanSeq);
     const buf = this.replay.get(sessionId) ?? { seq: 0, bytes: 0, events: [] };
     const seq = live ? live.seq : ++buf.seq;
     const size = Buffer.byteLength(data) + Buffer.byteLength(streamId) + String(seq).length + 2;
