@@ -78,6 +78,27 @@ function revocationSuite(name: string, setup: () => Promise<Setup>, teardown: ()
   });
 }
 
+describe('device removal', () => {
+  it('ends every stream and call of the device’s keys, on the node of the client too', async () => {
+    const nodes = await startTwoNodes();
+    const control: EchoServerControl = { calls: [], cancellations: 0 };
+    try {
+      const phone = await startTestPhone(nodes.a, () => createEchoServer(control));
+      const s: Setup = { phoneNode: nodes.a, clientNode: nodes.b, phone, control };
+      const victim = await whatTheKeyHolds(s);
+      expect(await nodes.a.relay.store.store.removeDevice(phone.deviceId)).toBe(true);
+      expect((await victim.call).json?.error?.data?.code).toMatch(/device_removed|cancelled/);
+      await Promise.race([
+        Promise.all([victim.get.ended, victim.listen.ended]),
+        new Promise((_, reject) => setTimeout(() => reject(new Error('streams still open after removal')), 5000)),
+      ]);
+      await phone.stop();
+    } finally {
+      await nodes.stop();
+    }
+  });
+});
+
 async function accountOf(s: Setup, tokenId: string): Promise<string> {
   const t = (await s.phoneNode.relay.store.store.listTokens()).find((x) => x.id === tokenId);
   if (!t) throw new Error('no such token');
