@@ -4,6 +4,13 @@
 import type { DeviceConnection } from './device-connection.ts';
 import type { Bus } from '../bus/types.ts';
 import { metrics } from '../metrics.ts';
+import { ExpiringMap } from '../bus/expiring-map.ts';
+
+/**
+ * How long a revocation is remembered on the node: a request authenticated just before it
+ * (its credential cached) must not open a stream or start a call just after it.
+ */
+const REVOKED_MEMORY_MS = 60_000;
 
 /** Whose credential a stream or call belongs to: what a revocation, removal or lock matches. */
 export interface CredentialMatch {
@@ -60,6 +67,7 @@ export class Hub {
   /** Client streams on this node per key, oldest first. */
   private readonly keyStreams = new Map<string, Set<{ end(): void }>>();
   private readonly revokeHandlers: Array<(match: CredentialMatch) => void> = [];
+  private readonly revoked = new ExpiringMap<true>();
 
   constructor(private readonly bus: Bus) {}
 
@@ -172,6 +180,20 @@ export class Hub {
     };
   }
 
+  /** True when the credential (its key, device or account) was revoked on this node lately. */
+  isRevoked(who: { tokenId?: string; deviceId?: string; accountId?: string }): boolean {
+    return revokedKeys(who).some((k) => this.revoked.has(k));
+  }
+
+  /** An account unlocked: its credentials are valid again. */
+  forgive(match: { accountId: string }): void {
+    this.revoked.delete(`a:${match.accountId}`);
+  }
+
+  close(): void {
+    this.revoked.close();
+  }
+
   /** Registers something a credential holds open, so a revocation can end it; returns its remover. */
   hold(h: Held): () => void {
     this.held.add(h);
@@ -189,6 +211,7 @@ export class Hub {
    */
   revoke(match: CredentialMatch): number {
     let ended = 0;
+    if (match.sessionId === undefined) for (const k of revokedKeys(match)) this.revoked.set(k, true, REVOKED_MEMORY_MS);
     for (const [deviceId, entry] of [...this.listeners]) {
       for (const l of [...entry.set]) {
         if (
@@ -212,4 +235,12 @@ export class Hub {
   allStreams(): Listener[] {
     return [...this.listeners.values()].flatMap((e) => [...e.set]);
   }
+}
+
+function revokedKeys(m: { tokenId?: string; deviceId?: string; accountId?: string }): string[] {
+  const keys: string[] = [];
+  if (m.tokenId !== undefined) keys.push(`t:${m.tokenId}`);
+  if (m.deviceId !== undefined) keys.push(`d:${m.deviceId}`);
+  if (m.accountId !== undefined) keys.push(`a:${m.accountId}`);
+  return keys;
 }

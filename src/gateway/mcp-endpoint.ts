@@ -454,6 +454,10 @@ class McpEndpoint {
     resumable?: () => boolean,
   ): Promise<{ frame: Buffer; refusal?: JsonRpcErrorObject }> {
     const key = sessionId === undefined ? undefined : inFlightKey(sessionId, msg.id);
+    if (this.ctx.hub.isRevoked({ tokenId: cred.token.id, deviceId, accountId: cred.account.id })) {
+      const e = relayError('cancelled', 'the credential was revoked');
+      return Promise.resolve({ frame: Buffer.from(errorResponse(msg.id, e)), refusal: e });
+    }
     return new Promise((resolve) => {
       let settled = false;
       const settle = (o: { frame: Buffer; refusal?: JsonRpcErrorObject }) => {
@@ -606,6 +610,12 @@ class McpEndpoint {
       }
     } finally {
       channel.opening--;
+    }
+    // Revoked while this GET was on its way (authenticated from the cache just before).
+    if (this.ctx.hub.isRevoked(session)) {
+      void stream.end();
+      if (channel.idle) channel.end();
+      return;
     }
     channel.attach(stream);
   }

@@ -187,6 +187,7 @@ export async function startGateway(opts: {
       clearInterval(purger);
       journal.stop();
       mcp.close();
+      hub.close();
       ctx.router.close();
       if (!ctx.state.draining) {
         ctx.state.draining = true;
@@ -329,6 +330,8 @@ function applyControl(ctx: GatewayContext, event: ControlEvent): void {
       if (event.locked) {
         ctx.hub.revoke({ accountId: event.accountId });
         void dropAccountSessions(ctx, event.accountId);
+      } else {
+        ctx.hub.forgive({ accountId: event.accountId });
       }
       break;
   }
