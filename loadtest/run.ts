@@ -9,6 +9,7 @@ const SCENARIOS: Record<string, string> = {
   'cache-latency': 'loadtest/cache-latency.ts',
   'cluster-latency': 'loadtest/cluster-latency.ts',
   fleet: 'loadtest/fleet-bench.ts',
+  churn: 'loadtest/churn.ts',
 };
 
 const root = fileURLToPath(new URL('..', import.meta.url));

@@ -52,6 +52,31 @@ export interface RelayConfig {
   /** Hosted mode: sign-in mail goes out over this SMTP URL; without it the link is logged (development). */
   smtpUrl?: string;
   mailFrom: string;
+  /** Budgets per credential and per node (docs/decisions/0040-credential-budgets.md). */
+  budgets: Budgets;
+}
+
+/** What one credential (API key) may hold, and what a node holds for everyone together. */
+export interface Budgets {
+  /** A key's share of one phone's --max-in-flight (default: half of it, at least 64). */
+  maxInFlightPerKey: number;
+  /** JSON-RPC messages in one batch. */
+  maxBatch: number;
+  /** Concurrent wait_for_events calls per key. */
+  maxWaitsPerKey: number;
+  /** Live sessions per key; a new one evicts the least recently used. */
+  maxSessionsPerKey: number;
+  /** initialize per key per minute, and per client address per minute (shared by all nodes). */
+  initializePerMinute: number;
+  initializePerMinutePerAddress: number;
+  /** GET streams per session and per key on a node; a new one closes the oldest. */
+  maxStreamsPerSession: number;
+  maxStreamsPerKey: number;
+  /** Replay-buffer bytes a node holds in all, and for one key's sessions (local bus). */
+  replayNodeBytes: number;
+  replayKeyBytes: number;
+  /** Abandoned calls kept running per phone socket (docs/decisions/0042-abandoned-calls.md). */
+  maxOrphans: number;
 }
 
 const FLAGS = {
@@ -82,6 +107,17 @@ const FLAGS = {
   'max-in-flight': { type: 'string' },
   'smtp-url': { type: 'string' },
   'mail-from': { type: 'string' },
+  'max-in-flight-per-key': { type: 'string' },
+  'max-batch': { type: 'string' },
+  'max-waits-per-key': { type: 'string' },
+  'max-sessions-per-key': { type: 'string' },
+  'initialize-per-minute': { type: 'string' },
+  'initialize-per-minute-per-address': { type: 'string' },
+  'max-streams-per-session': { type: 'string' },
+  'max-streams-per-key': { type: 'string' },
+  'replay-node-bytes': { type: 'string' },
+  'replay-key-bytes': { type: 'string' },
+  'max-orphans': { type: 'string' },
 } as const;
 
 export type FlagName = keyof typeof FLAGS;
@@ -125,6 +161,7 @@ export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     return typeof v === 'string' && v !== '' ? v : undefined;
   };
   const port = intValue('port', str('port'), 8080);
+  const maxInFlight = Math.max(1, intValue('max-in-flight', str('max-in-flight'), 2_048));
   const host = str('host') ?? '127.0.0.1';
   if (!isLoopback(host) && str('public-url') === undefined)
     throw new ConfigError(
@@ -188,8 +225,27 @@ export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     controlPollMs: Math.max(50, intValue('control-poll-ms', str('control-poll-ms'), 250)),
     logLevel: str('log-level') ?? 'info',
     exitWithParent: boolValue(get('exit-with-parent')),
-    maxInFlight: Math.max(1, intValue('max-in-flight', str('max-in-flight'), 2_048)),
+    maxInFlight,
     smtpUrl: str('smtp-url'),
     mailFrom: str('mail-from') ?? `phonebridge <no-reply@${parsed.hostname}>`,
+    budgets: parseBudgets(str, maxInFlight),
+  };
+}
+
+function parseBudgets(str: (f: FlagName) => string | undefined, maxInFlight: number): Budgets {
+  const int = (f: FlagName, dflt: number, min = 1) => Math.max(min, intValue(f, str(f), dflt));
+  const replayNodeBytes = int('replay-node-bytes', 64 * 1024 * 1024, 0);
+  return {
+    maxInFlightPerKey: Math.min(maxInFlight, int('max-in-flight-per-key', Math.max(64, Math.floor(maxInFlight / 2)))),
+    maxBatch: int('max-batch', 128),
+    maxWaitsPerKey: int('max-waits-per-key', 4),
+    maxSessionsPerKey: int('max-sessions-per-key', 256),
+    initializePerMinute: int('initialize-per-minute', 120),
+    initializePerMinutePerAddress: int('initialize-per-minute-per-address', 600),
+    maxStreamsPerSession: int('max-streams-per-session', 8),
+    maxStreamsPerKey: int('max-streams-per-key', 64),
+    replayNodeBytes,
+    replayKeyBytes: Math.min(replayNodeBytes, int('replay-key-bytes', 8 * 1024 * 1024, 0)),
+    maxOrphans: int('max-orphans', 256, 0),
   };
 }

@@ -9,10 +9,18 @@ export { BusUnavailableError } from './errors.ts';
 export { parseEventId } from './util.ts';
 
 export async function createBus(
-  config: Pick<RelayConfig, 'redisUrl' | 'nodeId'> & { redisPrefix?: string },
+  config: Pick<RelayConfig, 'redisUrl' | 'nodeId'> & { redisPrefix?: string; budgets?: RelayConfig['budgets'] },
   log: Logger,
 ): Promise<Bus> {
-  if (!config.redisUrl) return new LocalBus({ nodeId: config.nodeId, log });
+  if (!config.redisUrl)
+    return new LocalBus({
+      nodeId: config.nodeId,
+      log,
+      replayBudget: config.budgets && {
+        nodeBytes: config.budgets.replayNodeBytes,
+        credentialBytes: config.budgets.replayKeyBytes,
+      },
+    });
   const { RedisBus } = await import('./redis/index.ts');
   return RedisBus.connect(config.redisUrl, config.nodeId, log, { prefix: config.redisPrefix });
 }

@@ -15,7 +15,11 @@ export interface SessionRecord {
 }
 
 export interface SessionStore {
-  create(s: SessionRecord, idleMs: number): Promise<void>;
+  /**
+   * Stores a new session. With `maxPerToken`, the token's least recently used sessions beyond
+   * that many are deleted; their ids are returned (docs/decisions/0040-credential-budgets.md).
+   */
+  create(s: SessionRecord, idleMs: number, maxPerToken?: number): Promise<string[]>;
   /** The live session, its idle clock renewed; undefined if unknown or expired. */
   touch(id: string, idleMs: number): Promise<SessionRecord | undefined>;
   delete(id: string): Promise<boolean>;
@@ -23,9 +27,13 @@ export interface SessionStore {
   deleteWhere(match: { deviceId?: string; tokenId?: string }): Promise<number>;
 }
 
-/** What must take effect on every node at once (docs/decisions/0003-announcements-reach-every-node.md); defined with the store's journal. */
-export type { ControlEvent } from '../store/types.ts';
-import type { ControlEvent } from '../store/types.ts';
+import type { ControlEvent as JournalEvent } from '../store/types.ts';
+/**
+ * What must take effect on every node at once: the store journal's events, plus sessions the
+ * bus ended itself (evicted beyond a key's session cap), which only travel on the bus
+ * (docs/decisions/0003-announcements-reach-every-node.md).
+ */
+export type ControlEvent = JournalEvent | { type: 'sessions_ended'; sessionIds: string[] };
 
 /** Who holds a device's socket. A request must carry the epoch; a stale owner can never answer. */
 export interface DeviceOwner {

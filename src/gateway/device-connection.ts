@@ -37,6 +37,9 @@ export interface ReplySink {
 /** Who is asking, as far as the phone's surface is concerned. */
 export interface Caller {
   scopes: readonly Scope[];
+  /** The credential asking (its per-credential share of the phone, its revocation). */
+  tokenId?: string;
+  accountId?: string;
 }
 
 interface Pending {
@@ -46,7 +49,28 @@ interface Pending {
   method: string;
   /** The client's own progress token, when the request carried one. */
   progressToken?: string | number;
+  /** The credential whose share this request counts against (none for the relay's own). */
+  tokenId?: string;
+  /** A wait_for_events call (its own, smaller share per credential). */
+  wait: boolean;
+  /** Abandoned (docs/decisions/0042-abandoned-calls.md): counted against nobody's share, bounded per phone. */
+  orphan: boolean;
 }
+
+/** What one credential may hold on this phone, and how many abandoned calls the phone keeps. */
+export interface ConnectionLimits {
+  maxInFlightPerKey: number;
+  maxWaitsPerKey: number;
+  maxOrphans: number;
+}
+
+/**
+ * The function cancels the call (notifications/cancelled to the phone); `orphan` says its
+ * client is gone for good: it runs on outside every share, unless the phone holds too many.
+ */
+export type CallHandle = (() => void) & { orphan?: () => void };
+
+const WAIT_TOOL = 'wait_for_events';
 
 export interface DeviceSocketData {
   deviceId: string;
@@ -87,6 +111,11 @@ export class DeviceConnection {
   private reloading = false;
   private reloadAgain = false;
   private toolsChangedFrame?: Buffer;
+  /** Per credential: its calls and waits in flight (orphans not counted). */
+  private readonly shares = new Map<string, { calls: number; waits: number }>();
+  /** Abandoned calls still running, oldest first. */
+  private readonly orphans = new Set<number>();
+  private readonly limits: ConnectionLimits;
   private readyPromise?: Promise<void>;
 
   constructor(
@@ -97,13 +126,29 @@ export class DeviceConnection {
     private readonly internalTimeoutMs = 30_000,
     /** Client requests in flight on this socket beyond which new ones are refused (device_busy). */
     private readonly maxInFlight = 2_048,
+    limits: Partial<ConnectionLimits> = {},
   ) {
     this.deviceId = data.deviceId;
     this.accountId = data.accountId;
+    this.limits = {
+      maxInFlightPerKey: Math.min(maxInFlight, limits.maxInFlightPerKey ?? Math.max(64, Math.floor(maxInFlight / 2))),
+      maxWaitsPerKey: limits.maxWaitsPerKey ?? 4,
+      maxOrphans: limits.maxOrphans ?? 256,
+    };
   }
 
   get inFlight(): number {
     return this.pending.size;
+  }
+
+  /** Abandoned calls still running on this socket. */
+  get orphaned(): number {
+    return this.orphans.size;
+  }
+
+  /** One credential's calls in flight on this socket (orphans not counted). */
+  inFlightOf(tokenId: string): number {
+    return this.shares.get(tokenId)?.calls ?? 0;
   }
 
   /** initialize + notifications/initialized, then the tool catalog: once per socket. */
@@ -171,7 +216,7 @@ export class DeviceConnection {
     caller: Caller,
     sink: ReplySink,
     timeoutMs: number,
-  ): () => void {
+  ): CallHandle {
     // Refusals and answers from the cache come first: they cost the phone nothing, so a busy
     // phone never turns them into device_busy.
     const capabilities = (this.initResult as { capabilities?: unknown } | undefined)?.capabilities;
@@ -194,13 +239,24 @@ export class DeviceConnection {
         return () => {};
       }
     }
-    if (this.pending.size >= this.maxInFlight) {
-      // Bounds what one phone's clients can pile up on a node (calls that outlive a client's
-      // disconnect included); the phone itself is not asked.
+    if (this.pending.size - this.orphans.size >= this.maxInFlight) {
+      // Bounds what one phone's clients (and the relay's own catalog reloads) can pile up on a
+      // node; abandoned calls are bounded apart (--max-orphans). The phone itself is not asked.
       sink.fail(relayError('device_busy', `${this.maxInFlight} requests already in flight`));
       return () => {};
     }
-    return this.forward({ method: msg.method, params }, msg.id, sink, timeoutMs);
+    const wait = msg.method === 'tools/call' && params?.name === WAIT_TOOL;
+    const share = caller.tokenId === undefined ? undefined : this.shares.get(caller.tokenId);
+    if (share && share.calls >= this.limits.maxInFlightPerKey) {
+      // A credential's fair share of the phone: one key cannot take the slots of the others.
+      sink.fail(relayError('device_busy', `this key already has ${share.calls} requests in flight on the phone`));
+      return () => {};
+    }
+    if (wait && share && share.waits >= this.limits.maxWaitsPerKey) {
+      sink.fail(relayError('device_busy', `this key already has ${share.waits} ${WAIT_TOOL} calls in flight`));
+      return () => {};
+    }
+    return this.forward({ method: msg.method, params }, msg.id, sink, timeoutMs, { tokenId: caller.tokenId, wait });
   }
 
   /**
@@ -212,7 +268,8 @@ export class DeviceConnection {
     clientId: JsonRpcId,
     sink: ReplySink,
     timeoutMs: number,
-  ): () => void {
+    owner: { tokenId?: string; wait?: boolean } = {},
+  ): CallHandle {
     if (this.closed) {
       sink.fail(relayError('device_offline'));
       return () => {};
@@ -231,22 +288,71 @@ export class DeviceConnection {
       return () => {};
     }
     const timer = setTimeout(() => {
-      if (this.pending.delete(relayId)) {
+      if (this.settle(relayId)) {
         this.sendCancelled(relayId, 'timeout');
         sink.fail(relayError('timeout', `no answer within ${Math.round(timeoutMs / 1000)} s`));
       }
     }, timeoutMs);
-    this.pending.set(relayId, { clientId, sink, timer, method: msg.method, progressToken });
+    const wait = owner.wait === true;
+    this.pending.set(relayId, {
+      clientId,
+      sink,
+      timer,
+      method: msg.method,
+      progressToken,
+      tokenId: owner.tokenId,
+      wait,
+      orphan: false,
+    });
+    if (owner.tokenId !== undefined) {
+      let share = this.shares.get(owner.tokenId);
+      if (!share) this.shares.set(owner.tokenId, (share = { calls: 0, waits: 0 }));
+      share.calls++;
+      if (wait) share.waits++;
+    }
     if (!this.sendFrame(frame)) {
       this.settle(relayId);
       sink.fail(relayError('relay_error', 'phone socket is saturated'));
       return () => {};
     }
-    return () => {
-      if (!this.settle(relayId)) return;
-      this.sendCancelled(relayId, 'cancelled by the client');
-      sink.fail(relayError('cancelled'));
-    };
+    return Object.assign(
+      () => {
+        if (!this.settle(relayId)) return;
+        this.sendCancelled(relayId, 'cancelled by the client');
+        sink.fail(relayError('cancelled'));
+      },
+      { orphan: () => this.orphan(relayId) },
+    );
+  }
+
+  /**
+   * The call's client is gone and nothing can resume its answer: it runs on (disconnection is
+   * not cancellation) outside its credential's share and outside --max-in-flight; beyond
+   * --max-orphans per phone the oldest orphan is cancelled at the phone.
+   */
+  private orphan(relayId: number): void {
+    const p = this.pending.get(relayId);
+    if (!p || p.orphan) return;
+    this.release(p);
+    p.orphan = true;
+    this.orphans.add(relayId);
+    while (this.orphans.size > this.limits.maxOrphans) {
+      const oldest = this.orphans.values().next().value!;
+      const o = this.settle(oldest);
+      if (!o) continue;
+      this.sendCancelled(oldest, 'abandoned by its client');
+      o.sink.fail(relayError('cancelled', 'abandoned by its client'));
+    }
+  }
+
+  /** Gives a request's place in its credential's share back. */
+  private release(p: Pending): void {
+    if (p.orphan || p.tokenId === undefined) return;
+    const share = this.shares.get(p.tokenId);
+    if (!share) return;
+    share.calls--;
+    if (p.wait) share.waits--;
+    if (share.calls <= 0) this.shares.delete(p.tokenId);
   }
 
   /** Fire-and-forget notification to the phone. */
@@ -265,6 +371,8 @@ export class DeviceConnection {
     if (!p) return undefined;
     clearTimeout(p.timer);
     this.pending.delete(relayId);
+    this.orphans.delete(relayId);
+    this.release(p);
     return p;
   }
 
@@ -371,6 +479,8 @@ export class DeviceConnection {
       this.pending.delete(id);
       p.sink.fail(relayError(reason));
     }
+    this.shares.clear();
+    this.orphans.clear();
   }
 
   /** Closes the socket with a code; safe to call more than once. */

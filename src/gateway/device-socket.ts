@@ -165,6 +165,7 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
         ctx.log,
         ctx.config.requestTimeoutMs,
         ctx.config.maxInFlight,
+        ctx.config.budgets,
       );
       data.conn = conn;
       const old = ctx.hub.attach(conn);

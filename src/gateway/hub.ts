@@ -4,12 +4,53 @@
 import type { DeviceConnection } from './device-connection.ts';
 import type { Bus } from '../bus/types.ts';
 import { metrics } from '../metrics.ts';
+import { ExpiringMap } from '../bus/expiring-map.ts';
+
+/**
+ * How long a revocation is remembered on the node: a request authenticated just before it
+ * (its credential cached) must not open a stream or start a call just after it.
+ */
+const REVOKED_MEMORY_MS = 60_000;
+
+/** Whose credential a stream or call belongs to: what a revocation, removal or lock matches. */
+export interface CredentialMatch {
+  deviceId?: string;
+  tokenId?: string;
+  accountId?: string;
+  sessionId?: string;
+}
 
 /** Something on this node that wants a device's notifications: a session's SSE streams. */
 export interface Listener {
   sessionId: string;
+  /** The credential that opened it (every client stream has one). */
+  tokenId?: string;
+  accountId?: string;
   deliver(frame: string | Buffer): void;
   end(): void;
+}
+
+/** Something else a credential holds open on this node (a resumed POST stream). */
+export interface Held {
+  deviceId: string;
+  tokenId: string;
+  accountId: string;
+  sessionId?: string;
+  end(): void;
+}
+
+/** True when every field the match names is equal (an empty match matches nothing). */
+export function matchesCredential(
+  match: CredentialMatch,
+  x: { deviceId?: string; tokenId?: string; accountId?: string; sessionId?: string },
+): boolean {
+  let named = false;
+  for (const k of ['deviceId', 'tokenId', 'accountId', 'sessionId'] as const) {
+    if (match[k] === undefined) continue;
+    named = true;
+    if (x[k] !== match[k]) return false;
+  }
+  return named;
 }
 
 interface DeviceListeners {
@@ -22,6 +63,11 @@ export class Hub {
   private readonly listeners = new Map<string, DeviceListeners>();
   /** Sockets being handed over to other nodes (drain): no new work starts on them. */
   private readonly moving = new WeakSet<DeviceConnection>();
+  private readonly held = new Set<Held>();
+  /** Client streams on this node per key, oldest first. */
+  private readonly keyStreams = new Map<string, Set<{ end(): void }>>();
+  private readonly revokeHandlers: Array<(match: CredentialMatch) => void> = [];
+  private readonly revoked = new ExpiringMap<true>();
 
   constructor(private readonly bus: Bus) {}
 
@@ -76,12 +122,11 @@ export class Hub {
     }
     const mine = entry;
     mine.set.add(l);
-    metrics.sseStreams.inc();
     let removed = false;
     const remove = () => {
       if (removed) return;
       removed = true;
-      if (mine.set.delete(l)) metrics.sseStreams.dec();
+      mine.set.delete(l);
       if (mine.set.size === 0 && this.listeners.get(deviceId) === mine) {
         this.listeners.delete(deviceId);
         void mine.subscription.then(
@@ -114,7 +159,88 @@ export class Hub {
     for (const l of [...entry.set]) if (!match.sessionId || l.sessionId === match.sessionId) l.end();
   }
 
+  /**
+   * Counts a client stream against its key on this node; beyond `max` the key's oldest stream
+   * is ended (its client may resume it). Returns the remover, for when the stream closes.
+   */
+  admitStream(tokenId: string, max: number, stream: { end(): void }): () => void {
+    let set = this.keyStreams.get(tokenId);
+    if (!set) this.keyStreams.set(tokenId, (set = new Set()));
+    set.add(stream);
+    const mine = set;
+    while (mine.size > max) {
+      const oldest = mine.values().next().value!;
+      if (oldest === stream) break;
+      mine.delete(oldest);
+      oldest.end();
+    }
+    return () => {
+      mine.delete(stream);
+      if (mine.size === 0 && this.keyStreams.get(tokenId) === mine) this.keyStreams.delete(tokenId);
+    };
+  }
+
+  /** True when the credential (its key, device or account) was revoked on this node lately. */
+  isRevoked(who: { tokenId?: string; deviceId?: string; accountId?: string }): boolean {
+    return revokedKeys(who).some((k) => this.revoked.has(k));
+  }
+
+  /** An account unlocked: its credentials are valid again. */
+  forgive(match: { accountId: string }): void {
+    this.revoked.delete(`a:${match.accountId}`);
+  }
+
+  close(): void {
+    this.revoked.close();
+  }
+
+  /** Registers something a credential holds open, so a revocation can end it; returns its remover. */
+  hold(h: Held): () => void {
+    this.held.add(h);
+    return () => this.held.delete(h);
+  }
+
+  /** Runs on every revocation, removal or lock applied on this node (calls in flight, caches). */
+  onRevoke(handler: (match: CredentialMatch) => void): void {
+    this.revokeHandlers.push(handler);
+  }
+
+  /**
+   * A credential (or a whole device, or account) lost its right to the phone: every stream it
+   * holds open on this node ends, and every onRevoke handler runs. Returns how many streams ended.
+   */
+  revoke(match: CredentialMatch): number {
+    let ended = 0;
+    if (match.sessionId === undefined) for (const k of revokedKeys(match)) this.revoked.set(k, true, REVOKED_MEMORY_MS);
+    for (const [deviceId, entry] of [...this.listeners]) {
+      for (const l of [...entry.set]) {
+        if (
+          matchesCredential(match, { deviceId, tokenId: l.tokenId, accountId: l.accountId, sessionId: l.sessionId })
+        ) {
+          l.end();
+          ended++;
+        }
+      }
+    }
+    for (const h of [...this.held]) {
+      if (!matchesCredential(match, h)) continue;
+      this.held.delete(h);
+      h.end();
+      ended++;
+    }
+    for (const f of this.revokeHandlers) f(match);
+    return ended;
+  }
+
   allStreams(): Listener[] {
     return [...this.listeners.values()].flatMap((e) => [...e.set]);
   }
+}
+
+function revokedKeys(m: { tokenId?: string; deviceId?: string; accountId?: string }): string[] {
+  const keys: string[] = [];
+  if (m.tokenId !== undefined) keys.push(`t:${m.tokenId}`);
+  if (m.deviceId !== undefined) keys.push(`d:${m.deviceId}`);
+  if (m.accountId !== undefined) keys.push(`a:${m.accountId}`);
+  return keys;
 }

@@ -3,7 +3,7 @@
 // forward the rest to the phone and bring its answer back to this HTTP exchange.
 import { randomBytes } from 'node:crypto';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../uws.ts';
-import { BodyTooLarge, copyHeaders, copyHeadersWithPrefix, Exchange } from './http.ts';
+import { BodyTooLarge, clientAddress, copyHeaders, copyHeadersWithPrefix, Exchange } from './http.ts';
 import { cachedInitialize, JSON_HEADERS, SLOW_ANSWER_MS, StatelessEndpoint } from './mcp-stateless.ts';
 import { storeUnavailable } from './pairing.ts';
 import { classifyEra } from '../protocol/stateless.ts';
@@ -30,6 +30,8 @@ import { MAX_FRAME_BYTES } from './device-connection.ts';
 import { methodLabel, metrics } from '../metrics.ts';
 import type { SessionRecord } from '../bus/types.ts';
 import type { GatewayContext } from './context.ts';
+import { matchesCredential } from './hub.ts';
+import { ExpiringMap } from '../bus/expiring-map.ts';
 
 const MCP_HEADERS = [
   'x-api-key',
@@ -42,8 +44,11 @@ const MCP_HEADERS = [
   'content-type',
   'origin',
   'last-event-id',
+  'x-forwarded-for',
 ] as const;
 type McpHeaders = Record<string, string>;
+/** Where post() keeps the client's address among the copied headers (no real header has a space). */
+const CLIENT_ADDRESS = 'client address';
 
 const RECENT_SESSIONS_MAX = 10_000;
 /** A resumed POST stream looks for its next events this often (the replay buffer is shared by all nodes). */
@@ -52,7 +57,7 @@ const FOLLOW_POLL_MS = 200;
 const FOLLOW_GRACE_MS = 5_000;
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-export function registerMcpRoutes(app: TemplatedApp, ctx: GatewayContext): void {
+export function registerMcpRoutes(app: TemplatedApp, ctx: GatewayContext): { close(): void } {
   const endpoint = new McpEndpoint(ctx);
   app.post('/mcp', (res, req) => endpoint.post(res, req));
   app.get('/mcp', (res, req) => endpoint.get(res, req));
@@ -60,12 +65,13 @@ export function registerMcpRoutes(app: TemplatedApp, ctx: GatewayContext): void 
   app.any('/mcp', (res) =>
     new Exchange(res).error(405, 'method_not_allowed', 'use POST, GET or DELETE', { Allow: 'POST, GET, DELETE' }),
   );
+  return endpoint;
 }
 
 class McpEndpoint {
   private allowedOriginSet?: Set<string>;
   /** Sessions this node served lately, to keep local phones reachable while the bus is down. */
-  private readonly recentSessions = new Map<string, SessionRecord>();
+  private readonly recentSessions = new ExpiringMap<SessionRecord>();
   /** Sessions with SSE streams on this node. */
   private readonly channels = new Map<string, SessionChannel>();
   /** Requests in flight on this node, by session and client id, for notifications/cancelled. */
@@ -79,6 +85,11 @@ class McpEndpoint {
     );
     // A client's notifications/cancelled may land on another node than its request.
     ctx.router.onClientCancel((sessionId, requestId) => this.inFlight.get(inFlightKey(sessionId, requestId))?.());
+    // A revoked credential's sessions must not live on in the outage fallback either.
+    ctx.hub.onRevoke((match) => {
+      for (const [id, { value: s }] of this.recentSessions.values())
+        if (matchesCredential(match, { ...s, sessionId: s.id })) this.recentSessions.delete(id);
+    });
   }
 
   /** Built on first use: the public URL is final only once the node listens. */
@@ -165,12 +176,7 @@ class McpEndpoint {
       return s;
     } catch (err) {
       const recent = this.recentSessions.get(id);
-      if (
-        err instanceof BusUnavailableError &&
-        recent &&
-        this.ctx.hub.device(recent.deviceId) &&
-        Date.now() - recent.lastSeenAt < this.ctx.config.sessionIdleMs
-      ) {
+      if (err instanceof BusUnavailableError && recent && this.ctx.hub.device(recent.deviceId)) {
         recent.lastSeenAt = Date.now();
         return recent;
       }
@@ -178,17 +184,23 @@ class McpEndpoint {
     }
   }
 
+  /** Kept for the session's idle time, and at most RECENT_SESSIONS_MAX (the oldest go first). */
   private rememberSession(s: SessionRecord): void {
     this.recentSessions.delete(s.id);
-    this.recentSessions.set(s.id, { ...s });
-    if (this.recentSessions.size > RECENT_SESSIONS_MAX)
-      this.recentSessions.delete(this.recentSessions.keys().next().value!);
+    this.recentSessions.set(s.id, { ...s }, this.ctx.config.sessionIdleMs);
+    if (this.recentSessions.size > RECENT_SESSIONS_MAX) this.recentSessions.delete(this.recentSessions.oldestKey()!);
+  }
+
+  /** Stops the endpoint's timers (node shutdown). */
+  close(): void {
+    this.recentSessions.close();
   }
 
   post(res: HttpResponse, req: HttpRequest): void {
     const begun = this.begin(res, req);
     if (!begun) return;
     const { ex, h } = begun;
+    h[CLIENT_ADDRESS] = clientAddress(res, req, this.ctx.config); // req is only valid before any await
     const body = ex.body(MAX_FRAME_BYTES, () => ({
       headers: JSON_HEADERS,
       body: errorResponse(null, relayError('too_large', 'request body over 256 KiB')),
@@ -252,7 +264,7 @@ class McpEndpoint {
           }),
         );
       }
-      return this.initialize(ex, cred, first.msg, started, raw.length);
+      return this.initialize(ex, h, cred, first.msg, started, raw.length);
     }
 
     const session = await this.session(ex, h, cred);
@@ -267,6 +279,16 @@ class McpEndpoint {
         }),
       );
     }
+    const maxBatch = this.ctx.config.budgets.maxBatch;
+    if (items.length > maxBatch)
+      return ex.send(
+        400,
+        JSON_HEADERS,
+        errorResponse(null, {
+          code: INVALID_REQUEST,
+          message: `Invalid Request: a batch of ${items.length} messages; at most ${maxBatch} are accepted`,
+        }),
+      );
 
     if (!isBatch && first.kind === 'request')
       return this.answerOne(ex, h, cred, session, first.msg, started, raw.length);
@@ -338,7 +360,14 @@ class McpEndpoint {
       return stream;
     };
     const early = sseOk ? setTimeout(() => ex.aborted || open(), SLOW_ANSWER_MS) : undefined;
-    const outcome = await this.forward(ex, cred, session, msg, (frame) => void open().send(frame));
+    const outcome = await this.forward(
+      ex,
+      cred,
+      session,
+      msg,
+      (frame) => void open().send(frame),
+      () => stream !== undefined,
+    );
     clearTimeout(early);
     if (outcome.refusal?.data && (outcome.refusal.data as { code?: string }).code === 'insufficient_scope' && !stream) {
       const scope = (outcome.refusal.data as { scope: Scope }).scope;
@@ -365,11 +394,29 @@ class McpEndpoint {
 
   private async initialize(
     ex: Exchange,
+    h: McpHeaders,
     cred: Credential,
     msg: JsonRpcRequest,
     started: number,
     bytesIn: number,
   ): Promise<void> {
+    const { initializePerMinute, initializePerMinutePerAddress, maxSessionsPerKey } = this.ctx.config.budgets;
+    // Counted on the bus, so the limits hold across nodes; the key's first, then the address's.
+    const [byKey, byAddress] = await Promise.all([
+      this.ctx.bus.hit(`init:k:${cred.token.id}`, 60_000),
+      this.ctx.bus.hit(`init:a:${h[CLIENT_ADDRESS]}`, 60_000),
+    ]);
+    if (byKey > initializePerMinute || byAddress > initializePerMinutePerAddress) {
+      const who = byKey > initializePerMinute ? 'this key' : 'this address';
+      return ex.send(
+        429,
+        { ...JSON_HEADERS, 'Retry-After': '60' },
+        errorResponse(msg.id, {
+          code: INVALID_REQUEST,
+          message: `Too many sessions created by ${who} in the last minute; reuse a session or retry later`,
+        }),
+      );
+    }
     const revision = negotiateRevision(msg.params?.protocolVersion);
     const deviceId = cred.token.deviceId;
     const cached = await cachedInitialize(this.ctx, deviceId);
@@ -384,7 +431,10 @@ class McpEndpoint {
       createdAt: now,
       lastSeenAt: now,
     };
-    await this.ctx.bus.sessions.create(session, this.ctx.config.sessionIdleMs);
+    const evicted = await this.ctx.bus.sessions.create(session, this.ctx.config.sessionIdleMs, maxSessionsPerKey);
+    // The key's least recently used sessions beyond its cap are gone: so are their streams, on every node.
+    if (evicted.length > 0)
+      void this.ctx.bus.publishControl({ type: 'sessions_ended', sessionIds: evicted }).catch(() => {});
     this.rememberSession(session);
     metrics.sessionsCreated.inc();
     const out = resultResponse(msg.id, { ...cached, protocolVersion: revision });
@@ -399,8 +449,9 @@ class McpEndpoint {
     session: SessionRecord,
     msg: JsonRpcRequest,
     related?: (frame: Buffer) => void,
+    resumable?: () => boolean,
   ): Promise<{ frame: Buffer; refusal?: JsonRpcErrorObject }> {
-    return this.forwardTo(ex, cred, session.deviceId, session.id, msg, related);
+    return this.forwardTo(ex, cred, session.deviceId, session.id, msg, related, resumable);
   }
 
   /** `sessionId` undefined (2026-07-28): closing the response is the only way to cancel the request. */
@@ -411,8 +462,14 @@ class McpEndpoint {
     sessionId: string | undefined,
     msg: JsonRpcRequest,
     related?: (frame: Buffer) => void,
+    /** Whether a GET could still resume the answer once the client is gone (its SSE stream opened). */
+    resumable?: () => boolean,
   ): Promise<{ frame: Buffer; refusal?: JsonRpcErrorObject }> {
     const key = sessionId === undefined ? undefined : inFlightKey(sessionId, msg.id);
+    if (this.ctx.hub.isRevoked({ tokenId: cred.token.id, deviceId, accountId: cred.account.id })) {
+      const e = relayError('cancelled', 'the credential was revoked');
+      return Promise.resolve({ frame: Buffer.from(errorResponse(msg.id, e)), refusal: e });
+    }
     return new Promise((resolve) => {
       let settled = false;
       const settle = (o: { frame: Buffer; refusal?: JsonRpcErrorObject }) => {
@@ -431,18 +488,21 @@ class McpEndpoint {
           deviceId,
           msg,
           withCallerContext(msg.params, cred.token),
-          { scopes: cred.token.scopes },
+          { scopes: cred.token.scopes, tokenId: cred.token.id, accountId: cred.account.id },
           sink,
           timeoutMs,
         )
-        .then((cancel) => {
+        .then((handle) => {
           if (settled) return;
-          if (key !== undefined) this.inFlight.set(key, cancel);
+          if (key !== undefined) this.inFlight.set(key, handle);
           // 2026-07-28: closing the response cancels the request, and the phone is told. Session
           // revisions: "disconnection SHOULD NOT be interpreted as the client cancelling its
           // request" — it runs to its end (its timeout bounds it), a streamed answer still reaches
-          // the replay buffer, and the client's notifications/cancelled still cancels it.
-          if (sessionId === undefined) ex.onAbort(cancel);
+          // the replay buffer, and the client's notifications/cancelled still cancels it. A call
+          // no GET can resume (its stream never opened) is an orphan: it stops counting against
+          // its key and is bounded per phone (docs/decisions/0042-abandoned-calls.md).
+          if (sessionId === undefined) ex.onAbort(handle);
+          else ex.onAbort(() => resumable?.() || handle.orphan?.());
         });
     });
   }
@@ -517,11 +577,18 @@ class McpEndpoint {
     if (postDeadline !== undefined) return this.resumePostStream(ex, session, lastEventId, postDeadline);
     let channel = this.channels.get(session.id);
     if (!channel || channel.closed) {
-      const created = new SessionChannel(this.ctx.bus, session.id, () => {
-        if (this.channels.get(session.id) === created) this.channels.delete(session.id);
-      });
+      const created = new SessionChannel(
+        this.ctx.bus,
+        session.id,
+        () => {
+          if (this.channels.get(session.id) === created) this.channels.delete(session.id);
+        },
+        { tokenId: session.tokenId, accountId: session.accountId },
+        this.ctx.config.budgets.maxStreamsPerSession,
+      );
       this.channels.set(session.id, created);
       channel = created;
+      created.opening++;
       try {
         await created.join(this.ctx.hub, session.deviceId);
       } catch {
@@ -531,9 +598,15 @@ class McpEndpoint {
           { ...JSON_HEADERS, 'Retry-After': '1' },
           errorResponse(null, relayError('relay_unavailable')),
         );
+      } finally {
+        created.opening--;
       }
     }
-    if (ex.aborted) return;
+    // The client left while the channel was joining: a channel nobody listens on must not stay.
+    if (ex.aborted) {
+      if (channel.idle) channel.end();
+      return;
+    }
     // Last-Event-ID resumes that stream: what it missed is replayed, then it continues.
     const resume = h['last-event-id'] ? parseEventId(h['last-event-id']) : undefined;
     const stream = new EventStream(
@@ -542,11 +615,24 @@ class McpEndpoint {
       resume?.streamId ?? newStreamId(),
       new SseStream(ex, { 'Mcp-Session-Id': session.id }),
     );
-    if (resume) {
-      const missed = await this.ctx.bus.replayAfter(session.id, h['last-event-id']).catch(() => []);
-      for (const e of missed) if (e.data) stream.sse!.send(e.data, e.id);
-    } else if (session.revision === '2025-11-25') {
-      await stream.prime();
+    const sse = stream.sse!;
+    sse.onClose(this.ctx.hub.admitStream(session.tokenId, this.ctx.config.budgets.maxStreamsPerKey, sse));
+    channel.opening++;
+    try {
+      if (resume) {
+        const missed = await this.ctx.bus.replayAfter(session.id, h['last-event-id']).catch(() => []);
+        for (const e of missed) if (e.data) stream.sse!.send(e.data, e.id);
+      } else if (session.revision === '2025-11-25') {
+        await stream.prime();
+      }
+    } finally {
+      channel.opening--;
+    }
+    // Revoked while this GET was on its way (authenticated from the cache just before).
+    if (this.ctx.hub.isRevoked(session)) {
+      void stream.end();
+      if (channel.idle) channel.end();
+      return;
     }
     channel.attach(stream);
   }
@@ -563,6 +649,14 @@ class McpEndpoint {
     deadline: number,
   ): Promise<void> {
     const sse = new SseStream(ex, { 'Mcp-Session-Id': session.id });
+    const release = this.ctx.hub.hold({
+      deviceId: session.deviceId,
+      tokenId: session.tokenId,
+      accountId: session.accountId,
+      sessionId: session.id,
+      end: () => sse.end(),
+    });
+    sse.onClose(release);
     // Past the request's deadline its answer (a timeout error at worst) is buffered, or gone.
     const until = Math.min(deadline, Date.now() + MAX_TIMEOUT_MS) + FOLLOW_GRACE_MS;
     const { streamId, seq: seen } = parseEventId(lastEventId)!;

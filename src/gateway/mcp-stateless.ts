@@ -137,6 +137,8 @@ export class StatelessEndpoint {
     const stream = new SseStream(ex, {});
     const listener: Listener = {
       sessionId: `listen:${String(msg.id)}`,
+      tokenId: cred.token.id,
+      accountId: cred.account.id,
       deliver: (frame) => {
         let n: unknown;
         try {
@@ -151,7 +153,12 @@ export class StatelessEndpoint {
     };
     const remove = await this.ctx.hub.listen(deviceId, listener).catch(() => undefined);
     if (!remove) return stream.end();
+    if (this.ctx.hub.isRevoked({ tokenId: cred.token.id, deviceId, accountId: cred.account.id })) {
+      remove();
+      return stream.end();
+    }
     stream.onClose(remove);
+    stream.onClose(this.ctx.hub.admitStream(cred.token.id, this.ctx.config.budgets.maxStreamsPerKey, stream));
     stream.send(JSON.stringify(acknowledgeSubscription(msg.id, honoured)));
   }
 }

@@ -75,7 +75,7 @@ export async function startGateway(opts: {
   routes.post('/pair', handlePair(ctx));
   routes.post('/device/challenge', handleChallenge(ctx));
   app.ws('/device/ws', deviceSocketBehavior(ctx));
-  registerMcpRoutes(routes, ctx);
+  const mcp = registerMcpRoutes(routes, ctx);
   if (config.hosted) registerHostedRoutes(routes, ctx);
   routes.any('/*', (res) => new Exchange(res).error(404, 'not_found', 'no such endpoint'));
 
@@ -206,6 +206,8 @@ export async function startGateway(opts: {
       clearInterval(sweeper);
       clearInterval(purger);
       journal.stop();
+      mcp.close();
+      hub.close();
       ctx.router.close();
       if (!ctx.state.draining) {
         ctx.state.draining = true;
@@ -319,24 +321,51 @@ function tailControlJournal(ctx: GatewayContext, pollMs: number): { stop(): void
   return { stop: () => clearInterval(timer) };
 }
 
-/** Applies an invalidation on this node: sockets closed, caches and sessions dropped. */
+/**
+ * Applies an invalidation on this node: sockets closed, caches and sessions dropped, and
+ * everything the credential holds open here ended — its SSE streams (GET, resumed POST and
+ * subscriptions/listen) and its calls in flight (the phone is told they are cancelled). Every
+ * node applies every event (bus and journal), so this covers the whole cluster; applying one
+ * twice is harmless.
+ */
 function applyControl(ctx: GatewayContext, event: ControlEvent): void {
   switch (event.type) {
     case 'device_removed':
       ctx.auth.invalidate({ deviceId: event.deviceId });
       ctx.hub.device(event.deviceId)?.close(CLOSE.removed, 'device removed', 'device_removed');
-      ctx.hub.endStreams({ deviceId: event.deviceId });
-      void ctx.bus.sessions.deleteWhere({ deviceId: event.deviceId });
+      ctx.hub.revoke({ deviceId: event.deviceId });
+      void ctx.bus.sessions.deleteWhere({ deviceId: event.deviceId }).catch(() => {});
       break;
     case 'token_revoked':
       ctx.auth.invalidate({ tokenId: event.tokenId });
-      void ctx.bus.sessions.deleteWhere({ tokenId: event.tokenId });
+      ctx.hub.revoke({ tokenId: event.tokenId });
+      void ctx.bus.sessions.deleteWhere({ tokenId: event.tokenId }).catch(() => {});
+      break;
+    case 'sessions_ended':
+      // Evicted beyond their key's session cap: their streams end wherever they are.
+      for (const sessionId of event.sessionIds) ctx.hub.revoke({ sessionId });
       break;
     case 'account_locked':
       ctx.auth.invalidate({ accountId: event.accountId });
+      if (event.locked) {
+        ctx.hub.revoke({ accountId: event.accountId });
+        void dropAccountSessions(ctx, event.accountId);
+      } else {
+        ctx.hub.forgive({ accountId: event.accountId });
+      }
       break;
   }
   ctx.log.info({ event: event.type }, 'control event applied');
+}
+
+/** A locked account's sessions go with it (its keys stay, so a client re-initializes after the unlock). */
+async function dropAccountSessions(ctx: GatewayContext, accountId: string): Promise<void> {
+  try {
+    const tokens = await ctx.store.listTokens({ accountId });
+    await Promise.all(tokens.map((t) => ctx.bus.sessions.deleteWhere({ tokenId: t.id })));
+  } catch (err) {
+    ctx.log.warn({ err: String(err) }, "dropping a locked account's sessions failed");
+  }
 }
 
 /** A port another process holds (or an address this host lacks): serve stops instead of sharing it. */

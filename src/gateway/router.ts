@@ -12,8 +12,9 @@ import { relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
 import type { JsonRpcId, JsonRpcRequest } from '../protocol/jsonrpc.ts';
 import { BusUnavailableError, type DeviceOwner } from '../bus/index.ts';
 import type { Scope } from '../store/types.ts';
-import type { Caller, DeviceConnection, ReplySink } from './device-connection.ts';
+import type { CallHandle, Caller, DeviceConnection, ReplySink } from './device-connection.ts';
 import type { GatewayContext } from './context.ts';
+import { matchesCredential, type CredentialMatch } from './hub.ts';
 
 /** Extra time the origin waits beyond the owner's own timeout before giving up itself. */
 const ORIGIN_GRACE_MS = 2_000;
@@ -50,10 +51,12 @@ type Header =
       id: JsonRpcRequest['id'];
       method: string;
       scopes: Scope[];
+      tokenId?: string;
       timeoutMs: number;
     }
   | { t: 'note'; deviceId: string; method: string }
   | { t: 'cancel'; from: string; rid: number }
+  | { t: 'orphan'; from: string; rid: number }
   | { t: 'ccancel'; sessionId: string; requestId: JsonRpcId }
   | { t: 'res' | 'rel'; rid: number }
   | { t: 'redo'; rid: number; why: 'moving' | 'gone' }
@@ -81,8 +84,10 @@ interface Route {
   deadline: number;
   done: boolean;
   state: 'routing' | 'local' | 'remote';
-  cancelLocal?: () => void;
+  cancelLocal?: CallHandle;
   rid?: number;
+  /** Its client is gone for good (docs/decisions/0042-abandoned-calls.md); told to the phone's node once it runs. */
+  orphaned?: boolean;
   /** Times an owner said the phone was not there; the next lookup skips the cache. */
   gone: number;
   fresh?: boolean;
@@ -105,7 +110,7 @@ export class Router {
   /** Origin side: requests this node sent to an owner node. */
   private readonly remote = new Map<number, RemotePending>();
   /** Owner side: requests other nodes sent here, by `${from}:${rid}`, for cancellation. */
-  private readonly served = new Map<string, () => void>();
+  private readonly served = new Map<string, CallHandle>();
   /** Devices this node handed over to other nodes (drain): late requests for them are sent back. */
   private readonly handedOver = new Set<string>();
   private readonly ownerCheck: NodeJS.Timeout;
@@ -132,6 +137,23 @@ export class Router {
     bus.onReconnected(() => this.owners.clear());
     this.ownerCheck = setInterval(() => void this.checkOwners(), OWNER_CHECK_MS);
     this.ownerCheck.unref();
+    ctx.hub.onRevoke((match) => this.cancelWhere(match));
+  }
+
+  /**
+   * Cancels every request this node accepted for a credential (or device, or account) that was
+   * revoked: the phone is told (notifications/cancelled), the client gets `cancelled`.
+   */
+  cancelWhere(match: CredentialMatch): number {
+    let n = 0;
+    for (const r of [...this.active]) {
+      const who = { deviceId: r.deviceId, tokenId: r.caller.tokenId, accountId: r.caller.accountId };
+      if (match.sessionId === undefined && matchesCredential(match, who)) {
+        this.cancel(r);
+        n++;
+      }
+    }
+    return n;
   }
 
   /** Client requests this node is still answering (local or remote, held or sent). */
@@ -169,7 +191,7 @@ export class Router {
     caller: Caller,
     sink: ReplySink,
     timeoutMs: number,
-  ): Promise<() => void> {
+  ): Promise<CallHandle> {
     const r: Route = {
       deviceId,
       msg,
@@ -194,7 +216,24 @@ export class Router {
     };
     this.active.add(r);
     void this.route(r); // never throws; may wait while the phone moves, so cancel works meanwhile
-    return () => this.cancel(r);
+    return Object.assign(() => this.cancel(r), { orphan: () => this.orphan(r) });
+  }
+
+  /** The request's client is gone for good: wherever it runs, it stops counting against its key. */
+  private orphan(r: Route): void {
+    if (r.done || r.orphaned) return;
+    r.orphaned = true;
+    if (r.state === 'local') r.cancelLocal?.orphan?.();
+    else if (r.state === 'remote' && r.rid !== undefined) this.sendOrphan(r);
+    // Still routing: route() and send() pass it on once the request runs.
+  }
+
+  private sendOrphan(r: Route): void {
+    const p = r.rid === undefined ? undefined : this.remote.get(r.rid);
+    if (!p) return;
+    void this.ctx.bus
+      .sendToNode(p.node, encode({ t: 'orphan', from: this.ctx.bus.nodeId, rid: r.rid! }))
+      .catch(() => {});
   }
 
   /** A client notification for the phone (not answered). */
@@ -275,6 +314,7 @@ export class Router {
           if (this.usableLocal(r.deviceId) !== local) continue;
           r.state = 'local';
           r.cancelLocal = local.handleClientRequest(r.msg, r.params, r.caller, r.sink, this.remaining(r));
+          if (r.orphaned) r.cancelLocal.orphan?.();
           return;
         }
         const cached = r.fresh ? undefined : this.cachedOwner(r.deviceId);
@@ -336,9 +376,11 @@ export class Router {
       id: r.msg.id,
       method: r.msg.method,
       scopes: [...r.caller.scopes],
+      tokenId: r.caller.tokenId,
       timeoutMs,
     };
     const delivered = await this.ctx.bus.sendToNode(owner.nodeId, encode(header, r.payload)).catch(() => false);
+    if (delivered && r.orphaned) this.sendOrphan(r);
     if (delivered || !this.settle(rid)) return;
     this.forgetOwner(r.deviceId, owner.nodeId);
     if (cached) {
@@ -486,6 +528,9 @@ export class Router {
       case 'cancel':
         this.served.get(`${h.from}:${h.rid}`)?.();
         return;
+      case 'orphan':
+        this.served.get(`${h.from}:${h.rid}`)?.orphan?.();
+        return;
       case 'ccancel':
         for (const f of this.clientCancel) f(h.sessionId, h.requestId);
         return;
@@ -576,7 +621,7 @@ export class Router {
     const cancel = conn.handleClientRequest(
       { jsonrpc: '2.0', id: h.id, method: h.method, params },
       params,
-      { scopes: h.scopes },
+      { scopes: h.scopes, tokenId: h.tokenId },
       sink,
       h.timeoutMs,
     );

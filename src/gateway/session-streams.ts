@@ -88,7 +88,17 @@ export class SessionChannel implements Listener {
     private readonly bus: Bus,
     readonly sessionId: string,
     private readonly onEmpty: () => void,
-  ) {}
+    /** The session's credential: a revocation ends the channel. */
+    owner: { tokenId?: string; accountId?: string } = {},
+    /** GET streams the session may have connected here; a new one beyond closes the oldest. */
+    private readonly maxStreams = Infinity,
+  ) {
+    this.tokenId = owner.tokenId;
+    this.accountId = owner.accountId;
+  }
+
+  readonly tokenId?: string;
+  readonly accountId?: string;
 
   /** Joins the device's notifications (resolves once the node hears them). */
   async join(hub: Hub, deviceId: string): Promise<void> {
@@ -99,13 +109,26 @@ export class SessionChannel implements Listener {
     return this.streams.length;
   }
 
+  /** GETs between finding this channel and attaching their stream (they keep it from being idle). */
+  opening = 0;
+
+  /** No connected stream, none collecting for its resumption, none about to attach. */
+  get idle(): boolean {
+    return this.streams.length === 0 && this.detached === undefined && this.opening === 0;
+  }
+
   attach(stream: EventStream): void {
+    if (this.closed) {
+      void stream.end(); // ended (revoked, deleted) while this GET was opening
+      return;
+    }
     if (this.detached) {
       clearTimeout(this.detached.timer);
       this.detached = undefined;
     }
     this.streams.push(stream);
     stream.sse?.onClose(() => this.detach(stream));
+    while (this.streams.length > this.maxStreams) this.streams.shift()!.sse?.end(); // the newest stays
   }
 
   private detach(stream: EventStream): void {

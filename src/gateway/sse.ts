@@ -2,6 +2,7 @@
 // cannot take more, events queue (bounded) until onWritable; a consumer that falls too far
 // behind is cut off rather than growing memory without bound.
 import type { Exchange } from './http.ts';
+import { metrics } from '../metrics.ts';
 
 const MAX_QUEUED_BYTES = 4 * 1024 * 1024;
 const EVENT_END = Buffer.from('\n\n');
@@ -21,6 +22,8 @@ export class SseStream {
   closed = false;
   private keepAlive?: NodeJS.Timeout;
   private closeHandlers: Array<() => void> = [];
+  /** Counted in phonebridge_sse_streams while open (every stream, not every session). */
+  private counted = false;
 
   constructor(
     private readonly ex: Exchange,
@@ -30,6 +33,8 @@ export class SseStream {
     ex.onAbort(() => this.teardown());
     ex.finished = true; // the stream owns the response from here on
     if (ex.aborted) return; // the client is gone: a closed stream (touching res now would crash uWS)
+    this.counted = true;
+    metrics.sseStreams.inc();
     ex.res.cork(() => {
       ex.res.writeStatus('200 OK');
       ex.res.writeHeader('Content-Type', 'text/event-stream');
@@ -99,6 +104,8 @@ export class SseStream {
   private teardown(): void {
     if (this.closed) return;
     this.closed = true;
+    if (this.counted) metrics.sseStreams.dec();
+    this.counted = false;
     clearInterval(this.keepAlive);
     this.queue = [];
     for (const h of this.closeHandlers) h();

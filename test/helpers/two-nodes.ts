@@ -7,6 +7,7 @@ import { startTestRelay, type TestRelay } from './relay.ts';
 export interface TwoNodes {
   a: TestRelay;
   b: TestRelay;
+  /** The Redis key prefix both nodes use (channels are `${prefix}ch:…`). */
   prefix: string;
   stop(): Promise<void>;
 }

@@ -4,62 +4,67 @@
 import type { Logger } from '../../log.ts';
 import type { Bus, ControlEvent, DeviceOwner, ReplayEvent, SessionRecord, SessionStore } from '../types.ts';
 import { checkStreamId, DEFAULT_REPLAY, eventId, Handlers, parseEventId, type ReplayLimits } from '../util.ts';
-
-class ExpiringMap<V> {
-  private readonly entries = new Map<string, { value: V; expiresAt: number }>();
-  private sweepAt = 0;
-
-  get(key: string, now = Date.now()): V | undefined {
-    const e = this.entries.get(key);
-    if (!e) return undefined;
-    if (e.expiresAt <= now) {
-      this.entries.delete(key);
-      return undefined;
-    }
-    return e.value;
-  }
-  set(key: string, value: V, ttlMs: number, now = Date.now()): void {
-    this.entries.set(key, { value, expiresAt: now + ttlMs });
-    if (now >= this.sweepAt) this.sweep(now);
-  }
-  /** Replaces the value and keeps the expiry. */
-  update(key: string, value: V): void {
-    const e = this.entries.get(key);
-    if (e) e.value = value;
-  }
-  delete(key: string): boolean {
-    return this.entries.delete(key);
-  }
-  values(): IterableIterator<[string, { value: V; expiresAt: number }]> {
-    return this.entries.entries();
-  }
-  remainingMs(key: string, now = Date.now()): number | undefined {
-    const e = this.entries.get(key);
-    return e && e.expiresAt > now ? e.expiresAt - now : undefined;
-  }
-  /** Amortised cleanup so abandoned keys cannot grow the map without bound. */
-  private sweep(now: number): void {
-    this.sweepAt = now + 10_000;
-    for (const [k, e] of this.entries) if (e.expiresAt <= now) this.entries.delete(k);
-  }
-}
+import { ExpiringMap } from '../expiring-map.ts';
+import { ReplayBudget, type ReplayEntry } from './replay-budget.ts';
 
 class LocalSessions implements SessionStore {
   // evseq numbers the session's SSE events; it lives exactly as long as the session.
-  private readonly map = new ExpiringMap<{ s: SessionRecord; evseq: number }>();
-  constructor(private readonly dropped: (id: string) => void) {}
+  private readonly map: ExpiringMap<{ s: SessionRecord; evseq: number }>;
+  /** Per token, its sessions least recently used first (a Set keeps insertion order). */
+  private readonly byToken = new Map<string, Set<string>>();
+  constructor(private readonly dropped: (id: string) => void) {
+    this.map = new ExpiringMap((id, e) => {
+      this.unindex(e.s);
+      dropped(id);
+    });
+  }
 
-  async create(s: SessionRecord, idleMs: number): Promise<void> {
+  get size(): number {
+    return this.map.size;
+  }
+  close(): void {
+    this.map.close();
+  }
+
+  private index(s: SessionRecord): Set<string> {
+    let set = this.byToken.get(s.tokenId);
+    if (!set) this.byToken.set(s.tokenId, (set = new Set()));
+    set.delete(s.id);
+    set.add(s.id);
+    return set;
+  }
+  private unindex(s: SessionRecord): void {
+    const set = this.byToken.get(s.tokenId);
+    if (!set) return;
+    set.delete(s.id);
+    if (set.size === 0) this.byToken.delete(s.tokenId);
+  }
+
+  async create(s: SessionRecord, idleMs: number, maxPerToken?: number): Promise<string[]> {
     this.map.set(s.id, { s, evseq: 0 }, idleMs);
+    const set = this.index(s);
+    const evicted: string[] = [];
+    while (maxPerToken !== undefined && maxPerToken > 0 && set.size > maxPerToken) {
+      const oldest = set.values().next().value!;
+      if (oldest === s.id) break;
+      set.delete(oldest);
+      this.map.delete(oldest);
+      this.dropped(oldest);
+      evicted.push(oldest);
+    }
+    return evicted;
   }
   async touch(id: string, idleMs: number): Promise<SessionRecord | undefined> {
     const e = this.map.get(id);
     if (!e) return undefined;
     e.s.lastSeenAt = Date.now();
     this.map.set(id, e, idleMs);
+    this.index(e.s);
     return e.s;
   }
   async delete(id: string): Promise<boolean> {
+    const e = this.map.get(id);
+    if (e) this.unindex(e.s);
     this.dropped(id);
     return this.map.delete(id);
   }
@@ -69,31 +74,34 @@ class LocalSessions implements SessionStore {
       const s = value.s;
       if ((match.deviceId && s.deviceId === match.deviceId) || (match.tokenId && s.tokenId === match.tokenId)) {
         this.map.delete(id);
+        this.unindex(s);
         this.dropped(id);
         n++;
       }
     }
     return n;
   }
-  /** Next event number of a live session, with its remaining idle time; undefined if there is none. */
-  nextEventSeq(id: string): { seq: number; remainingMs: number } | undefined {
+  /** Next event number of a live session, with its remaining idle time and credential; undefined if there is none. */
+  nextEventSeq(id: string): { seq: number; remainingMs: number; tokenId: string } | undefined {
     const e = this.map.get(id);
     const remainingMs = this.map.remainingMs(id);
     if (!e || remainingMs === undefined) return undefined;
-    return { seq: ++e.evseq, remainingMs };
+    return { seq: ++e.evseq, remainingMs, tokenId: e.s.tokenId };
   }
 }
 
 interface ReplayBuffer {
   seq: number; // used only when there is no session to number events
   bytes: number;
-  events: Array<{ seq: number; streamId: string; data: string; size: number }>;
+  events: ReplayEntry[];
 }
 
 export interface LocalBusOptions {
   nodeId?: string;
   log?: Logger;
   replay?: Partial<ReplayLimits>;
+  /** Replay bytes this node keeps for all sessions together, and for one credential's sessions. */
+  replayBudget?: { nodeBytes?: number; credentialBytes?: number };
 }
 
 export class LocalBus implements Bus {
@@ -103,8 +111,11 @@ export class LocalBus implements Bus {
   readonly sessions: LocalSessions;
   private readonly nonces = new ExpiringMap<string>();
   private readonly counters = new ExpiringMap<number>();
-  private readonly replay = new ExpiringMap<ReplayBuffer>();
+  private readonly replay = new ExpiringMap<ReplayBuffer>((_id, buf) => this.budget.forget(buf.events));
   private readonly replayLimits: ReplayLimits;
+  readonly budget: ReplayBudget;
+  /** Numbers events appended for a session that does not exist (never stored). */
+  private orphanSeq = 0;
   private readonly epochs = new Map<string, number>(); // last epoch handed out per device
   private readonly owned = new Map<string, number>(); // device -> epoch of the socket held here
   private readonly devices = new Map<string, Set<(frame: string) => void>>();
@@ -116,7 +127,8 @@ export class LocalBus implements Bus {
     this.nodeId = opts.nodeId ?? 'local';
     this.log = opts.log;
     this.replayLimits = { ...DEFAULT_REPLAY, ...opts.replay };
-    this.sessions = new LocalSessions((id) => this.replay.delete(id));
+    this.budget = new ReplayBudget(opts.replayBudget ?? {}, (e) => this.evict(e));
+    this.sessions = new LocalSessions((id) => this.dropReplay(id));
     this.control = new Handlers('control', opts.log);
     this.nodeMessages = new Handlers('node message', opts.log);
   }
@@ -212,17 +224,52 @@ export class LocalBus implements Bus {
     checkStreamId(streamId);
     const { maxEvents, maxBytes, ttlMs } = this.replayLimits;
     const live = this.sessions.nextEventSeq(sessionId);
+    // No such session here (it expired or ended): nothing can resume this stream, keep nothing.
+    if (!live) return eventId(streamId, ++this.orphanSeq);
     const buf = this.replay.get(sessionId) ?? { seq: 0, bytes: 0, events: [] };
     const seq = live ? live.seq : ++buf.seq;
     const size = Buffer.byteLength(data) + Buffer.byteLength(streamId) + String(seq).length + 2;
-    buf.events.push({ seq, streamId, data, size });
+    const entry: ReplayEntry = { seq, streamId, data, size, sessionId, tokenId: live?.tokenId };
+    buf.events.push(entry);
     buf.bytes += size;
     while (buf.events.length > 1 && (buf.events.length > maxEvents || buf.bytes > maxBytes)) {
-      buf.bytes -= buf.events.shift()!.size;
+      const old = buf.events.shift()!;
+      buf.bytes -= old.size;
+      this.budget.forget([old]);
     }
     this.replay.set(sessionId, buf, Math.min(ttlMs, live?.remainingMs ?? ttlMs));
+    this.budget.add(entry); // may evict older events of this or other sessions (never this one)
     return eventId(streamId, seq);
   }
+
+  /** The node's or the credential's budget is full: its oldest event goes (always its buffer's head). */
+  private evict(e: ReplayEntry): void {
+    const buf = this.replay.get(e.sessionId);
+    if (!buf) return;
+    const i = buf.events[0] === e ? 0 : buf.events.indexOf(e);
+    if (i < 0) return;
+    buf.events.splice(i, 1);
+    buf.bytes -= e.size;
+    if (buf.events.length === 0) this.replay.delete(e.sessionId);
+  }
+
+  private dropReplay(sessionId: string): void {
+    const buf = this.replay.get(sessionId);
+    if (buf) this.budget.forget(buf.events);
+    this.replay.delete(sessionId);
+  }
+
+  /** What the node holds: live sessions, replay buffers and their bytes (for metrics and tests). */
+  stats(): { sessions: number; replayBuffers: number; replayBytes: number; nonces: number; counters: number } {
+    return {
+      sessions: this.sessions.size,
+      replayBuffers: this.replay.size,
+      replayBytes: this.budget.bytes,
+      nonces: this.nonces.size,
+      counters: this.counters.size,
+    };
+  }
+
   async replayAfter(sessionId: string, lastEventId: string): Promise<ReplayEvent[]> {
     const last = parseEventId(lastEventId);
     const buf = this.replay.get(sessionId);
@@ -234,5 +281,8 @@ export class LocalBus implements Bus {
 
   onUnavailable(): void {}
   onReconnected(): void {}
-  async close(): Promise<void> {}
+  async close(): Promise<void> {
+    for (const m of [this.nonces, this.counters, this.replay]) m.close();
+    this.sessions.close();
+  }
 }

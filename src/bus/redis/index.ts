@@ -401,8 +401,16 @@ export class RedisBus implements Bus {
 class RedisSessions implements SessionStore {
   constructor(private readonly bus: RedisBus) {}
 
-  async create(s: SessionRecord, idleMs: number): Promise<void> {
-    await this.bus.run('sessionCreate', [s.id, JSON.stringify(s), s.deviceId, s.tokenId, idleMs]);
+  async create(s: SessionRecord, idleMs: number, maxPerToken = 0): Promise<string[]> {
+    const evicted = await this.bus.run('sessionCreate', [
+      s.id,
+      JSON.stringify(s),
+      s.deviceId,
+      s.tokenId,
+      idleMs,
+      maxPerToken,
+    ]);
+    return Array.isArray(evicted) ? evicted.map(String) : [];
   }
   async touch(id: string, idleMs: number): Promise<SessionRecord | undefined> {
     const rec = await this.bus.run('sessionTouch', [id, idleMs]);

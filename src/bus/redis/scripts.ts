@@ -87,15 +87,30 @@ return n`,
 if tonumber(redis.call('GET', k) or '0') > 0 then redis.call('DECR', k) end
 return 0`,
 
-  // ARGV: p, sid, rec, dev, tok, idleMs
-  sessionCreate: `${INDEX}
+  // ARGV: p, sid, rec, dev, tok, idleMs, maxPerToken (0: no cap). Returns the evicted session ids:
+  // the token's least recently used (lowest expiry in sx:t) beyond maxPerToken.
+  sessionCreate: `${INDEX}${DROP}
 local p, sid, idle = ARGV[1], ARGV[2], tonumber(ARGV[6])
 local key = p .. 'sess:' .. sid
 redis.call('HSET', key, 'rec', ARGV[3], 'dev', ARGV[4], 'tok', ARGV[5])
 redis.call('PEXPIRE', key, idle)
 index(p .. 'sx:d:' .. ARGV[4], sid, idle)
-index(p .. 'sx:t:' .. ARGV[5], sid, idle)
-return 1`,
+local tk = p .. 'sx:t:' .. ARGV[5]
+index(tk, sid, idle)
+local out, max = {}, tonumber(ARGV[7]) or 0
+if max > 0 then
+  local n = redis.call('ZCARD', tk)
+  if n > max then
+    for _, old in ipairs(redis.call('ZRANGE', tk, 0, n - max - 1)) do
+      if old ~= sid then
+        drop(p, old)
+        redis.call('ZREM', tk, old)
+        table.insert(out, old)
+      end
+    end
+  end
+end
+return out`,
 
   // ARGV: p, sid, idleMs. Returns the record JSON or nil.
   sessionTouch: `${INDEX}

@@ -1,0 +1,101 @@
+// Expiry on time: entries go when their deadline passes, with no further write, earliest first,
+// and a sweep visits what expired rather than every entry.
+import { describe, expect, it } from 'vitest';
+import { ExpiringMap } from './expiring-map.ts';
+import { LocalBus } from './local/index.ts';
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+describe('ExpiringMap', () => {
+  it('removes expired entries on its own timer, without another write', async () => {
+    const gone: string[] = [];
+    const m = new ExpiringMap<number>((k) => gone.push(k));
+    m.set('a', 1, 60);
+    m.set('b', 2, 120);
+    m.set('keep', 3, 60_000);
+    await sleep(250);
+    expect(m.size).toBe(1);
+    expect(gone).toEqual(['a', 'b']); // in deadline order
+    m.close();
+  });
+
+  it('a renewed entry lives on; renewals do not grow the deadline queue', async () => {
+    const m = new ExpiringMap<number>();
+    for (let i = 0; i < 5000; i++) m.set('s', i, 150);
+    expect(m.queued).toBe(1);
+    await sleep(100);
+    m.set('s', 9, 150); // renewed before its first deadline
+    await sleep(100);
+    expect(m.get('s')).toBe(9);
+    await sleep(200);
+    expect(m.size).toBe(0);
+    m.close();
+  });
+
+  it('deleted entries do not pile up in the queue', () => {
+    const m = new ExpiringMap<number>();
+    for (let i = 0; i < 20_000; i++) {
+      m.set(`k${i}`, i, 3_600_000);
+      m.delete(`k${i}`);
+    }
+    expect(m.size).toBe(0);
+    expect(m.queued).toBeLessThanOrEqual(1024 + 1);
+    m.close();
+  });
+
+  it('a sweep visits the expired entries, not the live ones', () => {
+    let visited = 0;
+    const m = new ExpiringMap<number>(() => visited++);
+    const now = Date.now();
+    for (let i = 0; i < 50_000; i++) m.set(`live${i}`, i, 3_600_000, now);
+    for (let i = 0; i < 10; i++) m.set(`short${i}`, i, 10, now);
+    const t0 = performance.now();
+    expect(m.expire(now + 20)).toBe(10);
+    const sweepMs = performance.now() - t0;
+    // Visiting 50,000 live entries would take far longer than 10 heap pops; compare to a full scan.
+    const t1 = performance.now();
+    let n = 0;
+    for (const [, e] of m.values()) if (e.expiresAt <= now + 20) n++;
+    const scanMs = performance.now() - t1;
+    expect(n).toBe(0);
+    expect(visited).toBe(10);
+    expect(sweepMs).toBeLessThan(scanMs);
+    m.close();
+  });
+});
+
+describe('LocalBus frees memory on time', () => {
+  it('an idle session and its replay buffer go at their TTL with no further traffic', async () => {
+    const bus = new LocalBus({ replay: { ttlMs: 60_000 } });
+    await bus.sessions.create(
+      {
+        id: 's1',
+        tokenId: 't1',
+        deviceId: 'd1',
+        accountId: 'a1',
+        revision: '2025-11-25',
+        scopes: ['devices:read'],
+        createdAt: Date.now(),
+        lastSeenAt: Date.now(),
+      },
+      150,
+    );
+    await bus.appendEvent('s1', 'st', 'x'.repeat(200_000));
+    await bus.putNonce('n1', 'd1', 100);
+    await bus.hit('rl:x', 100);
+    expect(bus.stats()).toMatchObject({ sessions: 1, replayBuffers: 1, nonces: 1, counters: 1 });
+    expect(bus.stats().replayBytes).toBeGreaterThan(200_000);
+    await sleep(400);
+    expect(bus.stats()).toEqual({ sessions: 0, replayBuffers: 0, replayBytes: 0, nonces: 0, counters: 0 });
+    await bus.close();
+  });
+
+  it('events for a session that no longer exists are not kept (nothing could resume them)', async () => {
+    const bus = new LocalBus();
+    const a = await bus.appendEvent('gone', 'st', 'x'.repeat(10_000));
+    const b = await bus.appendEvent('gone', 'st', 'y');
+    expect(a).not.toBe(b);
+    expect(bus.stats()).toMatchObject({ replayBuffers: 0, replayBytes: 0 });
+    await bus.close();
+  });
+});
