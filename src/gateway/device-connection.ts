@@ -10,7 +10,7 @@ import { LATEST_SESSION_REVISION } from '../protocol/revisions.ts';
 import { ToolCatalog, type ToolLike } from '../protocol/scopes.ts';
 import type { Scope } from '../store/types.ts';
 import type { Logger } from '../log.ts';
-import { metrics } from '../metrics.ts';
+import { framesFromDevice, framesToDevice } from '../metrics.ts';
 
 export const MAX_FRAME_BYTES = 256 * 1024;
 
@@ -256,13 +256,11 @@ export class DeviceConnection {
     return p;
   }
 
+  /** One frame, one write: uWS formats a frame into one buffer even where it cannot cork (decision 0050). */
   sendFrame(frame: string): boolean {
     if (this.closed) return false;
-    let status = 0;
-    this.ws.cork(() => {
-      status = this.ws.send(frame, false, false);
-    });
-    metrics.deviceFrames.inc({ direction: 'to_device' });
+    const status = this.ws.send(frame, false, false);
+    framesToDevice.inc();
     // 0 = buffered (drains later), 1 = sent, 2 = dropped by the backpressure limit.
     return status !== 2;
   }
@@ -270,7 +268,7 @@ export class DeviceConnection {
   /** One text frame from the phone (its own copy of the bytes). */
   onFrame(frame: Buffer): void {
     this.lastFrameAt = Date.now();
-    metrics.deviceFrames.inc({ direction: 'from_device' });
+    framesFromDevice.inc();
     const f = inspectPhoneFrame(frame);
     if (f.kind === 'response') {
       const p = typeof f.id === 'number' ? this.settle(f.id) : undefined;

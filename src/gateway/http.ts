@@ -90,6 +90,29 @@ export function copyHeadersWithPrefix(
 
 export type Headers = Record<string, string>;
 
+/** Whether the serving node is draining (its answers then close the connection). */
+export interface DrainState {
+  draining: boolean;
+}
+
+// The route wrapper of src/gateway/node.ts names its node's drain state while a handler runs;
+// the Exchange created at the top of that handler keeps it (no per-request patching of `res`).
+let handlerDrainState: DrainState | undefined;
+
+export function runRoute(
+  drain: DrainState,
+  handler: (res: HttpResponse, req: HttpRequest) => void,
+  res: HttpResponse,
+  req: HttpRequest,
+): void {
+  handlerDrainState = drain;
+  try {
+    handler(res, req);
+  } finally {
+    handlerDrainState = undefined;
+  }
+}
+
 // res.cork runs its callback synchronously: one shared callback instead of a closure per answer.
 let corking: Exchange;
 const writeCorking = () => corking.writeNow();
@@ -103,6 +126,7 @@ export class Exchange implements TurnWriter {
   private headers?: Headers;
   private payload?: string | Buffer;
   private closeConnection = false;
+  private readonly drain = handlerDrainState;
 
   constructor(readonly res: HttpResponse) {
     res.onAborted(() => {
@@ -149,6 +173,11 @@ export class Exchange implements TurnWriter {
     scheduleWrite(this);
   }
 
+  /** Answers end with `Connection: close` once the node drains, so keep-alive clients move on. */
+  get closing(): boolean {
+    return this.drain?.draining === true;
+  }
+
   writeQueued(): void {
     if (this.aborted) return;
     corking = this;
@@ -161,7 +190,7 @@ export class Exchange implements TurnWriter {
     const headers = this.headers!;
     res.writeStatus(STATUS[this.status] ?? `${this.status} Status`);
     for (const k in headers) res.writeHeader(k, headers[k]);
-    res.end(this.payload ?? '', this.closeConnection);
+    res.end(this.payload ?? '', this.closeConnection || this.closing);
     this.headers = this.payload = undefined;
   }
 

@@ -106,7 +106,7 @@ export class SseStream implements TurnWriter {
       this.queuedBytes = 0;
       if (!res.write(chunk)) return this.waitWritable(); // uWS keeps it buffered
     }
-    if (this.ending) res.end();
+    if (this.ending) res.end(undefined, this.ex.closing);
   }
 
   private waitWritable(): void {

@@ -76,9 +76,13 @@ function clientSends(sends: Send[]): Send[] {
   return sends.filter((s) => fds.has(s.fd));
 }
 
-/** WebSocket text frames (FIN + text opcode: 0x81): to the phone. The rest is background (the store's journal poll). */
+/**
+ * Every send on the phone's socket (the one carrying WebSocket text frames, FIN + opcode 1 =
+ * 0x81). The rest is background (the store's journal poll).
+ */
 function phoneFrames(sends: Send[]): Send[] {
-  return sends.filter((s) => s.head.startsWith('\\201'));
+  const fds = new Set(sends.filter((s) => s.head.startsWith('\\201')).map((s) => s.fd));
+  return sends.filter((s) => fds.has(s.fd));
 }
 
 async function post(url: string, headers: Record<string, string>, body: unknown) {
