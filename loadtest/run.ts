@@ -9,6 +9,7 @@ const SCENARIOS: Record<string, string> = {
   'cache-latency': 'loadtest/cache-latency.ts',
   'cluster-latency': 'loadtest/cluster-latency.ts',
   fleet: 'loadtest/fleet-bench.ts',
+  'relay-overhead': 'loadtest/relay-overhead.ts',
 };
 
 const root = fileURLToPath(new URL('..', import.meta.url));
