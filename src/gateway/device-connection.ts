@@ -11,8 +11,15 @@ import { ToolCatalog, type ToolLike } from '../protocol/scopes.ts';
 import type { Scope } from '../store/types.ts';
 import type { Logger } from '../log.ts';
 import { framesFromDevice, framesToDevice } from '../metrics.ts';
+import { scheduleWrite, type TurnWriter } from './http.ts';
 
 export const MAX_FRAME_BYTES = 256 * 1024;
+/** What uWS may hold unsent for one phone socket (its maxBackpressure); a frame beyond it is refused. */
+export const MAX_BACKPRESSURE_BYTES = 8 * 1024 * 1024;
+
+// ws.cork runs its callback synchronously: one shared callback instead of a closure per turn.
+let corking: DeviceConnection;
+const sendCorking = () => corking.sendQueued();
 
 export const CLOSE = {
   superseded: 4001,
@@ -66,7 +73,7 @@ export interface DeviceConnectionEvents {
 
 type TeardownReason = 'device_offline' | 'device_removed' | 'superseded' | 'relay_error';
 
-export class DeviceConnection {
+export class DeviceConnection implements TurnWriter {
   readonly deviceId: string;
   readonly accountId: string;
   readonly connectedAt = Date.now();
@@ -81,6 +88,10 @@ export class DeviceConnection {
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
   private readyPromise?: Promise<void>;
+  /** Frames of this turn, written together at its end (decision 0050); the relay id each one carries, or 0. */
+  private outbox: string[] = [];
+  private outboxIds: number[] = [];
+  private outboxBytes = 0;
 
   constructor(
     private readonly ws: WebSocket<DeviceSocketData>,
@@ -225,7 +236,7 @@ export class DeviceConnection {
       }
     }, timeoutMs);
     this.pending.set(relayId, { clientId, sink, timer, method: msg.method, progressToken });
-    if (!this.sendFrame(frame)) {
+    if (!this.sendFrame(frame, relayId)) {
       this.settle(relayId);
       sink.fail(relayError('relay_error', 'phone socket is saturated'));
       return () => {};
@@ -256,13 +267,45 @@ export class DeviceConnection {
     return p;
   }
 
-  /** One frame, one write: uWS formats a frame into one buffer even where it cannot cork (decision 0050). */
-  sendFrame(frame: string): boolean {
+  /**
+   * Queues a frame for the end of this turn: frames for one phone produced in the same turn
+   * leave in one write, inside this socket's cork (decision 0050). False when the socket is
+   * closed or holds more than its backpressure limit (the frame is not sent).
+   */
+  sendFrame(frame: string, relayId = 0): boolean {
     if (this.closed) return false;
-    const status = this.ws.send(frame, false, false);
+    if (this.ws.getBufferedAmount() + this.outboxBytes + frame.length > MAX_BACKPRESSURE_BYTES) return false;
+    if (this.outbox.length === 0) scheduleWrite(this);
+    this.outbox.push(frame);
+    this.outboxIds.push(relayId);
+    this.outboxBytes += frame.length;
     framesToDevice.inc();
-    // 0 = buffered (drains later), 1 = sent, 2 = dropped by the backpressure limit.
-    return status !== 2;
+    return true;
+  }
+
+  writeQueued(): void {
+    if (this.closed) {
+      this.outbox = [];
+      this.outboxIds = [];
+      this.outboxBytes = 0;
+      return;
+    }
+    corking = this;
+    this.ws.cork(sendCorking);
+  }
+
+  /** Inside this socket's cork. */
+  sendQueued(): void {
+    const frames = this.outbox;
+    const ids = this.outboxIds;
+    this.outbox = [];
+    this.outboxIds = [];
+    this.outboxBytes = 0;
+    for (let i = 0; i < frames.length; i++) {
+      // 0 = buffered (drains later), 1 = sent, 2 = dropped by the backpressure limit.
+      if (this.ws.send(frames[i], false, false) !== 2 || ids[i] === 0) continue;
+      this.settle(ids[i])?.sink.fail(relayError('relay_error', 'phone socket is saturated'));
+    }
   }
 
   /** One text frame from the phone (its own copy of the bytes). */
@@ -340,6 +383,7 @@ export class DeviceConnection {
   /** Closes the socket with a code; safe to call more than once. */
   close(code: number, reason: string, failWith: TeardownReason = 'device_offline'): void {
     if (this.closed) return;
+    if (this.outbox.length > 0) this.writeQueued(); // what this turn queued still precedes the close
     this.teardown(failWith);
     try {
       this.ws.end(code, reason);
