@@ -30,7 +30,9 @@ export default tseslint.config(
     // Tests inspect arbitrary JSON (wire frames, MCP results, metrics) whose shape is the very
     // thing under test, so typing every parsed value would only restate the assertions. The
     // async rules stay on here as everywhere: a floating promise in a test hides a failure.
-    files: ['**/*.test.ts', 'test/**', '**/test-*.ts', 'src/store/store-suite.ts'],
+    // Load scenarios (loadtest/) are the same kind of code: they read answers, reports and
+    // /metrics as data.
+    files: ['**/*.test.ts', 'test/**', '**/test-*.ts', 'src/store/store-suite.ts', 'loadtest/**'],
     rules: {
       '@typescript-eslint/no-unsafe-member-access': 'off',
       '@typescript-eslint/no-unsafe-assignment': 'off',

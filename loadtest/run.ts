@@ -10,6 +10,7 @@ const SCENARIOS: Record<string, string> = {
   'cluster-latency': 'loadtest/cluster-latency.ts',
   fleet: 'loadtest/fleet-bench.ts',
   churn: 'loadtest/churn.ts',
+  'relay-overhead': 'loadtest/relay-overhead.ts',
 };
 
 const root = fileURLToPath(new URL('..', import.meta.url));

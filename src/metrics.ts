@@ -89,3 +89,22 @@ export const metrics = {
     registers: [registry],
   }),
 };
+
+// Pre-bound label children for the per-call path: a label lookup hashes its label set each time.
+const requestChildren = new Map<string, { inc(): void }>();
+const latencyChildren = new Map<string, { observe(v: number): void }>();
+
+/** One answered MCP request: its count by method and outcome, and its latency by method. */
+export function observeMcpRequest(method: string, outcome: string, seconds: number): void {
+  const label = methodLabel(method);
+  const key = `${label}\u0000${outcome}`;
+  let c = requestChildren.get(key);
+  if (!c) requestChildren.set(key, (c = metrics.mcpRequests.labels({ method: label, outcome })));
+  c.inc();
+  let h = latencyChildren.get(label);
+  if (!h) latencyChildren.set(label, (h = metrics.mcpLatency.labels({ method: label })));
+  h.observe(seconds);
+}
+
+export const framesToDevice = metrics.deviceFrames.labels({ direction: 'to_device' });
+export const framesFromDevice = metrics.deviceFrames.labels({ direction: 'from_device' });

@@ -27,38 +27,39 @@ export function presentedToken(headers: Record<string, string>): string | undefi
 
 export class Authenticator {
   // Positive answers only: a key created by the CLI a moment after a failed try must work at once.
+  // Keyed by the presented key itself (held in memory only, like the request that carried it), so
+  // a known key is not hashed again on every call; the store only ever sees the hash.
   private readonly cache = new Map<string, { cred: Credential; until: number }>();
 
   constructor(private readonly store: Store) {}
 
   async authenticate(token: string | undefined): Promise<Credential | undefined> {
     if (!token || token.length > 512) return undefined;
-    const hash = sha256Hex(token);
     const now = Date.now();
-    const hit = this.cache.get(hash);
+    const hit = this.cache.get(token);
     if (hit && hit.until > now && (!hit.cred.token.expiresAt || hit.cred.token.expiresAt.getTime() > now))
       return hit.cred;
-    const t = await this.store.findTokenByHash(hash, new Date(now));
+    const t = await this.store.findTokenByHash(sha256Hex(token), new Date(now));
     const account = t ? await this.store.getAccount(t.accountId) : undefined;
     if (!t || !account) {
-      this.cache.delete(hash);
+      this.cache.delete(token);
       return undefined;
     }
     const cred = { token: t, account };
     if (this.cache.size >= CACHE_MAX) this.cache.delete(this.cache.keys().next().value!);
-    this.cache.set(hash, { cred, until: now + CACHE_TTL_MS });
+    this.cache.set(token, { cred, until: now + CACHE_TTL_MS });
     return cred;
   }
 
   /** Drops cached entries matching an invalidation event. */
   invalidate(match: { tokenId?: string; deviceId?: string; accountId?: string }): void {
-    for (const [hash, { cred }] of this.cache) {
+    for (const [key, { cred }] of this.cache) {
       if (
         (match.tokenId && cred.token.id === match.tokenId) ||
         (match.deviceId && cred.token.deviceId === match.deviceId) ||
         (match.accountId && cred.account.id === match.accountId)
       ) {
-        this.cache.delete(hash);
+        this.cache.delete(key);
       }
     }
   }

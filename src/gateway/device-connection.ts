@@ -10,9 +10,16 @@ import { LATEST_SESSION_REVISION } from '../protocol/revisions.ts';
 import { checkMethod, ToolCatalog, type ToolLike } from '../protocol/scopes.ts';
 import type { Scope } from '../store/types.ts';
 import type { Logger } from '../log.ts';
-import { metrics } from '../metrics.ts';
+import { framesFromDevice, framesToDevice } from '../metrics.ts';
+import { scheduleWrite, type TurnWriter } from './http.ts';
 
 export const MAX_FRAME_BYTES = 256 * 1024;
+/** What uWS may hold unsent for one phone socket (its maxBackpressure); a frame beyond it is refused. */
+export const MAX_BACKPRESSURE_BYTES = 8 * 1024 * 1024;
+
+// ws.cork runs its callback synchronously: one shared callback instead of a closure per turn.
+let corking: DeviceConnection;
+const sendCorking = () => corking.sendQueued();
 
 export const CLOSE = {
   superseded: 4001,
@@ -94,7 +101,7 @@ function insufficientScope(scope: Scope): JsonRpcErrorObject {
 
 type TeardownReason = 'device_offline' | 'device_removed' | 'superseded' | 'relay_error';
 
-export class DeviceConnection {
+export class DeviceConnection implements TurnWriter {
   readonly deviceId: string;
   readonly accountId: string;
   readonly connectedAt = Date.now();
@@ -117,6 +124,10 @@ export class DeviceConnection {
   private readonly orphans = new Set<number>();
   private readonly limits: ConnectionLimits;
   private readyPromise?: Promise<void>;
+  /** Frames of this turn, written together at its end (decision 0050); the relay id each one carries, or 0. */
+  private outbox: string[] = [];
+  private outboxIds: number[] = [];
+  private outboxBytes = 0;
 
   constructor(
     private readonly ws: WebSocket<DeviceSocketData>,
@@ -310,7 +321,7 @@ export class DeviceConnection {
       share.calls++;
       if (wait) share.waits++;
     }
-    if (!this.sendFrame(frame)) {
+    if (!this.sendFrame(frame, relayId)) {
       this.settle(relayId);
       sink.fail(relayError('relay_error', 'phone socket is saturated'));
       return () => {};
@@ -376,21 +387,52 @@ export class DeviceConnection {
     return p;
   }
 
-  sendFrame(frame: string): boolean {
+  /**
+   * Queues a frame for the end of this turn: frames for one phone produced in the same turn
+   * leave in one write, inside this socket's cork (decision 0050). False when the socket is
+   * closed or holds more than its backpressure limit (the frame is not sent).
+   */
+  sendFrame(frame: string, relayId = 0): boolean {
     if (this.closed) return false;
-    let status = 0;
-    this.ws.cork(() => {
-      status = this.ws.send(frame, false, false);
-    });
-    metrics.deviceFrames.inc({ direction: 'to_device' });
-    // 0 = buffered (drains later), 1 = sent, 2 = dropped by the backpressure limit.
-    return status !== 2;
+    if (this.ws.getBufferedAmount() + this.outboxBytes + frame.length > MAX_BACKPRESSURE_BYTES) return false;
+    if (this.outbox.length === 0) scheduleWrite(this);
+    this.outbox.push(frame);
+    this.outboxIds.push(relayId);
+    this.outboxBytes += frame.length;
+    framesToDevice.inc();
+    return true;
+  }
+
+  writeQueued(): void {
+    if (this.closed) {
+      this.outbox = [];
+      this.outboxIds = [];
+      this.outboxBytes = 0;
+      return;
+    }
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- the writer being flushed, read by the write path to tell its own cork from a foreign one
+    corking = this;
+    this.ws.cork(sendCorking);
+  }
+
+  /** Inside this socket's cork. */
+  sendQueued(): void {
+    const frames = this.outbox;
+    const ids = this.outboxIds;
+    this.outbox = [];
+    this.outboxIds = [];
+    this.outboxBytes = 0;
+    for (let i = 0; i < frames.length; i++) {
+      // 0 = buffered (drains later), 1 = sent, 2 = dropped by the backpressure limit.
+      if (this.ws.send(frames[i], false, false) !== 2 || ids[i] === 0) continue;
+      this.settle(ids[i])?.sink.fail(relayError('relay_error', 'phone socket is saturated'));
+    }
   }
 
   /** One text frame from the phone (its own copy of the bytes). */
   onFrame(frame: Buffer): void {
     this.lastFrameAt = Date.now();
-    metrics.deviceFrames.inc({ direction: 'from_device' });
+    framesFromDevice.inc();
     const f = inspectPhoneFrame(frame);
     if (f.kind === 'response') {
       const p = typeof f.id === 'number' ? this.settle(f.id) : undefined;
@@ -486,6 +528,7 @@ export class DeviceConnection {
   /** Closes the socket with a code; safe to call more than once. */
   close(code: number, reason: string, failWith: TeardownReason = 'device_offline'): void {
     if (this.closed) return;
+    if (this.outbox.length > 0) this.writeQueued(); // what this turn queued still precedes the close
     this.teardown(failWith);
     try {
       this.ws.end(code, reason);

@@ -11,7 +11,13 @@ import {
   signedPayload,
   verifyDeviceSignature,
 } from '../crypto/device-auth.ts';
-import { CLOSE, DeviceConnection, MAX_FRAME_BYTES, type DeviceSocketData } from './device-connection.ts';
+import {
+  CLOSE,
+  DeviceConnection,
+  MAX_BACKPRESSURE_BYTES,
+  MAX_FRAME_BYTES,
+  type DeviceSocketData,
+} from './device-connection.ts';
 import { metrics } from '../metrics.ts';
 import { LogThrottle, logValue } from '../log.ts';
 import type { GatewayContext } from './context.ts';
@@ -103,7 +109,7 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
     maxPayloadLength: READ_LIMIT,
     idleTimeout: 0, // the 25-minute rule is ours (docs/decisions/0012-idle-tracking-beyond-uws.md): uWS caps it at 960 s
     sendPingsAutomatically: false,
-    maxBackpressure: 8 * 1024 * 1024,
+    maxBackpressure: MAX_BACKPRESSURE_BYTES,
     closeOnBackpressureLimit: 0,
     compression: 0,
 

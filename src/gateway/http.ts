@@ -1,8 +1,47 @@
 // uWebSockets.js HTTP plumbing. The rules that keep uWS from crashing or losing data live
-// here once: onAborted before any await, body chunks copied, every late write corked and
-// skipped after an abort, backpressure honoured on streams.
+// here once: onAborted before any await, body chunks copied, every write corked and skipped
+// after an abort, backpressure honoured on streams, one syscall per answer (decision 0050).
 import type { HttpRequest, HttpResponse } from '../uws.ts';
 import { limitKey, pickClientAddress, type ProxyTrust } from './client-address.ts';
+
+/**
+ * Something with bytes to hand to uWS at the end of this event-loop turn. uWS 20.30 corks one
+ * socket at a time: an answer written while another socket's callback runs (a phone frame,
+ * and the promise continuations uWS drains inside that callback) is not corked, and every
+ * piece of it becomes its own syscall. So responses, SSE events and phone frames are queued
+ * and written from a setImmediate (libuv's check phase, where no uWS socket holds the cork),
+ * each inside its own socket's cork: one syscall per socket per turn (decision 0050).
+ */
+export interface TurnWriter {
+  /** Called once per scheduleWrite, with no uWS socket corked. */
+  writeQueued(): void;
+}
+
+let writeQueue: TurnWriter[] = [];
+let flushScheduled = false;
+
+/** Queues `w.writeQueued()` for the end of this turn; callers schedule each writer once per turn. */
+export function scheduleWrite(w: TurnWriter): void {
+  writeQueue.push(w);
+  if (!flushScheduled) {
+    flushScheduled = true;
+    setImmediate(flushWrites);
+  }
+}
+
+function flushWrites(): void {
+  flushScheduled = false;
+  const queue = writeQueue;
+  writeQueue = [];
+  for (let i = 0; i < queue.length; i++) {
+    try {
+      queue[i].writeQueued();
+    } catch (err) {
+      // A write to a socket uWS already freed; the others in this turn still go out.
+      process.emitWarning(`phonebridge: a queued write failed: ${String(err)}`);
+    }
+  }
+}
 
 export const STATUS: Record<number, string> = {
   200: '200 OK',
@@ -54,11 +93,43 @@ export function copyHeadersWithPrefix(
 
 export type Headers = Record<string, string>;
 
+/** Whether the serving node is draining (its answers then close the connection). */
+export interface DrainState {
+  draining: boolean;
+}
+
+// The route wrapper of src/gateway/node.ts names its node's drain state while a handler runs;
+// the Exchange created at the top of that handler keeps it (no per-request patching of `res`).
+let handlerDrainState: DrainState | undefined;
+
+export function runRoute(
+  drain: DrainState,
+  handler: (res: HttpResponse, req: HttpRequest) => void,
+  res: HttpResponse,
+  req: HttpRequest,
+): void {
+  handlerDrainState = drain;
+  try {
+    handler(res, req);
+  } finally {
+    handlerDrainState = undefined;
+  }
+}
+
+// res.cork runs its callback synchronously: one shared callback instead of a closure per answer.
+let corking: Exchange;
+const writeCorking = () => corking.writeNow();
+
 /** One HTTP request/response. Create it synchronously at the top of the handler. */
-export class Exchange {
+export class Exchange implements TurnWriter {
   aborted = false;
   finished = false;
   private abortHandlers: Array<() => void> = [];
+  private status = 0;
+  private headers?: Headers;
+  private payload?: string | Buffer;
+  private closeConnection = false;
+  private readonly drain = handlerDrainState;
 
   constructor(readonly res: HttpResponse) {
     res.onAborted(() => {
@@ -100,15 +171,37 @@ export class Exchange {
     });
   }
 
-  /** Writes a complete response; a no-op after an abort or a previous end. */
+  /** A complete response, written at the end of this turn; a no-op after an abort or a previous end. */
   send(status: number, headers: Headers, body?: string | Buffer, closeConnection = false): void {
     if (this.aborted || this.finished) return;
     this.finished = true;
-    this.res.cork(() => {
-      this.res.writeStatus(STATUS[status] ?? `${status} Status`);
-      for (const k in headers) this.res.writeHeader(k, headers[k]);
-      this.res.end(body ?? '', closeConnection);
-    });
+    this.status = status;
+    this.headers = headers;
+    this.payload = body;
+    this.closeConnection = closeConnection;
+    scheduleWrite(this);
+  }
+
+  /** Answers end with `Connection: close` once the node drains, so keep-alive clients move on. */
+  get closing(): boolean {
+    return this.drain?.draining === true;
+  }
+
+  writeQueued(): void {
+    if (this.aborted) return;
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- the writer being flushed, read by the write path to tell its own cork from a foreign one
+    corking = this;
+    this.res.cork(writeCorking);
+  }
+
+  /** Inside this response's cork. */
+  writeNow(): void {
+    const res = this.res;
+    const headers = this.headers!;
+    res.writeStatus(STATUS[this.status] ?? `${this.status} Status`);
+    for (const k in headers) res.writeHeader(k, headers[k]);
+    res.end(this.payload ?? '', this.closeConnection || this.closing);
+    this.headers = this.payload = undefined;
   }
 
   json(status: number, value: unknown, headers: Headers = {}): void {

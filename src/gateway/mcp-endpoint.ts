@@ -27,7 +27,7 @@ import { withCallerContext } from '../protocol/caller.ts';
 import { insufficientScopeChallenge } from '../protocol/scopes.ts';
 import type { Scope } from '../store/types.ts';
 import { MAX_FRAME_BYTES } from './device-connection.ts';
-import { methodLabel, metrics } from '../metrics.ts';
+import { methodLabel, metrics, observeMcpRequest } from '../metrics.ts';
 import type { SessionRecord } from '../bus/types.ts';
 import type { GatewayContext } from './context.ts';
 import { matchesCredential } from './hub.ts';
@@ -703,10 +703,12 @@ class McpEndpoint {
 
   private observe(method: string, started: number, bytesIn: number, bytesOut: number, outcome: string): void {
     const seconds = (performance.now() - started) / 1000;
-    const label = methodLabel(method);
-    metrics.mcpRequests.inc({ method: label, outcome });
-    metrics.mcpLatency.observe({ method: label }, seconds);
-    this.ctx.log.debug({ method: label, bytesIn, bytesOut, ms: Math.round(seconds * 10000) / 10 }, 'mcp request');
+    observeMcpRequest(method, outcome, seconds);
+    if (this.ctx.log.isLevelEnabled('debug'))
+      this.ctx.log.debug(
+        { method: methodLabel(method), bytesIn, bytesOut, ms: Math.round(seconds * 10000) / 10 },
+        'mcp request',
+      );
   }
 }
 

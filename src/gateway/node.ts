@@ -17,7 +17,7 @@ import type { Logger } from '../log.ts';
 import { registry } from '../metrics.ts';
 import { Hub } from './hub.ts';
 import { Authenticator } from './auth.ts';
-import { Exchange } from './http.ts';
+import { Exchange, runRoute } from './http.ts';
 import { handlePair } from './pairing.ts';
 import { deviceSocketBehavior, handleChallenge, sweepIdleDevices } from './device-socket.ts';
 import { registerMcpRoutes } from './mcp-endpoint.ts';
@@ -243,16 +243,12 @@ function closingWhileDraining(
   traffic: { lastRequestAt: number },
 ): TemplatedApp {
   type Handler = (res: HttpResponse, req: HttpRequest) => void;
+  // The Exchange made in the handler reads `state` when it writes (src/gateway/http.ts runRoute).
   const wrap =
     (handler: Handler): Handler =>
     (res, req) => {
       traffic.lastRequestAt = Date.now();
-      const end = res.end.bind(res);
-      const endWithoutBody = res.endWithoutBody.bind(res);
-      res.end = (body, closeConnection) => end.call(res, body, closeConnection || state.draining);
-      res.endWithoutBody = (length, closeConnection) =>
-        endWithoutBody.call(res, length, closeConnection || state.draining);
-      handler(res, req);
+      runRoute(state, handler, res, req);
     };
   const proxy: TemplatedApp = new Proxy(app, {
     get(target, prop) {

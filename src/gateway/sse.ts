@@ -1,7 +1,8 @@
-// A Server-Sent Events stream on a uWS response, with write backpressure: when the socket
-// cannot take more, events queue (bounded) until onWritable; a consumer that falls too far
-// behind is cut off rather than growing memory without bound.
-import type { Exchange } from './http.ts';
+// A Server-Sent Events stream on a uWS response. Events written in one event-loop turn leave
+// in one write at its end (scheduleWrite, docs/decisions/0050-one-write-per-answer.md); with write backpressure, when the
+// socket cannot take more, events queue (bounded) until onWritable; a consumer that falls too
+// far behind is cut off rather than growing memory without bound.
+import { scheduleWrite, type Exchange, type TurnWriter } from './http.ts';
 import { metrics } from '../metrics.ts';
 
 const MAX_QUEUED_BYTES = 4 * 1024 * 1024;
@@ -15,10 +16,21 @@ function singleLine(json: Buffer): Buffer {
   return copy;
 }
 
-export class SseStream {
+// res.cork runs its callback synchronously: one shared callback instead of a closure per write.
+let corking: SseStream;
+const writeCorking = () => corking.writeNow();
+
+export class SseStream implements TurnWriter {
+  /** Bytes not yet handed to uWS: this turn's events, or everything since uWS reported backpressure. */
   private queue: Array<string | Buffer> = [];
   private queuedBytes = 0;
+  /** Status line and headers, until the first write. */
+  private head?: Record<string, string>;
+  private scheduled = false;
+  /** uWS holds more than the socket took: wait for onWritable before writing again. */
   private waiting = false;
+  /** end() was called: the response ends once the queue is written. */
+  private ending = false;
   closed = false;
   private keepAlive?: NodeJS.Timeout;
   private closeHandlers: Array<() => void> = [];
@@ -35,15 +47,9 @@ export class SseStream {
     if (ex.aborted) return; // the client is gone: a closed stream (touching res now would crash uWS)
     this.counted = true;
     metrics.sseStreams.inc();
-    ex.res.cork(() => {
-      ex.res.writeStatus('200 OK');
-      ex.res.writeHeader('Content-Type', 'text/event-stream');
-      ex.res.writeHeader('Cache-Control', 'no-cache, no-transform');
-      ex.res.writeHeader('X-Accel-Buffering', 'no');
-      for (const k in headers) ex.res.writeHeader(k, headers[k]);
-      // Sends the headers now so clients see the stream open before the first event.
-      ex.res.write(': open\n\n');
-    });
+    this.head = headers;
+    // Sent at once (end of this turn) so clients see the stream open before the first event.
+    this.write(': open\n\n');
     if (keepAliveMs > 0) {
       this.keepAlive = setInterval(() => this.write(': keep-alive\n\n'), keepAliveMs);
       this.keepAlive.unref();
@@ -64,40 +70,74 @@ export class SseStream {
 
   write(chunk: string | Buffer): boolean {
     if (this.closed) return false;
-    if (this.waiting) {
-      this.queuedBytes += chunk.length;
-      if (this.queuedBytes > MAX_QUEUED_BYTES) {
-        this.end();
-        return false;
-      }
-      this.queue.push(chunk);
-      return true;
+    this.queuedBytes += chunk.length;
+    if (this.queuedBytes > MAX_QUEUED_BYTES) {
+      this.end();
+      return false;
     }
-    let ok = true;
-    this.ex.res.cork(() => {
-      ok = this.ex.res.write(chunk);
-    });
-    if (!ok) this.waitWritable();
+    this.queue.push(chunk);
+    this.schedule();
     return true;
+  }
+
+  private schedule(): void {
+    if (this.scheduled || this.waiting) return;
+    this.scheduled = true;
+    scheduleWrite(this);
+  }
+
+  writeQueued(): void {
+    this.scheduled = false;
+    if (this.ex.aborted || this.waiting) return;
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- the writer being flushed, read by the write path to tell its own cork from a foreign one
+    corking = this;
+    this.ex.res.cork(writeCorking);
+  }
+
+  /** Inside this response's cork: everything queued as one chunk, then the end if asked for. */
+  writeNow(): void {
+    const res = this.ex.res;
+    if (this.head) {
+      res.writeStatus('200 OK');
+      res.writeHeader('Content-Type', 'text/event-stream');
+      res.writeHeader('Cache-Control', 'no-cache, no-transform');
+      res.writeHeader('X-Accel-Buffering', 'no');
+      for (const k in this.head) res.writeHeader(k, this.head[k]);
+      this.head = undefined;
+    }
+    if (this.queue.length > 0) {
+      const q = this.queue;
+      const chunk = q.length === 1 ? q[0] : Buffer.concat(q.map((c) => (typeof c === 'string' ? Buffer.from(c) : c)));
+      this.queue = [];
+      this.queuedBytes = 0;
+      if (!res.write(chunk)) return this.waitWritable(); // uWS keeps it buffered
+    }
+    if (this.ending) res.end(undefined, this.ex.closing);
   }
 
   private waitWritable(): void {
     this.waiting = true;
     this.ex.res.onWritable(() => {
-      while (this.queue.length > 0) {
-        const next = this.queue.shift()!;
-        this.queuedBytes -= next.length;
-        if (!this.ex.res.write(next)) return false; // uWS keeps it buffered; wait again
-      }
+      // The rest goes out at the end of this turn, in this response's own cork.
       this.waiting = false;
+      if (this.queue.length > 0 || this.ending) this.schedule();
       return true;
     });
   }
 
-  /** Ends the response (the client may reconnect). */
+  /**
+   * Ends the response (the client may reconnect) once what was written before is out; the
+   * stream counts as closed from now on.
+   */
   end(): void {
     if (this.closed) return;
-    if (!this.ex.aborted) this.ex.res.cork(() => this.ex.res.end());
+    this.ending = true;
+    if (this.queuedBytes > MAX_QUEUED_BYTES) {
+      // A consumer this far behind is cut off: what it has not taken is dropped.
+      this.queue = [];
+      this.queuedBytes = 0;
+    }
+    if (!this.ex.aborted) this.schedule();
     this.teardown();
   }
 
@@ -107,7 +147,7 @@ export class SseStream {
     if (this.counted) metrics.sseStreams.dec();
     this.counted = false;
     clearInterval(this.keepAlive);
-    this.queue = [];
+    if (!this.ending) this.queue = [];
     for (const h of this.closeHandlers) h();
     this.closeHandlers = [];
   }

@@ -1,0 +1,613 @@
+// `npm run loadtest -- relay-overhead [--out DIR] [--rounds N] [--round-ms MS]`: what the relay
+// costs per call, side by side in one run with alternating rounds (docs/BENCHMARKS.md, "Relay
+// overhead"; docs/decisions/0050-one-write-per-answer.md):
+//   relay     phonebridge (the same startRelay as `serve`, embedded store), a child process
+//   baseline  the protocol written the obvious way (loadtest/baseline/relay.ts: node:http + ws)
+//   direct    the phone's MCP server answering Streamable HTTP itself (the floor)
+//   cluster   two phonebridge nodes over Redis + Postgres, the client on the node without the phone
+// Per target: closed-loop calls/s, p50/p99 at a fixed arrival rate of half the baseline's peak
+// (open loop: latency counted from each call's scheduled start), server CPU µs per call
+// (/proc/<pid>/stat), send syscalls per call (strace -c, when installed) and 256 KiB answers in
+// MB/s. Four processes: the targets, one phone process (the reference agent, one socket per
+// relay, plus the direct server), one load generator, and this one. 127.0.0.1 only; bounded.
+// Exits non-zero when a target of docs/BENCHMARKS.md is missed; writes DIR/report.json.
+import { fork, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { Agent, createServer, request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+
+const SELF = fileURLToPath(import.meta.url);
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const REVISION = '2025-11-25';
+// A 256 KiB answer: the text plus its JSON-RPC envelope within the 256 KiB frame limit.
+const BLOB_BYTES = 256 * 1024 - 256;
+const REDIS_URL = process.env.PHONEBRIDGE_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+const PG_ADMIN_URL = process.env.PHONEBRIDGE_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+
+type Json = any;
+
+// ---- IPC children -----------------------------------------------------------------
+
+interface Child {
+  proc: ChildProcess;
+  call<T = Json>(msg: Json, timeoutMs?: number): Promise<T>;
+  next<T = Json>(type: string, timeoutMs?: number): Promise<T>;
+  stop(): Promise<void>;
+}
+
+function child(file: string, args: string[], env: NodeJS.ProcessEnv = {}): Child {
+  const proc = fork(file, args, {
+    execArgv: ['--import', 'tsx'],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    env: { ...process.env, ...env },
+  });
+  let seq = 1;
+  const waiting = new Map<number, (m: Json) => void>();
+  const typed: Array<{ type: string; resolve: (m: Json) => void }> = [];
+  const seen: Json[] = [];
+  proc.on('message', (m: Json) => {
+    if (m?.reply !== undefined) return waiting.get(m.reply)?.(m);
+    const i = typed.findIndex((t) => t.type === m?.type);
+    if (i >= 0) typed.splice(i, 1)[0].resolve(m);
+    else seen.push(m);
+  });
+  const exited = new Promise<void>((r) => proc.once('exit', () => r()));
+  const bounded = <T>(p: Promise<T>, ms: number, what: string) =>
+    Promise.race([
+      p,
+      new Promise<never>((_, rej) => setTimeout(() => rej(new Error(`${what} timed out`)), ms).unref()),
+      exited.then(() => Promise.reject(new Error(`${file} exited during ${what}`))),
+    ]);
+  return {
+    proc,
+    call: (msg, timeoutMs = 120_000) => {
+      const id = seq++;
+      const p = new Promise<Json>((resolve) => waiting.set(id, resolve));
+      proc.send({ ...msg, id });
+      return bounded(p, timeoutMs, msg.op).then((m) => {
+        waiting.delete(id);
+        if (m.error) throw new Error(m.error);
+        return m.result;
+      });
+    },
+    next: (type, timeoutMs = 60_000) => {
+      const i = seen.findIndex((m) => m?.type === type);
+      if (i >= 0) return Promise.resolve(seen.splice(i, 1)[0]);
+      return bounded(new Promise((resolve) => typed.push({ type, resolve })), timeoutMs, `waiting for ${type}`);
+    },
+    async stop() {
+      if (proc.exitCode !== null || proc.signalCode !== null) return;
+      proc.kill('SIGTERM');
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 5000).unref())]);
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+      await exited;
+    },
+  };
+}
+
+function serve(handlers: Record<string, (m: Json) => Promise<unknown>>): void {
+  process.on('message', (m: Json) => {
+    const h = handlers[m.op];
+    if (!h) return;
+    h(m).then(
+      (result) => process.send!({ reply: m.id, result }),
+      (err) => process.send!({ reply: m.id, error: String((err as Error).stack ?? err) }),
+    );
+  });
+  process.on('disconnect', () => process.exit(0));
+}
+
+// ---- the phone process: reference agents (one per relay) and the direct server ----------
+
+async function phoneMain(): Promise<void> {
+  const { McpServer } = await import('@modelcontextprotocol/sdk/server/mcp.js');
+  const { StreamableHTTPServerTransport } = await import('@modelcontextprotocol/sdk/server/streamableHttp.js');
+  const { DeviceAgent, silentLogger } = await import('../src/device/agent/index.ts');
+  const { z } = await import('zod');
+  const blob = 'x'.repeat(BLOB_BYTES);
+  const scope = { 'phonebridge/scope': 'devices:read' };
+  const mcpServer = () => {
+    const s = new McpServer({ name: 'bench-phone', version: '1.0.0' }, { capabilities: { tools: {} } });
+    s.registerTool('echo', { inputSchema: { text: z.string() }, _meta: scope }, (a) => ({
+      content: [{ type: 'text', text: a.text }],
+    }));
+    s.registerTool('blob', { inputSchema: {}, _meta: scope }, () => ({
+      content: [{ type: 'text', text: blob }],
+    }));
+    return s;
+  };
+  const dir = mkdtempSync(join(tmpdir(), 'pb-overhead-phone-'));
+  const agents: Array<InstanceType<typeof DeviceAgent>> = [];
+  // The direct path: the same server over Streamable HTTP, one transport per session.
+  const transports = new Map<string, InstanceType<typeof StreamableHTTPServerTransport>>();
+  const direct = createServer((req, res) => {
+    const sid = req.headers['mcp-session-id'];
+    let t = typeof sid === 'string' ? transports.get(sid) : undefined;
+    if (!t) {
+      const created = new StreamableHTTPServerTransport({
+        sessionIdGenerator: () => randomBytes(16).toString('hex'),
+        enableJsonResponse: true,
+        onsessioninitialized: (id) => void transports.set(id, created),
+      });
+      void mcpServer().connect(created);
+      t = created;
+    }
+    void t.handleRequest(req, res);
+  });
+  direct.keepAliveTimeout = 60_000;
+  await new Promise<void>((r) => direct.listen(0, '127.0.0.1', r));
+  serve({
+    async pair(m) {
+      const stateDir = join(dir, `s${agents.length}`);
+      const identity = await DeviceAgent.pair({ stateDir, qr: m.qr, name: 'bench phone', log: silentLogger });
+      const agent = new DeviceAgent({ stateDir, createServer: mcpServer, log: silentLogger });
+      const connected = new Promise<void>((r) => agent.once('connected', () => r()));
+      agent.start();
+      await connected;
+      agents.push(agent);
+      return identity.device_id;
+    },
+  });
+  process.on('SIGTERM', () => {
+    void Promise.all(agents.map((a) => a.stop())).finally(() => {
+      rmSync(dir, { recursive: true, force: true });
+      process.exit(0);
+    });
+  });
+  process.send!({ type: 'ready', directUrl: `http://127.0.0.1:${(direct.address() as { port: number }).port}/mcp` });
+}
+
+// ---- the load generator ---------------------------------------------------------------
+
+interface Job {
+  url: string;
+  headers: Record<string, string>;
+  tool: 'echo' | 'blob';
+  ms: number;
+  conns?: number;
+  rate?: number;
+}
+
+interface JobResult {
+  calls: number;
+  errors: number;
+  ms: number;
+  bytes: number;
+  p50: number;
+  p99: number;
+  cpuUs: number;
+}
+
+function cpuUs(pid: number | 'self'): number {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = f.slice(f.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * (1e6 / 100); // utime + stime, in USER_HZ (100)
+}
+
+function loadMain(): Promise<void> {
+  serve({ run: (m) => runJob(m.job as Job) });
+  return Promise.resolve();
+}
+
+async function runJob(job: Job): Promise<JobResult> {
+  const u = new URL(job.url);
+  const agent = new Agent({ keepAlive: true, maxSockets: job.conns ?? 256 });
+  const args = job.tool === 'echo' ? '{"text":"hi"}' : '{}';
+  let id = 1;
+  let errors = 0;
+  let bytes = 0;
+  const once = (): Promise<void> =>
+    new Promise((resolve) => {
+      const body = `{"jsonrpc":"2.0","id":${id++},"method":"tools/call","params":{"name":"${job.tool}","arguments":${args}}}`;
+      const req = request(
+        {
+          host: u.hostname,
+          port: u.port,
+          path: u.pathname,
+          method: 'POST',
+          agent,
+          headers: { ...job.headers, 'content-length': Buffer.byteLength(body) },
+        },
+        (res) => {
+          if (res.statusCode !== 200) errors++;
+          res.on('data', (c: Buffer) => (bytes += c.length));
+          res.on('end', resolve);
+          res.on('error', () => (errors++, resolve()));
+        },
+      );
+      req.on('error', () => (errors++, resolve()));
+      req.end(body);
+    });
+  const lat: number[] = [];
+  const cpu0 = cpuUs('self');
+  const t0 = performance.now();
+  const end = t0 + job.ms;
+  if (job.rate === undefined) {
+    const worker = async () => {
+      while (performance.now() < end) {
+        const s = performance.now();
+        await once();
+        lat.push(performance.now() - s);
+      }
+    };
+    await Promise.all(Array.from({ length: job.conns ?? 32 }, worker));
+  } else {
+    // Open loop: call i is due at t0 + i/rate whatever happened to the ones before it.
+    const interval = 1000 / job.rate;
+    const inflight: Array<Promise<void>> = [];
+    let i = 0;
+    while (performance.now() < end) {
+      const now = performance.now();
+      while (t0 + i * interval <= now) {
+        const due = t0 + i * interval;
+        i++;
+        inflight.push(once().then(() => void lat.push(performance.now() - due)));
+      }
+      await new Promise((r) => setTimeout(r, 1));
+    }
+    await Promise.all(inflight);
+  }
+  const ms = performance.now() - t0;
+  agent.destroy();
+  lat.sort((a, b) => a - b);
+  const pct = (p: number) => (lat.length ? lat[Math.min(lat.length - 1, Math.floor(lat.length * p))] : NaN);
+  return { calls: lat.length, errors, ms, bytes, p50: pct(0.5), p99: pct(0.99), cpuUs: cpuUs('self') - cpu0 };
+}
+
+// ---- the orchestrator -----------------------------------------------------------------
+
+interface Target {
+  name: string;
+  url: string;
+  headers: Record<string, string>;
+  /** Processes whose CPU is the target's cost (the relay nodes; for direct, the server). */
+  pids: number[];
+}
+
+async function post(url: string, headers: Record<string, string>, body: Json) {
+  const r = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+    body: JSON.stringify(body),
+  });
+  return { status: r.status, headers: r.headers, text: await r.text() };
+}
+
+/** initialize + notifications/initialized: the headers every later call carries. */
+async function session(url: string, headers: Record<string, string>): Promise<Record<string, string>> {
+  const init = await post(url, headers, {
+    jsonrpc: '2.0',
+    id: 0,
+    method: 'initialize',
+    params: { protocolVersion: REVISION, capabilities: {}, clientInfo: { name: 'relay-overhead', version: '1' } },
+  });
+  if (init.status !== 200) throw new Error(`initialize at ${url}: HTTP ${init.status} ${init.text.slice(0, 200)}`);
+  const sid = init.headers.get('mcp-session-id');
+  if (!sid) throw new Error(`initialize at ${url}: no Mcp-Session-Id`);
+  const h = {
+    ...headers,
+    'content-type': 'application/json',
+    accept: 'application/json, text/event-stream',
+    'mcp-session-id': sid,
+    'mcp-protocol-version': REVISION,
+  };
+  await post(url, h, { jsonrpc: '2.0', method: 'notifications/initialized' });
+  const probe = await post(url, h, {
+    jsonrpc: '2.0',
+    id: 1,
+    method: 'tools/call',
+    params: { name: 'echo', arguments: { text: 'probe' } },
+  });
+  if (probe.status !== 200 || !probe.text.includes('probe'))
+    throw new Error(`probe call at ${url}: HTTP ${probe.status} ${probe.text.slice(0, 200)}`);
+  return h;
+}
+
+const haveStrace = spawnSync('strace', ['-V']).status === 0;
+
+/** Send-type syscalls of `pids` (all threads) while `work` runs, from strace -c. */
+async function countSends<T>(pids: number[], work: () => Promise<T>): Promise<{ sends: number; result: T }> {
+  const dir = mkdtempSync(join(tmpdir(), 'pb-strace-'));
+  const tracers = pids.map((pid, i) => {
+    const file = join(dir, `c${i}`);
+    const p = spawn('strace', ['-c', '-f', '-e', 'trace=sendto,sendmsg,write,writev', '-o', file, '-p', String(pid)], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    const attached = new Promise<void>((resolve) => {
+      let err = '';
+      p.stderr.on('data', (d) => {
+        err += String(d);
+        if (err.includes(`Process ${pid} attached`)) resolve();
+      });
+      setTimeout(resolve, 5000).unref();
+    });
+    return { p, file, attached, exited: new Promise((r) => p.once('exit', r)) };
+  });
+  await Promise.all(tracers.map((t) => t.attached));
+  const result = await work();
+  let sends = 0;
+  for (const t of tracers) {
+    t.p.kill('SIGINT');
+    await t.exited;
+    for (const line of readFileSync(t.file, 'utf8').split('\n')) {
+      const m = /^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(sendto|sendmsg|write|writev)\s*$/.exec(line);
+      if (m) sends += Number(m[1]);
+    }
+  }
+  rmSync(dir, { recursive: true, force: true });
+  return { sends, result };
+}
+
+async function createDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
+  const pg = (await import('pg')).default;
+  const name = `pb_overhead_${randomBytes(4).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = new URL(PG_ADMIN_URL);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    async drop() {
+      const c = new pg.Client({ connectionString: PG_ADMIN_URL });
+      await c.connect();
+      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await c.end();
+    },
+  };
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  return s.length ? s[Math.floor(s.length / 2)] : NaN;
+};
+const round2 = (x: number) => Math.round(x * 100) / 100;
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      out: { type: 'string', default: join(ROOT, '.tmp/loadtest/relay-overhead') },
+      rounds: { type: 'string', default: '3' },
+      'round-ms': { type: 'string', default: '3000' },
+      conns: { type: 'string', default: '32' },
+      'no-cluster': { type: 'boolean', default: false },
+    },
+    allowPositionals: true,
+  });
+  const rounds = Math.max(1, Math.min(10, Number(values.rounds)));
+  const roundMs = Math.max(500, Math.min(10_000, Number(values['round-ms'])));
+  const conns = Math.max(1, Math.min(256, Number(values.conns)));
+  const started = Date.now();
+  const loadavgAtStart = (await import('node:os')).loadavg();
+  const hardStop = setTimeout(() => {
+    console.error('relay-overhead: over 5 minutes, giving up');
+    process.exit(2);
+  }, 5 * 60_000);
+  hardStop.unref();
+
+  const cleanup: Array<() => Promise<void>> = [];
+  const stopAll = async () => {
+    for (const f of cleanup.reverse()) await f().catch(() => {});
+  };
+  process.on('SIGINT', () => void stopAll().finally(() => process.exit(130)));
+  try {
+    const data = mkdtempSync(join(tmpdir(), 'pb-overhead-'));
+    cleanup.push(() => Promise.resolve(rmSync(data, { recursive: true, force: true })));
+    const { startRelayChild } = await import('./fleet-relay.ts');
+
+    // The targets.
+    const ours = await startRelayChild(['--port', '0', '--data-dir', join(data, 'relay')]);
+    cleanup.push(() => ours.stop());
+    const code = randomBytes(6).toString('hex');
+    const key = `pb_${randomBytes(24).toString('base64url')}`;
+    const baseline = child(join(ROOT, 'loadtest/baseline/relay.ts'), ['--code', code, '--key', key]);
+    cleanup.push(() => baseline.stop());
+    const baselineReady = await baseline.next('ready');
+    const phone = child(SELF, ['--role', 'phone']);
+    cleanup.push(() => phone.stop());
+    const { directUrl } = await phone.next('ready');
+    const load = child(SELF, ['--role', 'load']);
+    cleanup.push(() => load.stop());
+
+    const [qr] = await ours.pair(1);
+    const deviceId: string = await phone.call({ op: 'pair', qr });
+    await phone.call({ op: 'pair', qr: { v: 1, relay: baselineReady.url, code } });
+    const [{ token }] = await ours.keys([deviceId]);
+    for (let i = 0; i < 100 && !(await ours.connections()).some((c) => c.initialized); i++)
+      await new Promise((r) => setTimeout(r, 50));
+
+    const targets: Target[] = [
+      {
+        name: 'relay',
+        url: ours.mcpUrl,
+        headers: await session(ours.mcpUrl, { 'x-api-key': token }),
+        pids: [ours.child.pid!],
+      },
+      {
+        name: 'baseline',
+        url: `${baselineReady.url}/mcp`,
+        headers: await session(`${baselineReady.url}/mcp`, { 'x-api-key': key }),
+        pids: [baseline.proc.pid!],
+      },
+      { name: 'direct', url: directUrl, headers: await session(directUrl, {}), pids: [phone.proc.pid!] },
+    ];
+
+    if (!values['no-cluster']) {
+      const db = await createDatabase();
+      cleanup.push(() => db.drop());
+      const prefix = `pbo:${randomBytes(4).toString('hex')}:`;
+      const flags = ['--port', '0', '--database-url', db.url, '--redis-url', REDIS_URL, '--redis-prefix', prefix];
+      const a = await startRelayChild([...flags, '--node-id', 'bench-a']);
+      cleanup.push(() => a.stop());
+      const b = await startRelayChild([...flags, '--node-id', 'bench-b']);
+      cleanup.push(() => b.stop());
+      const [qrA] = await a.pair(1);
+      const clusterDevice: string = await phone.call({ op: 'pair', qr: qrA });
+      const [{ token: ct }] = await a.keys([clusterDevice]);
+      for (let i = 0; i < 100 && !(await a.connections()).some((c) => c.initialized); i++)
+        await new Promise((r) => setTimeout(r, 50));
+      targets.push({
+        name: 'cluster',
+        url: b.mcpUrl,
+        headers: await session(b.mcpUrl, { 'x-api-key': ct }),
+        pids: [a.child.pid!, b.child.pid!],
+      });
+    }
+
+    const run = async (t: Target, job: Omit<Job, 'url' | 'headers'>) => {
+      const cpu0 = t.pids.reduce((s, p) => s + cpuUs(p), 0);
+      const r: JobResult = await load.call({ op: 'run', job: { ...job, url: t.url, headers: t.headers } });
+      const cpu = t.pids.reduce((s, p) => s + cpuUs(p), 0) - cpu0;
+      return { ...r, serverCpuUs: cpu };
+    };
+
+    // Warm-up (JIT, caches), then each target's idle CPU (timers, the store's journal poll: a
+    // cost per second, not per call), then closed-loop rounds, alternating targets.
+    for (const t of targets) await run(t, { tool: 'echo', ms: 1000, conns });
+    const idleUsPerMs: Record<string, number> = {};
+    {
+      const c0 = targets.map((t) => t.pids.reduce((s, p) => s + cpuUs(p), 0));
+      const t0 = performance.now();
+      await new Promise((r) => setTimeout(r, 2000));
+      const ms = performance.now() - t0;
+      targets.forEach((t, i) => (idleUsPerMs[t.name] = (t.pids.reduce((s, p) => s + cpuUs(p), 0) - c0[i]) / ms));
+    }
+    const closed: Record<string, Array<Awaited<ReturnType<typeof run>>>> = {};
+    const blob: Record<string, number[]> = {};
+    for (let r = 0; r < rounds; r++) {
+      for (const t of targets) {
+        (closed[t.name] ??= []).push(await run(t, { tool: 'echo', ms: roundMs, conns }));
+        const b = await run(t, { tool: 'blob', ms: Math.max(500, roundMs / 2), conns: 8 });
+        (blob[t.name] ??= []).push(b.bytes / 1e6 / (b.ms / 1000));
+      }
+    }
+    const rate = Math.round(median(closed.baseline.map((x) => (x.calls / x.ms) * 1000)) / 2);
+    const open: Record<string, Array<Awaited<ReturnType<typeof run>>>> = {};
+    for (let r = 0; r < rounds; r++)
+      for (const t of targets) (open[t.name] ??= []).push(await run(t, { tool: 'echo', ms: roundMs, rate }));
+    // The direct path (the SDK's own Streamable HTTP server) may not sustain half the baseline's
+    // peak: added latency is also measured at half of the slowest target's peak, a rate every
+    // target sustains, so the floor is a floor.
+    const lowRate = Math.max(
+      50,
+      Math.round(Math.min(...targets.map((t) => median(closed[t.name].map((x) => (x.calls / x.ms) * 1000)))) / 2),
+    );
+    const openLow: Record<string, Array<Awaited<ReturnType<typeof run>>>> = {};
+    for (let r = 0; r < rounds; r++)
+      for (const t of targets)
+        (openLow[t.name] ??= []).push(await run(t, { tool: 'echo', ms: roundMs, rate: lowRate }));
+    const sends: Record<string, number> = {};
+    if (haveStrace)
+      for (const t of targets) {
+        const { sends: n, result } = await countSends(t.pids, () =>
+          run(t, { tool: 'echo', ms: Math.max(500, roundMs / 2), conns }),
+        );
+        sends[t.name] = n / Math.max(1, result.calls);
+      }
+
+    const report: Json = {
+      scenario: 'relay-overhead',
+      at: new Date(started).toISOString(),
+      seconds: Math.round((Date.now() - started) / 1000),
+      machine: {
+        cpus: (await import('node:os')).cpus().length,
+        loadavgAtStart,
+        loadavgAtEnd: (await import('node:os')).loadavg(),
+      },
+      settings: { rounds, roundMs, conns, openRate: rate, lowRate, revision: REVISION, blobBytes: BLOB_BYTES },
+      targets: {} as Json,
+      checks: [] as Json[],
+    };
+    for (const t of targets) {
+      const c = closed[t.name];
+      const o = open[t.name];
+      report.targets[t.name] = {
+        callsPerSecond: Math.round(median(c.map((x) => (x.calls / x.ms) * 1000))),
+        bestCallsPerSecond: Math.round(Math.max(...c.map((x) => (x.calls / x.ms) * 1000))),
+        idleCpuPercent: round2(idleUsPerMs[t.name] / 10),
+        /** Less what the process burns idle over the same time (its timers and journal poll). */
+        netServerCpuUsPerCall: round2(
+          median(c.map((x) => (x.serverCpuUs - idleUsPerMs[t.name] * x.ms) / Math.max(1, x.calls))),
+        ),
+        errors: [...c, ...o, ...openLow[t.name]].reduce((s, x) => s + x.errors, 0),
+        serverCpuUsPerCall: round2(median(c.map((x) => x.serverCpuUs / Math.max(1, x.calls)))),
+        loadCpuUsPerCall: round2(median(c.map((x) => x.cpuUs / Math.max(1, x.calls)))),
+        closedP50Ms: round2(median(c.map((x) => x.p50))),
+        closedP99Ms: round2(median(c.map((x) => x.p99))),
+        openP50Ms: round2(median(o.map((x) => x.p50))),
+        openP99Ms: round2(median(o.map((x) => x.p99))),
+        lowRateP50Ms: round2(median(openLow[t.name].map((x) => x.p50))),
+        lowRateP99Ms: round2(median(openLow[t.name].map((x) => x.p99))),
+        sendsPerCall: sends[t.name] !== undefined ? round2(sends[t.name]) : null,
+        blobMBps: round2(median(blob[t.name])),
+        rounds: c.map((x) => Math.round((x.calls / x.ms) * 1000)),
+      };
+    }
+    const T = report.targets;
+    const check = (name: string, value: number, limit: number, atMost: boolean) =>
+      report.checks.push({ name, value: round2(value), limit, ok: atMost ? value <= limit : value >= limit });
+    if (T.relay.sendsPerCall !== null) check('send syscalls per small call (relay)', T.relay.sendsPerCall, 2, true);
+    check('relay CPU per call / baseline', T.relay.serverCpuUsPerCall / T.baseline.serverCpuUsPerCall, 0.4, true);
+    check(
+      'relay CPU per call / baseline, net of idle',
+      T.relay.netServerCpuUsPerCall / T.baseline.netServerCpuUsPerCall,
+      0.4,
+      true,
+    );
+    check('relay calls/s / baseline (median round)', T.relay.callsPerSecond / T.baseline.callsPerSecond, 1.5, false);
+    check(
+      'relay calls/s / baseline (best round)',
+      T.relay.bestCallsPerSecond / T.baseline.bestCallsPerSecond,
+      1.5,
+      false,
+    );
+    check('added p50 over direct at half baseline peak (ms)', T.relay.openP50Ms - T.direct.openP50Ms, 0.3, true);
+    check('added p99 over direct at half baseline peak (ms)', T.relay.openP99Ms - T.direct.openP99Ms, 2, true);
+    check(
+      'added p50 over direct at half the slowest peak (ms)',
+      T.relay.lowRateP50Ms - T.direct.lowRateP50Ms,
+      0.3,
+      true,
+    );
+    check('added p99 over direct at half the slowest peak (ms)', T.relay.lowRateP99Ms - T.direct.lowRateP99Ms, 2, true);
+    check('256 KiB MB/s / baseline', T.relay.blobMBps / T.baseline.blobMBps, 1.5, false);
+    check('256 KiB MB/s / direct', T.relay.blobMBps / T.direct.blobMBps, 0.5, false);
+    if (T.cluster) {
+      check(
+        'two nodes: CPU per call / one node, net of idle',
+        T.cluster.netServerCpuUsPerCall / T.relay.netServerCpuUsPerCall,
+        2.2,
+        true,
+      );
+      check('two nodes: added p50 over one node (ms)', T.cluster.openP50Ms - T.relay.openP50Ms, 0.5, true);
+      check(
+        'two nodes: added p50 over one node at half the slowest peak (ms)',
+        T.cluster.lowRateP50Ms - T.relay.lowRateP50Ms,
+        0.5,
+        true,
+      );
+    }
+    for (const t of Object.keys(T))
+      if (T[t].errors > 0) report.checks.push({ name: `${t}: no errors`, value: T[t].errors, limit: 0, ok: false });
+    mkdirSync(values.out, { recursive: true });
+    writeFileSync(join(values.out, 'report.json'), JSON.stringify(report, null, 2));
+    console.log(JSON.stringify(report.targets, null, 2));
+    for (const c of report.checks) console.log(`${c.ok ? 'ok  ' : 'MISS'} ${c.name}: ${c.value} (limit ${c.limit})`);
+    console.log(`report: ${join(values.out, 'report.json')}`);
+    process.exitCode = report.checks.every((c: Json) => c.ok) ? 0 : 1;
+  } finally {
+    await stopAll();
+  }
+}
+
+const role = process.argv.indexOf('--role') >= 0 ? process.argv[process.argv.indexOf('--role') + 1] : undefined;
+const entry = role === 'phone' ? phoneMain : role === 'load' ? loadMain : main;
+entry().catch((err) => {
+  console.error(`relay-overhead${role ? ` (${role})` : ''}: ${(err as Error).stack ?? err}`);
+  process.exit(1);
+});
