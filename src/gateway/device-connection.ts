@@ -11,6 +11,16 @@ import { ToolCatalog, type ToolLike } from '../protocol/scopes.ts';
 import type { Scope } from '../store/types.ts';
 import type { Logger } from '../log.ts';
 import { metrics } from '../metrics.ts';
+import { InternTable, type Shared } from './shared-surface.ts';
+
+/** Per node: what phones of one fleet share (decision 0060). */
+const initResults = new InternTable<unknown>();
+const catalogs = new InternTable<ToolCatalog>();
+
+/** Distinct initialize results and catalogs this node holds (tests, load reports). */
+export function sharedSurfaceSizes(): { initResults: number; catalogs: number } {
+  return { initResults: initResults.size, catalogs: catalogs.size };
+}
 
 export const MAX_FRAME_BYTES = 256 * 1024;
 
@@ -81,6 +91,8 @@ export class DeviceConnection {
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
   private readyPromise?: Promise<void>;
+  private sharedInit?: Shared<unknown>;
+  private sharedTools?: Shared<ToolCatalog>;
 
   constructor(
     private readonly ws: WebSocket<DeviceSocketData>,
@@ -107,9 +119,11 @@ export class DeviceConnection {
         capabilities: {},
         clientInfo: { name: 'phonebridge-relay', version: '0.1.0' },
       });
-      this.initResult = result;
+      this.sharedInit = initResults.acquire(JSON.stringify(result), () => result);
+      this.initResult = this.sharedInit.value;
+      if (this.closed) this.sharedInit.release();
       this.notify('notifications/initialized');
-      this.events.initialized(this.deviceId, result);
+      this.events.initialized(this.deviceId, this.initResult);
       await this.loadTools();
     })();
     return this.readyPromise;
@@ -140,7 +154,7 @@ export class DeviceConnection {
   private async loadTools(): Promise<void> {
     const caps = (this.initResult as { capabilities?: { tools?: unknown } } | undefined)?.capabilities;
     if (!caps?.tools) {
-      this.tools = undefined;
+      this.setTools(undefined);
       return;
     }
     const all: ToolLike[] = [];
@@ -151,7 +165,13 @@ export class DeviceConnection {
       cursor = typeof r.nextCursor === 'string' ? r.nextCursor : undefined;
       if (!cursor) break;
     }
-    this.tools = new ToolCatalog(all);
+    this.setTools(catalogs.acquire(JSON.stringify(all), () => new ToolCatalog(all)));
+  }
+
+  private setTools(next: Shared<ToolCatalog> | undefined): void {
+    this.sharedTools?.release();
+    this.sharedTools = this.closed ? (next?.release(), undefined) : next;
+    this.tools = this.sharedTools?.value;
   }
 
   /**
@@ -332,6 +352,8 @@ export class DeviceConnection {
   teardown(reason: TeardownReason): void {
     if (this.closed) return;
     this.closed = true;
+    this.sharedInit?.release();
+    this.sharedTools?.release();
     for (const [id, p] of this.pending) {
       clearTimeout(p.timer);
       this.pending.delete(id);
