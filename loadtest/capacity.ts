@@ -79,8 +79,21 @@ async function run(ctx: ScenarioContext): Promise<void> {
   await new Promise((r) => setTimeout(r, 2000));
   const idle = await node.stats();
   samples.push({ phones: idle.devices, stats: idle });
-  const rssPer = (idle.rss - base.rss) / Math.max(1, idle.devices);
-  const heapPer = (idle.heapUsed - base.heapUsed) / Math.max(1, idle.devices);
+  // RSS from the empty node understates: pages the startup freed are reused first. The
+  // marginal cost (from the sample nearest half the phones to the end) is the honest figure.
+  const half = samples.reduce(
+    (b, s) => (Math.abs(s.phones - idle.devices / 2) < Math.abs(b.phones - idle.devices / 2) ? s : b),
+    {
+      phones: 0,
+      stats: base,
+    },
+  );
+  const span = Math.max(1, idle.devices - half.phones);
+  const rssPer = Math.max((idle.rss - half.stats.rss) / span, 0);
+  const heapPer = (idle.heapUsed - half.stats.heapUsed) / span;
+  ctx.figures.relay_rss_per_phone_from_empty_kib = (idle.rss - base.rss) / Math.max(1, idle.devices) / KIB;
+  ctx.figures.relay_heap_per_phone_from_empty_kib = (idle.heapUsed - base.heapUsed) / Math.max(1, idle.devices) / KIB;
+  ctx.figures.marginal_from_phones = half.phones;
   const extPer = (idle.external - base.external) / Math.max(1, idle.devices);
   m.gauge('relay_rss_per_phone_kib').set(rssPer / KIB);
   m.gauge('relay_heap_per_phone_kib').set(heapPer / KIB);
@@ -108,7 +121,7 @@ async function run(ctx: ScenarioContext): Promise<void> {
     met: idle.devices >= 50_000,
   });
   ctx.target({
-    name: 'relay RSS per idle phone (after GC)',
+    name: 'relay RSS per idle phone (after GC, marginal)',
     goal: '≤ 8 KiB',
     actual: rssPer / KIB,
     unit: 'KiB',
