@@ -83,9 +83,11 @@ export interface CallContext {
 
 export interface LightPhoneOptions {
   deviceId: string;
-  /** The relay (node) this phone connects to; `relayHost` is what it signs (decision 14). */
-  relayUrl: string;
-  relayHost: string;
+  /**
+   * The relay (node) this phone connects to and the host it signs (decision 14); an object
+   * shared by many phones, so a scenario can re-point them all at once.
+   */
+  endpoint: { url: string; host: string };
   key: KeyObject;
   surface: Surface;
   localAddress?: string;
@@ -96,6 +98,12 @@ export interface LightPhoneOptions {
   onClose?(phone: LightPhone, code: number): void;
   /** Timeout of the challenge and the upgrade. Default 20 s. */
   timeoutMs?: number;
+  /**
+   * When the relay drops the socket (not when we close it): the delay before attempt n
+   * (1, 2, …) to reconnect; undefined: stay down. Attempts stop after 500 or on `stop`.
+   */
+  reconnectDelayMs?(attempt: number): number;
+  onReconnected?(phone: LightPhone, at: number): void;
 }
 
 export class ConnectError extends Error {
@@ -143,6 +151,8 @@ export class LightPhone {
   connects = 0;
   readonly closes: number[] = [];
   private readonly initFrames: { init: string; tools: string };
+  private retiring = false;
+  private retryTimer?: NodeJS.Timeout;
 
   constructor(readonly opts: LightPhoneOptions) {
     // The JSON of the two fixed answers, with the id spliced in per request.
@@ -162,7 +172,7 @@ export class LightPhone {
     const o = this.opts;
     const timeoutMs = o.timeoutMs ?? 20_000;
     const c = await post(
-      `${o.relayUrl}/device/challenge`,
+      `${o.endpoint.url}/device/challenge`,
       JSON.stringify({ device_id: o.deviceId }),
       o.agent,
       o.localAddress,
@@ -171,9 +181,9 @@ export class LightPhone {
     if (c.status !== 200) throw new ConnectError(`challenge: ${c.status} ${c.text.slice(0, 120)}`, c.status);
     const nonce = (JSON.parse(c.text) as { nonce: string }).nonce;
     const ts = String(Math.floor(Date.now() / 1000));
-    const sig = signDevicePayload(o.key, signedPayload(decodeNonce(nonce)!, o.relayHost, ts));
+    const sig = signDevicePayload(o.key, signedPayload(decodeNonce(nonce)!, o.endpoint.host, ts));
     await new Promise<void>((resolve, reject) => {
-      const ws = new WebSocket(`${o.relayUrl.replace(/^http/, 'ws')}/device/ws`, {
+      const ws = new WebSocket(`${o.endpoint.url.replace(/^http/, 'ws')}/device/ws`, {
         headers: {
           'X-Device-Id': o.deviceId,
           'X-Device-Nonce': nonce,
@@ -200,10 +210,12 @@ export class LightPhone {
       });
       ws.on('error', (err) => settle(err));
       ws.on('close', (code) => {
+        const wasReady = this.ready;
         this.ready = false;
         this.closes.push(code);
         settle(new ConnectError(`closed before ready: ${code}`));
         o.onClose?.(this, code);
+        if (wasReady && !this.retiring && o.reconnectDelayMs) this.reconnect(1);
       });
       ws.on('message', (data, isBinary) => {
         if (isBinary) return;
@@ -241,6 +253,16 @@ export class LightPhone {
     });
   }
 
+  private reconnect(attempt: number): void {
+    if (this.retiring || attempt > 500) return;
+    this.retryTimer = setTimeout(() => {
+      this.connect().then(
+        () => this.opts.onReconnected?.(this, performance.now()),
+        () => this.reconnect(attempt + 1),
+      );
+    }, this.opts.reconnectDelayMs!(attempt));
+  }
+
   send(frame: string): boolean {
     if (!this.open) return false;
     this.ws!.send(frame);
@@ -249,6 +271,8 @@ export class LightPhone {
 
   /** Closes for good (1000) and waits until the socket is gone. */
   async close(): Promise<void> {
+    this.retiring = true;
+    clearTimeout(this.retryTimer);
     const ws = this.ws;
     if (!ws || ws.readyState === WebSocket.CLOSED) return;
     await new Promise<void>((resolve) => {

@@ -8,6 +8,8 @@ import { keepAliveAgents, LightPhone, loopbackAddresses, type LightPhoneOptions,
 
 export interface Population {
   phones: LightPhone[];
+  /** Where every phone of this population connects; change it to re-point them all. */
+  endpoint: { url: string; host: string };
   key: KeyObject;
   connected(): number;
   closeAll(): Promise<void>;
@@ -34,6 +36,8 @@ export async function connectPhones(opts: {
   onCall?: LightPhoneOptions['onCall'];
   onCancelled?: LightPhoneOptions['onCancelled'];
   onClose?: LightPhoneOptions['onClose'];
+  reconnectDelayMs?: LightPhoneOptions['reconnectDelayMs'];
+  onReconnected?: LightPhoneOptions['onReconnected'];
   /** Stop connecting after this (performance.now()); the phones so far are kept. */
   until?: number;
   onProgress?(connected: number): void;
@@ -43,13 +47,12 @@ export async function connectPhones(opts: {
   const ids = await opts.relay.devices(opts.count, pair.publicKeySpkiBase64);
   const addresses = loopbackAddresses(opts.addresses ?? Math.ceil(opts.count / 10_000));
   const agents = keepAliveAgents(addresses);
-  const relayHost = new URL(opts.relay.url).host;
+  const endpoint = { url: opts.relay.url, host: new URL(opts.relay.url).host };
   const phones = ids.map((deviceId, i) => {
     const localAddress = addresses[i % addresses.length];
     return new LightPhone({
       deviceId,
-      relayUrl: opts.relay.url,
-      relayHost,
+      endpoint,
       key,
       surface: typeof opts.surface === 'function' ? opts.surface(i) : opts.surface,
       localAddress,
@@ -57,6 +60,8 @@ export async function connectPhones(opts: {
       onCall: opts.onCall,
       onCancelled: opts.onCancelled,
       onClose: opts.onClose,
+      reconnectDelayMs: opts.reconnectDelayMs,
+      onReconnected: opts.onReconnected,
     });
   });
   let up = 0;
@@ -74,9 +79,11 @@ export async function connectPhones(opts: {
       }
     }
   });
+  // Idle keep-alive sockets would hold descriptors; the agents open new ones when asked again.
   for (const a of agents.values()) a.destroy();
   return {
     phones,
+    endpoint,
     key,
     connected: () => phones.reduce((n, p) => n + (p.ready && p.open ? 1 : 0), 0),
     closeAll: () => pool(phones.length, 500, (i) => phones[i].close()),

@@ -56,8 +56,13 @@ export async function chooseStore(embedded = false): Promise<StoreChoice> {
 export interface Relays {
   nodes: RelayChild[];
   store: StoreChoice;
-  /** Flags of node i, to start it again (same port) after a kill. */
+  /** Flags of node i. */
   flagsOf(i: number): string[];
+  /**
+   * Starts node i again (same store and bus) on a new port: the old one stays in TIME_WAIT
+   * after a kill with phones on it, and uWS does not listen over that. Callers re-point
+   * their phones, as a load balancer in front of the node would.
+   */
   restart(i: number): Promise<RelayChild>;
   dispose(): Promise<void>;
 }
@@ -76,8 +81,6 @@ export async function startRelays(
     for (let i = 0; i < count; i++) {
       const f = ['--port', '0', '--node-id', `load-${i}`, ...store.flags, ...bus, ...(opts.flags ?? [])];
       const node = await start(f);
-      // A restart must come back on the same port: phones and clients know only that.
-      f[1] = String(node.port);
       flags.push(f);
       nodes.push(node);
     }
