@@ -135,6 +135,23 @@ export class McpSession {
     return postMcp(this.mcpUrl, body, this.headers(), this.agent, opts);
   }
 
+  /** DELETE /mcp: the client ends its session. Resolves with the status. */
+  end(): Promise<number> {
+    return new Promise((resolve, reject) => {
+      const req = request(
+        this.mcpUrl,
+        { method: 'DELETE', agent: this.agent, headers: this.headers(), timeout: 30_000 },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode ?? 0));
+        },
+      );
+      req.on('timeout', () => req.destroy(new Error('DELETE timed out')));
+      req.on('error', reject);
+      req.end();
+    });
+  }
+
   cancel(requestId: number, reason = 'load test cancels'): Promise<Answer> {
     return postMcp(
       this.mcpUrl,
