@@ -8,7 +8,7 @@ import { openFileLimit } from './lib/limits.ts';
 import { clientAgent, McpSession } from './lib/mcp-client.ts';
 import { connectPhones, pool } from './lib/phones.ts';
 import { referenceSurface } from './lib/light-phone.ts';
-import { startRelays } from './lib/relay.ts';
+import { requireLocal, startRelays } from './lib/relay.ts';
 import type { Scenario, ScenarioContext } from './lib/scenario.ts';
 import { lineChart } from './lib/svg.ts';
 
@@ -17,6 +17,7 @@ const KIB = 1024;
 const FD_RESERVE = 400;
 
 async function run(ctx: ScenarioContext): Promise<void> {
+  requireLocal(ctx.opts.target, 'capacity', "it reads the relay process's own memory");
   const m = ctx.metrics;
   const wanted = ctx.opts.phones ?? 50_000;
   const fdLimit = openFileLimit();

@@ -11,7 +11,7 @@ import { clientAgent, McpSession } from './lib/mcp-client.ts';
 import { answerFrame, answerIntact, payloadText, sha256 } from './lib/payload.ts';
 import { connectPhones } from './lib/phones.ts';
 import { loadSurface, type CallContext } from './lib/light-phone.ts';
-import { startRelays } from './lib/relay.ts';
+import { oneNode } from './lib/relay.ts';
 import type { Scenario, ScenarioContext } from './lib/scenario.ts';
 
 const SIZES = [4 * 1024, 64 * 1024, MAX_FRAME_BYTES];
@@ -94,10 +94,8 @@ async function run(ctx: ScenarioContext): Promise<void> {
   const refused = m.rate('oversize_refused');
   const phoneCount = Math.max(3, ctx.opts.phones ?? 6);
 
-  const relays = await startRelays({ nodes: 1 });
-  ctx.defer(() => relays.dispose());
-  const node = relays.nodes[0];
-  ctx.figures.store = relays.store.kind;
+  const { node, store } = await oneNode(ctx.opts.target, ctx.defer);
+  ctx.figures.store = store;
   const fleet = await connectPhones({ relay: node, count: phoneCount, surface: loadSurface(), onCall });
   ctx.defer(() => fleet.closeAll());
   ctx.setPhones(() => fleet.connected());

@@ -6,7 +6,7 @@
 import { clientAgent, McpSession } from './lib/mcp-client.ts';
 import { connectPhones } from './lib/phones.ts';
 import { loadSurface, type CallContext } from './lib/light-phone.ts';
-import { startRelays } from './lib/relay.ts';
+import { requireLocal, startRelays } from './lib/relay.ts';
 import type { RelayStats } from './fleet-relay.ts';
 import type { Scenario, ScenarioContext } from './lib/scenario.ts';
 import { lineChart } from './lib/svg.ts';
@@ -29,6 +29,7 @@ export function fitLine(points: Array<[number, number]>): { slope: number; inter
 }
 
 async function run(ctx: ScenarioContext): Promise<void> {
+  requireLocal(ctx.opts.target, 'soak', "it samples the relay process's own memory and handles");
   const m = ctx.metrics;
   const soakS = ctx.opts.durationS ?? 600 * ctx.opts.timeScale;
   const calls = m.counter('calls');

@@ -10,7 +10,7 @@ import { generateKeyPairSync, sign, verify } from 'node:crypto';
 import { BACKOFF_DEFAULTS } from '../src/device/agent/backoff.ts';
 import { connectPhones } from './lib/phones.ts';
 import { referenceSurface } from './lib/light-phone.ts';
-import { startRelays } from './lib/relay.ts';
+import { requireLocal, startRelays } from './lib/relay.ts';
 import type { Scenario, ScenarioContext } from './lib/scenario.ts';
 import { lineChart } from './lib/svg.ts';
 
@@ -41,6 +41,7 @@ const POLICIES: Policy[] = [
 ];
 
 async function run(ctx: ScenarioContext): Promise<void> {
+  requireLocal(ctx.opts.target, 'storm', 'it kills and restarts the node');
   const m = ctx.metrics;
   const count = ctx.opts.phones ?? 2000;
   const surface = await referenceSurface();

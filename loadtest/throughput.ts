@@ -6,7 +6,7 @@ import { barChart, lineChart } from './lib/svg.ts';
 import { clientAgent, McpSession } from './lib/mcp-client.ts';
 import { connectPhones, pool, type Population } from './lib/phones.ts';
 import { loadSurface } from './lib/light-phone.ts';
-import { startRelays } from './lib/relay.ts';
+import { startRelays, targetNode, type TargetNode } from './lib/relay.ts';
 import type { Scenario, ScenarioContext } from './lib/scenario.ts';
 import type { Trend } from './lib/metrics.ts';
 
@@ -35,24 +35,27 @@ async function run(ctx: ScenarioContext): Promise<void> {
   ctx.setPhones(() => up);
   let first = true;
 
-  for (const nodes of [1, 3]) {
+  // --target: one pass against what is there (phones and clients through the same URL).
+  for (const nodes of ctx.opts.target ? [1] : [1, 3]) {
     ctx.setNote(`${nodes} node(s): setup`);
-    const relays = await startRelays({ nodes });
-    ctx.figures.store = relays.store.kind;
+    const t = ctx.opts.target ? await targetNode(ctx.opts.target) : undefined;
+    const relays = t ? undefined : await startRelays({ nodes });
+    const list: TargetNode[] = t ? [t.node] : relays!.nodes;
+    ctx.figures.store = relays?.store.kind ?? 'target';
     const fleets: Population[] = [];
     const agent = clientAgent(256);
     try {
       for (let n = 0; n < nodes; n++) {
         const share = Math.ceil(phoneCount / nodes);
-        fleets.push(await connectPhones({ relay: relays.nodes[n], count: share, surface: loadSurface() }));
+        fleets.push(await connectPhones({ relay: list[n], count: share, surface: loadSurface() }));
       }
       up = fleets.reduce((a, f) => a + f.connected(), 0);
       // Each phone gets a session on the *next* node: with three nodes every call crosses the bus.
       const sessions: McpSession[] = [];
       const phones = fleets.flatMap((f, n) => f.phones.map((p) => ({ p, n })));
-      const keys = await relays.nodes[0].keys(phones.map((x) => x.p.deviceId));
+      const keys = await list[0].keys(phones.map((x) => x.p.deviceId));
       await pool(phones.length, 16, async (i) => {
-        const node = relays.nodes[(phones[i].n + 1) % nodes];
+        const node = list[(phones[i].n + 1) % nodes];
         sessions[i] = await new McpSession(node.url, keys[i].token, agent).initialize();
       });
       if (first) ctx.beginLoad();
@@ -123,7 +126,8 @@ async function run(ctx: ScenarioContext): Promise<void> {
     } finally {
       await Promise.all(fleets.map((f) => f.closeAll()));
       agent.destroy();
-      await relays.dispose();
+      await relays?.dispose();
+      await t?.close();
     }
   }
   ctx.figures.phases = phases;

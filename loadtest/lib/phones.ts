@@ -27,7 +27,7 @@ export async function pool(count: number, limit: number, fn: (i: number) => Prom
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export async function connectPhones(opts: {
-  relay: RelayChild;
+  relay: Pick<RelayChild, 'url' | 'devices'>;
   count: number;
   surface: Surface | ((i: number) => Surface);
   /** Source addresses to spread over (127.0.0.2 …): ~28k ephemeral ports each. */

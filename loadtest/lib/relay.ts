@@ -119,3 +119,72 @@ export async function startRelays(
     },
   };
 }
+
+/** What a scenario may ask of a relay it did not start (--target): phones and keys, no more. */
+export type TargetNode = Pick<RelayChild, 'url' | 'mcpUrl' | 'devices' | 'keys'>;
+
+/**
+ * A running relay or cluster front (--target URL). Phones and keys are created in its store,
+ * as `phonebridge pair` and `keys create` do, so the store must be reachable from here:
+ * PHONEBRIDGE_DATABASE_URL (or PHONEBRIDGE_DATA_DIR) as for the relay's own CLI.
+ */
+export async function targetNode(url: string): Promise<{ node: TargetNode; close(): Promise<void> }> {
+  const databaseUrl = process.env.PHONEBRIDGE_DATABASE_URL;
+  const dataDir = process.env.PHONEBRIDGE_DATA_DIR;
+  if (!databaseUrl && !dataDir)
+    throw new Error(
+      "--target needs the target's store to register phones and mint keys: set PHONEBRIDGE_DATABASE_URL (or PHONEBRIDGE_DATA_DIR)",
+    );
+  const { openStore } = await import('../../src/store/index.ts');
+  const { createKey, createPairing } = await import('../../services/cli.ts');
+  const { hashPairingCode, newId } = await import('../../src/crypto/secrets.ts');
+  const opened = await openStore({ databaseUrl, dataDir: dataDir ?? '', role: 'cli', poolMax: 4 });
+  const store = opened.store;
+  const node: TargetNode = {
+    url,
+    mcpUrl: `${url}/mcp`,
+    async devices(count, publicKey) {
+      const ids: string[] = [];
+      for (let i = 0; i < count; i++) {
+        const qr = await createPairing(store, { relay: url, name: null });
+        const r = await store.redeemPairingCode({
+          codeHash: hashPairingCode(qr.code),
+          deviceId: newId('dev'),
+          publicKey,
+          name: `load-${i}`,
+          now: new Date(),
+        });
+        if (!r.ok) throw new Error(`registering device ${i} on the target: ${r.error}`);
+        ids.push(r.device.id);
+      }
+      return ids;
+    },
+    async keys(deviceIds, scopes) {
+      const out = [];
+      for (const id of deviceIds) out.push(await createKey(store, id, scopes));
+      return out.map((k) => ({ id: k.id, token: k.token }));
+    },
+  };
+  return { node, close: () => opened.close() };
+}
+
+/** For scenarios that kill nodes or read a relay's own memory: --target cannot do that. */
+export function requireLocal(target: string | undefined, scenario: string, why: string): void {
+  if (target) throw new Error(`${scenario} cannot run against --target: ${why}`);
+}
+
+/** One node to load: --target's, or a local relay started (and disposed at the end) for the scenario. */
+export async function oneNode(
+  target: string | undefined,
+  defer: (fn: () => Promise<unknown>) => void,
+  flags: string[] = [],
+): Promise<{ node: TargetNode; store: string }> {
+  if (target) {
+    const t = await targetNode(target);
+    defer(() => t.close());
+    return { node: t.node, store: 'target' };
+  }
+  const relays = await startRelays({ flags });
+  defer(() => relays.dispose());
+  return { node: relays.nodes[0], store: relays.store.kind };
+}
