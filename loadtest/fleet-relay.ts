@@ -35,6 +35,8 @@ export interface RelayStats {
   sseStreams: number;
   /** libuv handles and requests by kind (Timeout, TCPSocketWrap, …). */
   handles: Record<string, number>;
+  /** CPU time the relay process has used (user + system), ms: what it cost, whatever shared the cores. */
+  cpuMs: number;
 }
 
 export interface RelayConnectionInfo {
@@ -196,6 +198,7 @@ async function childMain(argv: string[]): Promise<void> {
           return answer(ids);
         }
         case 'stats': {
+          const cpu = process.cpuUsage(); // before the GCs below, which are ours, not the relay's
           const gc = (globalThis as { gc?: () => void }).gc;
           gc?.();
           gc?.();
@@ -215,6 +218,7 @@ async function childMain(argv: string[]): Promise<void> {
             pending: conns.reduce((n, c) => n + c.inFlight, 0) + relay.node.ctx.router.inFlight,
             sseStreams: (await metrics.sseStreams.get()).values[0]?.value ?? 0,
             handles,
+            cpuMs: (cpu.user + cpu.system) / 1000,
           };
           return answer(stats);
         }
