@@ -27,6 +27,7 @@ async function run(ctx: ScenarioContext): Promise<void> {
   const calls = m.counter('calls');
   const errors = m.counter('errors');
   const all = m.trend('call_duration');
+  const droppedCounter = m.counter('open_loop_dropped');
   const phases: Phase[] = [];
   const trends: Array<[string, Trend]> = [];
   const phoneCount = ctx.opts.phones ?? 30;
@@ -95,8 +96,8 @@ async function run(ctx: ScenarioContext): Promise<void> {
       record(`${nodes} node(s), closed loop`, closed, closedS, errors.count - e0);
       const closedRate = closed.count / closedS;
 
-      // Open loop at 70 % of what the closed loop reached.
-      const rate = Math.max(10, Math.round(closedRate * 0.7));
+      // Open loop at half of what the closed loop reached (the cores are shared, so that varies).
+      const rate = Math.max(10, Math.round(closedRate * 0.5));
       const open = m.trend(`call_duration_${nodes}n_open`);
       ctx.setNote(`${nodes} node(s): open loop at ${rate}/s`);
       ctx.figures[`open_loop_rate_${nodes}n`] = rate;
@@ -112,8 +113,9 @@ async function run(ctx: ScenarioContext): Promise<void> {
         const wait = due - performance.now();
         if (wait > 1) await sleep(wait);
         if (inFlight >= MAX_IN_FLIGHT) {
+          // The system is not keeping up: the generator stops queueing (counted, not an error of the relay's).
           dropped++;
-          errors.add();
+          droppedCounter.add();
           continue;
         }
         inFlight++;
