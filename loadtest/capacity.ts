@@ -80,8 +80,8 @@ async function run(ctx: ScenarioContext): Promise<void> {
   await new Promise((r) => setTimeout(r, 2000));
   const idle = await node.stats();
   samples.push({ phones: idle.devices, stats: idle });
-  // RSS from the empty node understates: pages the startup freed are reused first. The
-  // marginal cost (from the sample nearest half the phones to the end) is the honest figure.
+  // RSS from the empty node can understate (pages the startup freed are reused first), so the
+  // marginal cost (from the sample nearest half the phones to the end) is computed too.
   const half = samples.reduce(
     (b, s) => (Math.abs(s.phones - idle.devices / 2) < Math.abs(b.phones - idle.devices / 2) ? s : b),
     {
@@ -90,10 +90,16 @@ async function run(ctx: ScenarioContext): Promise<void> {
     },
   );
   const span = Math.max(1, idle.devices - half.phones);
-  const rssPer = Math.max((idle.rss - half.stats.rss) / span, 0);
-  const heapPer = (idle.heapUsed - half.stats.heapUsed) / span;
-  ctx.figures.relay_rss_per_phone_from_empty_kib = (idle.rss - base.rss) / Math.max(1, idle.devices) / KIB;
-  ctx.figures.relay_heap_per_phone_from_empty_kib = (idle.heapUsed - base.heapUsed) / Math.max(1, idle.devices) / KIB;
+  // But RSS keeps the high-water mark of the connect burst, which can flatten the marginal
+  // figure instead: the larger of the two is reported.
+  const fromEmpty = {
+    rss: (idle.rss - base.rss) / Math.max(1, idle.devices),
+    heap: (idle.heapUsed - base.heapUsed) / Math.max(1, idle.devices),
+  };
+  const rssPer = Math.max((idle.rss - half.stats.rss) / span, fromEmpty.rss, 0);
+  const heapPer = Math.max((idle.heapUsed - half.stats.heapUsed) / span, fromEmpty.heap);
+  ctx.figures.relay_rss_per_phone_from_empty_kib = fromEmpty.rss / KIB;
+  ctx.figures.relay_heap_per_phone_from_empty_kib = fromEmpty.heap / KIB;
   ctx.figures.marginal_from_phones = half.phones;
   const extPer = (idle.external - base.external) / Math.max(1, idle.devices);
   m.gauge('relay_rss_per_phone_kib').set(rssPer / KIB);
@@ -122,7 +128,7 @@ async function run(ctx: ScenarioContext): Promise<void> {
     met: idle.devices >= 50_000,
   });
   ctx.target({
-    name: 'relay RSS per idle phone (after GC, marginal)',
+    name: 'relay RSS per idle phone (after GC)',
     goal: '≤ 8 KiB',
     actual: rssPer / KIB,
     unit: 'KiB',
