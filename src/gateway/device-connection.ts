@@ -14,12 +14,20 @@ import { metrics } from '../metrics.ts';
 import { InternTable, type Shared } from './shared-surface.ts';
 
 /** Per node: what phones of one fleet share (decision 0060). */
-const initResults = new InternTable<unknown>();
+const initResults = new InternTable<Record<string, unknown>>();
+const toolPages = new InternTable<{ tools: ToolLike[]; nextCursor?: string }>();
 const catalogs = new InternTable<ToolCatalog>();
 
+/** The result of the relay's own request, or why the phone refused it. */
+function resultOf(method: string, frame: Buffer): Record<string, unknown> {
+  const parsed = JSON.parse(frame.toString('utf8')) as { result?: Record<string, unknown>; error?: JsonRpcErrorObject };
+  if (!parsed.result) throw new Error(`phone refused ${method}: ${parsed.error?.message ?? 'no result'}`);
+  return parsed.result;
+}
+
 /** Distinct initialize results and catalogs this node holds (tests, load reports). */
-export function sharedSurfaceSizes(): { initResults: number; catalogs: number } {
-  return { initResults: initResults.size, catalogs: catalogs.size };
+export function sharedSurfaceSizes(): { initResults: number; toolPages: number; catalogs: number } {
+  return { initResults: initResults.size, toolPages: toolPages.size, catalogs: catalogs.size };
 }
 
 export const MAX_FRAME_BYTES = 256 * 1024;
@@ -91,8 +99,8 @@ export class DeviceConnection {
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
   private readyPromise?: Promise<void>;
-  private sharedInit?: Shared<unknown>;
-  private sharedTools?: Shared<ToolCatalog>;
+  private sharedInit?: Shared<Record<string, unknown>>;
+  private sharedTools?: { pages: Shared<unknown>[]; catalog: Shared<ToolCatalog> };
 
   constructor(
     private readonly ws: WebSocket<DeviceSocketData>,
@@ -114,12 +122,12 @@ export class DeviceConnection {
   /** initialize + notifications/initialized, then the tool catalog: once per socket. */
   ready(): Promise<void> {
     this.readyPromise ??= (async () => {
-      const result = await this.call('initialize', {
+      const frame = await this.callFrame('initialize', {
         protocolVersion: LATEST_SESSION_REVISION,
         capabilities: {},
         clientInfo: { name: 'phonebridge-relay', version: '0.1.0' },
       });
-      this.sharedInit = initResults.acquire(JSON.stringify(result), () => result);
+      this.sharedInit = initResults.acquire(frame, () => resultOf('initialize', frame));
       this.initResult = this.sharedInit.value;
       if (this.closed) this.sharedInit.release();
       this.notify('notifications/initialized');
@@ -129,23 +137,13 @@ export class DeviceConnection {
     return this.readyPromise;
   }
 
-  /** A request of the relay's own to the phone; resolves with its result. */
-  private call(method: string, params?: Record<string, unknown>): Promise<Record<string, unknown>> {
+  /** A request of the relay's own to the phone; resolves with the answer frame (id 0), unparsed. */
+  private callFrame(method: string, params?: Record<string, unknown>): Promise<Buffer> {
     return new Promise((resolve, reject) => {
       this.forward(
         { method, params },
         0,
-        {
-          respond: (frame) => {
-            const parsed = JSON.parse(frame.toString('utf8')) as {
-              result?: Record<string, unknown>;
-              error?: JsonRpcErrorObject;
-            };
-            if (parsed.result) resolve(parsed.result);
-            else reject(new Error(`phone refused ${method}: ${parsed.error?.message ?? 'no result'}`));
-          },
-          fail: (e) => reject(new Error(`${method}: ${e.message}`)),
-        },
+        { respond: resolve, fail: (e) => reject(new Error(`${method}: ${e.message}`)) },
         this.internalTimeoutMs,
       );
     });
@@ -157,21 +155,38 @@ export class DeviceConnection {
       this.setTools(undefined);
       return;
     }
-    const all: ToolLike[] = [];
-    let cursor: string | undefined;
-    for (let page = 0; page < 100; page++) {
-      const r = await this.call('tools/list', cursor ? { cursor } : undefined);
-      all.push(...((r.tools as ToolLike[] | undefined) ?? []));
-      cursor = typeof r.nextCursor === 'string' ? r.nextCursor : undefined;
-      if (!cursor) break;
+    const pages: Shared<{ tools: ToolLike[]; nextCursor?: string }>[] = [];
+    try {
+      let cursor: string | undefined;
+      for (let page = 0; page < 100; page++) {
+        const frame = await this.callFrame('tools/list', cursor ? { cursor } : undefined);
+        const p = toolPages.acquire(frame, () => {
+          const r = resultOf('tools/list', frame);
+          return { tools: (r.tools as ToolLike[] | undefined) ?? [], nextCursor: r.nextCursor as string | undefined };
+        });
+        pages.push(p);
+        cursor = typeof p.value.nextCursor === 'string' ? p.value.nextCursor : undefined;
+        if (!cursor) break;
+      }
+    } catch (err) {
+      for (const p of pages) p.release();
+      throw err;
     }
-    this.setTools(catalogs.acquire(JSON.stringify(all), () => new ToolCatalog(all)));
+    const catalog = catalogs.acquire(
+      pages.map((p) => p.key).join(' '),
+      () => new ToolCatalog(pages.flatMap((p) => p.value.tools)),
+    );
+    this.setTools({ pages, catalog });
   }
 
-  private setTools(next: Shared<ToolCatalog> | undefined): void {
-    this.sharedTools?.release();
-    this.sharedTools = this.closed ? (next?.release(), undefined) : next;
-    this.tools = this.sharedTools?.value;
+  private setTools(next: { pages: Shared<unknown>[]; catalog: Shared<ToolCatalog> } | undefined): void {
+    const release = (t: typeof next) => {
+      t?.catalog.release();
+      t?.pages.forEach((p) => p.release());
+    };
+    release(this.sharedTools);
+    this.sharedTools = this.closed ? (release(next), undefined) : next;
+    this.tools = this.sharedTools?.catalog.value;
   }
 
   /**
@@ -353,7 +368,7 @@ export class DeviceConnection {
     if (this.closed) return;
     this.closed = true;
     this.sharedInit?.release();
-    this.sharedTools?.release();
+    this.setTools(undefined);
     for (const [id, p] of this.pending) {
       clearTimeout(p.timer);
       this.pending.delete(id);

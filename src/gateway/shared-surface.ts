@@ -1,7 +1,8 @@
 // Phones of one fleet serve the same surface: identical initialize results and tool catalogs
 // are kept once per node, by content hash and reference count, not once per socket (a
-// 15-tool catalog is ~38 KB of JSON and several times that as objects). Shared values are
-// frozen: no connection can change what another one sees.
+// 15-tool catalog is ~35 KB of JSON and several times that as objects). The hash is over the
+// phone's answer as received, so a phone like the others is not even parsed. Shared values
+// are frozen: no connection can change what another one sees.
 import { createHash } from 'node:crypto';
 
 function deepFreeze<T>(v: T): T {
@@ -14,6 +15,8 @@ function deepFreeze<T>(v: T): T {
 
 export interface Shared<T> {
   value: T;
+  /** The content hash it is filed under. */
+  key: string;
   /** Give it back exactly once, when the connection lets go of it. */
   release(): void;
 }
@@ -21,15 +24,20 @@ export interface Shared<T> {
 export class InternTable<T> {
   private readonly entries = new Map<string, { value: T; refs: number }>();
 
-  /** The shared value for this JSON content; `make` builds it (from the same content) the first time. */
-  acquire(json: string, make: () => T): Shared<T> {
-    const key = createHash('sha256').update(json).digest('base64');
+  /**
+   * The shared value for this content (a phone's raw answer frame, or any string that
+   * determines the value); `make` builds it from the same content the first time. Hashing the
+   * bytes as received means a hit costs no JSON parse at all.
+   */
+  acquire(content: string | Buffer, make: () => T): Shared<T> {
+    const key = createHash('sha256').update(content).digest('base64');
     let e = this.entries.get(key);
     if (!e) this.entries.set(key, (e = { value: deepFreeze(make()), refs: 0 }));
     e.refs++;
     let released = false;
     return {
       value: e.value,
+      key,
       release: () => {
         if (released) return;
         released = true;

@@ -22,7 +22,11 @@ afterAll(async () => {
 });
 
 /** A raw phone that answers initialize and tools/list with the given surface. */
-async function phoneWith(serverName: string, tools: unknown[]): Promise<{ deviceId: string; socket: OpenSocket }> {
+async function phoneWith(
+  serverName: string,
+  tools: unknown[],
+  pages: unknown[][] = [tools],
+): Promise<{ deviceId: string; socket: OpenSocket }> {
   const p = await pairRaw(relay.url, (await relay.pair()).code);
   const socket = await openSocket(relay.url, signedHeaders(p, await challenge(relay.url, p.deviceId)));
   const init = await socket.nextFrame((f) => f.method === 'initialize');
@@ -37,8 +41,11 @@ async function phoneWith(serverName: string, tools: unknown[]): Promise<{ device
       },
     }),
   );
-  const list = await socket.nextFrame((f) => f.method === 'tools/list');
-  socket.ws.send(JSON.stringify({ jsonrpc: '2.0', id: list.id, result: { tools } }));
+  for (const [i, page] of pages.entries()) {
+    const list = await socket.nextFrame((f) => f.method === 'tools/list' && (i === 0 || f.params?.cursor === `p${i}`));
+    const more = i + 1 < pages.length ? { nextCursor: `p${i + 1}` } : {};
+    socket.ws.send(JSON.stringify({ jsonrpc: '2.0', id: list.id, result: { tools: page, ...more } }));
+  }
   await waitFor(() => !!relay.relay.node.ctx.hub.device(p.deviceId)?.tools, 5000, 'catalog loaded');
   return { deviceId: p.deviceId, socket };
 }
@@ -59,6 +66,7 @@ describe('shared phone surfaces', () => {
     expect(Object.isFrozen(ca.tools!.tools[0])).toBe(true);
     expect(sharedSurfaceSizes()).toEqual({
       initResults: before.initResults + 2,
+      toolPages: before.toolPages + 2,
       catalogs: before.catalogs + 2,
     });
 
@@ -70,6 +78,26 @@ describe('shared phone surfaces', () => {
     c.socket.ws.close();
     await Promise.all([b.socket.closed, c.socket.closed]);
     await waitFor(() => !hub.device(b.deviceId) && !hub.device(c.deviceId), 5000, 'all detached');
+    expect(sharedSurfaceSizes()).toEqual(before);
+  });
+
+  it('shares a catalog of several pages too, page by page', async () => {
+    const before = sharedSurfaceSizes();
+    const pages = [[tool('tap')], [tool('swipe'), tool('type')]];
+    const a = await phoneWith('paged', [], pages);
+    const b = await phoneWith('paged', [], pages);
+    const hub = relay.relay.node.ctx.hub;
+    const [ca, cb] = [a, b].map((p) => hub.device(p.deviceId)!);
+    expect(ca.tools!.tools.map((t) => t.name)).toEqual(['tap', 'swipe', 'type']);
+    expect(cb.tools).toBe(ca.tools);
+    expect(sharedSurfaceSizes()).toEqual({
+      initResults: before.initResults + 1,
+      toolPages: before.toolPages + 2,
+      catalogs: before.catalogs + 1,
+    });
+    for (const p of [a, b]) p.socket.ws.close();
+    await Promise.all([a.socket.closed, b.socket.closed]);
+    await waitFor(() => !hub.device(a.deviceId) && !hub.device(b.deviceId), 5000, 'detached');
     expect(sharedSurfaceSizes()).toEqual(before);
   });
 });
