@@ -84,7 +84,8 @@ export interface CallContext {
 export interface LightPhoneOptions {
   deviceId: string;
   /**
-   * The relay (node) this phone connects to and the host it signs (decision 14); an object
+   * The relay (node) this phone connects to and the host it signs (the relay checks it against
+   * its own public host, src/gateway/device-socket.ts); an object
    * shared by many phones, so a scenario can re-point them all at once.
    */
   endpoint: { url: string; host: string };
