@@ -13,7 +13,7 @@ import type { Logger } from '../log.ts';
 import { metrics } from '../metrics.ts';
 import { InternTable, type Shared } from './shared-surface.ts';
 
-/** Per node: what phones of one fleet share (decision 0060). */
+/** Per node: what phones of one fleet share (docs/decisions/0060-shared-phone-surfaces.md). */
 const initResults = new InternTable<Record<string, unknown>>();
 const toolPages = new InternTable<{ tools: ToolLike[]; nextCursor?: string }>();
 const catalogs = new InternTable<ToolCatalog>();
