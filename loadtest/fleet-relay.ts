@@ -16,6 +16,8 @@ export type RelayRequest =
   | { op: 'pair'; count: number }
   | { op: 'keys'; deviceIds: string[]; scopes?: Scope[] }
   | { op: 'connections' }
+  | { op: 'devices'; count: number; publicKey: string }
+  | { op: 'stats' }
   | { op: 'stop' };
 
 /** What the child sends back: `ready` once, then one answer per request id. */
@@ -23,6 +25,25 @@ type ChildMessage =
   | { type: 'ready'; port: number; url: string; id?: undefined }
   | { id: number; ok: true; result: unknown }
   | { id: number; ok: false; error: string };
+
+/** The relay's own view of itself, for load tests: memory after GC, sockets, pending state. */
+export interface RelayStats {
+  rss: number;
+  heapUsed: number;
+  external: number;
+  arrayBuffers: number;
+  /** Whether the numbers above were taken after a full GC (the child runs with --expose-gc). */
+  afterGc: boolean;
+  devices: number;
+  initialized: number;
+  /** Requests waiting for a phone's answer on this node (local sockets and the router). */
+  pending: number;
+  sseStreams: number;
+  /** libuv handles and requests by kind (Timeout, TCPSocketWrap, …). */
+  handles: Record<string, number>;
+  /** CPU time the relay process has used (user + system), ms: what it cost, whatever shared the cores. */
+  cpuMs: number;
+}
 
 export interface RelayConnectionInfo {
   deviceId: string;
@@ -39,6 +60,9 @@ export interface RelayChild {
   pair(count: number): Promise<QrPayload[]>;
   keys(deviceIds: string[], scopes?: Scope[]): Promise<Array<{ id: string; token: string }>>;
   connections(): Promise<RelayConnectionInfo[]>;
+  /** Registers `count` devices with one public key straight in the store (what /pair does, without HTTP). */
+  devices(count: number, publicKey: string): Promise<string[]>;
+  stats(): Promise<RelayStats>;
   /** SIGKILL: no drain, no close frames; phones see their sockets drop (1006). */
   kill(): Promise<void>;
   /** Graceful stop (phones get 1012), then the process exits. */
@@ -108,6 +132,8 @@ export function startRelayChild(
         pair: (count) => request({ op: 'pair', count }),
         keys: (deviceIds, scopes) => request({ op: 'keys', deviceIds, scopes }),
         connections: () => request({ op: 'connections' }),
+        devices: (count, publicKey) => request({ op: 'devices', count, publicKey }, 600_000),
+        stats: () => request({ op: 'stats' }),
         async kill() {
           if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
           await exited;
@@ -159,6 +185,53 @@ async function childMain(argv: string[]): Promise<void> {
               initialized: !!c.initResult,
             })),
           );
+        case 'devices': {
+          const { hashPairingCode, newId } = await import('../src/crypto/secrets.ts');
+          const ids: string[] = new Array(m.count);
+          let next = 0;
+          const worker = async () => {
+            while (next < m.count) {
+              const i = next++;
+              const qr = await createPairing(store, { relay: config.publicUrl, name: null });
+              const r = await store.redeemPairingCode({
+                codeHash: hashPairingCode(qr.code),
+                deviceId: newId('dev'),
+                publicKey: m.publicKey,
+                name: `load-${i}`,
+                now: new Date(),
+              });
+              if (!r.ok) throw new Error(`registering device ${i}: ${r.error}`);
+              ids[i] = r.device.id;
+            }
+          };
+          await Promise.all(Array.from({ length: Math.min(8, m.count) }, worker));
+          return answer(ids);
+        }
+        case 'stats': {
+          const cpu = process.cpuUsage(); // before the GCs below, which are ours, not the relay's
+          const gc = (globalThis as { gc?: () => void }).gc;
+          gc?.();
+          gc?.();
+          const mem = process.memoryUsage();
+          const conns = [...relay.node.ctx.hub.connections()];
+          const handles: Record<string, number> = {};
+          for (const h of process.getActiveResourcesInfo()) handles[h] = (handles[h] ?? 0) + 1;
+          const { metrics } = await import('../src/metrics.ts');
+          const stats: RelayStats = {
+            rss: mem.rss,
+            heapUsed: mem.heapUsed,
+            external: mem.external,
+            arrayBuffers: mem.arrayBuffers,
+            afterGc: !!gc,
+            devices: conns.length,
+            initialized: conns.filter((c) => c.initResult !== undefined).length,
+            pending: conns.reduce((n, c) => n + c.inFlight, 0) + relay.node.ctx.router.inFlight,
+            sseStreams: (await metrics.sseStreams.get()).values[0]?.value ?? 0,
+            handles,
+            cpuMs: (cpu.user + cpu.system) / 1000,
+          };
+          return answer(stats);
+        }
         case 'stop':
           answer(true);
           await relay.node.drain();

@@ -1,35 +1,86 @@
-// `npm run loadtest [name…]`: the benchmarks and long load scenarios that stay out of
-// npm test. Each is bounded in count and time and talks to 127.0.0.1 only.
+// `npm run loadtest -- <scenario> [--duration S] [--out DIR] [--threshold 'EXPR']… [--target URL]
+//                                 [--phones N] [--time-scale F]`
+// A scenario module exports `scenario` (loadtest/lib/scenario.ts) and gets the framework:
+// thresholds, progress, report.json/report.md/SVG charts, exit 99 when a threshold fails.
+// A module without that export is a stand-alone script, run as a child with the arguments.
+// Every scenario is bounded in count and time and talks to 127.0.0.1 (or --target).
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { existsSync, readFileSync } from 'node:fs';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { parseOptions, UsageError } from './lib/options.ts';
+import { runScenario } from './lib/runner.ts';
+import type { Scenario } from './lib/scenario.ts';
+import { ThresholdSyntaxError } from './lib/thresholds.ts';
 
+/** The registry: one line per scenario. */
 const SCENARIOS: Record<string, string> = {
+  framing: 'loadtest/framing.ts',
+  timeouts: 'loadtest/timeouts.ts',
+  capacity: 'loadtest/capacity.ts',
+  throughput: 'loadtest/throughput.ts',
+  storm: 'loadtest/storm.ts',
+  soak: 'loadtest/soak.ts',
+  'relay-overhead': 'loadtest/relay-overhead.ts',
+  churn: 'loadtest/churn.ts',
   'id-restore': 'loadtest/id-restore.bench.ts',
   'cache-latency': 'loadtest/cache-latency.ts',
   'cluster-latency': 'loadtest/cluster-latency.ts',
   fleet: 'loadtest/fleet-bench.ts',
-  churn: 'loadtest/churn.ts',
-  'relay-overhead': 'loadtest/relay-overhead.ts',
 };
 
+const USAGE = `npm run loadtest -- <scenario> [options]
+
+scenarios: ${Object.keys(SCENARIOS).join(', ')}
+
+  --duration S         seconds of load (each scenario has its default)
+  --out DIR            where report.json, report.md and the SVG charts go (loadtest-results/<scenario>)
+  --threshold 'EXPR'   k6-like, repeatable: METRIC:AGGREGATE OP NUMBER, e.g. 'call_duration:p(99)<250';
+                       aggregates avg min max med count rate value p(N); a failed threshold exits 99
+  --target URL         load a running relay or cluster front instead of starting one on 127.0.0.1
+  --phones N           simulated phones (capacity, storm, …)
+  --time-scale F       multiplies every protocol limit (timeouts, soak); 1 = the real limits`;
+
 const root = fileURLToPath(new URL('..', import.meta.url));
-const wanted = process.argv.slice(2).filter((a) => !a.startsWith('-'));
-const names = wanted.length ? wanted : Object.keys(SCENARIOS);
-let failed = 0;
-for (const name of names) {
-  const file = SCENARIOS[name];
-  if (!file || !existsSync(`${root}/${file}`)) {
-    console.error(`unknown scenario "${name}"; known: ${Object.keys(SCENARIOS).join(', ')}`);
-    failed++;
-    continue;
+
+async function main(argv: string[]): Promise<number> {
+  const name = argv.find((a) => !a.startsWith('-'));
+  const file = name ? SCENARIOS[name] : undefined;
+  if (argv.includes('--help') || argv.includes('-h') || !name) {
+    console.log(USAGE);
+    return name || argv.length ? 0 : 64;
   }
-  console.log(`\n=== ${name} (${file})`);
-  const r = spawnSync(process.execPath, ['--import', 'tsx', file], {
-    cwd: root,
-    stdio: 'inherit',
-    timeout: 30 * 60_000,
-  });
-  if (r.status !== 0) failed++;
+  if (!file || !existsSync(`${root}/${file}`)) {
+    console.error(
+      `unknown scenario "${name}"; known: ${Object.keys(SCENARIOS)
+        .filter((k) => existsSync(`${root}/${SCENARIOS[k]}`))
+        .join(', ')}`,
+    );
+    return 64;
+  }
+  // Importing a stand-alone script would run it here, so look before importing.
+  const isScenario = /export\s+const\s+scenario\b/.test(readFileSync(`${root}/${file}`, 'utf8'));
+  if (!isScenario) {
+    const rest = argv.filter((a) => a !== name);
+    const r = spawnSync(process.execPath, ['--expose-gc', '--import', 'tsx', file, ...rest], {
+      cwd: root,
+      stdio: 'inherit',
+      timeout: 30 * 60_000,
+    });
+    return r.status ?? 1;
+  }
+  const opts = parseOptions(argv);
+  const mod = (await import(pathToFileURL(`${root}/${file}`).href)) as { scenario: Scenario };
+  return runScenario(mod.scenario, opts, `npm run loadtest -- ${argv.join(' ')}`);
 }
-process.exit(failed ? 1 : 0);
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    if (err instanceof UsageError || err instanceof ThresholdSyntaxError) {
+      console.error(`loadtest: ${err.message}`);
+      process.exit(64);
+    }
+    console.error(`loadtest: ${(err as Error).stack ?? String(err)}`);
+    process.exit(1);
+  },
+);

@@ -12,6 +12,24 @@ import type { Scope } from '../store/types.ts';
 import type { Logger } from '../log.ts';
 import { framesFromDevice, framesToDevice } from '../metrics.ts';
 import { scheduleWrite, type TurnWriter } from './http.ts';
+import { InternTable, type Shared } from './shared-surface.ts';
+
+/** Per node: what phones of one fleet share (docs/decisions/0060-shared-phone-surfaces.md). */
+const initResults = new InternTable<Record<string, unknown>>();
+const toolPages = new InternTable<{ tools: ToolLike[]; nextCursor?: string }>();
+const catalogs = new InternTable<ToolCatalog>();
+
+/** The result of the relay's own request, or why the phone refused it. */
+function resultOf(method: string, frame: Buffer): Record<string, unknown> {
+  const parsed = JSON.parse(frame.toString('utf8')) as { result?: Record<string, unknown>; error?: JsonRpcErrorObject };
+  if (!parsed.result) throw new Error(`phone refused ${method}: ${parsed.error?.message ?? 'no result'}`);
+  return parsed.result;
+}
+
+/** Distinct initialize results and catalogs this node holds (tests, load reports). */
+export function sharedSurfaceSizes(): { initResults: number; toolPages: number; catalogs: number } {
+  return { initResults: initResults.size, toolPages: toolPages.size, catalogs: catalogs.size };
+}
 
 export const MAX_FRAME_BYTES = 256 * 1024;
 /** What uWS may hold unsent for one phone socket (its maxBackpressure); a frame beyond it is refused. */
@@ -128,6 +146,8 @@ export class DeviceConnection implements TurnWriter {
   private outbox: string[] = [];
   private outboxIds: number[] = [];
   private outboxBytes = 0;
+  private sharedInit?: Shared<Record<string, unknown>>;
+  private sharedTools?: { pages: Shared<unknown>[]; catalog: Shared<ToolCatalog> };
 
   constructor(
     private readonly ws: WebSocket<DeviceSocketData>,
@@ -165,36 +185,28 @@ export class DeviceConnection implements TurnWriter {
   /** initialize + notifications/initialized, then the tool catalog: once per socket. */
   ready(): Promise<void> {
     this.readyPromise ??= (async () => {
-      const result = await this.call('initialize', {
+      const frame = await this.callFrame('initialize', {
         protocolVersion: LATEST_SESSION_REVISION,
         capabilities: {},
         clientInfo: { name: 'phonebridge-relay', version: '0.1.0' },
       });
-      this.initResult = result;
+      this.sharedInit = initResults.acquire(frame, () => resultOf('initialize', frame));
+      this.initResult = this.sharedInit.value;
+      if (this.closed) this.sharedInit.release();
       this.notify('notifications/initialized');
-      this.events.initialized(this.deviceId, result);
+      this.events.initialized(this.deviceId, this.initResult);
       await this.loadTools();
     })();
     return this.readyPromise;
   }
 
-  /** A request of the relay's own to the phone; resolves with its result. */
-  private call(method: string, params?: Record<string, unknown>): Promise<Record<string, unknown>> {
+  /** A request of the relay's own to the phone; resolves with the answer frame (id 0), unparsed. */
+  private callFrame(method: string, params?: Record<string, unknown>): Promise<Buffer> {
     return new Promise((resolve, reject) => {
       this.forward(
         { method, params },
         0,
-        {
-          respond: (frame) => {
-            const parsed = JSON.parse(frame.toString('utf8')) as {
-              result?: Record<string, unknown>;
-              error?: JsonRpcErrorObject;
-            };
-            if (parsed.result) resolve(parsed.result);
-            else reject(new Error(`phone refused ${method}: ${parsed.error?.message ?? 'no result'}`));
-          },
-          fail: (e) => reject(new Error(`${method}: ${e.message}`)),
-        },
+        { respond: resolve, fail: (e) => reject(new Error(`${method}: ${e.message}`)) },
         this.internalTimeoutMs,
       );
     });
@@ -203,18 +215,41 @@ export class DeviceConnection implements TurnWriter {
   private async loadTools(): Promise<void> {
     const caps = (this.initResult as { capabilities?: { tools?: unknown } } | undefined)?.capabilities;
     if (!caps?.tools) {
-      this.tools = undefined;
+      this.setTools(undefined);
       return;
     }
-    const all: ToolLike[] = [];
-    let cursor: string | undefined;
-    for (let page = 0; page < 100; page++) {
-      const r = await this.call('tools/list', cursor ? { cursor } : undefined);
-      all.push(...((r.tools as ToolLike[] | undefined) ?? []));
-      cursor = typeof r.nextCursor === 'string' ? r.nextCursor : undefined;
-      if (!cursor) break;
+    const pages: Shared<{ tools: ToolLike[]; nextCursor?: string }>[] = [];
+    try {
+      let cursor: string | undefined;
+      for (let page = 0; page < 100; page++) {
+        const frame = await this.callFrame('tools/list', cursor ? { cursor } : undefined);
+        const p = toolPages.acquire(frame, () => {
+          const r = resultOf('tools/list', frame);
+          return { tools: (r.tools as ToolLike[] | undefined) ?? [], nextCursor: r.nextCursor as string | undefined };
+        });
+        pages.push(p);
+        cursor = typeof p.value.nextCursor === 'string' ? p.value.nextCursor : undefined;
+        if (!cursor) break;
+      }
+    } catch (err) {
+      for (const p of pages) p.release();
+      throw err;
     }
-    this.tools = new ToolCatalog(all);
+    const catalog = catalogs.acquire(
+      pages.map((p) => p.key).join(' '),
+      () => new ToolCatalog(pages.flatMap((p) => p.value.tools)),
+    );
+    this.setTools({ pages, catalog });
+  }
+
+  private setTools(next: { pages: Shared<unknown>[]; catalog: Shared<ToolCatalog> } | undefined): void {
+    const release = (t: typeof next) => {
+      t?.catalog.release();
+      t?.pages.forEach((p) => p.release());
+    };
+    release(this.sharedTools);
+    this.sharedTools = this.closed ? (release(next), undefined) : next;
+    this.tools = this.sharedTools?.catalog.value;
   }
 
   /**
@@ -516,6 +551,8 @@ export class DeviceConnection implements TurnWriter {
   teardown(reason: TeardownReason): void {
     if (this.closed) return;
     this.closed = true;
+    this.sharedInit?.release();
+    this.setTools(undefined);
     for (const [id, p] of this.pending) {
       clearTimeout(p.timer);
       this.pending.delete(id);

@@ -1,0 +1,76 @@
+// The command line shared by every scenario (fixed: outside checks use it):
+//   npm run loadtest -- <scenario> [--duration S] [--out DIR] [--threshold 'EXPR']… [--target URL]
+//                      [--phones N] [--time-scale F]
+import { parseArgs } from 'node:util';
+import { parseThreshold, type Threshold } from './thresholds.ts';
+
+export interface CommonOptions {
+  scenario: string;
+  /** Seconds; undefined: the scenario's default. */
+  durationS?: number;
+  out?: string;
+  thresholds: Threshold[];
+  /** A relay (or cluster front) to load instead of starting one on 127.0.0.1. */
+  target?: string;
+  phones?: number;
+  /** Multiplies every protocol limit the scenario waits for (1 = the real limits). */
+  timeScale: number;
+  help: boolean;
+}
+
+export class UsageError extends Error {
+  override name = 'UsageError';
+}
+
+function positive(name: string, raw: string | undefined, integer: boolean): number | undefined {
+  if (raw === undefined) return undefined;
+  const n = Number(raw);
+  if (raw.trim() === '' || !Number.isFinite(n) || n <= 0 || (integer && !Number.isInteger(n)))
+    throw new UsageError(`--${name} must be a positive ${integer ? 'integer' : 'number'}, got "${raw}"`);
+  return n;
+}
+
+export function parseOptions(argv: string[]): CommonOptions {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      strict: true,
+      options: {
+        duration: { type: 'string' },
+        out: { type: 'string' },
+        threshold: { type: 'string', multiple: true },
+        target: { type: 'string' },
+        phones: { type: 'string' },
+        'time-scale': { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    });
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  const { values, positionals } = parsed;
+  if (positionals.length > 1) throw new UsageError(`one scenario at a time, got: ${positionals.join(' ')}`);
+  let target: string | undefined;
+  if (values.target !== undefined) {
+    let u: URL;
+    try {
+      u = new URL(values.target);
+    } catch {
+      throw new UsageError(`--target is not a URL: "${values.target}"`);
+    }
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new UsageError('--target must be http(s)');
+    target = values.target.replace(/\/+$/, '');
+  }
+  return {
+    scenario: positionals[0] ?? '',
+    durationS: positive('duration', values.duration, false),
+    out: values.out,
+    thresholds: (values.threshold ?? []).map(parseThreshold),
+    target,
+    phones: positive('phones', values.phones, true),
+    timeScale: positive('time-scale', values['time-scale'], false) ?? 1,
+    help: !!values.help,
+  };
+}

@@ -1,0 +1,190 @@
+// The relays a scenario loads: real relay processes (loadtest/fleet-relay.ts children, so a
+// node can be killed for real and its memory is its own), on a fresh Postgres database when
+// one answers on 127.0.0.1 (else the embedded store in a temp dir), and for several nodes
+// Redis with a fresh key prefix. Everything is removed again by `dispose`.
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { startRelayChild, type RelayChild } from '../fleet-relay.ts';
+
+export const PG_ADMIN_URL = process.env.PHONEBRIDGE_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+export const REDIS_URL = process.env.PHONEBRIDGE_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+export interface StoreChoice {
+  kind: 'postgres' | 'embedded';
+  flags: string[];
+  drop(): Promise<void>;
+}
+
+async function admin(sql: string): Promise<void> {
+  const c = new pg.Client({ connectionString: PG_ADMIN_URL, connectionTimeoutMillis: 2000 });
+  await c.connect();
+  try {
+    await c.query(sql);
+  } finally {
+    await c.end();
+  }
+}
+
+/** A fresh Postgres database, or the embedded store when Postgres is not reachable (or `embedded`). */
+export async function chooseStore(embedded = false): Promise<StoreChoice> {
+  if (!embedded) {
+    const name = `pb_load_${randomBytes(5).toString('hex')}`;
+    try {
+      await admin(`create database ${name}`);
+      const url = new URL(PG_ADMIN_URL);
+      url.pathname = `/${name}`;
+      return {
+        kind: 'postgres',
+        flags: ['--database-url', url.toString()],
+        drop: () => admin(`drop database if exists ${name} with (force)`),
+      };
+    } catch {
+      // no Postgres here: fall through
+    }
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'pb-load-'));
+  return {
+    kind: 'embedded',
+    flags: ['--data-dir', dir],
+    drop: () => Promise.resolve(rmSync(dir, { recursive: true, force: true })),
+  };
+}
+
+export interface Relays {
+  nodes: RelayChild[];
+  store: StoreChoice;
+  /** Flags of node i. */
+  flagsOf(i: number): string[];
+  /**
+   * Starts node i again (same store and bus) on a new port: the old one stays in TIME_WAIT
+   * after a kill with phones on it, and uWS does not listen over that. Callers re-point
+   * their phones, as a load balancer in front of the node would.
+   */
+  restart(i: number): Promise<RelayChild>;
+  dispose(): Promise<void>;
+}
+
+export async function startRelays(
+  opts: { nodes?: number; flags?: string[]; embedded?: boolean; redis?: boolean } = {},
+): Promise<Relays> {
+  const count = opts.nodes ?? 1;
+  const store = await chooseStore(opts.embedded);
+  const prefix = `pbload:${randomBytes(4).toString('hex')}:`;
+  const bus = count > 1 || opts.redis ? ['--redis-url', REDIS_URL, '--redis-prefix', prefix] : [];
+  const flags: string[][] = [];
+  const nodes: RelayChild[] = [];
+  const start = (f: string[]) => startRelayChild(f, { execArgv: ['--expose-gc'] });
+  try {
+    for (let i = 0; i < count; i++) {
+      const f = ['--port', '0', '--node-id', `load-${i}`, ...store.flags, ...bus, ...(opts.flags ?? [])];
+      const node = await start(f);
+      flags.push(f);
+      nodes.push(node);
+    }
+  } catch (err) {
+    await Promise.all(nodes.map((n) => n.kill()));
+    await store.drop().catch(() => {});
+    throw err;
+  }
+  return {
+    nodes,
+    store,
+    flagsOf: (i) => flags[i],
+    async restart(i) {
+      nodes[i] = await start(flags[i]);
+      return nodes[i];
+    },
+    async dispose() {
+      await Promise.all(nodes.map((n) => n.stop().catch(() => n.kill())));
+      if (bus.length) {
+        const { Redis } = await import('ioredis');
+        const r = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 });
+        try {
+          await r.connect();
+          let cursor = '0';
+          for (let round = 0; round < 10_000; round++) {
+            const [next, keys] = await r.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+            if (keys.length) await r.del(...keys);
+            cursor = next;
+            if (cursor === '0') break;
+          }
+        } finally {
+          r.disconnect();
+        }
+      }
+      await store.drop().catch(() => {});
+    },
+  };
+}
+
+/** What a scenario may ask of a relay it did not start (--target): phones and keys, no more. */
+export type TargetNode = Pick<RelayChild, 'url' | 'mcpUrl' | 'devices' | 'keys'>;
+
+/**
+ * A running relay or cluster front (--target URL). Phones and keys are created in its store,
+ * as `phonebridge pair` and `keys create` do, so the store must be reachable from here:
+ * PHONEBRIDGE_DATABASE_URL (or PHONEBRIDGE_DATA_DIR) as for the relay's own CLI.
+ */
+export async function targetNode(url: string): Promise<{ node: TargetNode; close(): Promise<void> }> {
+  const databaseUrl = process.env.PHONEBRIDGE_DATABASE_URL;
+  const dataDir = process.env.PHONEBRIDGE_DATA_DIR;
+  if (!databaseUrl && !dataDir)
+    throw new Error(
+      "--target needs the target's store to register phones and mint keys: set PHONEBRIDGE_DATABASE_URL (or PHONEBRIDGE_DATA_DIR)",
+    );
+  const { openStore } = await import('../../src/store/index.ts');
+  const { createKey, createPairing } = await import('../../services/provisioning.ts');
+  const { hashPairingCode, newId } = await import('../../src/crypto/secrets.ts');
+  const opened = await openStore({ databaseUrl, dataDir: dataDir ?? '', role: 'cli', poolMax: 4 });
+  const store = opened.store;
+  const node: TargetNode = {
+    url,
+    mcpUrl: `${url}/mcp`,
+    async devices(count, publicKey) {
+      const ids: string[] = [];
+      for (let i = 0; i < count; i++) {
+        const qr = await createPairing(store, { relay: url, name: null });
+        const r = await store.redeemPairingCode({
+          codeHash: hashPairingCode(qr.code),
+          deviceId: newId('dev'),
+          publicKey,
+          name: `load-${i}`,
+          now: new Date(),
+        });
+        if (!r.ok) throw new Error(`registering device ${i} on the target: ${r.error}`);
+        ids.push(r.device.id);
+      }
+      return ids;
+    },
+    async keys(deviceIds, scopes) {
+      const out = [];
+      for (const id of deviceIds) out.push(await createKey(store, id, scopes));
+      return out.map((k) => ({ id: k.id, token: k.token }));
+    },
+  };
+  return { node, close: () => opened.close() };
+}
+
+/** For scenarios that kill nodes or read a relay's own memory: --target cannot do that. */
+export function requireLocal(target: string | undefined, scenario: string, why: string): void {
+  if (target) throw new Error(`${scenario} cannot run against --target: ${why}`);
+}
+
+/** One node to load: --target's, or a local relay started (and disposed at the end) for the scenario. */
+export async function oneNode(
+  target: string | undefined,
+  defer: (fn: () => Promise<unknown>) => void,
+  flags: string[] = [],
+): Promise<{ node: TargetNode; store: string }> {
+  if (target) {
+    const t = await targetNode(target);
+    defer(() => t.close());
+    return { node: t.node, store: 'target' };
+  }
+  const relays = await startRelays({ flags });
+  defer(() => relays.dispose());
+  return { node: relays.nodes[0], store: relays.store.kind };
+}
