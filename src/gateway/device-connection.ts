@@ -142,7 +142,7 @@ export class DeviceConnection implements TurnWriter {
   private readonly orphans = new Set<number>();
   private readonly limits: ConnectionLimits;
   private readyPromise?: Promise<void>;
-  /** Frames of this turn, written together at its end (decision 0050); the relay id each one carries, or 0. */
+  /** Frames of this turn, written together at its end (docs/decisions/0050-one-write-per-answer.md); the relay id each one carries, or 0. */
   private outbox: string[] = [];
   private outboxIds: number[] = [];
   private outboxBytes = 0;
@@ -424,7 +424,7 @@ export class DeviceConnection implements TurnWriter {
 
   /**
    * Queues a frame for the end of this turn: frames for one phone produced in the same turn
-   * leave in one write, inside this socket's cork (decision 0050). False when the socket is
+   * leave in one write, inside this socket's cork (docs/decisions/0050-one-write-per-answer.md). False when the socket is
    * closed or holds more than its backpressure limit (the frame is not sent).
    */
   sendFrame(frame: string, relayId = 0): boolean {

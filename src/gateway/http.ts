@@ -1,6 +1,6 @@
 // uWebSockets.js HTTP plumbing. The rules that keep uWS from crashing or losing data live
 // here once: onAborted before any await, body chunks copied, every write corked and skipped
-// after an abort, backpressure honoured on streams, one syscall per answer (decision 0050).
+// after an abort, backpressure honoured on streams, one syscall per answer (docs/decisions/0050-one-write-per-answer.md).
 import type { HttpRequest, HttpResponse } from '../uws.ts';
 import { limitKey, pickClientAddress, type ProxyTrust } from './client-address.ts';
 
@@ -10,7 +10,7 @@ import { limitKey, pickClientAddress, type ProxyTrust } from './client-address.t
  * and the promise continuations uWS drains inside that callback) is not corked, and every
  * piece of it becomes its own syscall. So responses, SSE events and phone frames are queued
  * and written from a setImmediate (libuv's check phase, where no uWS socket holds the cork),
- * each inside its own socket's cork: one syscall per socket per turn (decision 0050).
+ * each inside its own socket's cork: one syscall per socket per turn (docs/decisions/0050-one-write-per-answer.md).
  */
 export interface TurnWriter {
   /** Called once per scheduleWrite, with no uWS socket corked. */

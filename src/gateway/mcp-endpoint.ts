@@ -521,7 +521,7 @@ class McpEndpoint {
       else void this.ctx.router.broadcastCancel(session.id, requestId); // the request is on another node
       return;
     }
-    // As on requests (decision 6): the phone learns who sent it, and a client cannot say otherwise.
+    // As on requests (docs/decisions/0006-caller-context.md): the phone learns who sent it, and a client cannot say otherwise.
     void this.ctx.router.notify(
       session.deviceId,
       method,

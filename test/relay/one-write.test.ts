@@ -1,4 +1,4 @@
-// Every answer leaves the relay in one syscall, wherever it is produced (decision 0050): uWS
+// Every answer leaves the relay in one syscall, wherever it is produced (docs/decisions/0050-one-write-per-answer.md): uWS
 // 20.30 corks one socket at a time, so an answer written inside the phone socket's handler,
 // from a bus message or from a timer would otherwise go out as a syscall per status line,
 // header and body. Counted for real: strace attached to a relay child while the calls run.

@@ -1,5 +1,5 @@
 // Identical initialize results and tool catalogs are held once per node, not once per phone
-// socket (decision 0060): phones with the same surface share one frozen object, a phone with
+// socket (docs/decisions/0060-shared-phone-surfaces.md): phones with the same surface share one frozen object, a phone with
 // another surface gets its own, and the last socket to go takes the shared copy with it.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestRelay, waitFor, type TestRelay } from '../helpers/relay.ts';
