@@ -123,6 +123,22 @@ describe.each(drivers)('%s bus', (_name, make) => {
     expect(await bus.sessions.deleteWhere({})).toBe(0);
   });
 
+  it('sessions: countForDevice counts the live sessions bound to a device', async () => {
+    await open();
+    const [d1, d2] = [uid(), uid()];
+    const ids = [uid(), uid(), uid()];
+    await bus.sessions.create(session(ids[0], d1, uid()), 10_000);
+    await bus.sessions.create(session(ids[1], d1, uid()), 150);
+    await bus.sessions.create(session(ids[2], d2, uid()), 10_000);
+    expect(await bus.sessions.countForDevice(d1)).toBe(2);
+    expect(await bus.sessions.countForDevice(d2)).toBe(1);
+    expect(await bus.sessions.countForDevice(uid())).toBe(0);
+    await new Promise((r) => setTimeout(r, 300)); // ids[1] expires
+    expect(await bus.sessions.countForDevice(d1)).toBe(1);
+    await bus.sessions.delete(ids[0]);
+    expect(await bus.sessions.countForDevice(d1)).toBe(0);
+  });
+
   it('control events reach this node', async () => {
     await open();
     const got: unknown[] = [];

@@ -23,6 +23,8 @@ export interface SessionStore {
   /** The live session, its idle clock renewed; undefined if unknown or expired. */
   touch(id: string, idleMs: number): Promise<SessionRecord | undefined>;
   delete(id: string): Promise<boolean>;
+  /** Live sessions bound to a device: the MCP clients connected to it (the hosted dashboard). */
+  countForDevice(deviceId: string): Promise<number>;
   /** Sessions bound to a device or token, for invalidation. */
   deleteWhere(match: { deviceId?: string; tokenId?: string }): Promise<number>;
 }

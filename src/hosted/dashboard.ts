@@ -91,6 +91,8 @@ async function dashboard(r: HostedRequest, account: Account, notice?: string): P
       ),
     ),
   );
+  // MCP clients connected to each phone: its live sessions, on every node (the bus holds them).
+  const clients = await Promise.all(devices.map((d) => bus.sessions.countForDevice(d.id).catch(() => undefined)));
   const keys = tokens.filter((t) => t.via === 'key');
   const names = new Map(devices.map((d) => [d.id, d.name]));
   const csrf = r.csrf();
@@ -102,7 +104,7 @@ async function dashboard(r: HostedRequest, account: Account, notice?: string): P
       const init = d.initResult as { serverInfo?: { name?: string; version?: string } } | null;
       return `<tr><td>${esc(d.name)}<div class="muted">${esc(d.id)}</div></td>
 <td class="${online[i] ? 'online' : 'offline'}">${online[i] ? 'online' : 'offline'}</td>
-<td>${esc(when(d.lastSeenAt))}</td><td>${esc(init?.serverInfo?.version ?? '—')}</td>
+<td>${esc(when(d.lastSeenAt))}</td><td>${esc(init?.serverInfo?.version ?? '—')}</td><td>${esc(clients[i] ?? '—')}</td>
 <td><form method="post" action="/account/phones/remove" class="inline">${csrfField}${hidden('device', d.id)}<button type="submit">Remove</button></form></td></tr>`;
     })
     .join('');
@@ -136,7 +138,7 @@ ${account.locked ? '<p class="error" role="alert">This account has no active sub
 <p>Phones: ${devices.length} of ${cap(account.maxDevices)} · API keys: ${keys.length} of ${cap(account.maxKeys)}</p></section>
 
 <section aria-labelledby="phones-h"><h2 id="phones-h">Phones</h2>
-${devices.length ? `<table><thead><tr><th>Name</th><th>Status</th><th>Last seen</th><th>App version</th><th></th></tr></thead><tbody>${phoneRows}</tbody></table>` : '<p class="muted">No phone yet.</p>'}
+${devices.length ? `<table><thead><tr><th>Name</th><th>Status</th><th>Last seen</th><th>App version</th><th>Connected clients</th><th></th></tr></thead><tbody>${phoneRows}</tbody></table>` : '<p class="muted">No phone yet.</p>'}
 <form method="post" action="/account/pair">${csrfField}
 <label for="phone-name">Phone name</label> <input id="phone-name" name="name" type="text" maxlength="100">
 <button type="submit" class="primary">Pair a phone</button></form></section>

@@ -294,6 +294,9 @@ describe('hosted mode in a browser', () => {
     await page.screenshot({ path: `${SCREENS}/key-created.png`, fullPage: true });
     expect(await mcpStatus(direct1, token)).toBe(200);
     await page.goto(`${FRONT}/account`);
+    // That initialize opened a session on node 1: every node's dashboard counts it as a client.
+    const phoneRow = phonesSection.getByRole('row', { name: /Dashboard phone/ });
+    expect((await phoneRow.getByRole('cell').allTextContents()).map((t) => t.trim())[4]).toBe('1');
     await page.screenshot({ path: `${SCREENS}/dashboard.png`, fullPage: true });
     await page.getByRole('region', { name: 'API keys' }).getByRole('button', { name: 'Revoke' }).click();
     await waitFor(async () => (await mcpStatus(direct1, token)) === 401, 5_000, 'revoked key refused on node 1');

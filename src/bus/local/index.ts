@@ -68,6 +68,14 @@ class LocalSessions implements SessionStore {
     this.dropped(id);
     return this.map.delete(id);
   }
+  async countForDevice(deviceId: string): Promise<number> {
+    let n = 0;
+    const now = Date.now();
+    for (const [, { value, expiresAt }] of this.map.values()) {
+      if (expiresAt > now && value.s.deviceId === deviceId) n++;
+    }
+    return n;
+  }
   async deleteWhere(match: { deviceId?: string; tokenId?: string }): Promise<number> {
     let n = 0;
     for (const [id, { value }] of this.map.values()) {

@@ -422,6 +422,9 @@ class RedisSessions implements SessionStore {
   async delete(id: string): Promise<boolean> {
     return Number(await this.bus.run('sessionDelete', [id])) === 1;
   }
+  async countForDevice(deviceId: string): Promise<number> {
+    return Number(await this.bus.run('sessionCount', [deviceId]));
+  }
   async deleteWhere(match: { deviceId?: string; tokenId?: string }): Promise<number> {
     if (!match.deviceId && !match.tokenId) return 0;
     return Number(await this.bus.run('sessionDeleteWhere', [match.deviceId ?? '', match.tokenId ?? '']));

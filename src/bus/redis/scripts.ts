@@ -123,6 +123,10 @@ index(p .. 'sx:d:' .. f[2], sid, idle)
 index(p .. 'sx:t:' .. f[3], sid, idle)
 return f[1]`,
 
+  // ARGV: p, deviceId. Live sessions bound to the device (the index's scores are expiries).
+  sessionCount: `${NOW}
+return redis.call('ZCOUNT', ARGV[1] .. 'sx:d:' .. ARGV[2], '(' .. now(), '+inf')`,
+
   // ARGV: p, sid
   sessionDelete: `${DROP}
 return drop(ARGV[1], ARGV[2])`,
