@@ -329,8 +329,15 @@ export class DeviceConnection implements TurnWriter {
       msg = { ...msg, params: { ...msg.params, _meta: { ...meta, progressToken: relayId } } };
     }
     const frame = JSON.stringify({ jsonrpc: '2.0', id: relayId, method: msg.method, params: msg.params });
-    if (Buffer.byteLength(frame) > MAX_FRAME_BYTES) {
-      sink.fail(relayError('too_large'));
+    const frameBytes = Buffer.byteLength(frame);
+    if (frameBytes > MAX_FRAME_BYTES) {
+      // The body fitted, but the frame carries the relay's id and caller context too.
+      sink.fail(
+        relayError(
+          'too_large',
+          `the frame to the phone would be ${frameBytes} bytes (caller context included), over 262144`,
+        ),
+      );
       return () => {};
     }
     const timer = setTimeout(() => {
