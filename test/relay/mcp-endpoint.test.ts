@@ -274,7 +274,13 @@ describe('a phone with too many requests in flight', () => {
       const p = await startTestPhone(r2, () => createEchoServer(ctl));
       const { client } = await connectClient(r2.mcpUrl, (await r2.key(p.deviceId)).token);
       const slow = [1, 2, 3].map(() => client.callTool({ name: 'sleep', arguments: { ms: 1500 } }));
-      await waitFor(() => r2.relay.node.ctx.hub.device(p.deviceId)!.inFlight === 3, 5000, 'three calls in flight');
+      // In flight on the relay once sent; on the phone once its frames arrive: wait for both,
+      // so a late arrival is not mistaken for the refused call reaching the phone.
+      await waitFor(
+        () => r2.relay.node.ctx.hub.device(p.deviceId)!.inFlight === 3 && ctl.calls.length === 3,
+        5000,
+        'three calls in flight on the relay and on the phone',
+      );
       const calls = ctl.calls.length;
       const t0 = Date.now();
       const err = await client.callTool({ name: 'echo', arguments: { text: 'one too many' } }).catch((e) => e);
