@@ -214,6 +214,11 @@ const HTTP_VERBS = new Set(['get', 'post', 'put', 'patch', 'del', 'options', 'he
  * node is draining, so keep-alive clients (and the load balancer's pooled connections) stop
  * reusing a connection to a node that is about to exit, and their next request opens a new
  * one to a live node. Also records when the last request arrived.
+ *
+ * A streamed response (SSE: `write` before `end`) has sent its headers with its first write.
+ * uWS's `end(body, true)` writes `Connection: close` even then, into the chunked body, which
+ * corrupts it: so a stream that opens while draining says it in its headers instead, and one
+ * that opened before ends normally (its connection then closes with the node).
  */
 function closingWhileDraining(
   app: TemplatedApp,
@@ -225,11 +230,16 @@ function closingWhileDraining(
     (handler: Handler): Handler =>
     (res, req) => {
       traffic.lastRequestAt = Date.now();
-      const end = res.end;
-      const endWithoutBody = res.endWithoutBody;
-      res.end = (body, closeConnection) => end.call(res, body, closeConnection || state.draining);
-      res.endWithoutBody = (length, closeConnection) =>
-        endWithoutBody.call(res, length, closeConnection || state.draining);
+      const { end, endWithoutBody, write } = res;
+      let streaming = false;
+      res.write = (chunk) => {
+        if (!streaming && state.draining) res.writeHeader('Connection', 'close');
+        streaming = true;
+        return write.call(res, chunk);
+      };
+      const closing = (closeConnection?: boolean) => closeConnection || (state.draining && !streaming);
+      res.end = (body, closeConnection) => end.call(res, body, closing(closeConnection));
+      res.endWithoutBody = (length, closeConnection) => endWithoutBody.call(res, length, closing(closeConnection));
       handler(res, req);
     };
   const proxy: TemplatedApp = new Proxy(app, {
