@@ -340,10 +340,13 @@ export class Router {
     const delivered = await this.ctx.bus.sendToNode(owner.nodeId, encode(header, r.payload)).catch(() => false);
     if (delivered || !this.settle(rid)) return;
     this.forgetOwner(r.deviceId, owner.nodeId);
-    const leaving = this.departed.has(owner.nodeId) || (await this.isMoving(r.deviceId).catch(() => false));
+    const leaving =
+      Date.now() + MOVE_POLL_MS < r.deadline &&
+      (this.departed.has(owner.nodeId) || (await this.isMoving(r.deviceId).catch(() => false)));
     if (cached || leaving) {
       // A remembered owner that stopped listening, or an owner that stopped listening on its
-      // way out (it had stopped starting work on the phone): look for the phone again.
+      // way out (it had stopped starting work on the phone): look for the phone again, until
+      // the request's deadline (the owner stays in the bus until its liveness lapses).
       if (leaving) await sleep(MOVE_POLL_MS);
       r.state = 'routing';
       r.fresh = true;
