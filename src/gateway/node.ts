@@ -230,16 +230,18 @@ function closingWhileDraining(
     (handler: Handler): Handler =>
     (res, req) => {
       traffic.lastRequestAt = Date.now();
-      const { end, endWithoutBody, write } = res;
+      const end = res.end.bind(res);
+      const endWithoutBody = res.endWithoutBody.bind(res);
+      const write = res.write.bind(res);
       let streaming = false;
       res.write = (chunk) => {
         if (!streaming && state.draining) res.writeHeader('Connection', 'close');
         streaming = true;
-        return write.call(res, chunk);
+        return write(chunk);
       };
       const closing = (closeConnection?: boolean) => closeConnection || (state.draining && !streaming);
-      res.end = (body, closeConnection) => end.call(res, body, closing(closeConnection));
-      res.endWithoutBody = (length, closeConnection) => endWithoutBody.call(res, length, closing(closeConnection));
+      res.end = (body, closeConnection) => end(body, closing(closeConnection));
+      res.endWithoutBody = (length, closeConnection) => endWithoutBody(length, closing(closeConnection));
       handler(res, req);
     };
   const proxy: TemplatedApp = new Proxy(app, {
