@@ -278,6 +278,10 @@ export class Router {
           r.cancelLocal = local.handleClientRequest(r.msg, r.params, r.caller, r.sink, this.remaining(r));
           return;
         }
+        // Another node's answer comes back over this node's subscription: while the bus is
+        // reconnecting (commands back, subscription not yet) it could be published to no one
+        // and the request would wait out its timeout, so fail it at once.
+        if (!this.ctx.bus.available) return void r.sink.fail(relayError('relay_unavailable'));
         const cached = r.fresh ? undefined : this.cachedOwner(r.deviceId);
         const owner = cached ?? (await this.lookupOwner(r.deviceId));
         r.fresh = false;
