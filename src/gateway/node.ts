@@ -236,6 +236,12 @@ const HTTP_VERBS = new Set(['get', 'post', 'put', 'patch', 'del', 'options', 'he
  * node is draining, so keep-alive clients (and the load balancer's pooled connections) stop
  * reusing a connection to a node that is about to exit, and their next request opens a new
  * one to a live node. Also records when the last request arrived.
+ *
+ * A streamed response (SSE: `write` before `end`) has sent its headers with its first write.
+ * uWS's `end(body, true)` writes `Connection: close` even then, into the chunked body, which
+ * corrupts it: so a stream that opens while draining says it in its headers instead, and one
+ * that opened before ends normally (its connection then closes with the node). Both rules are
+ * kept where the writes happen: Exchange (src/gateway/http.ts) and SseStream (sse.ts).
  */
 function closingWhileDraining(
   app: TemplatedApp,

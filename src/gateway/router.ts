@@ -96,6 +96,8 @@ interface Route {
 interface RemotePending {
   route: Route;
   node: string;
+  /** The owner's claim the request was addressed to: tells a restarted owner from its predecessor. */
+  epoch: number;
   sentAt: number;
   timer: NodeJS.Timeout;
   cached: boolean;
@@ -128,7 +130,7 @@ export class Router {
     bus.onNodeMessage((m) => this.onMessage(m));
     bus.onNodeDown((node) => {
       this.forgetNode(node);
-      void this.nodeGone(node);
+      void this.nodeGone(node, 'down');
     });
     bus.onUnavailable(() => {
       this.owners.clear();
@@ -317,6 +319,10 @@ export class Router {
           if (r.orphaned) r.cancelLocal.orphan?.();
           return;
         }
+        // Another node's answer comes back over this node's subscription: while the bus is
+        // reconnecting (commands back, subscription not yet) it could be published to no one
+        // and the request would wait out its timeout, so fail it at once.
+        if (!this.ctx.bus.available) return void r.sink.fail(relayError('relay_unavailable'));
         const cached = r.fresh ? undefined : this.cachedOwner(r.deviceId);
         const owner = cached ?? (await this.lookupOwner(r.deviceId));
         r.fresh = false;
@@ -357,15 +363,13 @@ export class Router {
 
   private async send(r: Route, owner: DeviceOwner, cached: boolean): Promise<void> {
     const rid = this.nextRid++;
-    // It owns a phone again: back under the same id, so no longer departed.
-    this.forgetDeparture(owner.nodeId);
     const timeoutMs = this.remaining(r);
     const timer = setTimeout(() => {
       if (this.settle(rid)) r.sink.fail(relayError('timeout', 'no answer from the node holding the phone'));
     }, timeoutMs + ORIGIN_GRACE_MS);
     r.state = 'remote';
     r.rid = rid;
-    this.remote.set(rid, { route: r, node: owner.nodeId, sentAt: Date.now(), timer, cached });
+    this.remote.set(rid, { route: r, node: owner.nodeId, epoch: owner.epoch, sentAt: Date.now(), timer, cached });
     r.payload ??= r.params === undefined ? '' : JSON.stringify(r.params);
     const header: Header = {
       t: 'req',
@@ -383,8 +387,14 @@ export class Router {
     if (delivered && r.orphaned) this.sendOrphan(r);
     if (delivered || !this.settle(rid)) return;
     this.forgetOwner(r.deviceId, owner.nodeId);
-    if (cached) {
-      // A remembered owner that stopped listening: ask the bus before giving up.
+    const leaving =
+      Date.now() + MOVE_POLL_MS < r.deadline &&
+      (this.departed.has(owner.nodeId) || (await this.isMoving(r.deviceId).catch(() => false)));
+    if (cached || leaving) {
+      // A remembered owner that stopped listening, or an owner that stopped listening on its
+      // way out (it had stopped starting work on the phone): look for the phone again, until
+      // the request's deadline (the owner stays in the bus until its liveness lapses).
+      if (leaving) await sleep(MOVE_POLL_MS);
       r.state = 'routing';
       r.fresh = true;
       return this.route(r);
@@ -442,18 +452,30 @@ export class Router {
   }
 
   /**
-   * Requests still waiting on a node that left. A node that said goodbye left on purpose: it
-   * started nothing it did not finish, so a request it never answered was never run — route it
-   * again to where its phone went. A crashed node may have run them: fail them, clearly
-   * (unless the phone was moving away from it: then the node had stopped starting work).
+   * Requests still waiting on a node that left: it said goodbye (`bye`), or the bus saw its
+   * process go (`down`: liveness lapsed, left, or restarted under the same id). See
+   * afterNodeDown for what each request needs; a goodbye settles them all at once, since a
+   * node that says goodbye has answered everything it started.
    */
-  private async nodeGone(node: string): Promise<void> {
+  private async nodeGone(node: string, how: 'bye' | 'down'): Promise<void> {
+    const saidBye = this.departed.has(node);
+    // The departure is complete once the bus sees the process gone: a process that announces
+    // this id later is a new node, whose requests are judged on their own.
+    if (how === 'down') this.forgetDeparture(node);
+    const owners = new Map<string, Promise<DeviceOwner | undefined>>();
     for (const [rid, p] of [...this.remote]) {
       if (p.node !== node) continue;
-      const moving = this.departed.has(node) || (await this.isMoving(p.route.deviceId).catch(() => false));
+      const d = p.route.deviceId;
+      if (!owners.has(d))
+        owners.set(
+          d,
+          this.ctx.bus.ownerOf(d).catch(() => undefined),
+        );
+      const next = how === 'bye' ? 'route again' : await this.afterNodeDown(p, await owners.get(d)!, saidBye);
+      if (next === 'wait') continue;
       if (!this.settle(rid) || p.route.done) continue;
       const r = p.route;
-      if (moving) {
+      if (next === 'route again') {
         r.state = 'routing';
         r.fresh = true;
         void this.route(r);
@@ -461,6 +483,24 @@ export class Router {
         r.sink.fail(relayError('device_offline', 'the relay node holding the phone stopped'));
       }
     }
+  }
+
+  /**
+   * A request was waiting on a node whose process the bus saw go. If the node's id holds the
+   * very claim the request was addressed to, that claim is the live process's (a restart under
+   * the same id reaps its predecessor's claims before anyone hears of it): the request is
+   * there, so wait for its answer. Otherwise the request was never started if the node said
+   * goodbye or the phone was moving away from it (it had stopped starting work on the phone):
+   * route it again. A crashed node may have run it: fail it, clearly.
+   */
+  private async afterNodeDown(
+    p: RemotePending,
+    owner: DeviceOwner | undefined,
+    saidBye: boolean,
+  ): Promise<'wait' | 'route again' | 'fail'> {
+    if (owner?.nodeId === p.node && owner.epoch === p.epoch) return 'wait';
+    if (saidBye || (await this.isMoving(p.route.deviceId).catch(() => false))) return 'route again';
+    return 'fail';
   }
 
   private failWhere(match: (p: RemotePending) => boolean, error: JsonRpcErrorObject): void {
@@ -486,9 +526,14 @@ export class Router {
       }
       for (const [deviceId, list] of byDevice) {
         const owner = await this.lookupOwner(deviceId);
-        if (!owner && (await this.isMoving(deviceId))) continue; // its old node finishes or fails them itself
+        let moving: boolean | undefined;
         for (const [rid, p] of list) {
           if (owner?.nodeId === p.node) continue;
+          // A phone handed over on purpose: its old node had stopped starting work on it, so its
+          // answer, its `redo`, its goodbye or its departure decides (nodeGone), not a guess.
+          if (this.departed.has(p.node)) continue;
+          moving ??= await this.isMoving(deviceId);
+          if (moving) continue;
           this.settle(rid)?.route.sink.fail(
             relayError('device_offline', 'the phone left the relay node that was serving the request'),
           );
@@ -550,7 +595,7 @@ export class Router {
         t.unref();
         this.departed.set(h.from, t);
         this.forgetNode(h.from);
-        void this.nodeGone(h.from);
+        void this.nodeGone(h.from, 'bye');
         return;
       }
       case 'redo': {

@@ -103,6 +103,9 @@ export class SseStream implements TurnWriter {
       res.writeHeader('Cache-Control', 'no-cache, no-transform');
       res.writeHeader('X-Accel-Buffering', 'no');
       for (const k in this.head) res.writeHeader(k, this.head[k]);
+      // A stream that opens while the node drains says so in its headers: asking uWS to close
+      // at end() instead would write `Connection: close` into the chunked body and corrupt it.
+      if (this.ex.closing) res.writeHeader('Connection', 'close');
       this.head = undefined;
     }
     if (this.queue.length > 0) {
@@ -112,7 +115,7 @@ export class SseStream implements TurnWriter {
       this.queuedBytes = 0;
       if (!res.write(chunk)) return this.waitWritable(); // uWS keeps it buffered
     }
-    if (this.ending) res.end(undefined, this.ex.closing);
+    if (this.ending) res.end(undefined, false); // never closeConnection on a stream: see the headers above
   }
 
   private waitWritable(): void {
