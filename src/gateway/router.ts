@@ -91,6 +91,12 @@ interface Route {
   /** Times an owner said the phone was not there; the next lookup skips the cache. */
   gone: number;
   fresh?: boolean;
+  /**
+   * Set when the node it was sent to left on purpose: until then, a phone with no owner is
+   * taken to be moving, as if that node had marked it so (its goodbye can reach this node after
+   * the request went out, and after the phone was released: docs/decisions/0080-drain-rerouting.md).
+   */
+  movingUntil?: number;
 }
 
 interface RemotePending {
@@ -329,7 +335,8 @@ export class Router {
         if (r.done) return;
         if (owner && owner.nodeId !== this.ctx.bus.nodeId) return await this.send(r, owner, cached !== undefined);
         // No node to send it to. Wait only if the phone is known to be moving.
-        if (Date.now() + MOVE_POLL_MS < r.deadline && (await this.isMoving(r.deviceId))) {
+        const handedOver = r.movingUntil !== undefined && Date.now() < r.movingUntil;
+        if (Date.now() + MOVE_POLL_MS < r.deadline && (handedOver || (await this.isMoving(r.deviceId)))) {
           await sleep(MOVE_POLL_MS);
           continue;
         }
@@ -478,6 +485,7 @@ export class Router {
       if (next === 'route again') {
         r.state = 'routing';
         r.fresh = true;
+        r.movingUntil = Date.now() + MOVE_GRACE_MS;
         void this.route(r);
       } else {
         r.sink.fail(relayError('device_offline', 'the relay node holding the phone stopped'));

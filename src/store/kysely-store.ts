@@ -257,13 +257,7 @@ class KyselyStore implements Store {
     input: { grantId: string; accountId: string; clientId: string; deviceId: string; scopes: Scope[] } & OAuthTokenPair,
   ): Promise<{ ok: true; token: Token } | { ok: false; error: 'no_device' }> {
     return this.db.transaction().execute(async (trx) => {
-      const device = await trx
-        .selectFrom('devices')
-        .select('id')
-        .where('id', '=', input.deviceId)
-        .where('account_id', '=', input.accountId)
-        .forKeyShare()
-        .executeTakeFirst();
+      const device = await deviceOfAccountKeyShared(trx, input.deviceId, input.accountId);
       if (!device) return { ok: false as const, error: 'no_device' as const };
       await trx
         .insertInto('oauth_grants')
@@ -482,13 +476,7 @@ class KyselyStore implements Store {
         .executeTakeFirst();
       if (!account) return { ok: false, error: 'no_device' };
       // KEY SHARE keeps the device from being removed between this check and the insert.
-      const device = await trx
-        .selectFrom('devices')
-        .select('id')
-        .where('id', '=', input.deviceId)
-        .where('account_id', '=', input.accountId)
-        .forKeyShare()
-        .executeTakeFirst();
+      const device = await deviceOfAccountKeyShared(trx, input.deviceId, input.accountId);
       if (!device) return { ok: false, error: 'no_device' };
       // The plan caps API keys. OAuth access tokens are minted on every refresh, so counting them
       // would exhaust the cap by normal use; the OAuth grant itself is bounded by the phones.
@@ -678,4 +666,22 @@ async function journal(trx: Kysely<DB>, event: ControlEvent): Promise<void> {
     .insertInto('control_events')
     .values({ event: JSON.stringify(event) })
     .execute();
+}
+
+/**
+ * The device, if it belongs to the account, locked FOR KEY SHARE: it cannot be removed until
+ * the transaction ends, so a token minted for it never outlives it.
+ */
+function deviceOfAccountKeyShared(
+  trx: Transaction<DB>,
+  deviceId: string,
+  accountId: string,
+): Promise<{ id: string } | undefined> {
+  return trx
+    .selectFrom('devices')
+    .select('id')
+    .where('id', '=', deviceId)
+    .where('account_id', '=', accountId)
+    .forKeyShare()
+    .executeTakeFirst();
 }

@@ -206,6 +206,29 @@ describe('an owner that hands its phone over (drain)', () => {
     }
   }, 60_000);
 
+  it('a goodbye that reaches the origin after the request went out and after the phone was released: the request waits for the phone', async () => {
+    const phone = await offlinePhone('goodbye after the release');
+    const z = await bareNode();
+    const client = await rawClient(O.url, phone.token);
+    try {
+      await originHeartbeat();
+      const epoch = await z.bus.claimDevice(phone.deviceId);
+      const pending = client.call(O.url, 1, 'echo', { text: 'goodbye late' });
+      await waitFor(() => z.heard.length > 0, 10_000, 'the request reached Z');
+      // Z releases the phone without a moving mark, and its goodbye comes after the request.
+      await z.bus.releaseDevice(phone.deviceId, epoch);
+      await z.bus.sendToNode(originId, JSON.stringify({ t: 'bye', from: z.bus.nodeId }));
+      await sleep(300); // the origin routes it again and finds no owner yet
+      await phone.back();
+      expect(outcome(await pending)).toBe('goodbye late');
+      expect(phone.control.calls.map((c) => c.name)).toEqual(['echo']);
+    } finally {
+      await client.close();
+      await z.bus.close();
+      await phone.stop();
+    }
+  }, 60_000);
+
   it('a request published to it after it stopped listening (killed while draining) waits for the phone', async () => {
     const phone = await offlinePhone('owner killed while draining');
     const zId = `z-killed-${process.pid}`;
