@@ -363,7 +363,10 @@ function applyControl(ctx: GatewayContext, event: ControlEvent): void {
 /** A locked account's sessions go with it (its keys stay, so a client re-initializes after the unlock). */
 async function dropAccountSessions(ctx: GatewayContext, accountId: string): Promise<void> {
   try {
-    const tokens = await ctx.store.listTokens({ accountId });
+    const [tokens, account] = await Promise.all([ctx.store.listTokens({ accountId }), ctx.store.getAccount(accountId)]);
+    // Applied late (a slow store, a journal poll that carried the unlock too): an account that
+    // is unlocked again keeps the sessions its clients opened since.
+    if (!account?.locked) return;
     await Promise.all(tokens.map((t) => ctx.bus.sessions.deleteWhere({ tokenId: t.id })));
   } catch (err) {
     ctx.log.warn({ err: String(err) }, "dropping a locked account's sessions failed");

@@ -483,6 +483,8 @@ export class Router {
       if (!this.settle(rid) || p.route.done) continue;
       const r = p.route;
       if (next === 'route again') {
+        // Its node left on purpose (or the phone was moving away from it): the phone may have
+        // no owner for a moment, whatever told this node first (the goodbye, or the bus).
         r.state = 'routing';
         r.fresh = true;
         r.movingUntil = Date.now() + MOVE_GRACE_MS;
