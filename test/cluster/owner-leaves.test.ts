@@ -229,6 +229,30 @@ describe('an owner that hands its phone over (drain)', () => {
     }
   }, 60_000);
 
+  it('a node that said goodbye and leaves the bus before its phone is claimed again: the request waits for the phone', async () => {
+    const phone = await offlinePhone('gone before the new claim');
+    const z = await bareNode();
+    const client = await rawClient(O.url, phone.token);
+    try {
+      await originHeartbeat(); // the origin knows Z, so it will hear Z go
+      const epoch = await z.bus.claimDevice(phone.deviceId);
+      await z.bus.sendToNode(originId, JSON.stringify({ t: 'bye', from: z.bus.nodeId }));
+      const pending = client.call(O.url, 1, 'echo', { text: 'before the claim' });
+      await waitFor(() => z.heard.length > 0, 10_000, 'the request reached Z');
+      // Z releases without a moving mark and leaves; only then does the phone come back.
+      await z.bus.releaseDevice(phone.deviceId, epoch);
+      await z.bus.close();
+      await waitFor(() => downs.includes(z.bus.nodeId), 10_000, 'the origin heard Z go');
+      await phone.back();
+      expect(outcome(await pending)).toBe('before the claim');
+      expect(phone.control.calls.map((c) => c.name)).toEqual(['echo']);
+    } finally {
+      await client.close();
+      await z.bus.close();
+      await phone.stop();
+    }
+  }, 60_000);
+
   it('a request published to it after it stopped listening (killed while draining) waits for the phone', async () => {
     const phone = await offlinePhone('owner killed while draining');
     const zId = `z-killed-${process.pid}`;
