@@ -137,6 +137,14 @@ describe.each(drivers)('%s bus', (_name, make) => {
     expect(await bus.sessions.countForDevice(d1)).toBe(1);
     await bus.sessions.delete(ids[0]);
     expect(await bus.sessions.countForDevice(d1)).toBe(0);
+    // Sessions evicted by the per-token cap or deleted by credential stop counting too.
+    const token = uid();
+    const more = [uid(), uid(), uid()];
+    for (const id of more) await bus.sessions.create(session(id, d1, token), 10_000, 2);
+    expect(await bus.sessions.countForDevice(d1)).toBe(2);
+    expect(await bus.sessions.deleteWhere({ tokenId: token })).toBe(2);
+    expect(await bus.sessions.countForDevice(d1)).toBe(0);
+    expect(await bus.sessions.countForDevice(d2)).toBe(1);
   });
 
   it('control events reach this node', async () => {

@@ -7,11 +7,38 @@ import { checkStreamId, DEFAULT_REPLAY, eventId, Handlers, parseEventId, type Re
 import { ExpiringMap } from '../expiring-map.ts';
 import { ReplayBudget, type ReplayEntry } from './replay-budget.ts';
 
+/** Session ids grouped by one field of their record, each group in least-recently-used order (a Set keeps insertion order). */
+class SessionIndex {
+  private readonly groups = new Map<string, Set<string>>();
+  constructor(private readonly key: (s: SessionRecord) => string) {}
+
+  /** Adds (or moves to the most recent end) the session; returns its group. */
+  add(s: SessionRecord): Set<string> {
+    const k = this.key(s);
+    let set = this.groups.get(k);
+    if (!set) this.groups.set(k, (set = new Set()));
+    set.delete(s.id);
+    set.add(s.id);
+    return set;
+  }
+  remove(s: SessionRecord): void {
+    const k = this.key(s);
+    const set = this.groups.get(k);
+    if (!set) return;
+    set.delete(s.id);
+    if (set.size === 0) this.groups.delete(k);
+  }
+  ids(k: string): readonly string[] {
+    return [...(this.groups.get(k) ?? [])];
+  }
+}
+
 class LocalSessions implements SessionStore {
   // evseq numbers the session's SSE events; it lives exactly as long as the session.
   private readonly map: ExpiringMap<{ s: SessionRecord; evseq: number }>;
-  /** Per token, its sessions least recently used first (a Set keeps insertion order). */
-  private readonly byToken = new Map<string, Set<string>>();
+  private readonly byToken = new SessionIndex((s) => s.tokenId);
+  /** So counting a phone's clients (the dashboard) does not walk every session of the node. */
+  private readonly byDevice = new SessionIndex((s) => s.deviceId);
   constructor(private readonly dropped: (id: string) => void) {
     this.map = new ExpiringMap((id, e) => {
       this.unindex(e.s);
@@ -27,17 +54,12 @@ class LocalSessions implements SessionStore {
   }
 
   private index(s: SessionRecord): Set<string> {
-    let set = this.byToken.get(s.tokenId);
-    if (!set) this.byToken.set(s.tokenId, (set = new Set()));
-    set.delete(s.id);
-    set.add(s.id);
-    return set;
+    this.byDevice.add(s);
+    return this.byToken.add(s);
   }
   private unindex(s: SessionRecord): void {
-    const set = this.byToken.get(s.tokenId);
-    if (!set) return;
-    set.delete(s.id);
-    if (set.size === 0) this.byToken.delete(s.tokenId);
+    this.byToken.remove(s);
+    this.byDevice.remove(s);
   }
 
   async create(s: SessionRecord, idleMs: number, maxPerToken?: number): Promise<string[]> {
@@ -47,7 +69,9 @@ class LocalSessions implements SessionStore {
     while (maxPerToken !== undefined && maxPerToken > 0 && set.size > maxPerToken) {
       const oldest = set.values().next().value!;
       if (oldest === s.id) break;
-      set.delete(oldest);
+      const e = this.map.get(oldest);
+      if (e) this.unindex(e.s);
+      else set.delete(oldest);
       this.map.delete(oldest);
       this.dropped(oldest);
       evicted.push(oldest);
@@ -69,23 +93,21 @@ class LocalSessions implements SessionStore {
     return this.map.delete(id);
   }
   async countForDevice(deviceId: string): Promise<number> {
-    let n = 0;
-    const now = Date.now();
-    for (const [, { value, expiresAt }] of this.map.values()) {
-      if (expiresAt > now && value.s.deviceId === deviceId) n++;
-    }
-    return n;
+    // map.get skips a session past its expiry whose timer has not fired yet.
+    return this.byDevice.ids(deviceId).filter((id) => this.map.get(id) !== undefined).length;
   }
   async deleteWhere(match: { deviceId?: string; tokenId?: string }): Promise<number> {
+    const ids = new Set([
+      ...(match.deviceId ? this.byDevice.ids(match.deviceId) : []),
+      ...(match.tokenId ? this.byToken.ids(match.tokenId) : []),
+    ]);
     let n = 0;
-    for (const [id, { value }] of this.map.values()) {
-      const s = value.s;
-      if ((match.deviceId && s.deviceId === match.deviceId) || (match.tokenId && s.tokenId === match.tokenId)) {
-        this.map.delete(id);
-        this.unindex(s);
-        this.dropped(id);
-        n++;
-      }
+    for (const id of ids) {
+      const e = this.map.get(id);
+      if (e) this.unindex(e.s);
+      if (!this.map.delete(id)) continue;
+      this.dropped(id);
+      n++;
     }
     return n;
   }
