@@ -465,10 +465,21 @@ export class Router {
    * node that says goodbye has answered everything it started.
    */
   private async nodeGone(node: string, how: 'bye' | 'down'): Promise<void> {
-    const saidBye = this.departed.has(node);
-    // The departure is complete once the bus sees the process gone: a process that announces
-    // this id later is a new node, whose requests are judged on their own.
-    if (how === 'down') this.forgetDeparture(node);
+    const departure = this.departed.get(node);
+    const saidBye = departure !== undefined;
+    try {
+      await this.settleGone(node, how, saidBye);
+    } finally {
+      // The departure is complete once the bus sees the process gone: a process that announces
+      // this id later is a new node, whose requests are judged on their own. Forgotten only
+      // once every request waiting on the node is decided: until then the owner check
+      // (checkOwners) must still see that the node left on purpose, or it fails a request the
+      // goodbye means to route again.
+      if (how === 'down' && this.departed.get(node) === departure) this.forgetDeparture(node);
+    }
+  }
+
+  private async settleGone(node: string, how: 'bye' | 'down', saidBye: boolean): Promise<void> {
     const owners = new Map<string, Promise<DeviceOwner | undefined>>();
     for (const [rid, p] of [...this.remote]) {
       if (p.node !== node) continue;

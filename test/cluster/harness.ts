@@ -311,6 +311,12 @@ export function outcome(answer: any): string {
   return answer?.result?.content?.[0]?.text ?? `?${JSON.stringify(answer)}`;
 }
 
+/** outcome(), with the error's message: what a failed assertion needs to name the path that gave up. */
+export function outcomeWithReason(answer: any): string {
+  const o = outcome(answer);
+  return answer?.error ? `${o} (${answer.error.message})` : o;
+}
+
 export function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return NaN;
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];

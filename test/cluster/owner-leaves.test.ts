@@ -6,7 +6,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { outcome, rawClient, sleep, startTestCluster, waitFor, type TestCluster } from './harness.ts';
+import { outcomeWithReason, rawClient, sleep, startTestCluster, waitFor, type TestCluster } from './harness.ts';
 import { startTestRelay, type TestRelay } from '../helpers/relay.ts';
 import { DeviceAgent, silentLogger } from '../../src/device/agent/index.ts';
 import { createEchoServer, type EchoServerControl } from '../fixtures/echo-server.ts';
@@ -147,7 +147,7 @@ describe('an owner that restarts under the same id', () => {
         originId,
         `${JSON.stringify({ t: 'res', rid })}\n${answer(id, 'answered after the restart')}`,
       );
-      expect(outcome(await pending)).toBe('answered after the restart');
+      expect(outcomeWithReason(await pending)).toBe('answered after the restart');
     } finally {
       old.kill('SIGKILL');
       await client.close();
@@ -157,101 +157,114 @@ describe('an owner that restarts under the same id', () => {
   }, 60_000);
 });
 
+/** What a drain scenario drives: Z holds the phone under `epoch`; `call()` sends the one request. */
+interface LeavingOwner {
+  phone: Awaited<ReturnType<typeof offlinePhone>>;
+  z: Awaited<ReturnType<typeof bareNode>>;
+  epoch: number;
+  call: () => Promise<unknown>;
+  /** Resolves once the request has reached Z. */
+  reachedZ: () => Promise<void>;
+}
+
+/**
+ * One request for a phone claimed by a bare node Z that the origin knows, with Z and the phone
+ * doing what `script` says (it returns the request's answer); the request must be answered by the phone (back on A), exactly once.
+ */
+async function leavingOwner(text: string, script: (t: LeavingOwner) => Promise<unknown>): Promise<void> {
+  const phone = await offlinePhone(text);
+  const z = await bareNode();
+  const client = await rawClient(O.url, phone.token);
+  try {
+    await originHeartbeat(); // the origin knows Z, so it will hear Z go
+    const epoch = await z.bus.claimDevice(phone.deviceId);
+    const answer = await script({
+      phone,
+      z,
+      epoch,
+      call: () => client.call(O.url, 1, 'echo', { text }),
+      reachedZ: () => waitFor(() => z.heard.length > 0, 10_000, 'the request reached Z'),
+    });
+    expect(outcomeWithReason(answer)).toBe(text);
+    expect(phone.control.calls.map((c) => c.name)).toEqual(['echo']);
+  } finally {
+    await client.close();
+    await z.bus.close();
+    await phone.stop();
+  }
+}
+
+const goodbye = (z: LeavingOwner['z']) => z.bus.sendToNode(originId, JSON.stringify({ t: 'bye', from: z.bus.nodeId }));
+const zGone = (z: LeavingOwner['z']) => waitFor(() => downs.includes(z.bus.nodeId), 10_000, 'the origin heard Z go');
+
 describe('an owner that hands its phone over (drain)', () => {
-  it('a request it holds while the phone is claimed elsewhere waits for its `redo`, then reaches the phone', async () => {
-    const phone = await offlinePhone('claimed before the redo');
-    const z = await bareNode();
-    const client = await rawClient(O.url, phone.token);
-    try {
-      const epoch = await z.bus.claimDevice(phone.deviceId);
-      const pending = client.call(O.url, 1, 'echo', { text: 'after the redo' });
-      await waitFor(() => z.heard.length > 0, 10_000, 'the request reached Z');
-      await z.bus.hit(movingKey(phone.deviceId), MOVE_GRACE_MS);
-      await z.bus.releaseDevice(phone.deviceId, epoch);
-      await phone.back();
-      // The origin re-checks the owner of requests older than 0.5 s: let it see A own the phone.
-      await sleep(1500);
-      await z.bus.sendToNode(originId, JSON.stringify({ t: 'redo', rid: z.heard[0].rid, why: 'moving' }));
-      expect(outcome(await pending)).toBe('after the redo');
-      expect(phone.control.calls.map((c) => c.name)).toEqual(['echo']);
-    } finally {
-      await client.close();
-      await z.bus.close();
-      await phone.stop();
-    }
-  }, 60_000);
+  it(
+    'a request it holds while the phone is claimed elsewhere waits for its `redo`, then reaches the phone',
+    () =>
+      leavingOwner('after the redo', async ({ phone, z, epoch, call, reachedZ }) => {
+        const pending = call();
+        await reachedZ();
+        await z.bus.hit(movingKey(phone.deviceId), MOVE_GRACE_MS);
+        await z.bus.releaseDevice(phone.deviceId, epoch);
+        await phone.back();
+        // The origin re-checks the owner of requests older than 0.5 s: let it see A own the phone.
+        await sleep(1500);
+        await z.bus.sendToNode(originId, JSON.stringify({ t: 'redo', rid: z.heard[0].rid, why: 'moving' }));
+        return pending;
+      }),
+    60_000,
+  );
 
-  it('a request that reached it after its goodbye is routed again when the bus reports it gone', async () => {
-    const phone = await offlinePhone('sent after the goodbye');
-    const z = await bareNode();
-    const client = await rawClient(O.url, phone.token);
-    try {
-      await originHeartbeat(); // the origin knows Z, so it will hear Z go
-      const epoch = await z.bus.claimDevice(phone.deviceId);
-      // The goodbye first, then a request that still found Z as the owner (a lookup that
-      // crossed the goodbye): Z never answers it, and leaves.
-      await z.bus.sendToNode(originId, JSON.stringify({ t: 'bye', from: z.bus.nodeId }));
-      const pending = client.call(O.url, 1, 'echo', { text: 'after the goodbye' });
-      await waitFor(() => z.heard.length > 0, 10_000, 'the request reached Z');
-      await z.bus.releaseDevice(phone.deviceId, epoch);
-      await phone.back();
-      await z.bus.close();
-      await waitFor(() => downs.includes(z.bus.nodeId), 10_000, 'the origin heard Z go');
-      expect(outcome(await pending)).toBe('after the goodbye');
-      expect(phone.control.calls.map((c) => c.name)).toEqual(['echo']);
-    } finally {
-      await client.close();
-      await z.bus.close();
-      await phone.stop();
-    }
-  }, 60_000);
+  it(
+    'a request that reached it after its goodbye is routed again when the bus reports it gone',
+    () =>
+      leavingOwner('after the goodbye', async ({ phone, z, epoch, call, reachedZ }) => {
+        // The goodbye first, then a request that still found Z as the owner (a lookup that
+        // crossed the goodbye): Z never answers it, and leaves.
+        await goodbye(z);
+        const pending = call();
+        await reachedZ();
+        await z.bus.releaseDevice(phone.deviceId, epoch);
+        await phone.back();
+        await z.bus.close();
+        await zGone(z);
+        return pending;
+      }),
+    60_000,
+  );
 
-  it('a goodbye that reaches the origin after the request went out and after the phone was released: the request waits for the phone', async () => {
-    const phone = await offlinePhone('goodbye after the release');
-    const z = await bareNode();
-    const client = await rawClient(O.url, phone.token);
-    try {
-      await originHeartbeat();
-      const epoch = await z.bus.claimDevice(phone.deviceId);
-      const pending = client.call(O.url, 1, 'echo', { text: 'goodbye late' });
-      await waitFor(() => z.heard.length > 0, 10_000, 'the request reached Z');
-      // Z releases the phone without a moving mark, and its goodbye comes after the request.
-      await z.bus.releaseDevice(phone.deviceId, epoch);
-      await z.bus.sendToNode(originId, JSON.stringify({ t: 'bye', from: z.bus.nodeId }));
-      await sleep(300); // the origin routes it again and finds no owner yet
-      await phone.back();
-      expect(outcome(await pending)).toBe('goodbye late');
-      expect(phone.control.calls.map((c) => c.name)).toEqual(['echo']);
-    } finally {
-      await client.close();
-      await z.bus.close();
-      await phone.stop();
-    }
-  }, 60_000);
+  it(
+    'a goodbye that reaches the origin after the request went out and after the phone was released: the request waits for the phone',
+    () =>
+      leavingOwner('goodbye late', async ({ phone, z, epoch, call, reachedZ }) => {
+        const pending = call();
+        await reachedZ();
+        // Z releases the phone without a moving mark, and its goodbye comes after the request.
+        await z.bus.releaseDevice(phone.deviceId, epoch);
+        await goodbye(z);
+        await sleep(300); // the origin routes it again and finds no owner yet
+        await phone.back();
+        return pending;
+      }),
+    60_000,
+  );
 
-  it('a node that said goodbye and leaves the bus before its phone is claimed again: the request waits for the phone', async () => {
-    const phone = await offlinePhone('gone before the new claim');
-    const z = await bareNode();
-    const client = await rawClient(O.url, phone.token);
-    try {
-      await originHeartbeat(); // the origin knows Z, so it will hear Z go
-      const epoch = await z.bus.claimDevice(phone.deviceId);
-      await z.bus.sendToNode(originId, JSON.stringify({ t: 'bye', from: z.bus.nodeId }));
-      const pending = client.call(O.url, 1, 'echo', { text: 'before the claim' });
-      await waitFor(() => z.heard.length > 0, 10_000, 'the request reached Z');
-      // Z releases without a moving mark and leaves; only then does the phone come back.
-      await z.bus.releaseDevice(phone.deviceId, epoch);
-      await z.bus.close();
-      await waitFor(() => downs.includes(z.bus.nodeId), 10_000, 'the origin heard Z go');
-      await phone.back();
-      expect(outcome(await pending)).toBe('before the claim');
-      expect(phone.control.calls.map((c) => c.name)).toEqual(['echo']);
-    } finally {
-      await client.close();
-      await z.bus.close();
-      await phone.stop();
-    }
-  }, 60_000);
+  it(
+    'a node that said goodbye and leaves the bus before its phone is claimed again: the request waits for the phone',
+    () =>
+      leavingOwner('before the claim', async ({ phone, z, epoch, call, reachedZ }) => {
+        await goodbye(z);
+        const pending = call();
+        await reachedZ();
+        // Z releases without a moving mark and leaves; only then does the phone come back.
+        await z.bus.releaseDevice(phone.deviceId, epoch);
+        await z.bus.close();
+        await zGone(z);
+        await phone.back();
+        return pending;
+      }),
+    60_000,
+  );
 
   it('a request published to it after it stopped listening (killed while draining) waits for the phone', async () => {
     const phone = await offlinePhone('owner killed while draining');
@@ -267,7 +280,7 @@ describe('an owner that hands its phone over (drain)', () => {
       const pending = client.call(O.url, 1, 'echo', { text: 'after the owner died' });
       await sleep(300); // the origin finds Z as the owner and publishes to its dead channel
       await phone.back();
-      expect(outcome(await pending)).toBe('after the owner died');
+      expect(outcomeWithReason(await pending)).toBe('after the owner died');
       expect(phone.control.calls.map((c) => c.name)).toEqual(['echo']);
     } finally {
       z.kill('SIGKILL');
