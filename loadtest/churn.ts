@@ -16,6 +16,7 @@ import { DeviceAgent, silentLogger } from '../src/device/agent/index.ts';
 import { DETACHED_GRACE_MS } from '../src/gateway/session-streams.ts';
 import type { LocalBus } from '../src/bus/local/index.ts';
 import { metrics } from '../src/metrics.ts';
+import { initializeSession } from './lib/mcp-client.ts';
 
 // Heap after GC needs --expose-gc: re-run this file with it (npm run loadtest starts it without).
 const gc = (globalThis as { gc?: () => void }).gc;
@@ -123,20 +124,7 @@ async function main(): Promise<void> {
     'mcp-protocol-version': '2025-11-25',
     ...(sid ? { 'mcp-session-id': sid } : {}),
   });
-  const initialize = async (token: string): Promise<string | undefined> => {
-    const r = await fetch(relay.mcpUrl, {
-      method: 'POST',
-      headers: headers(token),
-      body: JSON.stringify({
-        jsonrpc: '2.0',
-        id: 0,
-        method: 'initialize',
-        params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'churn', version: '1' } },
-      }),
-    });
-    await r.text();
-    return r.headers.get('mcp-session-id') ?? undefined;
-  };
+  const initialize = (token: string) => initializeSession(relay.mcpUrl, token, 'churn');
   const call = (token: string, sid: string, name: string, args: unknown, signal?: AbortSignal, accept?: string) =>
     fetch(relay.mcpUrl, {
       method: 'POST',

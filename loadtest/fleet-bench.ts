@@ -38,6 +38,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { startRelayChild } from './fleet-relay.ts';
 import { maxIn100ms, parseAddresses, startFleet } from './fleet.ts';
+import { initializeSession } from './lib/mcp-client.ts';
 
 const SELF = fileURLToPath(import.meta.url);
 const gc = (globalThis as { gc?: () => void }).gc;
@@ -89,19 +90,8 @@ async function driverMain(): Promise<void> {
     sessions.push(
       ...(await Promise.all(
         batch.map(async (token) => {
-          const r = await fetch(task.mcpUrl, {
-            method: 'POST',
-            headers: headers(token),
-            body: JSON.stringify({
-              jsonrpc: '2.0',
-              id: 0,
-              method: 'initialize',
-              params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'bench', version: '0' } },
-            }),
-          });
-          await r.text();
-          const sid = r.headers.get('mcp-session-id');
-          if (!sid) throw new Error(`initialize failed: ${r.status}`);
+          const sid = await initializeSession(task.mcpUrl, token, 'bench');
+          if (!sid) throw new Error('initialize failed');
           return sid;
         }),
       )),

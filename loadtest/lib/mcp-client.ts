@@ -66,6 +66,39 @@ export function postMcp(
   });
 }
 
+/** The initialize request every load client opens its session with. */
+function initializeBody(clientName: string): string {
+  return JSON.stringify({
+    jsonrpc: '2.0',
+    id: 0,
+    method: 'initialize',
+    params: { protocolVersion: PROTOCOL, capabilities: {}, clientInfo: { name: clientName, version: '1' } },
+  });
+}
+
+/**
+ * Opens a session with one initialize POST over fetch (for scenarios that keep no agent of
+ * their own); its id, or undefined when the relay refused it.
+ */
+export async function initializeSession(
+  mcpUrl: string,
+  token: string,
+  clientName: string,
+): Promise<string | undefined> {
+  const r = await fetch(mcpUrl, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'x-api-key': token,
+      'mcp-protocol-version': PROTOCOL,
+    },
+    body: initializeBody(clientName),
+  });
+  await r.text();
+  return r.headers.get('mcp-session-id') ?? undefined;
+}
+
 export class McpSession {
   sessionId = '';
   private nextId = 1;
@@ -87,17 +120,7 @@ export class McpSession {
   }
 
   async initialize(): Promise<this> {
-    const r = await postMcp(
-      this.mcpUrl,
-      JSON.stringify({
-        jsonrpc: '2.0',
-        id: 0,
-        method: 'initialize',
-        params: { protocolVersion: PROTOCOL, capabilities: {}, clientInfo: { name: 'loadtest', version: '1' } },
-      }),
-      this.headers(),
-      this.agent,
-    );
+    const r = await postMcp(this.mcpUrl, initializeBody('loadtest'), this.headers(), this.agent);
     const sid = r.headers['mcp-session-id'];
     if (r.status !== 200 || typeof sid !== 'string') throw new Error(`initialize failed: ${r.status}`);
     this.sessionId = sid;
