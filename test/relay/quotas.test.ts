@@ -127,7 +127,8 @@ function quotaSuite(name: string, twoNodes: boolean) {
       // The key's share is half of --max-in-flight: 1,024 run, the rest are refused for this key.
       expect(byOutcome).toEqual({
         ok: 1024,
-        'device_busy: this key already has N requests in flight on the phone': 2108 - 1024,
+        'device_busy: Too many requests are in flight for this phone: this key already has N requests in flight on the phone':
+          2108 - 1024,
       });
     });
 
