@@ -8,3 +8,16 @@ export class BusUnavailableError extends Error {
     this.name = 'BusUnavailableError';
   }
 }
+
+/**
+ * Redis did not answer a command in time, on a connection that is still open: the command may
+ * well have run (its reply can be queued behind others, or behind this process's own busy
+ * event loop, whose timers fire before it reads the socket). A publish that fails this way is
+ * in doubt, not lost.
+ */
+export class BusTimeoutError extends BusUnavailableError {
+  constructor(message = 'cluster bus did not answer in time', options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'BusTimeoutError';
+  }
+}

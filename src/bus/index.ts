@@ -5,7 +5,7 @@ import type { Bus } from './types.ts';
 import { LocalBus } from './local/index.ts';
 
 export type { Bus, ControlEvent, DeviceOwner, ReplayEvent, SessionRecord, SessionStore } from './types.ts';
-export { BusUnavailableError } from './errors.ts';
+export { BusTimeoutError, BusUnavailableError } from './errors.ts';
 export { parseEventId } from './util.ts';
 
 export async function createBus(

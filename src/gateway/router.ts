@@ -10,7 +10,7 @@
 // request that finds no owner polls while the moving mark lives. See docs/OPERATIONS.md.
 import { relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
 import type { JsonRpcId, JsonRpcRequest } from '../protocol/jsonrpc.ts';
-import { BusUnavailableError, type DeviceOwner } from '../bus/index.ts';
+import { BusTimeoutError, BusUnavailableError, type DeviceOwner } from '../bus/index.ts';
 import type { Scope } from '../store/types.ts';
 import type { CallHandle, Caller, DeviceConnection, ReplySink } from './device-connection.ts';
 import type { GatewayContext } from './context.ts';
@@ -390,7 +390,11 @@ export class Router {
       tokenId: r.caller.tokenId,
       timeoutMs,
     };
-    const delivered = await this.ctx.bus.sendToNode(owner.nodeId, encode(header, r.payload)).catch(() => false);
+    // A publish Redis answered late may have reached the owner (BusTimeoutError): it stays
+    // pending, settled by the owner's answer, the owner check, the bus going down or its timer.
+    const delivered = await this.ctx.bus
+      .sendToNode(owner.nodeId, encode(header, r.payload))
+      .catch((err) => err instanceof BusTimeoutError);
     if (delivered && r.orphaned) this.sendOrphan(r);
     if (delivered || !this.settle(rid)) return;
     this.forgetOwner(r.deviceId, owner.nodeId);

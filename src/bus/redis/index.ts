@@ -2,13 +2,15 @@
 // goes over pub/sub. Two connections: commands, and a subscriber (subscriber mode needs its own).
 //
 // Failure model: no offline queue and no command retries, so while Redis is unreachable every call
-// rejects at once (or after commandTimeoutMs if Redis hangs) with BusUnavailableError. ioredis keeps
+// rejects at once (or after commandTimeoutMs if Redis hangs: BusTimeoutError, the command may have
+// run) with BusUnavailableError. The bus is down when a connection closes or when heartbeats fail
+// past the node TTL; a late heartbeat within it is not an outage. ioredis keeps
 // reconnecting; once both connections are back we resubscribe, re-announce the node and fire
 // onReconnected. Nothing is re-claimed automatically: the gateway calls reclaimDevice.
 import { createHash, randomBytes } from 'node:crypto';
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from '../../log.ts';
-import { BusUnavailableError } from '../errors.ts';
+import { BusTimeoutError, BusUnavailableError } from '../errors.ts';
 import type { Bus, ControlEvent, DeviceOwner, ReplayEvent, SessionRecord, SessionStore } from '../types.ts';
 import { checkStreamId, DEFAULT_REPLAY, eventId, Handlers, parseEventId, type ReplayLimits } from '../util.ts';
 import { lua, type ScriptName } from './scripts.ts';
@@ -38,6 +40,9 @@ function asBusError(err: unknown): Error {
   if (err instanceof BusUnavailableError) return err;
   const e = err as Error;
   if (e?.name === 'ReplyError' && !TRANSIENT_REPLY.test(e.message)) return e; // a bug, not an outage
+  // ioredis's commandTimeout: the connection is open, the reply late.
+  if (e?.message === 'Command timed out')
+    return new BusTimeoutError(`cluster bus did not answer in time: ${e.message}`, { cause: err });
   return new BusUnavailableError(`cluster bus unavailable: ${e?.message ?? String(err)}`, { cause: err });
 }
 
@@ -64,6 +69,8 @@ export class RedisBus implements Bus {
   private closing = false;
   private resyncing?: Promise<void>;
   private beating?: Promise<boolean>;
+  /** When a heartbeat last succeeded: until nodeTtlMs after it, this node is alive for its peers. */
+  private lastBeatAt = 0;
   private announced = false;
   private timer?: NodeJS.Timeout;
 
@@ -203,7 +210,17 @@ export class RedisBus implements Bus {
     if (this.beating) return; // Redis is slow; do not pile up heartbeats
     this.beat().then(
       (lapsed) => lapsed && this.up && this.on.reconnected.emit(),
-      (err) => this.markDown(`heartbeat failed: ${(err as Error).message}`),
+      (err) => {
+        // A late heartbeat on an open connection (Redis or this process busy) is not an outage
+        // while this node is still alive for its peers: declaring the bus down would fail every
+        // request in flight. A closed connection marks it down at once (on 'close').
+        const late = err instanceof BusTimeoutError && this.cmd.status === 'ready';
+        if (late && Date.now() - this.lastBeatAt < this.o.nodeTtlMs) {
+          this.log.warn({ node: this.nodeId }, 'cluster bus heartbeat late');
+          return;
+        }
+        this.markDown(`heartbeat failed: ${(err as Error).message}`);
+      },
     );
   }
 
@@ -213,7 +230,9 @@ export class RedisBus implements Bus {
    */
   private beat(): Promise<boolean> {
     this.beating ??= (async () => {
+      const sentAt = Date.now(); // the script ran no earlier: alive at least until sentAt + nodeTtlMs
       const r = (await this.run('heartbeat', [this.nodeId, this.boot, this.o.nodeTtlMs])) as Array<string | number>;
+      this.lastBeatAt = sentAt;
       const [wasAlive, prevBoot] = [Number(r[0]), String(r[1])];
       const now = new Map<string, string>();
       for (let i = 2; i < r.length; i += 2) now.set(String(r[i]), String(r[i + 1]));

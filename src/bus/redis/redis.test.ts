@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { BusUnavailableError } from '../errors.ts';
+import { BusTimeoutError, BusUnavailableError } from '../errors.ts';
 import { RedisBus, type RedisBusOptions } from './index.ts';
 import { dropPrefix, quietLog, randomPrefix, REDIS_URL, ScratchRedis, sleep, waitFor } from './test-support.ts';
 
@@ -252,6 +252,30 @@ describe('RedisBus during a Redis outage', () => {
     expect(ups).toHaveLength(1);
     expect(await a.hit('k2', 1000)).toBe(1);
     admin.disconnect();
+  });
+
+  it('a Redis that answers late, within the node TTL, does not take the bus down; a publish answered late still arrives', async () => {
+    redis = await ScratchRedis.start();
+    const opts = { prefix, nodeTtlMs: 3000, heartbeatMs: 150, commandTimeoutMs: 300 };
+    const [a, b] = [await node('a', opts, redis.url), await node('b', opts, redis.url)];
+    const downs: string[] = [];
+    a.onUnavailable(() => downs.push('a'));
+    b.onUnavailable(() => downs.push('b'));
+    const atA: string[] = [];
+    a.onNodeMessage((m) => atA.push(m));
+    const admin = new Redis(redis.url);
+    try {
+      await admin.client('PAUSE', 800, 'ALL'); // several heartbeats time out meanwhile
+      // In doubt, not lost: Redis runs it when the pause ends.
+      await expect(b.sendToNode('a', 'late')).rejects.toBeInstanceOf(BusTimeoutError);
+      await waitFor(() => atA.includes('late'), 3000, 'the late publish delivered');
+      await sleep(300); // a heartbeat or two after the pause
+      expect(downs).toEqual([]);
+      expect(a.available && b.available).toBe(true);
+      expect(await b.sendToNode('a', 'after')).toBe(true);
+    } finally {
+      admin.disconnect();
+    }
   });
 
   it('connect fails fast with BusUnavailableError when Redis is not there', async () => {
