@@ -165,6 +165,7 @@ export class Exchange implements TurnWriter {
       this.onAbort(() => reject(new Error('client aborted')));
       this.res.onData((chunk, isLast) => {
         if (failed) return;
+        this.route?.bytesIn(chunk.byteLength);
         size += chunk.byteLength;
         if (size > limit) {
           failed = true;
@@ -174,7 +175,6 @@ export class Exchange implements TurnWriter {
           return;
         }
         chunks.push(Buffer.from(chunk.slice(0)));
-        if (isLast) this.route?.bytesIn(size);
         if (isLast) resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
       });
     });
