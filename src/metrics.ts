@@ -256,8 +256,8 @@ export const redisCommand: Timing = histogram(
 ).cell();
 
 /** The answer of a remote request: its round trip is observed; `p` passes through. */
-export function answered<T extends { sentPerf: number }>(p: T | undefined): T | undefined {
-  if (p) busRoundTrip.since(p.sentPerf);
+export function answered<T extends { route: { sentPerf: number } }>(p: T | undefined): T | undefined {
+  if (p) busRoundTrip.since(p.route.sentPerf);
   return p;
 }
 

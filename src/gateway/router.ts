@@ -98,6 +98,8 @@ interface Route {
    * the request went out, and after the phone was released: docs/decisions/0080-drain-rerouting.md).
    */
   movingUntil?: number;
+  /** performance.now() when it was last sent to an owner node (phonebridge_bus_round_trip_seconds). */
+  sentPerf: number;
 }
 
 interface RemotePending {
@@ -106,8 +108,6 @@ interface RemotePending {
   /** The owner's claim the request was addressed to: tells a restarted owner from its predecessor. */
   epoch: number;
   sentAt: number;
-  /** performance.now() at the send, for phonebridge_bus_round_trip_seconds. */
-  sentPerf: number;
   timer: NodeJS.Timeout;
   cached: boolean;
 }
@@ -214,6 +214,7 @@ export class Router {
       done: false,
       state: 'routing',
       gone: 0,
+      sentPerf: 0,
     };
     const finish = () => {
       if (r.done) return false;
@@ -380,16 +381,8 @@ export class Router {
     }, timeoutMs + ORIGIN_GRACE_MS);
     r.state = 'remote';
     r.rid = rid;
-    const sentPerf = performance.now();
-    this.remote.set(rid, {
-      route: r,
-      node: owner.nodeId,
-      epoch: owner.epoch,
-      sentAt: Date.now(),
-      sentPerf,
-      timer,
-      cached,
-    });
+    this.remote.set(rid, { route: r, node: owner.nodeId, epoch: owner.epoch, sentAt: Date.now(), timer, cached });
+    r.sentPerf = performance.now();
     r.payload ??= r.params === undefined ? '' : JSON.stringify(r.params);
     const header: Header = {
       t: 'req',
