@@ -426,7 +426,7 @@ export function buildDashboard() {
     .withPanel(
       graph(
         'Store queries by kind and outcome',
-        'Queries per second: select, insert, update, delete, other; error = the query failed (unreachable, timeout, or refused).',
+        'Queries per second: select, insert, update, delete, other; error = the query failed on its connection (a store that cannot be reached at all shows in Store up).',
         [[perSecond('phonebridge_store_query_duration_seconds_count', 'kind, outcome'), '{{kind}} {{outcome}}']],
         'short',
         8,
