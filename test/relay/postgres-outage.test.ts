@@ -9,17 +9,7 @@ import { connectClient, startTestPhone, startTestRelay, type TestPhone, type Tes
 import { createEchoServer } from '../fixtures/echo-server.ts';
 import { generateDeviceKey } from '../../src/crypto/device-auth.ts';
 import { postJson } from '../helpers/raw-device.ts';
-import { registry } from '../../src/metrics.ts';
-
-/** A sample of this process's registry (the relay runs in it), by name and exact label text. */
-async function sample(name: string, labels = ''): Promise<number | undefined> {
-  const line = (await registry.metrics()).split('\n').find((l) => l.startsWith(`${name}${labels} `));
-  return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
-}
-const waitForSample = async (name: string, want: number) => {
-  for (let i = 0; i < 100 && (await sample(name)) !== want; i++) await new Promise((r) => setTimeout(r, 50));
-  return sample(name);
-};
+import { sample, waitForSample } from '../helpers/metrics.ts';
 
 const ADMIN = process.env.PHONEBRIDGE_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const dbName = `pb_pgout_${randomBytes(4).toString('hex')}`;
