@@ -1,5 +1,10 @@
-// Prometheus metrics. Labels are bounded: MCP method names outside the known set are "other".
+// Prometheus metrics. Labels are bounded: MCP method names outside the known set are "other";
+// no label ever carries a device, account, session or token id. The catalogue with every
+// family is in docs/OPERATIONS.md ("Health and metrics"). Series the per-call path touches are
+// cells bound once (src/metric-cells.ts, docs/decisions/0120-metric-cells.md).
 import client from 'prom-client';
+import type { LogEvent } from 'kysely';
+import { CellCounter, CellHistogram, ReadGauge, type Count, type Timing } from './metric-cells.ts';
 
 export const registry = new client.Registry();
 client.collectDefaultMetrics({ register: registry, prefix: 'phonebridge_process_' });
@@ -29,24 +34,36 @@ export function methodLabel(method: string): string {
   return KNOWN_METHODS.has(method) ? method : 'other';
 }
 
+/**
+ * Every latency histogram: from 0.1 ms (a same-node answer, a Redis command) to 615 s, the
+ * longest a forwarded request may take (wait_for_events: its timeout_s + 15 s).
+ */
+export const LATENCY_BUCKETS = [
+  0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300,
+  615,
+] as const;
+
+/** How the relay names the two MCP eras it serves (src/protocol/stateless.ts classifyEra). */
+export type EraLabel = 'session' | 'stateless';
+
 export const metrics = {
-  mcpRequests: new client.Counter({
+  mcpRequests: new CellCounter({
     name: 'phonebridge_mcp_requests_total',
-    help: 'JSON-RPC requests from MCP clients, by method and outcome',
-    labelNames: ['method', 'outcome'] as const,
+    help: 'JSON-RPC requests from MCP clients answered, by method, outcome and era (session = 2025-03-26 to 2025-11-25, stateless = 2026-07-28)',
+    labelNames: ['method', 'outcome', 'era'],
     registers: [registry],
   }),
   mcpLatency: new client.Histogram({
     name: 'phonebridge_mcp_request_duration_seconds',
     help: 'Time from a client request to its answer, by method',
     labelNames: ['method'] as const,
-    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 600],
+    buckets: [...LATENCY_BUCKETS],
     registers: [registry],
   }),
-  httpResponses: new client.Counter({
+  httpResponses: new CellCounter({
     name: 'phonebridge_http_responses_total',
-    help: 'HTTP responses by route and status',
-    labelNames: ['route', 'status'] as const,
+    help: 'HTTP responses on the client port, by route pattern and status',
+    labelNames: ['route', 'status'],
     registers: [registry],
   }),
   devicesConnected: new client.Gauge({
@@ -54,10 +71,10 @@ export const metrics = {
     help: 'Phone sockets held by this node',
     registers: [registry],
   }),
-  deviceFrames: new client.Counter({
+  deviceFrames: new CellCounter({
     name: 'phonebridge_device_frames_total',
     help: 'WebSocket frames exchanged with phones',
-    labelNames: ['direction'] as const,
+    labelNames: ['direction'],
     registers: [registry],
   }),
   deviceAuth: new client.Counter({
@@ -90,21 +107,290 @@ export const metrics = {
   }),
 };
 
-// Pre-bound label children for the per-call path: a label lookup hashes its label set each time.
-const requestChildren = new Map<string, { inc(): void }>();
+// --- the per-call path: cells bound once ------------------------------------------------------
+
+const requestCells = new Map<string, Map<string, [session: Count, stateless: Count]>>();
 const latencyChildren = new Map<string, { observe(v: number): void }>();
 
-/** One answered MCP request: its count by method and outcome, and its latency by method. */
-export function observeMcpRequest(method: string, outcome: string, seconds: number): void {
+/** One answered MCP request: its count by method, outcome and era, and its latency by method. */
+export function observeMcpRequest(method: string, outcome: string, seconds: number, era: EraLabel = 'session'): void {
   const label = methodLabel(method);
-  const key = `${label}\u0000${outcome}`;
-  let c = requestChildren.get(key);
-  if (!c) requestChildren.set(key, (c = metrics.mcpRequests.labels({ method: label, outcome })));
-  c.inc();
+  let byOutcome = requestCells.get(label);
+  if (!byOutcome) requestCells.set(label, (byOutcome = new Map<string, [Count, Count]>()));
+  let cells = byOutcome.get(outcome);
+  if (!cells) {
+    const cell = (e: EraLabel) => metrics.mcpRequests.cell({ method: label, outcome, era: e });
+    byOutcome.set(outcome, (cells = [cell('session'), cell('stateless')]));
+  }
+  cells[era === 'session' ? 0 : 1].inc();
   let h = latencyChildren.get(label);
   if (!h) latencyChildren.set(label, (h = metrics.mcpLatency.labels({ method: label })));
   h.observe(seconds);
 }
 
-export const framesToDevice = metrics.deviceFrames.labels({ direction: 'to_device' });
-export const framesFromDevice = metrics.deviceFrames.labels({ direction: 'from_device' });
+export const framesToDevice = metrics.deviceFrames.cell({ direction: 'to_device' });
+export const framesFromDevice = metrics.deviceFrames.cell({ direction: 'from_device' });
+
+const counter = (name: string, help: string, labelNames: string[]) =>
+  new CellCounter({ name, help, labelNames, registers: [registry] });
+const histogram = (name: string, help: string, labelNames: string[] = []) =>
+  new CellHistogram({ name, help, labelNames, buckets: LATENCY_BUCKETS, registers: [registry] });
+/** One cell per label value, bound now. */
+function cellsBy<K extends string>(metric: CellCounter, label: string, values: readonly K[]): Record<K, Count> {
+  return Object.fromEntries(values.map((v) => [v, metric.cell({ [label]: v })])) as Record<K, Count>;
+}
+
+const bytes = counter(
+  'phonebridge_bytes_total',
+  'Bytes received (in) and sent (out): side client = HTTP bodies on the client port (SSE included), side phone = WebSocket frames of phone sockets',
+  ['side', 'direction'],
+);
+const clientBytesIn = bytes.cell({ side: 'client', direction: 'in' });
+const clientBytesOut = bytes.cell({ side: 'client', direction: 'out' });
+const phoneBytesIn = bytes.cell({ side: 'phone', direction: 'in' });
+const phoneBytesOut = bytes.cell({ side: 'phone', direction: 'out' });
+
+/** A frame queued for a phone: counted, with its bytes. */
+export function sentToPhone(frame: string): void {
+  framesToDevice.inc();
+  phoneBytesOut.inc(Buffer.byteLength(frame));
+}
+
+/** A frame read from a phone socket (before any check). */
+export function receivedFromPhone(byteLength: number): void {
+  phoneBytesIn.inc(byteLength);
+}
+
+/** Messages refused for their size: a client body or request frame over 256 KiB, a phone frame over 256 KiB (1009). */
+export const framesTooBig = cellsBy(
+  counter('phonebridge_frames_too_big_total', 'Messages refused as too big (over 256 KiB), by side', ['side']),
+  'side',
+  ['client', 'phone'] as const,
+);
+
+/** /mcp requests refused before any session: no key, an unknown or expired key, a locked account, the store away. */
+export const clientAuthFailures = cellsBy(
+  counter('phonebridge_client_auth_failures_total', 'MCP client authentication failures, by reason', ['reason']),
+  'reason',
+  ['missing', 'invalid', 'locked', 'store_unavailable'] as const,
+);
+
+/** Requests refused by a limit (429s, and device_busy refusals of the per-phone budgets). */
+export const rateLimited = cellsBy(
+  counter('phonebridge_rate_limited_total', 'Requests refused by a rate limit or budget, by limiter', ['limiter']),
+  'limiter',
+  [
+    'pair_failures',
+    'challenges',
+    'initialize_per_key',
+    'initialize_per_address',
+    'phone_in_flight',
+    'key_in_flight',
+    'key_waits',
+    'oauth_registrations',
+    'signin_links',
+  ] as const,
+);
+
+/** Client requests this node sent to the phone's node (origin), and requests it ran for another node (owner). */
+export const crossNode = cellsBy(
+  counter(
+    'phonebridge_cross_node_requests_total',
+    'Requests crossing nodes over the bus: sent to the owner node (origin), run for an origin node (owner)',
+    ['role'],
+  ),
+  'role',
+  ['origin', 'owner'] as const,
+);
+
+/** Requests routed again (src/gateway/router.ts): the owner's redo (moving, gone), its node left, or it stopped listening. */
+export const reroutes = cellsBy(
+  counter('phonebridge_reroutes_total', 'Requests routed again to find the phone, by reason', ['reason']),
+  'reason',
+  ['moving', 'gone', 'node_left', 'unreachable'] as const,
+);
+
+/** Goodbyes (a node stopping on purpose): this node's own, and those it heard. */
+export const goodbyes = cellsBy(
+  counter('phonebridge_goodbyes_total', 'Goodbyes of nodes stopping on purpose: said by this node, heard from others', [
+    'direction',
+  ]),
+  'direction',
+  ['sent', 'received'] as const,
+);
+
+/** initialize and server/discover answered from the phone's initialize result: from its socket, the store, or neither. */
+export const initializeFrom = cellsBy(
+  counter(
+    'phonebridge_initialize_cache_total',
+    "initialize and server/discover answered by the relay from the phone's cached initialize result, by source (socket, store, fallback = the phone never connected)",
+    ['source'],
+  ),
+  'source',
+  ['socket', 'store', 'fallback'] as const,
+);
+
+/** GETs with Last-Event-ID: a GET stream resumed, or a dropped POST answer stream followed. */
+export const sseReplays = cellsBy(
+  counter('phonebridge_sse_replays_total', 'SSE streams resumed with Last-Event-ID, by the stream resumed', ['stream']),
+  'stream',
+  ['get', 'post'] as const,
+);
+
+/** Origin side: a remote request sent (performance.now()) until its answer or failure came back. */
+export const busRoundTrip: Timing = histogram(
+  'phonebridge_bus_round_trip_seconds',
+  "Origin node to the phone's node and back: from publishing a request until its answer arrives (the phone's own time included)",
+).cell();
+
+/** A node-to-node publish on Redis, until Redis acknowledged it. */
+export const busPublish: Timing = histogram(
+  'phonebridge_bus_publish_duration_seconds',
+  'Publishing one node-to-node message on the bus (Redis PUBLISH) until Redis answered',
+).cell();
+
+/** Every Redis command of the bus (scripts included). */
+export const redisCommand: Timing = histogram(
+  'phonebridge_redis_command_duration_seconds',
+  'Redis commands of the cluster bus, until the reply (or the failure)',
+).cell();
+
+/** The answer of a remote request: its round trip is observed; `p` passes through. */
+export function answered<T extends { route: { sentPerf: number } }>(p: T | undefined): T | undefined {
+  if (p) busRoundTrip.since(p.route.sentPerf);
+  return p;
+}
+
+// --- HTTP responses and client bytes, per route -------------------------------------------------
+
+/** One client-port route: its responses by status, and the body bytes in and out. */
+export class RouteMetrics {
+  private readonly byStatus = new Map<number, Count>();
+  constructor(readonly route: string) {}
+
+  /** A response written: its status, and its body's bytes. */
+  responded(status: number, body?: string | Buffer): void {
+    let c = this.byStatus.get(status);
+    if (!c) this.byStatus.set(status, (c = metrics.httpResponses.cell({ route: this.route, status: String(status) })));
+    c.inc();
+    this.bytesOut(body);
+  }
+
+  bytesIn(n: number): void {
+    clientBytesIn.inc(n);
+  }
+
+  bytesOut(body: string | Buffer | undefined): void {
+    if (body) clientBytesOut.inc(typeof body === 'string' ? Buffer.byteLength(body) : body.length);
+  }
+}
+
+const routes = new Map<string, RouteMetrics>();
+
+/** The metrics of a route pattern; `/*` (nothing matched) is "unmatched". */
+export function routeMetrics(pattern: string): RouteMetrics {
+  const route = pattern === '/*' ? 'unmatched' : pattern;
+  let r = routes.get(route);
+  if (!r) routes.set(route, (r = new RouteMetrics(route)));
+  return r;
+}
+
+// --- store ----------------------------------------------------------------------------------------
+
+const storeQueries = new CellHistogram({
+  name: 'phonebridge_store_query_duration_seconds',
+  help: 'Store (Postgres) queries, by statement kind and outcome',
+  labelNames: ['kind', 'outcome'],
+  buckets: LATENCY_BUCKETS,
+  registers: [registry],
+});
+const QUERY_KINDS: Record<string, string> = {
+  SelectQueryNode: 'select',
+  InsertQueryNode: 'insert',
+  UpdateQueryNode: 'update',
+  DeleteQueryNode: 'delete',
+};
+const storeCells = new Map<string, Timing>();
+
+/** Kysely's `log` hook (src/store/kysely-store.ts): every query's duration, as Kysely measured it. */
+export function observeStoreQuery(event: LogEvent): void {
+  const kind = QUERY_KINDS[event.query.query.kind] ?? 'other';
+  const key = event.level === 'error' ? `${kind} error` : kind;
+  let cell = storeCells.get(key);
+  if (!cell)
+    storeCells.set(key, (cell = storeQueries.cell({ kind, outcome: event.level === 'error' ? 'error' : 'ok' })));
+  cell.observe(event.queryDurationMillis / 1000);
+}
+
+// --- per node, read at scrape time ----------------------------------------------------------------
+
+/** What a gateway node reports about itself (src/gateway/node.ts). */
+export interface NodeGauges {
+  /** Client requests this node accepted and has not answered (its router's). */
+  pending(): number;
+  /** Requests in flight on the phone sockets this node holds (whoever sent them). */
+  onPhones(): number;
+  draining(): boolean;
+  /** The last read of the store (the invalidation journal poll) succeeded; undefined before the first. */
+  storeUp(): boolean | undefined;
+  /** Redis answers; undefined on a node without Redis (the in-process bus). */
+  redisUp(): boolean | undefined;
+}
+
+// More than one node shares a process only in tests: they are summed (pending), or the worst wins.
+const nodes = new Set<NodeGauges>();
+
+/** Reports a node's gauges until the returned function is called (node close). */
+export function trackNode(n: NodeGauges): () => void {
+  nodes.add(n);
+  return () => nodes.delete(n);
+}
+
+const all = (read: (n: NodeGauges) => boolean | undefined, worst: boolean): Array<[Record<string, string>, number]> => {
+  const seen = [...nodes].map(read).filter((v): v is boolean => v !== undefined);
+  if (seen.length === 0) return [];
+  return [[{}, seen.includes(worst) ? Number(worst) : Number(!worst)]];
+};
+
+new ReadGauge(
+  {
+    name: 'phonebridge_pending_requests',
+    help: 'Requests in flight on this node: origin = its clients’ requests not yet answered, phone = requests on the phone sockets it holds',
+    labelNames: ['role'],
+    registers: [registry],
+  },
+  () => {
+    let pending = 0;
+    let onPhones = 0;
+    for (const n of nodes) {
+      pending += n.pending();
+      onPhones += n.onPhones();
+    }
+    return nodes.size === 0
+      ? []
+      : [
+          [{ role: 'origin' }, pending],
+          [{ role: 'phone' }, onPhones],
+        ];
+  },
+);
+new ReadGauge(
+  { name: 'phonebridge_draining', help: '1 while this node drains (SIGTERM), else 0', registers: [registry] },
+  () => all((n) => n.draining(), true),
+);
+new ReadGauge(
+  {
+    name: 'phonebridge_store_up',
+    help: "1 when this node's last read of the store (the invalidation journal, every --control-poll-ms) succeeded, else 0",
+    registers: [registry],
+  },
+  () => all((n) => n.storeUp(), false),
+);
+new ReadGauge(
+  {
+    name: 'phonebridge_redis_up',
+    help: 'Whether the cluster bus (Redis) is usable from this node: 1, or 0 while it is unreachable; absent without Redis',
+    registers: [registry],
+  },
+  () => all((n) => n.redisUp(), false),
+);

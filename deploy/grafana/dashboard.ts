@@ -62,6 +62,12 @@ function graph(
 
 const quantile = (phi: number, by: string, matchers = '') =>
   `histogram_quantile(${phi}, sum by (${by}) (rate(phonebridge_mcp_request_duration_seconds_bucket{${SEL}${matchers}}[${RATE}])))`;
+/** A quantile of one of the relay's other latency histograms (src/metrics.ts LATENCY_BUCKETS). */
+const quantileOf = (histogram: string, phi: number, by: string) =>
+  `histogram_quantile(${phi}, sum by (${by}) (rate(${histogram}_bucket{${SEL}}[${RATE}])))`;
+/** Per second, summed by `by`. */
+const perSecond = (counter: string, by: string, matchers = '') =>
+  `sum by (${by}) (rate(${counter}{${SEL}${matchers}}[${RATE}]))`;
 
 export function buildDashboard() {
   const d = new DashboardBuilder('phonebridge relay')
@@ -149,6 +155,31 @@ export function buildDashboard() {
         [[quantile(0.99, 'le, method'), '{{method}}']],
         's',
       ),
+    )
+    .withPanel(
+      stat(
+        'Requests pending',
+        'Client requests accepted by the nodes and not answered yet (held while a phone moves, or running on a phone).',
+        `sum(phonebridge_pending_requests{${SEL}, role="origin"})`,
+      ),
+    )
+    .withPanel(
+      graph(
+        'Requests answered by era and outcome',
+        'session = revisions 2025-03-26 to 2025-11-25 (initialize, Mcp-Session-Id); stateless = 2026-07-28. Outcomes as above.',
+        [[perSecond('phonebridge_mcp_requests_total', 'era, outcome'), '{{era}} {{outcome}}']],
+        'reqps',
+        9,
+      ),
+    )
+    .withPanel(
+      graph(
+        'Traffic by side and direction',
+        'Bytes per second: client = HTTP bodies on the client port (SSE included), phone = WebSocket frames; in = received by the relay.',
+        [[perSecond('phonebridge_bytes_total', 'side, direction'), '{{side}} {{direction}}']],
+        'Bps',
+        9,
+      ),
     );
 
   d.withRow(new RowBuilder('Per node'))
@@ -196,6 +227,66 @@ export function buildDashboard() {
       graph('SSE streams per node', 'Open SSE streams (slow POST answers and GET streams) per node.', [
         [`sum by (instance) (phonebridge_sse_streams{${SEL}})`, '{{instance}}'],
       ]),
+    )
+    .withPanel(
+      graph(
+        'Pending requests per node',
+        'origin = requests of the node’s own clients not answered yet; phone = requests in flight on the phone sockets it holds (from any node).',
+        [[`sum by (instance, role) (phonebridge_pending_requests{${SEL}})`, '{{instance}} {{role}}']],
+        'short',
+        8,
+      ),
+    )
+    .withPanel(
+      graph(
+        'Cross-node requests per node',
+        'Requests over the bus: origin = sent to the node holding the phone, owner = run here for another node.',
+        [[perSecond('phonebridge_cross_node_requests_total', 'instance, role'), '{{instance}} {{role}}']],
+        'reqps',
+        8,
+      ),
+    )
+    .withPanel(
+      graph(
+        'Draining',
+        '1 while a node drains (SIGTERM): it hands its phones over and stops taking connections.',
+        [[`max by (instance) (phonebridge_draining{${SEL}})`, '{{instance}}']],
+        'short',
+        8,
+      ),
+    )
+    .withPanel(
+      graph(
+        'Bus round trip per node',
+        'Origin to the phone’s node and back (the phone’s own time included), p50 and p99, per origin node.',
+        [
+          [quantileOf('phonebridge_bus_round_trip_seconds', 0.5, 'le, instance'), '{{instance}} p50'],
+          [quantileOf('phonebridge_bus_round_trip_seconds', 0.99, 'le, instance'), '{{instance}} p99'],
+        ],
+        's',
+        8,
+      ),
+    )
+    .withPanel(
+      graph(
+        'Bus publish latency per node',
+        'One node-to-node message published on Redis until Redis answered, p99 (the alert PhonebridgeBusPublishSlow watches it).',
+        [[quantileOf('phonebridge_bus_publish_duration_seconds', 0.99, 'le, instance'), '{{instance}} p99']],
+        's',
+        8,
+      ),
+    )
+    .withPanel(
+      graph(
+        'Re-routes and goodbyes',
+        'Requests routed again (moving = the owner drains, gone = a stale owner, node_left = its node said goodbye or went, unreachable = its node stopped listening), and goodbyes of nodes stopping on purpose.',
+        [
+          [perSecond('phonebridge_reroutes_total', 'reason'), 're-route {{reason}}'],
+          [perSecond('phonebridge_goodbyes_total', 'direction'), 'goodbye {{direction}}'],
+        ],
+        'short',
+        8,
+      ),
     );
 
   d.withRow(new RowBuilder('Errors and refusals'))
@@ -235,6 +326,42 @@ export function buildDashboard() {
         'short',
         8,
       ),
+    )
+    .withPanel(
+      graph(
+        'HTTP responses by route and status',
+        'Every response on the client port, by route pattern (unmatched = no route) and status.',
+        [[perSecond('phonebridge_http_responses_total', 'route, status'), '{{route}} {{status}}']],
+        'reqps',
+        12,
+      ),
+    )
+    .withPanel(
+      graph(
+        'Refused as too big',
+        'client = a /mcp body (413) or its frame to the phone over 256 KiB; phone = a phone frame over 256 KiB (socket closed with 1009).',
+        [[perSecond('phonebridge_frames_too_big_total', 'side'), '{{side}}']],
+        'short',
+        12,
+      ),
+    )
+    .withPanel(
+      graph(
+        'Rate limits and budgets hit',
+        'Refusals by limiter: pairing failures, challenges and initialize per key/address (429), the per-phone budgets (device_busy), hosted sign-in and OAuth registration.',
+        [[perSecond('phonebridge_rate_limited_total', 'limiter'), '{{limiter}}']],
+        'short',
+        12,
+      ),
+    )
+    .withPanel(
+      graph(
+        'SSE replays',
+        'Streams resumed with Last-Event-ID: get = a GET stream, post = a dropped POST answer followed. Many mean clients or proxies cut streams.',
+        [[perSecond('phonebridge_sse_replays_total', 'stream'), '{{stream}}']],
+        'short',
+        12,
+      ),
     );
 
   d.withRow(new RowBuilder('Pairing and auth'))
@@ -253,9 +380,70 @@ export function buildDashboard() {
         [[`sum by (outcome) (rate(phonebridge_device_auth_total{${SEL}}[${RATE}]))`, '{{outcome}}']],
         'reqps',
       ),
+    )
+    .withPanel(
+      graph(
+        'MCP client auth failures by reason',
+        'missing = no key, invalid = unknown, expired or revoked key (401), locked = account without a subscription (402), store_unavailable = the key could not be checked (503).',
+        [[perSecond('phonebridge_client_auth_failures_total', 'reason'), '{{reason}}']],
+        'reqps',
+      ),
+    )
+    .withPanel(
+      graph(
+        'initialize answered from the cache',
+        'initialize and server/discover answered by the relay: socket = the phone’s socket is on the answering node, store = the result cached in the store (the phone is on another node or offline), fallback = the phone never connected.',
+        [[perSecond('phonebridge_initialize_cache_total', 'source'), '{{source}}']],
+        'reqps',
+      ),
     );
 
   d.withRow(new RowBuilder('Store, Redis and process health'))
+    .withPanel(
+      graph(
+        'Store and Redis up',
+        '1 = healthy per node: store = the last journal read succeeded (alert PhonebridgeStoreDown), redis = the bus is usable (alert PhonebridgeRedisDown).',
+        [
+          [`min by (instance) (phonebridge_store_up{${SEL}})`, 'store {{instance}}'],
+          [`min by (instance) (phonebridge_redis_up{${SEL}})`, 'redis {{instance}}'],
+        ],
+        'short',
+        8,
+      ),
+    )
+    .withPanel(
+      graph(
+        'Store query latency',
+        'Postgres queries as Kysely timed them, p50 and p99 over all nodes (the alert PhonebridgeStoreSlow watches p99).',
+        [
+          [quantileOf('phonebridge_store_query_duration_seconds', 0.5, 'le'), 'p50'],
+          [quantileOf('phonebridge_store_query_duration_seconds', 0.99, 'le'), 'p99'],
+        ],
+        's',
+        8,
+      ),
+    )
+    .withPanel(
+      graph(
+        'Store queries by kind and outcome',
+        'Queries per second: select, insert, update, delete, other; error = the query failed on its connection (a store that cannot be reached at all shows in Store up).',
+        [[perSecond('phonebridge_store_query_duration_seconds_count', 'kind, outcome'), '{{kind}} {{outcome}}']],
+        'short',
+        8,
+      ),
+    )
+    .withPanel(
+      graph(
+        'Redis command latency per node',
+        'Every bus command (scripts, publishes, replay reads) until Redis replied, p50 and p99.',
+        [
+          [quantileOf('phonebridge_redis_command_duration_seconds', 0.5, 'le, instance'), '{{instance}} p50'],
+          [quantileOf('phonebridge_redis_command_duration_seconds', 0.99, 'le, instance'), '{{instance}} p99'],
+        ],
+        's',
+        12,
+      ),
+    )
     .withPanel(
       graph(
         'Event loop lag p99',

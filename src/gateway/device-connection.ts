@@ -10,7 +10,7 @@ import { LATEST_SESSION_REVISION } from '../protocol/revisions.ts';
 import { checkMethod, ToolCatalog, type ToolLike } from '../protocol/scopes.ts';
 import type { Scope } from '../store/types.ts';
 import type { Logger } from '../log.ts';
-import { framesFromDevice, framesToDevice } from '../metrics.ts';
+import { framesFromDevice, framesTooBig, rateLimited, sentToPhone } from '../metrics.ts';
 import { scheduleWrite, type TurnWriter } from './http.ts';
 import { InternTable, type Shared } from './shared-surface.ts';
 
@@ -288,6 +288,7 @@ export class DeviceConnection implements TurnWriter {
     if (this.pending.size - this.orphans.size >= this.maxInFlight) {
       // Bounds what one phone's clients (and the relay's own catalog reloads) can pile up on a
       // node; abandoned calls are bounded apart (--max-orphans). The phone itself is not asked.
+      rateLimited.phone_in_flight.inc();
       sink.fail(relayError('device_busy', `${this.maxInFlight} requests already in flight`));
       return () => {};
     }
@@ -295,10 +296,12 @@ export class DeviceConnection implements TurnWriter {
     const share = caller.tokenId === undefined ? undefined : this.shares.get(caller.tokenId);
     if (share && share.calls >= this.limits.maxInFlightPerKey) {
       // A credential's fair share of the phone: one key cannot take the slots of the others.
+      rateLimited.key_in_flight.inc();
       sink.fail(relayError('device_busy', `this key already has ${share.calls} requests in flight on the phone`));
       return () => {};
     }
     if (wait && share && share.waits >= this.limits.maxWaitsPerKey) {
+      rateLimited.key_waits.inc();
       sink.fail(relayError('device_busy', `this key already has ${share.waits} ${WAIT_TOOL} calls in flight`));
       return () => {};
     }
@@ -332,6 +335,7 @@ export class DeviceConnection implements TurnWriter {
     const frameBytes = Buffer.byteLength(frame);
     if (frameBytes > MAX_FRAME_BYTES) {
       // The body fitted, but the frame carries the relay's id and caller context too.
+      framesTooBig.client.inc();
       sink.fail(
         relayError(
           'too_large',
@@ -441,7 +445,7 @@ export class DeviceConnection implements TurnWriter {
     this.outbox.push(frame);
     this.outboxIds.push(relayId);
     this.outboxBytes += frame.length;
-    framesToDevice.inc();
+    sentToPhone(frame);
     return true;
   }
 

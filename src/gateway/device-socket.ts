@@ -18,7 +18,7 @@ import {
   MAX_FRAME_BYTES,
   type DeviceSocketData,
 } from './device-connection.ts';
-import { metrics } from '../metrics.ts';
+import { framesTooBig, metrics, rateLimited, receivedFromPhone } from '../metrics.ts';
 import { LogThrottle, logValue } from '../log.ts';
 import type { GatewayContext } from './context.ts';
 
@@ -41,6 +41,7 @@ export function handleChallenge(ctx: GatewayContext) {
     void (async () => {
       const raw = await body;
       if ((await ctx.bus.hit(`challenge:${ip}`, 60_000)) > CHALLENGES_PER_MINUTE) {
+        rateLimited.challenges.inc();
         return ex.error(429, 'rate_limited', 'too many challenges from this address', { 'Retry-After': '60' });
       }
       let deviceId: unknown;
@@ -193,9 +194,11 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
     },
 
     message: (ws: WebSocket<DeviceSocketData>, message: ArrayBuffer, isBinary: boolean) => {
+      receivedFromPhone(message.byteLength);
       const conn = ws.getUserData().conn;
       if (!conn || conn.closed) return;
       if (message.byteLength > MAX_FRAME_BYTES) {
+        framesTooBig.phone.inc();
         conn.close(CLOSE.tooBig, 'frame exceeds 256 KiB', 'relay_error');
         return;
       }

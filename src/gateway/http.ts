@@ -3,6 +3,7 @@
 // after an abort, backpressure honoured on streams, one syscall per answer (docs/decisions/0050-one-write-per-answer.md).
 import type { HttpRequest, HttpResponse } from '../uws.ts';
 import { limitKey, pickClientAddress, type ProxyTrust } from './client-address.ts';
+import type { RouteMetrics } from '../metrics.ts';
 
 /**
  * Something with bytes to hand to uWS at the end of this event-loop turn. uWS 20.30 corks one
@@ -98,21 +99,26 @@ export interface DrainState {
   draining: boolean;
 }
 
-// The route wrapper of src/gateway/node.ts names its node's drain state while a handler runs;
-// the Exchange created at the top of that handler keeps it (no per-request patching of `res`).
+// The route wrapper of src/gateway/node.ts names its node's drain state (and the route's
+// metrics) while a handler runs; the Exchange created at the top of that handler keeps them
+// (no per-request patching of `res`). Exchanges outside it (the admin port) count nothing.
 let handlerDrainState: DrainState | undefined;
+let handlerRoute: RouteMetrics | undefined;
 
 export function runRoute(
   drain: DrainState,
   handler: (res: HttpResponse, req: HttpRequest) => void,
   res: HttpResponse,
   req: HttpRequest,
+  route?: RouteMetrics,
 ): void {
   handlerDrainState = drain;
+  handlerRoute = route;
   try {
     handler(res, req);
   } finally {
     handlerDrainState = undefined;
+    handlerRoute = undefined;
   }
 }
 
@@ -130,6 +136,8 @@ export class Exchange implements TurnWriter {
   private payload?: string | Buffer;
   private closeConnection = false;
   private readonly drain = handlerDrainState;
+  /** Its responses by status and its body bytes (phonebridge_http_responses_total, phonebridge_bytes_total). */
+  readonly route = handlerRoute;
 
   constructor(readonly res: HttpResponse) {
     res.onAborted(() => {
@@ -157,6 +165,7 @@ export class Exchange implements TurnWriter {
       this.onAbort(() => reject(new Error('client aborted')));
       this.res.onData((chunk, isLast) => {
         if (failed) return;
+        this.route?.bytesIn(chunk.byteLength);
         size += chunk.byteLength;
         if (size > limit) {
           failed = true;
@@ -201,6 +210,7 @@ export class Exchange implements TurnWriter {
     res.writeStatus(STATUS[this.status] ?? `${this.status} Status`);
     for (const k in headers) res.writeHeader(k, headers[k]);
     res.end(this.payload ?? '', this.closeConnection || this.closing);
+    this.route?.responded(this.status, this.payload);
     this.headers = this.payload = undefined;
   }
 

@@ -27,7 +27,15 @@ import { withCallerContext } from '../protocol/caller.ts';
 import { insufficientScopeChallenge } from '../protocol/scopes.ts';
 import type { Scope } from '../store/types.ts';
 import { MAX_FRAME_BYTES } from './device-connection.ts';
-import { methodLabel, metrics, observeMcpRequest } from '../metrics.ts';
+import {
+  clientAuthFailures,
+  framesTooBig,
+  methodLabel,
+  metrics,
+  observeMcpRequest,
+  rateLimited,
+  sseReplays,
+} from '../metrics.ts';
 import type { SessionRecord } from '../bus/types.ts';
 import type { GatewayContext } from './context.ts';
 import { matchesCredential } from './hub.ts';
@@ -124,11 +132,13 @@ class McpEndpoint {
       // Known keys are answered from the node's cache, so traffic goes on while Postgres is away.
       cred = await this.ctx.auth.authenticate(presentedToken(h));
     } catch (err) {
+      clientAuthFailures.store_unavailable.inc();
       this.ctx.log.warn({ err: String(err) }, 'auth: store unavailable');
       storeUnavailable(ex);
       return undefined;
     }
     if (!cred) {
+      clientAuthFailures[presentedToken(h) ? 'invalid' : 'missing'].inc();
       ex.send(
         401,
         { ...JSON_HEADERS, 'WWW-Authenticate': this.challenge },
@@ -137,6 +147,7 @@ class McpEndpoint {
       return undefined;
     }
     if (cred.account.locked) {
+      clientAuthFailures.locked.inc();
       ex.error(402, 'subscription_required', 'the account has no active subscription; pairings and keys are kept');
       return undefined;
     }
@@ -201,10 +212,7 @@ class McpEndpoint {
     if (!begun) return;
     const { ex, h } = begun;
     h[CLIENT_ADDRESS] = clientAddress(res, req, this.ctx.config); // req is only valid before any await
-    const body = ex.body(MAX_FRAME_BYTES, () => ({
-      headers: JSON_HEADERS,
-      body: errorResponse(null, relayError('too_large', 'request body over 256 KiB')),
-    }));
+    const body = ex.body(MAX_FRAME_BYTES, tooLargeBody);
     body.catch(() => {}); // observed below; avoid an unhandled rejection on early exits
     this.handlePost(ex, h, body).catch((err) => this.fail(ex, err));
   }
@@ -230,7 +238,7 @@ class McpEndpoint {
     const raw = await bodyP;
     const parsed = parseBody(raw.toString('utf8'));
     if (!parsed.ok) return ex.send(400, JSON_HEADERS, errorResponse(null, parsed.error));
-    if (classifyEra(h, parsed.value) === 'stateless') return this.stateless.post(ex, h, cred, parsed.value);
+    if (classifyEra(h, parsed.value) === 'stateless') return this.stateless.post(ex, h, cred, parsed.value, started);
     const isBatch = Array.isArray(parsed.value);
     const items = isBatch ? (parsed.value as unknown[]) : [parsed.value];
     if (items.length === 0)
@@ -407,6 +415,7 @@ class McpEndpoint {
       this.ctx.bus.hit(`init:a:${h[CLIENT_ADDRESS]}`, 60_000),
     ]);
     if (byKey > initializePerMinute || byAddress > initializePerMinutePerAddress) {
+      rateLimited[byKey > initializePerMinute ? 'initialize_per_key' : 'initialize_per_address'].inc();
       const who = byKey > initializePerMinute ? 'this key' : 'this address';
       return ex.send(
         429,
@@ -419,7 +428,7 @@ class McpEndpoint {
     }
     const revision = negotiateRevision(msg.params?.protocolVersion);
     const deviceId = cred.token.deviceId;
-    const cached = await cachedInitialize(this.ctx, deviceId);
+    const cached = await cachedInitialize(this.ctx, deviceId, true);
     const now = Date.now();
     const session: SessionRecord = {
       id: randomBytes(18).toString('base64url'),
@@ -620,6 +629,7 @@ class McpEndpoint {
     channel.opening++;
     try {
       if (resume) {
+        sseReplays.get.inc();
         const missed = await this.ctx.bus.replayAfter(session.id, h['last-event-id']).catch(() => []);
         for (const e of missed) if (e.data) stream.sse!.send(e.data, e.id);
       } else if (session.revision === '2025-11-25') {
@@ -648,6 +658,7 @@ class McpEndpoint {
     lastEventId: string,
     deadline: number,
   ): Promise<void> {
+    sseReplays.post.inc();
     const sse = new SseStream(ex, { 'Mcp-Session-Id': session.id });
     const release = this.ctx.hub.hold({
       deviceId: session.deviceId,
@@ -710,6 +721,12 @@ class McpEndpoint {
         'mcp request',
       );
   }
+}
+
+/** The 413 of a body over 256 KiB (its connection is closed; the rest is never read). */
+function tooLargeBody() {
+  framesTooBig.client.inc();
+  return { headers: JSON_HEADERS, body: errorResponse(null, relayError('too_large', 'request body over 256 KiB')) };
 }
 
 const COMMA = Buffer.from(',');

@@ -24,6 +24,7 @@ import {
   SUPPORTED_VERSIONS,
 } from '../protocol/stateless.ts';
 import type { Scope } from '../store/types.ts';
+import { initializeFrom, observeMcpRequest } from '../metrics.ts';
 
 /** A POST not answered within this long becomes an SSE stream (if the client accepts one). */
 export const SLOW_ANSWER_MS = 1000;
@@ -36,9 +37,18 @@ const FALLBACK_INIT = {
   serverInfo: { name: 'phonebridge-device', version: '0.0.0' },
 };
 
-/** The phone's initialize result: from its live socket, else the store's cache, else the fallback. */
-export async function cachedInitialize(ctx: GatewayContext, deviceId: string): Promise<Record<string, unknown>> {
-  const init = ctx.hub.device(deviceId)?.initResult ?? (await ctx.store.getDevice(deviceId))?.initResult;
+/**
+ * The phone's initialize result: from its live socket, else the store's cache, else the
+ * fallback. `answer`: the relay answers initialize or server/discover with it (counted by source).
+ */
+export async function cachedInitialize(
+  ctx: GatewayContext,
+  deviceId: string,
+  answer = false,
+): Promise<Record<string, unknown>> {
+  const live = ctx.hub.device(deviceId)?.initResult;
+  const init = live ?? (await ctx.store.getDevice(deviceId))?.initResult;
+  if (answer) initializeFrom[live ? 'socket' : init ? 'store' : 'fallback'].inc();
   return (init as Record<string, unknown> | undefined) ?? FALLBACK_INIT;
 }
 
@@ -57,7 +67,14 @@ export class StatelessEndpoint {
     private readonly forward: Forward,
   ) {}
 
-  async post(ex: Exchange, h: Record<string, string>, cred: Credential, body: unknown): Promise<void> {
+  /** `started`: when the request arrived (performance.now()), for its latency. */
+  async post(
+    ex: Exchange,
+    h: Record<string, string>,
+    cred: Credential,
+    body: unknown,
+    started = performance.now(),
+  ): Promise<void> {
     const c = classify(body);
     if (c.kind === 'notification') return ex.send(202, {}, undefined); // none defined on HTTP in this revision
     if (c.kind === 'response')
@@ -77,14 +94,15 @@ export class StatelessEndpoint {
 
     if (msg.method === 'server/discover') {
       // A dual-era relay: every version it speaks, so -32022's list is a subset of this one.
-      return ex.send(
+      ex.send(
         200,
         JSON_HEADERS,
         resultResponse(
           msg.id,
-          discoverResult(await cachedInitialize(this.ctx, deviceId), { supportedVersions: SUPPORTED_VERSIONS }),
+          discoverResult(await cachedInitialize(this.ctx, deviceId, true), { supportedVersions: SUPPORTED_VERSIONS }),
         ),
       );
+      return observed(msg.method, started, ex.aborted ? 'aborted' : 'ok');
     }
     if (msg.method === 'subscriptions/listen') return this.listen(ex, cred, msg);
 
@@ -110,7 +128,9 @@ export class StatelessEndpoint {
     const outcome = await this.forward(ex, cred, deviceId, msg, (frame) => open().send(frame));
     clearTimeout(early);
     const refusal = outcome.refusal?.data as { code?: string; scope?: Scope } | undefined;
-    if (refusal?.code === 'insufficient_scope' && !stream) {
+    const forbidden = refusal?.code === 'insufficient_scope' && !stream;
+    observed(msg.method, started, ex.aborted ? 'aborted' : forbidden ? 'forbidden' : outcome.refusal ? 'error' : 'ok');
+    if (forbidden) {
       return ex.send(
         403,
         { ...JSON_HEADERS, 'WWW-Authenticate': insufficientScopeChallenge(refusal.scope!) },
@@ -161,6 +181,11 @@ export class StatelessEndpoint {
     stream.onClose(this.ctx.hub.admitStream(cred.token.id, this.ctx.config.budgets.maxStreamsPerKey, stream));
     stream.send(JSON.stringify(acknowledgeSubscription(msg.id, honoured)));
   }
+}
+
+/** One answered request of this era in phonebridge_mcp_requests_total (as the session era's McpEndpoint.observe). */
+function observed(method: string, started: number, outcome: string): void {
+  observeMcpRequest(method, outcome, (performance.now() - started) / 1000, 'stateless');
 }
 
 /** The phone's -32021 (a capability the client did not declare) is an HTTP 400 on this revision. */

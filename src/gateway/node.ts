@@ -14,7 +14,7 @@ import type { RelayConfig } from '../config.ts';
 import type { Store } from '../store/types.ts';
 import type { Bus, ControlEvent } from '../bus/types.ts';
 import type { Logger } from '../log.ts';
-import { registry } from '../metrics.ts';
+import { registry, routeMetrics, trackNode, type RouteMetrics } from '../metrics.ts';
 import { Hub } from './hub.ts';
 import { Authenticator } from './auth.ts';
 import { Exchange, runRoute } from './http.ts';
@@ -61,6 +61,17 @@ export async function startGateway(opts: {
   bus.onSuperseded((deviceId, epoch) => void supersede(ctx, deviceId, epoch));
   bus.onReconnected(() => void reclaimAll(ctx));
   const journal = tailControlJournal(ctx, config.controlPollMs);
+  const untrack = trackNode({
+    pending: () => ctx.router.inFlight,
+    onPhones: () => {
+      let n = 0;
+      for (const c of hub.connections()) n += c.inFlight;
+      return n;
+    },
+    draining: () => ctx.state.draining,
+    storeUp: () => journal.storeUp,
+    redisUp: () => (bus.kind === 'redis' ? bus.available : undefined),
+  });
 
   let fingerprint: string | undefined;
   let app: TemplatedApp;
@@ -105,6 +116,7 @@ export async function startGateway(opts: {
     });
   } catch (err) {
     journal.stop();
+    untrack();
     ctx.router.close();
     throw err;
   }
@@ -206,6 +218,7 @@ export async function startGateway(opts: {
       clearInterval(sweeper);
       clearInterval(purger);
       journal.stop();
+      untrack();
       mcp.close();
       hub.close();
       ctx.router.close();
@@ -251,16 +264,19 @@ function closingWhileDraining(
   type Handler = (res: HttpResponse, req: HttpRequest) => void;
   // The Exchange made in the handler reads `state` when it writes (src/gateway/http.ts runRoute).
   const wrap =
-    (handler: Handler): Handler =>
+    (handler: Handler, route: RouteMetrics): Handler =>
     (res, req) => {
       traffic.lastRequestAt = Date.now();
-      runRoute(state, handler, res, req);
+      runRoute(state, handler, res, req, route);
     };
   const proxy: TemplatedApp = new Proxy(app, {
     get(target, prop) {
       if (typeof prop === 'string' && HTTP_VERBS.has(prop)) {
         return (pattern: string, handler: Handler) => {
-          (target as unknown as Record<string, (p: string, h: Handler) => void>)[prop](pattern, wrap(handler));
+          (target as unknown as Record<string, (p: string, h: Handler) => void>)[prop](
+            pattern,
+            wrap(handler, routeMetrics(pattern)),
+          );
           return proxy;
         };
       }
@@ -301,17 +317,21 @@ async function reclaimAll(ctx: GatewayContext): Promise<void> {
  * Tails the store's invalidation journal: the CLI (another process, no bus) and other nodes
  * write it in the same transaction as the change, so it reaches this node within one poll.
  */
-function tailControlJournal(ctx: GatewayContext, pollMs: number): { stop(): void } {
+function tailControlJournal(ctx: GatewayContext, pollMs: number): { stop(): void; storeUp?: boolean } {
   let lastId: string | null = null;
   let busy = false;
+  // Every poll is a read of the store: its outcome is the node's store health (phonebridge_store_up).
+  const tail: { stop(): void; storeUp?: boolean } = { stop: () => clearInterval(timer) };
   const poll = async () => {
     if (busy) return;
     busy = true;
     try {
       const r = await ctx.store.controlEventsAfter(lastId);
+      tail.storeUp = true;
       lastId = r.lastId;
       for (const e of r.events) applyControl(ctx, e);
     } catch (err) {
+      tail.storeUp = false;
       ctx.log.debug({ err: String(err) }, 'control journal poll failed');
     } finally {
       busy = false;
@@ -320,7 +340,7 @@ function tailControlJournal(ctx: GatewayContext, pollMs: number): { stop(): void
   void poll();
   const timer = setInterval(() => void poll(), pollMs);
   timer.unref();
-  return { stop: () => clearInterval(timer) };
+  return tail;
 }
 
 /**

@@ -6,7 +6,7 @@ import type { HttpRequest, HttpResponse } from '../uws.ts';
 import { clientAddress, Exchange, BodyTooLarge } from './http.ts';
 import { hashPairingCode, newId, normalizePairingCode } from '../crypto/secrets.ts';
 import { parseDevicePublicKey } from '../crypto/device-auth.ts';
-import { metrics } from '../metrics.ts';
+import { metrics, rateLimited } from '../metrics.ts';
 import type { GatewayContext } from './context.ts';
 
 export const PAIR_FAILURE_LIMIT = 5;
@@ -37,6 +37,7 @@ async function pair(ctx: GatewayContext, ex: Exchange, bodyP: Promise<Buffer>, i
   try {
     if ((await ctx.bus.hit(failKey, PAIR_FAILURE_WINDOW_MS)) > PAIR_FAILURE_LIMIT) {
       metrics.pairAttempts.inc({ outcome: 'rate_limited' });
+      rateLimited.pair_failures.inc();
       return ex.error(429, 'rate_limited', 'too many failed pairing attempts from this address; try again later', {
         'Retry-After': String(PAIR_FAILURE_WINDOW_MS / 1000),
       });

@@ -15,6 +15,7 @@ import type { Scope } from '../store/types.ts';
 import type { CallHandle, Caller, DeviceConnection, ReplySink } from './device-connection.ts';
 import type { GatewayContext } from './context.ts';
 import { matchesCredential, type CredentialMatch } from './hub.ts';
+import { answered, crossNode, goodbyes, reroutes } from '../metrics.ts';
 
 /** Extra time the origin waits beyond the owner's own timeout before giving up itself. */
 const ORIGIN_GRACE_MS = 2_000;
@@ -97,6 +98,8 @@ interface Route {
    * the request went out, and after the phone was released: docs/decisions/0080-drain-rerouting.md).
    */
   movingUntil?: number;
+  /** performance.now() when it was last sent to an owner node (phonebridge_bus_round_trip_seconds). */
+  sentPerf: number;
 }
 
 interface RemotePending {
@@ -182,6 +185,7 @@ export class Router {
   async farewell(): Promise<void> {
     const nodes = await this.ctx.bus.aliveNodes().catch(() => [] as string[]);
     const msg = farewellMessage(this.ctx.bus.nodeId);
+    goodbyes.sent.inc();
     await Promise.all(
       nodes.filter((n) => n !== this.ctx.bus.nodeId).map((n) => this.ctx.bus.sendToNode(n, msg).catch(() => false)),
     );
@@ -210,6 +214,7 @@ export class Router {
       done: false,
       state: 'routing',
       gone: 0,
+      sentPerf: 0,
     };
     const finish = () => {
       if (r.done) return false;
@@ -377,6 +382,7 @@ export class Router {
     r.state = 'remote';
     r.rid = rid;
     this.remote.set(rid, { route: r, node: owner.nodeId, epoch: owner.epoch, sentAt: Date.now(), timer, cached });
+    r.sentPerf = performance.now();
     r.payload ??= r.params === undefined ? '' : JSON.stringify(r.params);
     const header: Header = {
       t: 'req',
@@ -390,6 +396,7 @@ export class Router {
       tokenId: r.caller.tokenId,
       timeoutMs,
     };
+    crossNode.origin.inc();
     // A publish Redis answered late may have reached the owner (BusTimeoutError): it stays
     // pending, settled by the owner's answer, the owner check, the bus going down or its timer.
     const delivered = await this.ctx.bus
@@ -402,6 +409,7 @@ export class Router {
       Date.now() + MOVE_POLL_MS < r.deadline &&
       (this.departed.has(owner.nodeId) || (await this.isMoving(r.deviceId).catch(() => false)));
     if (cached || leaving) {
+      reroutes.unreachable.inc();
       // A remembered owner that stopped listening, or an owner that stopped listening on its
       // way out (it had stopped starting work on the phone): look for the phone again, until
       // the request's deadline (the owner stays in the bus until its liveness lapses).
@@ -498,6 +506,7 @@ export class Router {
       if (!this.settle(rid) || p.route.done) continue;
       const r = p.route;
       if (next === 'route again') {
+        reroutes.node_left.inc();
         // Its node left on purpose (or the phone was moving away from it): the phone may have
         // no owner for a moment, whatever told this node first (the goodbye, or the bus).
         r.state = 'routing';
@@ -605,15 +614,16 @@ export class Router {
         for (const f of this.clientCancel) f(h.sessionId, h.requestId);
         return;
       case 'res':
-        this.settle(h.rid)?.route.sink.respond(Buffer.from(payload, 'utf8'));
+        answered(this.settle(h.rid))?.route.sink.respond(Buffer.from(payload, 'utf8'));
         return;
       case 'rel':
         this.remote.get(h.rid)?.route.sink.related?.(Buffer.from(payload, 'utf8'));
         return;
       case 'fail':
-        this.settle(h.rid)?.route.sink.fail(h.error);
+        answered(this.settle(h.rid))?.route.sink.fail(h.error);
         return;
       case 'bye': {
+        goodbyes.received.inc();
         clearTimeout(this.departed.get(h.from));
         // Long enough to cover the node's liveness lapsing; a restart under the same id says nothing.
         const t = setTimeout(() => this.departed.delete(h.from), DEPARTED_MS);
@@ -629,6 +639,7 @@ export class Router {
         const p = this.settle(h.rid);
         if (!p || p.route.done) return;
         const r = p.route;
+        reroutes[h.why].inc();
         this.forgetOwner(r.deviceId, p.node);
         r.state = 'routing';
         r.fresh = true;
@@ -645,6 +656,7 @@ export class Router {
   /** Runs a request for another node and sends the answer back to it. */
   private async serve(h: Extract<Header, { t: 'req' }>, payload: string): Promise<void> {
     this.lastServedAt = Date.now();
+    crossNode.owner.inc();
     const key = `${h.from}:${h.rid}`;
     let done = false;
     // Answers go out in order; one that meets a bus still reconnecting (its subscriber back

@@ -107,12 +107,14 @@ export class SseStream implements TurnWriter {
       // at end() instead would write `Connection: close` into the chunked body and corrupt it.
       if (this.ex.closing) res.writeHeader('Connection', 'close');
       this.head = undefined;
+      this.ex.route?.responded(200);
     }
     if (this.queue.length > 0) {
       const q = this.queue;
       const chunk = q.length === 1 ? q[0] : Buffer.concat(q.map((c) => (typeof c === 'string' ? Buffer.from(c) : c)));
       this.queue = [];
       this.queuedBytes = 0;
+      this.ex.route?.bytesOut(chunk);
       if (!res.write(chunk)) return this.waitWritable(); // uWS keeps it buffered
     }
     if (this.ending) res.end(undefined, false); // never closeConnection on a stream: see the headers above

@@ -6,6 +6,7 @@ import type { GatewayContext } from '../gateway/context.ts';
 import { SCOPES, type Account } from '../store/types.ts';
 import { newApiToken, newId, sha256Hex } from '../crypto/secrets.ts';
 import { handle, type HostedRequest } from './request.ts';
+import { rateLimited } from '../metrics.ts';
 import {
   ACCESS_TOKEN_TTL_MS,
   AUTHORIZATION_CODE_TTL_MS,
@@ -105,6 +106,7 @@ export function registerOAuthRoutes(app: TemplatedApp, ctx: GatewayContext): voi
 async function register(r: HostedRequest): Promise<void> {
   const n = await r.ctx.bus.hit(`oauthreg:${r.ip}`, REGISTRATION_WINDOW_MS);
   if (n > REGISTRATION_LIMIT) {
+    rateLimited.oauth_registrations.inc();
     return r.jsonResponse(
       429,
       { error: 'rate_limited', error_description: 'too many registrations from this address; try again later' },

@@ -8,6 +8,7 @@ import { DEFAULT_PLAN, normalizeEmail } from './plans.ts';
 import { newId } from '../crypto/secrets.ts';
 import type { Mailer } from './mail.ts';
 import { handle, type HostedRequest } from './request.ts';
+import { rateLimited } from '../metrics.ts';
 import { esc, hashSecret, hidden, newSecret, safeNext, SESSION_COOKIE, SESSION_TTL_MS, setCookie } from './web.ts';
 
 export const SIGNIN_CODE_TTL_MS = 15 * 60_000;
@@ -64,6 +65,7 @@ async function requestLink(r: HostedRequest, mailer: Mailer): Promise<void> {
     r.ctx.bus.hit(`signin:email:${hashSecret('email', email)}`, SIGNIN_WINDOW_MS),
   ]);
   if (byAddress > SIGNIN_LIMIT_PER_ADDRESS || byEmail > SIGNIN_LIMIT_PER_EMAIL) {
+    rateLimited.signin_links.inc();
     return r.page(
       429,
       'Too many sign-in requests',

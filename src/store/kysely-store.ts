@@ -5,6 +5,7 @@ import pg from 'pg';
 import type { DatabaseSource } from './database/types.ts';
 import { migrate, readSchemaVersion } from './migrations/index.ts';
 import type { AccountsTable, DB, DevicesTable, TokensTable } from './schema.ts';
+import { observeStoreQuery } from '../metrics.ts';
 import type {
   Account,
   AuthorizationCode,
@@ -613,7 +614,7 @@ export async function createStore(source: DatabaseSource, options: CreateStoreOp
   // would crash the process. The failed query rejects; the pool replaces the client.
   pool.on('error', () => {});
   pool.on('connect', (client) => client.on('error', () => {}));
-  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
+  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }), log: observeStoreQuery });
   try {
     const version = options.migrate === false ? await readSchemaVersion(db) : (await migrate(db)).to;
     return new KyselyStore(db, version);

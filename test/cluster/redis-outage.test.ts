@@ -47,9 +47,19 @@ describe('Redis restarted under load', () => {
     );
     await waitFor(() => loads.every(({ load }) => load.ok() >= 10), 20_000, 'load flowing');
 
+    // phonebridge_redis_up on each node's /metrics: 1, 0 while Redis is gone, 1 again after.
+    const redisUp = async () =>
+      Promise.all(
+        tc.nodes.map(async (n) => {
+          const text = await (await fetch(`http://127.0.0.1:${n.adminPort}/metrics`)).text();
+          return /^phonebridge_redis_up (\d+)$/m.exec(text)?.[1];
+        }),
+      );
+    expect(await redisUp()).toEqual(['1', '1', '1']);
     const downAt = Date.now();
     await redis.kill();
-    await sleep(2500);
+    await waitFor(async () => (await redisUp()).every((v) => v === '0'), 2000, 'every node reporting Redis down');
+    await sleep(Math.max(0, 2500 - (Date.now() - downAt)));
     const upAt = Date.now();
     await redis.restart();
     await waitFor(
@@ -58,6 +68,7 @@ describe('Redis restarted under load', () => {
       'calls succeeding again on every node',
     );
     const recoveredAt = Date.now();
+    await waitFor(async () => (await redisUp()).every((v) => v === '1'), 5000, 'every node reporting Redis up');
     await sleep(500);
     const records = (await Promise.all(loads.map(({ load }) => load.stop()))).flat();
 

@@ -507,6 +507,10 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
           'PhonebridgeNodeScrapeFailing',
           'PhonebridgeEventLoopLagHigh',
           'PhonebridgeDeviceRelayErrors',
+          'PhonebridgeStoreDown',
+          'PhonebridgeRedisDown',
+          'PhonebridgeBusPublishSlow',
+          'PhonebridgeStoreSlow',
         ]),
       );
       const off = one(
@@ -582,7 +586,7 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
     });
 
     it.skipIf(!PROMTOOL)(
-      'fires the error-ratio, latency, auth, node-scrape, event-loop and 1011 alerts on synthetic relay series (promtool test rules)',
+      'fires the error-ratio, latency, auth, node-scrape, event-loop, 1011, store, Redis and bus alerts on synthetic relay series (promtool test rules)',
       async () => {
         const rule = one(await render(withRules), 'PrometheusRule');
         const rulesFile = join(tmp, 'rules-for-test.yaml');
@@ -590,7 +594,7 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
         const sel = 'job="pb-phonebridge-admin", namespace="relay"';
         // promtool compares annotations too: the summary with its rendered $value, the description as rendered.
         const rules: any[] = rule.spec.groups.flatMap((g: any) => g.rules);
-        const fires = (alertname: string, labels: Record<string, string>, summary: string) => {
+        const fires = (alertname: string, labels: Record<string, string>, summary: string, severity = 'warning') => {
           const description = String(rules.find((r) => r.alert === alertname).annotations.description).replace(
             /\{\{ \$labels\.(\w+) \}\}/g,
             (_, l: string) => labels[l] ?? '',
@@ -598,7 +602,7 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
           return {
             eval_time: '30m',
             alertname,
-            exp_alerts: [{ exp_labels: { severity: 'warning', ...labels }, exp_annotations: { summary, description } }],
+            exp_alerts: [{ exp_labels: { severity, ...labels }, exp_annotations: { summary, description } }],
           };
         };
         const bucket = (le: string, series: string) => ({
@@ -643,6 +647,31 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
                 // 30 phone sockets closed with 1011 a minute = 0.5/s (Postgres away); 1000s do not count.
                 { series: `phonebridge_device_closes_total{${sel}, pod="a", code="1011"}`, values: '0+30x40' },
                 { series: `phonebridge_device_closes_total{${sel}, pod="a", code="1000"}`, values: '0+600x40' },
+                // Node a lost its store ten minutes in; node b lost Redis from the start.
+                { series: `phonebridge_store_up{${sel}, pod="a", instance="10.0.0.1:9464"}`, values: '1x10 0x30' },
+                { series: `phonebridge_store_up{${sel}, pod="b", instance="10.0.0.2:9464"}`, values: '1x40' },
+                { series: `phonebridge_redis_up{${sel}, pod="a", instance="10.0.0.1:9464"}`, values: '1x40' },
+                { series: `phonebridge_redis_up{${sel}, pod="b", instance="10.0.0.2:9464"}`, values: '0x40' },
+                // Node a's publishes take 50–100 ms (p99 above 50 ms); node b's stay under 1 ms.
+                ...[
+                  ['a', '10.0.0.1:9464', '0.05', '0+0x40'],
+                  ['a', '10.0.0.1:9464', '0.1', '0+100x40'],
+                  ['a', '10.0.0.1:9464', '+Inf', '0+100x40'],
+                  ['b', '10.0.0.2:9464', '0.001', '0+100x40'],
+                  ['b', '10.0.0.2:9464', '+Inf', '0+100x40'],
+                ].map(([pod, instance, le, values]) => ({
+                  series: `phonebridge_bus_publish_duration_seconds_bucket{${sel}, pod="${pod}", instance="${instance}", le="${le}"}`,
+                  values,
+                })),
+                // Store queries take 1–2.5 s: p99 above 1 s.
+                ...[
+                  ['1', '0+0x40'],
+                  ['2.5', '0+100x40'],
+                  ['+Inf', '0+100x40'],
+                ].map(([le, values]) => ({
+                  series: `phonebridge_store_query_duration_seconds_bucket{${sel}, pod="a", kind="select", outcome="ok", le="${le}"}`,
+                  values,
+                })),
               ],
               alert_rule_test: [
                 fires('PhonebridgeMcpErrorRatioHigh', {}, '14.29% of MCP requests end in a relay error'),
@@ -663,6 +692,24 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
                   'Event loop lag p99 on 10.0.0.1:9464 is 500ms',
                 ),
                 fires('PhonebridgeDeviceRelayErrors', {}, 'Phone sockets are closed with 1011 (500m/s)'),
+                fires(
+                  'PhonebridgeStoreDown',
+                  { instance: '10.0.0.1:9464' },
+                  'phonebridge node 10.0.0.1:9464 cannot read its store (Postgres)',
+                  'critical',
+                ),
+                fires(
+                  'PhonebridgeRedisDown',
+                  { instance: '10.0.0.2:9464' },
+                  'phonebridge node 10.0.0.2:9464 cannot use Redis (the cluster bus)',
+                  'critical',
+                ),
+                fires(
+                  'PhonebridgeBusPublishSlow',
+                  { instance: '10.0.0.1:9464' },
+                  'Bus publishes from 10.0.0.1:9464 take 99.5ms at p99',
+                ),
+                fires('PhonebridgeStoreSlow', {}, 'Store queries take 2.485s at p99'),
                 { eval_time: '30m', alertname: 'PhonebridgeTargetsDown', exp_alerts: [] },
                 { eval_time: '30m', alertname: 'PhonebridgePairingFailures', exp_alerts: [] },
               ],

@@ -3,6 +3,9 @@
 // Prometheus's HTTP API: every metric family of docs/OPERATIONS.md's catalogue exists, no label
 // value looks like an id or a secret, every query of the Grafana dashboard returns data, and
 // the chart's alert rules (rendered by helm, loaded into this Prometheus) evaluate without error.
+// The traffic includes what makes each family move: refused keys, bodies and phone frames over
+// 256 KiB, a pairing rate limit, 2026-07-28 requests, Last-Event-ID resumptions, and a bare bus
+// node (in this process) that owns a phone and answers `redo`, then says goodbye.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { generateKeyPairSync, randomUUID } from 'node:crypto';
@@ -12,12 +15,19 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments, stringify as stringifyYaml } from 'yaml';
+import { request as httpRequest } from 'node:http';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { renderDashboardJson } from '../../deploy/grafana/dashboard.ts';
 import { newApiToken, newId, newPairingCode, sha256Hex } from '../../src/crypto/secrets.ts';
 import { dashboardQueries, dashboardVariableQueries, substituteVariables } from './dashboard-queries.ts';
 import { sleep, startTestCluster, waitFor, type ClusterPhone, type TestCluster } from '../cluster/harness.ts';
+import { challenge, openSocket, pairRaw, signedHeaders } from '../helpers/raw-device.ts';
+import { createPairing } from '../../services/provisioning.ts';
+import { RedisBus } from '../../src/bus/redis/index.ts';
+import { quietLog, REDIS_URL } from '../../src/bus/redis/test-support.ts';
+import { farewellMessage } from '../../src/gateway/router.ts';
+import { newStreamId } from '../../src/gateway/session-streams.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const PROMETHEUS = process.env.PROMETHEUS ?? '/usr/bin/prometheus';
@@ -202,9 +212,163 @@ describe.skipIf(!havePrometheus)(`a real Prometheus (${PROMETHEUS}) scraping a t
     const sessionIds = transports.map((t) => t.sessionId).filter((s): s is string => !!s);
     expect(sessionIds).toHaveLength(3);
     secrets.push(...sessionIds);
+    await refusals(A, tc, tokenA);
+    await statelessAndResumes(A, tokenA, tokenB);
+    await ownerThatSendsBack(A, B, tc, phoneB.deviceId, offline);
     // Two more scrapes after the last call, so the counters' final values are in.
     await sleep(2500);
-  }, 60_000);
+  }, 120_000);
+
+  /** 401s (no key, a wrong key), 413 (a body over 256 KiB), 1009 (a phone frame over 256 KiB), 429 (pairing). */
+  async function refusals(A: TestCluster['nodes'][0], tc: TestCluster, token: string): Promise<void> {
+    const post = (headers: Record<string, string>) =>
+      fetch(`${A.url}/mcp`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+      });
+    expect((await post({})).status).toBe(401);
+    expect((await post({ 'x-api-key': 'not-a-key-of-this-relay' })).status).toBe(401);
+    // The relay answers 413 as soon as the body passes 256 KiB and closes the connection.
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = httpRequest(`${A.url}/mcp`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': token },
+      });
+      req.on('response', (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on('error', reject);
+      req.end(Buffer.alloc(300 * 1024, 0x20));
+    });
+    expect(status).toBe(413);
+    // A phone of its own, driven by hand, that sends a frame over 256 KiB.
+    const qr = await createPairing(tc.store.store, { relay: tc.url, name: 'raw' });
+    const raw = await pairRaw(A.url, qr.code);
+    secrets.push(raw.deviceId);
+    const sock = await openSocket(A.url, signedHeaders(raw, await challenge(A.url, raw.deviceId)));
+    await sock.nextFrame((f) => f.method === 'initialize');
+    sock.ws.send('x'.repeat(300 * 1024));
+    expect((await sock.closed).code).toBe(1009);
+    // Four more wrong codes from this address (five in all), then the limit: 429.
+    const spki = generateKeyPairSync('ec', { namedCurve: 'P-256' })
+      .publicKey.export({ type: 'spki', format: 'der' })
+      .toString('base64');
+    const statuses: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const r = await fetch(`${A.url}/pair`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ code: 'A'.repeat(32), public_key: spki, name: 'guess' }),
+      });
+      statuses.push(r.status);
+    }
+    expect(statuses).toEqual([403, 403, 403, 403, 429]);
+  }
+
+  /**
+   * 2026-07-28 requests (server/discover, tools/list), an initialize answered from the store
+   * (phone B is offline), and GETs resuming a GET stream and a POST stream by Last-Event-ID.
+   */
+  async function statelessAndResumes(A: TestCluster['nodes'][0], tokenA: string, tokenB: string): Promise<void> {
+    const V = '2026-07-28';
+    const meta = {
+      'io.modelcontextprotocol/protocolVersion': V,
+      'io.modelcontextprotocol/clientInfo': { name: 'prometheus-test', version: '1' },
+      'io.modelcontextprotocol/clientCapabilities': {},
+    };
+    for (const method of ['server/discover', 'tools/list']) {
+      const r = await fetch(`${A.url}/mcp`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          'x-api-key': tokenA,
+          'mcp-protocol-version': V,
+          'mcp-method': method,
+        },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 7, method, params: { _meta: meta } }),
+      });
+      expect(r.status, method).toBe(200);
+      expect(((await r.json()) as { result?: unknown }).result, method).toBeDefined();
+    }
+    const init = await fetch(`${A.url}/mcp`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'x-api-key': tokenB,
+      },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 0,
+        method: 'initialize',
+        params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'cache', version: '1' } },
+      }),
+    });
+    expect(init.status).toBe(200);
+    const sessionId = init.headers.get('mcp-session-id')!;
+    secrets.push(sessionId);
+    for (const lastEventId of [`${newStreamId()}:1`, `${newStreamId({ deadline: Date.now() + 1000 })}:1`]) {
+      const abort = new AbortController();
+      const r = await fetch(`${A.url}/mcp`, {
+        headers: {
+          accept: 'text/event-stream',
+          'x-api-key': tokenB,
+          'mcp-session-id': sessionId,
+          'mcp-protocol-version': '2025-11-25',
+          'last-event-id': lastEventId,
+        },
+        signal: abort.signal,
+      });
+      expect(r.status).toBe(200);
+      expect(r.headers.get('content-type')).toBe('text/event-stream');
+      abort.abort();
+    }
+  }
+
+  /**
+   * A bare bus node Z (this process) claims the offline phone B: node A sends Z that phone's
+   * calls; Z answers the first with `redo` moving and the next with `redo` gone (A routes each
+   * again, then gives up: device_offline). Then Z keeps one call, releases the phone and says
+   * goodbye to both nodes: A routes the call again, and it ends when the phone does not come back.
+   */
+  async function ownerThatSendsBack(
+    A: TestCluster['nodes'][0],
+    B: TestCluster['nodes'][0],
+    tc: TestCluster,
+    deviceId: string,
+    client: Client,
+  ): Promise<void> {
+    const z = await RedisBus.connect(REDIS_URL, `z-${process.pid}-${Date.now()}`, quietLog, { prefix: tc.prefix });
+    try {
+      let mode: 'send back' | 'keep' = 'send back';
+      let heard = 0;
+      z.onNodeMessage((m) => {
+        const h = JSON.parse(m.slice(0, m.indexOf('\n'))) as { t: string; rid: number; from: string };
+        if (h.t !== 'req') return;
+        heard++;
+        if (mode === 'keep') return;
+        const why = heard === 1 ? 'moving' : 'gone';
+        void z.sendToNode(h.from, `${JSON.stringify({ t: 'redo', rid: h.rid, why })}\n`);
+      });
+      const epoch = await z.claimDevice(deviceId);
+      const sentBack = await client.callTool({ name: 'echo', arguments: { text: 'z' } }).catch((e: Error) => e);
+      expect(sentBack instanceof Error || sentBack.isError).toBe(true);
+      expect(heard).toBeGreaterThanOrEqual(4); // moving, then gone until A gives up
+      mode = 'keep';
+      const before = heard;
+      const kept = client.callTool({ name: 'echo', arguments: { text: 'kept' } }).catch((e: Error) => e);
+      await waitFor(() => heard > before, 5000, 'Z holds a call');
+      await z.releaseDevice(deviceId, epoch);
+      for (const node of [A.id, B.id]) expect(await z.sendToNode(node, farewellMessage(z.nodeId))).toBe(true);
+      const end = await kept;
+      expect(end instanceof Error || end.isError).toBe(true);
+    } finally {
+      await z.close();
+    }
+  }
 
   afterAll(async () => {
     await Promise.all(clients.map((c) => c.close().catch(() => {})));
@@ -223,9 +387,69 @@ describe.skipIf(!havePrometheus)(`a real Prometheus (${PROMETHEUS}) scraping a t
     expect(up.map((s) => s.value![1])).toEqual(['1', '1']);
   });
 
+  it('counts, in every family the traffic touched, what that traffic did', async () => {
+    const sel = `job="${JOB}"`;
+    const value = async (expr: string) => {
+      const r = await query(expr);
+      return r.length === 0 ? undefined : Number(r[0].value![1]);
+    };
+    const [nodeA, nodeB] = tc.nodes.map((n) => `127.0.0.1:${n.adminPort}`);
+    const atLeast: Array<[string, number]> = [
+      [`sum(phonebridge_client_auth_failures_total{${sel}, reason="missing"})`, 1],
+      [`sum(phonebridge_client_auth_failures_total{${sel}, reason="invalid"})`, 1],
+      [`sum(phonebridge_frames_too_big_total{${sel}, side="client"})`, 1],
+      [`sum(phonebridge_frames_too_big_total{${sel}, side="phone"})`, 1],
+      [`sum(phonebridge_rate_limited_total{${sel}, limiter="pair_failures"})`, 1],
+      [`sum(phonebridge_http_responses_total{${sel}, route="/mcp", status="401"})`, 2],
+      [`sum(phonebridge_http_responses_total{${sel}, route="/mcp", status="413"})`, 1],
+      [`sum(phonebridge_http_responses_total{${sel}, route="/pair", status="429"})`, 1],
+      [`sum(phonebridge_http_responses_total{${sel}, route="/mcp", status="200"})`, 100],
+      [`sum(phonebridge_mcp_requests_total{${sel}, era="stateless", outcome="ok"})`, 2],
+      [`sum(phonebridge_mcp_requests_total{${sel}, era="session", method="tools/call", outcome="ok"})`, 100],
+      // socket: the phone's socket is on the node that answers (A: viaA, server/discover); store:
+      // it is elsewhere or offline (B: viaB; A: `offline` and the raw initialize for phone B).
+      [`sum(phonebridge_initialize_cache_total{${sel}, source="socket"})`, 2],
+      [`sum(phonebridge_initialize_cache_total{${sel}, source="store"})`, 3],
+      [`sum(phonebridge_sse_replays_total{${sel}, stream="get"})`, 1],
+      [`sum(phonebridge_sse_replays_total{${sel}, stream="post"})`, 1],
+      // Calls through B to the phone on A: B is their origin, A their owner.
+      [`sum(phonebridge_cross_node_requests_total{${sel}, instance="${nodeB}", role="origin"})`, 50],
+      [`sum(phonebridge_cross_node_requests_total{${sel}, instance="${nodeA}", role="owner"})`, 50],
+      [`sum(phonebridge_bus_round_trip_seconds_count{${sel}, instance="${nodeB}"})`, 50],
+      [`sum(phonebridge_bus_publish_duration_seconds_count{${sel}})`, 100],
+      [`sum(phonebridge_redis_command_duration_seconds_count{${sel}})`, 100],
+      [`sum(phonebridge_store_query_duration_seconds_count{${sel}, outcome="ok"})`, 10],
+      [`sum(phonebridge_reroutes_total{${sel}, instance="${nodeA}", reason="moving"})`, 1],
+      [`sum(phonebridge_reroutes_total{${sel}, instance="${nodeA}", reason="gone"})`, 2],
+      [`sum(phonebridge_reroutes_total{${sel}, instance="${nodeA}", reason="node_left"})`, 1],
+      [`sum(phonebridge_goodbyes_total{${sel}, direction="received"})`, 2],
+      [`sum(phonebridge_bytes_total{${sel}, side="client", direction="in"})`, 300 * 1024],
+      [`sum(phonebridge_bytes_total{${sel}, side="phone", direction="in"})`, 300 * 1024],
+      [`sum(phonebridge_bytes_total{${sel}, side="client", direction="out"})`, 10_000],
+      [`sum(phonebridge_bytes_total{${sel}, side="phone", direction="out"})`, 10_000],
+    ];
+    const short: string[] = [];
+    for (const [expr, min] of atLeast) {
+      const v = await value(expr);
+      if (v === undefined || v < min) short.push(`${expr} = ${v} (expected ≥ ${min})`);
+    }
+    expect(short).toEqual([]);
+    // Per node: both healthy, neither draining, nothing left pending.
+    for (const [expr, want] of [
+      [`phonebridge_store_up{${sel}}`, '1'],
+      [`phonebridge_redis_up{${sel}}`, '1'],
+      [`phonebridge_draining{${sel}}`, '0'],
+      [`phonebridge_pending_requests{${sel}, role="origin"}`, '0'],
+    ] as const)
+      expect(
+        (await query(expr)).map((s) => s.value![1]),
+        expr,
+      ).toEqual([want, want]);
+  });
+
   it("has every metric family of docs/OPERATIONS.md's catalogue", async () => {
     const names = catalogue();
-    expect(names.length).toBeGreaterThanOrEqual(9);
+    expect(names.length).toBeGreaterThanOrEqual(27);
     const have = new Set<string>(await api('label/__name__/values', { 'match[]': `{job="${JOB}"}` }));
     const missing = names.filter((n) => ![n, `${n}_bucket`, `${n}_count`].some((s) => have.has(s)));
     expect(missing, 'catalogue metrics Prometheus never saw').toEqual([]);

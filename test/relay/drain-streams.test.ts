@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestPhone, startTestRelay, type TestPhone, type TestRelay } from '../helpers/relay.ts';
 import { createEchoServer, type EchoServerControl } from '../fixtures/echo-server.ts';
 import { lastSseMessage, outcome, PROTOCOL } from '../cluster/harness.ts';
+import { sample } from '../helpers/metrics.ts';
 
 let r: TestRelay;
 let phone: TestPhone;
@@ -78,7 +79,12 @@ describe('a drain while slow answers stream', () => {
     expect(before.headers['content-type']).toBe('text/event-stream');
     // The second arrives once the node drains (on the idle connection: the listener is closed),
     // so its stream opens during the drain; both answers are written during it.
+    expect(await sample('phonebridge_draining')).toBe(0);
     const drained = r.relay.node.drain();
+    // The gauges as the next scrape reads them: draining, with the first call still pending.
+    expect(await sample('phonebridge_draining')).toBe(1);
+    expect(await sample('phonebridge_pending_requests', '{role="origin"}')).toBe(1);
+    expect(await sample('phonebridge_pending_requests', '{role="phone"}')).toBe(1);
     const during = await sleepCall(2, 1500, late);
     expect(during.headers['content-type']).toBe('text/event-stream');
     expect(control.calls.map((c) => c.name)).toEqual(['sleep', 'sleep']);
@@ -89,5 +95,9 @@ describe('a drain while slow answers stream', () => {
     expect(during.headers.connection).toBe('close');
     expect(before.headers.connection).not.toBe('close');
     await drained;
+    // Its last act, when it closes: a goodbye (to no one here, the only node).
+    expect(await sample('phonebridge_goodbyes_total', '{direction="sent"}')).toBeUndefined();
+    await r.relay.node.close();
+    expect(await sample('phonebridge_goodbyes_total', '{direction="sent"}')).toBe(1);
   }, 30_000);
 });

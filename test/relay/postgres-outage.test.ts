@@ -9,6 +9,7 @@ import { connectClient, startTestPhone, startTestRelay, type TestPhone, type Tes
 import { createEchoServer } from '../fixtures/echo-server.ts';
 import { generateDeviceKey } from '../../src/crypto/device-auth.ts';
 import { postJson } from '../helpers/raw-device.ts';
+import { sample, waitForSample } from '../helpers/metrics.ts';
 
 const ADMIN = process.env.PHONEBRIDGE_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const dbName = `pb_pgout_${randomBytes(4).toString('hex')}`;
@@ -75,6 +76,7 @@ it('keeps serving known clients, answers new pairings with 503, and recovers', a
     { type: 'text', text: 'before' },
   ]);
   const qr = await relay.pair();
+  expect(await waitForSample('phonebridge_store_up', 1)).toBe(1);
 
   await proxy.cut();
   // Existing traffic: answered from the node's caches (credential, session, phone socket).
@@ -99,6 +101,10 @@ it('keeps serving known clients, answers new pairings with 503, and recovers', a
     body: '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}',
   });
   expect(unknown.status).toBe(503);
+  // The health gauge follows the journal poll (no connection, so no query for Kysely to time);
+  // the key that could not be checked is counted.
+  expect(await waitForSample('phonebridge_store_up', 0)).toBe(0);
+  expect(await sample('phonebridge_client_auth_failures_total', '{reason="store_unavailable"}')).toBe(1);
 
   await proxy.open(proxy.port);
   // Back: the same code pairs now (it was not consumed during the outage).
@@ -116,5 +122,6 @@ it('keeps serving known clients, answers new pairings with 503, and recovers', a
     });
   }
   expect(ok.status).toBe(200);
+  expect(await waitForSample('phonebridge_store_up', 1)).toBe(1);
   await client.close();
 }, 90_000);

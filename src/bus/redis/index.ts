@@ -14,6 +14,7 @@ import { BusTimeoutError, BusUnavailableError } from '../errors.ts';
 import type { Bus, ControlEvent, DeviceOwner, ReplayEvent, SessionRecord, SessionStore } from '../types.ts';
 import { checkStreamId, DEFAULT_REPLAY, eventId, Handlers, parseEventId, type ReplayLimits } from '../util.ts';
 import { lua, type ScriptName } from './scripts.ts';
+import { busPublish, redisCommand } from '../../metrics.ts';
 
 export interface RedisBusOptions {
   /** Namespace of every key and channel. Default `pb:`; tests use a random one. */
@@ -150,6 +151,7 @@ export class RedisBus implements Bus {
 
   /** @internal Runs a script; reloads it if Redis lost its script cache (restart). */
   async run(name: ScriptName, args: Array<string | number>): Promise<unknown> {
+    const started = performance.now();
     try {
       try {
         return await this.cmd.evalsha(SHA[name], 0, this.o.prefix, ...args);
@@ -159,14 +161,19 @@ export class RedisBus implements Bus {
       }
     } catch (err) {
       throw asBusError(err);
+    } finally {
+      redisCommand.since(started);
     }
   }
 
   private async op<T>(f: (r: Redis) => Promise<T>): Promise<T> {
+    const started = performance.now();
     try {
       return await f(this.cmd);
     } catch (err) {
       throw asBusError(err);
+    } finally {
+      redisCommand.since(started);
     }
   }
 
@@ -336,7 +343,12 @@ export class RedisBus implements Bus {
   // --- messaging ----------------------------------------------------------------------------------
 
   async sendToNode(nodeId: string, msg: string): Promise<boolean> {
-    return (await this.op((r) => r.publish(this.key(`ch:node:${nodeId}`), 'm' + msg))) > 0;
+    const started = performance.now();
+    try {
+      return (await this.op((r) => r.publish(this.key(`ch:node:${nodeId}`), 'm' + msg))) > 0;
+    } finally {
+      busPublish.since(started);
+    }
   }
   onNodeMessage(handler: (msg: string) => void): void {
     this.on.nodeMessage.add(handler);
