@@ -59,6 +59,10 @@ export const metrics = {
     help: 'WebSocket frames exchanged with phones',
     labelNames: ['direction'] as const,
     registers: [registry],
+    // Counted per frame as plain numbers, added to the counter when it is read (a scrape).
+    collect() {
+      flushFrameCounts();
+    },
   }),
   deviceAuth: new client.Counter({
     name: 'phonebridge_device_auth_total',
@@ -106,5 +110,28 @@ export function observeMcpRequest(method: string, outcome: string, seconds: numb
   h.observe(seconds);
 }
 
-export const framesToDevice = metrics.deviceFrames.labels({ direction: 'to_device' });
-export const framesFromDevice = metrics.deviceFrames.labels({ direction: 'from_device' });
+/**
+ * Frame counts on the per-call path: a number bumped per frame, added to the prom-client
+ * counter at collect time, so a frame costs no label child's bookkeeping
+ * (docs/decisions/0131-synchronous-local-calls.md).
+ */
+class FrameCount {
+  n = 0;
+  constructor(private readonly child: client.Counter.Internal) {}
+  inc(): void {
+    this.n++;
+  }
+  flush(): void {
+    if (this.n === 0) return;
+    this.child.inc(this.n);
+    this.n = 0;
+  }
+}
+
+export const framesToDevice = new FrameCount(metrics.deviceFrames.labels({ direction: 'to_device' }));
+export const framesFromDevice = new FrameCount(metrics.deviceFrames.labels({ direction: 'from_device' }));
+
+function flushFrameCounts(): void {
+  framesToDevice.flush();
+  framesFromDevice.flush();
+}
