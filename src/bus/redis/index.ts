@@ -107,7 +107,10 @@ export class RedisBus implements Bus {
       connectTimeout: 2000,
       retryStrategy: (n) => Math.min(50 * 2 ** n, 1000),
     };
-    this.cmd = new Redis(url, { ...common, connectionName: `phonebridge:${nodeId}:cmd` });
+    // Commands issued in one event-loop turn leave in one write (a pipeline), not a syscall
+    // each: under load that is most of a call's bus cost (docs/decisions/0132-cluster-path.md).
+    // Order on the connection is kept, so answers and a farewell still arrive in order.
+    this.cmd = new Redis(url, { ...common, connectionName: `phonebridge:${nodeId}:cmd`, enableAutoPipelining: true });
     this.sub = new Redis(url, { ...common, connectionName: `phonebridge:${nodeId}:sub` });
     for (const c of [this.cmd, this.sub]) {
       c.on('error', (err: Error) => this.log.debug({ err: err.message }, 'redis connection error'));
