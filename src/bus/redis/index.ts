@@ -46,6 +46,10 @@ interface DeviceSub {
   subscribed: Promise<unknown>;
 }
 
+function uncorkTurn(bus: RedisBus): void {
+  bus.uncork();
+}
+
 export class RedisBus implements Bus {
   readonly kind = 'redis' as const;
   readonly sessions: SessionStore;
@@ -66,6 +70,7 @@ export class RedisBus implements Bus {
   private beating?: Promise<boolean>;
   private announced = false;
   private timer?: NodeJS.Timeout;
+  private corkedStream?: Redis['stream'];
 
   private readonly on: {
     control: Handlers<[ControlEvent]>;
@@ -107,10 +112,7 @@ export class RedisBus implements Bus {
       connectTimeout: 2000,
       retryStrategy: (n) => Math.min(50 * 2 ** n, 1000),
     };
-    // Commands issued in one event-loop turn leave in one write (a pipeline), not a syscall
-    // each: under load that is most of a call's bus cost (docs/decisions/0132-cluster-path.md).
-    // Order on the connection is kept, so answers and a farewell still arrive in order.
-    this.cmd = new Redis(url, { ...common, connectionName: `phonebridge:${nodeId}:cmd`, enableAutoPipelining: true });
+    this.cmd = new Redis(url, { ...common, connectionName: `phonebridge:${nodeId}:cmd` });
     this.sub = new Redis(url, { ...common, connectionName: `phonebridge:${nodeId}:sub` });
     for (const c of [this.cmd, this.sub]) {
       c.on('error', (err: Error) => this.log.debug({ err: err.message }, 'redis connection error'));
@@ -148,6 +150,7 @@ export class RedisBus implements Bus {
   async run(name: ScriptName, args: Array<string | number>): Promise<unknown> {
     try {
       try {
+        this.corkTurn();
         return await this.cmd.evalsha(SHA[name], 0, this.o.prefix, ...args);
       } catch (err) {
         if (!(err as Error).message?.startsWith('NOSCRIPT')) throw err;
@@ -158,8 +161,31 @@ export class RedisBus implements Bus {
     }
   }
 
+  /**
+   * Holds this turn's commands in the command socket until the end of the turn (libuv's check
+   * phase, as the HTTP answers: docs/decisions/0050-one-write-per-answer.md), so they leave
+   * in one write instead of a syscall each (docs/decisions/0132-cluster-path.md). Order is
+   * kept, and nothing waits for a previous batch's replies (unlike ioredis' auto-pipelining).
+   */
+  private corkTurn(): void {
+    if (this.corkedStream || this.cmd.status !== 'ready') return;
+    const stream = this.cmd.stream;
+    if (!stream || stream.destroyed) return;
+    stream.cork();
+    this.corkedStream = stream;
+    setImmediate(uncorkTurn, this);
+  }
+
+  /** @internal */
+  uncork(): void {
+    const stream = this.corkedStream;
+    this.corkedStream = undefined;
+    if (stream && !stream.destroyed) stream.uncork();
+  }
+
   private async op<T>(f: (r: Redis) => Promise<T>): Promise<T> {
     try {
+      this.corkTurn();
       return await f(this.cmd);
     } catch (err) {
       throw asBusError(err);
