@@ -376,6 +376,8 @@ async function main(): Promise<void> {
       'round-ms': { type: 'string', default: '3000' },
       conns: { type: 'string', default: '32' },
       'no-cluster': { type: 'boolean', default: false },
+      // Profiles the relay children (`node --cpu-prof`): summarise with loadtest/cpu-profile.ts.
+      'cpu-prof': { type: 'string' },
     },
     allowPositionals: true,
   });
@@ -399,9 +401,11 @@ async function main(): Promise<void> {
     const data = mkdtempSync(join(tmpdir(), 'pb-overhead-'));
     cleanup.push(() => Promise.resolve(rmSync(data, { recursive: true, force: true })));
     const { startRelayChild } = await import('./fleet-relay.ts');
+    const profDir = values['cpu-prof'];
+    const relayOpts = profDir ? { execArgv: ['--cpu-prof', '--cpu-prof-dir', profDir] } : {};
 
     // The targets.
-    const ours = await startRelayChild(['--port', '0', '--data-dir', join(data, 'relay')]);
+    const ours = await startRelayChild(['--port', '0', '--data-dir', join(data, 'relay')], relayOpts);
     cleanup.push(() => ours.stop());
     const code = randomBytes(6).toString('hex');
     const key = `pb_${randomBytes(24).toString('base64url')}`;
@@ -442,9 +446,9 @@ async function main(): Promise<void> {
       cleanup.push(() => db.drop());
       const prefix = `pbo:${randomBytes(4).toString('hex')}:`;
       const flags = ['--port', '0', '--database-url', db.url, '--redis-url', REDIS_URL, '--redis-prefix', prefix];
-      const a = await startRelayChild([...flags, '--node-id', 'bench-a']);
+      const a = await startRelayChild([...flags, '--node-id', 'bench-a'], relayOpts);
       cleanup.push(() => a.stop());
-      const b = await startRelayChild([...flags, '--node-id', 'bench-b']);
+      const b = await startRelayChild([...flags, '--node-id', 'bench-b'], relayOpts);
       cleanup.push(() => b.stop());
       const [qrA] = await a.pair(1);
       const clusterDevice: string = await phone.call({ op: 'pair', qr: qrA });
@@ -459,6 +463,8 @@ async function main(): Promise<void> {
       });
     }
 
+    if (profDir)
+      console.log(`cpu profiles in ${profDir}: ${targets.map((t) => `${t.name} ${t.pids.join('+')}`).join(', ')}`);
     const run = async (t: Target, job: Omit<Job, 'url' | 'headers'>) => {
       const cpu0 = t.pids.reduce((s, p) => s + cpuUs(p), 0);
       const r: JobResult = await load.call({ op: 'run', job: { ...job, url: t.url, headers: t.headers } });

@@ -151,9 +151,9 @@ const phoneBytesIn = bytes.cell({ side: 'phone', direction: 'in' });
 const phoneBytesOut = bytes.cell({ side: 'phone', direction: 'out' });
 
 /** A frame queued for a phone: counted, with its bytes. */
-export function sentToPhone(frame: string): void {
+export function sentToPhone(frame: string | Buffer): void {
   framesToDevice.inc();
-  phoneBytesOut.inc(Buffer.byteLength(frame));
+  phoneBytesOut.inc(typeof frame === 'string' ? Buffer.byteLength(frame) : frame.length);
 }
 
 /** A frame read from a phone socket (before any check). */

@@ -22,6 +22,11 @@ export interface SessionStore {
   create(s: SessionRecord, idleMs: number, maxPerToken?: number): Promise<string[]>;
   /** The live session, its idle clock renewed; undefined if unknown or expired. */
   touch(id: string, idleMs: number): Promise<SessionRecord | undefined>;
+  /**
+   * `touch` answered at once, for a store held in this process (the in-process bus); absent
+   * where a touch is a round trip. Lets a call on one node go through without a wait.
+   */
+  touchNow?(id: string, idleMs: number): SessionRecord | undefined;
   delete(id: string): Promise<boolean>;
   /** Live sessions bound to a device: the MCP clients connected to it (the hosted dashboard). */
   countForDevice(deviceId: string): Promise<number>;

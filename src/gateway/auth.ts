@@ -33,12 +33,20 @@ export class Authenticator {
 
   constructor(private readonly store: Store) {}
 
-  async authenticate(token: string | undefined): Promise<Credential | undefined> {
+  /** The credential from the cache alone (no store, no wait); undefined when the store must be asked. */
+  cached(token: string | undefined, now = Date.now()): Credential | undefined {
     if (!token || token.length > 512) return undefined;
-    const now = Date.now();
     const hit = this.cache.get(token);
     if (hit && hit.until > now && (!hit.cred.token.expiresAt || hit.cred.token.expiresAt.getTime() > now))
       return hit.cred;
+    return undefined;
+  }
+
+  async authenticate(token: string | undefined): Promise<Credential | undefined> {
+    if (!token || token.length > 512) return undefined;
+    const now = Date.now();
+    const hit = this.cached(token, now);
+    if (hit) return hit;
     const t = await this.store.findTokenByHash(sha256Hex(token), new Date(now));
     const account = t ? await this.store.getAccount(t.accountId) : undefined;
     if (!t || !account) {

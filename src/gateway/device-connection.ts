@@ -4,6 +4,7 @@
 // client's id (and progress token) restored.
 import type { WebSocket } from '../uws.ts';
 import { inspectPhoneFrame, withId } from '../protocol/frame.ts';
+import { requestFrame, type ClientRequestBytes } from '../protocol/request-bytes.ts';
 import { classify, errorResponse, resultResponse, type JsonRpcId, type JsonRpcRequest } from '../protocol/jsonrpc.ts';
 import { INVALID_PARAMS, METHOD_NOT_FOUND, relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
 import { LATEST_SESSION_REVISION } from '../protocol/revisions.ts';
@@ -34,6 +35,10 @@ export function sharedSurfaceSizes(): { initResults: number; toolPages: number; 
 export const MAX_FRAME_BYTES = 256 * 1024;
 /** What uWS may hold unsent for one phone socket (its maxBackpressure); a frame beyond it is refused. */
 export const MAX_BACKPRESSURE_BYTES = 8 * 1024 * 1024;
+
+function timedOut(conn: DeviceConnection, relayId: number, timeoutMs: number): void {
+  conn.timedOut(relayId, timeoutMs);
+}
 
 // ws.cork runs its callback synchronously: one shared callback instead of a closure per turn.
 let corking: DeviceConnection;
@@ -128,6 +133,8 @@ export class DeviceConnection implements TurnWriter {
   /** The phone's tools (all pages), for scope checks; undefined if it serves no tools. */
   tools?: ToolCatalog;
   closed = false;
+  /** initialize and the catalog are done (ready() resolved): requests can start at once. */
+  isReady = false;
   /** Ownership on the bus: the epoch of this socket's claim, once known. */
   epoch?: number;
   claim?: Promise<number | undefined>;
@@ -143,7 +150,7 @@ export class DeviceConnection implements TurnWriter {
   private readonly limits: ConnectionLimits;
   private readyPromise?: Promise<void>;
   /** Frames of this turn, written together at its end (docs/decisions/0050-one-write-per-answer.md); the relay id each one carries, or 0. */
-  private outbox: string[] = [];
+  private outbox: Array<string | Buffer> = [];
   private outboxIds: number[] = [];
   private outboxBytes = 0;
   private sharedInit?: Shared<Record<string, unknown>>;
@@ -196,6 +203,7 @@ export class DeviceConnection implements TurnWriter {
       this.notify('notifications/initialized');
       this.events.initialized(this.deviceId, this.initResult);
       await this.loadTools();
+      this.isReady = true;
     })();
     return this.readyPromise;
   }
@@ -263,26 +271,67 @@ export class DeviceConnection implements TurnWriter {
     sink: ReplySink,
     timeoutMs: number,
   ): CallHandle {
-    // Refusals and answers from the cache come first: they cost the phone nothing, so a busy
-    // phone never turns them into device_busy.
+    const name = params?.name;
+    const wait = this.admit(msg.method, msg.id, params !== undefined && 'name' in params, name, caller, sink);
+    if (wait === undefined) return () => {};
+    return this.forward({ method: msg.method, params }, msg.id, sink, timeoutMs, { tokenId: caller.tokenId, wait });
+  }
+
+  /**
+   * handleClientRequest for a request held as bytes (src/protocol/request-bytes.ts): the same
+   * checks, then its frame built from the client's bytes with the relay id and `callerJson`.
+   * Returns the relay id for cancelCall / orphanCall, or 0 when it was answered at once.
+   */
+  handleClientBytes(
+    req: ClientRequestBytes,
+    callerJson: Buffer,
+    caller: Caller,
+    sink: ReplySink,
+    timeoutMs: number,
+  ): number {
+    const wait = this.admit(req.method, req.id, req.toolName !== undefined, req.toolName, caller, sink);
+    if (wait === undefined) return 0;
+    if (this.closed) {
+      sink.fail(relayError('device_offline'));
+      return 0;
+    }
+    const relayId = this.nextId++;
+    const frame = requestFrame(req, relayId, callerJson);
+    if (!this.track(relayId, frame, req.id, sink, timeoutMs, req.method, undefined, caller.tokenId, wait)) return 0;
+    return relayId;
+  }
+
+  /**
+   * Refusals and answers from the cache, which come first: they cost the phone nothing, so a
+   * busy phone never turns them into device_busy. Undefined when `sink` got its answer;
+   * otherwise whether the request is a wait_for_events call.
+   */
+  private admit(
+    method: string,
+    id: JsonRpcId,
+    hasName: boolean,
+    name: unknown,
+    caller: Caller,
+    sink: ReplySink,
+  ): boolean | undefined {
     const capabilities = (this.initResult as { capabilities?: unknown } | undefined)?.capabilities;
-    const allowed = checkMethod(msg.method, capabilities, caller.scopes);
+    const allowed = checkMethod(method, capabilities, caller.scopes);
     if (!allowed.ok) {
       if (allowed.reason === 'method_not_found') sink.fail({ code: METHOD_NOT_FOUND, message: allowed.message });
       else sink.fail(insufficientScope(allowed.scope));
-      return () => {};
+      return undefined;
     }
-    if (this.tools && msg.method === 'tools/list') {
-      sink.respond(Buffer.from(resultResponse(msg.id, { tools: this.tools.visibleTo(caller.scopes) })));
-      return () => {};
+    if (this.tools && method === 'tools/list') {
+      sink.respond(Buffer.from(resultResponse(id, { tools: this.tools.visibleTo(caller.scopes) })));
+      return undefined;
     }
     if (this.tools && allowed.perTool) {
-      const verdict = this.tools.check(params?.name, caller.scopes);
+      const verdict = this.tools.check(hasName ? name : undefined, caller.scopes);
       if (!verdict.ok) {
         if (verdict.reason === 'unknown_tool')
-          sink.fail({ code: INVALID_PARAMS, message: `Unknown tool: ${String(params?.name)}` });
+          sink.fail({ code: INVALID_PARAMS, message: `Unknown tool: ${String(hasName ? name : undefined)}` });
         else sink.fail(insufficientScope(verdict.scope));
-        return () => {};
+        return undefined;
       }
     }
     if (this.pending.size - this.orphans.size >= this.maxInFlight) {
@@ -290,22 +339,22 @@ export class DeviceConnection implements TurnWriter {
       // node; abandoned calls are bounded apart (--max-orphans). The phone itself is not asked.
       rateLimited.phone_in_flight.inc();
       sink.fail(relayError('device_busy', `${this.maxInFlight} requests already in flight`));
-      return () => {};
+      return undefined;
     }
-    const wait = msg.method === 'tools/call' && params?.name === WAIT_TOOL;
+    const wait = method === 'tools/call' && name === WAIT_TOOL;
     const share = caller.tokenId === undefined ? undefined : this.shares.get(caller.tokenId);
     if (share && share.calls >= this.limits.maxInFlightPerKey) {
       // A credential's fair share of the phone: one key cannot take the slots of the others.
       rateLimited.key_in_flight.inc();
       sink.fail(relayError('device_busy', `this key already has ${share.calls} requests in flight on the phone`));
-      return () => {};
+      return undefined;
     }
     if (wait && share && share.waits >= this.limits.maxWaitsPerKey) {
       rateLimited.key_waits.inc();
       sink.fail(relayError('device_busy', `this key already has ${share.waits} ${WAIT_TOOL} calls in flight`));
-      return () => {};
+      return undefined;
     }
-    return this.forward({ method: msg.method, params }, msg.id, sink, timeoutMs, { tokenId: caller.tokenId, wait });
+    return wait;
   }
 
   /**
@@ -332,7 +381,24 @@ export class DeviceConnection implements TurnWriter {
       msg = { ...msg, params: { ...msg.params, _meta: { ...meta, progressToken: relayId } } };
     }
     const frame = JSON.stringify({ jsonrpc: '2.0', id: relayId, method: msg.method, params: msg.params });
-    const frameBytes = Buffer.byteLength(frame);
+    if (!this.track(relayId, frame, clientId, sink, timeoutMs, msg.method, progressToken, owner.tokenId, owner.wait))
+      return () => {};
+    return Object.assign(() => this.cancelCall(relayId), { orphan: () => this.orphanCall(relayId) });
+  }
+
+  /** Registers a request under its relay id and queues its frame; false (sink failed) if the socket is saturated. */
+  private track(
+    relayId: number,
+    frame: string | Buffer,
+    clientId: JsonRpcId,
+    sink: ReplySink,
+    timeoutMs: number,
+    method: string,
+    progressToken: string | number | undefined,
+    tokenId: string | undefined,
+    waitCall: boolean | undefined,
+  ): boolean {
+    const frameBytes = typeof frame === 'string' ? Buffer.byteLength(frame) : frame.length;
     if (frameBytes > MAX_FRAME_BYTES) {
       // The body fitted, but the frame carries the relay's id and caller context too.
       framesTooBig.client.inc();
@@ -342,44 +408,40 @@ export class DeviceConnection implements TurnWriter {
           `the frame to the phone would be ${frameBytes} bytes (caller context included), over 262144`,
         ),
       );
-      return () => {};
+      return false;
     }
-    const timer = setTimeout(() => {
-      if (this.settle(relayId)) {
-        this.sendCancelled(relayId, 'timeout');
-        sink.fail(relayError('timeout', `no answer within ${Math.round(timeoutMs / 1000)} s`));
-      }
-    }, timeoutMs);
-    const wait = owner.wait === true;
-    this.pending.set(relayId, {
-      clientId,
-      sink,
-      timer,
-      method: msg.method,
-      progressToken,
-      tokenId: owner.tokenId,
-      wait,
-      orphan: false,
-    });
-    if (owner.tokenId !== undefined) {
-      let share = this.shares.get(owner.tokenId);
-      if (!share) this.shares.set(owner.tokenId, (share = { calls: 0, waits: 0 }));
+    // No closure per call: the timer gets the connection and the relay id as arguments.
+    const timer = setTimeout(timedOut, timeoutMs, this, relayId, timeoutMs);
+    const wait = waitCall === true;
+    this.pending.set(relayId, { clientId, sink, timer, method, progressToken, tokenId, wait, orphan: false });
+    if (tokenId !== undefined) {
+      let share = this.shares.get(tokenId);
+      if (!share) this.shares.set(tokenId, (share = { calls: 0, waits: 0 }));
       share.calls++;
       if (wait) share.waits++;
     }
     if (!this.sendFrame(frame, relayId)) {
       this.settle(relayId);
       sink.fail(relayError('relay_error', 'phone socket is saturated'));
-      return () => {};
+      return false;
     }
-    return Object.assign(
-      () => {
-        if (!this.settle(relayId)) return;
-        this.sendCancelled(relayId, 'cancelled by the client');
-        sink.fail(relayError('cancelled'));
-      },
-      { orphan: () => this.orphan(relayId) },
-    );
+    return true;
+  }
+
+  /** The request's deadline passed: the phone is told, the caller gets `timeout`. */
+  timedOut(relayId: number, timeoutMs: number): void {
+    const p = this.settle(relayId);
+    if (!p) return;
+    this.sendCancelled(relayId, 'timeout');
+    p.sink.fail(relayError('timeout', `no answer within ${Math.round(timeoutMs / 1000)} s`));
+  }
+
+  /** The caller cancels a request it started (forward's handle, or a relay id from handleClientBytes). */
+  cancelCall(relayId: number): void {
+    const p = this.settle(relayId);
+    if (!p) return;
+    this.sendCancelled(relayId, 'cancelled by the client');
+    p.sink.fail(relayError('cancelled'));
   }
 
   /**
@@ -387,7 +449,7 @@ export class DeviceConnection implements TurnWriter {
    * not cancellation) outside its credential's share and outside --max-in-flight; beyond
    * --max-orphans per phone the oldest orphan is cancelled at the phone.
    */
-  private orphan(relayId: number): void {
+  orphanCall(relayId: number): void {
     const p = this.pending.get(relayId);
     if (!p || p.orphan) return;
     this.release(p);
@@ -438,7 +500,7 @@ export class DeviceConnection implements TurnWriter {
    * leave in one write, inside this socket's cork (docs/decisions/0050-one-write-per-answer.md). False when the socket is
    * closed or holds more than its backpressure limit (the frame is not sent).
    */
-  sendFrame(frame: string, relayId = 0): boolean {
+  sendFrame(frame: string | Buffer, relayId = 0): boolean {
     if (this.closed) return false;
     if (this.ws.getBufferedAmount() + this.outboxBytes + frame.length > MAX_BACKPRESSURE_BYTES) return false;
     if (this.outbox.length === 0) scheduleWrite(this);

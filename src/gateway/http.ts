@@ -122,6 +122,17 @@ export function runRoute(
   }
 }
 
+/** Where `Exchange.readBody` delivers the body. */
+export interface BodyTarget {
+  bodyRead(body: Buffer): void;
+  bodyFailed(err: Error): void;
+}
+
+/** Told when the client of an Exchange goes away (`Exchange.onAbort`). */
+export interface AbortTarget {
+  exchangeAborted(): void;
+}
+
 // res.cork runs its callback synchronously: one shared callback instead of a closure per answer.
 let corking: Exchange;
 const writeCorking = () => corking.writeNow();
@@ -130,7 +141,7 @@ const writeCorking = () => corking.writeNow();
 export class Exchange implements TurnWriter {
   aborted = false;
   finished = false;
-  private abortHandlers: Array<() => void> = [];
+  private abortHandlers: Array<(() => void) | AbortTarget> = [];
   private status = 0;
   private headers?: Headers;
   private payload?: string | Buffer;
@@ -142,14 +153,18 @@ export class Exchange implements TurnWriter {
   constructor(readonly res: HttpResponse) {
     res.onAborted(() => {
       this.aborted = true;
-      for (const h of this.abortHandlers) h();
+      for (const h of this.abortHandlers)
+        if (typeof h === 'function') h();
+        else h.exchangeAborted();
       this.abortHandlers = [];
     });
   }
 
-  onAbort(h: () => void): void {
-    if (this.aborted) h();
-    else this.abortHandlers.push(h);
+  /** `h` runs once the client has gone (at once if it already has); an object gets `exchangeAborted()`. */
+  onAbort(h: (() => void) | AbortTarget): void {
+    if (!this.aborted) this.abortHandlers.push(h);
+    else if (typeof h === 'function') h();
+    else h.exchangeAborted();
   }
 
   /**
@@ -159,24 +174,36 @@ export class Exchange implements TurnWriter {
    */
   body(limit: number, tooLarge: () => { headers: Headers; body: string } = defaultTooLarge(limit)): Promise<Buffer> {
     return new Promise((resolve, reject) => {
-      const chunks: Buffer[] = [];
-      let size = 0;
-      let failed = false;
       this.onAbort(() => reject(new Error('client aborted')));
-      this.res.onData((chunk, isLast) => {
-        if (failed) return;
-        this.route?.bytesIn(chunk.byteLength);
-        size += chunk.byteLength;
-        if (size > limit) {
-          failed = true;
-          const answer = tooLarge();
-          this.send(413, answer.headers, answer.body, true);
-          reject(new BodyTooLarge(limit));
-          return;
-        }
-        chunks.push(Buffer.from(chunk.slice(0)));
-        if (isLast) resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
-      });
+      this.readBody(limit, tooLarge, { bodyRead: resolve, bodyFailed: reject });
+    });
+  }
+
+  /**
+   * `body` for a caller that keeps its state in an object (no promise, no closure of its own):
+   * `target.bodyRead` gets the body, or `bodyFailed` the BodyTooLarge (the 413 already sent).
+   * A client that goes away mid-body calls neither. Call before any await.
+   */
+  readBody(limit: number, tooLarge: () => { headers: Headers; body: string }, target: BodyTarget): void {
+    let first: Buffer | undefined;
+    let chunks: Buffer[] | undefined;
+    let size = 0;
+    let failed = false;
+    this.res.onData((chunk, isLast) => {
+      if (failed) return;
+      this.route?.bytesIn(chunk.byteLength);
+      size += chunk.byteLength;
+      if (size > limit) {
+        failed = true;
+        const answer = tooLarge();
+        this.send(413, answer.headers, answer.body, true);
+        target.bodyFailed(new BodyTooLarge(limit));
+        return;
+      }
+      const copy = Buffer.from(chunk.slice(0));
+      if (first === undefined) first = copy;
+      else (chunks ??= [first]).push(copy);
+      if (isLast) target.bodyRead(chunks ? Buffer.concat(chunks, size) : first);
     });
   }
 

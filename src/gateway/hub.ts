@@ -182,6 +182,7 @@ export class Hub {
 
   /** True when the credential (its key, device or account) was revoked on this node lately. */
   isRevoked(who: { tokenId?: string; deviceId?: string; accountId?: string }): boolean {
+    if (this.revoked.size === 0) return false; // the common case, on every call: no keys built
     return revokedKeys(who).some((k) => this.revoked.has(k));
   }
 

@@ -3,7 +3,12 @@
 // forward the rest to the phone and bring its answer back to this HTTP exchange.
 import { randomBytes } from 'node:crypto';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../uws.ts';
-import { BodyTooLarge, clientAddress, copyHeaders, copyHeadersWithPrefix, Exchange } from './http.ts';
+import { BodyTooLarge, Exchange, type AbortTarget, type BodyTarget } from './http.ts';
+import type { HttpRequest as Req } from '../uws.ts';
+import { limitKey, pickClientAddress } from './client-address.ts';
+import { readClientRequest, type ClientRequestBytes } from '../protocol/request-bytes.ts';
+import type { LocalRoute } from './router.ts';
+import type { Caller, ReplySink } from './device-connection.ts';
 import { cachedInitialize, JSON_HEADERS, SLOW_ANSWER_MS, StatelessEndpoint } from './mcp-stateless.ts';
 import { storeUnavailable } from './pairing.ts';
 import { classifyEra } from '../protocol/stateless.ts';
@@ -23,7 +28,7 @@ import {
 import { INVALID_REQUEST, relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
 import { allowsBatch, isSessionRevision, negotiateRevision, SESSION_REVISIONS } from '../protocol/revisions.ts';
 import { MAX_TIMEOUT_MS, requestTimeoutMs } from '../protocol/timeouts.ts';
-import { withCallerContext } from '../protocol/caller.ts';
+import { callerContextJson, withCallerContext } from '../protocol/caller.ts';
 import { insufficientScopeChallenge } from '../protocol/scopes.ts';
 import type { Scope } from '../store/types.ts';
 import { MAX_FRAME_BYTES } from './device-connection.ts';
@@ -55,8 +60,35 @@ const MCP_HEADERS = [
   'x-forwarded-for',
 ] as const;
 type McpHeaders = Record<string, string>;
-/** Where post() keeps the client's address among the copied headers (no real header has a space). */
-const CLIENT_ADDRESS = 'client address';
+/**
+ * Where begin() keeps every X-Forwarded-For value, comma-joined (the chain reads the same:
+ * src/gateway/client-address.ts), when proxies are trusted; no real header has a space.
+ */
+const FORWARDED_CHAIN = 'forwarded chain';
+const MCP_HEADER_SET = new Set<string>(MCP_HEADERS);
+const PARAM_PREFIX = 'mcp-param-';
+
+// One pass over the request's headers (req.forEach) instead of a native call per name; the
+// visitor is shared, its target set just before the pass.
+let collecting: McpHeaders;
+let collectChain: boolean;
+const collectHeader = (k: string, v: string): void => {
+  if (MCP_HEADER_SET.has(k)) {
+    // Like req.getHeader: the first value, and an empty one is no header.
+    if (collecting[k] === undefined && v !== '') collecting[k] = v;
+    if (collectChain && k === 'x-forwarded-for')
+      collecting[FORWARDED_CHAIN] =
+        collecting[FORWARDED_CHAIN] === undefined ? v : `${collecting[FORWARDED_CHAIN]},${v}`;
+  } else if (k.startsWith(PARAM_PREFIX)) collecting[k] = v;
+};
+
+function collectHeaders(req: Req, trustProxy: boolean): McpHeaders {
+  const h: McpHeaders = {};
+  collecting = h;
+  collectChain = trustProxy;
+  req.forEach(collectHeader);
+  return h;
+}
 
 const RECENT_SESSIONS_MAX = 10_000;
 /** A resumed POST stream looks for its next events this often (the replay buffer is shared by all nodes). */
@@ -83,7 +115,7 @@ class McpEndpoint {
   /** Sessions with SSE streams on this node. */
   private readonly channels = new Map<string, SessionChannel>();
   /** Requests in flight on this node, by session and client id, for notifications/cancelled. */
-  private readonly inFlight = new Map<string, () => void>();
+  private readonly inFlight = new Map<string, (() => void) | FastPost>();
 
   private readonly stateless: StatelessEndpoint;
 
@@ -92,7 +124,9 @@ class McpEndpoint {
       this.forwardTo(ex, cred, deviceId, undefined, msg, related),
     );
     // A client's notifications/cancelled may land on another node than its request.
-    ctx.router.onClientCancel((sessionId, requestId) => this.inFlight.get(inFlightKey(sessionId, requestId))?.());
+    ctx.router.onClientCancel((sessionId, requestId) =>
+      cancelEntry(this.inFlight.get(inFlightKey(sessionId, requestId))),
+    );
     // A revoked credential's sessions must not live on in the outage fallback either.
     ctx.hub.onRevoke((match) => {
       for (const [id, { value: s }] of this.recentSessions.values())
@@ -118,7 +152,7 @@ class McpEndpoint {
   /** Synchronous prelude shared by every verb: copy headers, DNS-rebinding check. */
   private begin(res: HttpResponse, req: HttpRequest): { ex: Exchange; h: McpHeaders } | undefined {
     const ex = new Exchange(res);
-    const h = copyHeadersWithPrefix(req, 'mcp-param-', copyHeaders(req, MCP_HEADERS));
+    const h = collectHeaders(req, this.ctx.config.trustProxy);
     if (h.origin && !this.allowedOrigins.has(h.origin)) {
       ex.error(403, 'forbidden_origin', 'this Origin may not call the relay');
       return undefined;
@@ -211,10 +245,89 @@ class McpEndpoint {
     const begun = this.begin(res, req);
     if (!begun) return;
     const { ex, h } = begun;
-    h[CLIENT_ADDRESS] = clientAddress(res, req, this.ctx.config); // req is only valid before any await
+    // The common call, from a key in the cache: read the body into an object, then straight on
+    // (fastPost), or the general path below with the body read.
+    const cred = this.ctx.auth.cached(presentedToken(h));
+    if (cred && !cred.account.locked && h['mcp-session-id'] !== undefined && this.ctx.bus.sessions.touchNow) {
+      ex.readBody(MAX_FRAME_BYTES, tooLargeBody, new FastPost(this, ex, h, cred));
+      return;
+    }
     const body = ex.body(MAX_FRAME_BYTES, tooLargeBody);
     body.catch(() => {}); // observed below; avoid an unhandled rejection on early exits
     this.handlePost(ex, h, body).catch((err) => this.fail(ex, err));
+  }
+
+  failPost(ex: Exchange, err: unknown): void {
+    this.fail(ex, err);
+  }
+
+  /** The general path for a body FastPost read but does not take. */
+  slowPost(ex: Exchange, h: McpHeaders, body: Buffer): void {
+    this.handlePost(ex, h, Promise.resolve(body)).catch((err) => this.fail(ex, err));
+  }
+
+  /**
+   * One request of a cached key, in a live session of this node's in-process store, for a
+   * phone on this node that is ready: answered without a wait, a promise or a closure of its
+   * own, its frame built from the body's bytes (docs/decisions/0131-synchronous-local-calls.md).
+   * False when anything about it needs the general path (nothing was done then).
+   */
+  fastPost(call: FastPost, raw: Buffer): boolean {
+    const { h, cred } = call;
+    const versionHeader = h['mcp-protocol-version'];
+    if (versionHeader && !isSessionRevision(versionHeader)) return false;
+    const req = readClientRequest(raw);
+    if (!req || req.method === 'initialize' || this.ctx.config.budgets.maxBatch < 1) return false;
+    const session = this.ctx.bus.sessions.touchNow!(h['mcp-session-id'], this.ctx.config.sessionIdleMs);
+    // The in-process store is never unavailable, so recentSessions (the outage fallback) is not needed here.
+    if (!session || session.tokenId !== cred.token.id) return false;
+    const deviceId = session.deviceId;
+    if (this.ctx.hub.isRevoked({ tokenId: cred.token.id, deviceId, accountId: cred.account.id })) return false;
+    const conn = this.ctx.router.readyLocal(deviceId);
+    if (!conn) return false;
+    call.start(session, req, raw.length);
+    const timeoutMs = requestTimeoutMs(
+      req.method,
+      req.toolName === undefined
+        ? undefined
+        : { name: req.toolName, arguments: req.timeoutS === undefined ? undefined : { timeout_s: req.timeoutS } },
+      this.ctx.config.requestTimeoutMs,
+    );
+    call.timeoutMs = timeoutMs;
+    const route = this.ctx.router.startLocal(conn, req, callerContextJson(cred.token), call.caller(), call, timeoutMs);
+    if (!route.done) {
+      call.route = route;
+      call.key = inFlightKey(session.id, req.id);
+      this.inFlight.set(call.key, call);
+      call.ex.onAbort(call);
+    }
+    return true;
+  }
+
+  /** A FastPost's request is answered (or failed): no longer cancellable by the client. */
+  settled(call: FastPost): void {
+    if (call.key !== undefined) this.inFlight.delete(call.key);
+  }
+
+  /** Opens a FastPost's SSE stream: the answer is slow, or something related came first. */
+  openPostStream(call: FastPost): EventStream {
+    const session = call.session!;
+    const stream = new EventStream(
+      this.ctx.bus,
+      session.id,
+      newStreamId({ deadline: Date.now() + call.timeoutMs }),
+      new SseStream(call.ex, {}),
+    );
+    if (session.revision === '2025-11-25') void stream.prime();
+    return stream;
+  }
+
+  cancelRoute(route: LocalRoute): void {
+    this.ctx.router.cancelRoute(route);
+  }
+
+  orphanRoute(route: LocalRoute): void {
+    this.ctx.router.orphanRoute(route);
   }
 
   private fail(ex: Exchange, err: unknown): void {
@@ -409,10 +522,20 @@ class McpEndpoint {
     bytesIn: number,
   ): Promise<void> {
     const { initializePerMinute, initializePerMinutePerAddress, maxSessionsPerKey } = this.ctx.config.budgets;
+    if (ex.aborted) return; // the client's address is read from its response, valid until it goes
+    // Keyed here, not per call: only initialize counts per address.
+    const chain = h[FORWARDED_CHAIN];
+    const address = limitKey(
+      pickClientAddress(
+        Buffer.from(ex.res.getRemoteAddressAsText()).toString(),
+        chain === undefined ? [] : [chain],
+        this.ctx.config,
+      ),
+    );
     // Counted on the bus, so the limits hold across nodes; the key's first, then the address's.
     const [byKey, byAddress] = await Promise.all([
       this.ctx.bus.hit(`init:k:${cred.token.id}`, 60_000),
-      this.ctx.bus.hit(`init:a:${h[CLIENT_ADDRESS]}`, 60_000),
+      this.ctx.bus.hit(`init:a:${address}`, 60_000),
     ]);
     if (byKey > initializePerMinute || byAddress > initializePerMinutePerAddress) {
       rateLimited[byKey > initializePerMinute ? 'initialize_per_key' : 'initialize_per_address'].inc();
@@ -526,7 +649,7 @@ class McpEndpoint {
       const requestId = params?.requestId;
       if (typeof requestId !== 'string' && typeof requestId !== 'number') return;
       const cancel = this.inFlight.get(inFlightKey(session.id, requestId));
-      if (cancel) cancel();
+      if (cancel) cancelEntry(cancel);
       else void this.ctx.router.broadcastCancel(session.id, requestId); // the request is on another node
       return;
     }
@@ -712,7 +835,7 @@ class McpEndpoint {
     );
   }
 
-  private observe(method: string, started: number, bytesIn: number, bytesOut: number, outcome: string): void {
+  observe(method: string, started: number, bytesIn: number, bytesOut: number, outcome: string): void {
     const seconds = (performance.now() - started) / 1000;
     observeMcpRequest(method, outcome, seconds);
     if (this.ctx.log.isLevelEnabled('debug'))
@@ -727,6 +850,127 @@ class McpEndpoint {
 function tooLargeBody() {
   framesTooBig.client.inc();
   return { headers: JSON_HEADERS, body: errorResponse(null, relayError('too_large', 'request body over 256 KiB')) };
+}
+
+function cancelEntry(e: (() => void) | FastPost | undefined): void {
+  if (typeof e === 'function') e();
+  else e?.cancel();
+}
+
+function fastSlow(call: FastPost): void {
+  if (!call.ex.aborted) call.open();
+}
+
+/**
+ * One POST on McpEndpoint.fastPost's path, from the body to the answer: the body's target,
+ * the router's sink, the exchange's abort target and the in-flight entry, so a call creates
+ * this object and its route, not a closure for each role. It behaves as answerOne does for a
+ * request without a progress token.
+ */
+class FastPost implements BodyTarget, ReplySink, AbortTarget {
+  readonly started = performance.now();
+  session?: SessionRecord;
+  route?: LocalRoute;
+  key?: string;
+  timeoutMs = 0;
+  private stream?: EventStream;
+  private early?: NodeJS.Timeout;
+  private method = '';
+  private id: JsonRpcId = 0;
+  private bytesIn = 0;
+
+  constructor(
+    private readonly endpoint: McpEndpoint,
+    readonly ex: Exchange,
+    readonly h: McpHeaders,
+    readonly cred: Credential,
+  ) {}
+
+  bodyRead(body: Buffer): void {
+    if (this.ex.aborted) return;
+    let taken = false;
+    try {
+      taken = this.endpoint.fastPost(this, body);
+    } catch (err) {
+      // Once started the request may have reached the phone: it must not be sent again.
+      if (this.session) return this.endpoint.failPost(this.ex, err);
+    }
+    if (!taken) this.endpoint.slowPost(this.ex, this.h, body);
+  }
+
+  bodyFailed(): void {
+    // BodyTooLarge: Exchange.readBody has answered 413 already.
+  }
+
+  caller(): Caller {
+    const t = this.cred.token;
+    return { scopes: t.scopes, tokenId: t.id, accountId: this.cred.account.id };
+  }
+
+  start(session: SessionRecord, req: ClientRequestBytes, bytesIn: number): void {
+    this.session = session;
+    this.method = req.method;
+    this.id = req.id;
+    this.bytesIn = bytesIn;
+    if ((this.h.accept ?? '').includes('text/event-stream')) this.early = setTimeout(fastSlow, SLOW_ANSWER_MS, this);
+  }
+
+  open(): EventStream {
+    return (this.stream ??= this.endpoint.openPostStream(this));
+  }
+
+  respond(frame: Buffer): void {
+    this.answer(frame, undefined);
+  }
+
+  related(frame: Buffer): void {
+    void this.open().send(frame);
+  }
+
+  fail(error: JsonRpcErrorObject): void {
+    this.answer(Buffer.from(errorResponse(this.id, error)), error);
+  }
+
+  /** The client's notifications/cancelled (this node, or relayed by another). */
+  cancel(): void {
+    if (this.route) this.endpoint.cancelRoute(this.route);
+  }
+
+  /** Session revisions: a disconnect is not a cancellation; the call runs on as an orphan unless a GET can resume it. */
+  exchangeAborted(): void {
+    if (this.stream === undefined && this.route) this.endpoint.orphanRoute(this.route);
+  }
+
+  private answer(frame: Buffer, refusal: JsonRpcErrorObject | undefined): void {
+    clearTimeout(this.early);
+    this.endpoint.settled(this);
+    const ex = this.ex;
+    if (refusal?.data && (refusal.data as { code?: string }).code === 'insufficient_scope' && !this.stream) {
+      const scope = (refusal.data as { scope: Scope }).scope;
+      ex.send(403, { ...JSON_HEADERS, 'WWW-Authenticate': insufficientScopeChallenge(scope) }, frame);
+      this.endpoint.observe(this.method, this.started, this.bytesIn, frame.length, 'forbidden');
+      return;
+    }
+    const outcome = refusal ? 'error' : 'ok';
+    if (this.stream) {
+      const s = this.stream;
+      void s.send(frame);
+      void s
+        .end()
+        .then(() =>
+          this.endpoint.observe(
+            this.method,
+            this.started,
+            this.bytesIn,
+            frame.length,
+            ex.aborted ? 'aborted' : outcome,
+          ),
+        );
+      return;
+    }
+    ex.send(200, JSON_HEADERS, frame);
+    this.endpoint.observe(this.method, this.started, this.bytesIn, frame.length, ex.aborted ? 'aborted' : outcome);
+  }
 }
 
 const COMMA = Buffer.from(',');

@@ -13,6 +13,7 @@ import type { JsonRpcId, JsonRpcRequest } from '../protocol/jsonrpc.ts';
 import { BusTimeoutError, BusUnavailableError, type DeviceOwner } from '../bus/index.ts';
 import type { Scope } from '../store/types.ts';
 import type { CallHandle, Caller, DeviceConnection, ReplySink } from './device-connection.ts';
+import type { ClientRequestBytes } from '../protocol/request-bytes.ts';
 import type { GatewayContext } from './context.ts';
 import { matchesCredential, type CredentialMatch } from './hub.ts';
 import { answered, crossNode, goodbyes, reroutes } from '../metrics.ts';
@@ -73,24 +74,21 @@ export function farewellMessage(nodeId: string): string {
   return encode({ t: 'bye', from: nodeId });
 }
 
-/** One client request on its way to the phone. */
-interface Route {
-  deviceId: string;
-  msg: JsonRpcRequest;
-  params: Record<string, unknown> | undefined;
+/** One client request on its way to the phone; it is also the sink the phone's node answers. */
+class Route implements ReplySink {
   /** params as JSON, encoded once even if the request is sent more than once. */
   payload?: string;
-  caller: Caller;
-  sink: ReplySink;
-  deadline: number;
-  done: boolean;
-  state: 'routing' | 'local' | 'remote';
+  done = false;
+  state: 'routing' | 'local' | 'remote' = 'routing';
   cancelLocal?: CallHandle;
+  /** A request started by `startLocal`: its relay id on `conn` (cancel and orphan go there). */
+  conn?: DeviceConnection;
+  relayId = 0;
   rid?: number;
   /** Its client is gone for good (docs/decisions/0042-abandoned-calls.md); told to the phone's node once it runs. */
   orphaned?: boolean;
   /** Times an owner said the phone was not there; the next lookup skips the cache. */
-  gone: number;
+  gone = 0;
   fresh?: boolean;
   /**
    * Set when the node it was sent to left on purpose: until then, a phone with no owner is
@@ -99,8 +97,49 @@ interface Route {
    */
   movingUntil?: number;
   /** performance.now() when it was last sent to an owner node (phonebridge_bus_round_trip_seconds). */
-  sentPerf: number;
+  sentPerf = 0;
+  readonly deadline: number;
+  /** What the phone's node answers: the route itself (answers count once, then it is done). */
+  get sink(): ReplySink {
+    return this;
+  }
+
+  constructor(
+    private readonly active: Set<Route>,
+    readonly deviceId: string,
+    readonly msg: JsonRpcRequest,
+    readonly params: Record<string, unknown> | undefined,
+    readonly caller: Caller,
+    private readonly out: ReplySink,
+    timeoutMs: number,
+  ) {
+    this.deadline = Date.now() + timeoutMs;
+    active.add(this);
+  }
+
+  private finish(): boolean {
+    if (this.done) return false;
+    this.done = true;
+    this.active.delete(this);
+    return true;
+  }
+
+  respond(frame: Buffer): void {
+    if (this.finish()) this.out.respond(frame);
+  }
+
+  /** Progress and the like; dropped once the request is answered, or when its caller takes none. */
+  related(frame: Buffer): void {
+    if (!this.done) this.out.related?.(frame);
+  }
+
+  fail(error: JsonRpcErrorObject): void {
+    if (this.finish()) this.out.fail(error);
+  }
 }
+
+/** A request `startLocal` started: cancel or orphan it with Router.cancelRoute / orphanRoute. */
+export type LocalRoute = Route;
 
 interface RemotePending {
   route: Route;
@@ -204,40 +243,64 @@ export class Router {
     sink: ReplySink,
     timeoutMs: number,
   ): Promise<CallHandle> {
-    const r: Route = {
-      deviceId,
-      msg,
-      params,
-      caller,
-      sink,
-      deadline: Date.now() + timeoutMs,
-      done: false,
-      state: 'routing',
-      gone: 0,
-      sentPerf: 0,
-    };
-    const finish = () => {
-      if (r.done) return false;
-      r.done = true;
-      this.active.delete(r);
-      return true;
-    };
-    r.sink = {
-      respond: (frame) => finish() && sink.respond(frame),
-      related: sink.related && ((frame) => !r.done && sink.related!(frame)),
-      fail: (error) => finish() && sink.fail(error),
-    };
-    this.active.add(r);
+    const r = new Route(this.active, deviceId, msg, params, caller, sink, timeoutMs);
     void this.route(r); // never throws; may wait while the phone moves, so cancel works meanwhile
     return Object.assign(() => this.cancel(r), { orphan: () => this.orphan(r) });
+  }
+
+  /**
+   * The phone's socket on this node when a request can start on it at once: connected, past
+   * its initialize and catalog, and not handed over (see startLocal).
+   */
+  readyLocal(deviceId: string): DeviceConnection | undefined {
+    const local = this.usableLocal(deviceId);
+    return local?.isReady ? local : undefined;
+  }
+
+  /**
+   * `request` for a phone `readyLocal` returned, in bytes (src/protocol/request-bytes.ts) and
+   * without a wait: the frame is queued before this returns, and nothing per call but the
+   * route itself is created. Cancel or orphan it with cancelRoute / orphanRoute.
+   */
+  startLocal(
+    conn: DeviceConnection,
+    req: ClientRequestBytes,
+    callerJson: Buffer,
+    caller: Caller,
+    sink: ReplySink,
+    timeoutMs: number,
+  ): LocalRoute {
+    const r = new Route(
+      this.active,
+      conn.deviceId,
+      { jsonrpc: '2.0', id: req.id, method: req.method },
+      undefined,
+      caller,
+      sink,
+      timeoutMs,
+    );
+    r.state = 'local';
+    r.conn = conn;
+    r.relayId = conn.handleClientBytes(req, callerJson, caller, r, timeoutMs);
+    return r;
+  }
+
+  cancelRoute(r: LocalRoute): void {
+    this.cancel(r);
+  }
+
+  orphanRoute(r: LocalRoute): void {
+    this.orphan(r);
   }
 
   /** The request's client is gone for good: wherever it runs, it stops counting against its key. */
   private orphan(r: Route): void {
     if (r.done || r.orphaned) return;
     r.orphaned = true;
-    if (r.state === 'local') r.cancelLocal?.orphan?.();
-    else if (r.state === 'remote' && r.rid !== undefined) this.sendOrphan(r);
+    if (r.state === 'local') {
+      if (r.conn) r.conn.orphanCall(r.relayId);
+      else r.cancelLocal?.orphan?.();
+    } else if (r.state === 'remote' && r.rid !== undefined) this.sendOrphan(r);
     // Still routing: route() and send() pass it on once the request runs.
   }
 
@@ -451,7 +514,7 @@ export class Router {
 
   private cancel(r: Route): void {
     if (r.done) return;
-    if (r.state === 'local') return r.cancelLocal?.();
+    if (r.state === 'local') return r.conn ? r.conn.cancelCall(r.relayId) : r.cancelLocal?.();
     if (r.state === 'remote' && r.rid !== undefined) {
       const p = this.settle(r.rid);
       if (p)

@@ -13,3 +13,15 @@ export function withCallerContext(
     p._meta && typeof p._meta === 'object' && !Array.isArray(p._meta) ? (p._meta as Record<string, unknown>) : {};
   return { ...p, _meta: { ...meta, [CALLER_META_KEY]: { credential: token.id, scopes: [...token.scopes] } } };
 }
+
+const callerJson = new WeakMap<Pick<Token, 'id' | 'scopes'>, Buffer>();
+
+/**
+ * The caller context as JSON bytes, for frames built from a request's own bytes
+ * (src/protocol/request-bytes.ts): encoded once per credential, not per call.
+ */
+export function callerContextJson(token: Pick<Token, 'id' | 'scopes'>): Buffer {
+  let b = callerJson.get(token);
+  if (!b) callerJson.set(token, (b = Buffer.from(JSON.stringify({ credential: token.id, scopes: [...token.scopes] }))));
+  return b;
+}

@@ -88,4 +88,18 @@ describe('inspectPhoneFrame', () => {
     const text = JSON.stringify(big);
     expect(restore(text, 'abc')).toEqual({ ...big, id: 'abc' });
   });
+
+  it('reads the usual answer shape over bytes, whitespace and all, as the regexes would', () => {
+    for (const [text, id] of [
+      [' {\n "result" : {"x":[1]} ,\t"jsonrpc":"2.0" , "id" : 42 }\r\n', 42],
+      ['{"error":{"code":-1,"message":"m"},"jsonrpc":"2.0","id":7}', 7],
+      ['{"result":{"t":"x,\\"id\\":5}"},"jsonrpc":"2.0","id":3}', 3],
+      ['{"result":1,"id":-5}', -5],
+      ['{"result":1,"id":"9"}', '9'],
+    ] as const) {
+      const f = inspectPhoneFrame(Buffer.from(text));
+      expect(f).toMatchObject({ kind: 'response', id });
+      expect(restore(text, 'c')).toEqual({ ...JSON.parse(text), id: 'c' });
+    }
+  });
 });

@@ -17,6 +17,14 @@ const FIRST_KEY = /^\s*\{\s*"(result|error)"\s*:/;
 const PEEK = 256;
 
 export function inspectPhoneFrame(frame: Buffer): PhoneFrame {
+  // The common case without a string copy: a result or error first, a numeric id last (the
+  // relay's own ids are numbers). Anything else takes the regexes below.
+  const tail = startsWithResult(frame) ? tailNumericId(frame) : -1;
+  if (tail >= 0) {
+    let end = tail;
+    while (isDigit(frame[end])) end++;
+    return responseAt(frame, tail, end);
+  }
   // latin1 maps each byte to one char, so regex indexes are byte offsets.
   if (FIRST_KEY.test(frame.toString('latin1', 0, Math.min(PEEK, frame.length)))) {
     const offset = Math.max(0, frame.length - PEEK);
@@ -27,6 +35,44 @@ export function inspectPhoneFrame(frame: Buffer): PhoneFrame {
     }
   }
   return scanTopLevel(frame);
+}
+
+const isWs = (c: number) => c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+const isDigit = (c: number) => c >= 0x30 && c <= 0x39;
+const RESULT = Buffer.from('"result"');
+const ERROR = Buffer.from('"error"');
+
+/** `{` then `"result"` or `"error"` then `:`, JSON whitespace between (a subset of FIRST_KEY). */
+function startsWithResult(s: Buffer): boolean {
+  let i = 0;
+  while (isWs(s[i])) i++;
+  if (s[i++] !== 0x7b) return false;
+  while (isWs(s[i])) i++;
+  const name = s[i + 1] === 0x72 ? RESULT : ERROR;
+  if (i + name.length > s.length || s.compare(name, 0, name.length, i, i + name.length) !== 0) return false;
+  i += name.length;
+  while (isWs(s[i])) i++;
+  return s[i] === 0x3a;
+}
+
+/** Where `,"id":<digits>}` at the very end has its digits (a subset of TAIL_ID), or -1. */
+function tailNumericId(s: Buffer): number {
+  let j = s.length - 1;
+  while (j > 0 && isWs(s[j])) j--;
+  if (s[j--] !== 0x7d) return -1;
+  while (j > 0 && isWs(s[j])) j--;
+  const last = j;
+  while (j > 0 && isDigit(s[j])) j--;
+  if (j === last) return -1;
+  const start = j + 1;
+  if (s[j] === 0x2d) return -1; // a negative id is not ours: the regex path reads it
+  while (j > 0 && isWs(s[j])) j--;
+  if (s[j--] !== 0x3a) return -1;
+  while (j > 0 && isWs(s[j])) j--;
+  if (s[j] !== 0x22 || s[j - 1] !== 0x64 || s[j - 2] !== 0x69 || s[j - 3] !== 0x22) return -1;
+  j -= 4;
+  while (j > 0 && isWs(s[j])) j--;
+  return s[j] === 0x2c ? start : -1;
 }
 
 function responseAt(s: Buffer, start: number, end: number): PhoneFrame {

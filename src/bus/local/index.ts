@@ -79,6 +79,9 @@ class LocalSessions implements SessionStore {
     return evicted;
   }
   async touch(id: string, idleMs: number): Promise<SessionRecord | undefined> {
+    return this.touchNow(id, idleMs);
+  }
+  touchNow(id: string, idleMs: number): SessionRecord | undefined {
     const e = this.map.get(id);
     if (!e) return undefined;
     e.s.lastSeenAt = Date.now();

@@ -52,6 +52,10 @@ interface DeviceSub {
   subscribed: Promise<unknown>;
 }
 
+function uncorkTurn(bus: RedisBus): void {
+  bus.uncork();
+}
+
 export class RedisBus implements Bus {
   readonly kind = 'redis' as const;
   readonly sessions: SessionStore;
@@ -74,6 +78,7 @@ export class RedisBus implements Bus {
   private lastBeatAt = 0;
   private announced = false;
   private timer?: NodeJS.Timeout;
+  private corkedStream?: Redis['stream'];
 
   private readonly on: {
     control: Handlers<[ControlEvent]>;
@@ -154,6 +159,7 @@ export class RedisBus implements Bus {
     const started = performance.now();
     try {
       try {
+        this.corkTurn();
         return await this.cmd.evalsha(SHA[name], 0, this.o.prefix, ...args);
       } catch (err) {
         if (!(err as Error).message?.startsWith('NOSCRIPT')) throw err;
@@ -166,9 +172,32 @@ export class RedisBus implements Bus {
     }
   }
 
+  /**
+   * Holds this turn's commands in the command socket until the end of the turn (libuv's check
+   * phase, as the HTTP answers: docs/decisions/0050-one-write-per-answer.md), so they leave
+   * in one write instead of a syscall each (docs/decisions/0132-cluster-path.md). Order is
+   * kept, and nothing waits for a previous batch's replies (unlike ioredis' auto-pipelining).
+   */
+  private corkTurn(): void {
+    if (this.corkedStream || this.cmd.status !== 'ready') return;
+    const stream = this.cmd.stream;
+    if (!stream || stream.destroyed) return;
+    stream.cork();
+    this.corkedStream = stream;
+    setImmediate(uncorkTurn, this);
+  }
+
+  /** @internal */
+  uncork(): void {
+    const stream = this.corkedStream;
+    this.corkedStream = undefined;
+    if (stream && !stream.destroyed) stream.uncork();
+  }
+
   private async op<T>(f: (r: Redis) => Promise<T>): Promise<T> {
     const started = performance.now();
     try {
+      this.corkTurn();
       return await f(this.cmd);
     } catch (err) {
       throw asBusError(err);

@@ -1,0 +1,144 @@
+import { describe, expect, it } from 'vitest';
+import { isJsonText, readClientRequest, requestFrame } from './request-bytes.ts';
+import { withCallerContext } from './caller.ts';
+import type { Scope } from '../store/types.ts';
+
+const parses = (s: string | Buffer) => {
+  try {
+    JSON.parse(typeof s === 'string' ? s : s.toString('utf8'));
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+const CASES = [
+  '{}',
+  ' { "a" : [1, -2.5e+3, 0, true, false, null, "x\\u00e9\\n\\"", {}] } ',
+  '[]',
+  '"str"',
+  '0',
+  '-0.0e-0',
+  '{"a":1,}',
+  '{"a":1',
+  '{"a" 1}',
+  '[1,]',
+  '[,1]',
+  '01',
+  '1.',
+  '.5',
+  '-',
+  '1e',
+  '+1',
+  'tru',
+  'nul',
+  'truex',
+  '{"a":"\\x"}',
+  '{"a":"\\u12G4"}',
+  '{"a":"tab\there"}',
+  '{"a":1}{"b":2}',
+  '{"a":1} x',
+  '{a:1}',
+  "{'a':1}",
+  '{"a":[1,[2,[3,{"b":{}}]]]}',
+  '[[[[]]]',
+  '{"a":{"b":[}]}',
+  '"\\"',
+  '',
+  '   ',
+  '\ufeff{}',
+  '{"a":NaN}',
+  '{"a":Infinity}',
+  '{"é":"ü"}',
+];
+
+describe('isJsonText', () => {
+  it('accepts exactly what JSON.parse accepts', () => {
+    for (const c of CASES) expect([c, isJsonText(Buffer.from(c))]).toEqual([c, parses(c)]);
+  });
+
+  it('never accepts what JSON.parse refuses (mutated requests)', () => {
+    const base = Buffer.from(
+      '{"jsonrpc":"2.0","id":"a\\"b","method":"tools/call","params":{"name":"x","arguments":{"s":"\\u00e9 ok","n":[1,2.5,-3e2,true,null]}}}',
+    );
+    let seed = 42;
+    const rand = (n: number) => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff), seed % n);
+    const alphabet = Buffer.from('{}[]",:\\ 0123456789.eE+-truefalsnux\t\n');
+    let accepted = 0;
+    for (let k = 0; k < 20_000; k++) {
+      const b = Buffer.from(base);
+      for (let m = 1 + rand(3); m > 0; m--) b[rand(b.length)] = alphabet[rand(alphabet.length)];
+      const ok = isJsonText(b);
+      expect(ok, b.toString()).toBe(parses(b));
+      if (ok) accepted++;
+    }
+    expect(accepted).toBeGreaterThan(100); // the mutations also produced valid texts
+  });
+});
+
+describe('readClientRequest', () => {
+  const token = { id: 'key_1', scopes: ['devices:read', 'devices:act'] as Scope[] };
+  const caller = Buffer.from(JSON.stringify({ credential: token.id, scopes: [...token.scopes] }));
+
+  it('reads id, method, tool name and timeout_s, and builds the frame the object path builds', () => {
+    for (const body of [
+      { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo', arguments: { text: 'hé "q"' } } },
+      { jsonrpc: '2.0', id: 'x"y', method: 'tools/list' },
+      { jsonrpc: '2.0', id: -3, method: 'resources/read', params: {} },
+      {
+        jsonrpc: '2.0',
+        id: 7,
+        method: 'tools/call',
+        params: { name: 'wait_for_events', arguments: { timeout_s: 45.5 } },
+      },
+      { id: 2.5e3, params: { arguments: [1], name: 'n' }, method: 'tools/call', extra: true, jsonrpc: '2.0' },
+    ]) {
+      const text = JSON.stringify(body, null, body.id === -3 ? 2 : undefined);
+      const r = readClientRequest(Buffer.from(text))!;
+      expect(r).toBeDefined();
+      expect(r.id).toEqual(body.id);
+      expect(r.method).toEqual(body.method);
+      const params = body.params as Record<string, unknown> | undefined;
+      expect(r.toolName).toEqual(params?.name);
+      expect(r.timeoutS).toEqual(
+        params?.name === 'wait_for_events' ? (params.arguments as { timeout_s: number }).timeout_s : undefined,
+      );
+      const frame = requestFrame(r, 42, caller);
+      expect(JSON.parse(frame.toString())).toEqual({
+        jsonrpc: '2.0',
+        id: 42,
+        method: body.method,
+        params: withCallerContext(params, token),
+      });
+    }
+  });
+
+  it('leaves everything else to the full parse', () => {
+    for (const text of [
+      '[{"jsonrpc":"2.0","id":1,"method":"ping"}]',
+      '{"jsonrpc":"2.0","method":"notifications/initialized"}',
+      '{"jsonrpc":"2.0","id":null,"method":"ping"}',
+      '{"jsonrpc":"2.0","id":true,"method":"ping"}',
+      '{"jsonrpc":"2.0","id":1e999,"method":"ping"}',
+      '{"jsonrpc":"1.0","id":1,"method":"ping"}',
+      '{"jsonrpc":"\\u0032.0","id":1,"method":"ping"}',
+      '{"jsonrpc":"2.0","id":1,"method":7}',
+      '{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}',
+      '{"jsonrpc":"2.0","id":1,"method":"ping","params":[]}',
+      '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":1},"name":"x"}}',
+      '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"\\u005fmeta":{},"name":"x"}}',
+      '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":3}}',
+      '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","name":"b"}}',
+      '{"jsonrpc":"2.0","id":1,"method":"ping",}',
+      '{"jsonrpc":"2.0","id":1,"method":"ping"',
+    ])
+      expect([text, readClientRequest(Buffer.from(text))]).toEqual([text, undefined]);
+    // Invalid UTF-8 is replaced by the full parse, never forwarded as is.
+    const bad = Buffer.concat([
+      Buffer.from('{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":"'),
+      Buffer.from([0xff]),
+      Buffer.from('"}}'),
+    ]);
+    expect(readClientRequest(bad)).toBeUndefined();
+  });
+});
