@@ -41,7 +41,11 @@ export const metrics = {
     help: 'Time from a client request to its answer, by method',
     labelNames: ['method'] as const,
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 600],
-    registers: [registry],
+    // Trace ids as exemplars while tracing is on (src/observability/openmetrics.ts serves them).
+    // prom-client refuses exemplars on a Prometheus-text registry at construction only, hence
+    // the registration below.
+    enableExemplars: true,
+    registers: [],
   }),
   httpResponses: new client.Counter({
     name: 'phonebridge_http_responses_total',
@@ -90,12 +94,14 @@ export const metrics = {
   }),
 };
 
+registry.registerMetric(metrics.mcpLatency);
+
 // Pre-bound label children for the per-call path: a label lookup hashes its label set each time.
 const requestChildren = new Map<string, { inc(): void }>();
 const latencyChildren = new Map<string, { observe(v: number): void }>();
 
 /** One answered MCP request: its count by method and outcome, and its latency by method. */
-export function observeMcpRequest(method: string, outcome: string, seconds: number): void {
+export function observeMcpRequest(method: string, outcome: string, seconds: number, traceId?: string): void {
   const label = methodLabel(method);
   const key = `${label}\u0000${outcome}`;
   let c = requestChildren.get(key);
@@ -103,7 +109,9 @@ export function observeMcpRequest(method: string, outcome: string, seconds: numb
   c.inc();
   let h = latencyChildren.get(label);
   if (!h) latencyChildren.set(label, (h = metrics.mcpLatency.labels({ method: label })));
-  h.observe(seconds);
+  if (traceId === undefined) return h.observe(seconds);
+  const exemplarLabels: Record<string, string> = { trace_id: traceId };
+  metrics.mcpLatency.observe({ labels: { method: label }, value: seconds, exemplarLabels });
 }
 
 export const framesToDevice = metrics.deviceFrames.labels({ direction: 'to_device' });

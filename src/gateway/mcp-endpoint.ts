@@ -32,6 +32,14 @@ import type { SessionRecord } from '../bus/types.ts';
 import type { GatewayContext } from './context.ts';
 import { matchesCredential } from './hub.ts';
 import { ExpiringMap } from '../bus/expiring-map.ts';
+import { endOnAnswer, tracingOn } from '../observability/tracing.ts';
+import {
+  answeredSpan,
+  exemplarTraceId,
+  noteHttpRequest,
+  requestLogFields,
+  serverSpan,
+} from '../observability/relay-spans.ts';
 
 const MCP_HEADERS = [
   'x-api-key',
@@ -111,6 +119,7 @@ class McpEndpoint {
   private begin(res: HttpResponse, req: HttpRequest): { ex: Exchange; h: McpHeaders } | undefined {
     const ex = new Exchange(res);
     const h = copyHeadersWithPrefix(req, 'mcp-param-', copyHeaders(req, MCP_HEADERS));
+    if (tracingOn) noteHttpRequest(ex, req, h);
     if (h.origin && !this.allowedOrigins.has(h.origin)) {
       ex.error(403, 'forbidden_origin', 'this Origin may not call the relay');
       return undefined;
@@ -219,7 +228,7 @@ class McpEndpoint {
       ex.send(503, { ...JSON_HEADERS, 'Retry-After': '1' }, errorResponse(null, relayError('relay_unavailable')));
       return;
     }
-    this.ctx.log.error({ err: String(err) }, 'mcp request failed');
+    this.ctx.log.error({ err: String(err), ...(tracingOn && requestLogFields(ex)) }, 'mcp request failed');
     ex.send(500, JSON_HEADERS, errorResponse(null, relayError('relay_error')));
   }
 
@@ -320,7 +329,7 @@ class McpEndpoint {
     if (answers.length === 0) return ex.send(202, {}, undefined);
     const out = joinBatch(await Promise.all(answers));
     ex.send(200, JSON_HEADERS, out);
-    this.observe('batch', started, raw.length, out.length, ex.aborted ? 'aborted' : 'ok');
+    this.observe('batch', started, raw.length, out.length, ex.aborted ? 'aborted' : 'ok', ex);
   }
 
   /**
@@ -372,7 +381,7 @@ class McpEndpoint {
     if (outcome.refusal?.data && (outcome.refusal.data as { code?: string }).code === 'insufficient_scope' && !stream) {
       const scope = (outcome.refusal.data as { scope: Scope }).scope;
       ex.send(403, { ...JSON_HEADERS, 'WWW-Authenticate': insufficientScopeChallenge(scope) }, outcome.frame);
-      this.observe(msg.method, started, bytesIn, outcome.frame.length, 'forbidden');
+      this.observe(msg.method, started, bytesIn, outcome.frame.length, 'forbidden', ex);
       return;
     }
     // A client gone before its stream opened never learnt the stream's id: nothing to buffer for.
@@ -389,6 +398,7 @@ class McpEndpoint {
       bytesIn,
       outcome.frame.length,
       ex.aborted ? 'aborted' : outcome.refusal ? 'error' : 'ok',
+      ex,
     );
   }
 
@@ -438,8 +448,9 @@ class McpEndpoint {
     this.rememberSession(session);
     metrics.sessionsCreated.inc();
     const out = resultResponse(msg.id, { ...cached, protocolVersion: revision });
+    if (tracingOn) answeredSpan(ex, msg, session.id, started);
     ex.send(200, { ...JSON_HEADERS, 'Mcp-Session-Id': session.id }, out);
-    this.observe('initialize', started, bytesIn, out.length, 'ok');
+    this.observe('initialize', started, bytesIn, out.length, 'ok', ex);
   }
 
   /** Sends one request to the phone, wherever it is; resolves with the answer (client id restored). */
@@ -470,6 +481,7 @@ class McpEndpoint {
       const e = relayError('cancelled', 'the credential was revoked');
       return Promise.resolve({ frame: Buffer.from(errorResponse(msg.id, e)), refusal: e });
     }
+    const traced = tracingOn ? serverSpan(ex, msg, sessionId) : undefined;
     return new Promise((resolve) => {
       let settled = false;
       const settle = (o: { frame: Buffer; refusal?: JsonRpcErrorObject }) => {
@@ -477,18 +489,19 @@ class McpEndpoint {
         if (key !== undefined) this.inFlight.delete(key);
         resolve(o);
       };
-      const sink = {
+      let sink = {
         respond: (frame: Buffer) => settle({ frame }),
         related,
         fail: (e: JsonRpcErrorObject) => settle({ frame: Buffer.from(errorResponse(msg.id, e)), refusal: e }),
       };
+      if (traced) sink = endOnAnswer(sink, traced.span);
       const timeoutMs = requestTimeoutMs(msg.method, msg.params, this.ctx.config.requestTimeoutMs);
       void this.ctx.router
         .request(
           deviceId,
           msg,
           withCallerContext(msg.params, cred.token),
-          { scopes: cred.token.scopes, tokenId: cred.token.id, accountId: cred.account.id },
+          { scopes: cred.token.scopes, tokenId: cred.token.id, accountId: cred.account.id, trace: traced?.ctx },
           sink,
           timeoutMs,
         )
@@ -701,12 +714,25 @@ class McpEndpoint {
     );
   }
 
-  private observe(method: string, started: number, bytesIn: number, bytesOut: number, outcome: string): void {
+  private observe(
+    method: string,
+    started: number,
+    bytesIn: number,
+    bytesOut: number,
+    outcome: string,
+    ex?: Exchange,
+  ): void {
     const seconds = (performance.now() - started) / 1000;
-    observeMcpRequest(method, outcome, seconds);
+    observeMcpRequest(method, outcome, seconds, tracingOn && ex ? exemplarTraceId(ex) : undefined);
     if (this.ctx.log.isLevelEnabled('debug'))
       this.ctx.log.debug(
-        { method: methodLabel(method), bytesIn, bytesOut, ms: Math.round(seconds * 10000) / 10 },
+        {
+          method: methodLabel(method),
+          bytesIn,
+          bytesOut,
+          ms: Math.round(seconds * 10000) / 10,
+          ...(tracingOn && ex && requestLogFields(ex)),
+        },
         'mcp request',
       );
   }
