@@ -24,6 +24,8 @@ import {
   SUPPORTED_VERSIONS,
 } from '../protocol/stateless.ts';
 import type { Scope } from '../store/types.ts';
+import { tracingOn } from '../observability/tracing.ts';
+import { answeredSpan } from '../observability/relay-spans.ts';
 
 /** A POST not answered within this long becomes an SSE stream (if the client accepts one). */
 export const SLOW_ANSWER_MS = 1000;
@@ -76,6 +78,7 @@ export class StatelessEndpoint {
     const deviceId = cred.token.deviceId;
 
     if (msg.method === 'server/discover') {
+      if (tracingOn) answeredSpan(ex, msg, undefined);
       // A dual-era relay: every version it speaks, so -32022's list is a subset of this one.
       return ex.send(
         200,

@@ -80,8 +80,13 @@ export function serverSpan(
   return { span, ctx: contextWith(span) };
 }
 
-/** A request the relay answers itself (initialize): its SERVER span, already over. */
-export function answeredSpan(ex: object, msg: RequestLike, sessionId: string, startedAt: number): void {
+/** A request the relay answers itself (initialize, server/discover): its SERVER span, already over. */
+export function answeredSpan(
+  ex: object,
+  msg: RequestLike,
+  sessionId: string | undefined,
+  startedAt = performance.now(),
+): void {
   serverSpan(ex, msg, sessionId, performance.timeOrigin + startedAt).span.end();
 }
 

@@ -247,6 +247,57 @@ describe('traces across two nodes and a phone', () => {
     expect(receiver.spans.some((x) => x.traceId === t && x.name === 'initialize' && x.kind === KIND.server)).toBe(true);
   }, 30_000);
 
+  it('revision 2026-07-28: a call and server/discover continue _meta.traceparent, across the bus', async () => {
+    const stateless = async (method: string, params: Record<string, unknown>, traceparent: string) => {
+      const r = await fetch(`${B.url}/mcp`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          'x-api-key': token,
+          'mcp-protocol-version': '2026-07-28',
+          'mcp-method': method,
+          ...(typeof params.name === 'string' ? { 'mcp-name': params.name } : {}),
+        },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 'x1',
+          method,
+          params: {
+            ...params,
+            _meta: {
+              'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+              'io.modelcontextprotocol/clientInfo': { name: 't', version: '1' },
+              'io.modelcontextprotocol/clientCapabilities': {},
+              traceparent,
+            },
+          },
+        }),
+      });
+      expect(r.status).toBe(200);
+      await r.text();
+    };
+    const t = randomBytes(16).toString('hex');
+    const p = randomBytes(8).toString('hex');
+    await stateless('tools/call', { name: 'echo', arguments: { text: 'x' } }, `00-${t}-${p}-01`);
+    await stateless('server/discover', {}, `00-${t}-${p}-01`);
+    const inTrace = () => receiver.spans.filter((s) => s.traceId === t);
+    await waitFor(() => inTrace().length >= 6, 15_000, 'the stateless spans');
+    const server = inTrace().find(
+      (s) => s.name === 'tools/call echo' && s.kind === KIND.server && s.resource['service.name'] === 'phonebridge',
+    )!;
+    expect(server.parentSpanId).toBe(p);
+    expect(server.attributes['mcp.protocol.version']).toBe('2026-07-28');
+    expect(server.attributes['mcp.session.id']).toBeUndefined();
+    expect(server.attributes['jsonrpc.request.id']).toBe('x1');
+    const onPhone = inTrace().find((s) => s.resource['service.name'] === 'phonebridge-device')!;
+    const producer = inTrace().find((s) => s.kind === KIND.producer)!;
+    expect(producer.parentSpanId).toBe(server.spanId);
+    expect(inTrace().find((s) => s.kind === KIND.client)!.spanId).toBe(onPhone.parentSpanId);
+    const discover = inTrace().find((s) => s.name === 'server/discover')!;
+    expect(discover.parentSpanId).toBe(p);
+  }, 30_000);
+
   it("the phone's socket life and the pairing are traced, with no code or key in them", async () => {
     await waitFor(
       () =>
