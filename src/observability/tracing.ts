@@ -342,6 +342,7 @@ export function endWithError(span: Span, error: ErrorLike): void {
  * failed. Only the members that say so are read (a frame over 64 KiB only at its head).
  */
 export function endWithFrame(span: Span, frame: Buffer): void {
+  if (!span.isRecording()) return span.end(); // sampled out: nothing to read the frame for
   let error: ErrorLike | undefined;
   let toolError = false;
   if (frame.length <= 64 * 1024) {
