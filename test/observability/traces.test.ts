@@ -247,6 +247,35 @@ describe('traces across two nodes and a phone', () => {
     expect(receiver.spans.some((x) => x.traceId === t && x.name === 'initialize' && x.kind === KIND.server)).toBe(true);
   }, 30_000);
 
+  it('a call the client cancels ends cancelled on every hop, the phone included', async () => {
+    const t = randomBytes(16).toString('hex');
+    const p = randomBytes(8).toString('hex');
+    const transport = new StreamableHTTPClientTransport(new URL(`${B.url}/mcp`), {
+      requestInit: { headers: { 'X-Api-Key': token } },
+    });
+    const client = new Client({ name: 'traced-client', version: '1.0.0' });
+    await client.connect(transport);
+    const ac = new AbortController();
+    const call = client.callTool(
+      { name: 'sleep', arguments: { ms: 10_000 }, _meta: { traceparent: `00-${t}-${p}-01` } },
+      undefined,
+      { signal: ac.signal },
+    );
+    await waitFor(() => phone.control.calls.some((c) => c.name === 'sleep'), 5_000, 'the call on the phone');
+    ac.abort();
+    await expect(call).rejects.toThrow();
+    const inTrace = () => receiver.spans.filter((s) => s.traceId === t);
+    const onPhone = () => inTrace().find((s) => s.resource['service.name'] === 'phonebridge-device');
+    await waitFor(() => onPhone() !== undefined && inTrace().length >= 5, 15_000, 'the cancelled spans');
+    expect(onPhone()!.attributes['error.type']).toBe('cancelled');
+    expect(onPhone()!.status.code).toBe(2);
+    for (const kind of [KIND.server, KIND.consumer, KIND.client]) {
+      const s = inTrace().find((x) => x.kind === kind && x.resource['service.name'] === 'phonebridge')!;
+      expect(s.attributes['error.type']).toBe('cancelled');
+    }
+    await client.close();
+  }, 30_000);
+
   it('revision 2026-07-28: a call and server/discover continue _meta.traceparent, across the bus', async () => {
     const stateless = async (method: string, params: Record<string, unknown>, traceparent: string) => {
       const r = await fetch(`${B.url}/mcp`, {
