@@ -6,7 +6,12 @@
 // of the pipeline exists and the frame the phone receives is what it always was.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { createServer as createNetServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { stringify as stringifyYaml } from 'yaml';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { startTestCluster, waitFor, type ClusterPhone, type TestCluster } from '../cluster/harness.ts';
@@ -24,6 +29,19 @@ import { startTestRelay, type TestRelay } from '../helpers/relay.ts';
 import { completeHandshake, openSocket, pairRaw, challenge, signedHeaders } from '../helpers/raw-device.ts';
 import { openSession, post } from '../helpers/raw-mcp.ts';
 import { SCOPES } from '../../src/store/types.ts';
+
+const PROMETHEUS = process.env.PROMETHEUS ?? '/usr/bin/prometheus';
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createNetServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
 
 const VERSION = (
   JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
@@ -221,6 +239,66 @@ describe('traces across two nodes and a phone', () => {
     expect(plainText).toContain('# TYPE phonebridge_mcp_requests_total counter');
     expect(plainText).not.toContain('trace_id=');
   }, 60_000);
+
+  // Debian's prometheus package (installed by .ci/run); without it there is no real scraper to ask.
+  it.skipIf(!existsSync(PROMETHEUS))(
+    'a real Prometheus scrapes the OpenMetrics answer: same series names, the trace ids as exemplars',
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'pb-prom-otel-'));
+      const port = await freePort();
+      const url = `http://127.0.0.1:${port}`;
+      writeFileSync(
+        join(dir, 'prometheus.yml'),
+        stringifyYaml({
+          global: { scrape_interval: '1s', scrape_timeout: '1s' },
+          scrape_configs: [{ job_name: 'pb', static_configs: [{ targets: [`127.0.0.1:${B.adminPort}`] }] }],
+        }),
+      );
+      const prom = spawn(
+        PROMETHEUS,
+        [
+          `--config.file=${join(dir, 'prometheus.yml')}`,
+          `--storage.tsdb.path=${join(dir, 'data')}`,
+          `--web.listen-address=127.0.0.1:${port}`,
+          '--enable-feature=exemplar-storage',
+          '--log.level=warn',
+        ],
+        { stdio: 'ignore' },
+      );
+      try {
+        const since = Date.now() / 1000 - 60;
+        const api = async (path: string) => ((await (await fetch(`${url}${path}`)).json()) as { data: any }).data;
+        let exemplars: Array<{
+          seriesLabels: Record<string, string>;
+          exemplars: Array<{ labels: { trace_id?: string } }>;
+        }> = [];
+        await waitFor(
+          async () => {
+            exemplars =
+              (await api(
+                `/api/v1/query_exemplars?query=${encodeURIComponent('phonebridge_mcp_request_duration_seconds_bucket')}&start=${since}&end=${Date.now() / 1000 + 60}`,
+              ).catch(() => undefined)) ?? [];
+            return exemplars.length > 0;
+          },
+          20_000,
+          'exemplars in Prometheus',
+        );
+        const traceIds = exemplars.flatMap((e) => e.exemplars.map((x) => x.labels.trace_id));
+        expect(traceIds.length).toBeGreaterThan(0);
+        for (const id of traceIds) expect(id).toMatch(/^[0-9a-f]{32}$/);
+        // Every exemplar names a trace the receiver holds a span of.
+        for (const id of traceIds) expect(receiver.spans.some((s) => s.traceId === id)).toBe(true);
+        const counted = await api(`/api/v1/query?query=${encodeURIComponent('phonebridge_mcp_requests_total')}`);
+        expect(counted.result.length).toBeGreaterThan(0);
+        const doubled = await api(`/api/v1/query?query=${encodeURIComponent('phonebridge_mcp_requests_total_total')}`);
+        expect(doubled.result).toEqual([]);
+      } finally {
+        prom.kill('SIGKILL');
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+    40_000,
+  );
 
   it('continues the W3C traceparent header when _meta carries none, and marks a relay error', async () => {
     const t = randomBytes(16).toString('hex');
