@@ -156,6 +156,8 @@ async function childMain(argv: string[]): Promise<void> {
   const { startRelay } = await import('../services/serve.ts');
   const { createKey, createPairing } = await import('../services/provisioning.ts');
   const config = parseRelayConfig(['--admin-port', '0', '--log-level', 'silent', ...argv], {});
+  // As `serve` does: traced only when the OTEL_* variables ask (docs/OPERATIONS.md, "Traces").
+  (await import('../src/observability/tracing.ts')).startRelayTracing(config.nodeId);
   const relay = await startRelay(config, createLogger({ level: config.logLevel }));
   const store = relay.store.store;
   // eslint-disable-next-line @typescript-eslint/no-misused-promises -- the handler catches its own errors and answers them over IPC

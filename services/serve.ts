@@ -6,6 +6,7 @@ import { openStore, type OpenStore } from '../src/store/index.ts';
 import { createBus } from '../src/bus/index.ts';
 import { startGateway, type GatewayNode } from '../src/gateway/node.ts';
 import { writeRelayInfo } from './relay-info.ts';
+import { startRelayTracing, stopRelayTracing } from '../src/observability/tracing.ts';
 
 export interface RunningRelay {
   node: GatewayNode;
@@ -56,6 +57,8 @@ export function onParentGone(config: RelayConfig, shutdown: () => void): void {
 }
 
 export async function serve(config: RelayConfig): Promise<void> {
+  // Only the standard OTEL_* variables turn tracing on; a value it cannot honour stops the start (exit 2).
+  startRelayTracing(config.nodeId);
   const relay = await startRelay(config);
   // One failed promise somewhere (a database blip under load) must not take down every phone
   // and client on this node: log it and keep serving. A thrown exception still exits.
@@ -73,6 +76,7 @@ export async function serve(config: RelayConfig): Promise<void> {
     try {
       await relay.node.drain();
       await relay.stop();
+      await stopRelayTracing(); // what the node traced last still reaches the collector
       process.exit(0);
     } catch (err) {
       relay.log.error({ err: String(err) }, 'shutdown failed');

@@ -58,7 +58,11 @@ export const metrics = {
     help: 'Time from a client request to its answer, by method',
     labelNames: ['method'] as const,
     buckets: [...LATENCY_BUCKETS],
-    registers: [registry],
+    // Trace ids as exemplars while tracing is on (src/observability/openmetrics.ts serves them).
+    // prom-client refuses exemplars on a Prometheus-text registry at construction only, hence
+    // the registration below.
+    enableExemplars: true,
+    registers: [],
   }),
   httpResponses: new CellCounter({
     name: 'phonebridge_http_responses_total',
@@ -107,13 +111,21 @@ export const metrics = {
   }),
 };
 
+registry.registerMetric(metrics.mcpLatency);
+
 // --- the per-call path: cells bound once ------------------------------------------------------
 
 const requestCells = new Map<string, Map<string, [session: Count, stateless: Count]>>();
 const latencyChildren = new Map<string, { observe(v: number): void }>();
 
 /** One answered MCP request: its count by method, outcome and era, and its latency by method. */
-export function observeMcpRequest(method: string, outcome: string, seconds: number, era: EraLabel = 'session'): void {
+export function observeMcpRequest(
+  method: string,
+  outcome: string,
+  seconds: number,
+  era: EraLabel = 'session',
+  traceId?: string,
+): void {
   const label = methodLabel(method);
   let byOutcome = requestCells.get(label);
   if (!byOutcome) requestCells.set(label, (byOutcome = new Map<string, [Count, Count]>()));
@@ -125,7 +137,9 @@ export function observeMcpRequest(method: string, outcome: string, seconds: numb
   cells[era === 'session' ? 0 : 1].inc();
   let h = latencyChildren.get(label);
   if (!h) latencyChildren.set(label, (h = metrics.mcpLatency.labels({ method: label })));
-  h.observe(seconds);
+  if (traceId === undefined) return h.observe(seconds);
+  const exemplarLabels: Record<string, string> = { trace_id: traceId };
+  metrics.mcpLatency.observe({ labels: { method: label }, value: seconds, exemplarLabels });
 }
 
 export const framesToDevice = metrics.deviceFrames.cell({ direction: 'to_device' });

@@ -14,6 +14,8 @@ import type { Logger } from '../log.ts';
 import { framesFromDevice, framesTooBig, rateLimited, sentToPhone } from '../metrics.ts';
 import { scheduleWrite, type TurnWriter } from './http.ts';
 import { InternTable, type Shared } from './shared-surface.ts';
+import { endOnAnswer, tracingOn, withTraceparent, type Context } from '../observability/tracing.ts';
+import { phoneCallSpan } from '../observability/relay-spans.ts';
 
 /** Per node: what phones of one fleet share (docs/decisions/0060-shared-phone-surfaces.md). */
 const initResults = new InternTable<Record<string, unknown>>();
@@ -70,6 +72,8 @@ export interface Caller {
   /** The credential asking (its per-credential share of the phone, its revocation). */
   tokenId?: string;
   accountId?: string;
+  /** The span this request continues on this node, while tracing is on (src/observability/). */
+  trace?: Context;
 }
 
 interface Pending {
@@ -110,6 +114,8 @@ export interface DeviceSocketData {
   /** ...and this code: 4003 (unauthorised) or 1011 (the relay could not check). */
   rejectCode?: number;
   conn?: DeviceConnection;
+  /** The socket's authentication span, while tracing is on: its handshake and close join that trace. */
+  trace?: Context;
 }
 
 export interface DeviceConnectionEvents {
@@ -274,7 +280,11 @@ export class DeviceConnection implements TurnWriter {
     const name = params?.name;
     const wait = this.admit(msg.method, msg.id, params !== undefined && 'name' in params, name, caller, sink);
     if (wait === undefined) return () => {};
-    return this.forward({ method: msg.method, params }, msg.id, sink, timeoutMs, { tokenId: caller.tokenId, wait });
+    return this.forward({ method: msg.method, params }, msg.id, sink, timeoutMs, {
+      tokenId: caller.tokenId,
+      wait,
+      trace: caller.trace,
+    });
   }
 
   /**
@@ -366,7 +376,7 @@ export class DeviceConnection implements TurnWriter {
     clientId: JsonRpcId,
     sink: ReplySink,
     timeoutMs: number,
-    owner: { tokenId?: string; wait?: boolean } = {},
+    owner: { tokenId?: string; wait?: boolean; trace?: Context } = {},
   ): CallHandle {
     if (this.closed) {
       sink.fail(relayError('device_offline'));
@@ -379,6 +389,12 @@ export class DeviceConnection implements TurnWriter {
       progressToken = meta.progressToken;
       // Client tokens may collide across sessions: the phone sees ours (the relay id).
       msg = { ...msg, params: { ...msg.params, _meta: { ...meta, progressToken: relayId } } };
+    }
+    if (tracingOn && owner.trace) {
+      // The phone round trip; the phone continues it from _meta.traceparent (docs/PROTOCOL.md).
+      const span = phoneCallSpan(owner.trace, msg, relayId);
+      msg = { ...msg, params: withTraceparent(msg.params, span) };
+      sink = endOnAnswer(sink, span);
     }
     const frame = JSON.stringify({ jsonrpc: '2.0', id: relayId, method: msg.method, params: msg.params });
     if (!this.track(relayId, frame, clientId, sink, timeoutMs, msg.method, progressToken, owner.tokenId, owner.wait))

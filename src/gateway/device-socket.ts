@@ -21,6 +21,8 @@ import {
 import { framesTooBig, metrics, rateLimited, receivedFromPhone } from '../metrics.ts';
 import { LogThrottle, logValue } from '../log.ts';
 import type { GatewayContext } from './context.ts';
+import { tracingOn } from '../observability/tracing.ts';
+import { deviceAuthSpan, endDeviceAuth, traceDisconnect, traceHandshake } from '../observability/relay-spans.ts';
 
 export const NONCE_TTL_S = 60;
 export const MAX_SKEW_S = 60;
@@ -120,6 +122,7 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
       if (ctx.state.draining)
         return ex.error(503, 'draining', 'this relay node is shutting down', { 'Retry-After': '1' });
       if (!h['sec-websocket-key']) return ex.error(400, 'bad_request', 'expected a WebSocket upgrade');
+      const span = tracingOn ? deviceAuthSpan() : undefined;
       void authenticateDevice(ctx, h)
         .catch((err) => {
           ctx.log.error({ err: String(err) }, 'device auth failed on the relay');
@@ -136,6 +139,7 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
                 rejectReason: auth.reason,
                 rejectCode: 'relayFault' in auth ? CLOSE.relayError : CLOSE.unauthorised,
               };
+          if (span) data.trace = endDeviceAuth(span, auth.ok, auth.ok ? undefined : auth.reason);
           if (!auth.ok) {
             // Anyone can cause this line: values capped, lines throttled (the metric counts them all).
             const dropped = rejectedLog.take();
@@ -187,6 +191,7 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
           return undefined;
         },
       );
+      if (tracingOn) traceHandshake(data.trace, conn.ready());
       conn.ready().catch((err) => {
         ctx.log.warn({ deviceId: conn.deviceId, err: String(err) }, 'device handshake failed');
         conn.close(CLOSE.relayError, 'initialize failed');
@@ -223,6 +228,7 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
       const conn = ws.getUserData().conn;
       metrics.deviceCloses.inc({ code: String(code) });
       if (!conn) return;
+      if (tracingOn) traceDisconnect(ws.getUserData().trace, code, conn.connectedAt);
       conn.teardown('device_offline');
       ctx.hub.detach(conn);
       void conn.claim

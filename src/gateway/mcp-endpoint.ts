@@ -45,6 +45,14 @@ import type { SessionRecord } from '../bus/types.ts';
 import type { GatewayContext } from './context.ts';
 import { matchesCredential } from './hub.ts';
 import { ExpiringMap } from '../bus/expiring-map.ts';
+import { endOnAnswer, tracingOn } from '../observability/tracing.ts';
+import {
+  answeredSpan,
+  exemplarTraceId,
+  noteHttpRequest,
+  requestLogFields,
+  serverSpan,
+} from '../observability/relay-spans.ts';
 
 const MCP_HEADERS = [
   'x-api-key',
@@ -153,6 +161,7 @@ class McpEndpoint {
   private begin(res: HttpResponse, req: HttpRequest): { ex: Exchange; h: McpHeaders } | undefined {
     const ex = new Exchange(res);
     const h = collectHeaders(req, this.ctx.config.trustProxy);
+    if (tracingOn) noteHttpRequest(ex, req, h);
     if (h.origin && !this.allowedOrigins.has(h.origin)) {
       ex.error(403, 'forbidden_origin', 'this Origin may not call the relay');
       return undefined;
@@ -248,7 +257,15 @@ class McpEndpoint {
     // The common call, from a key in the cache: read the body into an object, then straight on
     // (fastPost), or the general path below with the body read.
     const cred = this.ctx.auth.cached(presentedToken(h));
-    if (cred && !cred.account.locked && h['mcp-session-id'] !== undefined && this.ctx.bus.sessions.touchNow) {
+    // With tracing on, every request takes the general path: its SERVER span and the trace
+    // context written into the forwarded request live there (docs/decisions/0110-tracing-off-by-default-explicit-context.md).
+    if (
+      !tracingOn &&
+      cred &&
+      !cred.account.locked &&
+      h['mcp-session-id'] !== undefined &&
+      this.ctx.bus.sessions.touchNow
+    ) {
       ex.readBody(MAX_FRAME_BYTES, tooLargeBody, new FastPost(this, ex, h, cred));
       return;
     }
@@ -340,7 +357,7 @@ class McpEndpoint {
       ex.send(503, { ...JSON_HEADERS, 'Retry-After': '1' }, errorResponse(null, relayError('relay_unavailable')));
       return;
     }
-    this.ctx.log.error({ err: String(err) }, 'mcp request failed');
+    this.ctx.log.error({ err: String(err), ...(tracingOn && requestLogFields(ex)) }, 'mcp request failed');
     ex.send(500, JSON_HEADERS, errorResponse(null, relayError('relay_error')));
   }
 
@@ -441,7 +458,7 @@ class McpEndpoint {
     if (answers.length === 0) return ex.send(202, {}, undefined);
     const out = joinBatch(await Promise.all(answers));
     ex.send(200, JSON_HEADERS, out);
-    this.observe('batch', started, raw.length, out.length, ex.aborted ? 'aborted' : 'ok');
+    this.observe('batch', started, raw.length, out.length, ex.aborted ? 'aborted' : 'ok', ex);
   }
 
   /**
@@ -493,7 +510,7 @@ class McpEndpoint {
     if (outcome.refusal?.data && (outcome.refusal.data as { code?: string }).code === 'insufficient_scope' && !stream) {
       const scope = (outcome.refusal.data as { scope: Scope }).scope;
       ex.send(403, { ...JSON_HEADERS, 'WWW-Authenticate': insufficientScopeChallenge(scope) }, outcome.frame);
-      this.observe(msg.method, started, bytesIn, outcome.frame.length, 'forbidden');
+      this.observe(msg.method, started, bytesIn, outcome.frame.length, 'forbidden', ex);
       return;
     }
     // A client gone before its stream opened never learnt the stream's id: nothing to buffer for.
@@ -510,6 +527,7 @@ class McpEndpoint {
       bytesIn,
       outcome.frame.length,
       ex.aborted ? 'aborted' : outcome.refusal ? 'error' : 'ok',
+      ex,
     );
   }
 
@@ -570,8 +588,9 @@ class McpEndpoint {
     this.rememberSession(session);
     metrics.sessionsCreated.inc();
     const out = resultResponse(msg.id, { ...cached, protocolVersion: revision });
+    if (tracingOn) answeredSpan(ex, msg, session.id, started);
     ex.send(200, { ...JSON_HEADERS, 'Mcp-Session-Id': session.id }, out);
-    this.observe('initialize', started, bytesIn, out.length, 'ok');
+    this.observe('initialize', started, bytesIn, out.length, 'ok', ex);
   }
 
   /** Sends one request to the phone, wherever it is; resolves with the answer (client id restored). */
@@ -602,6 +621,7 @@ class McpEndpoint {
       const e = relayError('cancelled', 'the credential was revoked');
       return Promise.resolve({ frame: Buffer.from(errorResponse(msg.id, e)), refusal: e });
     }
+    const traced = tracingOn ? serverSpan(ex, msg, sessionId) : undefined;
     return new Promise((resolve) => {
       let settled = false;
       const settle = (o: { frame: Buffer; refusal?: JsonRpcErrorObject }) => {
@@ -609,18 +629,19 @@ class McpEndpoint {
         if (key !== undefined) this.inFlight.delete(key);
         resolve(o);
       };
-      const sink = {
+      let sink = {
         respond: (frame: Buffer) => settle({ frame }),
         related,
         fail: (e: JsonRpcErrorObject) => settle({ frame: Buffer.from(errorResponse(msg.id, e)), refusal: e }),
       };
+      if (traced) sink = endOnAnswer(sink, traced.span);
       const timeoutMs = requestTimeoutMs(msg.method, msg.params, this.ctx.config.requestTimeoutMs);
       void this.ctx.router
         .request(
           deviceId,
           msg,
           withCallerContext(msg.params, cred.token),
-          { scopes: cred.token.scopes, tokenId: cred.token.id, accountId: cred.account.id },
+          { scopes: cred.token.scopes, tokenId: cred.token.id, accountId: cred.account.id, trace: traced?.ctx },
           sink,
           timeoutMs,
         )
@@ -835,12 +856,25 @@ class McpEndpoint {
     );
   }
 
-  observe(method: string, started: number, bytesIn: number, bytesOut: number, outcome: string): void {
+  observe(
+    method: string,
+    started: number,
+    bytesIn: number,
+    bytesOut: number,
+    outcome: string,
+    ex?: Exchange,
+  ): void {
     const seconds = (performance.now() - started) / 1000;
-    observeMcpRequest(method, outcome, seconds);
+    observeMcpRequest(method, outcome, seconds, 'session', tracingOn && ex ? exemplarTraceId(ex) : undefined);
     if (this.ctx.log.isLevelEnabled('debug'))
       this.ctx.log.debug(
-        { method: methodLabel(method), bytesIn, bytesOut, ms: Math.round(seconds * 10000) / 10 },
+        {
+          method: methodLabel(method),
+          bytesIn,
+          bytesOut,
+          ms: Math.round(seconds * 10000) / 10,
+          ...(tracingOn && ex && requestLogFields(ex)),
+        },
         'mcp request',
       );
   }

@@ -25,6 +25,8 @@ import {
 } from '../protocol/stateless.ts';
 import type { Scope } from '../store/types.ts';
 import { initializeFrom, observeMcpRequest } from '../metrics.ts';
+import { tracingOn } from '../observability/tracing.ts';
+import { answeredSpan } from '../observability/relay-spans.ts';
 
 /** A POST not answered within this long becomes an SSE stream (if the client accepts one). */
 export const SLOW_ANSWER_MS = 1000;
@@ -93,6 +95,7 @@ export class StatelessEndpoint {
     const deviceId = cred.token.deviceId;
 
     if (msg.method === 'server/discover') {
+      if (tracingOn) answeredSpan(ex, msg, undefined);
       // A dual-era relay: every version it speaks, so -32022's list is a subset of this one.
       ex.send(
         200,

@@ -15,6 +15,8 @@ import type { Store } from '../store/types.ts';
 import type { Bus, ControlEvent } from '../bus/types.ts';
 import type { Logger } from '../log.ts';
 import { registry, routeMetrics, trackNode, type RouteMetrics } from '../metrics.ts';
+import { tracingOn } from '../observability/tracing.ts';
+import { OPENMETRICS_CONTENT_TYPE, renderOpenMetrics, wantsOpenMetrics } from '../observability/openmetrics.ts';
 import { Hub } from './hub.ts';
 import { Authenticator } from './auth.ts';
 import { Exchange, runRoute } from './http.ts';
@@ -91,10 +93,12 @@ export async function startGateway(opts: {
   routes.any('/*', (res) => new Exchange(res).error(404, 'not_found', 'no such endpoint'));
 
   const admin = uws.App();
-  admin.get('/metrics', (res) => {
+  admin.get('/metrics', (res, req) => {
     const ex = new Exchange(res);
-    registry.metrics().then(
-      (text) => ex.send(200, { 'Content-Type': registry.contentType }, text),
+    // With tracing on, a scraper that asks for OpenMetrics gets the exemplars (trace ids) too.
+    const openMetrics = tracingOn && wantsOpenMetrics(req.getHeader('accept'));
+    (openMetrics ? renderOpenMetrics(registry) : registry.metrics()).then(
+      (text) => ex.send(200, { 'Content-Type': openMetrics ? OPENMETRICS_CONTENT_TYPE : registry.contentType }, text),
       () => ex.send(500, {}, 'metrics failed'),
     );
   });

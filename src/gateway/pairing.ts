@@ -8,6 +8,8 @@ import { hashPairingCode, newId, normalizePairingCode } from '../crypto/secrets.
 import { parseDevicePublicKey } from '../crypto/device-auth.ts';
 import { metrics, rateLimited } from '../metrics.ts';
 import type { GatewayContext } from './context.ts';
+import { markFailed, tracingOn, type Span } from '../observability/tracing.ts';
+import { pairSpan } from '../observability/relay-spans.ts';
 
 export const PAIR_FAILURE_LIMIT = 5;
 export const PAIR_FAILURE_WINDOW_MS = 10 * 60_000;
@@ -18,16 +20,25 @@ export function handlePair(ctx: GatewayContext) {
     const ex = new Exchange(res);
     const body = ex.body(8 * 1024);
     const ip = clientAddress(res, req, ctx.config);
-    void pair(ctx, ex, body, ip).catch((err) => {
-      if (err instanceof BodyTooLarge) return ex.error(413, 'too_large', err.message);
-      if (ex.aborted) return;
-      ctx.log.error({ err: String(err) }, 'pair failed');
-      ex.error(500, 'relay_error', 'pairing failed on the relay');
-    });
+    const span = tracingOn ? pairSpan() : undefined;
+    void pair(ctx, ex, body, ip, span)
+      .catch((err) => {
+        if (err instanceof BodyTooLarge) return ex.error(413, 'too_large', err.message);
+        if (ex.aborted) return;
+        ctx.log.error({ err: String(err) }, 'pair failed');
+        ex.error(500, 'relay_error', 'pairing failed on the relay');
+      })
+      .finally(() => span?.end());
   };
 }
 
-async function pair(ctx: GatewayContext, ex: Exchange, bodyP: Promise<Buffer>, ip: string): Promise<void> {
+async function pair(
+  ctx: GatewayContext,
+  ex: Exchange,
+  bodyP: Promise<Buffer>,
+  ip: string,
+  span: Span | undefined,
+): Promise<void> {
   const raw = await bodyP;
   const failKey = `pairfail:${ip}`;
   // Counted as a failure before the code is looked at, in one atomic step on the bus: of any
@@ -38,18 +49,20 @@ async function pair(ctx: GatewayContext, ex: Exchange, bodyP: Promise<Buffer>, i
     if ((await ctx.bus.hit(failKey, PAIR_FAILURE_WINDOW_MS)) > PAIR_FAILURE_LIMIT) {
       metrics.pairAttempts.inc({ outcome: 'rate_limited' });
       rateLimited.pair_failures.inc();
+      span?.setAttribute('phonebridge.pair.outcome', 'rate_limited');
+      if (span) markFailed(span, 'rate_limited');
       return ex.error(429, 'rate_limited', 'too many failed pairing attempts from this address; try again later', {
         'Retry-After': String(PAIR_FAILURE_WINDOW_MS / 1000),
       });
     }
-    wrongCode = await redeem(ctx, ex, raw);
+    wrongCode = await redeem(ctx, ex, raw, span);
   } finally {
     if (!wrongCode) await ctx.bus.unhit(failKey).catch(() => {});
   }
 }
 
 /** Answers the attempt; true when it was a wrong (or expired, or used) code. */
-async function redeem(ctx: GatewayContext, ex: Exchange, raw: Buffer): Promise<boolean> {
+async function redeem(ctx: GatewayContext, ex: Exchange, raw: Buffer, span: Span | undefined): Promise<boolean> {
   let input: { code?: unknown; public_key?: unknown; name?: unknown };
   try {
     input = JSON.parse(raw.toString('utf8')) as typeof input;
@@ -82,6 +95,8 @@ async function redeem(ctx: GatewayContext, ex: Exchange, raw: Buffer): Promise<b
   }
   if (!result.ok) {
     metrics.pairAttempts.inc({ outcome: result.error });
+    span?.setAttribute('phonebridge.pair.outcome', result.error);
+    if (span) markFailed(span, result.error);
     if (result.error === 'bad_code') {
       ex.error(403, 'bad_code', 'the pairing code is wrong, expired or already used');
       return true;
@@ -90,6 +105,7 @@ async function redeem(ctx: GatewayContext, ex: Exchange, raw: Buffer): Promise<b
     return false;
   }
   metrics.pairAttempts.inc({ outcome: 'paired' });
+  span?.setAttribute('phonebridge.pair.outcome', 'paired');
   ctx.log.info({ deviceId: result.device.id, accountId: result.device.accountId }, 'device paired');
   ex.json(200, { device_id: result.device.id, relay_host: ctx.config.relayHost });
   return false;

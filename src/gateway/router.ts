@@ -17,6 +17,8 @@ import type { ClientRequestBytes } from '../protocol/request-bytes.ts';
 import type { GatewayContext } from './context.ts';
 import { matchesCredential, type CredentialMatch } from './hub.ts';
 import { answered, crossNode, goodbyes, reroutes } from '../metrics.ts';
+import { contextWith, tracingOn } from '../observability/tracing.ts';
+import { busSendSpan, busServeSpan, endServe } from '../observability/relay-spans.ts';
 
 /** Extra time the origin waits beyond the owner's own timeout before giving up itself. */
 const ORIGIN_GRACE_MS = 2_000;
@@ -55,6 +57,8 @@ type Header =
       scopes: Scope[];
       tokenId?: string;
       timeoutMs: number;
+      /** The origin's PRODUCER span (W3C traceparent), only while it traces (docs/decisions/0111-trace-context-on-the-bus-and-in-meta.md). */
+      tp?: string;
     }
   | { t: 'note'; deviceId: string; method: string }
   | { t: 'cancel'; from: string; rid: number }
@@ -447,6 +451,7 @@ export class Router {
     this.remote.set(rid, { route: r, node: owner.nodeId, epoch: owner.epoch, sentAt: Date.now(), timer, cached });
     r.sentPerf = performance.now();
     r.payload ??= r.params === undefined ? '' : JSON.stringify(r.params);
+    const producer = tracingOn ? busSendSpan(r.caller.trace, r.msg.method, owner.nodeId) : undefined;
     const header: Header = {
       t: 'req',
       from: this.ctx.bus.nodeId,
@@ -458,6 +463,7 @@ export class Router {
       scopes: [...r.caller.scopes],
       tokenId: r.caller.tokenId,
       timeoutMs,
+      tp: producer?.tp,
     };
     crossNode.origin.inc();
     // A publish Redis answered late may have reached the owner (BusTimeoutError): it stays
@@ -465,6 +471,7 @@ export class Router {
     const delivered = await this.ctx.bus
       .sendToNode(owner.nodeId, encode(header, r.payload))
       .catch((err) => err instanceof BusTimeoutError);
+    producer?.end(delivered);
     if (delivered && r.orphaned) this.sendOrphan(r);
     if (delivered || !this.settle(rid)) return;
     this.forgetOwner(r.deviceId, owner.nodeId);
@@ -730,23 +737,27 @@ export class Router {
       const msg = encode(header, body);
       outbox = outbox.then(() => this.sendUntil(h.from, msg, until));
     };
+    const consumer = tracingOn ? busServeSpan(h.tp, h.method, h.from) : undefined;
     const sink: ReplySink = {
       respond: (frame) => {
         done = true;
         this.served.delete(key);
         reply({ t: 'res', rid: h.rid }, frame.toString('utf8'));
+        if (consumer) endServe(consumer);
       },
       related: (frame) => reply({ t: 'rel', rid: h.rid }, frame.toString('utf8')),
       fail: (error) => {
         done = true;
         this.served.delete(key);
         reply({ t: 'fail', rid: h.rid, error });
+        if (consumer) endServe(consumer, error);
       },
     };
     const conn = this.ctx.hub.device(h.deviceId);
     if (!conn || conn.closed || this.ctx.hub.isMoving(conn)) {
       // Handed over (drain): the origin waits for the phone's next node. Otherwise the origin
       // had a stale owner: it asks the bus again.
+      consumer?.end();
       return reply({ t: 'redo', rid: h.rid, why: this.handedOver.has(h.deviceId) ? 'moving' : 'gone' });
     }
     // A stale owner never answers: the origin saw a newer claim than this socket's.
@@ -766,7 +777,7 @@ export class Router {
     const cancel = conn.handleClientRequest(
       { jsonrpc: '2.0', id: h.id, method: h.method, params },
       params,
-      { scopes: h.scopes, tokenId: h.tokenId },
+      { scopes: h.scopes, tokenId: h.tokenId, trace: consumer && contextWith(consumer) },
       sink,
       h.timeoutMs,
     );

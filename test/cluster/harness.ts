@@ -16,6 +16,7 @@ import { openStore, type OpenStore } from '../../src/store/index.ts';
 import { DeviceAgent, silentLogger } from '../../src/device/agent/index.ts';
 import { saveIdentity } from '../../src/device/agent/state.ts';
 import { createEchoServer, type EchoServerControl } from '../fixtures/echo-server.ts';
+import type { Tracing } from '../../src/observability/tracing.ts';
 
 export const REDIS_URL = process.env.PHONEBRIDGE_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 export const PG_ADMIN_URL = process.env.PHONEBRIDGE_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -78,7 +79,12 @@ export interface TestCluster {
   store: OpenStore;
   redis: Redis;
   /** Pairs a phone through the front; with `node`, it then connects to that node directly. */
-  phone(opts?: { node?: ClusterNode; name?: string; control?: EchoServerControl }): Promise<ClusterPhone>;
+  phone(opts?: {
+    node?: ClusterNode;
+    name?: string;
+    control?: EchoServerControl;
+    tracing?: Tracing;
+  }): Promise<ClusterPhone>;
   key(deviceId: string): Promise<string>;
   /** The node id holding the device's socket per the bus, if any. */
   ownerOf(deviceId: string): Promise<string | undefined>;
@@ -88,7 +94,7 @@ export interface TestCluster {
 
 export async function startTestCluster(
   opts: { nodes?: number; redisUrl?: string; serveArgs?: string[]; log?: boolean } & Partial<
-    Pick<ClusterOptions, 'env'>
+    Pick<ClusterOptions, 'env' | 'onLog'>
   > = {},
 ): Promise<TestCluster> {
   const db = await createDatabase();
@@ -105,7 +111,9 @@ export async function startTestCluster(
       dataDir: dir,
       serveArgs: ['--log-level', opts.log ? 'info' : 'warn', '--drain-ms', '5000', ...(opts.serveArgs ?? [])],
       env: opts.env,
-      onLog: opts.log || process.env.PB_TEST_LOG ? (id, line) => process.stderr.write(`[${id}] ${line}\n`) : undefined,
+      onLog:
+        opts.onLog ??
+        (opts.log || process.env.PB_TEST_LOG ? (id, line) => process.stderr.write(`[${id}] ${line}\n`) : undefined),
     });
   } catch (err) {
     await db.drop().catch(() => {});
@@ -139,6 +147,7 @@ export async function startTestCluster(
         log: silentLogger,
         backoff: { baseMs: 50, capMs: 500 },
         drainJitterMs: 200,
+        tracing: o.tracing,
       });
       const closes: number[] = [];
       agent.on('disconnected', (e) => closes.push(e.code));

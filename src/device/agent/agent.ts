@@ -13,6 +13,8 @@ import { Pinger, type PingOptions } from './pinger.ts';
 import { connectPinned, deviceSocketUrl, pinFor, postJson, relayUrl, type FetchLike } from './relay-http.ts';
 import { loadIdentity, loadPrivateKeyFrom, saveIdentity, type DeviceIdentity } from './state.ts';
 import { MAX_FRAME_BYTES, WebSocketTransport } from './ws-transport.ts';
+import { phoneTracingFromEnv, tracedTransport } from './tracing.ts';
+import type { Tracing } from '../../observability/tracing.ts';
 
 export const AGENT_VERSION = '0.1.0';
 
@@ -53,6 +55,8 @@ export interface DeviceAgentOptions {
   requestTimeoutMs?: number;
   fetchImpl?: FetchLike;
   log?: AgentLogger;
+  /** Traces each tools/call the phone serves (src/device/agent/tracing.ts); runDevice sets it from OTEL_*. */
+  tracing?: Tracing;
 }
 
 export type StopReason = 'stopped' | 'superseded' | 'unauthorised' | 'removed';
@@ -316,7 +320,7 @@ export class DeviceAgent extends EventEmitter<DeviceAgentEvents> {
     transport.onerror = (err) => this.log.warn(err.message); // the SDK chains its own handler after this one
     try {
       server = this.options.createServer();
-      await server.connect(transport);
+      await server.connect(this.options.tracing ? tracedTransport(transport, this.options.tracing) : transport);
       this.log.info(`connected to ${url} as device ${identity.device_id}`);
       this.emit('connected', { deviceId: identity.device_id, url });
     } catch (err) {
@@ -384,10 +388,14 @@ export async function runDevice(opts: RunDeviceOptions): Promise<StopInfo> {
   } else if (opts.pair) {
     log.info(`already paired as device ${existing.device_id} with ${existing.relay}; --pair ignored`);
   }
-  const agent = new DeviceAgent({ ...opts, log });
+  const deviceId = loadIdentity(opts.stateDir)?.device_id ?? 'unpaired';
+  const tracing = opts.tracing ?? phoneTracingFromEnv(deviceId);
+  const agent = new DeviceAgent({ ...opts, log, tracing });
   opts.onAgent?.(agent);
   agent.start();
   if (opts.signal?.aborted) void agent.stop();
   else opts.signal?.addEventListener('abort', () => void agent.stop(), { once: true });
-  return agent.whenStopped();
+  const stop = await agent.whenStopped();
+  await tracing?.shutdown().catch(() => {});
+  return stop;
 }
