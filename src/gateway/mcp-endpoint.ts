@@ -856,14 +856,7 @@ class McpEndpoint {
     );
   }
 
-  observe(
-    method: string,
-    started: number,
-    bytesIn: number,
-    bytesOut: number,
-    outcome: string,
-    ex?: Exchange,
-  ): void {
+  observe(method: string, started: number, bytesIn: number, bytesOut: number, outcome: string, ex?: Exchange): void {
     const seconds = (performance.now() - started) / 1000;
     observeMcpRequest(method, outcome, seconds, 'session', tracingOn && ex ? exemplarTraceId(ex) : undefined);
     if (this.ctx.log.isLevelEnabled('debug'))
