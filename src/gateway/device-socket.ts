@@ -6,8 +6,8 @@ import type { WebSocketBehavior, us_socket_context_t } from 'uWebSockets.js';
 import { clientAddress, copyHeaders, Exchange, BodyTooLarge } from './http.ts';
 import {
   decodeNonce,
+  importDevicePublicKey,
   newNonce,
-  parseDevicePublicKey,
   signedPayload,
   verifyDeviceSignature,
 } from '../crypto/device-auth.ts';
@@ -93,8 +93,9 @@ async function authenticateDevice(
   const issuedFor = await ctx.bus.takeNonce(nonceWire);
   if (issuedFor === undefined) return { ok: false, reason: 'unknown, expired or reused nonce' };
   if (issuedFor !== deviceId) return { ok: false, reason: 'nonce was issued for another device' };
-  const device = await ctx.store.getDevice(deviceId);
-  const key = device ? parseDevicePublicKey(device.publicKey) : undefined;
+  // Batched with the other accepts of the moment (src/gateway/device-batch.ts).
+  const device = await ctx.devices.keys.get(deviceId);
+  const key = device ? await importDevicePublicKey(device.publicKey) : undefined;
   // Verify against our own host from --public-url, never the Host header
   // (docs/decisions/0010-signature-binds-relay-host.md).
   if (!device || !key || !verifyDeviceSignature(key, signedPayload(nonce, ctx.config.relayHost, tsRaw), sig)) {
@@ -226,7 +227,7 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
         ?.then((epoch) => epoch !== undefined && ctx.bus.releaseDevice(conn.deviceId, epoch))
         .catch(() => {});
       ctx.log.info({ deviceId: conn.deviceId, code }, 'device disconnected');
-      void ctx.store.touchDevice(conn.deviceId, new Date()).catch(() => {});
+      ctx.devices.seen.seen(conn.deviceId, new Date());
     },
   };
 }
@@ -236,11 +237,7 @@ function deviceEvents(ctx: GatewayContext) {
     notification: (deviceId: string, frame: Buffer) => {
       ctx.hub.publish(deviceId, frame);
     },
-    initialized: (deviceId: string, result: unknown) => {
-      void ctx.store
-        .saveDeviceInitResult(deviceId, result, new Date())
-        .catch((err) => ctx.log.warn({ deviceId, err: String(err) }, 'could not cache initialize result'));
-    },
+    initialized: (deviceId: string, result: unknown) => ctx.devices.seen.seen(deviceId, new Date(), result),
   };
 }
 

@@ -1,6 +1,6 @@
 // Store on Kysely + pg. The same code serves Postgres and embedded PGlite (through its socket).
 import { timingSafeEqual } from 'node:crypto';
-import { Kysely, PostgresDialect, type Selectable, type Transaction } from 'kysely';
+import { Kysely, PostgresDialect, sql, type Selectable, type Transaction } from 'kysely';
 import pg from 'pg';
 import type { DatabaseSource } from './database/types.ts';
 import { migrate, readSchemaVersion } from './migrations/index.ts';
@@ -11,6 +11,8 @@ import type {
   ControlEvent,
   CreateTokenResult,
   Device,
+  DeviceKey,
+  DeviceSeen,
   OAuthClient,
   OAuthGrant,
   OAuthTokenPair,
@@ -455,6 +457,49 @@ class KyselyStore implements Store {
 
   async touchDevice(id: string, seenAt: Date): Promise<void> {
     await this.db.updateTable('devices').set({ last_seen_at: seenAt }).where('id', '=', id).execute();
+  }
+
+  async getDeviceKeys(ids: readonly string[]): Promise<Map<string, DeviceKey>> {
+    const out = new Map<string, DeviceKey>();
+    if (ids.length === 0) return out;
+    const rows = await this.db
+      .selectFrom('devices')
+      .select(['id', 'account_id', 'public_key'])
+      .where('id', 'in', [...new Set(ids)])
+      .execute();
+    for (const r of rows) out.set(r.id, { accountId: r.account_id, publicKey: r.public_key });
+    return out;
+  }
+
+  async recordDevicesSeen(entries: readonly DeviceSeen[]): Promise<void> {
+    // One row per device: the latest time, and the latest initialize result given for it.
+    const merged = new Map<string, { seen: Date; init?: string | null }>();
+    for (const e of entries) {
+      const m = merged.get(e.id) ?? { seen: e.seenAt };
+      if (e.seenAt > m.seen) m.seen = e.seenAt;
+      if ('initResult' in e)
+        m.init = e.initResult === null || e.initResult === undefined ? null : JSON.stringify(e.initResult);
+      merged.set(e.id, m);
+    }
+    if (merged.size === 0) return;
+    const ids: string[] = [];
+    const seen: Date[] = [];
+    const inits: (string | null)[] = [];
+    const setInit: boolean[] = [];
+    for (const [id, m] of merged) {
+      ids.push(id);
+      seen.push(m.seen);
+      inits.push(m.init ?? null);
+      setInit.push(m.init !== undefined);
+    }
+    // Four array parameters whatever the batch size (a VALUES list would take four per row).
+    await sql`
+      update devices as d
+      set last_seen_at = greatest(d.last_seen_at, v.seen),
+          init_result = case when v.set_init then v.init::jsonb else d.init_result end
+      from unnest(${ids}::text[], ${seen}::timestamptz[], ${inits}::text[], ${setInit}::boolean[])
+        as v(id, seen, init, set_init)
+      where d.id = v.id`.execute(this.db);
   }
 
   async createToken(input: {
