@@ -18,6 +18,7 @@ export type RelayRequest =
   | { op: 'connections' }
   | { op: 'devices'; count: number; publicKey: string }
   | { op: 'stats' }
+  | { op: 'profile'; label: string }
   | { op: 'stop' };
 
 /** What the child sends back: `ready` once, then one answer per request id. */
@@ -43,6 +44,8 @@ export interface RelayStats {
   handles: Record<string, number>;
   /** CPU time the relay process has used (user + system), ms: what it cost, whatever shared the cores. */
   cpuMs: number;
+  /** The kernel's part of cpuMs (syscalls, and loopback TCP work done on the relay's behalf). */
+  cpuSystemMs: number;
 }
 
 export interface RelayConnectionInfo {
@@ -63,6 +66,13 @@ export interface RelayChild {
   /** Registers `count` devices with one public key straight in the store (what /pair does, without HTTP). */
   devices(count: number, publicKey: string): Promise<string[]>;
   stats(): Promise<RelayStats>;
+  /**
+   * With PHONEBRIDGE_LOADTEST_RELAY_PROFILE_DIR set, the relay profiles its CPU from start-up:
+   * this writes what it has so far to DIR/<label>-<pid>.cpuprofile and starts afresh (so a
+   * window such as one storm round is profiled, also on a node killed afterwards). Resolves
+   * with the file, or null when not profiling.
+   */
+  profile(label: string): Promise<string | null>;
   /** SIGKILL: no drain, no close frames; phones see their sockets drop (1006). */
   kill(): Promise<void>;
   /** Graceful stop (phones get 1012), then the process exits. */
@@ -134,6 +144,7 @@ export function startRelayChild(
         connections: () => request({ op: 'connections' }),
         devices: (count, publicKey) => request({ op: 'devices', count, publicKey }, 600_000),
         stats: () => request({ op: 'stats' }),
+        profile: (label) => request({ op: 'profile', label }),
         async kill() {
           if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
           await exited;
@@ -158,6 +169,14 @@ async function childMain(argv: string[]): Promise<void> {
   const config = parseRelayConfig(['--admin-port', '0', '--log-level', 'silent', ...argv], {});
   const relay = await startRelay(config, createLogger({ level: config.logLevel }));
   const store = relay.store.store;
+  const profileDir = process.env.PHONEBRIDGE_LOADTEST_RELAY_PROFILE_DIR;
+  const { Session } = await import('node:inspector/promises');
+  const profiler = profileDir ? new Session() : undefined;
+  if (profiler) {
+    profiler.connect();
+    await profiler.post('Profiler.enable');
+    await profiler.post('Profiler.start');
+  }
   // eslint-disable-next-line @typescript-eslint/no-misused-promises -- the handler catches its own errors and answers them over IPC
   process.on('message', async (message) => {
     const m = message as RelayRequest & { id: number };
@@ -229,8 +248,18 @@ async function childMain(argv: string[]): Promise<void> {
             sseStreams: (await metrics.sseStreams.get()).values[0]?.value ?? 0,
             handles,
             cpuMs: (cpu.user + cpu.system) / 1000,
+            cpuSystemMs: cpu.system / 1000,
           };
           return answer(stats);
+        }
+        case 'profile': {
+          if (!profiler || !profileDir) return answer(null);
+          const { profile } = await profiler.post('Profiler.stop');
+          const { writeFileSync } = await import('node:fs');
+          const file = `${profileDir}/${m.label.replace(/[^\w.-]/g, '_')}-${process.pid}.cpuprofile`;
+          writeFileSync(file, JSON.stringify(profile));
+          await profiler.post('Profiler.start');
+          return answer(file);
         }
         case 'stop':
           answer(true);

@@ -6,6 +6,7 @@ import {
   generateDeviceKey,
   importDevicePublicKey,
   loadPrivateKey,
+  newNonce,
   parseDevicePublicKey,
   signDevicePayload,
   verifyDeviceSignature,
@@ -41,5 +42,22 @@ describe('importDevicePublicKey', () => {
     const ed = generateKeyPairSync('ed25519').publicKey.export({ format: 'der', type: 'spki' });
     for (const b64 of [p384.toString('base64'), ed.toString('base64'), 'bm90IGEga2V5', ''])
       expect(await importDevicePublicKey(b64)).toBeUndefined();
+  });
+});
+
+describe('newNonce', () => {
+  it('gives 32 bytes of its own each time, across refills of its pool', () => {
+    const seen = new Set<string>();
+    const raws: Buffer[] = [];
+    for (let i = 0; i < 300; i++) {
+      const n = newNonce();
+      expect(n.raw).toHaveLength(32);
+      expect(Buffer.from(n.wire, 'base64url').equals(n.raw)).toBe(true);
+      seen.add(n.wire);
+      raws.push(n.raw);
+    }
+    expect(seen.size).toBe(300);
+    // Earlier nonces are not overwritten by later ones.
+    expect(new Set(raws.map((r) => r.toString('base64url')))).toEqual(seen);
   });
 });

@@ -25,8 +25,18 @@ export function signedPayload(nonce: Buffer, relayHost: string, ts: number | str
   ]);
 }
 
+// Nonces are cut from a pool of random bytes: one call into the CSPRNG per 128 challenges.
+// Every nonce is its own 32 bytes (a view of a pool that is replaced, never refilled).
+const NONCE_POOL = NONCE_BYTES * 128;
+let noncePool = Buffer.alloc(0);
+let noncePoolAt = 0;
+
 export function newNonce(): { raw: Buffer; wire: string } {
-  const raw = randomBytes(NONCE_BYTES);
+  if (noncePoolAt + NONCE_BYTES > noncePool.length) {
+    noncePool = randomBytes(NONCE_POOL);
+    noncePoolAt = 0;
+  }
+  const raw = noncePool.subarray(noncePoolAt, (noncePoolAt += NONCE_BYTES));
   return { raw, wire: raw.toString('base64url') };
 }
 

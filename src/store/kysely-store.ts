@@ -474,11 +474,17 @@ class KyselyStore implements Store {
   async recordDevicesSeen(entries: readonly DeviceSeen[]): Promise<void> {
     // One row per device: the latest time, and the latest initialize result given for it.
     const merged = new Map<string, { seen: Date; init?: string | null }>();
+    // Phones of a fleet share one initialize result object (src/gateway/shared-surface.ts): serialised once per batch.
+    const json = new Map<unknown, string>();
+    const toJson = (v: unknown) => {
+      let s = json.get(v);
+      if (s === undefined) json.set(v, (s = JSON.stringify(v)));
+      return s;
+    };
     for (const e of entries) {
       const m = merged.get(e.id) ?? { seen: e.seenAt };
       if (e.seenAt > m.seen) m.seen = e.seenAt;
-      if ('initResult' in e)
-        m.init = e.initResult === null || e.initResult === undefined ? null : JSON.stringify(e.initResult);
+      if ('initResult' in e) m.init = e.initResult === null || e.initResult === undefined ? null : toJson(e.initResult);
       merged.set(e.id, m);
     }
     if (merged.size === 0) return;
