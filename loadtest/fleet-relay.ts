@@ -19,6 +19,7 @@ export type RelayRequest =
   | { op: 'devices'; count: number; publicKey: string }
   | { op: 'stats' }
   | { op: 'profile'; label: string }
+  | { op: 'cpu' }
   | { op: 'stop' };
 
 /** What the child sends back: `ready` once, then one answer per request id. */
@@ -46,6 +47,8 @@ export interface RelayStats {
   cpuMs: number;
   /** The kernel's part of cpuMs (syscalls, and loopback TCP work done on the relay's behalf). */
   cpuSystemMs: number;
+  /** The accept path's store work so far (src/gateway/device-batch.ts): key lookups and last-seen writes, and what they carried. */
+  deviceStore: { keyQueries: number; keyIds: number; seenWrites: number; seenRows: number };
 }
 
 export interface RelayConnectionInfo {
@@ -66,6 +69,8 @@ export interface RelayChild {
   /** Registers `count` devices with one public key straight in the store (what /pair does, without HTTP). */
   devices(count: number, publicKey: string): Promise<string[]>;
   stats(): Promise<RelayStats>;
+  /** CPU time used so far, ms (no GC first, unlike stats). */
+  cpu(): Promise<{ cpuMs: number; cpuSystemMs: number; mainThreadCpuMs?: number }>;
   /**
    * With PHONEBRIDGE_LOADTEST_RELAY_PROFILE_DIR set, the relay profiles its CPU from start-up:
    * this writes what it has so far to DIR/<label>-<pid>.cpuprofile and starts afresh (so a
@@ -145,6 +150,7 @@ export function startRelayChild(
         devices: (count, publicKey) => request({ op: 'devices', count, publicKey }, 600_000),
         stats: () => request({ op: 'stats' }),
         profile: (label) => request({ op: 'profile', label }),
+        cpu: () => request({ op: 'cpu' }),
         async kill() {
           if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
           await exited;
@@ -162,6 +168,21 @@ export function startRelayChild(
 }
 
 // ---- the child ------------------------------------------------------------------
+
+/**
+ * The main (JavaScript) thread's CPU time, ms, from /proc (Linux; 10 ms ticks): the rest of
+ * the process's CPU is V8's helper threads (garbage collection, compilation) and libuv's pool.
+ */
+async function mainThreadCpuMs(): Promise<number | undefined> {
+  try {
+    const { readFile } = await import('node:fs/promises');
+    const stat = await readFile(`/proc/self/task/${process.pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return ((Number(f[11]) + Number(f[12])) * 1000) / 100; // utime + stime, USER_HZ 100
+  } catch {
+    return undefined;
+  }
+}
 
 async function childMain(argv: string[]): Promise<void> {
   const { startRelay } = await import('../services/serve.ts');
@@ -249,8 +270,22 @@ async function childMain(argv: string[]): Promise<void> {
             handles,
             cpuMs: (cpu.user + cpu.system) / 1000,
             cpuSystemMs: cpu.system / 1000,
+            deviceStore: {
+              keyQueries: relay.node.ctx.devices.keys.counts.queries,
+              keyIds: relay.node.ctx.devices.keys.counts.ids,
+              seenWrites: relay.node.ctx.devices.seen.counts.writes,
+              seenRows: relay.node.ctx.devices.seen.counts.rows,
+            },
           };
           return answer(stats);
+        }
+        case 'cpu': {
+          const cpu = process.cpuUsage();
+          return answer({
+            cpuMs: (cpu.user + cpu.system) / 1000,
+            cpuSystemMs: cpu.system / 1000,
+            mainThreadCpuMs: await mainThreadCpuMs(),
+          });
         }
         case 'profile': {
           if (!profiler || !profileDir) return answer(null);

@@ -116,9 +116,10 @@ async function run(ctx: ScenarioContext): Promise<void> {
     fleet.endpoint.url = node.url;
     fleet.endpoint.host = new URL(node.url).host;
     const readyAt = performance.now();
-    const stats0 = await node.stats();
+    const stats0 = await node.cpu();
     const cpu0 = stats0.cpuMs;
     const cpuSys0 = stats0.cpuSystemMs;
+    const main0 = stats0.mainThreadCpuMs;
     const bound = readyAt + Math.max(60_000, ctx.durationS * 1000);
     while (accepts.length < count && performance.now() < bound) await sleep(50);
     const back = accepts.length;
@@ -135,9 +136,15 @@ async function run(ctx: ScenarioContext): Promise<void> {
     const key = r === 0 ? 'lockstep' : 'backoff';
     // The relay's own CPU time over the storm: accepts per CPU-second compare with one core's
     // verify rate even when other processes share the cores.
-    const after = await node.stats();
+    const after = await node.cpu();
     await node.profile(`storm-${key}`); // from the restart until every phone was back (when profiling)
     const cpuS = (after.cpuMs - cpu0) / 1000;
+    // What the relay burns with every phone back and nothing happening (timers, the journal
+    // poll), for the accepts' cost net of it.
+    await sleep(2000);
+    const idleCpuPerS = ((await node.cpu()).cpuMs - after.cpuMs) / 2000;
+    const { devices, deviceStore } = await node.stats();
+    const netCpuS = Math.max(0.001, cpuS - idleCpuPerS * Math.max(0, lastS));
     const perCpuS = back / Math.max(0.001, cpuS);
     m.gauge(`accepts_per_relay_cpu_s_${key}`).set(perCpuS);
     m.gauge(`accepts_per_s_${key}`).set(rate);
@@ -150,10 +157,15 @@ async function run(ctx: ScenarioContext): Promise<void> {
       secondsToAllBack: lastS,
       acceptsPerSecond: rate,
       peakAcceptsInOneSecond: peak,
-      relayDevices: after.devices,
+      relayDevices: devices,
+      relayStoreWork: deviceStore,
       relayCpuSeconds: cpuS,
       relayCpuSystemSeconds: (after.cpuSystemMs - cpuSys0) / 1000,
+      relayMainThreadCpuSeconds:
+        main0 !== undefined && after.mainThreadCpuMs !== undefined ? (after.mainThreadCpuMs - main0) / 1000 : undefined,
       acceptsPerRelayCpuSecond: perCpuS,
+      relayIdleCpuPerSecond: idleCpuPerS,
+      acceptsPerRelayCpuSecondNetOfIdle: back / netCpuS,
     });
     curves.push({
       name: p.name,

@@ -21,6 +21,8 @@ export class DeviceKeyLookup {
   private queue = new Map<string, Waiter[]>();
   private running = false;
   private scheduled = false;
+  /** Queries sent and ids looked up so far (load reports: the batch size is their ratio). */
+  readonly counts = { queries: 0, ids: 0 };
 
   constructor(private readonly store: Pick<Store, 'getDeviceKeys'>) {}
 
@@ -47,6 +49,8 @@ export class DeviceKeyLookup {
           batch.set(id, w);
         }
         for (const id of batch.keys()) this.queue.delete(id);
+        this.counts.queries++;
+        this.counts.ids += batch.size;
         try {
           const found = await this.store.getDeviceKeys([...batch.keys()]);
           for (const [id, ws] of batch) for (const w of ws) w.resolve(found.get(id));
@@ -69,6 +73,8 @@ export class DeviceSeenWriter {
   private pending: DeviceSeen[] = [];
   private timer?: NodeJS.Timeout;
   private writing?: Promise<void>;
+  /** Statements sent and rows in them so far (load reports). */
+  readonly counts = { writes: 0, rows: 0 };
 
   constructor(
     private readonly store: Pick<Store, 'recordDevicesSeen'>,
@@ -96,6 +102,8 @@ export class DeviceSeenWriter {
     clearTimeout(this.timer);
     this.timer = undefined;
     const batch = this.pending.splice(0, MAX_BATCH);
+    this.counts.writes++;
+    this.counts.rows += batch.length;
     this.writing = this.store
       .recordDevicesSeen(batch)
       .catch((err) => this.log.warn({ devices: batch.length, err: String(err) }, 'could not record devices seen'))
