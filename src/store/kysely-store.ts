@@ -472,39 +472,45 @@ class KyselyStore implements Store {
   }
 
   async recordDevicesSeen(entries: readonly DeviceSeen[]): Promise<void> {
-    // One row per device: the latest time, and the latest initialize result given for it.
-    const merged = new Map<string, { seen: Date; init?: string | null }>();
-    // Phones of a fleet share one initialize result object (src/gateway/shared-surface.ts): serialised once per batch.
-    const json = new Map<unknown, string>();
-    const toJson = (v: unknown) => {
-      let s = json.get(v);
-      if (s === undefined) json.set(v, (s = JSON.stringify(v)));
-      return s;
+    // One row per device: the latest time, and the latest initialize result given for it
+    // (0: keep the stored one, -1: clear it, k: the k-th distinct result of this batch).
+    const merged = new Map<string, { seen: Date; init: number }>();
+    // Phones of a fleet share one initialize result object (src/gateway/shared-surface.ts):
+    // serialised and sent once per batch, not once per row.
+    const distinct = new Map<unknown, number>();
+    const texts: string[] = [];
+    const indexOf = (v: unknown) => {
+      let k = distinct.get(v);
+      if (k === undefined) {
+        texts.push(JSON.stringify(v));
+        distinct.set(v, (k = texts.length));
+      }
+      return k;
     };
     for (const e of entries) {
-      const m = merged.get(e.id) ?? { seen: e.seenAt };
+      const m = merged.get(e.id) ?? { seen: e.seenAt, init: 0 };
       if (e.seenAt > m.seen) m.seen = e.seenAt;
-      if ('initResult' in e) m.init = e.initResult === null || e.initResult === undefined ? null : toJson(e.initResult);
+      if ('initResult' in e) m.init = e.initResult === null || e.initResult === undefined ? -1 : indexOf(e.initResult);
       merged.set(e.id, m);
     }
     if (merged.size === 0) return;
     const ids: string[] = [];
     const seen: Date[] = [];
-    const inits: (string | null)[] = [];
-    const setInit: boolean[] = [];
+    const init: number[] = [];
     for (const [id, m] of merged) {
       ids.push(id);
       seen.push(m.seen);
-      inits.push(m.init ?? null);
-      setInit.push(m.init !== undefined);
+      init.push(m.init);
     }
-    // Four array parameters whatever the batch size (a VALUES list would take four per row).
+    // Four array parameters whatever the batch size (a VALUES list would take several per row).
     await sql`
       update devices as d
       set last_seen_at = greatest(d.last_seen_at, v.seen),
-          init_result = case when v.set_init then v.init::jsonb else d.init_result end
-      from unnest(${ids}::text[], ${seen}::timestamptz[], ${inits}::text[], ${setInit}::boolean[])
-        as v(id, seen, init, set_init)
+          init_result = case when v.init = 0 then d.init_result else i.result end
+      from unnest(${ids}::text[], ${seen}::timestamptz[], ${init}::int[]) as v(id, seen, init)
+      left join (
+        select n::int as n, t::jsonb as result from unnest(${texts}::text[]) with ordinality as u(t, n)
+      ) as i on i.n = v.init
       where d.id = v.id`.execute(this.db);
   }
 

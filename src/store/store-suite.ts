@@ -391,6 +391,14 @@ export function storeSuite(backend: TestBackend): void {
         // a: the time stays at t1 (never back), the init result is cleared as given; b: init kept.
         expect(await store.getDevice(a.id)).toMatchObject({ initResult: null, lastSeenAt: t1 });
         expect(await store.getDevice(b.id)).toMatchObject({ initResult: ['x'], lastSeenAt: t2 });
+        // One shared result object for two devices (as interned results are): both get it.
+        const shared = { capabilities: { tools: {} }, serverInfo: { name: 'fleet', version: '2' } };
+        await store.recordDevicesSeen([
+          { id: a.id, seenAt: t2, initResult: shared },
+          { id: b.id, seenAt: t2, initResult: shared },
+        ]);
+        expect((await store.getDevice(a.id))?.initResult).toEqual(shared);
+        expect((await store.getDevice(b.id))?.initResult).toEqual(shared);
         await store.recordDevicesSeen([]);
       });
 
