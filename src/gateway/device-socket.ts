@@ -18,7 +18,7 @@ import {
   MAX_FRAME_BYTES,
   type DeviceSocketData,
 } from './device-connection.ts';
-import { metrics } from '../metrics.ts';
+import { countDeviceClose, deviceAuthOk, deviceAuthRejected } from '../metrics.ts';
 import { LogThrottle, logValue } from '../log.ts';
 import type { GatewayContext } from './context.ts';
 
@@ -127,7 +127,7 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
         })
         .then((auth) => {
           if (ex.aborted) return;
-          metrics.deviceAuth.inc({ outcome: auth.ok ? 'ok' : 'rejected' });
+          (auth.ok ? deviceAuthOk : deviceAuthRejected).inc();
           const data: DeviceSocketData = auth.ok
             ? { deviceId: h['x-device-id'], accountId: auth.accountId }
             : {
@@ -219,7 +219,7 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
 
     close: (ws: WebSocket<DeviceSocketData>, code: number) => {
       const conn = ws.getUserData().conn;
-      metrics.deviceCloses.inc({ code: String(code) });
+      countDeviceClose(code);
       if (!conn) return;
       conn.teardown('device_offline');
       ctx.hub.detach(conn);
