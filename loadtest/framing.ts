@@ -192,11 +192,18 @@ async function run(ctx: ScenarioContext): Promise<void> {
   const profile = (node as Partial<RelayChild>).profile;
   const cpu = (node as Partial<RelayChild>).cpu;
   await profile?.('framing-until-answers-only');
-  const rounds: Array<{ relay: number; direct: number; relayCpuMsPerAnswer?: number }> = [];
+  const rounds: Array<{
+    relay: number;
+    direct: number;
+    relayCpuMsPerAnswer?: number;
+    loadGenCpuMsPerS: number;
+    directLoadGenCpuMsPerS: number;
+  }> = [];
   for (let r = 0; r < 3 && performance.now() < ctx.deadline + 60_000; r++) {
     ctx.setNote(`256 KiB answers only, round ${r + 1}`);
     const until = performance.now() + roundS * 1000;
     const cpu0 = await cpu?.();
+    const gen0 = process.cpuUsage();
     const t0 = performance.now();
     let down = 0;
     let answers = 0;
@@ -208,12 +215,21 @@ async function run(ctx: ScenarioContext): Promise<void> {
         }
       }),
     );
-    const relayMBs = down / ((performance.now() - t0) / 1000) / 1e6;
+    const wallS = (performance.now() - t0) / 1000;
+    const relayMBs = down / wallS / 1e6;
+    const gen = process.cpuUsage(gen0);
     const cpu1 = await cpu?.();
     // The relay's own CPU per answer (user + system): what the path costs, whatever the cores' load.
     const relayCpuMsPerAnswer = cpu0 && cpu1 ? (cpu1.cpuMs - cpu0.cpuMs) / Math.max(1, answers) : undefined;
     ctx.setNote(`direct path, round ${r + 1}`);
-    rounds.push({ relay: relayMBs, direct: await directPathMBs(roundS), relayCpuMsPerAnswer });
+    // This process (phones and clients) per wall-clock second: near 1000 ms/s, it is the bound.
+    const loadGenCpuMsPerS = (gen.user + gen.system) / 1000 / wallS;
+    const d0 = process.cpuUsage();
+    const dt0 = performance.now();
+    const directMBs = await directPathMBs(roundS);
+    const d = process.cpuUsage(d0);
+    const directLoadGenCpuMsPerS = (d.user + d.system) / 1000 / ((performance.now() - dt0) / 1000);
+    rounds.push({ relay: relayMBs, direct: directMBs, relayCpuMsPerAnswer, loadGenCpuMsPerS, directLoadGenCpuMsPerS });
   }
   await profile?.('framing-answers-only-256k');
   // Phase 2: 256 KiB + 1 both ways while phones 1.. keep working at 64 KiB.
