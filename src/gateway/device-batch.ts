@@ -65,13 +65,18 @@ export class DeviceKeyLookup {
 }
 
 /**
- * Last-seen times (connect, disconnect) and initialize results, written SEEN_DELAY_MS later
- * in one statement per batch, one statement at a time. A failed write is logged and dropped,
- * as single writes were: last-seen is informational and the next connect writes it again.
+ * Last-seen times (connect, disconnect) and initialize results, in one statement per batch,
+ * one statement at a time. Initialize results go at the end of their turn (other nodes read
+ * them for a phone they do not hold: src/gateway/mcp-stateless.ts), last-seen times alone
+ * SEEN_DELAY_MS later; whatever arrives while a statement runs goes in the next one, so a
+ * storm still batches. A failed write is logged and dropped, as single writes were:
+ * last-seen is informational and the next connect writes both again.
  */
 export class DeviceSeenWriter {
   private pending: DeviceSeen[] = [];
   private timer?: NodeJS.Timeout;
+  /** When the scheduled write goes: soon (an initialize result waits) or after the delay. */
+  private soon = false;
   private writing?: Promise<void>;
   /** Statements sent and rows in them so far (load reports). */
   readonly counts = { writes: 0, rows: 0 };
@@ -85,7 +90,15 @@ export class DeviceSeenWriter {
   /** With `initResult` (even null) it is stored too; without, the stored one is kept. */
   seen(id: string, seenAt: Date, ...initResult: [] | [unknown]): void {
     this.pending.push(initResult.length ? { id, seenAt, initResult: initResult[0] } : { id, seenAt });
-    if (!this.timer && !this.writing) this.timer = setTimeout(() => void this.write(), this.delayMs);
+    this.schedule(initResult.length > 0);
+  }
+
+  private schedule(soon: boolean): void {
+    if (this.writing) return; // its end schedules what waits
+    if (this.timer && (this.soon || !soon)) return;
+    clearTimeout(this.timer);
+    this.soon = soon;
+    this.timer = setTimeout(() => void this.write(), soon ? 0 : this.delayMs);
   }
 
   /** Writes whatever is waiting now, and resolves once nothing is (node shutdown, tests). */
@@ -109,8 +122,8 @@ export class DeviceSeenWriter {
       .catch((err) => this.log.warn({ devices: batch.length, err: String(err) }, 'could not record devices seen'))
       .finally(() => {
         this.writing = undefined;
-        // What arrived during the write goes in the next one, after the same short wait.
-        if (this.pending.length > 0 && !this.timer) this.timer = setTimeout(() => void this.write(), this.delayMs);
+        // What arrived during the write goes in the next one.
+        if (this.pending.length > 0) this.schedule(this.pending.some((e) => 'initResult' in e));
       });
     return this.writing;
   }

@@ -79,18 +79,33 @@ describe('DeviceKeyLookup', () => {
 describe('DeviceSeenWriter', () => {
   const log = createLogger({ level: 'silent' });
 
-  it('writes what arrives within its delay in one statement; flush writes at once', async () => {
+  it('writes last-seen times that arrive within its delay in one statement; flush writes at once', async () => {
     const r = recording('recordDevicesSeen');
     const writer = new DeviceSeenWriter(r.store, log, 10_000);
     const t = new Date(Date.now() + 60_000);
-    writer.seen(phones[0].deviceId, t, { probe: 1 });
+    writer.seen(phones[0].deviceId, t);
     writer.seen(phones[1].deviceId, t);
+    await new Promise((res) => setTimeout(res, 20));
     expect(r.calls).toHaveLength(0); // waiting for others to join
     await writer.flush();
     expect(r.calls).toHaveLength(1);
     expect((r.calls[0] as DeviceSeen[]).map((e) => e.id)).toEqual([phones[0].deviceId, phones[1].deviceId]);
-    expect(await store.getDevice(phones[0].deviceId)).toMatchObject({ initResult: { probe: 1 }, lastSeenAt: t });
     expect(await store.getDevice(phones[1].deviceId)).toMatchObject({ lastSeenAt: t });
+  });
+
+  it('writes an initialize result at the end of its turn, with what waited; what arrives meanwhile goes next', async () => {
+    const r = recording('recordDevicesSeen');
+    const writer = new DeviceSeenWriter(r.store, log, 10_000);
+    const t = new Date(Date.now() + 90_000);
+    writer.seen(phones[1].deviceId, t); // a last-seen alone would wait 10 s
+    writer.seen(phones[0].deviceId, t, { probe: 1 });
+    await waitFor(() => r.calls.length === 1);
+    expect((r.calls[0] as DeviceSeen[]).map((e) => e.id)).toEqual([phones[1].deviceId, phones[0].deviceId]);
+    writer.seen(phones[2].deviceId, t, { probe: 2 }); // the first statement may still run
+    await waitFor(() => r.calls.length === 2);
+    await writer.flush();
+    expect(await store.getDevice(phones[0].deviceId)).toMatchObject({ initResult: { probe: 1 }, lastSeenAt: t });
+    expect(await store.getDevice(phones[2].deviceId)).toMatchObject({ initResult: { probe: 2 } });
   });
 
   it('drops a batch the store refused and writes the next one', async () => {
