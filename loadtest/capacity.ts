@@ -4,7 +4,7 @@
 // idle phone (RSS and heap after GC, from the relay process itself), connect rate, and the
 // memory of MCP sessions on the node.
 import type { RelayStats } from './fleet-relay.ts';
-import { openFileLimit } from './lib/limits.ts';
+import { openFileLimit, openFileLimits } from './lib/limits.ts';
 import { clientAgent, McpSession } from './lib/mcp-client.ts';
 import { connectPhones, pool } from './lib/phones.ts';
 import { referenceSurface } from './lib/light-phone.ts';
@@ -24,9 +24,11 @@ async function run(ctx: ScenarioContext): Promise<void> {
   const count = fdLimit ? Math.min(wanted, fdLimit - FD_RESERVE) : wanted;
   ctx.figures.phones_wanted = wanted;
   ctx.figures.open_file_limit = fdLimit ?? 'unknown';
+  const own = openFileLimits();
+  ctx.figures.open_file_limit_hard = own?.hard ?? 'unknown';
   if (count < wanted)
     ctx.note(
-      `${wanted} phones asked, ${count} tried: each process here may hold ${fdLimit} descriptors (RLIMIT_NOFILE), and the relay needs one per phone`,
+      `${wanted} phones asked, ${count} tried: each process here may hold ${fdLimit} descriptors (RLIMIT_NOFILE soft; hard ${own?.hard ?? 'unknown'}), and the relay and this load generator each need one per phone`,
     );
   const surface = await referenceSurface();
   ctx.figures.catalog_bytes = surface.catalogBytes;
@@ -36,6 +38,9 @@ async function run(ctx: ScenarioContext): Promise<void> {
   ctx.defer(() => relays.dispose());
   const node = relays.nodes[0];
   ctx.figures.store = relays.store.kind;
+  // Read from the relay process itself: what bounds it, whatever this process was given.
+  const relayLimits = node.child.pid ? openFileLimits(node.child.pid) : undefined;
+  ctx.figures.relay_open_file_limit = relayLimits ?? 'unknown';
   const base = await node.stats();
   ctx.figures.relay_baseline = base;
 
@@ -120,8 +125,12 @@ async function run(ctx: ScenarioContext): Promise<void> {
   ctx.figures.sessions = sessions.length;
   ctx.figures.relay_heap_per_session_kib = (withSessions.heapUsed - idle.heapUsed) / sessions.length / KIB;
 
+  if (idle.devices < 50_000 && relayLimits && relayLimits.hard < 50_000 + FD_RESERVE)
+    ctx.note(
+      `idle phones reached ${idle.devices}: the relay process's open-file limit is ${relayLimits.soft} (hard ${relayLimits.hard}), below the 50,000 sockets the target needs; raise it (ulimit -n / LimitNOFILE) where the host allows`,
+    );
   ctx.target({
-    name: 'idle phones on one node',
+    name: `idle phones on one node (relay's open-file limit ${relayLimits ? relayLimits.soft : 'unknown'})`,
     goal: '≥ 50,000',
     actual: idle.devices,
     unit: 'phones',

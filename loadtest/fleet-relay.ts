@@ -18,6 +18,8 @@ export type RelayRequest =
   | { op: 'connections' }
   | { op: 'devices'; count: number; publicKey: string }
   | { op: 'stats' }
+  | { op: 'profile'; label: string }
+  | { op: 'cpu' }
   | { op: 'stop' };
 
 /** What the child sends back: `ready` once, then one answer per request id. */
@@ -43,6 +45,10 @@ export interface RelayStats {
   handles: Record<string, number>;
   /** CPU time the relay process has used (user + system), ms: what it cost, whatever shared the cores. */
   cpuMs: number;
+  /** The kernel's part of cpuMs (syscalls, and loopback TCP work done on the relay's behalf). */
+  cpuSystemMs: number;
+  /** The accept path's store work so far (src/gateway/device-batch.ts): key lookups and last-seen writes, and what they carried. */
+  deviceStore: { keyQueries: number; keyIds: number; seenWrites: number; seenRows: number };
 }
 
 export interface RelayConnectionInfo {
@@ -63,6 +69,15 @@ export interface RelayChild {
   /** Registers `count` devices with one public key straight in the store (what /pair does, without HTTP). */
   devices(count: number, publicKey: string): Promise<string[]>;
   stats(): Promise<RelayStats>;
+  /** CPU time used so far, ms (no GC first, unlike stats). */
+  cpu(): Promise<{ cpuMs: number; cpuSystemMs: number; mainThreadCpuMs?: number }>;
+  /**
+   * With PHONEBRIDGE_LOADTEST_RELAY_PROFILE_DIR set, the relay profiles its CPU from start-up:
+   * this writes what it has so far to DIR/<label>-<pid>.cpuprofile and starts afresh (so a
+   * window such as one storm round is profiled, also on a node killed afterwards). Resolves
+   * with the file, or null when not profiling.
+   */
+  profile(label: string): Promise<string | null>;
   /** SIGKILL: no drain, no close frames; phones see their sockets drop (1006). */
   kill(): Promise<void>;
   /** Graceful stop (phones get 1012), then the process exits. */
@@ -134,6 +149,8 @@ export function startRelayChild(
         connections: () => request({ op: 'connections' }),
         devices: (count, publicKey) => request({ op: 'devices', count, publicKey }, 600_000),
         stats: () => request({ op: 'stats' }),
+        profile: (label) => request({ op: 'profile', label }),
+        cpu: () => request({ op: 'cpu' }),
         async kill() {
           if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
           await exited;
@@ -152,6 +169,21 @@ export function startRelayChild(
 
 // ---- the child ------------------------------------------------------------------
 
+/**
+ * The main (JavaScript) thread's CPU time, ms, from /proc (Linux; 10 ms ticks): the rest of
+ * the process's CPU is V8's helper threads (garbage collection, compilation) and libuv's pool.
+ */
+async function mainThreadCpuMs(): Promise<number | undefined> {
+  try {
+    const { readFile } = await import('node:fs/promises');
+    const stat = await readFile(`/proc/self/task/${process.pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return ((Number(f[11]) + Number(f[12])) * 1000) / 100; // utime + stime, USER_HZ 100
+  } catch {
+    return undefined;
+  }
+}
+
 async function childMain(argv: string[]): Promise<void> {
   const { startRelay } = await import('../services/serve.ts');
   const { createKey, createPairing } = await import('../services/provisioning.ts');
@@ -160,6 +192,14 @@ async function childMain(argv: string[]): Promise<void> {
   (await import('../src/observability/tracing.ts')).startRelayTracing(config.nodeId);
   const relay = await startRelay(config, createLogger({ level: config.logLevel }));
   const store = relay.store.store;
+  const profileDir = process.env.PHONEBRIDGE_LOADTEST_RELAY_PROFILE_DIR;
+  const { Session } = await import('node:inspector/promises');
+  const profiler = profileDir ? new Session() : undefined;
+  if (profiler) {
+    profiler.connect();
+    await profiler.post('Profiler.enable');
+    await profiler.post('Profiler.start');
+  }
   // eslint-disable-next-line @typescript-eslint/no-misused-promises -- the handler catches its own errors and answers them over IPC
   process.on('message', async (message) => {
     const m = message as RelayRequest & { id: number };
@@ -231,8 +271,32 @@ async function childMain(argv: string[]): Promise<void> {
             sseStreams: (await metrics.sseStreams.get()).values[0]?.value ?? 0,
             handles,
             cpuMs: (cpu.user + cpu.system) / 1000,
+            cpuSystemMs: cpu.system / 1000,
+            deviceStore: {
+              keyQueries: relay.node.ctx.devices.keys.counts.queries,
+              keyIds: relay.node.ctx.devices.keys.counts.ids,
+              seenWrites: relay.node.ctx.devices.seen.counts.writes,
+              seenRows: relay.node.ctx.devices.seen.counts.rows,
+            },
           };
           return answer(stats);
+        }
+        case 'cpu': {
+          const cpu = process.cpuUsage();
+          return answer({
+            cpuMs: (cpu.user + cpu.system) / 1000,
+            cpuSystemMs: cpu.system / 1000,
+            mainThreadCpuMs: await mainThreadCpuMs(),
+          });
+        }
+        case 'profile': {
+          if (!profiler || !profileDir) return answer(null);
+          const { profile } = await profiler.post('Profiler.stop');
+          const { writeFileSync } = await import('node:fs');
+          const file = `${profileDir}/${m.label.replace(/[^\w.-]/g, '_')}-${process.pid}.cpuprofile`;
+          writeFileSync(file, JSON.stringify(profile));
+          await profiler.post('Profiler.start');
+          return answer(file);
         }
         case 'stop':
           answer(true);

@@ -4,10 +4,18 @@
 // phone retries every 200 ms, the worst case) and the reference agent's backoff after a drop
 // (full jitter, first window 5 s, doubling to 30 s). Reported: time until all are back, the
 // accept rate, and one core's P-256 signature verifications per second measured in the same run
-// (every accept verifies one signature; the rest of an accept is challenge, store lookup,
-// ownership claim, initialize, tools/list and a store write).
+// (every accept verifies one signature; the rest of an accept is challenge, key import, store
+// lookup, ownership claim, initialize, tools/list and a store write). Set PHONEBRIDGE_LOADTEST_RELAY_PROFILE_DIR
+// to get a CPU profile of the relay per round (loadtest/fleet-relay.ts).
 import { generateKeyPairSync, sign, verify } from 'node:crypto';
 import { BACKOFF_DEFAULTS } from '../src/device/agent/backoff.ts';
+import {
+  generateDeviceKey,
+  importDevicePublicKey,
+  loadPrivateKey,
+  signDevicePayload,
+  verifyDeviceSignature,
+} from '../src/crypto/device-auth.ts';
 import { connectPhones } from './lib/phones.ts';
 import { referenceSurface } from './lib/light-phone.ts';
 import { requireLocal, startRelays } from './lib/relay.ts';
@@ -16,18 +24,47 @@ import { lineChart } from './lib/svg.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** P-256 ECDSA verifications one core does per second (this thread, ~1 s of work). */
-export function p256VerifyRate(ms = 1000): number {
+/**
+ * P-256 ECDSA verifications one core does per second (this thread, ~`ms` of work): per
+ * wall-clock second, and per CPU-second this process used meanwhile — the one to set against
+ * the relay's accepts per CPU-second when other processes share the cores.
+ */
+export function p256VerifyRate(ms = 1000): { perWallS: number; perCpuS: number } {
   const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
   const payload = Buffer.alloc(120, 7);
   const sig = sign('sha256', payload, { key: privateKey, dsaEncoding: 'der' });
   let n = 0;
+  const c0 = process.cpuUsage();
   const t0 = performance.now();
   while (performance.now() - t0 < ms && n < 1_000_000) {
     for (let i = 0; i < 50; i++) verify('sha256', payload, { key: publicKey, dsaEncoding: 'der' }, sig);
     n += 50;
   }
-  return n / ((performance.now() - t0) / 1000);
+  const wallS = (performance.now() - t0) / 1000;
+  const c = process.cpuUsage(c0);
+  return { perWallS: n / wallS, perCpuS: n / Math.max(1e-6, (c.user + c.system) / 1e6) };
+}
+
+/**
+ * What an accept of a phone the node has not seen must do at least: import the phone's key
+ * as the relay does (importDevicePublicKey) and verify one signature. Distinct keys, per
+ * CPU-second of this process.
+ */
+export async function p256ImportVerifyRate(ms = 1000): Promise<number> {
+  const keys = Array.from({ length: 64 }, () => generateDeviceKey());
+  const payload = Buffer.alloc(120, 7);
+  const sigs = keys.map((k) => signDevicePayload(loadPrivateKey(k.privateKeyPem), payload));
+  let n = 0;
+  const c0 = process.cpuUsage();
+  const t0 = performance.now();
+  while (performance.now() - t0 < ms && n < 1_000_000) {
+    const batch = await Promise.all(keys.map((k) => importDevicePublicKey(k.publicKeySpkiBase64)));
+    for (let i = 0; i < keys.length; i++)
+      if (!verifyDeviceSignature(batch[i]!, payload, sigs[i])) throw new Error('import/verify probe failed');
+    n += keys.length;
+  }
+  const c = process.cpuUsage(c0);
+  return n / Math.max(1e-6, (c.user + c.system) / 1e6);
 }
 
 type Policy = { name: string; delay(attempt: number): number };
@@ -61,9 +98,9 @@ async function run(ctx: ScenarioContext): Promise<void> {
   ctx.defer(() => fleet.closeAll());
   ctx.setPhones(() => fleet.connected());
   ctx.beginLoad();
-  const verifyRate = p256VerifyRate();
-  ctx.figures.p256_verify_per_s_one_core = verifyRate;
-  m.gauge('p256_verify_per_s').set(verifyRate);
+  // Measured before and after the rounds (averaged): the cores' share moves during a run.
+  const verifyBefore = p256VerifyRate();
+  const importBefore = await p256ImportVerifyRate();
   const missing = m.counter('phones_not_back');
   const curves: Array<{ name: string; points: Array<[number, number]> }> = [];
   const rounds: Record<string, unknown>[] = [];
@@ -75,10 +112,14 @@ async function run(ctx: ScenarioContext): Promise<void> {
     await relays.nodes[0].kill();
     const killedAt = performance.now();
     const node = await relays.restart(0);
+    await node.profile('startup'); // the start-up is not the storm's
     fleet.endpoint.url = node.url;
     fleet.endpoint.host = new URL(node.url).host;
     const readyAt = performance.now();
-    const cpu0 = (await node.stats()).cpuMs;
+    const stats0 = await node.cpu();
+    const cpu0 = stats0.cpuMs;
+    const cpuSys0 = stats0.cpuSystemMs;
+    const main0 = stats0.mainThreadCpuMs;
     const bound = readyAt + Math.max(60_000, ctx.durationS * 1000);
     while (accepts.length < count && performance.now() < bound) await sleep(50);
     const back = accepts.length;
@@ -95,8 +136,15 @@ async function run(ctx: ScenarioContext): Promise<void> {
     const key = r === 0 ? 'lockstep' : 'backoff';
     // The relay's own CPU time over the storm: accepts per CPU-second compare with one core's
     // verify rate even when other processes share the cores.
-    const after = await node.stats();
+    const after = await node.cpu();
+    await node.profile(`storm-${key}`); // from the restart until every phone was back (when profiling)
     const cpuS = (after.cpuMs - cpu0) / 1000;
+    // What the relay burns with every phone back and nothing happening (timers, the journal
+    // poll), for the accepts' cost net of it.
+    await sleep(2000);
+    const idleCpuPerS = ((await node.cpu()).cpuMs - after.cpuMs) / 2000;
+    const { devices, deviceStore } = await node.stats();
+    const netCpuS = Math.max(0.001, cpuS - idleCpuPerS * Math.max(0, lastS));
     const perCpuS = back / Math.max(0.001, cpuS);
     m.gauge(`accepts_per_relay_cpu_s_${key}`).set(perCpuS);
     m.gauge(`accepts_per_s_${key}`).set(rate);
@@ -109,9 +157,15 @@ async function run(ctx: ScenarioContext): Promise<void> {
       secondsToAllBack: lastS,
       acceptsPerSecond: rate,
       peakAcceptsInOneSecond: peak,
-      relayDevices: after.devices,
+      relayDevices: devices,
+      relayStoreWork: deviceStore,
       relayCpuSeconds: cpuS,
+      relayCpuSystemSeconds: (after.cpuSystemMs - cpuSys0) / 1000,
+      relayMainThreadCpuSeconds:
+        main0 !== undefined && after.mainThreadCpuMs !== undefined ? (after.mainThreadCpuMs - main0) / 1000 : undefined,
       acceptsPerRelayCpuSecond: perCpuS,
+      relayIdleCpuPerSecond: idleCpuPerS,
+      acceptsPerRelayCpuSecondNetOfIdle: back / netCpuS,
     });
     curves.push({
       name: p.name,
@@ -120,24 +174,53 @@ async function run(ctx: ScenarioContext): Promise<void> {
         ...sorted.map((a, i) => [(a - readyAt) / 1000, i + 1] as [number, number]),
       ].filter((_, i, arr) => i % Math.max(1, Math.floor(arr.length / 400)) === 0 || i === arr.length - 1),
     });
-    if (r === 0) {
-      ctx.target({
-        name: 'accepts per relay CPU-second / one core’s P-256 verify rate',
-        goal: '≥ 70 %',
-        actual: (perCpuS / verifyRate) * 100,
-        unit: '%',
-        met: perCpuS / verifyRate >= 0.7,
-      });
-      ctx.target({
-        name: 'lockstep accept rate / one core’s P-256 verify rate',
-        goal: '≥ 70 %',
-        actual: (Math.max(rate, peak) / verifyRate) * 100,
-        unit: '%',
-        met: Math.max(rate, peak) / verifyRate >= 0.7,
-      });
-    }
   }
   ctx.figures.rounds = rounds;
+  const verifyAfter = p256VerifyRate();
+  const importAfter = await p256ImportVerifyRate();
+  const verify = {
+    perWallS: (verifyBefore.perWallS + verifyAfter.perWallS) / 2,
+    perCpuS: (verifyBefore.perCpuS + verifyAfter.perCpuS) / 2,
+  };
+  const importVerify = (importBefore + importAfter) / 2;
+  ctx.figures.p256_verify_per_s_one_core = verify.perWallS;
+  ctx.figures.p256_verify_per_cpu_s = verify.perCpuS;
+  ctx.figures.p256_verify_before_after = [verifyBefore, verifyAfter];
+  ctx.figures.p256_import_and_verify_per_cpu_s = importVerify;
+  m.gauge('p256_verify_per_s').set(verify.perWallS);
+  m.gauge('p256_verify_per_cpu_s').set(verify.perCpuS);
+  m.gauge('p256_import_and_verify_per_cpu_s').set(importVerify);
+  const lockstep = rounds[0] as {
+    acceptsPerRelayCpuSecond: number;
+    acceptsPerSecond: number;
+    peakAcceptsInOneSecond: number;
+  };
+  const perCpuS = lockstep.acceptsPerRelayCpuSecond;
+  // The like-for-like ratio: relay CPU-seconds against verifier CPU-seconds.
+  ctx.target({
+    name: 'accepts per relay CPU-second / P-256 verifications per CPU-second',
+    goal: '≥ 70 %',
+    actual: (perCpuS / verify.perCpuS) * 100,
+    unit: '%',
+    met: perCpuS / verify.perCpuS >= 0.7,
+  });
+  // As first reported (a wall-clock verify rate, lower whenever the cores are shared).
+  ctx.target({
+    name: 'accepts per relay CPU-second / one core’s P-256 verify rate (wall clock)',
+    goal: '≥ 70 %',
+    actual: (perCpuS / verify.perWallS) * 100,
+    unit: '%',
+    met: perCpuS / verify.perWallS >= 0.7,
+  });
+  ctx.target({
+    name: 'lockstep accept rate / one core’s P-256 verify rate',
+    goal: '≥ 70 %',
+    actual: (Math.max(lockstep.acceptsPerSecond, lockstep.peakAcceptsInOneSecond) / verify.perWallS) * 100,
+    unit: '%',
+    met: Math.max(lockstep.acceptsPerSecond, lockstep.peakAcceptsInOneSecond) / verify.perWallS >= 0.7,
+  });
+  // The floor for phones with keys of their own: importing the key is part of every accept.
+  ctx.figures.accepts_per_cpu_s_over_import_and_verify = perCpuS / importVerify;
   ctx.chart(
     'reconnect-curve.svg',
     'Phones back after the node restarted',

@@ -408,3 +408,19 @@ new ReadGauge(
   },
   () => all((n) => n.redisUp(), false),
 );
+
+// Per phone accept and close: label children looked up once (a labelled inc hashes its labels every time).
+export const deviceAuthOk = metrics.deviceAuth.labels({ outcome: 'ok' });
+export const deviceAuthRejected = metrics.deviceAuth.labels({ outcome: 'rejected' });
+const closeChildren = new Map<number, { inc(): void }>();
+
+/** One phone socket closed with this code. */
+export function countDeviceClose(code: number): void {
+  let c = closeChildren.get(code);
+  if (!c) {
+    c = metrics.deviceCloses.labels({ code: String(code) });
+    // Codes come from the peer: a bounded set of children, the rest counted without the cache.
+    if (closeChildren.size < 64) closeChildren.set(code, c);
+  }
+  c.inc();
+}

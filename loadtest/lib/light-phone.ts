@@ -76,7 +76,7 @@ export interface CallContext {
   args: Record<string, unknown>;
   /** Bytes of the request frame as the phone received it. */
   frameBytes: number;
-  /** Sends the JSON-RPC result (or, with `raw`, an exact frame the scenario built). */
+  /** Sends the JSON-RPC result in the MCP SDK's member order (or, with `raw`, an exact frame the scenario built). */
   reply(result: unknown): boolean;
   replyRaw(frame: string): boolean;
 }
@@ -234,7 +234,7 @@ export class LightPhone {
           this.connects++;
           settle();
         } else if (f.method === 'ping' && f.id !== undefined)
-          ws.send(withId('{"jsonrpc":"2.0","id":@ID@,"result":{}}', f.id));
+          ws.send(withId('{"result":{},"jsonrpc":"2.0","id":@ID@}', f.id));
         else if (f.method === 'tools/call' && f.id !== undefined) {
           const id = f.id;
           const p = f.params ?? {};
@@ -244,7 +244,7 @@ export class LightPhone {
             name: String(p.name),
             args: (p.arguments as Record<string, unknown>) ?? {},
             frameBytes: Buffer.byteLength(text),
-            reply: (result) => this.send(JSON.stringify({ jsonrpc: '2.0', id, result })),
+            reply: (result) => this.send(JSON.stringify({ result, jsonrpc: '2.0', id })),
             replyRaw: (frame) => this.send(frame),
           };
           if (o.onCall) o.onCall(call);
@@ -295,8 +295,9 @@ function surfaceFrames(s: Surface): { init: string; tools: string } {
   let f = cache.get(s);
   if (!f) {
     f = {
-      init: `{"jsonrpc":"2.0","id":@ID@,"result":${JSON.stringify(s.initResult)}}`,
-      tools: `{"jsonrpc":"2.0","id":@ID@,"result":${JSON.stringify(s.toolsResult)}}`,
+      // The MCP SDK's member order (result, jsonrpc, id), as the reference phone writes its answers.
+      init: `{"result":${JSON.stringify(s.initResult)},"jsonrpc":"2.0","id":@ID@}`,
+      tools: `{"result":${JSON.stringify(s.toolsResult)},"jsonrpc":"2.0","id":@ID@}`,
     };
     cache.set(s, f);
   }

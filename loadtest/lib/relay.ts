@@ -76,7 +76,11 @@ export async function startRelays(
   const bus = count > 1 || opts.redis ? ['--redis-url', REDIS_URL, '--redis-prefix', prefix] : [];
   const flags: string[][] = [];
   const nodes: RelayChild[] = [];
-  const start = (f: string[]) => startRelayChild(f, { execArgv: ['--expose-gc'] });
+  // Extra node flags for the relay children only (not the load generator), e.g. to profile them:
+  // PHONEBRIDGE_LOADTEST_RELAY_NODE_ARGS='--cpu-prof --cpu-prof-dir=/tmp/prof'. A node stopped
+  // gracefully writes its profile; one killed with SIGKILL (storm) writes none.
+  const extra = (process.env.PHONEBRIDGE_LOADTEST_RELAY_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
+  const start = (f: string[]) => startRelayChild(f, { execArgv: ['--expose-gc', ...extra] });
   try {
     for (let i = 0; i < count; i++) {
       const f = ['--port', '0', '--node-id', `load-${i}`, ...store.flags, ...bus, ...(opts.flags ?? [])];

@@ -8,7 +8,8 @@ import {
   randomBytes,
   sign,
   verify,
-  type KeyObject,
+  webcrypto,
+  KeyObject,
 } from 'node:crypto';
 
 export const PROTOCOL_TAG = 'phonebridge-v1';
@@ -24,8 +25,18 @@ export function signedPayload(nonce: Buffer, relayHost: string, ts: number | str
   ]);
 }
 
+// Nonces are cut from a pool of random bytes: one call into the CSPRNG per 128 challenges.
+// Every nonce is its own 32 bytes (a view of a pool that is replaced, never refilled).
+const NONCE_POOL = NONCE_BYTES * 128;
+let noncePool = Buffer.alloc(0);
+let noncePoolAt = 0;
+
 export function newNonce(): { raw: Buffer; wire: string } {
-  const raw = randomBytes(NONCE_BYTES);
+  if (noncePoolAt + NONCE_BYTES > noncePool.length) {
+    noncePool = randomBytes(NONCE_POOL);
+    noncePoolAt = 0;
+  }
+  const raw = noncePool.subarray(noncePoolAt, (noncePoolAt += NONCE_BYTES));
   return { raw, wire: raw.toString('base64url') };
 }
 
@@ -47,6 +58,35 @@ export function parseDevicePublicKey(spkiBase64: string): KeyObject | undefined 
   } catch {
     return undefined;
   }
+}
+
+/** DER of a P-256 SubjectPublicKeyInfo up to its uncompressed point (0x04 || X || Y): how phones send their keys. */
+const P256_SPKI_PREFIX = Buffer.from('3059301306072a8648ce3d020106082a8648ce3d030107034200', 'hex');
+const P256_SPKI_BYTES = P256_SPKI_PREFIX.length + 65;
+const ECDSA_P256 = { name: 'ECDSA', namedCurve: 'P-256' } as const;
+
+/**
+ * The same key as parseDevicePublicKey, for verifying a signature on the accept path. OpenSSL
+ * 3's DER decoder costs about twice a P-256 verification; the common encoding (the fixed SPKI
+ * header and an uncompressed point) is imported as a raw point instead, which OpenSSL still
+ * checks is on the curve (docs/decisions/0140-cheaper-device-accepts.md). Anything else takes
+ * the full decoder.
+ */
+export async function importDevicePublicKey(spkiBase64: string): Promise<KeyObject | undefined> {
+  const der = Buffer.from(spkiBase64, 'base64');
+  if (
+    der.length === P256_SPKI_BYTES &&
+    der[P256_SPKI_PREFIX.length] === 0x04 &&
+    der.subarray(0, P256_SPKI_PREFIX.length).equals(P256_SPKI_PREFIX)
+  ) {
+    try {
+      const point = der.subarray(P256_SPKI_PREFIX.length);
+      return KeyObject.from(await webcrypto.subtle.importKey('raw', point, ECDSA_P256, false, ['verify']));
+    } catch {
+      return undefined; // not a point on P-256
+    }
+  }
+  return parseDevicePublicKey(spkiBase64);
 }
 
 export function verifyDeviceSignature(publicKey: KeyObject, payload: Buffer, sigBase64: string): boolean {

@@ -6,6 +6,7 @@ import type { Logger } from '../log.ts';
 import type { Hub } from './hub.ts';
 import type { Authenticator } from './auth.ts';
 import type { Router } from './router.ts';
+import type { DeviceKeyLookup, DeviceSeenWriter } from './device-batch.ts';
 
 export interface GatewayContext {
   config: RelayConfig;
@@ -14,6 +15,8 @@ export interface GatewayContext {
   hub: Hub;
   auth: Authenticator;
   router: Router;
+  /** The store work of phone accepts, batched (src/gateway/device-batch.ts). */
+  devices: { keys: DeviceKeyLookup; seen: DeviceSeenWriter };
   log: Logger;
   state: { draining: boolean };
 }

@@ -6,8 +6,8 @@ import type { WebSocketBehavior, us_socket_context_t } from 'uWebSockets.js';
 import { clientAddress, copyHeaders, Exchange, BodyTooLarge } from './http.ts';
 import {
   decodeNonce,
+  importDevicePublicKey,
   newNonce,
-  parseDevicePublicKey,
   signedPayload,
   verifyDeviceSignature,
 } from '../crypto/device-auth.ts';
@@ -18,7 +18,14 @@ import {
   MAX_FRAME_BYTES,
   type DeviceSocketData,
 } from './device-connection.ts';
-import { framesTooBig, metrics, rateLimited, receivedFromPhone } from '../metrics.ts';
+import {
+  countDeviceClose,
+  deviceAuthOk,
+  deviceAuthRejected,
+  framesTooBig,
+  rateLimited,
+  receivedFromPhone,
+} from '../metrics.ts';
 import { LogThrottle, logValue } from '../log.ts';
 import type { GatewayContext } from './context.ts';
 import { tracingOn } from '../observability/tracing.ts';
@@ -96,8 +103,9 @@ async function authenticateDevice(
   const issuedFor = await ctx.bus.takeNonce(nonceWire);
   if (issuedFor === undefined) return { ok: false, reason: 'unknown, expired or reused nonce' };
   if (issuedFor !== deviceId) return { ok: false, reason: 'nonce was issued for another device' };
-  const device = await ctx.store.getDevice(deviceId);
-  const key = device ? parseDevicePublicKey(device.publicKey) : undefined;
+  // Batched with the other accepts of the moment (src/gateway/device-batch.ts).
+  const device = await ctx.devices.keys.get(deviceId);
+  const key = device ? await importDevicePublicKey(device.publicKey) : undefined;
   // Verify against our own host from --public-url, never the Host header
   // (docs/decisions/0010-signature-binds-relay-host.md).
   if (!device || !key || !verifyDeviceSignature(key, signedPayload(nonce, ctx.config.relayHost, tsRaw), sig)) {
@@ -130,7 +138,7 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
         })
         .then((auth) => {
           if (ex.aborted) return;
-          metrics.deviceAuth.inc({ outcome: auth.ok ? 'ok' : 'rejected' });
+          (auth.ok ? deviceAuthOk : deviceAuthRejected).inc();
           const data: DeviceSocketData = auth.ok
             ? { deviceId: h['x-device-id'], accountId: auth.accountId }
             : {
@@ -226,7 +234,7 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
 
     close: (ws: WebSocket<DeviceSocketData>, code: number) => {
       const conn = ws.getUserData().conn;
-      metrics.deviceCloses.inc({ code: String(code) });
+      countDeviceClose(code);
       if (!conn) return;
       if (tracingOn) traceDisconnect(ws.getUserData().trace, code, conn.connectedAt);
       conn.teardown('device_offline');
@@ -235,7 +243,7 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
         ?.then((epoch) => epoch !== undefined && ctx.bus.releaseDevice(conn.deviceId, epoch))
         .catch(() => {});
       ctx.log.info({ deviceId: conn.deviceId, code }, 'device disconnected');
-      void ctx.store.touchDevice(conn.deviceId, new Date()).catch(() => {});
+      ctx.devices.seen.seen(conn.deviceId, new Date());
     },
   };
 }
@@ -245,11 +253,7 @@ function deviceEvents(ctx: GatewayContext) {
     notification: (deviceId: string, frame: Buffer) => {
       ctx.hub.publish(deviceId, frame);
     },
-    initialized: (deviceId: string, result: unknown) => {
-      void ctx.store
-        .saveDeviceInitResult(deviceId, result, new Date())
-        .catch((err) => ctx.log.warn({ deviceId, err: String(err) }, 'could not cache initialize result'));
-    },
+    initialized: (deviceId: string, result: unknown) => ctx.devices.seen.seen(deviceId, new Date(), result),
   };
 }
 

@@ -19,6 +19,7 @@ import { tracingOn } from '../observability/tracing.ts';
 import { OPENMETRICS_CONTENT_TYPE, renderOpenMetrics, wantsOpenMetrics } from '../observability/openmetrics.ts';
 import { Hub } from './hub.ts';
 import { Authenticator } from './auth.ts';
+import { DeviceKeyLookup, DeviceSeenWriter } from './device-batch.ts';
 import { Exchange, runRoute } from './http.ts';
 import { handlePair } from './pairing.ts';
 import { deviceSocketBehavior, handleChallenge, sweepIdleDevices } from './device-socket.ts';
@@ -54,6 +55,7 @@ export async function startGateway(opts: {
     bus,
     hub,
     auth: new Authenticator(store),
+    devices: { keys: new DeviceKeyLookup(store), seen: new DeviceSeenWriter(store, log) },
     log,
     state: { draining: false },
   } as GatewayContext;
@@ -235,6 +237,8 @@ export async function startGateway(opts: {
         for (const l of hub.allStreams()) l.end();
       }
       await ctx.router.farewell();
+      // Last-seen times of the phones just closed, before the store goes away.
+      await ctx.devices.seen.flush();
       uws.us_listen_socket_close(adminSocket);
       // Also drop idle keep-alive connections, which would otherwise keep reaching a stopped node.
       for (const a of [app, admin]) (a as unknown as { close?: () => void }).close?.();

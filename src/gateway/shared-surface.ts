@@ -21,8 +21,13 @@ export interface Shared<T> {
   release(): void;
 }
 
+/** Frames hashed last, per table: a phone like the previous ones is recognised by a byte compare. */
+const RECENT = 4;
+
 export class InternTable<T> {
   private readonly entries = new Map<string, { value: T; refs: number }>();
+  /** Copies of the last few frames and their hashes: comparing 35 KB costs far less than hashing it. */
+  private readonly recent: Array<{ bytes: Buffer; key: string }> = [];
 
   /**
    * The shared value for this content (a phone's raw answer frame, or any string that
@@ -30,7 +35,7 @@ export class InternTable<T> {
    * bytes as received means a hit costs no JSON parse at all.
    */
   acquire(content: string | Buffer, make: () => T): Shared<T> {
-    const key = createHash('sha256').update(content).digest('base64');
+    const key = this.keyOf(content);
     let e = this.entries.get(key);
     if (!e) this.entries.set(key, (e = { value: deepFreeze(make()), refs: 0 }));
     e.refs++;
@@ -45,6 +50,16 @@ export class InternTable<T> {
         if (cur && --cur.refs === 0) this.entries.delete(key);
       },
     };
+  }
+
+  private keyOf(content: string | Buffer): string {
+    if (typeof content === 'string') return createHash('sha256').update(content).digest('base64');
+    for (const r of this.recent) if (r.bytes.equals(content)) return r.key;
+    const key = createHash('sha256').update(content).digest('base64');
+    // A copy: the caller's buffer is its own to reuse.
+    this.recent.unshift({ bytes: Buffer.from(content), key });
+    if (this.recent.length > RECENT) this.recent.pop();
+    return key;
   }
 
   /** Distinct values held (for tests and metrics). */

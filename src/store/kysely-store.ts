@@ -1,6 +1,6 @@
 // Store on Kysely + pg. The same code serves Postgres and embedded PGlite (through its socket).
 import { timingSafeEqual } from 'node:crypto';
-import { Kysely, PostgresDialect, type Selectable, type Transaction } from 'kysely';
+import { Kysely, PostgresDialect, sql, type Selectable, type Transaction } from 'kysely';
 import pg from 'pg';
 import type { DatabaseSource } from './database/types.ts';
 import { migrate, readSchemaVersion } from './migrations/index.ts';
@@ -12,6 +12,8 @@ import type {
   ControlEvent,
   CreateTokenResult,
   Device,
+  DeviceKey,
+  DeviceSeen,
   OAuthClient,
   OAuthGrant,
   OAuthTokenPair,
@@ -456,6 +458,61 @@ class KyselyStore implements Store {
 
   async touchDevice(id: string, seenAt: Date): Promise<void> {
     await this.db.updateTable('devices').set({ last_seen_at: seenAt }).where('id', '=', id).execute();
+  }
+
+  async getDeviceKeys(ids: readonly string[]): Promise<Map<string, DeviceKey>> {
+    const out = new Map<string, DeviceKey>();
+    if (ids.length === 0) return out;
+    const rows = await this.db
+      .selectFrom('devices')
+      .select(['id', 'account_id', 'public_key'])
+      .where('id', 'in', [...new Set(ids)])
+      .execute();
+    for (const r of rows) out.set(r.id, { accountId: r.account_id, publicKey: r.public_key });
+    return out;
+  }
+
+  async recordDevicesSeen(entries: readonly DeviceSeen[]): Promise<void> {
+    // One row per device: the latest time, and the latest initialize result given for it
+    // (0: keep the stored one, -1: clear it, k: the k-th distinct result of this batch).
+    const merged = new Map<string, { seen: Date; init: number }>();
+    // Phones of a fleet share one initialize result object (src/gateway/shared-surface.ts):
+    // serialised and sent once per batch, not once per row.
+    const distinct = new Map<unknown, number>();
+    const texts: string[] = [];
+    const indexOf = (v: unknown) => {
+      let k = distinct.get(v);
+      if (k === undefined) {
+        texts.push(JSON.stringify(v));
+        distinct.set(v, (k = texts.length));
+      }
+      return k;
+    };
+    for (const e of entries) {
+      const m = merged.get(e.id) ?? { seen: e.seenAt, init: 0 };
+      if (e.seenAt > m.seen) m.seen = e.seenAt;
+      if ('initResult' in e) m.init = e.initResult === null || e.initResult === undefined ? -1 : indexOf(e.initResult);
+      merged.set(e.id, m);
+    }
+    if (merged.size === 0) return;
+    const ids: string[] = [];
+    const seen: Date[] = [];
+    const init: number[] = [];
+    for (const [id, m] of merged) {
+      ids.push(id);
+      seen.push(m.seen);
+      init.push(m.init);
+    }
+    // Four array parameters whatever the batch size (a VALUES list would take several per row).
+    await sql`
+      update devices as d
+      set last_seen_at = greatest(d.last_seen_at, v.seen),
+          init_result = case when v.init = 0 then d.init_result else i.result end
+      from unnest(${ids}::text[], ${seen}::timestamptz[], ${init}::int[]) as v(id, seen, init)
+      left join (
+        select n::int as n, t::jsonb as result from unnest(${texts}::text[]) with ordinality as u(t, n)
+      ) as i on i.n = v.init
+      where d.id = v.id`.execute(this.db);
   }
 
   async createToken(input: {

@@ -359,6 +359,49 @@ export function storeSuite(backend: TestBackend): void {
         expect(await store.getDevice(uid('nope'))).toBeUndefined();
       });
 
+      it("looks up many devices' keys in one call; unknown ids are absent", async () => {
+        const acct = await account();
+        const a = await pairedDevice(acct.id);
+        const b = await pairedDevice(acct.id);
+        const keys = await store.getDeviceKeys([a.id, uid('nope'), b.id, a.id]);
+        expect([...keys.keys()].sort()).toEqual([a.id, b.id].sort());
+        expect(keys.get(a.id)).toEqual({ accountId: acct.id, publicKey: a.publicKey });
+        expect((await store.getDeviceKeys([])).size).toBe(0);
+      });
+
+      it('records many devices seen in one call: latest time wins, never moves back, init kept unless given', async () => {
+        const acct = await account();
+        const a = await pairedDevice(acct.id);
+        const b = await pairedDevice(acct.id);
+        const t0 = new Date('2026-01-02T03:04:05.000Z');
+        const t1 = new Date(t0.getTime() + 1000);
+        const t2 = new Date(t0.getTime() + 2000);
+        await store.recordDevicesSeen([
+          { id: a.id, seenAt: t1, initResult: { v: 1 } },
+          { id: b.id, seenAt: t0, initResult: ['x'] },
+          { id: a.id, seenAt: t0 }, // older touch for a: neither the time nor the init result change
+          { id: uid('nope'), seenAt: t2 },
+        ]);
+        expect(await store.getDevice(a.id)).toMatchObject({ initResult: { v: 1 }, lastSeenAt: t1 });
+        expect(await store.getDevice(b.id)).toMatchObject({ initResult: ['x'], lastSeenAt: t0 });
+        await store.recordDevicesSeen([
+          { id: a.id, seenAt: t0, initResult: null },
+          { id: b.id, seenAt: t2 },
+        ]);
+        // a: the time stays at t1 (never back), the init result is cleared as given; b: init kept.
+        expect(await store.getDevice(a.id)).toMatchObject({ initResult: null, lastSeenAt: t1 });
+        expect(await store.getDevice(b.id)).toMatchObject({ initResult: ['x'], lastSeenAt: t2 });
+        // One shared result object for two devices (as interned results are): both get it.
+        const shared = { capabilities: { tools: {} }, serverInfo: { name: 'fleet', version: '2' } };
+        await store.recordDevicesSeen([
+          { id: a.id, seenAt: t2, initResult: shared },
+          { id: b.id, seenAt: t2, initResult: shared },
+        ]);
+        expect((await store.getDevice(a.id))?.initResult).toEqual(shared);
+        expect((await store.getDevice(b.id))?.initResult).toEqual(shared);
+        await store.recordDevicesSeen([]);
+      });
+
       it('lists by account', async () => {
         const a = await account();
         const b = await account();

@@ -32,6 +32,20 @@ export interface Device {
   createdAt: Date;
 }
 
+/** The part of a device the accept path needs. */
+export interface DeviceKey {
+  accountId: string;
+  /** base64 P-256 SPKI DER */
+  publicKey: string;
+}
+
+export interface DeviceSeen {
+  id: string;
+  seenAt: Date;
+  /** Present: store it as the phone's initialize result (null clears it); absent: keep what is stored. */
+  initResult?: unknown;
+}
+
 export interface Token {
   id: string;
   accountId: string;
@@ -160,6 +174,14 @@ export interface Store {
   removeDevice(id: string): Promise<boolean>;
   saveDeviceInitResult(id: string, initResult: unknown, seenAt: Date): Promise<void>;
   touchDevice(id: string, seenAt: Date): Promise<void>;
+  /** What a phone's signed upgrade is checked against, for many devices in one query; unknown ids are absent. */
+  getDeviceKeys(ids: readonly string[]): Promise<Map<string, DeviceKey>>;
+  /**
+   * Many phones' last-seen times (and, where given, initialize results) in one statement
+   * (docs/decisions/0140-cheaper-device-accepts.md). Per device the latest time wins and
+   * last_seen_at never moves back; unknown ids are ignored.
+   */
+  recordDevicesSeen(entries: readonly DeviceSeen[]): Promise<void>;
 
   /** Fails with no_device unless the device exists in the same account; limit_reached at the key cap. */
   createToken(input: {

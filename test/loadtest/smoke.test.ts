@@ -95,6 +95,9 @@ describe('npm run loadtest (smoke)', () => {
     expect(rep.figures.catalog_tools).toBeGreaterThan(10);
     expect(Number.isFinite(rep.metrics.relay_rss_per_phone_kib.values.value)).toBe(true);
     expect(rep.targets.map((t: any) => t.name)).toContain('relay RSS per idle phone (after GC)');
+    // The bound on phones per node, read from the relay process itself.
+    expect(rep.figures.relay_open_file_limit.soft).toBeGreaterThan(200);
+    expect(rep.figures.relay_open_file_limit.hard).toBeGreaterThanOrEqual(rep.figures.relay_open_file_limit.soft);
     expectCharts(out, rep);
   });
 
