@@ -65,6 +65,27 @@ const quantile = (phi: number, by: string, matchers = '') =>
 /** A quantile of one of the relay's other latency histograms (src/metrics.ts LATENCY_BUCKETS). */
 const quantileOf = (histogram: string, phi: number, by: string) =>
   `histogram_quantile(${phi}, sum by (${by}) (rate(${histogram}_bucket{${SEL}}[${RATE}])))`;
+/** p50 and p99 of one of those histograms, over all nodes or per node. */
+function medianAndP99(
+  title: string,
+  description: string,
+  histogram: string,
+  perNode: boolean,
+  span: number,
+): TimeseriesBuilder {
+  const by = perNode ? 'le, instance' : 'le';
+  const who = perNode ? '{{instance}} ' : '';
+  return graph(
+    title,
+    description,
+    [
+      [quantileOf(histogram, 0.5, by), `${who}p50`],
+      [quantileOf(histogram, 0.99, by), `${who}p99`],
+    ],
+    's',
+    span,
+  );
+}
 /** Per second, summed by `by`. */
 const perSecond = (counter: string, by: string, matchers = '') =>
   `sum by (${by}) (rate(${counter}{${SEL}${matchers}}[${RATE}]))`;
@@ -256,14 +277,11 @@ export function buildDashboard() {
       ),
     )
     .withPanel(
-      graph(
+      medianAndP99(
         'Bus round trip per node',
         'Origin to the phone’s node and back (the phone’s own time included), p50 and p99, per origin node.',
-        [
-          [quantileOf('phonebridge_bus_round_trip_seconds', 0.5, 'le, instance'), '{{instance}} p50'],
-          [quantileOf('phonebridge_bus_round_trip_seconds', 0.99, 'le, instance'), '{{instance}} p99'],
-        ],
-        's',
+        'phonebridge_bus_round_trip_seconds',
+        true,
         8,
       ),
     )
@@ -412,14 +430,11 @@ export function buildDashboard() {
       ),
     )
     .withPanel(
-      graph(
+      medianAndP99(
         'Store query latency',
         'Postgres queries as Kysely timed them, p50 and p99 over all nodes (the alert PhonebridgeStoreSlow watches p99).',
-        [
-          [quantileOf('phonebridge_store_query_duration_seconds', 0.5, 'le'), 'p50'],
-          [quantileOf('phonebridge_store_query_duration_seconds', 0.99, 'le'), 'p99'],
-        ],
-        's',
+        'phonebridge_store_query_duration_seconds',
+        false,
         8,
       ),
     )
@@ -433,14 +448,11 @@ export function buildDashboard() {
       ),
     )
     .withPanel(
-      graph(
+      medianAndP99(
         'Redis command latency per node',
         'Every bus command (scripts, publishes, replay reads) until Redis replied, p50 and p99.',
-        [
-          [quantileOf('phonebridge_redis_command_duration_seconds', 0.5, 'le, instance'), '{{instance}} p50'],
-          [quantileOf('phonebridge_redis_command_duration_seconds', 0.99, 'le, instance'), '{{instance}} p99'],
-        ],
-        's',
+        'phonebridge_redis_command_duration_seconds',
+        true,
         12,
       ),
     )
