@@ -145,6 +145,13 @@ describe.each(drivers)('%s bus', (_name, make) => {
     expect(await bus.sessions.deleteWhere({ tokenId: token })).toBe(2);
     expect(await bus.sessions.countForDevice(d1)).toBe(0);
     expect(await bus.sessions.countForDevice(d2)).toBe(1);
+    // The new session is kept even when it expires first (a shorter idle time, or a tie).
+    const lone = uid();
+    const [first, second] = [uid(), uid()];
+    await bus.sessions.create(session(first, d2, lone), 10_000, 1);
+    expect(await bus.sessions.create(session(second, d2, lone), 5_000, 1)).toEqual([first]);
+    expect(await bus.sessions.touch(second, 5_000)).toBeDefined();
+    expect(await bus.sessions.countForDevice(d2)).toBe(2);
   });
 
   it('control events reach this node', async () => {

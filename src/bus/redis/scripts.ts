@@ -99,13 +99,16 @@ local tk = p .. 'sx:t:' .. ARGV[5]
 index(tk, sid, idle)
 local out, max = {}, tonumber(ARGV[7]) or 0
 if max > 0 then
-  local n = redis.call('ZCARD', tk)
-  if n > max then
-    for _, old in ipairs(redis.call('ZRANGE', tk, 0, n - max - 1)) do
-      if old ~= sid then
+  local excess = redis.call('ZCARD', tk) - max
+  -- One more than the excess: sessions created in the same millisecond tie on their expiry and
+  -- sort by id, so the new session can be among the lowest; it is never the one evicted.
+  if excess > 0 then
+    for _, old in ipairs(redis.call('ZRANGE', tk, 0, excess)) do
+      if excess > 0 and old ~= sid then
         drop(p, old)
         redis.call('ZREM', tk, old)
         table.insert(out, old)
+        excess = excess - 1
       end
     end
   end
