@@ -6,6 +6,7 @@ import { startTestPhone, startTestRelay, waitFor, type TestPhone, type TestRelay
 import { startTwoNodes, type TwoNodes } from '../helpers/two-nodes.ts';
 import { createSurfaceServer, type SurfaceLog } from '../fixtures/surface-server.ts';
 import type { Scope } from '../../src/store/types.ts';
+import { postJson } from '../helpers/raw-device.ts';
 
 const SESSION = '2025-11-25';
 const V = '2026-07-28';
@@ -25,24 +26,17 @@ interface Setup {
 }
 
 async function post(url: string, token: string, body: unknown, headers: Record<string, string> = {}) {
-  const r = await fetch(`${url}/mcp`, {
-    method: 'POST',
-    headers: {
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      'x-api-key': token,
-      ...headers,
-    },
-    body: JSON.stringify(body),
+  const r = await postJson(`${url}/mcp`, body, {
+    accept: 'application/json, text/event-stream',
+    'x-api-key': token,
+    ...headers,
   });
-  const text = await r.text();
-  let json: any;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = text;
-  }
-  return { status: r.status, json, challenge: r.headers.get('www-authenticate'), sid: r.headers.get('mcp-session-id') };
+  return {
+    status: r.status,
+    json: r.json,
+    challenge: r.headers.get('www-authenticate'),
+    sid: r.headers.get('mcp-session-id'),
+  };
 }
 
 type Call = ((method: string, params?: object) => ReturnType<typeof post>) & { sid: string };

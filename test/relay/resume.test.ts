@@ -14,6 +14,7 @@ import {
   type TestRelay,
 } from '../helpers/relay.ts';
 import { createEchoServer, type EchoServerControl } from '../fixtures/echo-server.ts';
+import { openSession } from '../helpers/raw-mcp.ts';
 import type { SessionChannel } from '../../src/gateway/session-streams.ts';
 
 let relay: TestRelay;
@@ -31,27 +32,7 @@ afterAll(async () => {
   await relay?.stop();
 });
 
-/** A fresh 2025-11-25 session over raw HTTP: the headers each later request carries, its id included. */
-async function rawSession(name: string): Promise<Record<string, string>> {
-  const headers = {
-    'content-type': 'application/json',
-    accept: 'application/json, text/event-stream',
-    'x-api-key': token,
-    'mcp-protocol-version': '2025-11-25',
-  };
-  const init = await fetch(relay.mcpUrl, {
-    method: 'POST',
-    headers,
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id: 0,
-      method: 'initialize',
-      params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name, version: '1' } },
-    }),
-  });
-  await init.text();
-  return { ...headers, 'mcp-session-id': init.headers.get('mcp-session-id')! };
-}
+const rawSession = () => openSession(relay.mcpUrl, token);
 
 const channelOf = (sessionId: string) =>
   relay.relay.node.ctx.hub.allStreams().find((l) => l.sessionId === sessionId) as SessionChannel | undefined;
@@ -117,7 +98,7 @@ it('sends each notification on one stream of a session, not all of them', async 
 
 it('a POST stream the client dropped mid-call: GET with its Last-Event-ID follows it to the answer, while the call still runs', async () => {
   // Session revisions do not cancel on disconnect; SSE polling (2025-11-25) resumes the stream.
-  const headers = await rawSession('poll');
+  const headers = await rawSession();
   const ac = new AbortController();
   const res = await fetch(relay.mcpUrl, {
     method: 'POST',
@@ -155,7 +136,7 @@ it('a POST stream the client dropped mid-call: GET with its Last-Event-ID follow
 it('a client that disconnects mid-request: the request runs on (disconnection is not cancellation), and nothing is left once it ends', async () => {
   // Session revisions: "Disconnection SHOULD NOT be interpreted as the client cancelling its
   // request. To cancel, the client SHOULD explicitly send an MCP CancelledNotification."
-  const headers = await rawSession('gone');
+  const headers = await rawSession();
   const conn = () => relay.relay.node.ctx.hub.device(phone.deviceId)!;
   const post = (body: unknown, signal?: AbortSignal) =>
     fetch(relay.mcpUrl, { method: 'POST', signal, headers, body: JSON.stringify(body) });
@@ -205,7 +186,7 @@ it('a client that disconnects mid-request: the request runs on (disconnection is
 });
 
 it('a slow answer arrives as an SSE stream (priming event, then the answer); a fast one, or a client without SSE, gets JSON', async () => {
-  const both = await rawSession('slow');
+  const both = await rawSession();
   const call = (headers: Record<string, string>, id: number, name: string, args: Record<string, unknown>) =>
     fetch(relay.mcpUrl, {
       method: 'POST',
@@ -278,7 +259,7 @@ it('the SDK client whose POST stream drops mid-call gets the answer anyway (it r
 });
 
 it('a GET naming a POST stream that never existed (or expired) ends at once instead of waiting on it', async () => {
-  const headers = await rawSession('forger');
+  const headers = await rawSession();
   const farFuture = (Date.now() + 10 * 60_000).toString(36);
   const t0 = Date.now();
   const res = await fetch(relay.mcpUrl, {
