@@ -17,6 +17,8 @@ import { InternTable, type Shared } from './shared-surface.ts';
 import { endOnAnswer, tracingOn, withTraceparent, type Context } from '../observability/tracing.ts';
 import { phoneCallSpan } from '../observability/relay-spans.ts';
 
+const byteLength = (frame: string | Buffer) => (typeof frame === 'string' ? Buffer.byteLength(frame) : frame.length);
+
 /** Per node: what phones of one fleet share (docs/decisions/0060-shared-phone-surfaces.md). */
 const initResults = new InternTable<Record<string, unknown>>();
 const toolPages = new InternTable<{ tools: ToolLike[]; nextCursor?: string }>();
@@ -414,7 +416,7 @@ export class DeviceConnection implements TurnWriter {
     tokenId: string | undefined,
     waitCall: boolean | undefined,
   ): boolean {
-    const frameBytes = typeof frame === 'string' ? Buffer.byteLength(frame) : frame.length;
+    const frameBytes = byteLength(frame);
     if (frameBytes > MAX_FRAME_BYTES) {
       // The body fitted, but the frame carries the relay's id and caller context too.
       framesTooBig.client.inc();
@@ -436,7 +438,7 @@ export class DeviceConnection implements TurnWriter {
       share.calls++;
       if (wait) share.waits++;
     }
-    if (!this.sendFrame(frame, relayId)) {
+    if (!this.sendFrame(frame, relayId, frameBytes)) {
       this.settle(relayId);
       sink.fail(relayError('relay_error', 'phone socket is saturated'));
       return false;
@@ -514,16 +516,17 @@ export class DeviceConnection implements TurnWriter {
   /**
    * Queues a frame for the end of this turn: frames for one phone produced in the same turn
    * leave in one write, inside this socket's cork (docs/decisions/0050-one-write-per-answer.md). False when the socket is
-   * closed or holds more than its backpressure limit (the frame is not sent).
+   * closed or holds more than its backpressure limit (the frame is not sent). `bytes`: its
+   * UTF-8 length, when the caller has measured it already.
    */
-  sendFrame(frame: string | Buffer, relayId = 0): boolean {
+  sendFrame(frame: string | Buffer, relayId = 0, bytes = byteLength(frame)): boolean {
     if (this.closed) return false;
-    if (this.ws.getBufferedAmount() + this.outboxBytes + frame.length > MAX_BACKPRESSURE_BYTES) return false;
+    if (this.ws.getBufferedAmount() + this.outboxBytes + bytes > MAX_BACKPRESSURE_BYTES) return false;
     if (this.outbox.length === 0) scheduleWrite(this);
     this.outbox.push(frame);
     this.outboxIds.push(relayId);
-    this.outboxBytes += frame.length;
-    sentToPhone(frame);
+    this.outboxBytes += bytes;
+    sentToPhone(bytes);
     return true;
   }
 
