@@ -261,6 +261,8 @@ async function benchMain(argv: string[]): Promise<void> {
     if (!values['no-reconnect']) {
       killedAt.t = Date.now();
       await relay.kill();
+      // One sequence, nothing else assigns `relay` meanwhile.
+      // eslint-disable-next-line require-atomic-updates
       relay = await startRelayChild(['--port', String(probe), '--data-dir', dataDir]);
       const upAt = Date.now();
       await fleet.waitConnected(count, 120_000);

@@ -210,7 +210,10 @@ async function run(ctx: ScenarioContext): Promise<void> {
     await Promise.all(
       Array.from({ length: CONCURRENCY }, async (_, w) => {
         for (let n = 0; performance.now() < until; n++) {
-          down += await oneCall((w + n) % phoneCount, MAX_FRAME_BYTES, false);
+          // Awaited first: `down += await …` would read `down` before the await and drop the
+          // bytes the other callers added meanwhile.
+          const bytes = await oneCall((w + n) % phoneCount, MAX_FRAME_BYTES, false);
+          down += bytes;
           answers++;
         }
       }),
