@@ -194,6 +194,9 @@ async function run(ctx: ScenarioContext): Promise<void> {
   await profile?.('framing-until-answers-only');
   const rounds: Array<{
     relay: number;
+    /** What the relay MB/s is made of: answers that came back and their HTTP body bytes. */
+    answers: number;
+    bytes: number;
     direct: number;
     relayCpuMsPerAnswer?: number;
     loadGenCpuMsPerS: number;
@@ -232,7 +235,15 @@ async function run(ctx: ScenarioContext): Promise<void> {
     const directMBs = await directPathMBs(roundS);
     const d = process.cpuUsage(d0);
     const directLoadGenCpuMsPerS = (d.user + d.system) / 1000 / ((performance.now() - dt0) / 1000);
-    rounds.push({ relay: relayMBs, direct: directMBs, relayCpuMsPerAnswer, loadGenCpuMsPerS, directLoadGenCpuMsPerS });
+    rounds.push({
+      relay: relayMBs,
+      answers,
+      bytes: down,
+      direct: directMBs,
+      relayCpuMsPerAnswer,
+      loadGenCpuMsPerS,
+      directLoadGenCpuMsPerS,
+    });
   }
   await profile?.('framing-answers-only-256k');
   // Phase 2: 256 KiB + 1 both ways while phones 1.. keep working at 64 KiB.

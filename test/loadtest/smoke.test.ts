@@ -62,6 +62,12 @@ describe('npm run loadtest (smoke)', () => {
     expect(rep.figures.largest_upload_frame_at_phone).toBeGreaterThan(256 * 1024 - 16);
     expect(rep.figures.largest_upload_frame_at_phone).toBeLessThanOrEqual(256 * 1024);
     expect(Object.keys(rep.figures.mb_per_s)).toEqual(['4 KiB', '64 KiB', '256 KiB']);
+    // The ratio's MB/s counts every answer of its rounds in full (eight callers add to one
+    // total): 256 KiB frames, give or take the client's id put back in place of the relay's.
+    for (const round of rep.figures.answers_only_256k_rounds) {
+      expect(round.answers).toBeGreaterThan(0);
+      expect(Math.abs(round.bytes / round.answers - 256 * 1024)).toBeLessThan(64);
+    }
     expect(rep.thresholds.every((v: any) => v.ok)).toBe(true);
     expectCharts(out, rep);
     expect(r.stdout).toContain('PASSED');
