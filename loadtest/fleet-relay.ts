@@ -195,10 +195,21 @@ async function childMain(argv: string[]): Promise<void> {
   const profileDir = process.env.PHONEBRIDGE_LOADTEST_RELAY_PROFILE_DIR;
   const { Session } = await import('node:inspector/promises');
   const profiler = profileDir ? new Session() : undefined;
+  // PHONEBRIDGE_LOADTEST_RELAY_PROFILE=heap: where the window's allocations were made (every
+  // allocation sampled, also those collected since), instead of where its CPU went.
+  const heap = process.env.PHONEBRIDGE_LOADTEST_RELAY_PROFILE === 'heap';
+  const startProfile = () =>
+    heap
+      ? profiler!.post('HeapProfiler.startSampling', {
+          samplingInterval: 512,
+          includeObjectsCollectedByMajorGC: true,
+          includeObjectsCollectedByMinorGC: true,
+        })
+      : profiler!.post('Profiler.start');
   if (profiler) {
     profiler.connect();
-    await profiler.post('Profiler.enable');
-    await profiler.post('Profiler.start');
+    await profiler.post(heap ? 'HeapProfiler.enable' : 'Profiler.enable');
+    await startProfile();
   }
   // eslint-disable-next-line @typescript-eslint/no-misused-promises -- the handler catches its own errors and answers them over IPC
   process.on('message', async (message) => {
@@ -291,11 +302,13 @@ async function childMain(argv: string[]): Promise<void> {
         }
         case 'profile': {
           if (!profiler || !profileDir) return answer(null);
-          const { profile } = await profiler.post('Profiler.stop');
+          const { profile } = heap
+            ? await profiler.post('HeapProfiler.stopSampling')
+            : await profiler.post('Profiler.stop');
           const { writeFileSync } = await import('node:fs');
-          const file = `${profileDir}/${m.label.replace(/[^\w.-]/g, '_')}-${process.pid}.cpuprofile`;
+          const file = `${profileDir}/${m.label.replace(/[^\w.-]/g, '_')}-${process.pid}.${heap ? 'heapprofile' : 'cpuprofile'}`;
           writeFileSync(file, JSON.stringify(profile));
-          await profiler.post('Profiler.start');
+          await startProfile();
           return answer(file);
         }
         case 'stop':

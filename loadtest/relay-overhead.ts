@@ -39,11 +39,10 @@ interface Child {
   stop(): Promise<void>;
 }
 
-function child(file: string, args: string[], env: NodeJS.ProcessEnv = {}): Child {
+function child(file: string, args: string[], execArgv: string[] = []): Child {
   const proc = fork(file, args, {
-    execArgv: ['--import', 'tsx'],
+    execArgv: ['--import', 'tsx', ...execArgv],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    env: { ...process.env, ...env },
   });
   let seq = 1;
   const waiting = new Map<number, (m: Json) => void>();
@@ -182,10 +181,16 @@ interface JobResult {
   cpuUs: number;
 }
 
-function cpuUs(pid: number | 'self'): number {
+/** utime and stime of a process (all threads), in µs (USER_HZ is 100). */
+function cpuSplitUs(pid: number | 'self'): { user: number; system: number } {
   const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
   const fields = f.slice(f.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * (1e6 / 100); // utime + stime, in USER_HZ (100)
+  return { user: Number(fields[11]) * (1e6 / 100), system: Number(fields[12]) * (1e6 / 100) };
+}
+
+function cpuUs(pid: number | 'self'): number {
+  const c = cpuSplitUs(pid);
+  return c.user + c.system;
 }
 
 function loadMain(): Promise<void> {
@@ -266,6 +271,8 @@ interface Target {
   headers: Record<string, string>;
   /** Processes whose CPU is the target's cost (the relay nodes; for direct, the server). */
   pids: number[];
+  /** phonebridge nodes: with PHONEBRIDGE_LOADTEST_RELAY_PROFILE_DIR, each profiles its small-call rounds alone. */
+  nodes?: Array<{ profile(label: string): Promise<string | null> }>;
 }
 
 async function post(url: string, headers: Record<string, string>, body: Json) {
@@ -376,7 +383,8 @@ async function main(): Promise<void> {
       'round-ms': { type: 'string', default: '3000' },
       conns: { type: 'string', default: '32' },
       'no-cluster': { type: 'boolean', default: false },
-      // Profiles the relay children (`node --cpu-prof`): summarise with loadtest/cpu-profile.ts.
+      // Profiles the relay children, the floor and the baseline (`node --cpu-prof`): summarise
+      // with loadtest/cpu-profile.ts.
       'cpu-prof': { type: 'string' },
     },
     allowPositionals: true,
@@ -402,16 +410,26 @@ async function main(): Promise<void> {
     cleanup.push(() => Promise.resolve(rmSync(data, { recursive: true, force: true })));
     const { startRelayChild } = await import('./fleet-relay.ts');
     const profDir = values['cpu-prof'];
-    const relayOpts = profDir ? { execArgv: ['--cpu-prof', '--cpu-prof-dir', profDir] } : {};
+    // Extra node flags for the servers, as loadtest/lib/relay.ts takes them (e.g. '--perf-basic-prof' for `perf`).
+    const extraArgs = (process.env.PHONEBRIDGE_LOADTEST_RELAY_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
+    const relayOpts = { execArgv: [...(profDir ? ['--cpu-prof', '--cpu-prof-dir', profDir] : []), ...extraArgs] };
 
     // The targets.
     const ours = await startRelayChild(['--port', '0', '--data-dir', join(data, 'relay')], relayOpts);
     cleanup.push(() => ours.stop());
     const code = randomBytes(6).toString('hex');
     const key = `pb_${randomBytes(24).toString('base64url')}`;
-    const baseline = child(join(ROOT, 'loadtest/baseline/relay.ts'), ['--code', code, '--key', key]);
+    const baseline = child(
+      join(ROOT, 'loadtest/baseline/relay.ts'),
+      ['--code', code, '--key', key],
+      relayOpts.execArgv,
+    );
     cleanup.push(() => baseline.stop());
     const baselineReady = await baseline.next('ready');
+    const floorCode = randomBytes(6).toString('hex');
+    const floor = child(join(ROOT, 'loadtest/baseline/uws-floor.ts'), ['--code', floorCode], relayOpts.execArgv);
+    cleanup.push(() => floor.stop());
+    const floorReady = await floor.next('ready');
     const phone = child(SELF, ['--role', 'phone']);
     cleanup.push(() => phone.stop());
     const { directUrl } = await phone.next('ready');
@@ -421,6 +439,8 @@ async function main(): Promise<void> {
     const [qr] = await ours.pair(1);
     const deviceId: string = await phone.call({ op: 'pair', qr });
     await phone.call({ op: 'pair', qr: { v: 1, relay: baselineReady.url, code } });
+    await phone.call({ op: 'pair', qr: { v: 1, relay: floorReady.url, code: floorCode } });
+    await floor.next('phone');
     const [{ token }] = await ours.keys([deviceId]);
     for (let i = 0; i < 100 && !(await ours.connections()).some((c) => c.initialized); i++)
       await new Promise((r) => setTimeout(r, 50));
@@ -431,6 +451,13 @@ async function main(): Promise<void> {
         url: ours.mcpUrl,
         headers: await session(ours.mcpUrl, { 'x-api-key': token }),
         pids: [ours.child.pid!],
+        nodes: [ours],
+      },
+      {
+        name: 'floor',
+        url: `${floorReady.url}/mcp`,
+        headers: await session(`${floorReady.url}/mcp`, {}),
+        pids: [floor.proc.pid!],
       },
       {
         name: 'baseline',
@@ -460,16 +487,23 @@ async function main(): Promise<void> {
         url: b.mcpUrl,
         headers: await session(b.mcpUrl, { 'x-api-key': ct }),
         pids: [a.child.pid!, b.child.pid!],
+        nodes: [a, b],
       });
     }
 
     if (profDir)
       console.log(`cpu profiles in ${profDir}: ${targets.map((t) => `${t.name} ${t.pids.join('+')}`).join(', ')}`);
+    const phonePid = phone.proc.pid!;
     const run = async (t: Target, job: Omit<Job, 'url' | 'headers'>) => {
+      const sys0 = t.pids.reduce((s, p) => s + cpuSplitUs(p).system, 0);
       const cpu0 = t.pids.reduce((s, p) => s + cpuUs(p), 0);
+      const phone0 = cpuUs(phonePid);
       const r: JobResult = await load.call({ op: 'run', job: { ...job, url: t.url, headers: t.headers } });
       const cpu = t.pids.reduce((s, p) => s + cpuUs(p), 0) - cpu0;
-      return { ...r, serverCpuUs: cpu };
+      const sys = t.pids.reduce((s, p) => s + cpuSplitUs(p).system, 0) - sys0;
+      // The phone process is the direct target's server: its CPU is counted there, not here.
+      const phoneCpuUs = t.pids.includes(phonePid) ? 0 : cpuUs(phonePid) - phone0;
+      return { ...r, serverCpuUs: cpu, serverSystemCpuUs: sys, phoneCpuUs };
     };
 
     // Warm-up (JIT, caches), then each target's idle CPU (timers, the store's journal poll: a
@@ -487,7 +521,12 @@ async function main(): Promise<void> {
     const blob: Record<string, number[]> = {};
     for (let r = 0; r < rounds; r++) {
       for (const t of targets) {
+        // The profile restarts here and is written after the round: the small calls alone.
+        for (const n of t.nodes ?? []) await n.profile('until-small-calls');
+        // Progress, and a mark for outside profilers (`perf record -p PID` on this round alone).
+        console.log(`round ${r + 1}: ${t.name}, small calls, ${roundMs} ms (server pids ${t.pids.join(' ')})`);
         (closed[t.name] ??= []).push(await run(t, { tool: 'echo', ms: roundMs, conns }));
+        for (const n of t.nodes ?? []) await n.profile(`small-calls-${t.name}-round-${r + 1}`);
         const b = await run(t, { tool: 'blob', ms: Math.max(500, roundMs / 2), conns: 8 });
         (blob[t.name] ??= []).push(b.bytes / 1e6 / (b.ms / 1000));
       }
@@ -542,7 +581,11 @@ async function main(): Promise<void> {
         ),
         errors: [...c, ...o, ...openLow[t.name]].reduce((s, x) => s + x.errors, 0),
         serverCpuUsPerCall: round2(median(c.map((x) => x.serverCpuUs / Math.max(1, x.calls)))),
+        /** The kernel's share (stime) of the server CPU: syscalls and the loopback TCP they drive. */
+        serverSystemCpuUsPerCall: round2(median(c.map((x) => x.serverSystemCpuUs / Math.max(1, x.calls)))),
         loadCpuUsPerCall: round2(median(c.map((x) => x.cpuUs / Math.max(1, x.calls)))),
+        /** The phone process (the reference agent) per call, for what shares the cores. */
+        phoneCpuUsPerCall: round2(median(c.map((x) => x.phoneCpuUs / Math.max(1, x.calls)))),
         closedP50Ms: round2(median(c.map((x) => x.p50))),
         closedP99Ms: round2(median(c.map((x) => x.p99))),
         openP50Ms: round2(median(o.map((x) => x.p50))),
@@ -598,11 +641,18 @@ async function main(): Promise<void> {
         true,
       );
     }
+    // Not a target: how far the floor (loadtest/baseline/uws-floor.ts) is from the baseline, and
+    // the relay from the floor. When the floor alone is above a CPU target, so is any relay here.
+    report.floor = {
+      cpuPerCallOverBaseline: round2(T.floor.netServerCpuUsPerCall / T.baseline.netServerCpuUsPerCall),
+      relayCpuPerCallOverFloor: round2(T.relay.netServerCpuUsPerCall / T.floor.netServerCpuUsPerCall),
+      kernelShareOfFloor: round2(T.floor.serverSystemCpuUsPerCall / T.floor.serverCpuUsPerCall),
+    };
     for (const t of Object.keys(T))
       if (T[t].errors > 0) report.checks.push({ name: `${t}: no errors`, value: T[t].errors, limit: 0, ok: false });
     mkdirSync(values.out, { recursive: true });
     writeFileSync(join(values.out, 'report.json'), JSON.stringify(report, null, 2));
-    console.log(JSON.stringify(report.targets, null, 2));
+    console.log(JSON.stringify({ targets: report.targets, floor: report.floor }, null, 2));
     for (const c of report.checks) console.log(`${c.ok ? 'ok  ' : 'MISS'} ${c.name}: ${c.value} (limit ${c.limit})`);
     console.log(`report: ${join(values.out, 'report.json')}`);
     process.exitCode = report.checks.every((c: Json) => c.ok) ? 0 : 1;
