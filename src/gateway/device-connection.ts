@@ -640,7 +640,8 @@ export class DeviceConnection implements TurnWriter {
   }
 
   /** Fails everything in flight; the socket itself is closed by the caller or already gone. */
-  teardown(reason: TeardownReason): void {
+  /** `detail` tells the callers of the requests in flight why they failed (errors.ts `relayError`). */
+  teardown(reason: TeardownReason, detail?: string): void {
     if (this.closed) return;
     this.closed = true;
     this.sharedInit?.release();
@@ -648,17 +649,17 @@ export class DeviceConnection implements TurnWriter {
     for (const [id, p] of this.pending) {
       clearTimeout(p.timer);
       this.pending.delete(id);
-      p.sink.fail(relayError(reason));
+      p.sink.fail(relayError(reason, detail));
     }
     this.shares.clear();
     this.orphans.clear();
   }
 
   /** Closes the socket with a code; safe to call more than once. */
-  close(code: number, reason: string, failWith: TeardownReason = 'device_offline'): void {
+  close(code: number, reason: string, failWith: TeardownReason = 'device_offline', detail?: string): void {
     if (this.closed) return;
     if (this.outbox.length > 0) this.writeQueued(); // what this turn queued still precedes the close
-    this.teardown(failWith);
+    this.teardown(failWith, detail);
     try {
       this.ws.end(code, reason);
     } catch {

@@ -212,7 +212,14 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
       if (!conn || conn.closed) return;
       if (message.byteLength > MAX_FRAME_BYTES) {
         framesTooBig.phone.inc();
-        conn.close(CLOSE.tooBig, 'frame exceeds 256 KiB', 'relay_error');
+        // Which request the frame answered is not read from a refused frame: every caller
+        // waiting on this phone learns why its phone went away.
+        conn.close(
+          CLOSE.tooBig,
+          'frame exceeds 256 KiB',
+          'relay_error',
+          'the phone sent a frame over the 256 KiB limit and was disconnected (1009)',
+        );
         return;
       }
       if (isBinary) {

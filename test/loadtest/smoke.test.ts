@@ -57,6 +57,7 @@ describe('npm run loadtest (smoke)', () => {
     expect(rep.metrics.calls.values.count).toBeGreaterThan(10);
     expect(rep.metrics.corrupted.values.count).toBe(0);
     expect(rep.figures.oversize_answer.closeCode).toBe(1009);
+    expect(rep.figures.oversize_answer.clientSaw).toContain('over the 256 KiB limit');
     expect(rep.figures.oversize_request.status).toBe(413);
     expect(rep.figures.bystander_errors_during_oversize).toBe(0);
     expect(rep.figures.largest_upload_frame_at_phone).toBeGreaterThan(256 * 1024 - 16);
