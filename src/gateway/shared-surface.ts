@@ -59,10 +59,7 @@ export class InternTable<T> {
     for (const r of this.recent) if (r.bytes.equals(content)) return r.key;
     const key = (
       id
-        ? createHash('sha256')
-            .update(content.subarray(0, id.start))
-            .update('0')
-            .update(content.subarray(id.end))
+        ? createHash('sha256').update(content.subarray(0, id.start)).update('0').update(content.subarray(id.end))
         : createHash('sha256').update(content)
     ).digest('base64');
     // A copy: the caller's buffer is its own to reuse.
