@@ -8,7 +8,8 @@ import {
   randomBytes,
   sign,
   verify,
-  type KeyObject,
+  webcrypto,
+  KeyObject,
 } from 'node:crypto';
 
 export const PROTOCOL_TAG = 'phonebridge-v1';
@@ -69,22 +70,16 @@ export function parseDevicePublicKey(spkiBase64: string): KeyObject | undefined 
 /** DER of a P-256 SubjectPublicKeyInfo up to its uncompressed point (0x04 || X || Y): how phones send their keys. */
 const P256_SPKI_PREFIX = Buffer.from('3059301306072a8648ce3d020106082a8648ce3d030107034200', 'hex');
 const P256_SPKI_BYTES = P256_SPKI_PREFIX.length + 65;
-const X_AT = P256_SPKI_PREFIX.length + 1;
+const ECDSA_P256 = { name: 'ECDSA', namedCurve: 'P-256' } as const;
 
 /**
  * The same key as parseDevicePublicKey, for verifying a signature on the accept path. OpenSSL
  * 3's DER decoder costs about twice a P-256 verification; the common encoding (the fixed SPKI
- * header and an uncompressed point) is imported from the point's coordinates instead, as a
- * JWK, which OpenSSL still checks is a valid point of P-256 (EC_KEY_set_public_key_affine_coordinates
- * runs the full public-key check). It costs the same CPU as WebCrypto's raw import but
- * allocates a ninth of its heap (docs/decisions/0141-accept-floor.md). Anything else takes the
- * full decoder.
+ * header and an uncompressed point) is imported as a raw point instead, which OpenSSL still
+ * checks is on the curve (docs/decisions/0140-cheaper-device-accepts.md). Anything else takes
+ * the full decoder.
  */
-export function importDevicePublicKey(spkiBase64: string): Promise<KeyObject | undefined> {
-  return Promise.resolve(importP256(spkiBase64));
-}
-
-function importP256(spkiBase64: string): KeyObject | undefined {
+export async function importDevicePublicKey(spkiBase64: string): Promise<KeyObject | undefined> {
   const der = Buffer.from(spkiBase64, 'base64');
   if (
     der.length === P256_SPKI_BYTES &&
@@ -92,15 +87,8 @@ function importP256(spkiBase64: string): KeyObject | undefined {
     der.subarray(0, P256_SPKI_PREFIX.length).equals(P256_SPKI_PREFIX)
   ) {
     try {
-      return createPublicKey({
-        key: {
-          kty: 'EC',
-          crv: 'P-256',
-          x: der.toString('base64url', X_AT, X_AT + 32),
-          y: der.toString('base64url', X_AT + 32),
-        },
-        format: 'jwk',
-      });
+      const point = der.subarray(P256_SPKI_PREFIX.length);
+      return KeyObject.from(await webcrypto.subtle.importKey('raw', point, ECDSA_P256, false, ['verify']));
     } catch {
       return undefined; // not a point on P-256
     }
