@@ -57,10 +57,6 @@ export class DeviceKeyLookup {
         } catch (err) {
           for (const ws of batch.values()) for (const w of ws) w.reject(err);
         }
-        // The answer came in the poll phase, with other sockets' events of the same turn still
-        // to run: the next query waits for the end of this turn, so the upgrades among them
-        // join it (docs/decisions/0141-accept-floor.md). Only a follow-up query waits.
-        if (this.queue.size > 0 && this.queue.size < MAX_BATCH) await new Promise<void>((r) => setImmediate(r));
       }
     } finally {
       this.running = false;
