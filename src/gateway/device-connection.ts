@@ -72,7 +72,8 @@ export interface ReplySink {
   respond(frame: Buffer): void;
   /**
    * Instead of respond, for the relay's own requests (nobody's id to restore): the phone's
-   * frame as received, its id at [idStart, idEnd). Spares a copy of each 35 KB catalog page.
+   * frame as received, its id at [idStart, idEnd). Spares a copy of each 35 KB catalog page
+   * (docs/decisions/0141-accept-floor.md).
    */
   respondAsReceived?(frame: Buffer, idStart: number, idEnd: number): void;
   /** A message about this request that travels before its response (progress). */
@@ -571,7 +572,8 @@ export class DeviceConnection implements TurnWriter {
   /**
    * From uWS's open handler, where this socket is still corked with its 101 response: what
    * open queued (the initialize request) leaves in the same write as the 101 instead of a
-   * write of its own at the end of the turn. The turn's scheduled write finds nothing left.
+   * write of its own at the end of the turn (docs/decisions/0141-accept-floor.md). The turn's
+   * scheduled write finds nothing left.
    */
   writeInOpen(): void {
     if (!this.closed && this.outbox.length > 0) this.sendQueued();
