@@ -195,21 +195,21 @@ async function childMain(argv: string[]): Promise<void> {
   const profileDir = process.env.PHONEBRIDGE_LOADTEST_RELAY_PROFILE_DIR;
   const { Session } = await import('node:inspector/promises');
   const profiler = profileDir ? new Session() : undefined;
-  // PHONEBRIDGE_LOADTEST_RELAY_PROFILE=heap: where the window's allocations were made (every
-  // allocation sampled, also those collected since), instead of where its CPU went.
-  const heap = process.env.PHONEBRIDGE_LOADTEST_RELAY_PROFILE === 'heap';
-  const startProfile = () =>
-    heap
-      ? profiler!.post('HeapProfiler.startSampling', {
-          samplingInterval: 512,
-          includeObjectsCollectedByMajorGC: true,
-          includeObjectsCollectedByMinorGC: true,
-        })
-      : profiler!.post('Profiler.start');
+  // With PHONEBRIDGE_LOADTEST_RELAY_HEAP_PROFILE=1 as well: a sampling heap profile per window
+  // (DIR/<label>-<pid>.heapprofile), counting objects the GC has collected since, so it shows
+  // what a window allocated, not only what it kept.
+  const heapSampling = !!profileDir && process.env.PHONEBRIDGE_LOADTEST_RELAY_HEAP_PROFILE === '1';
+  const startHeapSampling = () =>
+    profiler!.post('HeapProfiler.startSampling', {
+      samplingInterval: 8192,
+      includeObjectsCollectedByMajorGC: true,
+      includeObjectsCollectedByMinorGC: true,
+    } as never);
   if (profiler) {
     profiler.connect();
-    await profiler.post(heap ? 'HeapProfiler.enable' : 'Profiler.enable');
-    await startProfile();
+    await profiler.post('Profiler.enable');
+    await profiler.post('Profiler.start');
+    if (heapSampling) await startHeapSampling();
   }
   // eslint-disable-next-line @typescript-eslint/no-misused-promises -- the handler catches its own errors and answers them over IPC
   process.on('message', async (message) => {
@@ -302,13 +302,16 @@ async function childMain(argv: string[]): Promise<void> {
         }
         case 'profile': {
           if (!profiler || !profileDir) return answer(null);
-          const { profile } = heap
-            ? await profiler.post('HeapProfiler.stopSampling')
-            : await profiler.post('Profiler.stop');
+          const { profile } = await profiler.post('Profiler.stop');
           const { writeFileSync } = await import('node:fs');
-          const file = `${profileDir}/${m.label.replace(/[^\w.-]/g, '_')}-${process.pid}.${heap ? 'heapprofile' : 'cpuprofile'}`;
+          const file = `${profileDir}/${m.label.replace(/[^\w.-]/g, '_')}-${process.pid}.cpuprofile`;
           writeFileSync(file, JSON.stringify(profile));
-          await startProfile();
+          if (heapSampling) {
+            const { profile: heap } = await profiler.post('HeapProfiler.stopSampling');
+            writeFileSync(file.replace(/\.cpuprofile$/, '.heapprofile'), JSON.stringify(heap));
+            await startHeapSampling();
+          }
+          await profiler.post('Profiler.start');
           return answer(file);
         }
         case 'stop':

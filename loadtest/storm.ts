@@ -7,7 +7,19 @@
 // (every accept verifies one signature; the rest of an accept is challenge, key import, store
 // lookup, ownership claim, initialize, tools/list and a store write). Set PHONEBRIDGE_LOADTEST_RELAY_PROFILE_DIR
 // to get a CPU profile of the relay per round (loadtest/fleet-relay.ts).
+//
+// Before the relay's rounds, the same phones storm the accept floor (loadtest/lib/accept-floor.ts:
+// a bare uWS server doing only what the protocol makes an accept cost, no signature, no store)
+// in lockstep: its CPU per accept is the floor the relay's is read against, in the same run.
+// With PHONEBRIDGE_LOADTEST_STRACE_DIR set, `strace -c -f` is attached to the floor and to the
+// relay for their lockstep rounds (one summary file each); strace slows both several times,
+// so the CPU figures of such a run are not comparable — use it for syscalls per accept only.
+// Last, both the floor (before it is killed) and the relay (after its rounds) take every phone
+// again once warm (the phones drop their sockets): the cold rounds' excess over these is
+// start-up cost of a fresh process (JIT compilation), not per-accept work.
+import { spawn } from 'node:child_process';
 import { generateKeyPairSync, sign, verify } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { BACKOFF_DEFAULTS } from '../src/device/agent/backoff.ts';
 import {
   generateDeviceKey,
@@ -17,6 +29,7 @@ import {
   verifyDeviceSignature,
 } from '../src/crypto/device-auth.ts';
 import { connectPhones } from './lib/phones.ts';
+import { startAcceptFloor } from './lib/accept-floor.ts';
 import { referenceSurface } from './lib/light-phone.ts';
 import { requireLocal, startRelays } from './lib/relay.ts';
 import type { Scenario, ScenarioContext } from './lib/scenario.ts';
@@ -67,6 +80,41 @@ export async function p256ImportVerifyRate(ms = 1000): Promise<number> {
   return n / Math.max(1e-6, (c.user + c.system) / 1e6);
 }
 
+/**
+ * `strace -c -f -p PID` until stopped; resolves its summary with calls per accept once
+ * `stop(accepts)` is called. Undefined without PHONEBRIDGE_LOADTEST_STRACE_DIR.
+ */
+async function straceCounts(
+  pid: number,
+  label: string,
+): Promise<((accepts: number) => Promise<Record<string, number> | undefined>) | undefined> {
+  const dir = process.env.PHONEBRIDGE_LOADTEST_STRACE_DIR;
+  if (!dir) return undefined;
+  const file = `${dir}/strace-${label}-${pid}.txt`;
+  const child = spawn('strace', ['-c', '-f', '-p', String(pid), '-o', file], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  // strace reports on stderr once it has attached to every thread.
+  await Promise.race([new Promise((r) => child.stderr.once('data', r)), sleep(1000)]);
+  return async (accepts) => {
+    child.kill('SIGINT');
+    await exited;
+    try {
+      const out: Record<string, number> = {};
+      // "% time  seconds  usecs/call  calls  errors  syscall" rows; errors may be blank.
+      for (const line of readFileSync(file, 'utf8').split('\n')) {
+        const m = /^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)\s*$/.exec(line);
+        if (m && m[2] !== 'total') out[m[2]] = Number(m[1]) / Math.max(1, accepts);
+      }
+      return out;
+    } catch {
+      console.error(`storm: strace gave no summary (${err.trim().slice(0, 200)})`);
+      return undefined;
+    }
+  };
+}
+
 type Policy = { name: string; delay(attempt: number): number };
 const POLICIES: Policy[] = [
   { name: 'lockstep (200 ms retries)', delay: () => 200 },
@@ -105,14 +153,90 @@ async function run(ctx: ScenarioContext): Promise<void> {
   const curves: Array<{ name: string; points: Array<[number, number]> }> = [];
   const rounds: Record<string, unknown>[] = [];
 
+  /**
+   * The same process takes every phone again, its code compiled by now: the phones drop their
+   * sockets (as a network blip would) and come back after 1 s, in lockstep; its CPU is counted
+   * from 0.5 s after the drop (the closes handled) until all are back. Set against the rounds
+   * on a fresh process, this is how much of an accept there is JIT compilation and warm-up.
+   */
+  const warmRound = async (cpu: () => Promise<{ cpuMs: number; cpuSystemMs: number; mainThreadCpuMs?: number }>) => {
+    policy = { name: 'warm lockstep (1 s)', delay: () => 1000 };
+    accepts = [];
+    for (const ph of fleet.phones) ph.ws?.terminate();
+    await sleep(500);
+    const c0 = await cpu();
+    const t0 = performance.now();
+    while (accepts.length < count && performance.now() < t0 + 60_000) await sleep(50);
+    const c1 = await cpu();
+    const back = accepts.length;
+    missing.add(count - back);
+    const cpuS = (c1.cpuMs - c0.cpuMs) / 1000;
+    return {
+      back,
+      cpuSeconds: cpuS,
+      cpuSystemSeconds: (c1.cpuSystemMs - c0.cpuSystemMs) / 1000,
+      mainThreadCpuSeconds:
+        c0.mainThreadCpuMs !== undefined && c1.mainThreadCpuMs !== undefined
+          ? (c1.mainThreadCpuMs - c0.mainThreadCpuMs) / 1000
+          : undefined,
+      cpuMsPerAccept: (cpuS * 1000) / Math.max(1, back),
+      acceptsPerCpuSecond: back / Math.max(0.001, cpuS),
+    };
+  };
+
+  // Round 0: the accept floor, already listening, takes every phone of the killed relay
+  // (lockstep). Its CPU from the kill until all are back, per accept.
+  const floor = await startAcceptFloor();
+  ctx.defer(() => floor.kill());
+  {
+    policy = POLICIES[0];
+    accepts = [];
+    ctx.setNote('round 0: accept floor, lockstep');
+    const trace = await straceCounts(floor.pid, 'floor');
+    fleet.endpoint.url = floor.url;
+    fleet.endpoint.host = new URL(floor.url).host;
+    const c0 = await floor.cpu();
+    await relays.nodes[0].kill();
+    const t0 = performance.now();
+    const bound = t0 + Math.max(60_000, ctx.durationS * 1000);
+    while (accepts.length < count && performance.now() < bound) await sleep(50);
+    const c1 = await floor.cpu();
+    const back = accepts.length;
+    missing.add(count - back);
+    const syscalls = await trace?.(back);
+    const cpuS = (c1.cpuMs - c0.cpuMs) / 1000;
+    const sorted = accepts.sort((a, b) => a - b);
+    ctx.figures.floor = {
+      phones: count,
+      back,
+      secondsToAllBack: back ? (sorted[back - 1] - t0) / 1000 : NaN,
+      cpuSeconds: cpuS,
+      cpuSystemSeconds: (c1.cpuSystemMs - c0.cpuSystemMs) / 1000,
+      mainThreadCpuSeconds:
+        c0.mainThreadCpuMs !== undefined && c1.mainThreadCpuMs !== undefined
+          ? (c1.mainThreadCpuMs - c0.mainThreadCpuMs) / 1000
+          : undefined,
+      cpuMsPerAccept: (cpuS * 1000) / Math.max(1, back),
+      acceptsPerCpuSecond: back / Math.max(0.001, cpuS),
+      counts: await floor.counts(),
+      syscallsPerAccept: syscalls,
+    };
+    m.gauge('accepts_per_floor_cpu_s').set(back / Math.max(0.001, cpuS));
+    ctx.setNote('round 0b: accept floor, warm');
+    ctx.figures.floorWarm = await warmRound(() => floor.cpu());
+  }
+
   for (const [r, p] of POLICIES.entries()) {
     policy = p;
     accepts = [];
     ctx.setNote(`round ${r + 1}: ${p.name}`);
     await relays.nodes[0].kill();
+    await floor.kill();
     const killedAt = performance.now();
     const node = await relays.restart(0);
     await node.profile('startup'); // the start-up is not the storm's
+    // Attached before the phones are pointed here, so it sees every accept.
+    const trace = r === 0 ? await straceCounts(node.child.pid!, 'relay-lockstep') : undefined;
     fleet.endpoint.url = node.url;
     fleet.endpoint.host = new URL(node.url).host;
     const readyAt = performance.now();
@@ -123,6 +247,7 @@ async function run(ctx: ScenarioContext): Promise<void> {
     const bound = readyAt + Math.max(60_000, ctx.durationS * 1000);
     while (accepts.length < count && performance.now() < bound) await sleep(50);
     const back = accepts.length;
+    const syscalls = await trace?.(back);
     missing.add(count - back);
     const sorted = accepts.sort((a, b) => a - b);
     const lastS = back ? (sorted[back - 1] - readyAt) / 1000 : NaN;
@@ -166,6 +291,8 @@ async function run(ctx: ScenarioContext): Promise<void> {
       acceptsPerRelayCpuSecond: perCpuS,
       relayIdleCpuPerSecond: idleCpuPerS,
       acceptsPerRelayCpuSecondNetOfIdle: back / netCpuS,
+      relayCpuMsPerAccept: (cpuS * 1000) / Math.max(1, back),
+      syscallsPerAccept: syscalls,
     });
     curves.push({
       name: p.name,
@@ -176,6 +303,11 @@ async function run(ctx: ScenarioContext): Promise<void> {
     });
   }
   ctx.figures.rounds = rounds;
+  ctx.setNote('round 3: the same relay, warm');
+  const warm = await warmRound(() => relays.nodes[0].cpu());
+  await relays.nodes[0].profile('storm-warm'); // from the backoff round's end (idle) to here
+  ctx.figures.relayWarm = warm;
+  m.gauge('accepts_per_relay_cpu_s_warm').set(warm.acceptsPerCpuSecond);
   const verifyAfter = p256VerifyRate();
   const importAfter = await p256ImportVerifyRate();
   const verify = {
@@ -208,6 +340,13 @@ async function run(ctx: ScenarioContext): Promise<void> {
   );
   // The floor for phones with keys of their own: importing the key is part of every accept.
   ctx.figures.accepts_per_cpu_s_over_import_and_verify = perCpuS / importVerify;
+  // What the protocol alone allows (the accept floor, no signature at all) against one core's
+  // verifications, and the relay against that floor, CPU-second to CPU-second.
+  const floorPerCpuS = (ctx.figures.floor as { acceptsPerCpuSecond: number }).acceptsPerCpuSecond;
+  ctx.figures.floor_over_verify_per_cpu_s = floorPerCpuS / verify.perCpuS;
+  ctx.figures.relay_over_floor_per_cpu_s = perCpuS / floorPerCpuS;
+  m.gauge('floor_over_verify_per_cpu_s_percent').set((floorPerCpuS / verify.perCpuS) * 100);
+  m.gauge('relay_over_floor_per_cpu_s_percent').set((perCpuS / floorPerCpuS) * 100);
   ctx.chart(
     'reconnect-curve.svg',
     'Phones back after the node restarted',

@@ -17,12 +17,19 @@ export const NONCE_BYTES = 32;
 
 /** "phonebridge-v1" || 32 raw nonce bytes || relay host (UTF-8) || ts (decimal ASCII). */
 export function signedPayload(nonce: Buffer, relayHost: string, ts: number | string): Buffer {
-  return Buffer.concat([
-    Buffer.from(PROTOCOL_TAG, 'utf8'),
-    nonce,
-    Buffer.from(relayHost, 'utf8'),
-    Buffer.from(String(ts), 'ascii'),
-  ]);
+  return Buffer.concat([TAG_BYTES, nonce, hostBytes(relayHost), Buffer.from(String(ts), 'ascii')]);
+}
+
+const TAG_BYTES = Buffer.from(PROTOCOL_TAG, 'utf8');
+// A relay signs against one host (its --public-url) for its whole life: encoded once.
+let lastHost = '';
+let lastHostBytes = Buffer.alloc(0);
+function hostBytes(host: string): Buffer {
+  if (host !== lastHost) {
+    lastHostBytes = Buffer.from(host, 'utf8');
+    lastHost = host;
+  }
+  return lastHostBytes;
 }
 
 // Nonces are cut from a pool of random bytes: one call into the CSPRNG per 128 challenges.

@@ -36,6 +36,13 @@ export function sharedSurfaceSizes(): { initResults: number; toolPages: number; 
   return { initResults: initResults.size, toolPages: toolPages.size, catalogs: catalogs.size };
 }
 
+/** The relay's initialize request (the same for every socket). */
+const INITIALIZE_PARAMS = {
+  protocolVersion: LATEST_SESSION_REVISION,
+  capabilities: {},
+  clientInfo: { name: 'phonebridge-relay', version: '0.1.0' },
+};
+
 export const MAX_FRAME_BYTES = 256 * 1024;
 /** What uWS may hold unsent for one phone socket (its maxBackpressure); a frame beyond it is refused. */
 export const MAX_BACKPRESSURE_BYTES = 8 * 1024 * 1024;
@@ -63,6 +70,12 @@ export const CLOSE = {
 export interface ReplySink {
   /** The response frame (UTF-8 JSON), with the client's id already restored. */
   respond(frame: Buffer): void;
+  /**
+   * Instead of respond, for the relay's own requests (nobody's id to restore): the phone's
+   * frame as received, its id at [idStart, idEnd). Spares a copy of each 35 KB catalog page
+   * (docs/decisions/0141-accept-floor.md).
+   */
+  respondAsReceived?(frame: Buffer, idStart: number, idEnd: number): void;
   /** A message about this request that travels before its response (progress). */
   related?(frame: Buffer): void;
   fail(error: JsonRpcErrorObject): void;
@@ -200,12 +213,8 @@ export class DeviceConnection implements TurnWriter {
   /** initialize + notifications/initialized, then the tool catalog: once per socket. */
   ready(): Promise<void> {
     this.readyPromise ??= (async () => {
-      const frame = await this.callFrame('initialize', {
-        protocolVersion: LATEST_SESSION_REVISION,
-        capabilities: {},
-        clientInfo: { name: 'phonebridge-relay', version: '0.1.0' },
-      });
-      this.sharedInit = initResults.acquire(frame, () => resultOf('initialize', frame));
+      const { frame, id } = await this.callFrame('initialize', INITIALIZE_PARAMS);
+      this.sharedInit = initResults.acquire(frame, () => resultOf('initialize', frame), id);
       this.initResult = this.sharedInit.value;
       if (this.closed) this.sharedInit.release();
       this.notify('notifications/initialized');
@@ -216,13 +225,23 @@ export class DeviceConnection implements TurnWriter {
     return this.readyPromise;
   }
 
-  /** A request of the relay's own to the phone; resolves with the answer frame (id 0), unparsed. */
-  private callFrame(method: string, params?: Record<string, unknown>): Promise<Buffer> {
+  /**
+   * A request of the relay's own to the phone; resolves with the answer frame as received
+   * (unparsed) and where its id is (none: the frame carries id 0).
+   */
+  private callFrame(
+    method: string,
+    params?: Record<string, unknown>,
+  ): Promise<{ frame: Buffer; id?: { start: number; end: number } }> {
     return new Promise((resolve, reject) => {
       this.forward(
         { method, params },
         0,
-        { respond: resolve, fail: (e) => reject(new Error(`${method}: ${e.message}`)) },
+        {
+          respond: (frame) => resolve({ frame }), // id already 0
+          respondAsReceived: (frame, start, end) => resolve({ frame, id: { start, end } }),
+          fail: (e) => reject(new Error(`${method}: ${e.message}`)),
+        },
         this.internalTimeoutMs,
       );
     });
@@ -238,11 +257,18 @@ export class DeviceConnection implements TurnWriter {
     try {
       let cursor: string | undefined;
       for (let page = 0; page < 100; page++) {
-        const frame = await this.callFrame('tools/list', cursor ? { cursor } : undefined);
-        const p = toolPages.acquire(frame, () => {
-          const r = resultOf('tools/list', frame);
-          return { tools: (r.tools as ToolLike[] | undefined) ?? [], nextCursor: r.nextCursor as string | undefined };
-        });
+        const { frame, id } = await this.callFrame('tools/list', cursor ? { cursor } : undefined);
+        const p = toolPages.acquire(
+          frame,
+          () => {
+            const r = resultOf('tools/list', frame);
+            return {
+              tools: (r.tools as ToolLike[] | undefined) ?? [],
+              nextCursor: r.nextCursor as string | undefined,
+            };
+          },
+          id,
+        );
         pages.push(p);
         cursor = typeof p.value.nextCursor === 'string' ? p.value.nextCursor : undefined;
         if (!cursor) break;
@@ -537,9 +563,20 @@ export class DeviceConnection implements TurnWriter {
       this.outboxBytes = 0;
       return;
     }
+    if (this.outbox.length === 0) return; // written already (writeInOpen)
     // eslint-disable-next-line @typescript-eslint/no-this-alias -- the writer being flushed, read by the write path to tell its own cork from a foreign one
     corking = this;
     this.ws.cork(sendCorking);
+  }
+
+  /**
+   * From uWS's open handler, where this socket is still corked with its 101 response: what
+   * open queued (the initialize request) leaves in the same write as the 101 instead of a
+   * write of its own at the end of the turn (docs/decisions/0141-accept-floor.md). The turn's
+   * scheduled write finds nothing left.
+   */
+  writeInOpen(): void {
+    if (!this.closed && this.outbox.length > 0) this.sendQueued();
   }
 
   /** Inside this socket's cork. */
@@ -564,7 +601,8 @@ export class DeviceConnection implements TurnWriter {
     if (f.kind === 'response') {
       const p = typeof f.id === 'number' ? this.settle(f.id) : undefined;
       // Unknown ids are late answers to cancelled or timed-out requests: dropped by design.
-      if (p) p.sink.respond(withId(frame, f.idStart, f.idEnd, p.clientId));
+      if (p?.sink.respondAsReceived) p.sink.respondAsReceived(frame, f.idStart, f.idEnd);
+      else if (p) p.sink.respond(withId(frame, f.idStart, f.idEnd, p.clientId));
       return;
     }
     if (f.kind === 'invalid') {

@@ -204,6 +204,8 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
         ctx.log.warn({ deviceId: conn.deviceId, err: String(err) }, 'device handshake failed');
         conn.close(CLOSE.relayError, 'initialize failed');
       });
+      // ready() queued the initialize request: it goes with the 101 (one write, not two).
+      conn.writeInOpen();
     },
 
     message: (ws: WebSocket<DeviceSocketData>, message: ArrayBuffer, isBinary: boolean) => {

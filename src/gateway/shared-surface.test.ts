@@ -39,4 +39,23 @@ describe('InternTable', () => {
     expect(b.value).toEqual({ again: true });
     expect(b.key).toBe(a.key);
   });
+
+  it('files answers to different request ids as one entry when told where the id is, without a copy per id', () => {
+    const t = new InternTable<{ n: number }>();
+    let made = 0;
+    const make = () => ({ n: ++made });
+    const at = (f: string) => ({ start: f.indexOf('"id":') + 5, end: f.lastIndexOf('}') });
+    const f1 = '{"result":{"x":1},"jsonrpc":"2.0","id":1}';
+    const f27 = '{"result":{"x":1},"jsonrpc":"2.0","id":27}';
+    const other = '{"result":{"x":2},"jsonrpc":"2.0","id":27}';
+    const a = t.acquire(Buffer.from(f1), make, at(f1));
+    const b = t.acquire(Buffer.from(f27), make, at(f27));
+    // The same content with its id already 0 and no range given: the same key.
+    const zero = t.acquire(Buffer.from('{"result":{"x":1},"jsonrpc":"2.0","id":0}'), make);
+    const c = t.acquire(Buffer.from(other), make, at(other));
+    expect(b.value).toBe(a.value);
+    expect(zero.key).toBe(a.key);
+    expect(c.value).not.toBe(a.value);
+    expect(made).toBe(2);
+  });
 });

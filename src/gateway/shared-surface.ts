@@ -34,8 +34,8 @@ export class InternTable<T> {
    * determines the value); `make` builds it from the same content the first time. Hashing the
    * bytes as received means a hit costs no JSON parse at all.
    */
-  acquire(content: string | Buffer, make: () => T): Shared<T> {
-    const key = this.keyOf(content);
+  acquire(content: string | Buffer, make: () => T, id?: { start: number; end: number }): Shared<T> {
+    const key = this.keyOf(content, id);
     let e = this.entries.get(key);
     if (!e) this.entries.set(key, (e = { value: deepFreeze(make()), refs: 0 }));
     e.refs++;
@@ -52,10 +52,16 @@ export class InternTable<T> {
     };
   }
 
-  private keyOf(content: string | Buffer): string {
+  private keyOf(content: string | Buffer, id?: { start: number; end: number }): string {
     if (typeof content === 'string') return createHash('sha256').update(content).digest('base64');
+    // Equal bytes are equal content whatever the id range; a recent frame with another id
+    // misses here and finds the same entry by its hash.
     for (const r of this.recent) if (r.bytes.equals(content)) return r.key;
-    const key = createHash('sha256').update(content).digest('base64');
+    const key = (
+      id
+        ? createHash('sha256').update(content.subarray(0, id.start)).update('0').update(content.subarray(id.end))
+        : createHash('sha256').update(content)
+    ).digest('base64');
     // A copy: the caller's buffer is its own to reuse.
     this.recent.unshift({ bytes: Buffer.from(content), key });
     if (this.recent.length > RECENT) this.recent.pop();
