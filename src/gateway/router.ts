@@ -14,6 +14,7 @@ import { BusTimeoutError, BusUnavailableError, type DeviceOwner } from '../bus/i
 import type { Scope } from '../store/types.ts';
 import type { CallHandle, Caller, DeviceConnection, ReplySink } from './device-connection.ts';
 import type { ClientRequestBytes } from '../protocol/request-bytes.ts';
+import { callerContextJson } from '../protocol/caller.ts';
 import type { GatewayContext } from './context.ts';
 import { matchesCredential, type CredentialMatch } from './hub.ts';
 import { answered, crossNode, goodbyes, reroutes } from '../metrics.ts';
@@ -59,6 +60,15 @@ type Header =
       timeoutMs: number;
       /** The origin's PRODUCER span (W3C traceparent), only while it traces (docs/decisions/0111-trace-context-on-the-bus-and-in-meta.md). */
       tp?: string;
+      /**
+       * The payload is the client's request body, as read by src/protocol/request-bytes.ts:
+       * [methodStart, methodEnd, paramsStart, paramsEnd, paramsMembers ? 1 : 0], byte offsets
+       * into it (docs/decisions/0134-cross-node-bytes.md). Absent: the payload is params' JSON.
+       */
+      b?: [number, number, number, number, number];
+      /** With `b`: params.name and wait_for_events' arguments.timeout_s, as the origin read them. */
+      tn?: string;
+      ts?: number;
     }
   | { t: 'note'; deviceId: string; method: string }
   | { t: 'cancel'; from: string; rid: number }
@@ -80,8 +90,11 @@ export function farewellMessage(nodeId: string): string {
 
 /** One client request on its way to the phone; it is also the sink the phone's node answers. */
 class Route implements ReplySink {
-  /** params as JSON, encoded once even if the request is sent more than once. */
+  /** params as JSON (or the request's body, for `bytes`), encoded once even if the request is sent more than once. */
   payload?: string;
+  /** A request read from its bytes (startLocal, startRemote): it travels and starts as those bytes. */
+  bytes?: ClientRequestBytes;
+  callerJson?: Buffer;
   done = false;
   state: 'routing' | 'local' | 'remote' = 'routing';
   cancelLocal?: CallHandle;
@@ -289,6 +302,46 @@ export class Router {
     return r;
   }
 
+  /**
+   * The owner to send a request to at once: the phone is not on this node, its owner on
+   * another node is remembered (OWNER_CACHE_MS), and the bus is whole. Undefined otherwise
+   * (the general path decides: `request`).
+   */
+  knownRemoteOwner(deviceId: string): DeviceOwner | undefined {
+    if (!this.ctx.bus.available || this.ctx.hub.device(deviceId)) return undefined;
+    return this.cachedOwner(deviceId);
+  }
+
+  /**
+   * `request` for a request held as bytes, to the owner `knownRemoteOwner` returned: the
+   * client's body crosses the bus as it is, with the offsets the origin read, and the owner
+   * builds the phone's frame from it as startLocal does (docs/decisions/0134-cross-node-bytes.md).
+   * Cancel or orphan it with cancelRoute / orphanRoute.
+   */
+  startRemote(
+    deviceId: string,
+    owner: DeviceOwner,
+    req: ClientRequestBytes,
+    callerJson: Buffer,
+    caller: Caller,
+    sink: ReplySink,
+    timeoutMs: number,
+  ): LocalRoute {
+    const r = new Route(
+      this.active,
+      deviceId,
+      { jsonrpc: '2.0', id: req.id, method: req.method },
+      undefined,
+      caller,
+      sink,
+      timeoutMs,
+    );
+    r.bytes = req;
+    r.callerJson = callerJson;
+    void this.send(r, owner, true);
+    return r;
+  }
+
   cancelRoute(r: LocalRoute): void {
     this.cancel(r);
   }
@@ -393,6 +446,12 @@ export class Router {
           if (r.done) return;
           if (this.usableLocal(r.deviceId) !== local) continue;
           r.state = 'local';
+          if (r.bytes) {
+            r.conn = local;
+            r.relayId = local.handleClientBytes(r.bytes, r.callerJson!, r.caller, r.sink, this.remaining(r));
+            if (r.orphaned) local.orphanCall(r.relayId);
+            return;
+          }
           r.cancelLocal = local.handleClientRequest(r.msg, r.params, r.caller, r.sink, this.remaining(r));
           if (r.orphaned) r.cancelLocal.orphan?.();
           return;
@@ -450,7 +509,8 @@ export class Router {
     r.rid = rid;
     this.remote.set(rid, { route: r, node: owner.nodeId, epoch: owner.epoch, sentAt: Date.now(), timer, cached });
     r.sentPerf = performance.now();
-    r.payload ??= r.params === undefined ? '' : JSON.stringify(r.params);
+    const b = r.bytes;
+    r.payload ??= b ? b.body.toString('utf8') : r.params === undefined ? '' : JSON.stringify(r.params);
     const producer = tracingOn ? busSendSpan(r.caller.trace, r.msg.method, owner.nodeId) : undefined;
     const header: Header = {
       t: 'req',
@@ -465,6 +525,11 @@ export class Router {
       timeoutMs,
       tp: producer?.tp,
     };
+    if (b) {
+      header.b = [b.methodStart, b.methodEnd, b.paramsStart, b.paramsEnd, b.paramsMembers ? 1 : 0];
+      if (b.toolName !== undefined) header.tn = b.toolName;
+      if (b.timeoutS !== undefined) header.ts = b.timeoutS;
+    }
     crossNode.origin.inc();
     // A publish Redis answered late may have reached the owner (BusTimeoutError): it stays
     // pending, settled by the owner's answer, the owner check, the bus going down or its timer.
@@ -763,6 +828,30 @@ export class Router {
     // A stale owner never answers: the origin saw a newer claim than this socket's.
     if (conn.epoch !== undefined && h.epoch > conn.epoch)
       return sink.fail(relayError('device_offline', 'the phone reconnected elsewhere'));
+    if (h.b) {
+      const req = forwardedBytes(h, h.b, payload);
+      if (!req) return sink.fail(relayError('relay_error', 'malformed forwarded request'));
+      if (!conn.isReady) {
+        try {
+          await conn.ready();
+        } catch {
+          return sink.fail(relayError('device_offline', 'the phone did not complete initialize'));
+        }
+      }
+      const relayId = conn.handleClientBytes(
+        req,
+        forwardedCallerJson(h.tokenId, h.scopes),
+        { scopes: h.scopes, tokenId: h.tokenId, trace: consumer && contextWith(consumer) },
+        sink,
+        h.timeoutMs,
+      );
+      if (!done && relayId !== 0)
+        this.served.set(
+          key,
+          Object.assign(() => conn.cancelCall(relayId), { orphan: () => conn.orphanCall(relayId) }),
+        );
+      return;
+    }
     let params: Record<string, unknown> | undefined;
     try {
       params = payload ? (JSON.parse(payload) as Record<string, unknown>) : undefined;
@@ -784,4 +873,46 @@ export class Router {
     // Answers from the cache settle synchronously: nothing left to cancel then.
     if (!done) this.served.set(key, cancel);
   }
+}
+
+/**
+ * The request an origin forwarded as its body and offsets (Header `b`), or undefined if they
+ * do not describe one: the body is what the origin checked (src/protocol/request-bytes.ts),
+ * so only the offsets' bounds are checked again here.
+ */
+function forwardedBytes(
+  h: Extract<Header, { t: 'req' }>,
+  b: readonly number[],
+  payload: string,
+): ClientRequestBytes | undefined {
+  const body = Buffer.from(payload, 'utf8');
+  const [methodStart, methodEnd, paramsStart, paramsEnd, members] = b;
+  const within = (x: unknown): x is number => Number.isInteger(x) && (x as number) >= 0 && (x as number) <= body.length;
+  if (b.length !== 5 || !within(methodStart) || !within(methodEnd) || methodEnd <= methodStart) return undefined;
+  if (paramsStart !== -1 && !(within(paramsStart) && within(paramsEnd) && paramsEnd > paramsStart)) return undefined;
+  return {
+    id: h.id,
+    method: h.method,
+    toolName: h.tn,
+    timeoutS: h.ts,
+    body,
+    methodStart,
+    methodEnd,
+    paramsStart,
+    paramsEnd,
+    paramsMembers: members === 1,
+  };
+}
+
+const forwardedCallers = new Map<string, Buffer>();
+
+/** The caller context of a forwarded request as JSON bytes (callerContextJson's, src/protocol/caller.ts), kept per credential. */
+function forwardedCallerJson(tokenId: string | undefined, scopes: readonly Scope[]): Buffer {
+  const k = `${tokenId ?? ''}\n${scopes.join(' ')}`;
+  let buf = forwardedCallers.get(k);
+  if (!buf) {
+    if (forwardedCallers.size >= 10_000) forwardedCallers.clear(); // a bound, not a policy: rebuilt on the next call
+    forwardedCallers.set(k, (buf = callerContextJson({ id: tokenId ?? '', scopes: [...scopes] })));
+  }
+  return buf;
 }
