@@ -103,9 +103,15 @@ export interface Bus {
   onNodeDown(handler: (nodeId: string) => void): void;
 
   // --- Messaging -----------------------------------------------------------------------------
-  /** Delivers an opaque message to one node's onNodeMessage handlers; false if that node is not listening. */
-  sendToNode(nodeId: string, msg: string): Promise<boolean>;
+  /**
+   * Delivers an opaque message to one node's onNodeMessage (and onNodeBytes) handlers; false
+   * if that node is not listening. `payload`, when given, is the message's tail as bytes
+   * (a phone frame: never turned into a string on its way).
+   */
+  sendToNode(nodeId: string, msg: string, payload?: Buffer): Promise<boolean>;
   onNodeMessage(handler: (msg: string) => void): void;
+  /** onNodeMessage as bytes: the message as it came off the wire, without a string copy. */
+  onNodeBytes(handler: (msg: Buffer) => void): void;
   /** Fans a frame out to every node subscribed to the device; resolves with how many nodes got it. */
   publishDevice(deviceId: string, frame: string): Promise<number>;
   /**

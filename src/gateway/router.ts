@@ -79,6 +79,9 @@ type Header =
   | { t: 'fail'; rid: number; error: JsonRpcErrorObject }
   | { t: 'bye'; from: string };
 
+const NL = 0x0a;
+const EMPTY = Buffer.alloc(0);
+
 function encode(h: Header, payload = ''): string {
   return `${JSON.stringify(h)}\n${payload}`;
 }
@@ -192,7 +195,7 @@ export class Router {
 
   constructor(private readonly ctx: GatewayContext) {
     const bus = ctx.bus;
-    bus.onNodeMessage((m) => this.onMessage(m));
+    bus.onNodeBytes((m) => this.onMessage(m));
     bus.onNodeDown((node) => {
       this.forgetNode(node);
       void this.nodeGone(node, 'down');
@@ -510,7 +513,7 @@ export class Router {
     this.remote.set(rid, { route: r, node: owner.nodeId, epoch: owner.epoch, sentAt: Date.now(), timer, cached });
     r.sentPerf = performance.now();
     const b = r.bytes;
-    r.payload ??= b ? b.body.toString('utf8') : r.params === undefined ? '' : JSON.stringify(r.params);
+    if (!b) r.payload ??= r.params === undefined ? '' : JSON.stringify(r.params);
     const producer = tracingOn ? busSendSpan(r.caller.trace, r.msg.method, owner.nodeId) : undefined;
     const header: Header = {
       t: 'req',
@@ -534,7 +537,7 @@ export class Router {
     // A publish Redis answered late may have reached the owner (BusTimeoutError): it stays
     // pending, settled by the owner's answer, the owner check, the bus going down or its timer.
     const delivered = await this.ctx.bus
-      .sendToNode(owner.nodeId, encode(header, r.payload))
+      .sendToNode(owner.nodeId, b ? `${JSON.stringify(header)}\n` : encode(header, r.payload), b?.body)
       .catch((err) => err instanceof BusTimeoutError);
     producer?.end(delivered);
     if (delivered && r.orphaned) this.sendOrphan(r);
@@ -556,10 +559,10 @@ export class Router {
     r.sink.fail(relayError('relay_unavailable', 'the node holding the phone is unreachable'));
   }
 
-  private async sendUntil(node: string, msg: string, until: number): Promise<void> {
+  private async sendUntil(node: string, msg: string, until: number, payload?: Buffer): Promise<void> {
     for (;;) {
       try {
-        await this.ctx.bus.sendToNode(node, msg);
+        await this.ctx.bus.sendToNode(node, msg, payload);
         return;
       } catch (err) {
         if (!(err instanceof BusUnavailableError) || Date.now() + REPLY_RETRY_MS >= until) return;
@@ -715,16 +718,17 @@ export class Router {
     }
   }
 
-  private onMessage(raw: string): void {
-    const nl = raw.indexOf('\n');
+  private onMessage(raw: Buffer): void {
+    const nl = raw.indexOf(NL);
     let h: Header;
     try {
-      h = JSON.parse(nl < 0 ? raw : raw.slice(0, nl)) as Header;
+      h = JSON.parse(raw.toString('utf8', 0, nl < 0 ? raw.length : nl)) as Header;
     } catch {
       this.ctx.log.warn({ bytes: raw.length }, 'malformed node message');
       return;
     }
-    const payload = nl < 0 ? '' : raw.slice(nl + 1);
+    // A view of the message: a phone frame goes on to the client without a copy.
+    const payload = nl < 0 ? EMPTY : raw.subarray(nl + 1);
     switch (h.t) {
       case 'req':
         return void this.serve(h, payload);
@@ -732,7 +736,10 @@ export class Router {
         const conn = this.ctx.hub.device(h.deviceId);
         if (conn && !conn.closed) {
           try {
-            conn.notify(h.method, payload ? (JSON.parse(payload) as Record<string, unknown>) : undefined);
+            conn.notify(
+              h.method,
+              payload.length ? (JSON.parse(payload.toString('utf8')) as Record<string, unknown>) : undefined,
+            );
           } catch {
             this.ctx.log.warn('malformed forwarded notification');
           }
@@ -749,10 +756,10 @@ export class Router {
         for (const f of this.clientCancel) f(h.sessionId, h.requestId);
         return;
       case 'res':
-        answered(this.settle(h.rid))?.route.sink.respond(Buffer.from(payload, 'utf8'));
+        answered(this.settle(h.rid))?.route.sink.respond(payload);
         return;
       case 'rel':
-        this.remote.get(h.rid)?.route.sink.related?.(Buffer.from(payload, 'utf8'));
+        this.remote.get(h.rid)?.route.sink.related?.(payload);
         return;
       case 'fail':
         answered(this.settle(h.rid))?.route.sink.fail(h.error);
@@ -789,7 +796,7 @@ export class Router {
   // --- owner side ---------------------------------------------------------------------------
 
   /** Runs a request for another node and sends the answer back to it. */
-  private async serve(h: Extract<Header, { t: 'req' }>, payload: string): Promise<void> {
+  private async serve(h: Extract<Header, { t: 'req' }>, payload: Buffer): Promise<void> {
     this.lastServedAt = Date.now();
     crossNode.owner.inc();
     const key = `${h.from}:${h.rid}`;
@@ -798,19 +805,19 @@ export class Router {
     // before its command connection) is retried rather than lost, until the origin gives up.
     const until = Date.now() + h.timeoutMs + ORIGIN_GRACE_MS;
     let outbox = Promise.resolve();
-    const reply = (header: Header, body = '') => {
-      const msg = encode(header, body);
-      outbox = outbox.then(() => this.sendUntil(h.from, msg, until));
+    const reply = (header: Header, frame?: Buffer) => {
+      const msg = `${JSON.stringify(header)}\n`;
+      outbox = outbox.then(() => this.sendUntil(h.from, msg, until, frame));
     };
     const consumer = tracingOn ? busServeSpan(h.tp, h.method, h.from) : undefined;
     const sink: ReplySink = {
       respond: (frame) => {
         done = true;
         this.served.delete(key);
-        reply({ t: 'res', rid: h.rid }, frame.toString('utf8'));
+        reply({ t: 'res', rid: h.rid }, frame);
         if (consumer) endServe(consumer);
       },
-      related: (frame) => reply({ t: 'rel', rid: h.rid }, frame.toString('utf8')),
+      related: (frame) => reply({ t: 'rel', rid: h.rid }, frame),
       fail: (error) => {
         done = true;
         this.served.delete(key);
@@ -854,7 +861,7 @@ export class Router {
     }
     let params: Record<string, unknown> | undefined;
     try {
-      params = payload ? (JSON.parse(payload) as Record<string, unknown>) : undefined;
+      params = payload.length ? (JSON.parse(payload.toString('utf8')) as Record<string, unknown>) : undefined;
     } catch {
       return sink.fail(relayError('relay_error', 'malformed forwarded request'));
     }
@@ -883,9 +890,8 @@ export class Router {
 function forwardedBytes(
   h: Extract<Header, { t: 'req' }>,
   b: readonly number[],
-  payload: string,
+  body: Buffer,
 ): ClientRequestBytes | undefined {
-  const body = Buffer.from(payload, 'utf8');
   const [methodStart, methodEnd, paramsStart, paramsEnd, members] = b;
   const within = (x: unknown): x is number => Number.isInteger(x) && (x as number) >= 0 && (x as number) <= body.length;
   if (b.length !== 5 || !within(methodStart) || !within(methodEnd) || methodEnd <= methodStart) return undefined;

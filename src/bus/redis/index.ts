@@ -52,6 +52,19 @@ interface DeviceSub {
   subscribed: Promise<unknown>;
 }
 
+/** `m`: the first byte of a node message on a node's channel (scripts.ts, "Channels"). */
+const M = 0x6d;
+
+/** `m` + msg + payload, in one allocation. */
+function nodeMessage(msg: string, payload: Buffer): Buffer {
+  const head = Buffer.byteLength(msg);
+  const out = Buffer.allocUnsafe(1 + head + payload.length);
+  out[0] = M;
+  out.write(msg, 1, 'utf8');
+  payload.copy(out, 1 + head);
+  return out;
+}
+
 function uncorkTurn(bus: RedisBus): void {
   bus.uncork();
 }
@@ -66,6 +79,7 @@ export class RedisBus implements Bus {
   private readonly sub: Redis;
   private readonly chControl: string;
   private readonly chSelf: string;
+  private readonly chSelfBytes: Buffer;
   private readonly chDev: string;
   private readonly devices = new Map<string, DeviceSub>();
   private peers = new Map<string, string>(); // alive node -> boot id, as of the last heartbeat
@@ -85,6 +99,7 @@ export class RedisBus implements Bus {
     superseded: Handlers<[string, number]>;
     nodeDown: Handlers<[string]>;
     nodeMessage: Handlers<[string]>;
+    nodeBytes: Handlers<[Buffer]>;
     unavailable: Handlers<[]>;
     reconnected: Handlers<[]>;
   };
@@ -102,6 +117,7 @@ export class RedisBus implements Bus {
       superseded: h('superseded'),
       nodeDown: h('node down'),
       nodeMessage: h('node message'),
+      nodeBytes: h('node message'),
       unavailable: h('unavailable'),
       reconnected: h('reconnected'),
     };
@@ -109,6 +125,7 @@ export class RedisBus implements Bus {
     const p = this.o.prefix;
     this.chControl = `${p}ch:control`;
     this.chSelf = `${p}ch:node:${nodeId}`;
+    this.chSelfBytes = Buffer.from(this.chSelf);
     this.chDev = `${p}ch:dev:`;
     const common: RedisOptions = {
       lazyConnect: true,
@@ -127,7 +144,8 @@ export class RedisBus implements Bus {
       c.on('close', () => this.markDown('connection closed'));
       c.on('ready', () => void this.recover());
     }
-    this.sub.on('message', (channel: string, msg: string) => this.dispatch(channel, msg));
+    // As bytes: a node message's payload (a phone frame) goes on as a view of what was read.
+    this.sub.on('messageBuffer', (channel: Buffer, msg: Buffer) => this.dispatchBytes(channel, msg));
     this.sessions = new RedisSessions(this);
   }
 
@@ -297,6 +315,16 @@ export class RedisBus implements Bus {
     return this.beating;
   }
 
+  private dispatchBytes(channel: Buffer, msg: Buffer): void {
+    if (msg[0] === M && channel.equals(this.chSelfBytes)) {
+      const body = msg.subarray(1);
+      if (!this.on.nodeBytes.empty) this.on.nodeBytes.emit(body);
+      if (!this.on.nodeMessage.empty) this.on.nodeMessage.emit(body.toString('utf8'));
+      return;
+    }
+    this.dispatch(channel.toString('utf8'), msg.toString('utf8'));
+  }
+
   private dispatch(channel: string, msg: string): void {
     if (channel === this.chSelf) {
       if (msg[0] === 'm') this.on.nodeMessage.emit(msg.slice(1));
@@ -379,16 +407,20 @@ export class RedisBus implements Bus {
 
   // --- messaging ----------------------------------------------------------------------------------
 
-  async sendToNode(nodeId: string, msg: string): Promise<boolean> {
+  async sendToNode(nodeId: string, msg: string, payload?: Buffer): Promise<boolean> {
     const started = performance.now();
+    const body = payload === undefined ? 'm' + msg : nodeMessage(msg, payload);
     try {
-      return (await this.op((r) => r.publish(this.key(`ch:node:${nodeId}`), 'm' + msg))) > 0;
+      return (await this.op((r) => r.publish(this.key(`ch:node:${nodeId}`), body))) > 0;
     } finally {
       busPublish.since(started);
     }
   }
   onNodeMessage(handler: (msg: string) => void): void {
     this.on.nodeMessage.add(handler);
+  }
+  onNodeBytes(handler: (msg: Buffer) => void): void {
+    this.on.nodeBytes.add(handler);
   }
   async publishDevice(deviceId: string, frame: string): Promise<number> {
     return this.op((r) => r.publish(this.chDev + deviceId, frame));
