@@ -23,8 +23,9 @@ export interface SessionStore {
   /** The live session, its idle clock renewed; undefined if unknown or expired. */
   touch(id: string, idleMs: number): Promise<SessionRecord | undefined>;
   /**
-   * `touch` answered at once, for a store held in this process (the in-process bus); absent
-   * where a touch is a round trip. Lets a call on one node go through without a wait.
+   * `touch` answered at once when this process can answer for the session: the in-process
+   * store always; the Redis store while it holds a lease on it (docs/decisions/0133-session-leases.md).
+   * Undefined otherwise: the caller then awaits `touch`. Lets a call go through without a wait.
    */
   touchNow?(id: string, idleMs: number): SessionRecord | undefined;
   delete(id: string): Promise<boolean>;

@@ -300,9 +300,11 @@ class McpEndpoint {
   }
 
   /**
-   * One request of a cached key, in a live session of this node's in-process store, for a
-   * phone on this node that is ready: answered without a wait, a promise or a closure of its
-   * own, its frame built from the body's bytes (docs/decisions/0131-synchronous-local-calls.md).
+   * One request of a cached key, in a session answered at once (touchNow), for a phone on
+   * this node that is ready: answered without a wait, a promise or a closure of its own, its
+   * frame built from the body's bytes (docs/decisions/0131-synchronous-local-calls.md). For a
+   * phone on another node whose owner is remembered, the same, its params crossing the bus
+   * as bytes (docs/decisions/0134-cross-node-bytes.md).
    * False when anything about it needs the general path (nothing was done then).
    */
   fastPost(call: FastPost, raw: Buffer): boolean {

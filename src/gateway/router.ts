@@ -13,8 +13,7 @@ import type { JsonRpcId, JsonRpcRequest } from '../protocol/jsonrpc.ts';
 import { BusTimeoutError, BusUnavailableError, type DeviceOwner } from '../bus/index.ts';
 import type { Scope } from '../store/types.ts';
 import type { CallHandle, Caller, DeviceConnection, ReplySink } from './device-connection.ts';
-import type { ClientRequestBytes } from '../protocol/request-bytes.ts';
-import { callerContextJson } from '../protocol/caller.ts';
+import { paramsWithCaller, type ClientRequestBytes } from '../protocol/request-bytes.ts';
 import type { GatewayContext } from './context.ts';
 import { matchesCredential, type CredentialMatch } from './hub.ts';
 import { answered, crossNode, goodbyes, reroutes } from '../metrics.ts';
@@ -61,11 +60,11 @@ type Header =
       /** The origin's PRODUCER span (W3C traceparent), only while it traces (docs/decisions/0111-trace-context-on-the-bus-and-in-meta.md). */
       tp?: string;
       /**
-       * The payload is the client's request body, as read by src/protocol/request-bytes.ts:
-       * [methodStart, methodEnd, paramsStart, paramsEnd, paramsMembers ? 1 : 0], byte offsets
-       * into it (docs/decisions/0134-cross-node-bytes.md). Absent: the payload is params' JSON.
+       * 1: the origin read the request from its bytes, and the payload (params with the caller
+       * context, as always) is forwarded to the phone without a parse
+       * (docs/decisions/0134-cross-node-bytes.md). A node that does not know `b` parses it.
        */
-      b?: [number, number, number, number, number];
+      b?: 1;
       /** With `b`: params.name and wait_for_events' arguments.timeout_s, as the origin read them. */
       tn?: string;
       ts?: number;
@@ -80,6 +79,8 @@ type Header =
   | { t: 'bye'; from: string };
 
 const NL = 0x0a;
+const OPEN_BRACE = 0x7b;
+const CLOSE_BRACE = 0x7d;
 const EMPTY = Buffer.alloc(0);
 
 function encode(h: Header, payload = ''): string {
@@ -93,8 +94,10 @@ export function farewellMessage(nodeId: string): string {
 
 /** One client request on its way to the phone; it is also the sink the phone's node answers. */
 class Route implements ReplySink {
-  /** params as JSON (or the request's body, for `bytes`), encoded once even if the request is sent more than once. */
+  /** params as JSON, encoded once even if the request is sent more than once. */
   payload?: string;
+  /** The same for a `bytes` request (paramsWithCaller). */
+  payloadBytes?: Buffer;
   /** A request read from its bytes (startLocal, startRemote): it travels and starts as those bytes. */
   bytes?: ClientRequestBytes;
   callerJson?: Buffer;
@@ -180,7 +183,7 @@ export class Router {
   /** Origin side: requests this node sent to an owner node. */
   private readonly remote = new Map<number, RemotePending>();
   /** Owner side: requests other nodes sent here, by `${from}:${rid}`, for cancellation. */
-  private readonly served = new Map<string, CallHandle>();
+  private readonly served = new Map<string, Served>();
   /** Devices this node handed over to other nodes (drain): late requests for them are sent back. */
   private readonly handedOver = new Set<string>();
   private readonly ownerCheck: NodeJS.Timeout;
@@ -505,15 +508,14 @@ export class Router {
   private async send(r: Route, owner: DeviceOwner, cached: boolean): Promise<void> {
     const rid = this.nextRid++;
     const timeoutMs = this.remaining(r);
-    const timer = setTimeout(() => {
-      if (this.settle(rid)) r.sink.fail(relayError('timeout', 'no answer from the node holding the phone'));
-    }, timeoutMs + ORIGIN_GRACE_MS);
+    const timer = setTimeout(originTimedOut, timeoutMs + ORIGIN_GRACE_MS, this, rid, r);
     r.state = 'remote';
     r.rid = rid;
     this.remote.set(rid, { route: r, node: owner.nodeId, epoch: owner.epoch, sentAt: Date.now(), timer, cached });
     r.sentPerf = performance.now();
     const b = r.bytes;
-    if (!b) r.payload ??= r.params === undefined ? '' : JSON.stringify(r.params);
+    if (b) r.payloadBytes ??= paramsWithCaller(b, r.callerJson!);
+    else r.payload ??= r.params === undefined ? '' : JSON.stringify(r.params);
     const producer = tracingOn ? busSendSpan(r.caller.trace, r.msg.method, owner.nodeId) : undefined;
     const header: Header = {
       t: 'req',
@@ -523,13 +525,13 @@ export class Router {
       epoch: owner.epoch,
       id: r.msg.id,
       method: r.msg.method,
-      scopes: [...r.caller.scopes],
+      scopes: r.caller.scopes as Scope[], // serialised at once: no copy
       tokenId: r.caller.tokenId,
       timeoutMs,
       tp: producer?.tp,
     };
     if (b) {
-      header.b = [b.methodStart, b.methodEnd, b.paramsStart, b.paramsEnd, b.paramsMembers ? 1 : 0];
+      header.b = 1;
       if (b.toolName !== undefined) header.tn = b.toolName;
       if (b.timeoutS !== undefined) header.ts = b.timeoutS;
     }
@@ -537,8 +539,8 @@ export class Router {
     // A publish Redis answered late may have reached the owner (BusTimeoutError): it stays
     // pending, settled by the owner's answer, the owner check, the bus going down or its timer.
     const delivered = await this.ctx.bus
-      .sendToNode(owner.nodeId, b ? `${JSON.stringify(header)}\n` : encode(header, r.payload), b?.body)
-      .catch((err) => err instanceof BusTimeoutError);
+      .sendToNode(owner.nodeId, b ? `${JSON.stringify(header)}\n` : encode(header, r.payload), r.payloadBytes)
+      .catch(deliveredLate);
     producer?.end(delivered);
     if (delivered && r.orphaned) this.sendOrphan(r);
     if (delivered || !this.settle(rid)) return;
@@ -598,6 +600,11 @@ export class Router {
           .catch(() => {});
     }
     r.sink.fail(relayError('cancelled'));
+  }
+
+  /** @internal The origin's own deadline for a request sent to another node (send). */
+  timedOut(rid: number, r: Route): void {
+    if (this.settle(rid)) r.sink.fail(relayError('timeout', 'no answer from the node holding the phone'));
   }
 
   private settle(rid: number): RemotePending | undefined {
@@ -747,10 +754,10 @@ export class Router {
         return;
       }
       case 'cancel':
-        this.served.get(`${h.from}:${h.rid}`)?.();
+        this.served.get(`${h.from}:${h.rid}`)?.cancel();
         return;
       case 'orphan':
-        this.served.get(`${h.from}:${h.rid}`)?.orphan?.();
+        this.served.get(`${h.from}:${h.rid}`)?.orphan();
         return;
       case 'ccancel':
         for (const f of this.clientCancel) f(h.sessionId, h.requestId);
@@ -796,47 +803,24 @@ export class Router {
   // --- owner side ---------------------------------------------------------------------------
 
   /** Runs a request for another node and sends the answer back to it. */
-  private async serve(h: Extract<Header, { t: 'req' }>, payload: Buffer): Promise<void> {
+  private async serve(h: ReqHeader, payload: Buffer): Promise<void> {
     this.lastServedAt = Date.now();
     crossNode.owner.inc();
-    const key = `${h.from}:${h.rid}`;
-    let done = false;
-    // Answers go out in order; one that meets a bus still reconnecting (its subscriber back
-    // before its command connection) is retried rather than lost, until the origin gives up.
-    const until = Date.now() + h.timeoutMs + ORIGIN_GRACE_MS;
-    let outbox = Promise.resolve();
-    const reply = (header: Header, frame?: Buffer) => {
-      const msg = `${JSON.stringify(header)}\n`;
-      outbox = outbox.then(() => this.sendUntil(h.from, msg, until, frame));
-    };
     const consumer = tracingOn ? busServeSpan(h.tp, h.method, h.from) : undefined;
-    const sink: ReplySink = {
-      respond: (frame) => {
-        done = true;
-        this.served.delete(key);
-        reply({ t: 'res', rid: h.rid }, frame);
-        if (consumer) endServe(consumer);
-      },
-      related: (frame) => reply({ t: 'rel', rid: h.rid }, frame),
-      fail: (error) => {
-        done = true;
-        this.served.delete(key);
-        reply({ t: 'fail', rid: h.rid, error });
-        if (consumer) endServe(consumer, error);
-      },
-    };
+    const sink = new Served(this, h, consumer);
     const conn = this.ctx.hub.device(h.deviceId);
     if (!conn || conn.closed || this.ctx.hub.isMoving(conn)) {
       // Handed over (drain): the origin waits for the phone's next node. Otherwise the origin
       // had a stale owner: it asks the bus again.
       consumer?.end();
-      return reply({ t: 'redo', rid: h.rid, why: this.handedOver.has(h.deviceId) ? 'moving' : 'gone' });
+      return sink.reply({ t: 'redo', rid: h.rid, why: this.handedOver.has(h.deviceId) ? 'moving' : 'gone' });
     }
     // A stale owner never answers: the origin saw a newer claim than this socket's.
     if (conn.epoch !== undefined && h.epoch > conn.epoch)
       return sink.fail(relayError('device_offline', 'the phone reconnected elsewhere'));
+    const caller: Caller = { scopes: h.scopes, tokenId: h.tokenId, trace: consumer && contextWith(consumer) };
     if (h.b) {
-      const req = forwardedBytes(h, h.b, payload);
+      const req = forwardedBytes(h, payload);
       if (!req) return sink.fail(relayError('relay_error', 'malformed forwarded request'));
       if (!conn.isReady) {
         try {
@@ -845,18 +829,9 @@ export class Router {
           return sink.fail(relayError('device_offline', 'the phone did not complete initialize'));
         }
       }
-      const relayId = conn.handleClientBytes(
-        req,
-        forwardedCallerJson(h.tokenId, h.scopes),
-        { scopes: h.scopes, tokenId: h.tokenId, trace: consumer && contextWith(consumer) },
-        sink,
-        h.timeoutMs,
-      );
-      if (!done && relayId !== 0)
-        this.served.set(
-          key,
-          Object.assign(() => conn.cancelCall(relayId), { orphan: () => conn.orphanCall(relayId) }),
-        );
+      // The caller context is in the params already (paramsWithCaller on the origin).
+      const relayId = conn.handleClientBytes(req, EMPTY, caller, sink, h.timeoutMs);
+      if (!sink.done && relayId !== 0) this.serving(sink, conn, relayId);
       return;
     }
     let params: Record<string, unknown> | undefined;
@@ -873,52 +848,123 @@ export class Router {
     const cancel = conn.handleClientRequest(
       { jsonrpc: '2.0', id: h.id, method: h.method, params },
       params,
-      { scopes: h.scopes, tokenId: h.tokenId, trace: consumer && contextWith(consumer) },
+      caller,
       sink,
       h.timeoutMs,
     );
     // Answers from the cache settle synchronously: nothing left to cancel then.
-    if (!done) this.served.set(key, cancel);
+    if (!sink.done) this.serving(sink, undefined, 0, cancel);
+  }
+
+  private serving(s: Served, conn: DeviceConnection | undefined, relayId: number, handle?: CallHandle): void {
+    s.conn = conn;
+    s.relayId = relayId;
+    s.handle = handle;
+    this.served.set(s.key, s);
+  }
+
+  /** @internal Served: the request is answered, no longer cancellable. */
+  unserve(s: Served): void {
+    if (this.served.get(s.key) === s) this.served.delete(s.key);
+  }
+
+  /** @internal Served's replies, in order; one that meets a bus still reconnecting is retried until `until`. */
+  replyTo(node: string, msg: string, until: number, frame?: Buffer): Promise<void> {
+    return this.sendUntil(node, msg, until, frame);
+  }
+}
+
+type ReqHeader = Extract<Header, { t: 'req' }>;
+
+function originTimedOut(router: Router, rid: number, r: Route): void {
+  router.timedOut(rid, r);
+}
+
+/** A publish Redis answered late may have reached the owner: it counts as delivered (see send). */
+function deliveredLate(err: unknown): boolean {
+  return err instanceof BusTimeoutError;
+}
+
+/**
+ * One request another node sent here, from its start to its answer: the phone's sink, the
+ * replies' order and the cancel handle in one object (no closure per role).
+ */
+class Served implements ReplySink {
+  readonly key: string;
+  done = false;
+  conn?: DeviceConnection;
+  relayId = 0;
+  handle?: CallHandle;
+  /** Answers go out in order: the previous reply, while it is still being sent. */
+  private outbox?: Promise<void>;
+  private readonly until: number;
+
+  constructor(
+    private readonly router: Router,
+    private readonly h: ReqHeader,
+    private readonly consumer: ReturnType<typeof busServeSpan> | undefined,
+  ) {
+    this.key = `${h.from}:${h.rid}`;
+    this.until = Date.now() + h.timeoutMs + ORIGIN_GRACE_MS;
+  }
+
+  respond(frame: Buffer): void {
+    this.done = true;
+    this.router.unserve(this);
+    this.reply({ t: 'res', rid: this.h.rid }, frame);
+    if (this.consumer) endServe(this.consumer);
+  }
+
+  related(frame: Buffer): void {
+    this.reply({ t: 'rel', rid: this.h.rid }, frame);
+  }
+
+  fail(error: JsonRpcErrorObject): void {
+    this.done = true;
+    this.router.unserve(this);
+    this.reply({ t: 'fail', rid: this.h.rid, error });
+    if (this.consumer) endServe(this.consumer, error);
+  }
+
+  /** The origin's notifications/cancelled or its client gone (`cancel`). */
+  cancel(): void {
+    if (this.conn) this.conn.cancelCall(this.relayId);
+    else this.handle?.();
+  }
+
+  orphan(): void {
+    if (this.conn) this.conn.orphanCall(this.relayId);
+    else this.handle?.orphan?.();
+  }
+
+  reply(header: Header, frame?: Buffer): void {
+    const msg = `${JSON.stringify(header)}\n`;
+    const prev = this.outbox;
+    // The first reply (usually the only one) is sent at once; later ones wait for the one before.
+    this.outbox = prev
+      ? prev.then(() => this.router.replyTo(this.h.from, msg, this.until, frame))
+      : this.router.replyTo(this.h.from, msg, this.until, frame);
   }
 }
 
 /**
- * The request an origin forwarded as its body and offsets (Header `b`), or undefined if they
- * do not describe one: the body is what the origin checked (src/protocol/request-bytes.ts),
- * so only the offsets' bounds are checked again here.
+ * A forwarded request (Header `b`) to start with handleClientBytes, or undefined if its
+ * payload is not a JSON object: the origin checked the client's JSON and UTF-8
+ * (src/protocol/request-bytes.ts) and built the payload from it.
  */
-function forwardedBytes(
-  h: Extract<Header, { t: 'req' }>,
-  b: readonly number[],
-  body: Buffer,
-): ClientRequestBytes | undefined {
-  const [methodStart, methodEnd, paramsStart, paramsEnd, members] = b;
-  const within = (x: unknown): x is number => Number.isInteger(x) && (x as number) >= 0 && (x as number) <= body.length;
-  if (b.length !== 5 || !within(methodStart) || !within(methodEnd) || methodEnd <= methodStart) return undefined;
-  if (paramsStart !== -1 && !(within(paramsStart) && within(paramsEnd) && paramsEnd > paramsStart)) return undefined;
+function forwardedBytes(h: Extract<Header, { t: 'req' }>, params: Buffer): ClientRequestBytes | undefined {
+  if (params.length < 2 || params[0] !== OPEN_BRACE || params[params.length - 1] !== CLOSE_BRACE) return undefined;
   return {
     id: h.id,
     method: h.method,
     toolName: h.tn,
     timeoutS: h.ts,
-    body,
-    methodStart,
-    methodEnd,
-    paramsStart,
-    paramsEnd,
-    paramsMembers: members === 1,
+    body: params,
+    methodStart: 0,
+    methodEnd: 0,
+    paramsStart: 0,
+    paramsEnd: params.length,
+    paramsMembers: true,
+    forwarded: true,
   };
-}
-
-const forwardedCallers = new Map<string, Buffer>();
-
-/** The caller context of a forwarded request as JSON bytes (callerContextJson's, src/protocol/caller.ts), kept per credential. */
-function forwardedCallerJson(tokenId: string | undefined, scopes: readonly Scope[]): Buffer {
-  const k = `${tokenId ?? ''}\n${scopes.join(' ')}`;
-  let buf = forwardedCallers.get(k);
-  if (!buf) {
-    if (forwardedCallers.size >= 10_000) forwardedCallers.clear(); // a bound, not a policy: rebuilt on the next call
-    forwardedCallers.set(k, (buf = callerContextJson({ id: tokenId ?? '', scopes: [...scopes] })));
-  }
-  return buf;
 }
