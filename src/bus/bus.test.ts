@@ -192,6 +192,21 @@ describe.each(drivers)('%s bus', (_name, make) => {
     expect(got).toEqual(['hello']);
   });
 
+  it('a node message with a byte payload arrives whole, as bytes and as a string', async () => {
+    await open();
+    const strings: string[] = [];
+    const bytes: Buffer[] = [];
+    bus.onNodeMessage((m) => strings.push(m));
+    bus.onNodeBytes((m) => bytes.push(Buffer.from(m)));
+    const frame = Buffer.from('{"result":{"text":"héllo ✓"},"id":3}');
+    expect(await bus.sendToNode(bus.nodeId, '{"t":"res","rid":3}\n', frame)).toBe(true);
+    expect(await bus.sendToNode(bus.nodeId, 'plain')).toBe(true);
+    await sleep(50);
+    expect(strings).toEqual([`{"t":"res","rid":3}\n${frame.toString()}`, 'plain']);
+    expect(bytes.map((b) => b.toString())).toEqual(strings);
+    expect(Buffer.compare(bytes[0].subarray(bytes[0].indexOf(0x0a) + 1), frame)).toBe(0);
+  });
+
   it('device channels are refcounted per node', async () => {
     await open();
     const d = uid();

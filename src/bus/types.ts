@@ -23,8 +23,9 @@ export interface SessionStore {
   /** The live session, its idle clock renewed; undefined if unknown or expired. */
   touch(id: string, idleMs: number): Promise<SessionRecord | undefined>;
   /**
-   * `touch` answered at once, for a store held in this process (the in-process bus); absent
-   * where a touch is a round trip. Lets a call on one node go through without a wait.
+   * `touch` answered at once when this process can answer for the session: the in-process
+   * store always; the Redis store while it holds a lease on it (docs/decisions/0133-session-leases.md).
+   * Undefined otherwise: the caller then awaits `touch`. Lets a call go through without a wait.
    */
   touchNow?(id: string, idleMs: number): SessionRecord | undefined;
   delete(id: string): Promise<boolean>;
@@ -103,9 +104,15 @@ export interface Bus {
   onNodeDown(handler: (nodeId: string) => void): void;
 
   // --- Messaging -----------------------------------------------------------------------------
-  /** Delivers an opaque message to one node's onNodeMessage handlers; false if that node is not listening. */
-  sendToNode(nodeId: string, msg: string): Promise<boolean>;
+  /**
+   * Delivers an opaque message to one node's onNodeMessage (and onNodeBytes) handlers; false
+   * if that node is not listening. `payload`, when given, is the message's tail as bytes
+   * (a phone frame: never turned into a string on its way).
+   */
+  sendToNode(nodeId: string, msg: string, payload?: Buffer): Promise<boolean>;
   onNodeMessage(handler: (msg: string) => void): void;
+  /** onNodeMessage as bytes: the message as it came off the wire, without a string copy. */
+  onNodeBytes(handler: (msg: Buffer) => void): void;
   /** Fans a frame out to every node subscribed to the device; resolves with how many nodes got it. */
   publishDevice(deviceId: string, frame: string): Promise<number>;
   /**

@@ -11,6 +11,10 @@ export class Handlers<A extends unknown[]> {
   add(h: (...args: A) => void): void {
     this.list.push(h);
   }
+  /** Whether anyone listens: a message nobody takes is not converted for them. */
+  get empty(): boolean {
+    return this.list.length === 0;
+  }
   emit(...args: A): void {
     for (const h of this.list) {
       try {

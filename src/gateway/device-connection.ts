@@ -4,7 +4,7 @@
 // client's id (and progress token) restored.
 import type { WebSocket } from '../uws.ts';
 import { inspectPhoneFrame, withId } from '../protocol/frame.ts';
-import { requestFrame, type ClientRequestBytes } from '../protocol/request-bytes.ts';
+import { forwardedFrame, requestFrame, type ClientRequestBytes } from '../protocol/request-bytes.ts';
 import { classify, errorResponse, resultResponse, type JsonRpcId, type JsonRpcRequest } from '../protocol/jsonrpc.ts';
 import { INVALID_PARAMS, METHOD_NOT_FOUND, relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
 import { LATEST_SESSION_REVISION } from '../protocol/revisions.ts';
@@ -334,7 +334,9 @@ export class DeviceConnection implements TurnWriter {
       return 0;
     }
     const relayId = this.nextId++;
-    const frame = requestFrame(req, relayId, callerJson);
+    const frame = req.forwarded
+      ? forwardedFrame(relayId, req.method, req.body)
+      : requestFrame(req, relayId, callerJson);
     if (!this.track(relayId, frame, req.id, sink, timeoutMs, req.method, undefined, caller.tokenId, wait)) return 0;
     return relayId;
   }

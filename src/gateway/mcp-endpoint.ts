@@ -99,6 +99,8 @@ function collectHeaders(req: Req, trustProxy: boolean): McpHeaders {
 }
 
 const RECENT_SESSIONS_MAX = 10_000;
+/** How stale the outage fallback's copy of a session served without a bus touch may get. */
+const RECENT_REFRESH_MS = 1_000;
 /** A resumed POST stream looks for its next events this often (the replay buffer is shared by all nodes). */
 const FOLLOW_POLL_MS = 200;
 /** Beyond a request's deadline: the origin's grace before it gives up, plus the buffer write. */
@@ -223,6 +225,11 @@ class McpEndpoint {
    * else is relay_unavailable.
    */
   private async touchSession(id: string): Promise<SessionRecord | undefined> {
+    const leased = this.ctx.bus.sessions.touchNow?.(id, this.ctx.config.sessionIdleMs);
+    if (leased) {
+      this.noteSession(leased);
+      return leased;
+    }
     try {
       const s = await this.ctx.bus.sessions.touch(id, this.ctx.config.sessionIdleMs);
       if (s) this.rememberSession(s);
@@ -243,6 +250,15 @@ class McpEndpoint {
     this.recentSessions.delete(s.id);
     this.recentSessions.set(s.id, { ...s }, this.ctx.config.sessionIdleMs);
     if (this.recentSessions.size > RECENT_SESSIONS_MAX) this.recentSessions.delete(this.recentSessions.oldestKey()!);
+  }
+
+  /**
+   * rememberSession for a session served without a touch of the bus (in-process store, or a
+   * lease): the outage fallback is refreshed only once it is RECENT_REFRESH_MS old, not per call.
+   */
+  private noteSession(s: SessionRecord): void {
+    const left = this.recentSessions.remainingMs(s.id);
+    if (left === undefined || left < this.ctx.config.sessionIdleMs - RECENT_REFRESH_MS) this.rememberSession(s);
   }
 
   /** Stops the endpoint's timers (node shutdown). */
@@ -284,9 +300,11 @@ class McpEndpoint {
   }
 
   /**
-   * One request of a cached key, in a live session of this node's in-process store, for a
-   * phone on this node that is ready: answered without a wait, a promise or a closure of its
-   * own, its frame built from the body's bytes (docs/decisions/0131-synchronous-local-calls.md).
+   * One request of a cached key, in a session answered at once (touchNow), for a phone on
+   * this node that is ready: answered without a wait, a promise or a closure of its own, its
+   * frame built from the body's bytes (docs/decisions/0131-synchronous-local-calls.md). For a
+   * phone on another node whose owner is remembered, the same, its params crossing the bus
+   * as bytes (docs/decisions/0134-cross-node-bytes.md).
    * False when anything about it needs the general path (nothing was done then).
    */
   fastPost(call: FastPost, raw: Buffer): boolean {
@@ -295,13 +313,16 @@ class McpEndpoint {
     if (versionHeader && !isSessionRevision(versionHeader)) return false;
     const req = readClientRequest(raw);
     if (!req || req.method === 'initialize' || this.ctx.config.budgets.maxBatch < 1) return false;
+    // The in-process store, or this node's lease on a Redis session
+    // (docs/decisions/0133-session-leases.md); undefined sends it to the general path, which asks the bus.
     const session = this.ctx.bus.sessions.touchNow!(h['mcp-session-id'], this.ctx.config.sessionIdleMs);
-    // The in-process store is never unavailable, so recentSessions (the outage fallback) is not needed here.
     if (!session || session.tokenId !== cred.token.id) return false;
     const deviceId = session.deviceId;
     if (this.ctx.hub.isRevoked({ tokenId: cred.token.id, deviceId, accountId: cred.account.id })) return false;
     const conn = this.ctx.router.readyLocal(deviceId);
-    if (!conn) return false;
+    const owner = conn ? undefined : this.ctx.router.knownRemoteOwner(deviceId);
+    if (!conn && !owner) return false;
+    this.noteSession(session);
     call.start(session, req, raw.length);
     const timeoutMs = requestTimeoutMs(
       req.method,
@@ -311,7 +332,10 @@ class McpEndpoint {
       this.ctx.config.requestTimeoutMs,
     );
     call.timeoutMs = timeoutMs;
-    const route = this.ctx.router.startLocal(conn, req, callerContextJson(cred.token), call.caller(), call, timeoutMs);
+    const callerJson = callerContextJson(cred.token);
+    const route = conn
+      ? this.ctx.router.startLocal(conn, req, callerJson, call.caller(), call, timeoutMs)
+      : this.ctx.router.startRemote(deviceId, owner!, req, callerJson, call.caller(), call, timeoutMs);
     if (!route.done) {
       call.route = route;
       call.key = inFlightKey(session.id, req.id);
@@ -583,8 +607,10 @@ class McpEndpoint {
     };
     const evicted = await this.ctx.bus.sessions.create(session, this.ctx.config.sessionIdleMs, maxSessionsPerKey);
     // The key's least recently used sessions beyond its cap are gone: so are their streams, on every node.
+    // Awaited: once the client has its new session, the evicted ones are refused on every node
+    // (their leases there end on this broadcast: docs/decisions/0133-session-leases.md).
     if (evicted.length > 0)
-      void this.ctx.bus.publishControl({ type: 'sessions_ended', sessionIds: evicted }).catch(() => {});
+      await this.ctx.bus.publishControl({ type: 'sessions_ended', sessionIds: evicted }).catch(() => {});
     this.rememberSession(session);
     metrics.sessionsCreated.inc();
     const out = resultResponse(msg.id, { ...cached, protocolVersion: revision });
@@ -838,6 +864,9 @@ class McpEndpoint {
     this.withSession(res, req, async (ex, _h, session) => {
       await this.ctx.bus.sessions.delete(session.id);
       this.recentSessions.delete(session.id);
+      // Every node drops its lease on the session (docs/decisions/0133-session-leases.md) and
+      // ends its streams; awaited, so the session is refused everywhere once the client hears back.
+      await this.ctx.bus.publishControl({ type: 'sessions_ended', sessionIds: [session.id] }).catch(() => {});
       this.channels.get(session.id)?.end();
       this.ctx.hub.endStreams({ deviceId: session.deviceId, sessionId: session.id });
       ex.send(200, {}, undefined);

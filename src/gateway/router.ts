@@ -13,7 +13,7 @@ import type { JsonRpcId, JsonRpcRequest } from '../protocol/jsonrpc.ts';
 import { BusTimeoutError, BusUnavailableError, type DeviceOwner } from '../bus/index.ts';
 import type { Scope } from '../store/types.ts';
 import type { CallHandle, Caller, DeviceConnection, ReplySink } from './device-connection.ts';
-import type { ClientRequestBytes } from '../protocol/request-bytes.ts';
+import { paramsWithCaller, type ClientRequestBytes } from '../protocol/request-bytes.ts';
 import type { GatewayContext } from './context.ts';
 import { matchesCredential, type CredentialMatch } from './hub.ts';
 import { answered, crossNode, goodbyes, reroutes } from '../metrics.ts';
@@ -59,6 +59,15 @@ type Header =
       timeoutMs: number;
       /** The origin's PRODUCER span (W3C traceparent), only while it traces (docs/decisions/0111-trace-context-on-the-bus-and-in-meta.md). */
       tp?: string;
+      /**
+       * 1: the origin read the request from its bytes, and the payload (params with the caller
+       * context, as always) is forwarded to the phone without a parse
+       * (docs/decisions/0134-cross-node-bytes.md). A node that does not know `b` parses it.
+       */
+      b?: 1;
+      /** With `b`: params.name and wait_for_events' arguments.timeout_s, as the origin read them. */
+      tn?: string;
+      ts?: number;
     }
   | { t: 'note'; deviceId: string; method: string }
   | { t: 'cancel'; from: string; rid: number }
@@ -68,6 +77,11 @@ type Header =
   | { t: 'redo'; rid: number; why: 'moving' | 'gone' }
   | { t: 'fail'; rid: number; error: JsonRpcErrorObject }
   | { t: 'bye'; from: string };
+
+const NL = 0x0a;
+const OPEN_BRACE = 0x7b;
+const CLOSE_BRACE = 0x7d;
+const EMPTY = Buffer.alloc(0);
 
 function encode(h: Header, payload = ''): string {
   return `${JSON.stringify(h)}\n${payload}`;
@@ -82,6 +96,11 @@ export function farewellMessage(nodeId: string): string {
 class Route implements ReplySink {
   /** params as JSON, encoded once even if the request is sent more than once. */
   payload?: string;
+  /** The same for a `bytes` request (paramsWithCaller). */
+  payloadBytes?: Buffer;
+  /** A request read from its bytes (startLocal, startRemote): it travels and starts as those bytes. */
+  bytes?: ClientRequestBytes;
+  callerJson?: Buffer;
   done = false;
   state: 'routing' | 'local' | 'remote' = 'routing';
   cancelLocal?: CallHandle;
@@ -164,7 +183,7 @@ export class Router {
   /** Origin side: requests this node sent to an owner node. */
   private readonly remote = new Map<number, RemotePending>();
   /** Owner side: requests other nodes sent here, by `${from}:${rid}`, for cancellation. */
-  private readonly served = new Map<string, CallHandle>();
+  private readonly served = new Map<string, Served>();
   /** Devices this node handed over to other nodes (drain): late requests for them are sent back. */
   private readonly handedOver = new Set<string>();
   private readonly ownerCheck: NodeJS.Timeout;
@@ -179,7 +198,7 @@ export class Router {
 
   constructor(private readonly ctx: GatewayContext) {
     const bus = ctx.bus;
-    bus.onNodeMessage((m) => this.onMessage(m));
+    bus.onNodeBytes((m) => this.onMessage(m));
     bus.onNodeDown((node) => {
       this.forgetNode(node);
       void this.nodeGone(node, 'down');
@@ -289,6 +308,46 @@ export class Router {
     return r;
   }
 
+  /**
+   * The owner to send a request to at once: the phone is not on this node, its owner on
+   * another node is remembered (OWNER_CACHE_MS), and the bus is whole. Undefined otherwise
+   * (the general path decides: `request`).
+   */
+  knownRemoteOwner(deviceId: string): DeviceOwner | undefined {
+    if (!this.ctx.bus.available || this.ctx.hub.device(deviceId)) return undefined;
+    return this.cachedOwner(deviceId);
+  }
+
+  /**
+   * `request` for a request held as bytes, to the owner `knownRemoteOwner` returned: the
+   * client's body crosses the bus as it is, with the offsets the origin read, and the owner
+   * builds the phone's frame from it as startLocal does (docs/decisions/0134-cross-node-bytes.md).
+   * Cancel or orphan it with cancelRoute / orphanRoute.
+   */
+  startRemote(
+    deviceId: string,
+    owner: DeviceOwner,
+    req: ClientRequestBytes,
+    callerJson: Buffer,
+    caller: Caller,
+    sink: ReplySink,
+    timeoutMs: number,
+  ): LocalRoute {
+    const r = new Route(
+      this.active,
+      deviceId,
+      { jsonrpc: '2.0', id: req.id, method: req.method },
+      undefined,
+      caller,
+      sink,
+      timeoutMs,
+    );
+    r.bytes = req;
+    r.callerJson = callerJson;
+    void this.send(r, owner, true);
+    return r;
+  }
+
   cancelRoute(r: LocalRoute): void {
     this.cancel(r);
   }
@@ -393,6 +452,12 @@ export class Router {
           if (r.done) return;
           if (this.usableLocal(r.deviceId) !== local) continue;
           r.state = 'local';
+          if (r.bytes) {
+            r.conn = local;
+            r.relayId = local.handleClientBytes(r.bytes, r.callerJson!, r.caller, r.sink, this.remaining(r));
+            if (r.orphaned) local.orphanCall(r.relayId);
+            return;
+          }
           r.cancelLocal = local.handleClientRequest(r.msg, r.params, r.caller, r.sink, this.remaining(r));
           if (r.orphaned) r.cancelLocal.orphan?.();
           return;
@@ -443,14 +508,14 @@ export class Router {
   private async send(r: Route, owner: DeviceOwner, cached: boolean): Promise<void> {
     const rid = this.nextRid++;
     const timeoutMs = this.remaining(r);
-    const timer = setTimeout(() => {
-      if (this.settle(rid)) r.sink.fail(relayError('timeout', 'no answer from the node holding the phone'));
-    }, timeoutMs + ORIGIN_GRACE_MS);
+    const timer = setTimeout(originTimedOut, timeoutMs + ORIGIN_GRACE_MS, this, rid, r);
     r.state = 'remote';
     r.rid = rid;
     this.remote.set(rid, { route: r, node: owner.nodeId, epoch: owner.epoch, sentAt: Date.now(), timer, cached });
     r.sentPerf = performance.now();
-    r.payload ??= r.params === undefined ? '' : JSON.stringify(r.params);
+    const b = r.bytes;
+    if (b) r.payloadBytes ??= paramsWithCaller(b, r.callerJson!);
+    else r.payload ??= r.params === undefined ? '' : JSON.stringify(r.params);
     const producer = tracingOn ? busSendSpan(r.caller.trace, r.msg.method, owner.nodeId) : undefined;
     const header: Header = {
       t: 'req',
@@ -460,17 +525,22 @@ export class Router {
       epoch: owner.epoch,
       id: r.msg.id,
       method: r.msg.method,
-      scopes: [...r.caller.scopes],
+      scopes: r.caller.scopes as Scope[], // serialised at once: no copy
       tokenId: r.caller.tokenId,
       timeoutMs,
       tp: producer?.tp,
     };
+    if (b) {
+      header.b = 1;
+      if (b.toolName !== undefined) header.tn = b.toolName;
+      if (b.timeoutS !== undefined) header.ts = b.timeoutS;
+    }
     crossNode.origin.inc();
     // A publish Redis answered late may have reached the owner (BusTimeoutError): it stays
     // pending, settled by the owner's answer, the owner check, the bus going down or its timer.
     const delivered = await this.ctx.bus
-      .sendToNode(owner.nodeId, encode(header, r.payload))
-      .catch((err) => err instanceof BusTimeoutError);
+      .sendToNode(owner.nodeId, b ? `${JSON.stringify(header)}\n` : encode(header, r.payload), r.payloadBytes)
+      .catch(deliveredLate);
     producer?.end(delivered);
     if (delivered && r.orphaned) this.sendOrphan(r);
     if (delivered || !this.settle(rid)) return;
@@ -491,10 +561,10 @@ export class Router {
     r.sink.fail(relayError('relay_unavailable', 'the node holding the phone is unreachable'));
   }
 
-  private async sendUntil(node: string, msg: string, until: number): Promise<void> {
+  private async sendUntil(node: string, msg: string, until: number, payload?: Buffer): Promise<void> {
     for (;;) {
       try {
-        await this.ctx.bus.sendToNode(node, msg);
+        await this.ctx.bus.sendToNode(node, msg, payload);
         return;
       } catch (err) {
         if (!(err instanceof BusUnavailableError) || Date.now() + REPLY_RETRY_MS >= until) return;
@@ -530,6 +600,11 @@ export class Router {
           .catch(() => {});
     }
     r.sink.fail(relayError('cancelled'));
+  }
+
+  /** @internal The origin's own deadline for a request sent to another node (send). */
+  timedOut(rid: number, r: Route): void {
+    if (this.settle(rid)) r.sink.fail(relayError('timeout', 'no answer from the node holding the phone'));
   }
 
   private settle(rid: number): RemotePending | undefined {
@@ -650,16 +725,17 @@ export class Router {
     }
   }
 
-  private onMessage(raw: string): void {
-    const nl = raw.indexOf('\n');
+  private onMessage(raw: Buffer): void {
+    const nl = raw.indexOf(NL);
     let h: Header;
     try {
-      h = JSON.parse(nl < 0 ? raw : raw.slice(0, nl)) as Header;
+      h = JSON.parse(raw.toString('utf8', 0, nl < 0 ? raw.length : nl)) as Header;
     } catch {
       this.ctx.log.warn({ bytes: raw.length }, 'malformed node message');
       return;
     }
-    const payload = nl < 0 ? '' : raw.slice(nl + 1);
+    // A view of the message: a phone frame goes on to the client without a copy.
+    const payload = nl < 0 ? EMPTY : raw.subarray(nl + 1);
     switch (h.t) {
       case 'req':
         return void this.serve(h, payload);
@@ -667,7 +743,10 @@ export class Router {
         const conn = this.ctx.hub.device(h.deviceId);
         if (conn && !conn.closed) {
           try {
-            conn.notify(h.method, payload ? (JSON.parse(payload) as Record<string, unknown>) : undefined);
+            conn.notify(
+              h.method,
+              payload.length ? (JSON.parse(payload.toString('utf8')) as Record<string, unknown>) : undefined,
+            );
           } catch {
             this.ctx.log.warn('malformed forwarded notification');
           }
@@ -675,19 +754,19 @@ export class Router {
         return;
       }
       case 'cancel':
-        this.served.get(`${h.from}:${h.rid}`)?.();
+        this.served.get(`${h.from}:${h.rid}`)?.cancel();
         return;
       case 'orphan':
-        this.served.get(`${h.from}:${h.rid}`)?.orphan?.();
+        this.served.get(`${h.from}:${h.rid}`)?.orphan();
         return;
       case 'ccancel':
         for (const f of this.clientCancel) f(h.sessionId, h.requestId);
         return;
       case 'res':
-        answered(this.settle(h.rid))?.route.sink.respond(Buffer.from(payload, 'utf8'));
+        answered(this.settle(h.rid))?.route.sink.respond(payload);
         return;
       case 'rel':
-        this.remote.get(h.rid)?.route.sink.related?.(Buffer.from(payload, 'utf8'));
+        this.remote.get(h.rid)?.route.sink.related?.(payload);
         return;
       case 'fail':
         answered(this.settle(h.rid))?.route.sink.fail(h.error);
@@ -724,48 +803,40 @@ export class Router {
   // --- owner side ---------------------------------------------------------------------------
 
   /** Runs a request for another node and sends the answer back to it. */
-  private async serve(h: Extract<Header, { t: 'req' }>, payload: string): Promise<void> {
+  private async serve(h: ReqHeader, payload: Buffer): Promise<void> {
     this.lastServedAt = Date.now();
     crossNode.owner.inc();
-    const key = `${h.from}:${h.rid}`;
-    let done = false;
-    // Answers go out in order; one that meets a bus still reconnecting (its subscriber back
-    // before its command connection) is retried rather than lost, until the origin gives up.
-    const until = Date.now() + h.timeoutMs + ORIGIN_GRACE_MS;
-    let outbox = Promise.resolve();
-    const reply = (header: Header, body = '') => {
-      const msg = encode(header, body);
-      outbox = outbox.then(() => this.sendUntil(h.from, msg, until));
-    };
     const consumer = tracingOn ? busServeSpan(h.tp, h.method, h.from) : undefined;
-    const sink: ReplySink = {
-      respond: (frame) => {
-        done = true;
-        this.served.delete(key);
-        reply({ t: 'res', rid: h.rid }, frame.toString('utf8'));
-        if (consumer) endServe(consumer);
-      },
-      related: (frame) => reply({ t: 'rel', rid: h.rid }, frame.toString('utf8')),
-      fail: (error) => {
-        done = true;
-        this.served.delete(key);
-        reply({ t: 'fail', rid: h.rid, error });
-        if (consumer) endServe(consumer, error);
-      },
-    };
+    const sink = new Served(this, h, consumer);
     const conn = this.ctx.hub.device(h.deviceId);
     if (!conn || conn.closed || this.ctx.hub.isMoving(conn)) {
       // Handed over (drain): the origin waits for the phone's next node. Otherwise the origin
       // had a stale owner: it asks the bus again.
       consumer?.end();
-      return reply({ t: 'redo', rid: h.rid, why: this.handedOver.has(h.deviceId) ? 'moving' : 'gone' });
+      return sink.reply({ t: 'redo', rid: h.rid, why: this.handedOver.has(h.deviceId) ? 'moving' : 'gone' });
     }
     // A stale owner never answers: the origin saw a newer claim than this socket's.
     if (conn.epoch !== undefined && h.epoch > conn.epoch)
       return sink.fail(relayError('device_offline', 'the phone reconnected elsewhere'));
+    const caller: Caller = { scopes: h.scopes, tokenId: h.tokenId, trace: consumer && contextWith(consumer) };
+    if (h.b) {
+      const req = forwardedBytes(h, payload);
+      if (!req) return sink.fail(relayError('relay_error', 'malformed forwarded request'));
+      if (!conn.isReady) {
+        try {
+          await conn.ready();
+        } catch {
+          return sink.fail(relayError('device_offline', 'the phone did not complete initialize'));
+        }
+      }
+      // The caller context is in the params already (paramsWithCaller on the origin).
+      const relayId = conn.handleClientBytes(req, EMPTY, caller, sink, h.timeoutMs);
+      if (!sink.done && relayId !== 0) this.serving(sink, conn, relayId);
+      return;
+    }
     let params: Record<string, unknown> | undefined;
     try {
-      params = payload ? (JSON.parse(payload) as Record<string, unknown>) : undefined;
+      params = payload.length ? (JSON.parse(payload.toString('utf8')) as Record<string, unknown>) : undefined;
     } catch {
       return sink.fail(relayError('relay_error', 'malformed forwarded request'));
     }
@@ -777,11 +848,123 @@ export class Router {
     const cancel = conn.handleClientRequest(
       { jsonrpc: '2.0', id: h.id, method: h.method, params },
       params,
-      { scopes: h.scopes, tokenId: h.tokenId, trace: consumer && contextWith(consumer) },
+      caller,
       sink,
       h.timeoutMs,
     );
     // Answers from the cache settle synchronously: nothing left to cancel then.
-    if (!done) this.served.set(key, cancel);
+    if (!sink.done) this.serving(sink, undefined, 0, cancel);
   }
+
+  private serving(s: Served, conn: DeviceConnection | undefined, relayId: number, handle?: CallHandle): void {
+    s.conn = conn;
+    s.relayId = relayId;
+    s.handle = handle;
+    this.served.set(s.key, s);
+  }
+
+  /** @internal Served: the request is answered, no longer cancellable. */
+  unserve(s: Served): void {
+    if (this.served.get(s.key) === s) this.served.delete(s.key);
+  }
+
+  /** @internal Served's replies, in order; one that meets a bus still reconnecting is retried until `until`. */
+  replyTo(node: string, msg: string, until: number, frame?: Buffer): Promise<void> {
+    return this.sendUntil(node, msg, until, frame);
+  }
+}
+
+type ReqHeader = Extract<Header, { t: 'req' }>;
+
+function originTimedOut(router: Router, rid: number, r: Route): void {
+  router.timedOut(rid, r);
+}
+
+/** A publish Redis answered late may have reached the owner: it counts as delivered (see send). */
+function deliveredLate(err: unknown): boolean {
+  return err instanceof BusTimeoutError;
+}
+
+/**
+ * One request another node sent here, from its start to its answer: the phone's sink, the
+ * replies' order and the cancel handle in one object (no closure per role).
+ */
+class Served implements ReplySink {
+  readonly key: string;
+  done = false;
+  conn?: DeviceConnection;
+  relayId = 0;
+  handle?: CallHandle;
+  /** Answers go out in order: the previous reply, while it is still being sent. */
+  private outbox?: Promise<void>;
+  private readonly until: number;
+
+  constructor(
+    private readonly router: Router,
+    private readonly h: ReqHeader,
+    private readonly consumer: ReturnType<typeof busServeSpan> | undefined,
+  ) {
+    this.key = `${h.from}:${h.rid}`;
+    this.until = Date.now() + h.timeoutMs + ORIGIN_GRACE_MS;
+  }
+
+  respond(frame: Buffer): void {
+    this.done = true;
+    this.router.unserve(this);
+    this.reply({ t: 'res', rid: this.h.rid }, frame);
+    if (this.consumer) endServe(this.consumer);
+  }
+
+  related(frame: Buffer): void {
+    this.reply({ t: 'rel', rid: this.h.rid }, frame);
+  }
+
+  fail(error: JsonRpcErrorObject): void {
+    this.done = true;
+    this.router.unserve(this);
+    this.reply({ t: 'fail', rid: this.h.rid, error });
+    if (this.consumer) endServe(this.consumer, error);
+  }
+
+  /** The origin's notifications/cancelled or its client gone (`cancel`). */
+  cancel(): void {
+    if (this.conn) this.conn.cancelCall(this.relayId);
+    else this.handle?.();
+  }
+
+  orphan(): void {
+    if (this.conn) this.conn.orphanCall(this.relayId);
+    else this.handle?.orphan?.();
+  }
+
+  reply(header: Header, frame?: Buffer): void {
+    const msg = `${JSON.stringify(header)}\n`;
+    const prev = this.outbox;
+    // The first reply (usually the only one) is sent at once; later ones wait for the one before.
+    this.outbox = prev
+      ? prev.then(() => this.router.replyTo(this.h.from, msg, this.until, frame))
+      : this.router.replyTo(this.h.from, msg, this.until, frame);
+  }
+}
+
+/**
+ * A forwarded request (Header `b`) to start with handleClientBytes, or undefined if its
+ * payload is not a JSON object: the origin checked the client's JSON and UTF-8
+ * (src/protocol/request-bytes.ts) and built the payload from it.
+ */
+function forwardedBytes(h: Extract<Header, { t: 'req' }>, params: Buffer): ClientRequestBytes | undefined {
+  if (params.length < 2 || params[0] !== OPEN_BRACE || params[params.length - 1] !== CLOSE_BRACE) return undefined;
+  return {
+    id: h.id,
+    method: h.method,
+    toolName: h.tn,
+    timeoutS: h.ts,
+    body: params,
+    methodStart: 0,
+    methodEnd: 0,
+    paramsStart: 0,
+    paramsEnd: params.length,
+    paramsMembers: true,
+    forwarded: true,
+  };
 }

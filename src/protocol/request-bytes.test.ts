@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isJsonText, readClientRequest, requestFrame } from './request-bytes.ts';
+import { forwardedFrame, isJsonText, paramsWithCaller, readClientRequest, requestFrame } from './request-bytes.ts';
 import { withCallerContext } from './caller.ts';
 import type { Scope } from '../store/types.ts';
 
@@ -110,6 +110,11 @@ describe('readClientRequest', () => {
         method: body.method,
         params: withCallerContext(params, token),
       });
+      // Across nodes (docs/decisions/0134-cross-node-bytes.md): the params an older node
+      // would parse, and the frame a newer one builds from them without a parse.
+      const carried = paramsWithCaller(r, caller);
+      expect(JSON.parse(carried.toString())).toEqual(withCallerContext(params, token));
+      expect(forwardedFrame(42, r.method, carried).equals(frame)).toBe(true);
     }
   });
 

@@ -27,6 +27,11 @@ export interface ClientRequestBytes {
   paramsEnd: number;
   /** params has at least one member. */
   paramsMembers: boolean;
+  /**
+   * Another node read the request: `body` is its params with the caller context already in
+   * them (paramsWithCaller), the method is `method` (src/gateway/router.ts, `b`).
+   */
+  forwarded?: boolean;
 }
 
 const WAIT_TOOL = 'wait_for_events';
@@ -397,6 +402,48 @@ export function requestFrame(req: ClientRequestBytes, relayId: number, callerJso
     out[o++] = COMMA;
     o += b.copy(out, o, req.paramsStart + 1, req.paramsEnd); // the members and params' own `}`
   } else out[o++] = CLOSE_OBJ;
+  out[o] = CLOSE_OBJ;
+  return out;
+}
+
+const PARAMS_HEAD = Buffer.from('{"_meta":{"phonebridge/caller":');
+
+/**
+ * params with the caller context as their first member: the JSON value withCallerContext
+ * (src/protocol/caller.ts) gives for a request without `_meta`, built from the body's bytes.
+ * What a request read here carries to the phone's node, which parses it only if it is older
+ * than docs/decisions/0134-cross-node-bytes.md.
+ */
+export function paramsWithCaller(req: ClientRequestBytes, callerJson: Buffer): Buffer {
+  const b = req.body;
+  const restLen = req.paramsMembers ? req.paramsEnd - req.paramsStart : 1; // `,` + members + `}`, or `}`
+  const out = Buffer.allocUnsafe(PARAMS_HEAD.length + callerJson.length + 1 + restLen);
+  let o = PARAMS_HEAD.copy(out, 0);
+  o += callerJson.copy(out, o);
+  out[o++] = CLOSE_OBJ;
+  if (req.paramsMembers) {
+    out[o++] = COMMA;
+    b.copy(out, o, req.paramsStart + 1, req.paramsEnd);
+  } else out[o] = CLOSE_OBJ;
+  return out;
+}
+
+const PARAMS = Buffer.from(',"params":');
+
+/** The frame to the phone for a forwarded request: params (paramsWithCaller's) copied whole. */
+export function forwardedFrame(relayId: number, method: string, params: Buffer): Buffer {
+  const rid = String(relayId);
+  const m = JSON.stringify(method);
+  const mLen = Buffer.byteLength(m);
+  const out = Buffer.allocUnsafe(
+    FRAME_HEAD.length + rid.length + METHOD.length + mLen + PARAMS.length + params.length + 1,
+  );
+  let o = FRAME_HEAD.copy(out, 0);
+  o += out.write(rid, o, 'latin1');
+  o += METHOD.copy(out, o);
+  o += out.write(m, o, 'utf8');
+  o += PARAMS.copy(out, o);
+  o += params.copy(out, o);
   out[o] = CLOSE_OBJ;
   return out;
 }

@@ -154,6 +154,7 @@ export class LocalBus implements Bus {
   private readonly devices = new Map<string, Set<(frame: string) => void>>();
   private readonly control: Handlers<[ControlEvent]>;
   private readonly nodeMessages: Handlers<[string]>;
+  private readonly nodeBytes: Handlers<[Buffer]>;
   private readonly log?: Logger;
 
   constructor(opts: LocalBusOptions = {}) {
@@ -164,6 +165,7 @@ export class LocalBus implements Bus {
     this.sessions = new LocalSessions((id) => this.dropReplay(id));
     this.control = new Handlers('control', opts.log);
     this.nodeMessages = new Handlers('node message', opts.log);
+    this.nodeBytes = new Handlers('node message', opts.log);
   }
 
   async putNonce(nonce: string, deviceId: string, ttlMs: number): Promise<void> {
@@ -222,13 +224,18 @@ export class LocalBus implements Bus {
   }
   onNodeDown(): void {}
 
-  async sendToNode(nodeId: string, msg: string): Promise<boolean> {
+  async sendToNode(nodeId: string, msg: string, payload?: Buffer): Promise<boolean> {
     if (nodeId !== this.nodeId) return false;
-    this.nodeMessages.emit(msg);
+    if (!this.nodeMessages.empty) this.nodeMessages.emit(payload ? msg + payload.toString('utf8') : msg);
+    if (!this.nodeBytes.empty)
+      this.nodeBytes.emit(payload ? Buffer.concat([Buffer.from(msg), payload]) : Buffer.from(msg));
     return true;
   }
   onNodeMessage(handler: (msg: string) => void): void {
     this.nodeMessages.add(handler);
+  }
+  onNodeBytes(handler: (msg: Buffer) => void): void {
+    this.nodeBytes.add(handler);
   }
   async publishDevice(deviceId: string, frame: string): Promise<number> {
     const set = this.devices.get(deviceId);

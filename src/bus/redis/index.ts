@@ -52,13 +52,26 @@ interface DeviceSub {
   subscribed: Promise<unknown>;
 }
 
+/** `m`: the first byte of a node message on a node's channel (scripts.ts, "Channels"). */
+const M = 0x6d;
+
+/** `m` + msg + payload, in one allocation. */
+function nodeMessage(msg: string, payload: Buffer): Buffer {
+  const head = Buffer.byteLength(msg);
+  const out = Buffer.allocUnsafe(1 + head + payload.length);
+  out[0] = M;
+  out.write(msg, 1, 'utf8');
+  payload.copy(out, 1 + head);
+  return out;
+}
+
 function uncorkTurn(bus: RedisBus): void {
   bus.uncork();
 }
 
 export class RedisBus implements Bus {
   readonly kind = 'redis' as const;
-  readonly sessions: SessionStore;
+  readonly sessions: RedisSessions;
   private readonly o: typeof DEFAULTS;
   private readonly replayLimits: ReplayLimits;
   private readonly boot = randomBytes(8).toString('hex'); // tells a restart under the same node id apart
@@ -66,6 +79,7 @@ export class RedisBus implements Bus {
   private readonly sub: Redis;
   private readonly chControl: string;
   private readonly chSelf: string;
+  private readonly chSelfBytes: Buffer;
   private readonly chDev: string;
   private readonly devices = new Map<string, DeviceSub>();
   private peers = new Map<string, string>(); // alive node -> boot id, as of the last heartbeat
@@ -85,6 +99,7 @@ export class RedisBus implements Bus {
     superseded: Handlers<[string, number]>;
     nodeDown: Handlers<[string]>;
     nodeMessage: Handlers<[string]>;
+    nodeBytes: Handlers<[Buffer]>;
     unavailable: Handlers<[]>;
     reconnected: Handlers<[]>;
   };
@@ -102,6 +117,7 @@ export class RedisBus implements Bus {
       superseded: h('superseded'),
       nodeDown: h('node down'),
       nodeMessage: h('node message'),
+      nodeBytes: h('node message'),
       unavailable: h('unavailable'),
       reconnected: h('reconnected'),
     };
@@ -109,6 +125,7 @@ export class RedisBus implements Bus {
     const p = this.o.prefix;
     this.chControl = `${p}ch:control`;
     this.chSelf = `${p}ch:node:${nodeId}`;
+    this.chSelfBytes = Buffer.from(this.chSelf);
     this.chDev = `${p}ch:dev:`;
     const common: RedisOptions = {
       lazyConnect: true,
@@ -127,7 +144,8 @@ export class RedisBus implements Bus {
       c.on('close', () => this.markDown('connection closed'));
       c.on('ready', () => void this.recover());
     }
-    this.sub.on('message', (channel: string, msg: string) => this.dispatch(channel, msg));
+    // As bytes: a node message's payload (a phone frame) goes on as a view of what was read.
+    this.sub.on('messageBuffer', (channel: Buffer, msg: Buffer) => this.dispatchBytes(channel, msg));
     this.sessions = new RedisSessions(this);
   }
 
@@ -213,6 +231,7 @@ export class RedisBus implements Bus {
   private markDown(why: string): void {
     if (!this.started || this.closing || !this.up) return;
     this.up = false;
+    this.sessions.dropAll();
     this.log.warn({ node: this.nodeId, why }, 'cluster bus unavailable');
     this.on.unavailable.emit();
   }
@@ -223,6 +242,7 @@ export class RedisBus implements Bus {
     if (this.cmd.status !== 'ready' || this.sub.status !== 'ready') return undefined;
     this.resyncing = this.resync()
       .then(() => {
+        this.sessions.dropAll(); // broadcasts sent meanwhile were missed
         this.log.info({ node: this.nodeId }, 'cluster bus recovered');
         this.on.reconnected.emit();
       })
@@ -245,7 +265,11 @@ export class RedisBus implements Bus {
     }
     if (this.beating) return; // Redis is slow; do not pile up heartbeats
     this.beat().then(
-      (lapsed) => lapsed && this.up && this.on.reconnected.emit(),
+      (lapsed) => {
+        if (!lapsed || !this.up) return;
+        this.sessions.dropAll(); // presumed dead for a while: broadcasts may have been missed
+        this.on.reconnected.emit();
+      },
       (err) => {
         // A late heartbeat on an open connection (Redis or this process busy) is not an outage
         // while this node is still alive for its peers: declaring the bus down would fail every
@@ -291,6 +315,16 @@ export class RedisBus implements Bus {
     return this.beating;
   }
 
+  private dispatchBytes(channel: Buffer, msg: Buffer): void {
+    if (msg[0] === M && channel.equals(this.chSelfBytes)) {
+      const body = msg.subarray(1);
+      if (!this.on.nodeBytes.empty) this.on.nodeBytes.emit(body);
+      if (!this.on.nodeMessage.empty) this.on.nodeMessage.emit(body.toString('utf8'));
+      return;
+    }
+    this.dispatch(channel.toString('utf8'), msg.toString('utf8'));
+  }
+
   private dispatch(channel: string, msg: string): void {
     if (channel === this.chSelf) {
       if (msg[0] === 'm') this.on.nodeMessage.emit(msg.slice(1));
@@ -305,6 +339,8 @@ export class RedisBus implements Bus {
       } catch {
         return this.log.warn('malformed control event ignored');
       }
+      // Sessions ended on some node: this node's leases on them end before anything else runs.
+      if (event.type === 'sessions_ended' && Array.isArray(event.sessionIds)) this.sessions.drop(event.sessionIds);
       this.on.control.emit(event);
     } else if (channel.startsWith(this.chDev)) {
       const s = this.devices.get(channel.slice(this.chDev.length));
@@ -371,16 +407,20 @@ export class RedisBus implements Bus {
 
   // --- messaging ----------------------------------------------------------------------------------
 
-  async sendToNode(nodeId: string, msg: string): Promise<boolean> {
+  async sendToNode(nodeId: string, msg: string, payload?: Buffer): Promise<boolean> {
     const started = performance.now();
+    const body = payload === undefined ? 'm' + msg : nodeMessage(msg, payload);
     try {
-      return (await this.op((r) => r.publish(this.key(`ch:node:${nodeId}`), 'm' + msg))) > 0;
+      return (await this.op((r) => r.publish(this.key(`ch:node:${nodeId}`), body))) > 0;
     } finally {
       busPublish.since(started);
     }
   }
   onNodeMessage(handler: (msg: string) => void): void {
     this.on.nodeMessage.add(handler);
+  }
+  onNodeBytes(handler: (msg: Buffer) => void): void {
+    this.on.nodeBytes.add(handler);
   }
   async publishDevice(deviceId: string, frame: string): Promise<number> {
     return this.op((r) => r.publish(this.chDev + deviceId, frame));
@@ -458,10 +498,39 @@ export class RedisBus implements Bus {
   }
 }
 
+/**
+ * How often a leased session is renewed in Redis while calls use it, and how long a lease
+ * serves without a renewal that succeeded (docs/decisions/0133-session-leases.md). Both
+ * stay well inside the idle timeout: a lease never outlives the session's Redis expiry.
+ */
+export const LEASE_RENEW_MS = 2_000;
+export const LEASE_MAX_MS = 10_000;
+
+/** A session this node touched in Redis lately, served from memory until it must renew. */
+interface Lease {
+  rec: SessionRecord;
+  /** Date.now() of the last touch Redis answered with the session. */
+  confirmedAt: number;
+  renewing: boolean;
+}
+
 class RedisSessions implements SessionStore {
+  private readonly leases = new Map<string, Lease>();
+  /**
+   * Counts lease drops: a touch whose reply crosses a drop (the session ended meanwhile, its
+   * broadcast came first on the subscriber connection) must not lease it again.
+   */
+  private drops = 0;
+
   constructor(private readonly bus: RedisBus) {}
 
   async create(s: SessionRecord, idleMs: number, maxPerToken = 0): Promise<string[]> {
+    // The cap evicts the key's least recently used sessions by their Redis recency: calls this
+    // node served from its leases since their last renewal are told first, on the same
+    // connection, so Redis orders them before this create (docs/decisions/0133-session-leases.md).
+    if (maxPerToken > 0)
+      for (const [id, l] of this.leases)
+        if (l.rec.tokenId === s.tokenId && l.rec.lastSeenAt > l.confirmedAt) this.touch(id, idleMs).catch(() => {});
     const evicted = await this.bus.run('sessionCreate', [
       s.id,
       JSON.stringify(s),
@@ -470,16 +539,70 @@ class RedisSessions implements SessionStore {
       idleMs,
       maxPerToken,
     ]);
-    return Array.isArray(evicted) ? evicted.map(String) : [];
+    const ids = Array.isArray(evicted) ? evicted.map(String) : [];
+    this.drop(ids);
+    return ids;
   }
+
   async touch(id: string, idleMs: number): Promise<SessionRecord | undefined> {
+    const drops = this.drops;
     const rec = await this.bus.run('sessionTouch', [id, idleMs]);
-    if (rec == null) return undefined;
+    if (rec == null) {
+      this.drop([id]);
+      return undefined;
+    }
     const s = JSON.parse(rec as string) as SessionRecord; // the script returns the stored JSON string
-    s.lastSeenAt = Date.now();
+    const now = Date.now();
+    s.lastSeenAt = now;
+    if (drops === this.drops) {
+      this.leases.delete(id); // re-inserted: the map's order is least recently confirmed first
+      this.leases.set(id, { rec: s, confirmedAt: now, renewing: false });
+      if (this.leases.size > MAX_LEASES) this.leases.delete(this.leases.keys().next().value!);
+    }
     return s;
   }
+
+  /**
+   * The leased session, without a round trip: undefined when this node holds no lease on it
+   * (the caller then touches it in Redis, which takes the lease). A lease older than the renew
+   * interval is renewed in the background; one that could not be renewed for LEASE_MAX_MS
+   * (or half the idle time) no longer serves.
+   */
+  touchNow(id: string, idleMs: number): SessionRecord | undefined {
+    const lease = this.leases.get(id);
+    if (!lease) return undefined;
+    const now = Date.now();
+    const age = now - lease.confirmedAt;
+    if (age >= Math.min(LEASE_MAX_MS, idleMs / 2)) {
+      this.leases.delete(id);
+      return undefined;
+    }
+    if (age >= Math.min(LEASE_RENEW_MS, idleMs / 4) && !lease.renewing) {
+      lease.renewing = true;
+      // `touch` replaces the lease, or drops it when the session is gone; a failed renewal is
+      // tried again by a later call.
+      const done = () => (lease.renewing = false);
+      this.touch(id, idleMs).then(done, done);
+    }
+    lease.rec.lastSeenAt = now;
+    return lease.rec;
+  }
+
+  /** Ends this node's leases on these sessions (deleted, evicted: here or, by broadcast, on another node). */
+  drop(ids: readonly string[]): void {
+    if (ids.length === 0) return;
+    this.drops++;
+    for (const id of ids) this.leases.delete(id);
+  }
+
+  /** The bus was away: a broadcast may have been missed, so nothing leased before is trusted. */
+  dropAll(): void {
+    this.drops++;
+    this.leases.clear();
+  }
+
   async delete(id: string): Promise<boolean> {
+    this.drop([id]);
     return Number(await this.bus.run('sessionDelete', [id])) === 1;
   }
   async countForDevice(deviceId: string): Promise<number> {
@@ -487,9 +610,19 @@ class RedisSessions implements SessionStore {
   }
   async deleteWhere(match: { deviceId?: string; tokenId?: string }): Promise<number> {
     if (!match.deviceId && !match.tokenId) return 0;
+    // Every node applies the invalidation that calls this (src/gateway/node.ts, applyControl),
+    // so each drops its own leases here: no broadcast of the ids is needed.
+    const ids: string[] = [];
+    for (const [id, l] of this.leases)
+      if (l.rec.deviceId === match.deviceId || l.rec.tokenId === match.tokenId) ids.push(id);
+    this.drop(ids);
+    this.drops++; // a touch in flight may be of a session this deletes
     return Number(await this.bus.run('sessionDeleteWhere', [match.deviceId ?? '', match.tokenId ?? '']));
   }
 }
+
+/** Leases one node keeps at most (the least recently confirmed go first): memory, not correctness. */
+const MAX_LEASES = 100_000;
 
 function definedOnly<T extends object>(o: T): Partial<T> {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
