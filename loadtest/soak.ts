@@ -43,7 +43,12 @@ async function run(ctx: ScenarioContext): Promise<void> {
     if (call.args.mode === 'slow') setTimeout(() => call.reply({ content: [{ type: 'text', text: 'slow' }] }), 50);
     else call.reply({ content: [{ type: 'text', text: 'ok' }] });
   };
-  const relays = await startRelays();
+  // Eight clients on one address open a session every few calls: on a quick machine that is
+  // more than the relay's default initialize budgets (per address and per key and minute) allow,
+  // and this scenario measures churn, not those limits (test/relay/sessions-streams.test.ts does).
+  const relays = await startRelays({
+    flags: ['--initialize-per-minute', '1000000', '--initialize-per-minute-per-address', '1000000'],
+  });
   ctx.defer(() => relays.dispose());
   const node = relays.nodes[0];
   ctx.figures.store = relays.store.kind;
