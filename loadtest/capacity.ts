@@ -8,7 +8,7 @@ import { openFileLimit, openFileLimits } from './lib/limits.ts';
 import { clientAgent, McpSession } from './lib/mcp-client.ts';
 import { connectPhones, pool } from './lib/phones.ts';
 import { referenceSurface } from './lib/light-phone.ts';
-import { requireLocal, startRelays } from './lib/relay.ts';
+import { requireLocal, SESSION_CHURN_FLAGS, startRelays } from './lib/relay.ts';
 import type { Scenario, ScenarioContext } from './lib/scenario.ts';
 import { lineChart } from './lib/svg.ts';
 
@@ -34,7 +34,8 @@ async function run(ctx: ScenarioContext): Promise<void> {
   ctx.figures.catalog_bytes = surface.catalogBytes;
   ctx.figures.catalog_tools = surface.toolsResult.tools.length;
 
-  const relays = await startRelays();
+  // Its 1,000 sessions open from one address in seconds.
+  const relays = await startRelays({ flags: SESSION_CHURN_FLAGS });
   ctx.defer(() => relays.dispose());
   const node = relays.nodes[0];
   ctx.figures.store = relays.store.kind;

@@ -6,7 +6,7 @@
 import { clientAgent, McpSession } from './lib/mcp-client.ts';
 import { connectPhones } from './lib/phones.ts';
 import { loadSurface, type CallContext } from './lib/light-phone.ts';
-import { requireLocal, startRelays } from './lib/relay.ts';
+import { requireLocal, SESSION_CHURN_FLAGS, startRelays } from './lib/relay.ts';
 import type { RelayStats } from './fleet-relay.ts';
 import type { Scenario, ScenarioContext } from './lib/scenario.ts';
 import { lineChart } from './lib/svg.ts';
@@ -43,12 +43,8 @@ async function run(ctx: ScenarioContext): Promise<void> {
     if (call.args.mode === 'slow') setTimeout(() => call.reply({ content: [{ type: 'text', text: 'slow' }] }), 50);
     else call.reply({ content: [{ type: 'text', text: 'ok' }] });
   };
-  // Eight clients on one address open a session every few calls: on a quick machine that is
-  // more than the relay's default initialize budgets (per address and per key and minute) allow,
-  // and this scenario measures churn, not those limits (test/relay/sessions-streams.test.ts does).
-  const relays = await startRelays({
-    flags: ['--initialize-per-minute', '1000000', '--initialize-per-minute-per-address', '1000000'],
-  });
+  // Eight clients on one address open a session every few calls.
+  const relays = await startRelays({ flags: SESSION_CHURN_FLAGS });
   ctx.defer(() => relays.dispose());
   const node = relays.nodes[0];
   ctx.figures.store = relays.store.kind;

@@ -45,7 +45,10 @@ export async function connectPhones(opts: {
   const pair = generateDeviceKey();
   const key = createPrivateKey(pair.privateKeyPem);
   const ids = await opts.relay.devices(opts.count, pair.publicKeySpkiBase64);
-  const addresses = loopbackAddresses(opts.addresses ?? Math.ceil(opts.count / 10_000));
+  // At most 4,000 phones per source address: each address gets ~28k ephemeral ports, and the
+  // relay allows 6,000 challenges a minute per address (src/gateway/device-socket.ts), which a
+  // quick machine connecting one address's phones reaches within the minute.
+  const addresses = loopbackAddresses(opts.addresses ?? Math.ceil(opts.count / 4_000));
   const agents = keepAliveAgents(addresses);
   const endpoint = { url: opts.relay.url, host: new URL(opts.relay.url).host };
   const phones = ids.map((deviceId, i) => {

@@ -12,6 +12,19 @@ import { startRelayChild, type RelayChild } from '../fleet-relay.ts';
 export const PG_ADMIN_URL = process.env.PHONEBRIDGE_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 export const REDIS_URL = process.env.PHONEBRIDGE_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 
+/**
+ * Relay flags for scenarios whose clients, all on one address, open sessions faster than the
+ * relay's default initialize budgets (a minute's worth per key and per address) allow on a
+ * quick machine: they measure churn or memory, not those limits
+ * (test/relay/sessions-streams.test.ts does).
+ */
+export const SESSION_CHURN_FLAGS = [
+  '--initialize-per-minute',
+  '1000000',
+  '--initialize-per-minute-per-address',
+  '1000000',
+];
+
 export interface StoreChoice {
   kind: 'postgres' | 'embedded';
   flags: string[];
