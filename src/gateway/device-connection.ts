@@ -596,17 +596,22 @@ export class DeviceConnection implements TurnWriter {
   }
 
   /** One text frame from the phone (its own copy of the bytes). */
-  onFrame(frame: Buffer): void {
+  /**
+   * One frame from the phone. `view` may be a view of uWS's memory, valid only until this
+   * returns: whatever is kept is copied first (withId's answer is a copy).
+   */
+  onFrame(view: Buffer): void {
     this.lastFrameAt = Date.now();
     framesFromDevice.inc();
-    const f = inspectPhoneFrame(frame);
+    const f = inspectPhoneFrame(view);
     if (f.kind === 'response') {
       const p = typeof f.id === 'number' ? this.settle(f.id) : undefined;
       // Unknown ids are late answers to cancelled or timed-out requests: dropped by design.
-      if (p?.sink.respondAsReceived) p.sink.respondAsReceived(frame, f.idStart, f.idEnd);
-      else if (p) p.sink.respond(withId(frame, f.idStart, f.idEnd, p.clientId));
+      if (p?.sink.respondAsReceived) p.sink.respondAsReceived(Buffer.from(view), f.idStart, f.idEnd);
+      else if (p) p.sink.respond(withId(view, f.idStart, f.idEnd, p.clientId));
       return;
     }
+    const frame = Buffer.from(view);
     if (f.kind === 'invalid') {
       this.log.warn({ deviceId: this.deviceId, reason: f.reason, bytes: frame.length }, 'invalid frame from phone');
       return;

@@ -228,8 +228,9 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
         conn.close(CLOSE.unsupportedData, 'text frames only');
         return;
       }
-      // uWS reuses the ArrayBuffer after this callback: copy once, keep bytes, never re-encode.
-      conn.onFrame(Buffer.from(new Uint8Array(message)));
+      // A view of uWS's memory, valid during this callback only: onFrame copies what it keeps
+      // (an answer once, as it puts the client's id back), so a 256 KiB answer is copied once.
+      conn.onFrame(Buffer.from(message));
     },
 
     ping: (ws: WebSocket<DeviceSocketData>) => {
