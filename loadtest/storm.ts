@@ -125,6 +125,27 @@ const POLICIES: Policy[] = [
   },
 ];
 
+interface ProcessCpu {
+  cpuMs: number;
+  cpuSystemMs: number;
+  mainThreadCpuMs?: number;
+}
+
+/** A process's CPU between two readings, and per accept of the `back` phones it took meanwhile. */
+function acceptCpu(c0: ProcessCpu, c1: ProcessCpu, back: number) {
+  const cpuS = (c1.cpuMs - c0.cpuMs) / 1000;
+  return {
+    cpuSeconds: cpuS,
+    cpuSystemSeconds: (c1.cpuSystemMs - c0.cpuSystemMs) / 1000,
+    mainThreadCpuSeconds:
+      c0.mainThreadCpuMs !== undefined && c1.mainThreadCpuMs !== undefined
+        ? (c1.mainThreadCpuMs - c0.mainThreadCpuMs) / 1000
+        : undefined,
+    cpuMsPerAccept: (cpuS * 1000) / Math.max(1, back),
+    acceptsPerCpuSecond: back / Math.max(0.001, cpuS),
+  };
+}
+
 async function run(ctx: ScenarioContext): Promise<void> {
   requireLocal(ctx.opts.target, 'storm', 'it kills and restarts the node');
   const m = ctx.metrics;
@@ -159,7 +180,7 @@ async function run(ctx: ScenarioContext): Promise<void> {
    * from 0.5 s after the drop (the closes handled) until all are back. Set against the rounds
    * on a fresh process, this is how much of an accept there is JIT compilation and warm-up.
    */
-  const warmRound = async (cpu: () => Promise<{ cpuMs: number; cpuSystemMs: number; mainThreadCpuMs?: number }>) => {
+  const warmRound = async (cpu: () => Promise<ProcessCpu>) => {
     policy = { name: 'warm lockstep (1 s)', delay: () => 1000 };
     accepts = [];
     for (const ph of fleet.phones) ph.ws?.terminate();
@@ -170,18 +191,7 @@ async function run(ctx: ScenarioContext): Promise<void> {
     const c1 = await cpu();
     const back = accepts.length;
     missing.add(count - back);
-    const cpuS = (c1.cpuMs - c0.cpuMs) / 1000;
-    return {
-      back,
-      cpuSeconds: cpuS,
-      cpuSystemSeconds: (c1.cpuSystemMs - c0.cpuSystemMs) / 1000,
-      mainThreadCpuSeconds:
-        c0.mainThreadCpuMs !== undefined && c1.mainThreadCpuMs !== undefined
-          ? (c1.mainThreadCpuMs - c0.mainThreadCpuMs) / 1000
-          : undefined,
-      cpuMsPerAccept: (cpuS * 1000) / Math.max(1, back),
-      acceptsPerCpuSecond: back / Math.max(0.001, cpuS),
-    };
+    return { back, ...acceptCpu(c0, c1, back) };
   };
 
   // Round 0: the accept floor, already listening, takes every phone of the killed relay
@@ -204,24 +214,17 @@ async function run(ctx: ScenarioContext): Promise<void> {
     const back = accepts.length;
     missing.add(count - back);
     const syscalls = await trace?.(back);
-    const cpuS = (c1.cpuMs - c0.cpuMs) / 1000;
     const sorted = accepts.sort((a, b) => a - b);
+    const floorCpu = acceptCpu(c0, c1, back);
     ctx.figures.floor = {
       phones: count,
       back,
       secondsToAllBack: back ? (sorted[back - 1] - t0) / 1000 : NaN,
-      cpuSeconds: cpuS,
-      cpuSystemSeconds: (c1.cpuSystemMs - c0.cpuSystemMs) / 1000,
-      mainThreadCpuSeconds:
-        c0.mainThreadCpuMs !== undefined && c1.mainThreadCpuMs !== undefined
-          ? (c1.mainThreadCpuMs - c0.mainThreadCpuMs) / 1000
-          : undefined,
-      cpuMsPerAccept: (cpuS * 1000) / Math.max(1, back),
-      acceptsPerCpuSecond: back / Math.max(0.001, cpuS),
+      ...floorCpu,
       counts: await floor.counts(),
       syscallsPerAccept: syscalls,
     };
-    m.gauge('accepts_per_floor_cpu_s').set(back / Math.max(0.001, cpuS));
+    m.gauge('accepts_per_floor_cpu_s').set(floorCpu.acceptsPerCpuSecond);
     ctx.setNote('round 0b: accept floor, warm');
     ctx.figures.floorWarm = await warmRound(() => floor.cpu());
   }
