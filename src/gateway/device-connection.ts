@@ -611,9 +611,8 @@ export class DeviceConnection implements TurnWriter {
       else if (p) p.sink.respond(withId(view, f.idStart, f.idEnd, p.clientId));
       return;
     }
-    const frame = Buffer.from(view);
     if (f.kind === 'invalid') {
-      this.log.warn({ deviceId: this.deviceId, reason: f.reason, bytes: frame.length }, 'invalid frame from phone');
+      this.log.warn({ deviceId: this.deviceId, reason: f.reason, bytes: view.length }, 'invalid frame from phone');
       return;
     }
     const c = classify(f.value);
@@ -630,7 +629,7 @@ export class DeviceConnection implements TurnWriter {
       return;
     }
     if (c.kind !== 'notification') {
-      this.log.warn({ deviceId: this.deviceId, bytes: frame.length }, 'unexpected frame from phone');
+      this.log.warn({ deviceId: this.deviceId, bytes: view.length }, 'unexpected frame from phone');
       return;
     }
     const params = c.msg.params ?? {};
@@ -651,11 +650,12 @@ export class DeviceConnection implements TurnWriter {
         p?.sink.fail(relayError('cancelled', 'the phone cancelled the request'));
         return;
       }
+      // Both keep the frame: a copy of the view.
       case 'notifications/tools/list_changed':
-        this.toolsChanged(frame);
+        this.toolsChanged(Buffer.from(view));
         return;
       default:
-        this.events.notification(this.deviceId, frame);
+        this.events.notification(this.deviceId, Buffer.from(view));
     }
   }
 

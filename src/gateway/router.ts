@@ -293,15 +293,7 @@ export class Router {
     sink: ReplySink,
     timeoutMs: number,
   ): LocalRoute {
-    const r = new Route(
-      this.active,
-      conn.deviceId,
-      { jsonrpc: '2.0', id: req.id, method: req.method },
-      undefined,
-      caller,
-      sink,
-      timeoutMs,
-    );
+    const r = this.bytesRoute(conn.deviceId, req, caller, sink, timeoutMs);
     r.state = 'local';
     r.conn = conn;
     r.relayId = conn.handleClientBytes(req, callerJson, caller, r, timeoutMs);
@@ -333,7 +325,16 @@ export class Router {
     sink: ReplySink,
     timeoutMs: number,
   ): LocalRoute {
-    const r = new Route(
+    const r = this.bytesRoute(deviceId, req, caller, sink, timeoutMs);
+    r.bytes = req;
+    r.callerJson = callerJson;
+    void this.send(r, owner, true);
+    return r;
+  }
+
+  /** The route of a request held as bytes: only its id and method are kept as a message. */
+  private bytesRoute(deviceId: string, req: ClientRequestBytes, caller: Caller, sink: ReplySink, timeoutMs: number) {
+    return new Route(
       this.active,
       deviceId,
       { jsonrpc: '2.0', id: req.id, method: req.method },
@@ -342,10 +343,6 @@ export class Router {
       sink,
       timeoutMs,
     );
-    r.bytes = req;
-    r.callerJson = callerJson;
-    void this.send(r, owner, true);
-    return r;
   }
 
   cancelRoute(r: LocalRoute): void {
