@@ -128,6 +128,15 @@ async function callbackServer(): Promise<{ url: string; code: Promise<string>; s
   return { url: `http://127.0.0.1:${(server.address() as { port: number }).port}/callback`, code, server };
 }
 
+/** Presses Allow and returns the code once the browser has loaded the callback page: the callback
+ *  server sees the code before the navigation commits, and a `page.goto` in that window would
+ *  interrupt it. */
+async function allow(page: Page, cb: { url: string; code: Promise<string> }): Promise<string> {
+  await page.getByRole('button', { name: 'Allow' }).click();
+  await page.waitForURL((u) => u.href.startsWith(`${cb.url}?`));
+  return cb.code;
+}
+
 class TestProvider implements OAuthClientProvider {
   info?: OAuthClientInformationMixed;
   saved?: OAuthTokens;
@@ -198,8 +207,7 @@ describe('hosted mode in a browser', () => {
       await page.getByRole('heading', { name: 'Connect a client' }).waitFor();
       await page.getByLabel('Pixel A').check();
       await page.screenshot({ path: `${SCREENS}/oauth-consent.png`, fullPage: true });
-      await page.getByRole('button', { name: 'Allow' }).click();
-      const code = await cb.code;
+      const code = await allow(page, cb);
       await transport.finishAuth(code);
       expect(provider.saved?.refresh_token).toBeTruthy();
 
@@ -343,8 +351,7 @@ describe('hosted mode in a browser', () => {
         UnauthorizedError,
       );
       await page.goto(provider.authorizationUrl!.toString());
-      await page.getByRole('button', { name: 'Allow' }).click();
-      await transport.finishAuth(await cb.code);
+      await transport.finishAuth(await allow(page, cb));
       const access = provider.saved!.access_token;
       expect(await mcpStatus(direct2, access)).toBe(200);
 
