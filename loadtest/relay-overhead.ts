@@ -317,13 +317,23 @@ async function session(url: string, headers: Record<string, string>): Promise<Re
 const haveStrace = spawnSync('strace', ['-V']).status === 0;
 
 /** Send-type syscalls of `pids` (all threads) while `work` runs, from strace -c. */
-async function countSends<T>(pids: number[], work: () => Promise<T>): Promise<{ sends: number; result: T }> {
+/**
+ * Send syscalls and event-loop wakeups (epoll waits that returned: each is one trip through
+ * libuv, the kernel's scheduler and the JS entry, the per-wakeup cost that dominates at low
+ * rates) of `pids` while `work` runs, from `strace -c`.
+ */
+async function countSyscalls<T>(
+  pids: number[],
+  work: () => Promise<T>,
+): Promise<{ sends: number; wakeups: number; result: T }> {
   const dir = mkdtempSync(join(tmpdir(), 'pb-strace-'));
   const tracers = pids.map((pid, i) => {
     const file = join(dir, `c${i}`);
-    const p = spawn('strace', ['-c', '-f', '-e', 'trace=sendto,sendmsg,write,writev', '-o', file, '-p', String(pid)], {
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
+    const p = spawn(
+      'strace',
+      ['-c', '-f', '-e', 'trace=sendto,sendmsg,write,writev,epoll_wait,epoll_pwait', '-o', file, '-p', String(pid)],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    );
     const attached = new Promise<void>((resolve) => {
       let err = '';
       p.stderr.on('data', (d) => {
@@ -337,16 +347,20 @@ async function countSends<T>(pids: number[], work: () => Promise<T>): Promise<{ 
   await Promise.all(tracers.map((t) => t.attached));
   const result = await work();
   let sends = 0;
+  let wakeups = 0;
   for (const t of tracers) {
     t.p.kill('SIGINT');
     await t.exited;
     for (const line of readFileSync(t.file, 'utf8').split('\n')) {
-      const m = /^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(sendto|sendmsg|write|writev)\s*$/.exec(line);
-      if (m) sends += Number(m[1]);
+      // % time, seconds, usecs/call, calls, [errors], syscall
+      const m = /^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)\s*$/.exec(line);
+      if (!m) continue;
+      if (m[2].startsWith('epoll_')) wakeups += Number(m[1]);
+      else if (m[2] !== 'total') sends += Number(m[1]);
     }
   }
   rmSync(dir, { recursive: true, force: true });
-  return { sends, result };
+  return { sends, wakeups, result };
 }
 
 async function createDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
@@ -547,12 +561,19 @@ async function main(): Promise<void> {
       for (const t of targets)
         (openLow[t.name] ??= []).push(await run(t, { tool: 'echo', ms: roundMs, rate: lowRate }));
     const sends: Record<string, number> = {};
+    const wakeups: Record<string, number> = {};
+    const lowRateWakeups: Record<string, number> = {};
     if (haveStrace)
       for (const t of targets) {
-        const { sends: n, result } = await countSends(t.pids, () =>
+        const closedLoop = await countSyscalls(t.pids, () =>
           run(t, { tool: 'echo', ms: Math.max(500, roundMs / 2), conns }),
         );
-        sends[t.name] = n / Math.max(1, result.calls);
+        sends[t.name] = closedLoop.sends / Math.max(1, closedLoop.result.calls);
+        wakeups[t.name] = closedLoop.wakeups / Math.max(1, closedLoop.result.calls);
+        const low = await countSyscalls(t.pids, () =>
+          run(t, { tool: 'echo', ms: Math.max(500, roundMs / 2), rate: lowRate }),
+        );
+        lowRateWakeups[t.name] = low.wakeups / Math.max(1, low.result.calls);
       }
 
     const report: Json = {
@@ -592,7 +613,16 @@ async function main(): Promise<void> {
         openP99Ms: round2(median(o.map((x) => x.p99))),
         lowRateP50Ms: round2(median(openLow[t.name].map((x) => x.p50))),
         lowRateP99Ms: round2(median(openLow[t.name].map((x) => x.p99))),
+        /** CPU per call at the same arrival rate for every target (half the slowest peak), net of
+         *  idle: cost under equal load, where the closed-loop figure also holds how many calls
+         *  each turn of a target's event loop shares. */
+        lowRateNetServerCpuUsPerCall: round2(
+          median(openLow[t.name].map((x) => (x.serverCpuUs - idleUsPerMs[t.name] * x.ms) / Math.max(1, x.calls))),
+        ),
         sendsPerCall: sends[t.name] !== undefined ? round2(sends[t.name]) : null,
+        /** Event-loop wakeups per call, summed over the target's processes (strace -c). */
+        wakeupsPerCall: wakeups[t.name] !== undefined ? round2(wakeups[t.name]) : null,
+        lowRateWakeupsPerCall: lowRateWakeups[t.name] !== undefined ? round2(lowRateWakeups[t.name]) : null,
         blobMBps: round2(median(blob[t.name])),
         rounds: c.map((x) => Math.round((x.calls / x.ms) * 1000)),
       };
@@ -633,6 +663,12 @@ async function main(): Promise<void> {
         2.2,
         true,
       );
+      check(
+        'two nodes: CPU per call / one node at the same rate (half the slowest peak), net of idle',
+        T.cluster.lowRateNetServerCpuUsPerCall / T.relay.lowRateNetServerCpuUsPerCall,
+        2.2,
+        true,
+      );
       check('two nodes: added p50 over one node (ms)', T.cluster.openP50Ms - T.relay.openP50Ms, 0.5, true);
       check(
         'two nodes: added p50 over one node at half the slowest peak (ms)',
@@ -646,6 +682,13 @@ async function main(): Promise<void> {
     report.floor = {
       cpuPerCallOverBaseline: round2(T.floor.netServerCpuUsPerCall / T.baseline.netServerCpuUsPerCall),
       relayCpuPerCallOverFloor: round2(T.relay.netServerCpuUsPerCall / T.floor.netServerCpuUsPerCall),
+      atTheSameRate: {
+        cpuPerCallOverBaseline: round2(T.floor.lowRateNetServerCpuUsPerCall / T.baseline.lowRateNetServerCpuUsPerCall),
+        relayCpuPerCallOverFloor: round2(T.relay.lowRateNetServerCpuUsPerCall / T.floor.lowRateNetServerCpuUsPerCall),
+        relayCpuPerCallOverBaseline: round2(
+          T.relay.lowRateNetServerCpuUsPerCall / T.baseline.lowRateNetServerCpuUsPerCall,
+        ),
+      },
       kernelShareOfFloor: round2(T.floor.serverSystemCpuUsPerCall / T.floor.serverCpuUsPerCall),
     };
     for (const t of Object.keys(T))

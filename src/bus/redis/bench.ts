@@ -63,10 +63,18 @@ async function sequential(label: string, f: () => Promise<unknown>): Promise<voi
 
 const raw = new Redis(REDIS_URL);
 await sequential('redis PING (one hop, baseline)', () => raw.ping());
+const seqCpu0 = process.cpuUsage();
 await sequential('sendToNode round trip A→B→A', call);
+const seqCpu = process.cpuUsage(seqCpu0);
+console.log(
+  'CPU µs per sequential round trip'.padEnd(34),
+  ((seqCpu.user + seqCpu.system) / (N + 1000)).toFixed(1),
+  `(system ${(seqCpu.system / (N + 1000)).toFixed(1)})`,
+);
 
 // Throughput: C calls in flight for SECONDS.
 let done = 0;
+const cpu0 = process.cpuUsage();
 const end = performance.now() + SECONDS * 1000;
 await Promise.all(
   Array.from({ length: C }, async () => {
@@ -76,7 +84,14 @@ await Promise.all(
     }
   }),
 );
+const cpu = process.cpuUsage(cpu0);
 console.log(`${'round trips/s, concurrency ' + C}`.padEnd(34), Math.round(done / SECONDS));
+// Both buses run in this process: this is the bus's CPU for one cross-node call summed over both nodes.
+console.log(
+  'CPU µs per round trip (both buses)'.padEnd(34),
+  ((cpu.user + cpu.system) / done).toFixed(1),
+  `(system ${(cpu.system / done).toFixed(1)})`,
+);
 
 raw.disconnect();
 await a.close();
