@@ -2,6 +2,7 @@
 // phone (initialize once per socket, tools/list cached for scope checks), every forwarded
 // request gets a relay-unique id, and the phone's answers go back to whoever asked with the
 // client's id (and progress token) restored.
+import { Deadlines, type Timed } from './deadlines.ts';
 import type { WebSocket } from '../uws.ts';
 import { inspectPhoneFrame, withId } from '../protocol/frame.ts';
 import { forwardedFrame, requestFrame, type ClientRequestBytes } from '../protocol/request-bytes.ts';
@@ -47,9 +48,8 @@ export const MAX_FRAME_BYTES = 256 * 1024;
 /** What uWS may hold unsent for one phone socket (its maxBackpressure); a frame beyond it is refused. */
 export const MAX_BACKPRESSURE_BYTES = 8 * 1024 * 1024;
 
-function timedOut(conn: DeviceConnection, relayId: number, timeoutMs: number): void {
-  conn.timedOut(relayId, timeoutMs);
-}
+/** Every phone's requests in flight, by deadline: one timer per distinct timeout in the process. */
+const requestDeadlines = new Deadlines<Pending>((p) => p.conn.timedOut(p.relayId, p.timeoutMs));
 
 // ws.cork runs its callback synchronously: one shared callback instead of a closure per turn.
 let corking: DeviceConnection;
@@ -91,10 +91,13 @@ export interface Caller {
   trace?: Context;
 }
 
-interface Pending {
+/** A request in flight at the phone; its deadline is threaded through it (src/gateway/deadlines.ts). */
+interface Pending extends Timed {
+  conn: DeviceConnection;
+  relayId: number;
+  timeoutMs: number;
   clientId: JsonRpcId;
   sink: ReplySink;
-  timer: NodeJS.Timeout;
   method: string;
   /** The client's own progress token, when the request carried one. */
   progressToken?: string | number;
@@ -456,10 +459,25 @@ export class DeviceConnection implements TurnWriter {
       );
       return false;
     }
-    // No closure per call: the timer gets the connection and the relay id as arguments.
-    const timer = setTimeout(timedOut, timeoutMs, this, relayId, timeoutMs);
     const wait = waitCall === true;
-    this.pending.set(relayId, { clientId, sink, timer, method, progressToken, tokenId, wait, orphan: false });
+    const p: Pending = {
+      conn: this,
+      relayId,
+      timeoutMs,
+      clientId,
+      sink,
+      method,
+      progressToken,
+      tokenId,
+      wait,
+      orphan: false,
+      dueAt: 0,
+      prevDue: undefined,
+      nextDue: undefined,
+      dueList: undefined,
+    };
+    requestDeadlines.start(p, timeoutMs);
+    this.pending.set(relayId, p);
     if (tokenId !== undefined) {
       let share = this.shares.get(tokenId);
       if (!share) this.shares.set(tokenId, (share = { calls: 0, waits: 0 }));
@@ -534,7 +552,7 @@ export class DeviceConnection implements TurnWriter {
   private settle(relayId: number): Pending | undefined {
     const p = this.pending.get(relayId);
     if (!p) return undefined;
-    clearTimeout(p.timer);
+    requestDeadlines.cancel(p);
     this.pending.delete(relayId);
     this.orphans.delete(relayId);
     this.release(p);
@@ -692,7 +710,7 @@ export class DeviceConnection implements TurnWriter {
     this.sharedInit?.release();
     this.setTools(undefined);
     for (const [id, p] of this.pending) {
-      clearTimeout(p.timer);
+      requestDeadlines.cancel(p);
       this.pending.delete(id);
       p.sink.fail(relayError(reason, detail));
     }

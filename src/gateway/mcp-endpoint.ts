@@ -1,6 +1,7 @@
 // /mcp for the session revisions (2025-03-26, 2025-06-18, 2025-11-25): authenticate, bind
 // the session, answer what the relay answers itself (initialize, notifications/initialized),
 // forward the rest to the phone and bring its answer back to this HTTP exchange.
+import { Deadlines, type Timed } from './deadlines.ts';
 import { randomBytes } from 'node:crypto';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../uws.ts';
 import { BodyTooLarge, Exchange, type AbortTarget, type BodyTarget } from './http.ts';
@@ -913,9 +914,10 @@ function cancelEntry(e: (() => void) | FastPost | undefined): void {
   else e?.cancel();
 }
 
-function fastSlow(call: FastPost): void {
+/** FastPosts that may still open an SSE stream: their answer is slow (SLOW_ANSWER_MS). */
+const slowAnswers = new Deadlines<FastPost>((call) => {
   if (!call.ex.aborted) call.open();
-}
+});
 
 /**
  * One POST on McpEndpoint.fastPost's path, from the body to the answer: the body's target,
@@ -923,14 +925,17 @@ function fastSlow(call: FastPost): void {
  * this object and its route, not a closure for each role. It behaves as answerOne does for a
  * request without a progress token.
  */
-class FastPost implements BodyTarget, ReplySink, AbortTarget {
+class FastPost implements BodyTarget, ReplySink, AbortTarget, Timed {
   readonly started = performance.now();
+  dueAt = 0;
+  prevDue: Timed | undefined = undefined;
+  nextDue: Timed | undefined = undefined;
+  dueList: object | undefined = undefined;
   session?: SessionRecord;
   route?: LocalRoute;
   key?: string;
   timeoutMs = 0;
   private stream?: EventStream;
-  private early?: NodeJS.Timeout;
   private method = '';
   private id: JsonRpcId = 0;
   private bytesIn = 0;
@@ -968,7 +973,7 @@ class FastPost implements BodyTarget, ReplySink, AbortTarget {
     this.method = req.method;
     this.id = req.id;
     this.bytesIn = bytesIn;
-    if ((this.h.accept ?? '').includes('text/event-stream')) this.early = setTimeout(fastSlow, SLOW_ANSWER_MS, this);
+    if ((this.h.accept ?? '').includes('text/event-stream')) slowAnswers.start(this, SLOW_ANSWER_MS);
   }
 
   open(): EventStream {
@@ -998,7 +1003,7 @@ class FastPost implements BodyTarget, ReplySink, AbortTarget {
   }
 
   private answer(frame: Buffer, refusal: JsonRpcErrorObject | undefined): void {
-    clearTimeout(this.early);
+    slowAnswers.cancel(this);
     this.endpoint.settled(this);
     const ex = this.ex;
     if (refusal?.data && (refusal.data as { code?: string }).code === 'insufficient_scope' && !this.stream) {

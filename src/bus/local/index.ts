@@ -7,17 +7,16 @@ import { checkStreamId, DEFAULT_REPLAY, eventId, Handlers, parseEventId, type Re
 import { ExpiringMap } from '../expiring-map.ts';
 import { ReplayBudget, type ReplayEntry } from './replay-budget.ts';
 
-/** Session ids grouped by one field of their record, each group in least-recently-used order (a Set keeps insertion order). */
+/** Session ids grouped by one field of their record. */
 class SessionIndex {
   private readonly groups = new Map<string, Set<string>>();
   constructor(private readonly key: (s: SessionRecord) => string) {}
 
-  /** Adds (or moves to the most recent end) the session; returns its group. */
+  /** Adds the session; returns its group. */
   add(s: SessionRecord): Set<string> {
     const k = this.key(s);
     let set = this.groups.get(k);
     if (!set) this.groups.set(k, (set = new Set()));
-    set.delete(s.id);
     set.add(s.id);
     return set;
   }
@@ -34,8 +33,11 @@ class SessionIndex {
 }
 
 class LocalSessions implements SessionStore {
-  // evseq numbers the session's SSE events; it lives exactly as long as the session.
-  private readonly map: ExpiringMap<{ s: SessionRecord; evseq: number }>;
+  // evseq numbers the session's SSE events; it lives exactly as long as the session. `used`
+  // orders the uses of all sessions (a counter, not a clock: no ties), so a key over its cap
+  // loses its least recently used session, and a use costs no index update.
+  private readonly map: ExpiringMap<{ s: SessionRecord; evseq: number; used: number }>;
+  private uses = 0;
   private readonly byToken = new SessionIndex((s) => s.tokenId);
   /** So counting a phone's clients (the dashboard) does not walk every session of the node. */
   private readonly byDevice = new SessionIndex((s) => s.deviceId);
@@ -63,20 +65,32 @@ class LocalSessions implements SessionStore {
   }
 
   async create(s: SessionRecord, idleMs: number, maxPerToken?: number): Promise<string[]> {
-    this.map.set(s.id, { s, evseq: 0 }, idleMs);
+    this.map.set(s.id, { s, evseq: 0, used: ++this.uses }, idleMs);
     const set = this.index(s);
     const evicted: string[] = [];
     while (maxPerToken !== undefined && maxPerToken > 0 && set.size > maxPerToken) {
-      const oldest = set.values().next().value!;
-      if (oldest === s.id) break;
-      const e = this.map.get(oldest);
-      if (e) this.unindex(e.s);
-      else set.delete(oldest);
+      const oldest = this.leastRecentlyUsed(set, s.id);
+      if (oldest === undefined) break;
+      this.unindex(this.map.get(oldest)!.s);
       this.map.delete(oldest);
       this.dropped(oldest);
       evicted.push(oldest);
     }
     return evicted;
+  }
+
+  /** The live session of `ids` other than `except` used longest ago (expired ones go on the way). */
+  private leastRecentlyUsed(ids: Set<string>, except: string): string | undefined {
+    let oldest: string | undefined;
+    let oldestUse = Infinity;
+    for (const id of [...ids]) {
+      const e = id === except ? undefined : this.map.get(id);
+      if (e && e.used < oldestUse) {
+        oldest = id;
+        oldestUse = e.used;
+      }
+    }
+    return oldest;
   }
   async touch(id: string, idleMs: number): Promise<SessionRecord | undefined> {
     return this.touchNow(id, idleMs);
@@ -85,8 +99,8 @@ class LocalSessions implements SessionStore {
     const e = this.map.get(id);
     if (!e) return undefined;
     e.s.lastSeenAt = Date.now();
+    e.used = ++this.uses;
     this.map.set(id, e, idleMs);
-    this.index(e.s);
     return e.s;
   }
   async delete(id: string): Promise<boolean> {
