@@ -1,4 +1,4 @@
-// Per-call deadlines without a Node Timeout per call (docs/decisions/0142-deadline-lists.md).
+// Per-call deadlines without a Node Timeout per call (docs/decisions/0135-deadline-lists.md).
 // Calls started with the same delay expire in the order they started, so each delay keeps
 // its calls in a list threaded through the calls themselves (no allocation per call) and one
 // timer for the list's head; cancelling unlinks the call in O(1). The timer is not moved when
