@@ -124,10 +124,12 @@ function parseWhole(s: Buffer): PhoneFrame {
 
 /** The frame with the id value at [start, end) replaced by the client's own id: one copy. */
 export function withId(frame: Buffer, start: number, end: number, id: JsonRpcId | null): Buffer {
-  const idBytes = Buffer.from(JSON.stringify(id), 'utf8');
-  const out = Buffer.allocUnsafe(frame.length - (end - start) + idBytes.length);
+  // The id's JSON written straight into the answer: no Buffer of its own.
+  const idJson = JSON.stringify(id);
+  const idLength = Buffer.byteLength(idJson, 'utf8');
+  const out = Buffer.allocUnsafe(frame.length - (end - start) + idLength);
   frame.copy(out, 0, 0, start);
-  idBytes.copy(out, start);
-  frame.copy(out, start + idBytes.length, end);
+  out.write(idJson, start, idLength, 'utf8');
+  frame.copy(out, start + idLength, end);
   return out;
 }

@@ -57,6 +57,18 @@ describe('isJsonText', () => {
     for (const c of CASES) expect([c, isJsonText(Buffer.from(c))]).toEqual([c, parses(c)]);
   });
 
+  it('nesting deeper than its first stack, then shallow again, reads the same as JSON.parse', () => {
+    const deep = (n: number, inner: string) => '[{"a":'.repeat(n) + inner + '}]'.repeat(n);
+    for (const c of [
+      deep(5_000, '1'),
+      deep(5_000, '1') + ']',
+      deep(5_000, '[1,{"b":[]}]'),
+      '[{"a":'.repeat(3_000) + '1' + '}]'.repeat(2_999) + '}',
+      ...CASES,
+    ])
+      expect([c.slice(0, 40), isJsonText(Buffer.from(c))]).toEqual([c.slice(0, 40), parses(c)]);
+  });
+
   it('never accepts what JSON.parse refuses (mutated requests)', () => {
     const base = Buffer.from(
       '{"jsonrpc":"2.0","id":"a\\"b","method":"tools/call","params":{"name":"x","arguments":{"s":"\\u00e9 ok","n":[1,2.5,-3e2,true,null]}}}',

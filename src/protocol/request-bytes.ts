@@ -41,8 +41,28 @@ const WAIT_TOOL = 'wait_for_events';
  * grammar JSON.parse applies (RFC 8259). Strict: what it accepts, JSON.parse accepts.
  */
 export function isJsonText(s: Buffer, i = 0, end = s.length): boolean {
-  // The containers open around the current position: true for an object, false for an array.
-  const stack: boolean[] = [];
+  depth = 0;
+  const ok = scanJsonText(s, i, end);
+  // A deeply nested body grew the stack: let it go rather than keep it for the process's life.
+  if (containers.length > 4096) containers = new Uint8Array(64);
+  return ok;
+}
+
+// The containers open around the current position, innermost last: 1 for an object, 0 for
+// an array. Module-level, so a scan allocates nothing (it never re-enters).
+let containers = new Uint8Array(64);
+let depth = 0;
+
+function pushContainer(obj: boolean): void {
+  if (depth === containers.length) {
+    const grown = new Uint8Array(depth * 2);
+    grown.set(containers);
+    containers = grown;
+  }
+  containers[depth++] = obj ? 1 : 0;
+}
+
+function scanJsonText(s: Buffer, i: number, end: number): boolean {
   i = ws(s, i, end);
   for (;;) {
     // A value starts at i.
@@ -53,7 +73,7 @@ export function isJsonText(s: Buffer, i = 0, end = s.length): boolean {
       if (s[i] === (obj ? CLOSE_OBJ : CLOSE_ARR)) {
         i++;
       } else {
-        stack.push(obj);
+        pushContainer(obj);
         if (obj) {
           i = memberName(s, i, end);
           if (i < 0) return false;
@@ -75,8 +95,8 @@ export function isJsonText(s: Buffer, i = 0, end = s.length): boolean {
     // After a value: close containers, or go on to the next member / element.
     for (;;) {
       i = ws(s, i, end);
-      if (stack.length === 0) return i === end;
-      const obj = stack[stack.length - 1];
+      if (depth === 0) return i === end;
+      const obj = containers[depth - 1] === 1;
       const d = s[i];
       if (d === COMMA) {
         i = ws(s, i + 1, end);
@@ -87,7 +107,7 @@ export function isJsonText(s: Buffer, i = 0, end = s.length): boolean {
         break;
       }
       if (d !== (obj ? CLOSE_OBJ : CLOSE_ARR)) return false;
-      stack.pop();
+      depth--;
       i++;
     }
   }
@@ -242,19 +262,21 @@ function hasEscape(s: Buffer, start: number, end: number): boolean {
 
 // Scratch state of one readClientRequest call (the visitors are shared, not made per call).
 let cur: Buffer;
-let top: {
-  id: number;
-  idEnd: number;
-  method: number;
-  methodEnd: number;
-  params: number;
-  paramsEnd: number;
-  rpc: number;
-  rpcEnd: number;
-  dup: boolean;
+// Where the visitors below note what they found: one object each for the module, reset per
+// request (readClientRequest never re-enters).
+const top = {
+  id: -1,
+  idEnd: -1,
+  method: -1,
+  methodEnd: -1,
+  params: -1,
+  paramsEnd: -1,
+  rpc: -1,
+  rpcEnd: -1,
+  dup: false,
 };
-let inner: { name: number; nameEnd: number; args: number; argsEnd: number; meta: boolean; dup: boolean };
-let timeout: { at: number; end: number; dup: boolean };
+const inner = { name: -1, nameEnd: -1, args: -1, argsEnd: -1, meta: false, dup: false };
+const timeout = { at: -1, end: -1, dup: false };
 
 function seen(at: number, dupFlag: { dup: boolean }): boolean {
   if (at >= 0) dupFlag.dup = true;
@@ -313,6 +335,25 @@ const visitArgs = (ns: number, ne: number, vs: number, ve: number): boolean => {
 
 const RPC_20 = Buffer.from('"2.0"');
 
+// The methods a client sends most, as their JSON strings: read as the same string each time.
+const KNOWN_METHODS = [
+  'tools/call',
+  'tools/list',
+  'resources/read',
+  'resources/list',
+  'prompts/get',
+  'prompts/list',
+  'ping',
+  'notifications/cancelled',
+].map((m) => ({ method: m, json: Buffer.from(JSON.stringify(m)) }));
+
+function knownMethod(s: Buffer, start: number, end: number): string | undefined {
+  const len = end - start;
+  for (const k of KNOWN_METHODS)
+    if (k.json.length === len && s.compare(k.json, 0, len, start, end) === 0) return k.method;
+  return undefined;
+}
+
 function parseSpan(s: Buffer, start: number, end: number): unknown {
   return JSON.parse(s.toString('utf8', start, end));
 }
@@ -322,7 +363,8 @@ export function readClientRequest(body: Buffer): ClientRequestBytes | undefined 
   const start = skipWs(body, 0);
   if (body[start] !== OPEN_OBJ || !isJsonText(body, start) || !isUtf8(body)) return undefined;
   cur = body;
-  top = { id: -1, idEnd: -1, method: -1, methodEnd: -1, params: -1, paramsEnd: -1, rpc: -1, rpcEnd: -1, dup: false };
+  top.id = top.idEnd = top.method = top.methodEnd = top.params = top.paramsEnd = top.rpc = top.rpcEnd = -1;
+  top.dup = false;
   if (members(body, start, body.length, visitTop) < 0) return undefined;
   const t = top;
   if (t.rpc < 0 || t.rpcEnd - t.rpc !== 5 || body.compare(RPC_20, 0, 5, t.rpc, t.rpcEnd) !== 0) return undefined;
@@ -331,7 +373,7 @@ export function readClientRequest(body: Buffer): ClientRequestBytes | undefined 
   if (idChar !== QUOTE && idChar !== 0x2d && !isDigit(idChar)) return undefined;
   const id = parseSpan(body, t.id, t.idEnd) as JsonRpcId;
   if (typeof id === 'number' && !Number.isFinite(id)) return undefined;
-  const method = parseSpan(body, t.method, t.methodEnd) as string;
+  const method = knownMethod(body, t.method, t.methodEnd) ?? (parseSpan(body, t.method, t.methodEnd) as string);
   const req: ClientRequestBytes = {
     id,
     method,
@@ -344,7 +386,8 @@ export function readClientRequest(body: Buffer): ClientRequestBytes | undefined 
   };
   if (t.params < 0) return req;
   if (body[t.params] !== OPEN_OBJ) return undefined;
-  inner = { name: -1, nameEnd: -1, args: -1, argsEnd: -1, meta: false, dup: false };
+  inner.name = inner.nameEnd = inner.args = inner.argsEnd = -1;
+  inner.meta = inner.dup = false;
   const n = members(body, t.params, t.paramsEnd, visitParams);
   if (n < 0) return undefined;
   req.paramsStart = t.params;
@@ -356,7 +399,8 @@ export function readClientRequest(body: Buffer): ClientRequestBytes | undefined 
     req.toolName = parseSpan(body, p.name, p.nameEnd) as string;
   }
   if (req.toolName === WAIT_TOOL && p.args >= 0 && body[p.args] === OPEN_OBJ) {
-    timeout = { at: -1, end: -1, dup: false };
+    timeout.at = timeout.end = -1;
+    timeout.dup = false;
     if (members(body, p.args, p.argsEnd, visitArgs) < 0) return undefined;
     const c = timeout.at >= 0 ? body[timeout.at] : 0;
     if (c === 0x2d || isDigit(c)) req.timeoutS = parseSpan(body, timeout.at, timeout.end) as number;
