@@ -26,6 +26,35 @@ describe('metric cells', () => {
     expect(() => c.cell({ other: 'x' })).toThrow(/do not match/);
   });
 
+  it("keeps a bucket's latest exemplar for OpenMetrics, and Prometheus text shows none", async () => {
+    const registry = new client.Registry();
+    const h = new CellHistogram({
+      name: 'ex_seconds',
+      help: 'h',
+      labelNames: ['method'],
+      buckets: [0.001, 1],
+      registers: [registry],
+    });
+    const cell = h.cell({ method: 'tools/call' });
+    cell.observe(0.0002);
+    cell.observeWithExemplar(0.5, { trace_id: 'a'.repeat(32) });
+    cell.observeWithExemplar(0.7, { trace_id: 'b'.repeat(32) });
+    const values = (await h.get()).values as Array<{
+      labels: Record<string, unknown>;
+      value: number;
+      exemplar?: { labelSet: Record<string, string>; value: number; timestamp: number };
+    }>;
+    const byLe = (le: unknown) => values.find((v) => v.labels.le === le)!;
+    expect(byLe(0.001).exemplar).toBeUndefined();
+    expect(byLe(1).value).toBe(3);
+    expect(byLe(1).exemplar).toMatchObject({ labelSet: { trace_id: 'b'.repeat(32) }, value: 0.7 });
+    expect(Math.abs(byLe(1).exemplar!.timestamp - Date.now() / 1000)).toBeLessThan(60);
+    expect(byLe('+Inf').exemplar).toBeUndefined();
+    const text = await registry.metrics();
+    expect(text).toContain('ex_seconds_bucket{method="tools/call",le="1"} 3');
+    expect(text).not.toContain('trace_id');
+  });
+
   it('renders a histogram with cumulative buckets, sum and count', async () => {
     const registry = new client.Registry();
     const h = new CellHistogram({ name: 'lat_seconds', help: 'h', buckets: [0.001, 1], registers: [registry] });

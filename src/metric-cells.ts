@@ -3,7 +3,8 @@
 // call. Here a label set is bound once to a cell (a plain number, or a histogram's bucket
 // array), the hot path only adds to it, and prom-client reads the cells when /metrics is
 // scraped. A labelled cell is exported once it has counted something (as prom-client does);
-// an unlabelled one from the start.
+// an unlabelled one from the start. A histogram cell may keep exemplars for OpenMetrics
+// (docs/decisions/0121-latency-cell-with-exemplars.md).
 import client from 'prom-client';
 
 type Labels = Record<string, string>;
@@ -73,24 +74,46 @@ export class CellCounter extends client.Counter<string> {
   }
 }
 
+/** The latest observation of a bucket with its labels (a trace id), as OpenMetrics exports it. */
+export interface BucketExemplar {
+  labelSet: Labels;
+  value: number;
+  /** Seconds since the epoch, as prom-client stamps its own. */
+  timestamp: number;
+}
+
 /** One histogram series: `observe()` counts into a preallocated bucket array. */
 export class Timing {
   /** Per bucket (not cumulative); the last slot is +Inf. */
   readonly counts: Float64Array;
   sum = 0;
   count = 0;
+  /** Per bucket, once an observation came with an exemplar (tracing on). */
+  exemplars?: Array<BucketExemplar | undefined>;
 
   constructor(private readonly bounds: readonly number[]) {
     this.counts = new Float64Array(bounds.length + 1);
   }
 
-  observe(seconds: number): void {
+  /** Counts `seconds`; returns its bucket's index. */
+  observe(seconds: number): number {
     const b = this.bounds;
     let i = 0;
     while (i < b.length && seconds > b[i]) i++;
     this.counts[i]++;
     this.sum += seconds;
     this.count++;
+    return i;
+  }
+
+  /** Counts `seconds` and keeps it, with `labelSet`, as its bucket's exemplar. */
+  observeWithExemplar(seconds: number, labelSet: Labels): void {
+    const i = this.observe(seconds);
+    (this.exemplars ??= new Array<BucketExemplar | undefined>(this.counts.length))[i] = {
+      labelSet,
+      value: seconds,
+      timestamp: Date.now() / 1000,
+    };
   }
 
   /** Seconds since `startedMs` (a performance.now() reading). */
@@ -135,7 +158,14 @@ export class CellHistogram extends client.Histogram<string> {
       for (let i = 0; i <= this.bounds.length; i++) {
         acc += cell.counts[i];
         const le = i < this.bounds.length ? this.bounds[i] : '+Inf';
-        values.push({ labels: { ...labels, le }, value: acc, metricName: `${this.opts.name}_bucket` });
+        const exemplar = cell.exemplars?.[i];
+        values.push({
+          labels: { ...labels, le },
+          value: acc,
+          metricName: `${this.opts.name}_bucket`,
+          // Rendered only in OpenMetrics (prom-client's text format and src/observability/openmetrics.ts).
+          ...(exemplar && { exemplar }),
+        });
       }
       values.push({ labels, value: cell.sum, metricName: `${this.opts.name}_sum` });
       values.push({ labels, value: cell.count, metricName: `${this.opts.name}_count` });

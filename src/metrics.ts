@@ -53,16 +53,13 @@ export const metrics = {
     labelNames: ['method', 'outcome', 'era'],
     registers: [registry],
   }),
-  mcpLatency: new client.Histogram({
+  mcpLatency: new CellHistogram({
     name: 'phonebridge_mcp_request_duration_seconds',
     help: 'Time from a client request to its answer, by method',
-    labelNames: ['method'] as const,
-    buckets: [...LATENCY_BUCKETS],
+    labelNames: ['method'],
     // Trace ids as exemplars while tracing is on (src/observability/openmetrics.ts serves them).
-    // prom-client refuses exemplars on a Prometheus-text registry at construction only, hence
-    // the registration below.
-    enableExemplars: true,
-    registers: [],
+    buckets: LATENCY_BUCKETS,
+    registers: [registry],
   }),
   httpResponses: new CellCounter({
     name: 'phonebridge_http_responses_total',
@@ -111,12 +108,10 @@ export const metrics = {
   }),
 };
 
-registry.registerMetric(metrics.mcpLatency);
-
 // --- the per-call path: cells bound once ------------------------------------------------------
 
 const requestCells = new Map<string, Map<string, [session: Count, stateless: Count]>>();
-const latencyChildren = new Map<string, { observe(v: number): void }>();
+const latencyCells = new Map<string, Timing>();
 
 /** One answered MCP request: its count by method, outcome and era, and its latency by method. */
 export function observeMcpRequest(
@@ -135,11 +130,10 @@ export function observeMcpRequest(
     byOutcome.set(outcome, (cells = [cell('session'), cell('stateless')]));
   }
   cells[era === 'session' ? 0 : 1].inc();
-  let h = latencyChildren.get(label);
-  if (!h) latencyChildren.set(label, (h = metrics.mcpLatency.labels({ method: label })));
-  if (traceId === undefined) return h.observe(seconds);
-  const exemplarLabels: Record<string, string> = { trace_id: traceId };
-  metrics.mcpLatency.observe({ labels: { method: label }, value: seconds, exemplarLabels });
+  let h = latencyCells.get(label);
+  if (!h) latencyCells.set(label, (h = metrics.mcpLatency.cell({ method: label })));
+  if (traceId === undefined) h.observe(seconds);
+  else h.observeWithExemplar(seconds, { trace_id: traceId });
 }
 
 export const framesToDevice = metrics.deviceFrames.cell({ direction: 'to_device' });
