@@ -318,14 +318,14 @@ const haveStrace = spawnSync('strace', ['-V']).status === 0;
 
 /** Send-type syscalls of `pids` (all threads) while `work` runs, from strace -c. */
 /**
- * Send syscalls and event-loop wakeups (epoll waits that returned: each is one trip through
- * libuv, the kernel's scheduler and the JS entry, the per-wakeup cost that dominates at low
- * rates) of `pids` while `work` runs, from `strace -c`.
+ * Send syscalls and epoll waits (event-loop iterations: at low rates nearly each one a sleep
+ * and a wakeup, the per-iteration cost that dominates there) of `pids` while `work` runs,
+ * from `strace -c`.
  */
 async function countSyscalls<T>(
   pids: number[],
   work: () => Promise<T>,
-): Promise<{ sends: number; wakeups: number; result: T }> {
+): Promise<{ sends: number; epollWaits: number; result: T }> {
   const dir = mkdtempSync(join(tmpdir(), 'pb-strace-'));
   const tracers = pids.map((pid, i) => {
     const file = join(dir, `c${i}`);
@@ -347,7 +347,7 @@ async function countSyscalls<T>(
   await Promise.all(tracers.map((t) => t.attached));
   const result = await work();
   let sends = 0;
-  let wakeups = 0;
+  let epollWaits = 0;
   for (const t of tracers) {
     t.p.kill('SIGINT');
     await t.exited;
@@ -355,12 +355,12 @@ async function countSyscalls<T>(
       // % time, seconds, usecs/call, calls, [errors], syscall
       const m = /^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)\s*$/.exec(line);
       if (!m) continue;
-      if (m[2].startsWith('epoll_')) wakeups += Number(m[1]);
+      if (m[2].startsWith('epoll_')) epollWaits += Number(m[1]);
       else if (m[2] !== 'total') sends += Number(m[1]);
     }
   }
   rmSync(dir, { recursive: true, force: true });
-  return { sends, wakeups, result };
+  return { sends, epollWaits, result };
 }
 
 async function createDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
@@ -561,19 +561,19 @@ async function main(): Promise<void> {
       for (const t of targets)
         (openLow[t.name] ??= []).push(await run(t, { tool: 'echo', ms: roundMs, rate: lowRate }));
     const sends: Record<string, number> = {};
-    const wakeups: Record<string, number> = {};
-    const lowRateWakeups: Record<string, number> = {};
+    const epollWaits: Record<string, number> = {};
+    const lowRateEpollWaits: Record<string, number> = {};
     if (haveStrace)
       for (const t of targets) {
         const closedLoop = await countSyscalls(t.pids, () =>
           run(t, { tool: 'echo', ms: Math.max(500, roundMs / 2), conns }),
         );
         sends[t.name] = closedLoop.sends / Math.max(1, closedLoop.result.calls);
-        wakeups[t.name] = closedLoop.wakeups / Math.max(1, closedLoop.result.calls);
+        epollWaits[t.name] = closedLoop.epollWaits / Math.max(1, closedLoop.result.calls);
         const low = await countSyscalls(t.pids, () =>
           run(t, { tool: 'echo', ms: Math.max(500, roundMs / 2), rate: lowRate }),
         );
-        lowRateWakeups[t.name] = low.wakeups / Math.max(1, low.result.calls);
+        lowRateEpollWaits[t.name] = low.epollWaits / Math.max(1, low.result.calls);
       }
 
     const report: Json = {
@@ -620,9 +620,9 @@ async function main(): Promise<void> {
           median(openLow[t.name].map((x) => (x.serverCpuUs - idleUsPerMs[t.name] * x.ms) / Math.max(1, x.calls))),
         ),
         sendsPerCall: sends[t.name] !== undefined ? round2(sends[t.name]) : null,
-        /** Event-loop wakeups per call, summed over the target's processes (strace -c). */
-        wakeupsPerCall: wakeups[t.name] !== undefined ? round2(wakeups[t.name]) : null,
-        lowRateWakeupsPerCall: lowRateWakeups[t.name] !== undefined ? round2(lowRateWakeups[t.name]) : null,
+        /** epoll waits (event-loop iterations) per call, summed over the target's processes (strace -c). */
+        epollWaitsPerCall: epollWaits[t.name] !== undefined ? round2(epollWaits[t.name]) : null,
+        lowRateEpollWaitsPerCall: lowRateEpollWaits[t.name] !== undefined ? round2(lowRateEpollWaits[t.name]) : null,
         blobMBps: round2(median(blob[t.name])),
         rounds: c.map((x) => Math.round((x.calls / x.ms) * 1000)),
       };
