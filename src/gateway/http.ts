@@ -141,7 +141,8 @@ const writeCorking = () => corking.writeNow();
 export class Exchange implements TurnWriter {
   aborted = false;
   finished = false;
-  private abortHandlers: Array<(() => void) | AbortTarget> = [];
+  /** Made on the first onAbort: most exchanges never register one. */
+  private abortHandlers?: Array<(() => void) | AbortTarget>;
   private status = 0;
   private headers?: Headers;
   private payload?: string | Buffer;
@@ -153,16 +154,17 @@ export class Exchange implements TurnWriter {
   constructor(readonly res: HttpResponse) {
     res.onAborted(() => {
       this.aborted = true;
-      for (const h of this.abortHandlers)
+      const handlers = this.abortHandlers;
+      this.abortHandlers = undefined;
+      for (const h of handlers ?? [])
         if (typeof h === 'function') h();
         else h.exchangeAborted();
-      this.abortHandlers = [];
     });
   }
 
   /** `h` runs once the client has gone (at once if it already has); an object gets `exchangeAborted()`. */
   onAbort(h: (() => void) | AbortTarget): void {
-    if (!this.aborted) this.abortHandlers.push(h);
+    if (!this.aborted) (this.abortHandlers ??= []).push(h);
     else if (typeof h === 'function') h();
     else h.exchangeAborted();
   }

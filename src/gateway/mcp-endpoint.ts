@@ -914,6 +914,9 @@ function cancelEntry(e: (() => void) | FastPost | undefined): void {
   else e?.cancel();
 }
 
+/** A cached credential's caller, made once: the auth cache replaces the credential when it changes. */
+const fastCallers = new WeakMap<Credential, Caller>();
+
 /** FastPosts that may still open an SSE stream: their answer is slow (SLOW_ANSWER_MS). */
 const slowAnswers = new Deadlines<FastPost>((call) => {
   if (!call.ex.aborted) call.open();
@@ -964,8 +967,15 @@ class FastPost implements BodyTarget, ReplySink, AbortTarget, Timed {
   }
 
   caller(): Caller {
-    const t = this.cred.token;
-    return { scopes: t.scopes, tokenId: t.id, accountId: this.cred.account.id };
+    let c = fastCallers.get(this.cred);
+    if (!c) {
+      const t = this.cred.token;
+      fastCallers.set(
+        this.cred,
+        (c = Object.freeze({ scopes: t.scopes, tokenId: t.id, accountId: this.cred.account.id })),
+      );
+    }
+    return c;
   }
 
   start(session: SessionRecord, req: ClientRequestBytes, bytesIn: number): void {
