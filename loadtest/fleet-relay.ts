@@ -7,6 +7,7 @@
 //   → { type: 'ready', port, url }   then answers requests { id, op, … } with { id, ok, result | error }.
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { mainThreadCpuMs } from './lib/proc-cpu.ts';
 import { parseRelayConfig } from '../src/config.ts';
 import { createLogger } from '../src/log.ts';
 import type { Scope } from '../src/store/types.ts';
@@ -168,21 +169,6 @@ export function startRelayChild(
 }
 
 // ---- the child ------------------------------------------------------------------
-
-/**
- * The main (JavaScript) thread's CPU time, ms, from /proc (Linux; 10 ms ticks): the rest of
- * the process's CPU is V8's helper threads (garbage collection, compilation) and libuv's pool.
- */
-async function mainThreadCpuMs(): Promise<number | undefined> {
-  try {
-    const { readFile } = await import('node:fs/promises');
-    const stat = await readFile(`/proc/self/task/${process.pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return ((Number(f[11]) + Number(f[12])) * 1000) / 100; // utime + stime, USER_HZ 100
-  } catch {
-    return undefined;
-  }
-}
 
 async function childMain(argv: string[]): Promise<void> {
   const { startRelay } = await import('../services/serve.ts');

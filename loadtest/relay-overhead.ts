@@ -11,14 +11,16 @@
 // MB/s. Four processes: the targets, one phone process (the reference agent, one socket per
 // relay, plus the direct server), one load generator, and this one. 127.0.0.1 only; bounded.
 // Exits non-zero when a target of docs/BENCHMARKS.md is missed; writes DIR/report.json.
-import { fork, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { fork, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent, createServer, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { processCpuUs } from './lib/proc-cpu.ts';
+import { traceSyscalls } from './lib/strace.ts';
 
 const SELF = fileURLToPath(import.meta.url);
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -181,15 +183,8 @@ interface JobResult {
   cpuUs: number;
 }
 
-/** utime and stime of a process (all threads), in µs (USER_HZ is 100). */
-function cpuSplitUs(pid: number | 'self'): { user: number; system: number } {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = f.slice(f.lastIndexOf(')') + 2).split(' ');
-  return { user: Number(fields[11]) * (1e6 / 100), system: Number(fields[12]) * (1e6 / 100) };
-}
-
 function cpuUs(pid: number | 'self'): number {
-  const c = cpuSplitUs(pid);
+  const c = processCpuUs(pid);
   return c.user + c.system;
 }
 
@@ -327,38 +322,18 @@ async function countSyscalls<T>(
   work: () => Promise<T>,
 ): Promise<{ sends: number; epollWaits: number; result: T }> {
   const dir = mkdtempSync(join(tmpdir(), 'pb-strace-'));
-  const tracers = pids.map((pid, i) => {
-    const file = join(dir, `c${i}`);
-    const p = spawn(
-      'strace',
-      ['-c', '-f', '-e', 'trace=sendto,sendmsg,write,writev,epoll_wait,epoll_pwait', '-o', file, '-p', String(pid)],
-      { stdio: ['ignore', 'ignore', 'pipe'] },
-    );
-    const attached = new Promise<void>((resolve) => {
-      let err = '';
-      p.stderr.on('data', (d) => {
-        err += String(d);
-        if (err.includes(`Process ${pid} attached`)) resolve();
-      });
-      setTimeout(resolve, 5000).unref();
-    });
-    return { p, file, attached, exited: new Promise((r) => p.once('exit', r)) };
-  });
-  await Promise.all(tracers.map((t) => t.attached));
+  const tracers = await Promise.all(
+    pids.map((pid, i) =>
+      traceSyscalls(pid, join(dir, `c${i}`), ['sendto', 'sendmsg', 'write', 'writev', 'epoll_wait', 'epoll_pwait']),
+    ),
+  );
   const result = await work();
   let sends = 0;
   let epollWaits = 0;
-  for (const t of tracers) {
-    t.p.kill('SIGINT');
-    await t.exited;
-    for (const line of readFileSync(t.file, 'utf8').split('\n')) {
-      // % time, seconds, usecs/call, calls, [errors], syscall
-      const m = /^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)\s*$/.exec(line);
-      if (!m) continue;
-      if (m[2].startsWith('epoll_')) epollWaits += Number(m[1]);
-      else if (m[2] !== 'total') sends += Number(m[1]);
-    }
-  }
+  for (const t of tracers)
+    for (const [name, n] of Object.entries((await t.stop()) ?? {}))
+      if (name.startsWith('epoll_')) epollWaits += n;
+      else sends += n;
   rmSync(dir, { recursive: true, force: true });
   return { sends, epollWaits, result };
 }
@@ -509,12 +484,12 @@ async function main(): Promise<void> {
       console.log(`cpu profiles in ${profDir}: ${targets.map((t) => `${t.name} ${t.pids.join('+')}`).join(', ')}`);
     const phonePid = phone.proc.pid!;
     const run = async (t: Target, job: Omit<Job, 'url' | 'headers'>) => {
-      const sys0 = t.pids.reduce((s, p) => s + cpuSplitUs(p).system, 0);
+      const sys0 = t.pids.reduce((s, p) => s + processCpuUs(p).system, 0);
       const cpu0 = t.pids.reduce((s, p) => s + cpuUs(p), 0);
       const phone0 = cpuUs(phonePid);
       const r: JobResult = await load.call({ op: 'run', job: { ...job, url: t.url, headers: t.headers } });
       const cpu = t.pids.reduce((s, p) => s + cpuUs(p), 0) - cpu0;
-      const sys = t.pids.reduce((s, p) => s + cpuSplitUs(p).system, 0) - sys0;
+      const sys = t.pids.reduce((s, p) => s + processCpuUs(p).system, 0) - sys0;
       // The phone process is the direct target's server: its CPU is counted there, not here.
       const phoneCpuUs = t.pids.includes(phonePid) ? 0 : cpuUs(phonePid) - phone0;
       return { ...r, serverCpuUs: cpu, serverSystemCpuUs: sys, phoneCpuUs };

@@ -17,9 +17,7 @@
 // Last, both the floor (before it is killed) and the relay (after its rounds) take every phone
 // again once warm (the phones drop their sockets): the cold rounds' excess over these is
 // start-up cost of a fresh process (JIT compilation), not per-accept work.
-import { spawn } from 'node:child_process';
 import { generateKeyPairSync, sign, verify } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { BACKOFF_DEFAULTS } from '../src/device/agent/backoff.ts';
 import {
   generateDeviceKey,
@@ -30,6 +28,7 @@ import {
 } from '../src/crypto/device-auth.ts';
 import { connectPhones } from './lib/phones.ts';
 import { startAcceptFloor } from './lib/accept-floor.ts';
+import { traceSyscalls } from './lib/strace.ts';
 import { referenceSurface } from './lib/light-phone.ts';
 import { requireLocal, startRelays } from './lib/relay.ts';
 import type { Scenario, ScenarioContext } from './lib/scenario.ts';
@@ -90,28 +89,10 @@ async function straceCounts(
 ): Promise<((accepts: number) => Promise<Record<string, number> | undefined>) | undefined> {
   const dir = process.env.PHONEBRIDGE_LOADTEST_STRACE_DIR;
   if (!dir) return undefined;
-  const file = `${dir}/strace-${label}-${pid}.txt`;
-  const child = spawn('strace', ['-c', '-f', '-p', String(pid), '-o', file], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let err = '';
-  child.stderr.on('data', (c: Buffer) => (err += c.toString()));
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  // strace reports on stderr once it has attached to every thread.
-  await Promise.race([new Promise((r) => child.stderr.once('data', r)), sleep(1000)]);
+  const trace = await traceSyscalls(pid, `${dir}/strace-${label}-${pid}.txt`);
   return async (accepts) => {
-    child.kill('SIGINT');
-    await exited;
-    try {
-      const out: Record<string, number> = {};
-      // "% time  seconds  usecs/call  calls  errors  syscall" rows; errors may be blank.
-      for (const line of readFileSync(file, 'utf8').split('\n')) {
-        const m = /^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)\s*$/.exec(line);
-        if (m && m[2] !== 'total') out[m[2]] = Number(m[1]) / Math.max(1, accepts);
-      }
-      return out;
-    } catch {
-      console.error(`storm: strace gave no summary (${err.trim().slice(0, 200)})`);
-      return undefined;
-    }
+    const calls = await trace.stop();
+    return calls && Object.fromEntries(Object.entries(calls).map(([k, n]) => [k, n / Math.max(1, accepts)]));
   };
 }
 

@@ -9,32 +9,19 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import { randomBytes, createHash, timingSafeEqual } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { WebSocketServer, type WebSocket } from 'ws';
-import {
-  decodeNonce,
-  newNonce,
-  parseDevicePublicKey,
-  signedPayload,
-  verifyDeviceSignature,
-} from '../../src/crypto/device-auth.ts';
+import { BenchControlPlane, INITIALIZED_FRAME, initializeFrame } from './control-plane.ts';
 
 const { values } = parseArgs({ options: { code: { type: 'string' }, key: { type: 'string' } } });
-const pairingCode = values.code!;
+const control = new BenchControlPlane(values.code!);
 const keyHash = createHash('sha256').update(values.key!).digest();
 
-interface Device {
-  id: string;
-  publicKey: string;
-  ws?: WebSocket;
-}
 interface Pending {
   res: ServerResponse;
   clientId: unknown;
   timer: NodeJS.Timeout;
 }
 
-let device: Device | undefined;
-let relayHost = '';
-const nonces = new Map<string, string>();
+let phone: WebSocket | undefined;
 const sessions = new Set<string>();
 const pending = new Map<number, Pending>();
 let nextId = 1;
@@ -62,17 +49,10 @@ function authorised(req: IncomingMessage): boolean {
 async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
   const body = await readBody(req);
   if (req.url === '/pair' && req.method === 'POST') {
-    const input = JSON.parse(body);
-    if (input.code !== pairingCode || device) return json(res, 403, { error: 'bad_code' });
-    device = { id: `dev_${randomBytes(8).toString('hex')}`, publicKey: input.public_key };
-    return json(res, 200, { device_id: device.id, relay_host: relayHost });
+    const paired = control.pair(body);
+    return paired ? json(res, 200, paired) : json(res, 403, { error: 'bad_code' });
   }
-  if (req.url === '/device/challenge' && req.method === 'POST') {
-    const input = JSON.parse(body);
-    const nonce = newNonce();
-    nonces.set(nonce.wire, input.device_id);
-    return json(res, 200, { nonce: nonce.wire, expires_in: 60 });
-  }
+  if (req.url === '/device/challenge' && req.method === 'POST') return json(res, 200, control.challenge(body));
   if (req.url !== '/mcp' || req.method !== 'POST') return json(res, 404, { error: 'not_found' });
   if (!authorised(req)) return json(res, 401, { error: 'unauthorized' });
   const msg = JSON.parse(body);
@@ -100,7 +80,7 @@ async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> 
     res.writeHead(202).end();
     return;
   }
-  const ws = device?.ws;
+  const ws = phone;
   if (!ws) return json(res, 200, { jsonrpc: '2.0', id: msg.id, error: { code: -32000, message: 'device_offline' } });
   const relayId = nextId++;
   const timer = setTimeout(() => {
@@ -121,18 +101,12 @@ server.keepAliveTimeout = 60_000;
 const wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024 });
 server.on('upgrade', (req, socket, head) => {
   const h = req.headers as Record<string, string | undefined>;
-  const nonceWire = h['x-device-nonce'] ?? '';
-  const issuedFor = nonces.get(nonceWire);
-  nonces.delete(nonceWire);
-  const nonce = decodeNonce(nonceWire);
-  const key = device ? parseDevicePublicKey(device.publicKey) : undefined;
-  const ok =
-    device &&
-    key &&
-    nonce &&
-    issuedFor === device.id &&
-    h['x-device-id'] === device.id &&
-    verifyDeviceSignature(key, signedPayload(nonce, relayHost, h['x-device-ts'] ?? ''), h['x-device-sig'] ?? '');
+  const ok = control.upgradeAllowed({
+    id: h['x-device-id'] ?? '',
+    nonce: h['x-device-nonce'] ?? '',
+    ts: h['x-device-ts'] ?? '',
+    sig: h['x-device-sig'] ?? '',
+  });
   wss.handleUpgrade(req, socket, head, (ws) => {
     if (!ok) return ws.close(4003, 'unauthorised');
     attach(ws);
@@ -140,7 +114,7 @@ server.on('upgrade', (req, socket, head) => {
 });
 
 function attach(ws: WebSocket): void {
-  device!.ws = ws;
+  phone = ws;
   ws.on('message', (data) => {
     const msg = JSON.parse((data as Buffer).toString('utf8'));
     if (msg.method === 'ping' && msg.id !== undefined) {
@@ -148,8 +122,8 @@ function attach(ws: WebSocket): void {
       return;
     }
     if (msg.id === 'init') {
-      ws.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
-      process.send?.({ type: 'phone', deviceId: device!.id });
+      ws.send(INITIALIZED_FRAME);
+      process.send?.({ type: 'phone', deviceId: control.device!.id });
       return;
     }
     const p = typeof msg.id === 'number' ? pending.get(msg.id) : undefined;
@@ -161,22 +135,15 @@ function attach(ws: WebSocket): void {
     p.res.end(JSON.stringify(msg));
   });
   ws.on('close', () => {
-    if (device?.ws === ws) device.ws = undefined;
+    if (phone === ws) phone = undefined;
   });
-  ws.send(
-    JSON.stringify({
-      jsonrpc: '2.0',
-      id: 'init',
-      method: 'initialize',
-      params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'baseline-relay', version: '0' } },
-    }),
-  );
+  ws.send(initializeFrame('baseline-relay'));
 }
 
 server.listen(0, '127.0.0.1', () => {
   const port = (server.address() as { port: number }).port;
-  relayHost = `127.0.0.1:${port}`;
-  process.send?.({ type: 'ready', port, url: `http://${relayHost}` });
+  control.relayHost = `127.0.0.1:${port}`;
+  process.send?.({ type: 'ready', port, url: `http://${control.relayHost}` });
 });
 process.on('disconnect', () => process.exit(0));
 // An exit, not the signal's default, so that `--cpu-prof` writes its profile.

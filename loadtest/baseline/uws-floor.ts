@@ -1,7 +1,7 @@
 // The floor for `npm run loadtest -- relay-overhead`: the least a relay on uWebSockets.js 20.30
 // can do per forwarded call on this machine. The same control plane as the baseline
-// (loadtest/baseline/relay.ts: pairing, challenge + signed upgrade, so the reference phone
-// connects unchanged), but per call only what no relay can skip: read the POST, find the
+// (loadtest/baseline/control-plane.ts: pairing, challenge + signed upgrade, so the reference
+// phone connects unchanged), but per call only what no relay can skip: read the POST, find the
 // client's id, give the frame a relay id, send it to the phone, find the relay id in the
 // phone's answer, put the client's id back, write the answer. No JSON parse, no API-key
 // check, no metrics, no timeouts, no error paths. Writes go as phonebridge's do
@@ -16,16 +16,10 @@
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { uws, type HttpResponse, type WebSocket } from '../../src/uws.ts';
-import {
-  decodeNonce,
-  newNonce,
-  parseDevicePublicKey,
-  signedPayload,
-  verifyDeviceSignature,
-} from '../../src/crypto/device-auth.ts';
+import { BenchControlPlane, INITIALIZED_FRAME, initializeFrame } from './control-plane.ts';
 
 const { values } = parseArgs({ options: { code: { type: 'string' } } });
-const pairingCode = values.code!;
+const control = new BenchControlPlane(values.code!);
 
 interface Waiting {
   res: HttpResponse;
@@ -33,10 +27,7 @@ interface Waiting {
   aborted: boolean;
 }
 
-let device: { id: string; publicKey: string } | undefined;
 let phone: WebSocket<object> | undefined;
-let relayHost = '';
-const nonces = new Map<string, string>();
 const sessions = new Set<string>();
 const waiting = new Map<number, Waiting>();
 let nextId = 1;
@@ -111,7 +102,7 @@ function fromPhone(text: string): void {
   schedule();
 }
 
-// ---- the control plane (as the baseline's, on uWS) ------------------------------------------
+// ---- the control plane (control-plane.ts) behind uWS ----------------------------------------
 
 function readBody(res: HttpResponse, done: (body: string) => void): void {
   const chunks: Buffer[] = [];
@@ -133,19 +124,15 @@ const app = uws.App();
 app.post('/pair', (res) => {
   res.onAborted(() => {});
   readBody(res, (body) => {
-    const input = JSON.parse(body) as { code?: string; public_key?: string };
-    if (input.code !== pairingCode || device) return json(res, '403 Forbidden', { error: 'bad_code' });
-    device = { id: `dev_${randomBytes(8).toString('hex')}`, publicKey: String(input.public_key) };
-    json(res, '200 OK', { device_id: device.id, relay_host: relayHost });
+    const paired = control.pair(body);
+    if (paired) json(res, '200 OK', paired);
+    else json(res, '403 Forbidden', { error: 'bad_code' });
   });
 });
 app.post('/device/challenge', (res) => {
   res.onAborted(() => {});
   readBody(res, (body) => {
-    const input = JSON.parse(body) as { device_id?: string };
-    const nonce = newNonce();
-    nonces.set(nonce.wire, String(input.device_id));
-    json(res, '200 OK', { nonce: nonce.wire, expires_in: 60 });
+    json(res, '200 OK', control.challenge(body));
   });
 });
 app.post('/mcp', (res, req) => {
@@ -189,17 +176,7 @@ app.ws<object>('/device/ws', {
       protocol: req.getHeader('sec-websocket-protocol'),
       extensions: req.getHeader('sec-websocket-extensions'),
     };
-    const issuedFor = nonces.get(h.nonce);
-    nonces.delete(h.nonce);
-    const nonce = decodeNonce(h.nonce);
-    const key = device ? parseDevicePublicKey(device.publicKey) : undefined;
-    const ok =
-      device &&
-      key &&
-      nonce &&
-      issuedFor === device.id &&
-      h.id === device.id &&
-      verifyDeviceSignature(key, signedPayload(nonce, relayHost, h.ts), h.sig);
+    const ok = control.upgradeAllowed(h);
     if (!ok) {
       res.writeStatus('401 Unauthorized').end();
       return;
@@ -208,20 +185,13 @@ app.ws<object>('/device/ws', {
   },
   open: (ws) => {
     phone = ws;
-    ws.send(
-      JSON.stringify({
-        jsonrpc: '2.0',
-        id: 'init',
-        method: 'initialize',
-        params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'uws-floor', version: '0' } },
-      }),
-    );
+    ws.send(initializeFrame('uws-floor'));
   },
   message: (ws, data) => {
     const text = Buffer.from(data).toString('utf8');
     if (text.includes('"id":"init"')) {
-      ws.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }));
-      process.send?.({ type: 'phone', deviceId: device!.id });
+      ws.send(INITIALIZED_FRAME);
+      process.send?.({ type: 'phone', deviceId: control.device!.id });
       return;
     }
     if (text.includes('"method":"ping"')) {
@@ -238,8 +208,8 @@ app.ws<object>('/device/ws', {
 app.listen('127.0.0.1', 0, (listen) => {
   if (!listen) throw new Error('uws-floor: listen failed');
   const port = uws.us_socket_local_port(listen);
-  relayHost = `127.0.0.1:${port}`;
-  process.send?.({ type: 'ready', port, url: `http://${relayHost}` });
+  control.relayHost = `127.0.0.1:${port}`;
+  process.send?.({ type: 'ready', port, url: `http://${control.relayHost}` });
 });
 process.on('disconnect', () => process.exit(0));
 // An exit, not the signal's default, so that `--cpu-prof` writes its profile.

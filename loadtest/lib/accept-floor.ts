@@ -11,6 +11,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
+import { mainThreadCpuMs } from './proc-cpu.ts';
 
 export interface AcceptFloor {
   child: ChildProcess;
@@ -67,17 +68,6 @@ export function startAcceptFloor(): Promise<AcceptFloor> {
 }
 
 // ---- the child ------------------------------------------------------------------
-
-async function mainThreadCpuMs(): Promise<number | undefined> {
-  try {
-    const { readFile } = await import('node:fs/promises');
-    const stat = await readFile(`/proc/self/task/${process.pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return ((Number(f[11]) + Number(f[12])) * 1000) / 100;
-  } catch {
-    return undefined;
-  }
-}
 
 async function childMain(): Promise<void> {
   const { uws } = await import('../../src/uws.ts');

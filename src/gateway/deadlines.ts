@@ -31,7 +31,7 @@ export class Deadlines<T extends Timed> {
     (item.dueList as DeadlineList<T> | undefined)?.remove(item);
   }
 
-  /** Items waiting, over every delay (tests and gauges). */
+  /** Items waiting, over every delay. */
   get size(): number {
     let n = 0;
     for (const l of this.lists.values()) n += l.size;

@@ -2,7 +2,6 @@
 // phone (initialize once per socket, tools/list cached for scope checks), every forwarded
 // request gets a relay-unique id, and the phone's answers go back to whoever asked with the
 // client's id (and progress token) restored.
-import { Deadlines, type Timed } from './deadlines.ts';
 import type { WebSocket } from '../uws.ts';
 import { inspectPhoneFrame, withId } from '../protocol/frame.ts';
 import { forwardedFrame, requestFrame, type ClientRequestBytes } from '../protocol/request-bytes.ts';
@@ -15,6 +14,7 @@ import type { Logger } from '../log.ts';
 import { framesFromDevice, framesTooBig, rateLimited, sentToPhone } from '../metrics.ts';
 import { scheduleWrite, type TurnWriter } from './http.ts';
 import { InternTable, type Shared } from './shared-surface.ts';
+import { Deadlines, type Timed } from './deadlines.ts';
 import { endOnAnswer, tracingOn, withTraceparent, type Context } from '../observability/tracing.ts';
 import { phoneCallSpan } from '../observability/relay-spans.ts';
 
@@ -613,9 +613,8 @@ export class DeviceConnection implements TurnWriter {
     }
   }
 
-  /** One text frame from the phone (its own copy of the bytes). */
   /**
-   * One frame from the phone. `view` may be a view of uWS's memory, valid only until this
+   * One text frame from the phone. `view` may be a view of uWS's memory, valid only until this
    * returns: whatever is kept is copied first (withId's answer is a copy).
    */
   onFrame(view: Buffer): void {
@@ -702,8 +701,10 @@ export class DeviceConnection implements TurnWriter {
     })();
   }
 
-  /** Fails everything in flight; the socket itself is closed by the caller or already gone. */
-  /** `detail` tells the callers of the requests in flight why they failed (errors.ts `relayError`). */
+  /**
+   * Fails everything in flight; the socket itself is closed by the caller or already gone.
+   * `detail` tells their callers why (errors.ts `relayError`).
+   */
   teardown(reason: TeardownReason, detail?: string): void {
     if (this.closed) return;
     this.closed = true;

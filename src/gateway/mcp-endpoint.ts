@@ -1,10 +1,10 @@
 // /mcp for the session revisions (2025-03-26, 2025-06-18, 2025-11-25): authenticate, bind
 // the session, answer what the relay answers itself (initialize, notifications/initialized),
 // forward the rest to the phone and bring its answer back to this HTTP exchange.
-import { Deadlines, type Timed } from './deadlines.ts';
 import { randomBytes } from 'node:crypto';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../uws.ts';
 import { BodyTooLarge, Exchange, type AbortTarget, type BodyTarget } from './http.ts';
+import { Deadlines, type Timed } from './deadlines.ts';
 import type { HttpRequest as Req } from '../uws.ts';
 import { limitKey, pickClientAddress } from './client-address.ts';
 import { readClientRequest, type ClientRequestBytes } from '../protocol/request-bytes.ts';
