@@ -2,6 +2,7 @@
 // no label ever carries a device, account, session or token id. The catalogue with every
 // family is in docs/OPERATIONS.md ("Health and metrics"). Series the per-call path touches are
 // cells bound once (src/metric-cells.ts, docs/decisions/0120-metric-cells.md).
+import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import client from 'prom-client';
 import type { LogEvent } from 'kysely';
 import { CellCounter, CellHistogram, ReadGauge, type Count, type Timing } from './metric-cells.ts';
@@ -351,8 +352,60 @@ const nodes = new Set<NodeGauges>();
 /** Reports a node's gauges until the returned function is called (node close). */
 export function trackNode(n: NodeGauges): () => void {
   nodes.add(n);
-  return () => nodes.delete(n);
+  if (nodes.size === 1) eventLoopStalls.start();
+  return () => {
+    if (nodes.delete(n) && nodes.size === 0) eventLoopStalls.stop();
+  };
 }
+
+// --- event loop -----------------------------------------------------------------------------------
+
+/** Stalls are read as the worst delay of each window of this length. */
+export const EVENT_LOOP_WINDOW_MS = 1_000;
+const EVENT_LOOP_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30] as const;
+
+/**
+ * phonebridge_event_loop_delay_seconds: one observation per second of the worst event-loop
+ * delay in it (perf_hooks.monitorEventLoopDelay, 10 ms resolution). A stall holds every socket
+ * of the node: answers wait, and a request that arrives during it is read only after uWS's idle
+ * sweep has run (docs/OPERATIONS.md "Keep-alive"). Unlike the sampled p99 of the default
+ * process metrics, nothing is lost between scrapes and several scrapers read the same series.
+ */
+class EventLoopStalls {
+  private readonly histogram = new CellHistogram({
+    name: 'phonebridge_event_loop_delay_seconds',
+    help: 'Worst event-loop delay of each one-second window on this node (a stall delays every socket it holds)',
+    buckets: EVENT_LOOP_BUCKETS,
+    registers: [registry],
+  });
+  private readonly cell = this.histogram.cell();
+  private monitor?: IntervalHistogram;
+  private timer?: NodeJS.Timeout;
+
+  start(): void {
+    if (this.monitor) return;
+    this.monitor = monitorEventLoopDelay({ resolution: 10 });
+    this.monitor.enable();
+    this.timer = setInterval(() => this.sample(), EVENT_LOOP_WINDOW_MS).unref();
+  }
+
+  /** Records the window that just ended (the interval's own lateness is part of its max). */
+  sample(): void {
+    const m = this.monitor;
+    if (!m) return;
+    // max is in ns and includes the 10 ms sampling period itself: subtract it, as prom-client does.
+    if (m.count > 0) this.cell.observe(Math.max(0, m.max / 1e9 - 0.01));
+    m.reset();
+  }
+
+  stop(): void {
+    this.sample();
+    this.monitor?.disable();
+    clearInterval(this.timer);
+    this.monitor = this.timer = undefined;
+  }
+}
+const eventLoopStalls = new EventLoopStalls();
 
 const all = (read: (n: NodeGauges) => boolean | undefined, worst: boolean): Array<[Record<string, string>, number]> => {
   const seen = [...nodes].map(read).filter((v): v is boolean => v !== undefined);

@@ -44,6 +44,19 @@ function flushWrites(): void {
   }
 }
 
+/**
+ * How long a client may keep an idle keep-alive connection, advertised as `Keep-Alive:
+ * timeout=5` on every answer that leaves the connection open. uWS closes an idle HTTP
+ * connection on its own 10 s timeout, swept every 4 s: 8 to 12 s after the last answer, never
+ * sooner, and not configurable. Without the hint a client pools the connection on its own
+ * default and may send a request into a connection the relay has just closed (the request is
+ * lost; a POST is not retried). With it, clients that honour the hint (undici, Node's
+ * http.Agent, browsers) drop the connection at least 3 s before the relay can
+ * (docs/decisions/0190-keep-alive-hint.md).
+ */
+export const KEEP_ALIVE_TIMEOUT_S = 5;
+export const KEEP_ALIVE_HINT = `timeout=${KEEP_ALIVE_TIMEOUT_S}`;
+
 export const STATUS: Record<number, string> = {
   200: '200 OK',
   201: '201 Created',
@@ -239,9 +252,11 @@ export class Exchange implements TurnWriter {
   writeNow(): void {
     const res = this.res;
     const headers = this.headers!;
+    const close = this.closeConnection || this.closing;
     res.writeStatus(STATUS[this.status] ?? `${this.status} Status`);
     for (const k in headers) res.writeHeader(k, headers[k]);
-    res.end(this.payload ?? '', this.closeConnection || this.closing);
+    if (!close) res.writeHeader('Keep-Alive', KEEP_ALIVE_HINT);
+    res.end(this.payload ?? '', close);
     this.route?.responded(this.status, this.payload);
     this.headers = this.payload = undefined;
   }

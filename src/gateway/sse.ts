@@ -2,7 +2,7 @@
 // in one write at its end (scheduleWrite, docs/decisions/0050-one-write-per-answer.md); with write backpressure, when the
 // socket cannot take more, events queue (bounded) until onWritable; a consumer that falls too
 // far behind is cut off rather than growing memory without bound.
-import { scheduleWrite, type Exchange, type TurnWriter } from './http.ts';
+import { KEEP_ALIVE_HINT, scheduleWrite, type Exchange, type TurnWriter } from './http.ts';
 import { metrics } from '../metrics.ts';
 
 const MAX_QUEUED_BYTES = 4 * 1024 * 1024;
@@ -106,6 +106,7 @@ export class SseStream implements TurnWriter {
       // A stream that opens while the node drains says so in its headers: asking uWS to close
       // at end() instead would write `Connection: close` into the chunked body and corrupt it.
       if (this.ex.closing) res.writeHeader('Connection', 'close');
+      else res.writeHeader('Keep-Alive', KEEP_ALIVE_HINT); // the idle time after the stream ends
       this.head = undefined;
       this.ex.route?.responded(200);
     }

@@ -506,6 +506,7 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
           'PhonebridgeDeviceAuthRejections',
           'PhonebridgeNodeScrapeFailing',
           'PhonebridgeEventLoopLagHigh',
+          'PhonebridgeEventLoopStalls',
           'PhonebridgeDeviceRelayErrors',
           'PhonebridgeStoreDown',
           'PhonebridgeRedisDown',
@@ -644,6 +645,25 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
                   series: `phonebridge_process_nodejs_eventloop_lag_p99_seconds{${sel}, pod="b", instance="10.0.0.2:9464"}`,
                   values: '0.01x40',
                 },
+                // Node a's loop stalled for 1–2.5 s in one window, 20 minutes in; node b's windows all stay under 50 ms.
+                ...[
+                  ['a', '10.0.0.1:9464', '0.05', '0+60x20 1260+60x20'],
+                  ['a', '10.0.0.1:9464', '1', '0+60x20 1260+60x20'],
+                  ['a', '10.0.0.1:9464', '+Inf', '0+60x20 1261+60x20'],
+                  ['b', '10.0.0.2:9464', '0.05', '0+60x40'],
+                  ['b', '10.0.0.2:9464', '1', '0+60x40'],
+                  ['b', '10.0.0.2:9464', '+Inf', '0+60x40'],
+                ].map(([pod, instance, le, values]) => ({
+                  series: `phonebridge_event_loop_delay_seconds_bucket{${sel}, pod="${pod}", instance="${instance}", le="${le}"}`,
+                  values,
+                })),
+                ...[
+                  ['a', '10.0.0.1:9464', '0+60x20 1261+60x20'],
+                  ['b', '10.0.0.2:9464', '0+60x40'],
+                ].map(([pod, instance, values]) => ({
+                  series: `phonebridge_event_loop_delay_seconds_count{${sel}, pod="${pod}", instance="${instance}"}`,
+                  values,
+                })),
                 // 30 phone sockets closed with 1011 a minute = 0.5/s (Postgres away); 1000s do not count.
                 { series: `phonebridge_device_closes_total{${sel}, pod="a", code="1011"}`, values: '0+30x40' },
                 { series: `phonebridge_device_closes_total{${sel}, pod="a", code="1000"}`, values: '0+600x40' },
@@ -691,6 +711,23 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
                   { instance: '10.0.0.1:9464' },
                   'Event loop lag p99 on 10.0.0.1:9464 is 500ms',
                 ),
+                {
+                  eval_time: '25m',
+                  alertname: 'PhonebridgeEventLoopStalls',
+                  exp_alerts: [
+                    {
+                      exp_labels: { severity: 'warning', instance: '10.0.0.1:9464' },
+                      exp_annotations: {
+                        summary: 'The event loop of 10.0.0.1:9464 stalled for more than 1s',
+                        description: String(
+                          rules.find((r) => r.alert === 'PhonebridgeEventLoopStalls').annotations.description,
+                        ),
+                      },
+                    },
+                  ],
+                },
+                // Ten minutes after the stall its window has left the alert's range.
+                { eval_time: '35m', alertname: 'PhonebridgeEventLoopStalls', exp_alerts: [] },
                 fires('PhonebridgeDeviceRelayErrors', {}, 'Phone sockets are closed with 1011 (500m/s)'),
                 fires(
                   'PhonebridgeStoreDown',
