@@ -26,6 +26,7 @@ const SCENARIOS: Record<string, string> = {
   'cache-latency': 'loadtest/cache-latency.ts',
   'cluster-latency': 'loadtest/cluster-latency.ts',
   fleet: 'loadtest/fleet-bench.ts',
+  stalls: 'loadtest/stalls.ts',
 };
 
 const USAGE = `npm run loadtest -- <scenario> [options]
