@@ -184,8 +184,10 @@ export class Exchange implements TurnWriter {
 
   /**
    * Reads the whole body, copying each chunk (uWS reuses its buffers). Call before any await.
-   * Past `limit` it answers 413 at once and closes the connection, so the rest is never read;
-   * the promise rejects with BodyTooLarge and later writes are no-ops.
+   * Past `limit` it answers 413 at once (`Connection: close`) and drops the rest of the body as
+   * it comes, up to LINGER_MAX_BYTES or LINGER_MAX_MS, then closes: a client still sending
+   * gets to read the 413 instead of a reset (`Lingering`). The promise rejects with
+   * BodyTooLarge and later writes are no-ops.
    */
   body(limit: number, tooLarge: () => { headers: Headers; body: string } = defaultTooLarge(limit)): Promise<Buffer> {
     return new Promise((resolve, reject) => {
@@ -203,16 +205,16 @@ export class Exchange implements TurnWriter {
     let first: Buffer | undefined;
     let chunks: Buffer[] | undefined;
     let size = 0;
-    let failed = false;
+    let refused: Lingering | undefined;
     this.res.onData((chunk, isLast) => {
-      if (failed) return;
       this.route?.bytesIn(chunk.byteLength);
+      if (refused) return refused.dropped(chunk.byteLength, isLast);
       size += chunk.byteLength;
       if (size > limit) {
-        failed = true;
         const answer = tooLarge();
-        this.send(413, answer.headers, answer.body, true);
+        refused = this.refuseBody(413, answer.headers, answer.body);
         target.bodyFailed(new BodyTooLarge(limit));
+        refused.dropped(0, isLast);
         return;
       }
       // A copy (uWS reuses the chunk's memory) into Node's buffer pool when small: `chunk.slice(0)`
@@ -234,6 +236,22 @@ export class Exchange implements TurnWriter {
     this.payload = body;
     this.closeConnection = closeConnection;
     scheduleWrite(this);
+  }
+
+  /**
+   * Refuses the body being read: the answer goes out now (from uWS's data callback, which has
+   * this socket corked), in chunked form so that the response stays open — and uWS keeps
+   * reading — until `Lingering` ends it.
+   */
+  private refuseBody(status: number, headers: Headers, body: string): Lingering {
+    this.finished = true;
+    const res = this.res;
+    res.writeStatus(STATUS[status] ?? `${status} Status`);
+    for (const k in headers) res.writeHeader(k, headers[k]);
+    res.writeHeader('Connection', 'close');
+    res.write(body);
+    this.route?.responded(status, body);
+    return new Lingering(this);
   }
 
   /** Answers end with `Connection: close` once the node drains, so keep-alive clients move on. */
@@ -268,6 +286,61 @@ export class Exchange implements TurnWriter {
   /** `{"error": code, "message": …}` — the relay's own HTTP error shape outside JSON-RPC. */
   error(status: number, code: string, message: string, headers: Headers = {}): void {
     this.json(status, { error: code, message }, headers);
+  }
+}
+
+/** How much of a refused body the relay still reads and drops, and for how long at most. */
+export const LINGER_MAX_BYTES = 12 * 1024 * 1024;
+export const LINGER_MAX_MS = 5_000;
+
+/**
+ * A lingering close (as nginx's `lingering_close`): a client that is still sending when its
+ * body is refused reads the refusal only if the relay does not reset the connection under it,
+ * and closing with unread data does exactly that. So the rest of the body is read and dropped,
+ * and the response ends (closing the connection) when the body is complete — or, bounded, after
+ * LINGER_MAX_BYTES more or LINGER_MAX_MS (docs/OPERATIONS.md "Limits").
+ */
+class Lingering implements AbortTarget {
+  private droppedBytes = 0;
+  private done = false;
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(private readonly ex: Exchange) {
+    this.timer = setTimeout(() => this.cut(), LINGER_MAX_MS).unref();
+    ex.onAbort(this);
+  }
+
+  /** A chunk of the refused body (inside uWS's data callback). */
+  dropped(bytes: number, isLast: boolean): void {
+    this.droppedBytes += bytes;
+    if (isLast) this.end();
+    else if (this.droppedBytes > LINGER_MAX_BYTES) this.cut();
+  }
+
+  exchangeAborted(): void {
+    this.done = true;
+    clearTimeout(this.timer);
+  }
+
+  /**
+   * The whole body is in: the response's last chunk. The client was told `Connection: close`
+   * and closes; uWS's idle timeout ends the connection otherwise. (uWS's own close-at-end would
+   * write its `Connection` header into the chunked body: docs/decisions/0190-keep-alive-hint.md.)
+   */
+  private end(): void {
+    if (this.done || this.ex.aborted) return;
+    this.done = true;
+    clearTimeout(this.timer);
+    const res = this.ex.res;
+    res.cork(() => res.end(undefined, false));
+  }
+
+  /** Past the bounds: the connection is closed under the client, which has the 413's head. */
+  private cut(): void {
+    if (this.done || this.ex.aborted) return;
+    this.done = true;
+    clearTimeout(this.timer);
+    this.ex.res.close();
   }
 }
 

@@ -903,7 +903,7 @@ class McpEndpoint {
   }
 }
 
-/** The 413 of a body over 256 KiB (its connection is closed; the rest is never read). */
+/** The 413 of a body over 256 KiB (Exchange.readBody sends it, then closes after a bounded lingering read). */
 function tooLargeBody() {
   framesTooBig.client.inc();
   return { headers: JSON_HEADERS, body: errorResponse(null, relayError('too_large', 'request body over 256 KiB')) };

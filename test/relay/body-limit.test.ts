@@ -1,5 +1,6 @@
-// An oversized body gets its 413 and the connection ends: the relay does not read (or make
-// the client send) the rest. Raw sockets, so the test sees exactly when the relay hangs up.
+// An oversized body gets its 413 at once and the connection ends: the relay reads and drops at
+// most a bounded amount of the rest (so that a client still sending reads the 413), never the
+// whole body. Raw sockets, so the test sees exactly when the relay hangs up.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect } from 'node:net';
 import { startTestPhone, startTestRelay, type TestPhone, type TestRelay } from '../helpers/relay.ts';
@@ -86,6 +87,34 @@ describe('oversized bodies', () => {
     expect(r.response).toMatch(/^HTTP\/1\.1 413 /);
     expect(r.closed).toBe(true);
     expect(r.sent).toBeLessThan(BODY);
+  });
+
+  // A client that writes its whole body before reading (as curl does): without the lingering
+  // close, the relay's close with unread data resets the connection under it (EPIPE), and 10 of
+  // 10 such clients failed although the 413 had reached them.
+  it('a client still sending 10 MiB reads its 413 instead of a reset (lingering close)', async () => {
+    const { port } = new URL(relay.url);
+    const size = 10 * 1024 * 1024;
+    const send = () =>
+      new Promise<string>((resolve) => {
+        const socket = connect(Number(port), '127.0.0.1');
+        let answer = '';
+        socket.on('data', (d) => (answer += d.toString('latin1')));
+        socket.on('error', (err: NodeJS.ErrnoException) => resolve(`${err.code} after ${answer.length} bytes`));
+        socket.on('close', () => resolve(answer));
+        socket.write(
+          `POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\ncontent-type: application/json\r\n` +
+            `accept: application/json, text/event-stream\r\nx-api-key: ${token}\r\ncontent-length: ${size}\r\n\r\n`,
+        );
+        socket.end(Buffer.alloc(size, 0x20));
+      });
+    const answers = await Promise.all(Array.from({ length: 10 }, send));
+    for (const a of answers) {
+      expect(a).toMatch(/^HTTP\/1\.1 413 /);
+      expect(a).toMatch(/\r\nConnection: close\r\n/i);
+      expect(a).toContain('"too_large"');
+      expect(a.endsWith('\r\n0\r\n\r\n')).toBe(true); // the whole (chunked) answer
+    }
   });
 
   it('a body within the limit on a kept-alive connection still works (unchanged)', async () => {
