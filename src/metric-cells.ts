@@ -2,8 +2,8 @@
 // label set on every inc/observe, even through a `labels()` child, which builds a string per
 // call. Here a label set is bound once to a cell (a plain number, or a histogram's bucket
 // array), the hot path only adds to it, and prom-client reads the cells when /metrics is
-// scraped. A labelled cell is exported once it has counted something (as prom-client does);
-// an unlabelled one from the start. A histogram cell may keep exemplars for OpenMetrics
+// scraped. Every bound cell is exported, at zero until it counts: binding a label set at start
+// is how a family is present from a node's first scrape (Prometheus' "avoid missing metrics"). A histogram cell may keep exemplars for OpenMetrics
 // (docs/decisions/0121-latency-cell-with-exemplars.md).
 import client from 'prom-client';
 
@@ -60,16 +60,13 @@ export class CellCounter extends client.Counter<string> {
 
   // eslint-disable-next-line @typescript-eslint/require-await -- prom-client's get() is async
   override async get(): Promise<client.MetricObjectWithValues<client.MetricValue<string>>> {
-    const unlabelled = (this.opts.labelNames ?? []).length === 0;
     return {
       name: this.opts.name,
       help: this.opts.help,
       type: TYPE('counter'),
       aggregator: 'sum',
       collect,
-      values: this.cells
-        .filter((c) => unlabelled || c.cell.value !== 0)
-        .map((c) => ({ labels: c.labels, value: c.cell.value })),
+      values: this.cells.map((c) => ({ labels: c.labels, value: c.cell.value })),
     };
   }
 }
@@ -150,10 +147,8 @@ export class CellHistogram extends client.Histogram<string> {
 
   // eslint-disable-next-line @typescript-eslint/require-await -- prom-client's get() is async
   override async get(): Promise<client.MetricObjectWithValues<client.MetricValueWithName<string>>> {
-    const unlabelled = (this.opts.labelNames ?? []).length === 0;
     const values: client.MetricValueWithName<string>[] = [];
     for (const { labels, cell } of this.cells) {
-      if (!unlabelled && cell.count === 0) continue;
       let acc = 0;
       for (let i = 0; i <= this.bounds.length; i++) {
         acc += cell.counts[i];

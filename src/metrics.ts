@@ -275,7 +275,10 @@ export function answered<T extends { route: { sentPerf: number } }>(p: T | undef
 /** One client-port route: its responses by status, and the body bytes in and out. */
 export class RouteMetrics {
   private readonly byStatus = new Map<number, Count>();
-  constructor(readonly route: string) {}
+  constructor(readonly route: string) {
+    // Present from the start (at zero) for every route the node serves.
+    this.byStatus.set(200, metrics.httpResponses.cell({ route, status: '200' }));
+  }
 
   /** A response written: its status, and its body's bytes. */
   responded(status: number, body?: string | Buffer): void {
@@ -455,6 +458,18 @@ new ReadGauge(
   },
   () => all((n) => n.redisUp(), false),
 );
+
+// The label values known in advance are exported at zero from the start, so that every family
+// exists on a node's first scrape (dashboards show 0, not "No data"; rate() has a start). The
+// cell families bind theirs above (cellsBy); the MCP families bind the method clients call most.
+for (const outcome of ['ok', 'error', 'forbidden', 'aborted'])
+  for (const era of ['session', 'stateless']) metrics.mcpRequests.cell({ method: 'tools/call', outcome, era });
+latencyCells.set('tools/call', metrics.mcpLatency.cell({ method: 'tools/call' }));
+for (const outcome of ['ok', 'rejected']) metrics.deviceAuth.inc({ outcome }, 0);
+for (const outcome of ['paired', 'bad_code', 'limit_reached', 'rate_limited']) metrics.pairAttempts.inc({ outcome }, 0);
+// The protocol's close codes (docs/PROTOCOL.md) and the two every phone meets: a clean close, a dropped socket.
+for (const code of [1000, 1006, 1009, 1011, 1012, 4001, 4003, 4004])
+  metrics.deviceCloses.inc({ code: String(code) }, 0);
 
 // Per phone accept and close: label children looked up once (a labelled inc hashes its labels every time).
 export const deviceAuthOk = metrics.deviceAuth.labels({ outcome: 'ok' });
