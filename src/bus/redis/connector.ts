@@ -39,6 +39,8 @@ export interface Connector {
   readonly description: string;
   /** A client, not yet connected. `sub` clients carry the subscriptions. */
   client(role: 'cmd' | 'sub', base: RedisOptions): RedisClient;
+  /** Connects a client made by `client`: resolves once it can run every command it carries. */
+  connect(c: RedisClient): Promise<void>;
   /** Publishes on a node or device channel; how many subscribers got it. */
   publish(c: RedisClient, channel: string, msg: string | Buffer): Promise<number>;
   /** Subscribes node and device channels (several at once). */
@@ -108,6 +110,9 @@ class SingleConnector implements Connector {
       sentinelRetryStrategy: (n) => base.retryStrategy?.(n) ?? null,
       ...(t.tls ? { tls: {}, sentinelTLS: {}, enableTLSForSentinelMode: true } : {}),
     });
+  }
+  connect(c: RedisClient): Promise<void> {
+    return c.connect();
   }
   publish(c: RedisClient, channel: string, msg: string | Buffer): Promise<number> {
     return c.publish(channel, msg);
@@ -184,6 +189,14 @@ class ClusterConnector implements Connector {
     };
     return new Cluster(t.nodes, options);
   }
+  async connect(c: RedisClient): Promise<void> {
+    if (!(c instanceof Cluster) || !c.options.shardedSubscribers) return c.connect();
+    // The sharded subscribers (one per master) are set up after the client is ready, from the
+    // slots it learned: SSUBSCRIBE before that finds no subscriber for its slot.
+    const ready = new Promise<void>((resolve) => c.once('subscribersReady', () => resolve()));
+    await c.connect();
+    await ready;
+  }
   publish(c: RedisClient, channel: string, msg: string | Buffer): Promise<number> {
     return c.spublish(channel, msg) as Promise<number>;
   }
@@ -196,9 +209,13 @@ class ClusterConnector implements Connector {
   }
   watch(c: RedisClient, lost: (why: string) => void): void {
     // A master that dies takes its slots (keys, sharded channels) away while the other
-    // connections stay open: that is an outage of the bus until the shard is back.
-    c.on('-node', (_r: unknown, key: string) => lost(`cluster node ${key} left`));
-    c.on('node error', (err: Error, key: string) => lost(`cluster node ${key}: ${err.message}`));
+    // connections stay open: that is an outage of the bus until the shard is back. Errors of
+    // a node that serves no slot any more (a dead master after its replica took over, still
+    // being reconnected to until the pool drops it) are not.
+    if (!(c instanceof Cluster)) return;
+    c.on('node error', (err: Error, key: string) => {
+      if (c.slots.some((nodes) => nodes?.[0] === key)) lost(`cluster node ${key}: ${err.message}`);
+    });
   }
   stream(): Socket | undefined {
     return undefined;

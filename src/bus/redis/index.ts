@@ -178,15 +178,19 @@ export class RedisBus implements Bus {
           START_TIMEOUT_MS,
         );
       });
-      await Promise.race([Promise.all([bus.cmd.connect(), bus.sub.connect()]).then(() => bus.resync()), timeout]);
+      await Promise.race([
+        Promise.all([connector.connect(bus.cmd), connector.connect(bus.sub)]).then(() => bus.resync()),
+        timeout,
+      ]);
     } catch (err) {
       bus.cmd.disconnect();
       bus.sub.disconnect();
       // What was tried and what answered: the one line serve exits with.
       const e = asBusError(err);
-      const said = (await connector.explain().catch(() => undefined)) ?? detail(err);
+      const said = detail(err);
       const last = bus.lastError && !said.includes(bus.lastError) ? ` (last error: ${bus.lastError})` : '';
-      e.message = `${connector.description}: ${said}${last}`;
+      const nodes = await connector.explain().catch(() => undefined);
+      e.message = `${connector.description}: ${said}${last}${nodes ? `; ${nodes}` : ''}`;
       throw e;
     } finally {
       clearTimeout(timer);
