@@ -46,18 +46,43 @@ export async function redisCounter(url: string): Promise<RedisCounter> {
   };
 }
 
-/** Commands between two counts, per call: the total and the five largest by name. */
+/**
+ * What the relay sends itself (round trips on its connections): a script counts once, as its
+ * EVALSHA; everything else Redis counts under a name the bus never sends is a script's inside
+ * (or a replica's REPLCONF ack, not ours at all).
+ */
+const SENT = new Set([
+  'evalsha',
+  'eval',
+  'publish',
+  'spublish',
+  'set',
+  'getdel',
+  'lrange',
+  'subscribe',
+  'ssubscribe',
+  'unsubscribe',
+  'sunsubscribe',
+  'ping',
+  'script',
+  'client',
+  'cluster',
+]);
+
+/** Commands between two counts, per call: all (scripts' insides too), those sent, the five largest. */
 export function perCall(
   before: Map<string, number>,
   after: Map<string, number>,
   calls: number,
-): { total: number; top: Record<string, number> } {
+): { total: number; sent: number; top: Record<string, number> } {
   const diff: Array<[string, number]> = [];
   for (const [name, n] of after) diff.push([name, n - (before.get(name) ?? 0)]);
   const r = (x: number) => Math.round((x / Math.max(1, calls)) * 1000) / 1000;
   const total = diff.reduce((s, [, n]) => s + n, 0);
+  const sent = diff.reduce((s, [name, n]) => s + (SENT.has(name) ? n : 0), 0);
   return {
     total: r(total),
+    sent: r(sent),
     top: Object.fromEntries(
       diff
         .filter(([, n]) => n > 0)
