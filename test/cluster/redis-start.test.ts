@@ -32,7 +32,7 @@ describe('serve --redis-url: wrong or unreachable topologies', () => {
         'redis+cluster://127.0.0.1:6379',
         /^phonebridge: --redis-url: cannot start on Redis Cluster via 127\.0\.0\.1:6379: .*; 127\.0\.0\.1:6379 ERR This instance has cluster support disabled/,
       ],
-      // A plain Redis named as a sentinel: what it answered, after the start's 5 s.
+      // A plain Redis named as a sentinel: what it answered, after the start's 10 s.
       [
         'redis+sentinel://127.0.0.1:6379/pbmaster',
         /^phonebridge: --redis-url: cannot start on Sentinel master "pbmaster" \(db 0\) via sentinels 127\.0\.0\.1:6379: .*unknown command 'sentinel'/,
@@ -43,7 +43,7 @@ describe('serve --redis-url: wrong or unreachable topologies', () => {
       expect(code, cases[i][0]).toBe(2);
       expect(lines, cases[i][0]).toHaveLength(1);
       expect(lines[0]).toMatch(cases[i][1]);
-      expect(ms).toBeLessThan(60_000); // the sentinel case gives up after 5 s; the rest is process start on a loaded machine
+      expect(ms).toBeLessThan(90_000); // no hang: the sentinel case gives up after 10 s; the rest is process start on a loaded machine
     });
-  }, 100_000);
+  }, 110_000);
 });

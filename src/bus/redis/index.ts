@@ -30,7 +30,7 @@ export interface RedisBusOptions {
 }
 
 /** How long a start may take to reach the topology before it fails. */
-const START_TIMEOUT_MS = 5000;
+const START_TIMEOUT_MS = 10_000;
 
 const DEFAULTS = { prefix: 'pb:', nodeTtlMs: 3000, heartbeatMs: 1000, commandTimeoutMs: 1000 };
 
