@@ -1,4 +1,4 @@
-// `npm run loadtest -- relay-overhead [--out DIR] [--rounds N] [--round-ms MS]`: what the relay
+// `npm run loadtest -- relay-overhead [--out DIR] [--rounds N] [--round-ms MS] [--redis-url URL]…`: what the relay
 // costs per call, side by side in one run with alternating rounds (docs/BENCHMARKS.md, "Relay
 // overhead"; docs/decisions/0050-one-write-per-answer.md):
 //   relay     phonebridge (the same startRelay as `serve`, embedded store), a child process
@@ -21,6 +21,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { processCpuUs } from './lib/proc-cpu.ts';
 import { traceSyscalls } from './lib/strace.ts';
+import { perCall, redisCounter, type RedisCounter } from './lib/redis-commands.ts';
 
 const SELF = fileURLToPath(import.meta.url);
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -268,6 +269,8 @@ interface Target {
   pids: number[];
   /** phonebridge nodes: with PHONEBRIDGE_LOADTEST_RELAY_PROFILE_DIR, each profiles its small-call rounds alone. */
   nodes?: Array<{ profile(label: string): Promise<string | null> }>;
+  /** The Redis topology the target's nodes share: its commands are counted per call. */
+  redis?: RedisCounter;
 }
 
 async function post(url: string, headers: Record<string, string>, body: Json) {
@@ -372,6 +375,9 @@ async function main(): Promise<void> {
       'round-ms': { type: 'string', default: '3000' },
       conns: { type: 'string', default: '32' },
       'no-cluster': { type: 'boolean', default: false },
+      // Redis topologies for the two-node targets, repeatable (one Redis, Sentinel, Cluster: see
+      // src/bus/redis/topology.ts): per URL, a cross-node target and a same-node one.
+      'redis-url': { type: 'string', multiple: true },
       // Profiles the relay children, the floor and the baseline (`node --cpu-prof`): summarise
       // with loadtest/cpu-profile.ts.
       'cpu-prof': { type: 'string' },
@@ -457,33 +463,50 @@ async function main(): Promise<void> {
       { name: 'direct', url: directUrl, headers: await session(directUrl, {}), pids: [phone.proc.pid!] },
     ];
 
-    if (!values['no-cluster']) {
-      const db = await createDatabase();
-      cleanup.push(() => db.drop());
-      const prefix = `pbo:${randomBytes(4).toString('hex')}:`;
-      const flags = ['--port', '0', '--database-url', db.url, '--redis-url', REDIS_URL, '--redis-prefix', prefix];
-      const a = await startRelayChild([...flags, '--node-id', 'bench-a'], relayOpts);
-      cleanup.push(() => a.stop());
-      const b = await startRelayChild([...flags, '--node-id', 'bench-b'], relayOpts);
-      cleanup.push(() => b.stop());
-      const [qrA] = await a.pair(1);
-      const clusterDevice: string = await phone.call({ op: 'pair', qr: qrA });
-      const [{ token: ct }] = await a.keys([clusterDevice]);
-      for (let i = 0; i < 100 && !(await a.connections()).some((c) => c.initialized); i++)
-        await new Promise((r) => setTimeout(r, 50));
-      targets.push({
-        name: 'cluster',
-        url: b.mcpUrl,
-        headers: await session(b.mcpUrl, { 'x-api-key': ct }),
-        pids: [a.child.pid!, b.child.pid!],
-        nodes: [a, b],
-      });
-    }
+    const redisUrls = values['redis-url']?.length ? values['redis-url'] : [REDIS_URL];
+    if (!values['no-cluster'])
+      for (const [u, redisUrl] of redisUrls.entries()) {
+        const counter = await redisCounter(redisUrl);
+        cleanup.push(() => Promise.resolve(counter.close()));
+        // The first topology's targets keep their names (the checks below read them).
+        const suffix = u === 0 ? '' : `@${counter.kind}${u}`;
+        const db = await createDatabase();
+        cleanup.push(() => db.drop());
+        const prefix = `pbo:${randomBytes(4).toString('hex')}:`;
+        cleanup.push(() => counter.dropPrefix(prefix));
+        const flags = ['--port', '0', '--database-url', db.url, '--redis-url', redisUrl, '--redis-prefix', prefix];
+        const a = await startRelayChild([...flags, '--node-id', 'bench-a'], relayOpts);
+        cleanup.push(() => a.stop());
+        const b = await startRelayChild([...flags, '--node-id', 'bench-b'], relayOpts);
+        cleanup.push(() => b.stop());
+        const [qrA] = await a.pair(1);
+        const clusterDevice: string = await phone.call({ op: 'pair', qr: qrA });
+        const [{ token: ct }] = await a.keys([clusterDevice]);
+        for (let i = 0; i < 100 && !(await a.connections()).some((c) => c.initialized); i++)
+          await new Promise((r) => setTimeout(r, 50));
+        targets.push({
+          name: `cluster${suffix}`,
+          url: b.mcpUrl,
+          headers: await session(b.mcpUrl, { 'x-api-key': ct }),
+          pids: [a.child.pid!, b.child.pid!],
+          nodes: [a, b],
+          redis: counter,
+        });
+        // The same two nodes, the client on the phone's node: what a same-node call costs Redis.
+        targets.push({
+          name: `same-node${suffix}`,
+          url: a.mcpUrl,
+          headers: await session(a.mcpUrl, { 'x-api-key': ct }),
+          pids: [a.child.pid!, b.child.pid!],
+          redis: counter,
+        });
+      }
 
     if (profDir)
       console.log(`cpu profiles in ${profDir}: ${targets.map((t) => `${t.name} ${t.pids.join('+')}`).join(', ')}`);
     const phonePid = phone.proc.pid!;
     const run = async (t: Target, job: Omit<Job, 'url' | 'headers'>) => {
+      const redis0 = await t.redis?.count();
       const sys0 = t.pids.reduce((s, p) => s + processCpuUs(p).system, 0);
       const cpu0 = t.pids.reduce((s, p) => s + cpuUs(p), 0);
       const phone0 = cpuUs(phonePid);
@@ -492,19 +515,33 @@ async function main(): Promise<void> {
       const sys = t.pids.reduce((s, p) => s + processCpuUs(p).system, 0) - sys0;
       // The phone process is the direct target's server: its CPU is counted there, not here.
       const phoneCpuUs = t.pids.includes(phonePid) ? 0 : cpuUs(phonePid) - phone0;
-      return { ...r, serverCpuUs: cpu, serverSystemCpuUs: sys, phoneCpuUs };
+      const redis1 = await t.redis?.count();
+      const redis = redis0 && redis1 ? perCall(redis0, redis1, r.calls) : undefined;
+      return { ...r, serverCpuUs: cpu, serverSystemCpuUs: sys, phoneCpuUs, redis };
     };
 
     // Warm-up (JIT, caches), then each target's idle CPU (timers, the store's journal poll: a
     // cost per second, not per call), then closed-loop rounds, alternating targets.
     for (const t of targets) await run(t, { tool: 'echo', ms: 1000, conns });
     const idleUsPerMs: Record<string, number> = {};
+    // Redis idle too: heartbeats (one script per node per second), replicas' acks.
+    const idleRedisPerMs: Record<string, number> = {};
+    const idleSentPerMs: Record<string, number> = {};
     {
       const c0 = targets.map((t) => t.pids.reduce((s, p) => s + cpuUs(p), 0));
+      const r0 = await Promise.all(targets.map((t) => t.redis?.count() ?? Promise.resolve(undefined)));
       const t0 = performance.now();
       await new Promise((r) => setTimeout(r, 2000));
       const ms = performance.now() - t0;
-      targets.forEach((t, i) => (idleUsPerMs[t.name] = (t.pids.reduce((s, p) => s + cpuUs(p), 0) - c0[i]) / ms));
+      const r1 = await Promise.all(targets.map((t) => t.redis?.count() ?? Promise.resolve(undefined)));
+      targets.forEach((t, i) => {
+        idleUsPerMs[t.name] = (t.pids.reduce((s, p) => s + cpuUs(p), 0) - c0[i]) / ms;
+        const [a, b] = [r0[i], r1[i]];
+        if (a && b) {
+          idleRedisPerMs[t.name] = perCall(a, b, 1).total / ms;
+          idleSentPerMs[t.name] = perCall(a, b, 1).sent / ms;
+        }
+      });
     }
     const closed: Record<string, Array<Awaited<ReturnType<typeof run>>>> = {};
     const blob: Record<string, number[]> = {};
@@ -599,6 +636,32 @@ async function main(): Promise<void> {
         epollWaitsPerCall: epollWaits[t.name] !== undefined ? round2(epollWaits[t.name]) : null,
         lowRateEpollWaitsPerCall: lowRateEpollWaits[t.name] !== undefined ? round2(lowRateEpollWaits[t.name]) : null,
         blobMBps: round2(median(blob[t.name])),
+        /** Redis commands per call on every master (INFO commandstats; script-internal ones included). */
+        redisCommandsPerCall: t.redis ? round2(median(c.map((x) => x.redis!.total))) : null,
+        lowRateRedisCommandsPerCall: t.redis ? round2(median(openLow[t.name].map((x) => x.redis!.total))) : null,
+        /** Less what Redis runs idle over the same time (heartbeats, replicas' acks): the calls' own. */
+        netRedisCommandsPerCall: t.redis
+          ? round2(median(c.map((x) => x.redis!.total - (idleRedisPerMs[t.name] * x.ms) / Math.max(1, x.calls))))
+          : null,
+        lowRateNetRedisCommandsPerCall: t.redis
+          ? round2(
+              median(
+                openLow[t.name].map((x) => x.redis!.total - (idleRedisPerMs[t.name] * x.ms) / Math.max(1, x.calls)),
+              ),
+            )
+          : null,
+        idleRedisCommandsPerSecond: t.redis ? round2(idleRedisPerMs[t.name] * 1000) : null,
+        /** Commands the nodes sent (a script once), per call, net of what they send idle. */
+        netRedisSentPerCall: t.redis
+          ? round2(median(c.map((x) => x.redis!.sent - (idleSentPerMs[t.name] * x.ms) / Math.max(1, x.calls))))
+          : null,
+        lowRateNetRedisSentPerCall: t.redis
+          ? round2(
+              median(openLow[t.name].map((x) => x.redis!.sent - (idleSentPerMs[t.name] * x.ms) / Math.max(1, x.calls))),
+            )
+          : null,
+        idleRedisSentPerSecond: t.redis ? round2(idleSentPerMs[t.name] * 1000) : null,
+        lowRateRedisTop: t.redis ? openLow[t.name][openLow[t.name].length - 1].redis!.top : null,
         rounds: c.map((x) => Math.round((x.calls / x.ms) * 1000)),
       };
     }
@@ -649,6 +712,24 @@ async function main(): Promise<void> {
         'two nodes: added p50 over one node at half the slowest peak (ms)',
         T.cluster.lowRateP50Ms - T.relay.lowRateP50Ms,
         0.5,
+        true,
+      );
+    }
+    // Redis per call (docs/decisions/0151-redis-key-and-channel-layout.md): at the same rate,
+    // steady state, on every topology given.
+    for (const t of targets) {
+      if (!t.redis) continue;
+      const limit = t.name.startsWith('same-node') ? 0.2 : 3;
+      check(
+        `${t.name}: Redis commands sent per call, closed loop, net of idle`,
+        T[t.name].netRedisSentPerCall,
+        limit,
+        true,
+      );
+      check(
+        `${t.name}: Redis commands sent per call at half the slowest peak, net of idle`,
+        T[t.name].lowRateNetRedisSentPerCall,
+        limit,
         true,
       );
     }

@@ -1,5 +1,5 @@
 // `npm run loadtest -- <scenario> [--duration S] [--out DIR] [--threshold 'EXPR']… [--target URL]
-//                                 [--phones N] [--time-scale F]`
+//                                 [--phones N] [--time-scale F] [--redis-url URL]…`
 // A scenario module exports `scenario` (loadtest/lib/scenario.ts) and gets the framework:
 // thresholds, progress, report.json/report.md/SVG charts, exit 99 when a threshold fails.
 // A module without that export is a stand-alone script, run as a child with the arguments.
@@ -39,7 +39,10 @@ scenarios: ${Object.keys(SCENARIOS).join(', ')}
                        aggregates avg min max med count rate value p(N); a failed threshold exits 99
   --target URL         load a running relay or cluster front instead of starting one on 127.0.0.1
   --phones N           simulated phones (capacity, storm, …)
-  --time-scale F       multiplies every protocol limit (timeouts, soak); 1 = the real limits`;
+  --time-scale F       multiplies every protocol limit (timeouts, soak); 1 = the real limits
+  --redis-url URL      a Redis topology for the multi-node passes (throughput), repeatable: one
+                       pass each, Redis commands per call counted (redis://, redis+sentinel://,
+                       redis+cluster://); relay-overhead takes it too`;
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 

@@ -6,7 +6,9 @@ import { barChart, lineChart } from './lib/svg.ts';
 import { clientAgent, McpSession } from './lib/mcp-client.ts';
 import { connectPhones, pool, type Population } from './lib/phones.ts';
 import { loadSurface } from './lib/light-phone.ts';
-import { startRelays, targetNode, type TargetNode } from './lib/relay.ts';
+import { REDIS_URL, startRelays, targetNode, type TargetNode } from './lib/relay.ts';
+import { perCall, redisCounter } from './lib/redis-commands.ts';
+import { parseRedisUrl } from '../src/bus/redis/topology.ts';
 import type { Scenario, ScenarioContext } from './lib/scenario.ts';
 import type { Trend } from './lib/metrics.ts';
 
@@ -20,6 +22,11 @@ interface Phase {
   p50: number;
   p99: number;
   errors: number;
+  /** Redis commands per call on all masters of the topology (INFO commandstats), multi-node passes. */
+  redisCommandsPerCall?: number;
+  /** Of those, what the nodes sent (a script once); heartbeats included (not net of idle). */
+  redisSentPerCall?: number;
+  redisTop?: Record<string, number>;
 }
 
 async function run(ctx: ScenarioContext): Promise<void> {
@@ -37,10 +44,22 @@ async function run(ctx: ScenarioContext): Promise<void> {
   let first = true;
 
   // --target: one pass against what is there (phones and clients through the same URL).
-  for (const nodes of ctx.opts.target ? [1] : [1, 3]) {
-    ctx.setNote(`${nodes} node(s): setup`);
+  // Otherwise one node, then three nodes on each --redis-url (one Redis by default), each pass
+  // counting Redis commands per call on every master of its topology.
+  const passes: Array<{ nodes: number; redisUrl?: string }> = ctx.opts.target
+    ? [{ nodes: 1 }]
+    : [
+        { nodes: 1 },
+        ...(ctx.opts.redisUrls.length ? ctx.opts.redisUrls : [REDIS_URL]).map((u) => ({ nodes: 3, redisUrl: u })),
+      ];
+  for (const [pass, { nodes, redisUrl }] of passes.entries()) {
+    const topo = redisUrl && nodes > 1 ? ` on ${parseRedisUrl(redisUrl).kind}` : '';
+    // Metric names of the first multi-node pass stay as they were (thresholds name them).
+    const tag = pass > 1 && redisUrl ? `_${parseRedisUrl(redisUrl).kind}${pass}` : '';
+    ctx.setNote(`${nodes} node(s)${topo}: setup`);
     const t = ctx.opts.target ? await targetNode(ctx.opts.target) : undefined;
-    const relays = t ? undefined : await startRelays({ nodes });
+    const relays = t ? undefined : await startRelays({ nodes, redisUrl });
+    const counter = relays && nodes > 1 && redisUrl ? await redisCounter(redisUrl) : undefined;
     const list: TargetNode[] = t ? [t.node] : relays!.nodes;
     ctx.figures.store = relays?.store.kind ?? 'target';
     const fleets: Population[] = [];
@@ -74,16 +93,32 @@ async function run(ctx: ScenarioContext): Promise<void> {
           ctx.log(`call failed: ${(err as Error).message}`);
         }
       };
-      const record = (name: string, trend: Trend, seconds: number, errs: number) => {
+      const record = (
+        name: string,
+        trend: Trend,
+        seconds: number,
+        errs: number,
+        redis?: { total: number; sent: number; top: Record<string, number> },
+      ) => {
         const v = trend.values();
-        phases.push({ name, callsPerS: v.count / seconds, p50: v.med, p99: v['p(99)'], errors: errs });
-        trends.push([name, trend]);
+        phases.push({
+          name: name + topo,
+          callsPerS: v.count / seconds,
+          p50: v.med,
+          p99: v['p(99)'],
+          errors: errs,
+          redisCommandsPerCall: redis?.total,
+          redisSentPerCall: redis?.sent,
+          redisTop: redis?.top,
+        });
+        trends.push([name + topo, trend]);
       };
 
       // Closed loop.
-      const closed = m.trend(`call_duration_${nodes}n_closed`);
+      const closed = m.trend(`call_duration_${nodes}n${tag}_closed`);
       ctx.setNote(`${nodes} node(s): closed loop, ${CLOSED_CALLERS} callers`);
       let e0 = errors.count;
+      let c0 = await counter?.count();
       let t0 = performance.now();
       const closedUntil = t0 + phaseS * 1000;
       await Promise.all(
@@ -93,15 +128,23 @@ async function run(ctx: ScenarioContext): Promise<void> {
         }),
       );
       const closedS = (performance.now() - t0) / 1000;
-      record(`${nodes} node(s), closed loop`, closed, closedS, errors.count - e0);
+      const c1 = await counter?.count();
+      record(
+        `${nodes} node(s), closed loop`,
+        closed,
+        closedS,
+        errors.count - e0,
+        c0 && c1 && perCall(c0, c1, closed.count),
+      );
       const closedRate = closed.count / closedS;
 
       // Open loop at half of what the closed loop reached (the cores are shared, so that varies).
       const rate = Math.max(10, Math.round(closedRate * 0.5));
-      const open = m.trend(`call_duration_${nodes}n_open`);
+      const open = m.trend(`call_duration_${nodes}n${tag}_open`);
       ctx.setNote(`${nodes} node(s): open loop at ${rate}/s`);
-      ctx.figures[`open_loop_rate_${nodes}n`] = rate;
+      ctx.figures[`open_loop_rate_${nodes}n${tag}`] = rate;
       e0 = errors.count;
+      c0 = await counter?.count();
       t0 = performance.now();
       const openUntil = t0 + phaseS * 1000;
       let inFlight = 0;
@@ -123,11 +166,19 @@ async function run(ctx: ScenarioContext): Promise<void> {
         running.push(one(open, n, Math.min(due, performance.now())).finally(() => inFlight--));
       }
       await Promise.all(running);
-      record(`${nodes} node(s), open loop ${rate}/s`, open, phaseS, errors.count - e0);
-      ctx.figures[`open_loop_dropped_${nodes}n`] = dropped;
+      const c2 = await counter?.count();
+      record(
+        `${nodes} node(s), open loop ${rate}/s`,
+        open,
+        phaseS,
+        errors.count - e0,
+        c0 && c2 && perCall(c0, c2, open.count),
+      );
+      ctx.figures[`open_loop_dropped_${nodes}n${tag}`] = dropped;
     } finally {
       await Promise.all(fleets.map((f) => f.closeAll()));
       agent.destroy();
+      counter?.close();
       await relays?.dispose();
       await t?.close();
     }

@@ -1,9 +1,9 @@
 // `phonebridge serve`: one gateway node. SIGTERM drains (readiness fails at once, in-flight
 // requests finish up to --drain-ms, phones are told to reconnect), then exits 0.
-import type { RelayConfig } from '../src/config.ts';
+import { ConfigError, type RelayConfig } from '../src/config.ts';
 import { createLogger, type Logger } from '../src/log.ts';
 import { openStore, type OpenStore } from '../src/store/index.ts';
-import { createBus } from '../src/bus/index.ts';
+import { BusUnavailableError, createBus, type Bus } from '../src/bus/index.ts';
 import { startGateway, type GatewayNode } from '../src/gateway/node.ts';
 import { writeRelayInfo } from './relay-info.ts';
 import { startRelayTracing, stopRelayTracing } from '../src/observability/tracing.ts';
@@ -19,8 +19,22 @@ export async function startRelay(
   config: RelayConfig,
   log = createLogger({ level: config.logLevel }),
 ): Promise<RunningRelay> {
-  const store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, role: 'server' });
-  const bus = await createBus(config, log);
+  // The bus first: a topology that is wrong or not there stops the start with one line (exit 2),
+  // what was tried and what answered (RedisBus.connect words it), before the store opens.
+  let bus: Bus;
+  try {
+    bus = await createBus(config, log);
+  } catch (err) {
+    if (err instanceof BusUnavailableError) throw new ConfigError(`--redis-url: cannot start on ${err.message}`);
+    throw err;
+  }
+  let store: OpenStore;
+  try {
+    store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, role: 'server' });
+  } catch (err) {
+    await bus.close();
+    throw err;
+  }
   let node: GatewayNode;
   try {
     node = await startGateway({ config, store: store.store, bus, log });

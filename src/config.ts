@@ -4,6 +4,7 @@ import { parseArgs } from 'node:util';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { parseCidr } from './gateway/client-address.ts';
+import { parseRedisUrl, RedisUrlError } from './bus/redis/topology.ts';
 
 /** Settings serve cannot start with (docs/decisions/0032-listening-defaults.md); the CLI exits 2. */
 export class ConfigError extends Error {}
@@ -21,6 +22,7 @@ export interface RelayConfig {
   relayHost: string;
   dataDir: string;
   databaseUrl?: string;
+  /** One Redis, Sentinel or Redis Cluster, by scheme (src/bus/redis/topology.ts). */
   redisUrl?: string;
   /** Namespace of every Redis key and channel (default `pb:`); lets clusters share one Redis. */
   redisPrefix?: string;
@@ -195,6 +197,14 @@ export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = proces
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')
     throw new ConfigError('--public-url must be http(s)');
   const { dataDir, databaseUrl } = storeOptions(values, env);
+  const redisUrl = str('redis-url');
+  if (redisUrl !== undefined)
+    try {
+      parseRedisUrl(redisUrl);
+    } catch (err) {
+      if (err instanceof RedisUrlError) throw new ConfigError(err.message);
+      throw err;
+    }
   return {
     port,
     host,
@@ -205,7 +215,7 @@ export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     relayHost: parsed.host,
     dataDir,
     databaseUrl,
-    redisUrl: str('redis-url'),
+    redisUrl,
     redisPrefix: str('redis-prefix'),
     nodeId: str('node-id') ?? `${hostname()}-${randomBytes(3).toString('hex')}`,
     hosted: boolValue(get('hosted')),

@@ -1,6 +1,6 @@
 // The command line shared by every scenario (fixed: outside checks use it):
 //   npm run loadtest -- <scenario> [--duration S] [--out DIR] [--threshold 'EXPR']… [--target URL]
-//                      [--phones N] [--time-scale F]
+//                      [--phones N] [--time-scale F] [--redis-url URL]…
 import { parseArgs } from 'node:util';
 import { parseThreshold, type Threshold } from './thresholds.ts';
 
@@ -15,6 +15,8 @@ export interface CommonOptions {
   phones?: number;
   /** Multiplies every protocol limit the scenario waits for (1 = the real limits). */
   timeScale: number;
+  /** Redis topologies (one Redis, Sentinel, Cluster) the multi-node passes run on, each in turn. */
+  redisUrls: string[];
   help: boolean;
 }
 
@@ -44,6 +46,7 @@ export function parseOptions(argv: string[]): CommonOptions {
         target: { type: 'string' },
         phones: { type: 'string' },
         'time-scale': { type: 'string' },
+        'redis-url': { type: 'string', multiple: true },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -71,6 +74,7 @@ export function parseOptions(argv: string[]): CommonOptions {
     target,
     phones: positive('phones', values.phones, true),
     timeScale: positive('time-scale', values['time-scale'], false) ?? 1,
+    redisUrls: values['redis-url'] ?? [],
     help: !!values.help,
   };
 }

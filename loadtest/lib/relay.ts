@@ -81,12 +81,13 @@ export interface Relays {
 }
 
 export async function startRelays(
-  opts: { nodes?: number; flags?: string[]; embedded?: boolean; redis?: boolean } = {},
+  opts: { nodes?: number; flags?: string[]; embedded?: boolean; redis?: boolean; redisUrl?: string } = {},
 ): Promise<Relays> {
   const count = opts.nodes ?? 1;
   const store = await chooseStore(opts.embedded);
   const prefix = `pbload:${randomBytes(4).toString('hex')}:`;
-  const bus = count > 1 || opts.redis ? ['--redis-url', REDIS_URL, '--redis-prefix', prefix] : [];
+  const redisUrl = opts.redisUrl ?? REDIS_URL;
+  const bus = count > 1 || opts.redis ? ['--redis-url', redisUrl, '--redis-prefix', prefix] : [];
   const flags: string[][] = [];
   const nodes: RelayChild[] = [];
   // Extra node flags for the relay children only (not the load generator), e.g. to profile them:
@@ -117,19 +118,12 @@ export async function startRelays(
     async dispose() {
       await Promise.all(nodes.map((n) => n.stop().catch(() => n.kill())));
       if (bus.length) {
-        const { Redis } = await import('ioredis');
-        const r = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 });
+        const { redisCounter } = await import('./redis-commands.ts');
+        const r = await redisCounter(redisUrl);
         try {
-          await r.connect();
-          let cursor = '0';
-          for (let round = 0; round < 10_000; round++) {
-            const [next, keys] = await r.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
-            if (keys.length) await r.del(...keys);
-            cursor = next;
-            if (cursor === '0') break;
-          }
+          await r.dropPrefix(prefix);
         } finally {
-          r.disconnect();
+          r.close();
         }
       }
       await store.drop().catch(() => {});

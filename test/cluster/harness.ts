@@ -3,12 +3,13 @@
 // cluster, dropped at the end), real phones (DeviceAgent + the echo MCP server) and raw HTTP
 // or the official SDK client. Nothing of ours is mocked.
 import { dropPrefix } from '../../src/bus/redis/test-support.ts';
+import { connectorFor } from '../../src/bus/redis/connector.ts';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { Redis } from 'ioredis';
+import { type Redis } from 'ioredis';
 import { Agent, request as httpRequest } from 'node:http';
 import { startCluster, type Cluster, type ClusterNode, type ClusterOptions } from '../../services/cluster.ts';
 import { createKey, createPairing } from '../../services/provisioning.ts';
@@ -76,7 +77,10 @@ export interface TestCluster {
   nodes: ClusterNode[];
   databaseUrl: string;
   prefix: string;
+  /** Where ownership keys live (`prefix` on one Redis and Sentinel, its hash tag on a cluster). */
+  ownPrefix: string;
   store: OpenStore;
+  /** A client of the cluster's Redis topology (one Redis, Sentinel or Redis Cluster). */
   redis: Redis;
   /** Pairs a phone through the front; with `node`, it then connects to that node directly. */
   phone(opts?: {
@@ -121,7 +125,13 @@ export async function startTestCluster(
     throw err;
   }
   const store = await openStore({ dataDir: dir, databaseUrl: db.url, role: 'cli' });
-  const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => 100 });
+  // Through the bus's own connector: the same topology and key layout the nodes use.
+  const connector = connectorFor(redisUrl, prefix);
+  const redis = connector.client('cmd', {
+    lazyConnect: true,
+    maxRetriesPerRequest: 1,
+    retryStrategy: () => 100,
+  }) as Redis;
   redis.on('error', () => {});
   await redis.connect();
   const phones: ClusterPhone[] = [];
@@ -132,6 +142,7 @@ export async function startTestCluster(
     nodes: cluster.nodes,
     databaseUrl: db.url,
     prefix,
+    ownPrefix: connector.layout.own,
     store,
     redis,
     async phone(o = {}) {
@@ -170,7 +181,7 @@ export async function startTestCluster(
     },
     key: async (deviceId) => (await createKey(store.store, deviceId)).token,
     async ownerOf(deviceId) {
-      const node = await redis.hget(`${prefix}dev:${deviceId}`, 'node');
+      const node = await redis.hget(`${connector.layout.own}dev:${deviceId}`, 'node');
       return node ?? undefined;
     },
     node(id) {
@@ -182,7 +193,8 @@ export async function startTestCluster(
       await Promise.all(phones.map((p) => p.agent.stop().catch(() => {})));
       await cluster.stop(5000).catch(() => {});
       await store.close().catch(() => {});
-      await dropPrefix(prefix, redisUrl).catch(() => {});
+      // Topologies other than one Redis are started and removed by their tests.
+      if (connector.topology.kind === 'single') await dropPrefix(prefix, redisUrl).catch(() => {});
       redis.disconnect();
       await db.drop().catch(() => {});
       rmSync(dir, { recursive: true, force: true });

@@ -11,6 +11,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import { parseRelayConfig } from '../../src/config.ts';
+import { parseRedisUrl } from '../../src/bus/redis/topology.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const DEPLOY = join(ROOT, 'deploy');
@@ -171,5 +172,35 @@ describe('deploy/compose.yaml', () => {
   it.skipIf(!DOCKER_COMPOSE)('passes docker-compose config (the Compose schema)', async () => {
     const r = await run(DOCKER_COMPOSE!, ['-f', COMPOSE, 'config', '-q']);
     expect(r.code, r.out).toBe(0);
+  });
+});
+
+describe('the Redis topology overrides (compose.sentinel.yaml, compose.cluster.yaml)', () => {
+  const cases: Array<[string, 'sentinel' | 'cluster', string[]]> = [
+    ['compose.sentinel.yaml', 'sentinel', ['sentinel-1', 'sentinel-2', 'sentinel-3']],
+    ['compose.cluster.yaml', 'cluster', ['redis-c1', 'redis-c2', 'redis-c3']],
+  ];
+  it.each(cases)('%s points every node at the topology it starts, as the relay parses it', (file, kind, hosts) => {
+    const o = parseYaml(readFileSync(join(DEPLOY, file), 'utf8'), { merge: true }) as {
+      services: Record<string, Service>;
+    };
+    for (const name of NODES) {
+      // The override's environment merges over the base file's: the result is what a node gets.
+      const env = { ...services[name].environment, ...o.services[name].environment } as Record<string, string>;
+      const url = parseRelayConfig([], env).redisUrl!;
+      const t = parseRedisUrl(url);
+      expect(t.kind).toBe(kind);
+      const named = t.kind === 'sentinel' ? t.sentinels : t.kind === 'cluster' ? t.nodes : [];
+      expect(named.map((h) => h.host)).toEqual(hosts);
+      for (const h of hosts) expect(o.services[h], `service ${h}`).toBeDefined();
+    }
+    if (kind === 'cluster') {
+      const init = o.services['redis-cluster-init'] as Service & { command: string[] };
+      expect(init.command.join(' ')).toMatch(/--cluster create( redis-c\d:6379){6} --cluster-replicas 1 --cluster-yes/);
+      for (const n of NODES)
+        expect((o.services[n].depends_on as Record<string, { condition: string }>)['redis-cluster-init']).toEqual({
+          condition: 'service_completed_successfully',
+        });
+    }
   });
 });

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse as parseYaml, parseAllDocuments, stringify as stringifyYaml } from 'yaml';
 import { parseRelayConfig } from '../../src/config.ts';
+import { parseRedisUrl } from '../../src/bus/redis/topology.ts';
 import { registry } from '../../src/metrics.ts';
 import { renderDashboardJson } from '../../deploy/grafana/dashboard.ts';
 
@@ -341,6 +342,58 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
     });
     expect(both.code).not.toBe(0);
     expect(both.stderr).toMatch(/either database\.existingSecret or database\.url/);
+  });
+
+  it('templates each Redis topology: the URL the relay parses, checked against redis.topology, the sentinels opened in egress', async () => {
+    const cases: Array<{ topology: string; url: string; kind: string; egress: string[] }> = [
+      { topology: 'single', url: 'rediss://:r3dis@redis:6379/1', kind: 'single', egress: ['TCP/6379'] },
+      {
+        topology: 'sentinel',
+        url: 'redis+sentinel://:r3dis@s1:26379,s2:26379,s3:26379/mymaster',
+        kind: 'sentinel',
+        egress: ['TCP/6379', 'TCP/26379'],
+      },
+      {
+        topology: 'cluster',
+        url: 'redis+cluster://:r3dis@n1:6379,n2:6379,n3:6379',
+        kind: 'cluster',
+        egress: ['TCP/6379'],
+      },
+    ];
+    for (const { topology, url, kind, egress } of cases) {
+      const values = {
+        ...BASE,
+        database: { url: 'postgres://pb@pg:5432/pb' },
+        redis: { topology, url },
+        networkPolicy: { enabled: true },
+      };
+      const docs = await render(values);
+      const secret = one(docs, 'Secret');
+      expect(secret.stringData['redis-url']).toBe(url);
+      // What the pod gets is what serve accepts, as the topology the chart was told.
+      const cfg = parseRelayConfig([], { PHONEBRIDGE_REDIS_URL: secret.stringData['redis-url'] });
+      expect(parseRedisUrl(cfg.redisUrl!).kind).toBe(kind);
+      expect(JSON.stringify(one(docs, 'Deployment'))).not.toContain('r3dis');
+      const np = one(docs, 'NetworkPolicy');
+      expect(
+        (np.spec.egress as any[])[2].ports.map((p: any) => `${p.protocol}/${p.port}`),
+        topology,
+      ).toEqual(egress);
+    }
+    // A URL of another topology than the one named fails the render, saying which scheme it needs.
+    const wrong = await template({
+      ...BASE,
+      database: { url: 'postgres://pb@pg:5432/pb' },
+      redis: { topology: 'cluster', url: 'redis://redis:6379' },
+    });
+    expect(wrong.code).not.toBe(0);
+    expect(wrong.stderr).toMatch(/redis\.topology is cluster, so redis\.url must start with redis\+cluster:\/\//);
+    const unknown = await template({ ...BASE, redis: { topology: 'ring', existingSecret: 'r' } });
+    expect(unknown.code).not.toBe(0);
+    expect(unknown.stderr).toMatch(/topology/);
+    const scheme = await template({ ...BASE, database: { url: 'postgres://pb@pg/pb' }, redis: { url: 'http://r' } });
+    expect(scheme.code).not.toBe(0);
+    expect(scheme.stderr).toMatch(/redis\.url|url/);
   });
 
   it('runs locked down: non-root, read-only root with emptyDirs at /data and /tmp, no capabilities', async () => {

@@ -143,4 +143,11 @@ URLs given as values, so the other URL must then come from an existingSecret too
 {{- if and .Values.redis.existingSecret .Values.redis.url }}
 {{- fail "redis: set either redis.existingSecret or redis.url, not both" }}
 {{- end }}
+{{- with .Values.redis.url }}
+{{- $pattern := dict "single" "^rediss?://" "sentinel" "^rediss?[+]sentinel://" "cluster" "^rediss?[+]cluster://" }}
+{{- $label := dict "single" "redis:// or rediss://" "sentinel" "redis+sentinel:// or rediss+sentinel://" "cluster" "redis+cluster:// or rediss+cluster://" }}
+{{- if not (regexMatch (get $pattern $.Values.redis.topology) .) }}
+{{- fail (printf "redis: redis.topology is %s, so redis.url must start with %s" $.Values.redis.topology (get $label $.Values.redis.topology)) }}
+{{- end }}
+{{- end }}
 {{- end }}

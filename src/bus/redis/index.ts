@@ -8,12 +8,13 @@
 // reconnecting; once both connections are back we resubscribe, re-announce the node and fire
 // onReconnected. Nothing is re-claimed automatically: the gateway calls reclaimDevice.
 import { createHash, randomBytes } from 'node:crypto';
-import { Redis, type RedisOptions } from 'ioredis';
+import type { RedisOptions } from 'ioredis';
 import type { Logger } from '../../log.ts';
 import { BusTimeoutError, BusUnavailableError } from '../errors.ts';
 import type { Bus, ControlEvent, DeviceOwner, ReplayEvent, SessionRecord, SessionStore } from '../types.ts';
 import { checkStreamId, DEFAULT_REPLAY, eventId, Handlers, parseEventId, type ReplayLimits } from '../util.ts';
-import { lua, type ScriptName } from './scripts.ts';
+import { GROUP, lua, type ScriptName } from './scripts.ts';
+import { connectorFor, type Connector, type KeyLayout, type RedisClient } from './connector.ts';
 import { busPublish, redisCommand } from '../../metrics.ts';
 
 export interface RedisBusOptions {
@@ -27,6 +28,9 @@ export interface RedisBusOptions {
   commandTimeoutMs?: number;
   replay?: Partial<ReplayLimits>;
 }
+
+/** How long a start may take to reach the topology before it fails. */
+const START_TIMEOUT_MS = 10_000;
 
 const DEFAULTS = { prefix: 'pb:', nodeTtlMs: 3000, heartbeatMs: 1000, commandTimeoutMs: 1000 };
 
@@ -75,12 +79,14 @@ export class RedisBus implements Bus {
   private readonly o: typeof DEFAULTS;
   private readonly replayLimits: ReplayLimits;
   private readonly boot = randomBytes(8).toString('hex'); // tells a restart under the same node id apart
-  private readonly cmd: Redis;
-  private readonly sub: Redis;
+  private readonly cmd: RedisClient;
+  private readonly sub: RedisClient;
+  private readonly layout: KeyLayout;
   private readonly chControl: string;
   private readonly chSelf: string;
   private readonly chSelfBytes: Buffer;
-  private readonly chDev: string;
+  /** Supersede notices: the node channel itself on one Redis, a plain channel on a cluster. */
+  private readonly chSuperseded: string;
   private readonly devices = new Map<string, DeviceSub>();
   private peers = new Map<string, string>(); // alive node -> boot id, as of the last heartbeat
   private up = false;
@@ -92,7 +98,9 @@ export class RedisBus implements Bus {
   private lastBeatAt = 0;
   private announced = false;
   private timer?: NodeJS.Timeout;
-  private corkedStream?: Redis['stream'];
+  /** The last connection error ioredis reported: what answered, when a start fails. */
+  private lastError?: string;
+  private corkedStream?: NonNullable<ReturnType<Connector['stream']>>;
 
   private readonly on: {
     control: Handlers<[ControlEvent]>;
@@ -105,7 +113,7 @@ export class RedisBus implements Bus {
   };
 
   private constructor(
-    url: string,
+    private readonly connector: Connector,
     readonly nodeId: string,
     private readonly log: Logger,
     opts: RedisBusOptions,
@@ -122,11 +130,11 @@ export class RedisBus implements Bus {
       reconnected: h('reconnected'),
     };
     this.replayLimits = { ...DEFAULT_REPLAY, ...opts.replay };
-    const p = this.o.prefix;
-    this.chControl = `${p}ch:control`;
-    this.chSelf = `${p}ch:node:${nodeId}`;
+    this.layout = connector.layout;
+    this.chControl = this.layout.control;
+    this.chSelf = this.layout.node(nodeId);
     this.chSelfBytes = Buffer.from(this.chSelf);
-    this.chDev = `${p}ch:dev:`;
+    this.chSuperseded = this.layout.superseded(nodeId);
     const common: RedisOptions = {
       lazyConnect: true,
       enableOfflineQueue: false, // fail fast instead of queueing while disconnected
@@ -137,28 +145,55 @@ export class RedisBus implements Bus {
       connectTimeout: 2000,
       retryStrategy: (n) => Math.min(50 * 2 ** n, 1000),
     };
-    this.cmd = new Redis(url, { ...common, connectionName: `phonebridge:${nodeId}:cmd` });
-    this.sub = new Redis(url, { ...common, connectionName: `phonebridge:${nodeId}:sub` });
+    this.cmd = connector.client('cmd', { ...common, connectionName: `phonebridge:${nodeId}:cmd` });
+    this.sub = connector.client('sub', { ...common, connectionName: `phonebridge:${nodeId}:sub` });
     for (const c of [this.cmd, this.sub]) {
-      c.on('error', (err: Error) => this.log.debug({ err: err.message }, 'redis connection error'));
+      c.on('error', (err: Error) => {
+        this.lastError = err.message;
+        this.log.debug({ err: err.message }, 'redis connection error');
+      });
       c.on('close', () => this.markDown('connection closed'));
       c.on('ready', () => void this.recover());
+      connector.watch(c, (why) => this.markDown(why));
     }
     // As bytes: a node message's payload (a phone frame) goes on as a view of what was read.
-    this.sub.on('messageBuffer', (channel: Buffer, msg: Buffer) => this.dispatchBytes(channel, msg));
+    const onMessage = (channel: Buffer, msg: Buffer) => this.dispatchBytes(channel, msg);
+    this.sub.on('messageBuffer', onMessage);
+    if (connector.messageEvent !== 'messageBuffer') this.sub.on(connector.messageEvent, onMessage);
     this.sessions = new RedisSessions(this);
   }
 
   /** Connects both connections, subscribes and announces the node; BusUnavailableError if Redis is down. */
   static async connect(url: string, nodeId: string, log: Logger, opts: RedisBusOptions = {}): Promise<RedisBus> {
-    const bus = new RedisBus(url, nodeId, log, opts);
+    const connector = connectorFor(url, opts.prefix ?? DEFAULTS.prefix);
+    const bus = new RedisBus(connector, nodeId, log, opts);
+    let timer: NodeJS.Timeout | undefined;
     try {
-      await Promise.all([bus.cmd.connect(), bus.sub.connect()]);
-      await bus.resync();
+      // A topology that keeps failing (sentinels that do not answer, a cluster that is not one)
+      // would have ioredis retry forever: the start gives up after START_TIMEOUT_MS.
+      const timeout = new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () =>
+            reject(new Error(`no usable answer in ${START_TIMEOUT_MS / 1000} s (last: ${bus.lastError ?? 'none'})`)),
+          START_TIMEOUT_MS,
+        );
+      });
+      await Promise.race([
+        Promise.all([connector.connect(bus.cmd), connector.connect(bus.sub)]).then(() => bus.resync()),
+        timeout,
+      ]);
     } catch (err) {
       bus.cmd.disconnect();
       bus.sub.disconnect();
-      throw asBusError(err);
+      // What was tried and what answered: the one line serve exits with.
+      const e = asBusError(err);
+      const said = detail(err);
+      const last = bus.lastError && !said.includes(bus.lastError) ? ` (last error: ${bus.lastError})` : '';
+      const nodes = await connector.explain().catch(() => undefined);
+      e.message = `${connector.description}: ${said}${last}${nodes ? `; ${nodes}` : ''}`;
+      throw e;
+    } finally {
+      clearTimeout(timer);
     }
     bus.started = true;
     bus.timer = setInterval(() => bus.tick(), bus.o.heartbeatMs);
@@ -172,16 +207,22 @@ export class RedisBus implements Bus {
 
   // --- plumbing ---------------------------------------------------------------------------------
 
-  /** @internal Runs a script; reloads it if Redis lost its script cache (restart). */
-  async run(name: ScriptName, args: Array<string | number>): Promise<unknown> {
+  /**
+   * @internal Runs a script; reloads it if Redis lost its script cache (restart). Its key group's
+   * prefix is ARGV[1]; `route` (KEYS[1]) is a key of the slot it touches, so a cluster sends it
+   * to the shard that holds that slot (the group's own slot unless given).
+   */
+  async run(name: ScriptName, args: Array<string | number>, route?: string): Promise<unknown> {
     const started = performance.now();
+    const p = this.layout[GROUP[name]];
+    const key = route ?? `${p}slot`;
     try {
       try {
         this.corkTurn();
-        return await this.cmd.evalsha(SHA[name], 0, this.o.prefix, ...args);
+        return await this.cmd.evalsha(SHA[name], 1, key, p, ...args);
       } catch (err) {
         if (!(err as Error).message?.startsWith('NOSCRIPT')) throw err;
-        return await this.cmd.eval(lua[name], 0, this.o.prefix, ...args);
+        return await this.cmd.eval(lua[name], 1, key, p, ...args);
       }
     } catch (err) {
       throw asBusError(err);
@@ -198,7 +239,7 @@ export class RedisBus implements Bus {
    */
   private corkTurn(): void {
     if (this.corkedStream || this.cmd.status !== 'ready') return;
-    const stream = this.cmd.stream;
+    const stream = this.connector.stream(this.cmd);
     if (!stream || stream.destroyed) return;
     stream.cork();
     this.corkedStream = stream;
@@ -212,7 +253,7 @@ export class RedisBus implements Bus {
     if (stream && !stream.destroyed) stream.uncork();
   }
 
-  private async op<T>(f: (r: Redis) => Promise<T>): Promise<T> {
+  private async op<T>(f: (r: RedisClient) => Promise<T>): Promise<T> {
     const started = performance.now();
     try {
       this.corkTurn();
@@ -224,8 +265,9 @@ export class RedisBus implements Bus {
     }
   }
 
+  /** A single-key name (nonces, rate-limit windows): any slot on a cluster. */
   private key(k: string): string {
-    return this.o.prefix + k;
+    return this.layout.single + k;
   }
 
   private markDown(why: string): void {
@@ -252,8 +294,11 @@ export class RedisBus implements Bus {
   }
 
   private async resync(): Promise<void> {
-    const channels = [this.chControl, this.chSelf, ...[...this.devices.keys()].map((d) => this.chDev + d)];
-    await this.sub.subscribe(...channels).catch((err) => Promise.reject(asBusError(err)));
+    const plain = this.chSuperseded === this.chSelf ? [this.chControl] : [this.chControl, this.chSuperseded];
+    const sharded = [this.chSelf, ...[...this.devices.keys()].map((d) => this.layout.device(d))];
+    await Promise.all([this.sub.subscribe(...plain), this.connector.subscribe(this.sub, sharded)]).catch((err) =>
+      Promise.reject(asBusError(err)),
+    );
     await this.beat();
     this.up = true;
   }
@@ -326,7 +371,7 @@ export class RedisBus implements Bus {
   }
 
   private dispatch(channel: string, msg: string): void {
-    if (channel === this.chSelf) {
+    if (channel === this.chSelf || channel === this.chSuperseded) {
       if (msg[0] === 'm') this.on.nodeMessage.emit(msg.slice(1));
       else if (msg[0] === 's') {
         const sp = msg.indexOf(' ');
@@ -342,8 +387,9 @@ export class RedisBus implements Bus {
       // Sessions ended on some node: this node's leases on them end before anything else runs.
       if (event.type === 'sessions_ended' && Array.isArray(event.sessionIds)) this.sessions.drop(event.sessionIds);
       this.on.control.emit(event);
-    } else if (channel.startsWith(this.chDev)) {
-      const s = this.devices.get(channel.slice(this.chDev.length));
+    } else {
+      const d = this.layout.deviceOf(channel);
+      const s = d === undefined ? undefined : this.devices.get(d);
       for (const h of s ? [...s.handlers] : []) {
         try {
           h(msg);
@@ -364,10 +410,10 @@ export class RedisBus implements Bus {
     return (await this.op((r) => r.getdel(this.key(`nonce:${nonce}`)))) ?? undefined;
   }
   async hit(key: string, windowMs: number): Promise<number> {
-    return Number(await this.run('hit', [key, windowMs]));
+    return Number(await this.run('hit', [key, windowMs], this.key(`rl:${key}`)));
   }
   async unhit(key: string): Promise<void> {
-    await this.run('unhit', [key]);
+    await this.run('unhit', [key], this.key(`rl:${key}`));
   }
   async peek(key: string): Promise<number> {
     return Number((await this.op((r) => r.get(this.key(`rl:${key}`)))) ?? 0);
@@ -411,7 +457,7 @@ export class RedisBus implements Bus {
     const started = performance.now();
     const body = payload === undefined ? 'm' + msg : nodeMessage(msg, payload);
     try {
-      return (await this.op((r) => r.publish(this.key(`ch:node:${nodeId}`), body))) > 0;
+      return (await this.op((r) => this.connector.publish(r, this.layout.node(nodeId), body))) > 0;
     } finally {
       busPublish.since(started);
     }
@@ -423,12 +469,12 @@ export class RedisBus implements Bus {
     this.on.nodeBytes.add(handler);
   }
   async publishDevice(deviceId: string, frame: string): Promise<number> {
-    return this.op((r) => r.publish(this.chDev + deviceId, frame));
+    return this.op((r) => this.connector.publish(r, this.layout.device(deviceId), frame));
   }
   async subscribeDevice(deviceId: string, handler: (frame: string) => void): Promise<() => void> {
     let s = this.devices.get(deviceId);
     if (!s) {
-      s = { handlers: new Set(), subscribed: this.sub.subscribe(this.chDev + deviceId) };
+      s = { handlers: new Set(), subscribed: this.connector.subscribe(this.sub, [this.layout.device(deviceId)]) };
       this.devices.set(deviceId, s);
     }
     const entry = (frame: string) => handler(frame); // distinct per call: the same handler may subscribe twice
@@ -438,7 +484,7 @@ export class RedisBus implements Bus {
       if (s.handlers.size > 0 || this.devices.get(deviceId) !== s) return;
       this.devices.delete(deviceId);
       // If Redis is down this fails, and resync() will not resubscribe it: nothing else to do.
-      this.sub.unsubscribe(this.chDev + deviceId).catch(() => {});
+      this.connector.unsubscribe(this.sub, this.layout.device(deviceId)).catch(() => {});
     };
     try {
       await s.subscribed;
@@ -464,7 +510,7 @@ export class RedisBus implements Bus {
   async replayAfter(sessionId: string, lastEventId: string): Promise<ReplayEvent[]> {
     const last = parseEventId(lastEventId);
     if (!last) return [];
-    const entries = await this.op((r) => r.lrange(this.key(`ev:${sessionId}`), 0, -1));
+    const entries = await this.op((r) => r.lrange(`${this.layout.sess}ev:${sessionId}`, 0, -1));
     const out: ReplayEvent[] = [];
     for (const e of entries) {
       const a = e.indexOf('\n');
@@ -623,6 +669,13 @@ class RedisSessions implements SessionStore {
 
 /** Leases one node keeps at most (the least recently confirmed go first): memory, not correctness. */
 const MAX_LEASES = 100_000;
+
+/** What answered, in a few words: the reply or the last node's error (a cluster's own error says little). */
+function detail(err: unknown): string {
+  const e = err as Error & { lastNodeError?: Error };
+  const last = e?.lastNodeError?.message;
+  return last ? `${e.message} (${last})` : (e?.message ?? String(err));
+}
 
 function definedOnly<T extends object>(o: T): Partial<T> {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;

@@ -41,6 +41,32 @@ describe('RedisBus across nodes', () => {
     expect(got.b).toEqual(all);
   });
 
+  it('a claim Redis lost (a promoted replica that missed it) is restored at its epoch on reclaim', async () => {
+    const [a, b] = [await node(), await node()];
+    const d = uid();
+    const eb = await b.claimDevice(d);
+    const superseded: Array<[string, number]> = [];
+    b.onSuperseded((dev, e) => superseded.push([dev, e]));
+    const ea = await a.claimDevice(d);
+    await waitFor(() => superseded.length === 1, 2000, 'b superseded by the claim');
+    // The replica had only b's claim when it was promoted.
+    const admin = new Redis(REDIS_URL);
+    try {
+      await admin.hset(`${prefix}dev:${d}`, 'node', b.nodeId, 'epoch', eb);
+    } finally {
+      admin.disconnect();
+    }
+    expect(await b.reclaimDevice(d, eb)).toBe(eb); // the record names b at its epoch: kept, as on a healthy Redis
+    // a holds the newer claim: restored at its epoch, never a lower one; b is told again.
+    expect(await a.reclaimDevice(d, ea)).toBe(ea);
+    expect(await a.ownerOf(d)).toEqual({ nodeId: a.nodeId, epoch: ea });
+    await waitFor(() => superseded.length === 2, 2000, 'b superseded by the restore');
+    expect(superseded[1]).toEqual([d, ea]);
+    // The restored claim is b's newer one now: b's stale epoch is refused.
+    expect(await b.reclaimDevice(d, eb)).toBeUndefined();
+    expect(await a.claimDevice(d)).toBe(ea + 1);
+  });
+
   it('a nonce raced by many takers on two nodes has one winner', async () => {
     const [a, b] = [await node(), await node()];
     const nonce = uid();

@@ -1,5 +1,8 @@
-// Lua run atomically inside Redis. Every script gets the key prefix `p` as ARGV[1] and derives the
-// key names it needs from it (standalone Redis only; Redis Cluster would need hash-tagged keys).
+// Lua run atomically inside Redis. Every script gets the prefix `p` of its key group (GROUP below)
+// as ARGV[1] and derives the key names it needs from it; KEYS[1] is only a key of that group's
+// slot, so a Redis Cluster routes the script to the shard holding it. On one Redis every group's
+// prefix is the same (`pb:`); on a cluster each group is one hash tag, `pb:{o}` and `pb:{s}`
+// (docs/decisions/0151-redis-key-and-channel-layout.md). A script touches one group only.
 //
 // Keys under prefix p:
 //   nonce:<n>            string deviceId, PX ttl
@@ -13,6 +16,9 @@
 //   nodes                zset nodeId -> liveness deadline (Redis server clock, ms)
 //   boots                hash nodeId -> boot id of the process announcing it
 // Channels: ch:control, ch:node:<nodeId> ("m"+msg | "s<epoch> <deviceId>"), ch:dev:<deviceId>.
+// On a cluster (connector.ts): node and device channels are sharded, ch:node:{<nodeId>} and
+// ch:dev:{<deviceId>}; the claim scripts' supersede notices go to the plain channel
+// <own>ch:node:<nodeId> (a script may only SPUBLISH to its own slot).
 
 const NOW = `local function now()
   local t = redis.call('TIME')
@@ -152,14 +158,30 @@ return n`,
 local k = p .. 'dev:' .. d
 ${CLAIM_BODY}`,
 
-  // ARGV: p, self, deviceId, epoch. Keep, claim anew (absent or dead owner), or nil (someone else's).
+  // ARGV: p, self, deviceId, epoch. Keep, restore (the record lost this claim), claim anew (absent
+  // or dead owner), or nil (someone else's, or a newer socket here).
+  // Epochs only grow, so a record whose epoch is below the one this node holds predates this
+  // node's claim: Redis lost the claim (a failover to a replica that missed it, a restart without
+  // persistence). The claim is written back as it was, superseding whoever the record names, so
+  // the epoch a node serves with never goes backwards (docs/decisions/0152-failover-and-epochs.md).
   reclaim: `${ALIVE}
-local p, self, d = ARGV[1], ARGV[2], ARGV[3]
+local p, self, d, held = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local k = p .. 'dev:' .. d
 local f = redis.call('HMGET', k, 'node', 'epoch')
-if f[1] == self and tonumber(f[2]) == tonumber(ARGV[4]) then
+local stored = tonumber(f[2]) or 0
+if f[1] == self and stored == held then
   redis.call('SADD', p .. 'owned:' .. self, d)
-  return tonumber(f[2])
+  return held
+end
+if stored < held then
+  redis.call('HSET', k, 'node', self, 'epoch', held)
+  redis.call('PEXPIRE', k, 2592000000)
+  redis.call('SADD', p .. 'owned:' .. self, d)
+  if f[1] and f[1] ~= self then
+    redis.call('SREM', p .. 'owned:' .. f[1], d)
+    redis.call('PUBLISH', p .. 'ch:node:' .. f[1], 's' .. held .. ' ' .. d)
+  end
+  return held
 end
 if f[1] == self or (f[1] and alive(p, f[1])) then return false end
 ${CLAIM_BODY}`,
@@ -234,3 +256,22 @@ return seq`,
 } as const;
 
 export type ScriptName = keyof typeof lua;
+
+/** The key group each script touches (its ARGV[1] is that group's prefix: connector.ts, KeyLayout). */
+export const GROUP: Record<ScriptName, 'own' | 'sess' | 'single'> = {
+  hit: 'single',
+  unhit: 'single',
+  sessionCreate: 'sess',
+  sessionTouch: 'sess',
+  sessionCount: 'sess',
+  sessionDelete: 'sess',
+  sessionDeleteWhere: 'sess',
+  append: 'sess',
+  claim: 'own',
+  reclaim: 'own',
+  release: 'own',
+  owner: 'own',
+  heartbeat: 'own',
+  leave: 'own',
+  alive: 'own',
+};

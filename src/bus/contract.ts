@@ -1,0 +1,264 @@
+// One contract, every driver: what the gateway may rely on whichever bus it runs on.
+// bus.test.ts runs it on the local bus and one Redis; redis/topologies.test.ts on Sentinel and Redis Cluster.
+import { describe, expect, it, afterEach } from 'vitest';
+import { sleep } from './redis/test-support.ts';
+import type { Bus, SessionRecord } from './types.ts';
+
+export const replay = { maxEvents: 5, maxBytes: 10_000, ttlMs: 60_000 };
+
+function session(id: string, deviceId: string, tokenId: string): SessionRecord {
+  return {
+    id,
+    deviceId,
+    tokenId,
+    accountId: 'acc',
+    revision: '2025-06-18',
+    scopes: ['devices:read'],
+    createdAt: 1,
+    lastSeenAt: 1,
+  };
+}
+
+/** A bus driver under test: `replay` overrides the replay limits of `replay` below. */
+export type MakeBus = (replayLimits?: typeof replay) => Promise<Bus>;
+
+/** The contract, for each driver: a describe block per driver. */
+export function busContract(drivers: Array<[string, MakeBus]>): void {
+  describe.each(drivers)('%s bus', (_name, make) => {
+    let bus: Bus;
+    const open = async () => (bus = await make());
+    afterEach(() => bus?.close());
+    const uid = () => Math.random().toString(36).slice(2);
+
+    it('nonces are single use and expire', async () => {
+      await open();
+      const [a, b] = [uid(), uid()];
+      await bus.putNonce(a, 'dev-1', 10_000);
+      expect(await bus.takeNonce(a)).toBe('dev-1');
+      expect(await bus.takeNonce(a)).toBeUndefined();
+      await bus.putNonce(b, 'dev-1', 50);
+      await sleep(80);
+      expect(await bus.takeNonce(b)).toBeUndefined();
+    });
+
+    it('a nonce taken concurrently has exactly one winner', async () => {
+      await open();
+      const a = uid();
+      await bus.putNonce(a, 'dev-1', 10_000);
+      const got = await Promise.all(Array.from({ length: 50 }, () => bus.takeNonce(a)));
+      expect(got.filter((x) => x === 'dev-1')).toHaveLength(1);
+    });
+
+    it('fixed-window counters count atomically and reset when the window ends', async () => {
+      await open();
+      const k = uid();
+      expect(await bus.peek(k)).toBe(0);
+      const hits = await Promise.all(Array.from({ length: 30 }, () => bus.hit(k, 300)));
+      expect([...hits].sort((x, y) => x - y)).toEqual(Array.from({ length: 30 }, (_, i) => i + 1));
+      expect(await bus.peek(k)).toBe(30);
+      await sleep(150);
+      expect(await bus.hit(k, 300)).toBe(31); // later hits do not move the window's end
+      await sleep(200);
+      expect(await bus.peek(k)).toBe(0);
+      expect(await bus.hit(k, 300)).toBe(1);
+    });
+
+    it('unhit takes one hit back, never below zero, and keeps the window', async () => {
+      await open();
+      const k = uid();
+      await bus.unhit(k);
+      expect(await bus.peek(k)).toBe(0);
+      await bus.hit(k, 300);
+      await bus.hit(k, 300);
+      await bus.unhit(k);
+      expect(await bus.peek(k)).toBe(1);
+      await bus.unhit(k);
+      await bus.unhit(k);
+      expect(await bus.peek(k)).toBe(0);
+      expect(await bus.hit(k, 300)).toBe(1);
+      await sleep(350);
+      expect(await bus.peek(k)).toBe(0); // the window opened by the first hit still ends on time
+    });
+
+    it('sessions: create, touch renews idle time, expiry, delete', async () => {
+      await open();
+      const id = uid();
+      await bus.sessions.create(session(id, 'd', 't'), 250);
+      await sleep(150);
+      const s = await bus.sessions.touch(id, 250);
+      expect(s).toMatchObject({ id, deviceId: 'd', tokenId: 't', scopes: ['devices:read'] });
+      expect(s!.lastSeenAt).toBeGreaterThan(1);
+      await sleep(150);
+      expect(await bus.sessions.touch(id, 250)).toBeDefined(); // 300 ms after create, alive thanks to the touch
+      await sleep(350);
+      expect(await bus.sessions.touch(id, 250)).toBeUndefined();
+
+      const id2 = uid();
+      await bus.sessions.create(session(id2, 'd', 't'), 10_000);
+      expect(await bus.sessions.delete(id2)).toBe(true);
+      expect(await bus.sessions.delete(id2)).toBe(false);
+      expect(await bus.sessions.touch(id2, 10_000)).toBeUndefined();
+    });
+
+    it('sessions: deleteWhere by device or token', async () => {
+      await open();
+      const [d1, d2, t1, t2] = [uid(), uid(), uid(), uid()];
+      const ids = [uid(), uid(), uid(), uid()];
+      await bus.sessions.create(session(ids[0], d1, t1), 10_000);
+      await bus.sessions.create(session(ids[1], d1, t2), 10_000);
+      await bus.sessions.create(session(ids[2], d2, t2), 10_000);
+      await bus.sessions.create(session(ids[3], d2, t1), 10_000);
+      expect(await bus.sessions.deleteWhere({ deviceId: d1 })).toBe(2);
+      expect(await bus.sessions.touch(ids[0], 10_000)).toBeUndefined();
+      expect(await bus.sessions.deleteWhere({ tokenId: t2 })).toBe(1); // ids[1] is already gone
+      expect(await bus.sessions.touch(ids[2], 10_000)).toBeUndefined();
+      expect(await bus.sessions.touch(ids[3], 10_000)).toBeDefined();
+      expect(await bus.sessions.deleteWhere({ deviceId: uid(), tokenId: t1 })).toBe(1);
+      expect(await bus.sessions.deleteWhere({})).toBe(0);
+    });
+
+    it('sessions: countForDevice counts the live sessions bound to a device', async () => {
+      await open();
+      const [d1, d2] = [uid(), uid()];
+      const ids = [uid(), uid(), uid()];
+      await bus.sessions.create(session(ids[0], d1, uid()), 10_000);
+      await bus.sessions.create(session(ids[1], d1, uid()), 150);
+      await bus.sessions.create(session(ids[2], d2, uid()), 10_000);
+      expect(await bus.sessions.countForDevice(d1)).toBe(2);
+      expect(await bus.sessions.countForDevice(d2)).toBe(1);
+      expect(await bus.sessions.countForDevice(uid())).toBe(0);
+      await new Promise((r) => setTimeout(r, 300)); // ids[1] expires
+      expect(await bus.sessions.countForDevice(d1)).toBe(1);
+      await bus.sessions.delete(ids[0]);
+      expect(await bus.sessions.countForDevice(d1)).toBe(0);
+      // Sessions evicted by the per-token cap or deleted by credential stop counting too.
+      const token = uid();
+      const more = [uid(), uid(), uid()];
+      for (const id of more) await bus.sessions.create(session(id, d1, token), 10_000, 2);
+      expect(await bus.sessions.countForDevice(d1)).toBe(2);
+      expect(await bus.sessions.deleteWhere({ tokenId: token })).toBe(2);
+      expect(await bus.sessions.countForDevice(d1)).toBe(0);
+      expect(await bus.sessions.countForDevice(d2)).toBe(1);
+      // The new session is kept even when it expires first (a shorter idle time, or a tie).
+      const lone = uid();
+      const [first, second] = [uid(), uid()];
+      await bus.sessions.create(session(first, d2, lone), 10_000, 1);
+      expect(await bus.sessions.create(session(second, d2, lone), 5_000, 1)).toEqual([first]);
+      expect(await bus.sessions.touch(second, 5_000)).toBeDefined();
+      expect(await bus.sessions.countForDevice(d2)).toBe(2);
+    });
+
+    it('control events reach this node', async () => {
+      await open();
+      const got: unknown[] = [];
+      bus.onControl((e) => got.push(e));
+      await bus.publishControl({ type: 'token_revoked', tokenId: 'tok' });
+      await sleep(50);
+      expect(got).toEqual([{ type: 'token_revoked', tokenId: 'tok' }]);
+    });
+
+    it('claims: epochs grow, release is compare-and-delete, reclaim keeps or refuses', async () => {
+      await open();
+      const d = uid();
+      expect(await bus.ownerOf(d)).toBeUndefined();
+      const e1 = await bus.claimDevice(d);
+      expect(await bus.ownerOf(d)).toEqual({ nodeId: bus.nodeId, epoch: e1 });
+      const e2 = await bus.claimDevice(d); // the phone reconnected to this same node
+      expect(e2).toBeGreaterThan(e1);
+      expect(await bus.reclaimDevice(d, e1)).toBeUndefined(); // the older socket is stale
+      expect(await bus.reclaimDevice(d, e2)).toBe(e2);
+      expect(await bus.releaseDevice(d, e1)).toBe(false);
+      expect(await bus.ownerOf(d)).toEqual({ nodeId: bus.nodeId, epoch: e2 });
+      expect(await bus.releaseDevice(d, e2)).toBe(true);
+      expect(await bus.ownerOf(d)).toBeUndefined();
+      const e3 = await bus.reclaimDevice(d, e2); // unowned: claimed anew
+      expect(e3).toBeGreaterThan(e2);
+      expect(await bus.aliveNodes()).toContain(bus.nodeId);
+    });
+
+    it('node messages to this node arrive; to an unknown node report false', async () => {
+      await open();
+      const got: string[] = [];
+      bus.onNodeMessage((m) => got.push(m));
+      expect(await bus.sendToNode(bus.nodeId, 'hello')).toBe(true);
+      expect(await bus.sendToNode('nobody', 'hello')).toBe(false);
+      await sleep(50);
+      expect(got).toEqual(['hello']);
+    });
+
+    it('a node message with a byte payload arrives whole, as bytes and as a string', async () => {
+      await open();
+      const strings: string[] = [];
+      const bytes: Buffer[] = [];
+      bus.onNodeMessage((m) => strings.push(m));
+      bus.onNodeBytes((m) => bytes.push(Buffer.from(m)));
+      const frame = Buffer.from('{"result":{"text":"héllo ✓"},"id":3}');
+      expect(await bus.sendToNode(bus.nodeId, '{"t":"res","rid":3}\n', frame)).toBe(true);
+      expect(await bus.sendToNode(bus.nodeId, 'plain')).toBe(true);
+      await sleep(50);
+      expect(strings).toEqual([`{"t":"res","rid":3}\n${frame.toString()}`, 'plain']);
+      expect(bytes.map((b) => b.toString())).toEqual(strings);
+      expect(Buffer.compare(bytes[0].subarray(bytes[0].indexOf(0x0a) + 1), frame)).toBe(0);
+    });
+
+    it('device channels are refcounted per node', async () => {
+      await open();
+      const d = uid();
+      const a: string[] = [];
+      const b: string[] = [];
+      const offA = await bus.subscribeDevice(d, (f) => a.push(f));
+      const offB = await bus.subscribeDevice(d, (f) => b.push(f));
+      expect(await bus.publishDevice(d, 'one')).toBe(1); // one node, however many listeners
+      await sleep(50);
+      offA();
+      offA(); // idempotent: must not drop B's interest
+      expect(await bus.publishDevice(d, 'two')).toBe(1);
+      await sleep(50);
+      offB();
+      await sleep(50);
+      expect(await bus.publishDevice(d, 'three')).toBe(0);
+      expect(a).toEqual(['one']);
+      expect(b).toEqual(['one', 'two']);
+    });
+
+    it('replay buffer: ids per session encode the stream, bounded by count and bytes', async () => {
+      await open();
+      const sid = uid();
+      await bus.sessions.create(session(sid, 'd', 't'), 10_000);
+      const ids: string[] = [];
+      for (let i = 1; i <= 8; i++) ids.push(await bus.appendEvent(sid, i % 2 ? 'get' : 'post-7', `e${i}`));
+      expect(new Set(ids).size).toBe(8);
+      expect(ids[0]).toBe('get:1');
+      expect(ids[1]).toBe('post-7:2');
+      // Only the last 5 (e4..e8) are kept; of stream "get" after e1: e5, e7.
+      expect(await bus.replayAfter(sid, 'get:1')).toEqual([
+        { id: 'get:5', data: 'e5' },
+        { id: 'get:7', data: 'e7' },
+      ]);
+      expect(await bus.replayAfter(sid, 'post-7:6')).toEqual([{ id: 'post-7:8', data: 'e8' }]);
+      expect(await bus.replayAfter(sid, 'garbage')).toEqual([]);
+      expect(await bus.replayAfter(uid(), 'get:1')).toEqual([]);
+
+      // Bytes: three 4 KB events exceed 10 KB, so the oldest goes.
+      const big = 'x'.repeat(4000);
+      for (let i = 0; i < 3; i++) await bus.appendEvent(sid, 'big', big);
+      expect((await bus.replayAfter(sid, 'big:1')).map((e) => e.id)).toEqual(['big:10', 'big:11']);
+      // One event larger than the bound is still kept (alone).
+      await bus.appendEvent(sid, 'big', 'y'.repeat(20_000));
+      expect((await bus.replayAfter(sid, 'big:1')).map((e) => e.id)).toEqual(['big:12']);
+
+      await bus.sessions.delete(sid);
+      expect(await bus.replayAfter(sid, 'big:1')).toEqual([]);
+    });
+
+    it('replay ids keep growing after the buffer expires while the session lives', async () => {
+      bus = await make({ ...replay, ttlMs: 100 });
+      const sid = uid();
+      await bus.sessions.create(session(sid, 'd', 't'), 10_000);
+      expect(await bus.appendEvent(sid, 's', 'a')).toBe('s:1');
+      await sleep(200);
+      expect(await bus.replayAfter(sid, 's:0')).toEqual([]); // expired (idle buffer)
+      expect(await bus.appendEvent(sid, 's', 'b')).toBe('s:2');
+    });
+  });
+}
