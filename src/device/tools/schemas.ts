@@ -151,7 +151,8 @@ export const observeScreenInput = z.strictObject({
         .describe('Output width in pixels; at most the screen width.'),
       scale: z
         .number()
-        .positive()
+        // min, not positive(): exclusiveMinimum is outside the portable subset (decision 0180).
+        .min(0.01)
         .max(100)
         .optional()
         .describe('Output size relative to the screen (e.g. 0.5); at most 1. Ignored when width is given.'),
@@ -198,15 +199,6 @@ export const observeScreenOutput = z.object({
     })
     .nullable()
     .describe('Describes the image content block, when one was asked for.'),
-});
-
-export const getOutcomeInput = z.strictObject({ idempotencyKey: z.string().min(1).max(200) });
-export const getOutcomeOutput = z.object({
-  idempotencyKey: z.string(),
-  found: z.boolean(),
-  tool: z.string().nullable(),
-  recordedAt: z.number().int().nullable(),
-  result: z.record(z.string(), z.unknown()).nullable().describe('The structured result the key replays.'),
 });
 
 export const waitForEventsInput = z.strictObject({
@@ -275,6 +267,17 @@ export const runInfo = z.object({
   endedAt: z.number().int().nullable(),
   failure: z.object({ code: z.string(), message: z.string() }).nullable(),
 });
+export const getOutcomeInput = z.strictObject({ idempotencyKey: z.string().min(1).max(200) });
+export const getOutcomeOutput = z.object({
+  idempotencyKey: z.string(),
+  found: z.boolean(),
+  tool: z.string().nullable(),
+  recordedAt: z.number().int().nullable(),
+  // The tools that record an outcome are the act tools and start_run: their results, not an
+  // open map, so the schema says what a replay holds (decision 0180).
+  result: z.union([actOutput, runInfo]).nullable().describe('The structured result the key replays.'),
+});
+
 export const getRunInput = z.strictObject({
   runId: z.string().min(1).max(200).optional().describe('Default: the active run, else the latest.'),
 });

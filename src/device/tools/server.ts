@@ -28,6 +28,7 @@ import {
 } from './contract.ts';
 import { controlFor, type Access, type PhoneControl } from './control.ts';
 import { endRun, executeRun, performStep, runInfo } from './runs.ts';
+import { portableSchema } from './portable.ts';
 import * as s from './schemas.ts';
 
 export interface PhoneServerOptions {
@@ -224,7 +225,8 @@ const getOutcome = tool({
       found: !!outcome,
       tool: outcome?.tool ?? null,
       recordedAt: outcome?.recordedAt ?? null,
-      result: outcome?.read() ?? null,
+      // What act tools and start_run recorded (ctx.remember): their own results, by construction.
+      result: (outcome?.read() as z.output<typeof s.getOutcomeOutput>['result'] | undefined) ?? null,
     };
   },
 });
@@ -555,7 +557,7 @@ function cacheToolList(mcp: McpServer): void {
   const sdkListTools = handlers.get('tools/list');
   if (!sdkListTools) throw new Error('McpServer has no tools/list handler to wrap');
   handlers.set('tools/list', (request, extra) => {
-    toolList ??= sdkListTools(request, extra).catch((error: unknown) => {
+    toolList ??= sdkListTools(request, extra).then(portableList, (error: unknown) => {
       toolList = undefined;
       throw error;
     });
@@ -613,6 +615,19 @@ function register(
 }
 
 type RawRequestHandler = (request: unknown, extra: unknown) => Promise<unknown>;
+
+/** The listed schemas in the subset every model provider accepts (decision 0180). */
+function portableList(list: unknown): unknown {
+  const { tools, ...rest } = list as { tools: Array<Record<string, unknown>> };
+  return {
+    ...rest,
+    tools: tools.map((t) => ({
+      ...t,
+      inputSchema: portableSchema(t.inputSchema),
+      ...(t.outputSchema ? { outputSchema: portableSchema(t.outputSchema) } : {}),
+    })),
+  };
+}
 
 /**
  * McpServer answers invalid input, unknown tools and its own output-validation failures with a
