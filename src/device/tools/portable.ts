@@ -28,6 +28,8 @@ const ALLOWED = new Set([
   'maxLength',
   'pattern',
   'format',
+  // MCP's own annotation (SEP-2243): the client reads it and mirrors the value into a header.
+  'x-mcp-header',
 ]);
 const TYPES = new Set(['string', 'number', 'integer', 'boolean', 'object', 'array', 'null']);
 /** An enum longer than this is a list of data, not a choice; providers cap enum sizes. */

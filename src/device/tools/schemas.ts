@@ -1,6 +1,7 @@
 // Input and output schemas of every tool. Inputs are z.strictObject passed whole to the SDK:
 // a raw shape would become a plain z.object, which silently strips unknown keys like `leaseid`.
 import * as z from 'zod';
+import { TIMEOUT_HEADER, X_MCP_HEADER } from '../../protocol/timeouts.ts';
 import { EVENT_TYPES, KEYS } from '../sim/model.ts';
 
 // ---- shared input fields ------------------------------------------------------
@@ -203,12 +204,17 @@ export const observeScreenOutput = z.object({
 
 export const waitForEventsInput = z.strictObject({
   cursor: z.number().int().min(0).optional().describe('Return events after this cursor; default: only new ones.'),
+  // Whole seconds, declared as a tool header (Mcp-Param-Timeout) so that a gateway sizes its own
+  // timeout without reading the body; x-mcp-header admits integers, not numbers
+  // (docs/decisions/0181-tool-headers.md).
   timeout_s: z
     .number()
+    .int()
     .min(0)
     .max(600)
     .default(30)
-    .describe('Wait at most this long when nothing is pending; 0 returns at once.'),
+    .meta({ [X_MCP_HEADER]: TIMEOUT_HEADER })
+    .describe('Whole seconds to wait at most when nothing is pending; 0 returns at once.'),
   types: z.array(z.enum(EVENT_TYPES)).min(1).optional(),
   leaseId,
 });
