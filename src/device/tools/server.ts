@@ -29,6 +29,8 @@ import {
 import { controlFor, type Access, type PhoneControl } from './control.ts';
 import { endRun, executeRun, performStep, runInfo } from './runs.ts';
 import { portableSchema } from './portable.ts';
+import { serveTasks, TASKS_CAPABILITY } from './task-server.ts';
+import { tasksFor } from './tasks.ts';
 import * as s from './schemas.ts';
 
 export interface PhoneServerOptions {
@@ -507,6 +509,12 @@ const TOOLS: readonly ToolSpec[] = [
   stopRun,
 ];
 
+/**
+ * The tools a client may also call as a task (execution.taskSupport "optional", decision 0182):
+ * the long ones. A plain call of them works as before.
+ */
+export const TASK_TOOLS: ReadonlySet<string> = new Set(['start_run', 'wait_for_events']);
+
 /** Tool metadata for docs and for the relay's scope checks. */
 export const TOOL_CATALOG = TOOLS.map(({ name, title, scope, since, annotations, requiresUserInteraction }) => ({
   name,
@@ -535,10 +543,15 @@ export function createPhoneServer(opts: PhoneServerOptions): McpServer {
     { name: opts.serverName ?? 'phonebridge-phone', version: SURFACE_VERSION },
     // The validator only serves elicitation, which the phone never sends; the SDK would build a
     // fresh Ajv per server (~20 KB and ~0.7 ms per socket), which a fleet of phones pays a thousand times.
-    { capabilities: { logging: {} }, instructions: INSTRUCTIONS, jsonSchemaValidator: sharedValidator() },
+    {
+      capabilities: { logging: {}, tasks: TASKS_CAPABILITY },
+      instructions: INSTRUCTIONS,
+      jsonSchemaValidator: sharedValidator(),
+    },
   );
   for (const spec of TOOLS) register(mcp, spec, (caller, extra) => new CallContext(caller, settings, control, extra));
   envelopeSdkErrors(mcp);
+  serveTasks(mcp, tasksFor(opts.phone), TASK_TOOLS);
   cacheToolList(mcp);
   return mcp;
 }
@@ -616,13 +629,14 @@ function register(
 
 type RawRequestHandler = (request: unknown, extra: unknown) => Promise<unknown>;
 
-/** The listed schemas in the subset every model provider accepts (decision 0180). */
+/** The listed schemas in the subset every model provider accepts (decision 0180); task support (0182). */
 function portableList(list: unknown): unknown {
   const { tools, ...rest } = list as { tools: Array<Record<string, unknown>> };
   return {
     ...rest,
     tools: tools.map((t) => ({
       ...t,
+      ...(TASK_TOOLS.has(t.name as string) ? { execution: { taskSupport: 'optional' } } : {}),
       inputSchema: portableSchema(t.inputSchema),
       ...(t.outputSchema ? { outputSchema: portableSchema(t.outputSchema) } : {}),
     })),
