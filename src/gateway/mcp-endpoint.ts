@@ -131,8 +131,8 @@ class McpEndpoint {
   private readonly stateless: StatelessEndpoint;
 
   constructor(private readonly ctx: GatewayContext) {
-    this.stateless = new StatelessEndpoint(ctx, (ex, cred, deviceId, msg, related) =>
-      this.forwardTo(ex, cred, deviceId, undefined, msg, related),
+    this.stateless = new StatelessEndpoint(ctx, (ex, cred, deviceId, msg, related, timeoutMs) =>
+      this.forwardTo(ex, cred, deviceId, undefined, msg, related, undefined, timeoutMs),
     );
     // A client's notifications/cancelled may land on another node than its request.
     ctx.router.onClientCancel((sessionId, requestId) =>
@@ -642,6 +642,8 @@ class McpEndpoint {
     related?: (frame: Buffer) => void,
     /** Whether a GET could still resume the answer once the client is gone (its SSE stream opened). */
     resumable?: () => boolean,
+    /** Sized from a tool header (docs/decisions/0181-tool-headers.md); else from the body. */
+    headerTimeoutMs?: number,
   ): Promise<{ frame: Buffer; refusal?: JsonRpcErrorObject }> {
     const key = sessionId === undefined ? undefined : inFlightKey(sessionId, msg.id);
     if (this.ctx.hub.isRevoked({ tokenId: cred.token.id, deviceId, accountId: cred.account.id })) {
@@ -662,7 +664,7 @@ class McpEndpoint {
         fail: (e: JsonRpcErrorObject) => settle({ frame: Buffer.from(errorResponse(msg.id, e)), refusal: e }),
       };
       if (traced) sink = endOnAnswer(sink, traced.span);
-      const timeoutMs = requestTimeoutMs(msg.method, msg.params, this.ctx.config.requestTimeoutMs);
+      const timeoutMs = headerTimeoutMs ?? requestTimeoutMs(msg.method, msg.params, this.ctx.config.requestTimeoutMs);
       void this.ctx.router
         .request(
           deviceId,

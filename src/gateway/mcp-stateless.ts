@@ -23,6 +23,7 @@ import {
   MISSING_REQUIRED_CLIENT_CAPABILITY,
   SUPPORTED_VERSIONS,
 } from '../protocol/stateless.ts';
+import { headerTimeoutMs } from '../protocol/timeouts.ts';
 import type { Scope } from '../store/types.ts';
 import { initializeFrom, observeMcpRequest } from '../metrics.ts';
 import { tracingOn } from '../observability/tracing.ts';
@@ -61,6 +62,8 @@ export type Forward = (
   deviceId: string,
   msg: JsonRpcRequest,
   related?: (frame: Buffer) => void,
+  /** The call's own timeout when a tool header sized it (headerTimeoutMs); else the body decides. */
+  timeoutMs?: number,
 ) => Promise<ForwardOutcome>;
 
 export class StatelessEndpoint {
@@ -109,12 +112,14 @@ export class StatelessEndpoint {
     }
     if (msg.method === 'subscriptions/listen') return this.listen(ex, cred, msg);
 
+    let timeoutMs: number | undefined;
     if (msg.method === 'tools/call') {
       // Mcp-Param-* headers must match the arguments they mirror (checked where the catalog is).
       const tool = this.ctx.hub.device(deviceId)?.tools?.byName.get(String(msg.params?.name));
       if (tool) {
         const p = validateParamHeaders(tool.inputSchema, h, msg.params?.arguments);
         if (!p.ok) return ex.send(p.status, JSON_HEADERS, errorResponse(msg.id, p.error));
+        timeoutMs = headerTimeoutMs(tool.inputSchema, h);
       }
     }
 
@@ -128,7 +133,7 @@ export class StatelessEndpoint {
     const open = () => (stream ??= new SseStream(ex, {}));
     // As on the session path: a slow answer becomes a stream so keep-alives flow.
     const early = sseOk ? setTimeout(() => ex.aborted || open(), SLOW_ANSWER_MS) : undefined;
-    const outcome = await this.forward(ex, cred, deviceId, msg, (frame) => open().send(frame));
+    const outcome = await this.forward(ex, cred, deviceId, msg, (frame) => open().send(frame), timeoutMs);
     clearTimeout(early);
     const refusal = outcome.refusal?.data as { code?: string; scope?: Scope } | undefined;
     const forbidden = refusal?.code === 'insufficient_scope' && !stream;

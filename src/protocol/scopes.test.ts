@@ -54,6 +54,17 @@ describe('checkMethod', () => {
       });
   });
 
+  it('forwards tasks/* to a phone that advertises tasks, for every key (the phone scopes a task to its creator)', () => {
+    const full = { tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } } };
+    for (const m of ['tasks/get', 'tasks/result', 'tasks/list', 'tasks/cancel'])
+      expect(checkMethod(m, full, ['devices:lease']), m).toEqual({ ok: true, perTool: false });
+    // Listing and cancelling are capabilities of their own.
+    expect(checkMethod('tasks/get', { tasks: {} }, []).ok).toBe(true);
+    expect(checkMethod('tasks/list', { tasks: {} }, [])).toMatchObject({ ok: false, reason: 'method_not_found' });
+    expect(checkMethod('tasks/cancel', { tasks: {} }, [])).toMatchObject({ ok: false, reason: 'method_not_found' });
+    expect(checkMethod('tasks/get', { tools: {} }, [])).toMatchObject({ ok: false, reason: 'method_not_found' });
+  });
+
   it('gives every listed method a scope', () => {
     for (const [m, rule] of Object.entries(METHOD_RULES)) expect(rule.scope, m).toBeTruthy();
   });

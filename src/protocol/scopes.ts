@@ -72,6 +72,12 @@ export const METHOD_RULES: Readonly<Record<string, MethodRule>> = {
   'completion/complete': { capability: 'completions', scope: 'devices:read' },
   // One level for every client of the phone: changing it acts on the phone.
   'logging/setLevel': { capability: 'logging', scope: 'devices:act' },
+  // A task belongs to the credential that created it, and the phone answers only that one
+  // (docs/decisions/0182-tasks.md); creating it took the tool's own scope.
+  'tasks/get': { capability: 'tasks', scope: 'any' },
+  'tasks/result': { capability: 'tasks', scope: 'any' },
+  'tasks/list': { capability: 'tasks.list', scope: 'any' },
+  'tasks/cancel': { capability: 'tasks.cancel', scope: 'any' },
 };
 
 export type MethodVerdict =

@@ -1,5 +1,10 @@
 // How long the relay waits for the phone's answer (docs/PROTOCOL.md: 30 s; wait_for_events gets its
 // own timeout_s + 15 s, capped at 615 s). The only fields of a request the relay reads.
+// On 2026-07-28 a tool may declare its timeout as a tool header (x-mcp-header "Timeout", an
+// integer of seconds): the relay sizes the call from the header, validated against the body
+// beforehand (validateParamHeaders); the body's timeout_s stays the fallback for the session
+// revisions, which have no tool headers (docs/decisions/0181-tool-headers.md).
+import { H_PARAM_PREFIX, decodeHeaderValue, xMcpHeaders, type Headers } from './stateless.ts';
 export const DEFAULT_TIMEOUT_MS = 30_000;
 export const LONG_POLL_GRACE_MS = 15_000;
 export const MAX_TIMEOUT_MS = 615_000;
@@ -14,4 +19,28 @@ export function requestTimeoutMs(
   const t = args?.timeout_s;
   if (typeof t !== 'number' || !Number.isFinite(t) || t < 0) return base;
   return Math.min(t * 1000 + LONG_POLL_GRACE_MS, MAX_TIMEOUT_MS);
+}
+
+/** The JSON Schema keyword of a tool header (SEP-2243). */
+export const X_MCP_HEADER = 'x-mcp-header';
+/** The tool header that carries a call's own timeout, in whole seconds: `Mcp-Param-Timeout`. */
+export const TIMEOUT_HEADER = 'Timeout';
+
+/**
+ * The timeout of a tools/call sized from its declared timeout header, or undefined when the tool
+ * declares none, the request does not carry it, or it is not a whole number of seconds (then
+ * the caller falls back to requestTimeoutMs). Call it after validateParamHeaders, which has
+ * already refused a header that disagrees with the body.
+ */
+export function headerTimeoutMs(inputSchema: unknown, headers: Headers): number | undefined {
+  const decl = xMcpHeaders(inputSchema);
+  if (!decl.ok) return undefined;
+  const p = decl.params.find((d) => d.header.toLowerCase() === TIMEOUT_HEADER.toLowerCase());
+  if (!p || p.type !== 'integer') return undefined;
+  const name = `${H_PARAM_PREFIX}${p.header.toLowerCase()}`;
+  const raw = Object.entries(headers).find(([k]) => k.toLowerCase() === name)?.[1];
+  if (raw === undefined) return undefined;
+  const decoded = decodeHeaderValue(raw.trim());
+  if (!decoded.ok || !/^\d{1,6}$/.test(decoded.value)) return undefined;
+  return Math.min(Number(decoded.value) * 1000 + LONG_POLL_GRACE_MS, MAX_TIMEOUT_MS);
 }

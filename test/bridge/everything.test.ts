@@ -51,7 +51,8 @@ describe('bridge to server-everything over stdio', () => {
       logging: {},
       completions: {},
     });
-    expect(capabilities.tasks).toBeUndefined(); // tasks/* is not proxied
+    // Passed through with its methods (test/bridge/tasks.test.ts).
+    expect(capabilities.tasks).toMatchObject({ list: {}, cancel: {}, requests: { tools: { call: {} } } });
   });
 
   it('lists every tool with a scope: readOnlyHint → devices:read, else devices:act, the scope map overriding', async () => {

@@ -9,12 +9,20 @@
 // message, resources/updated, and tools/prompts/resources list_changed.
 // Refused: requests from the upstream to its client (sampling/createMessage, elicitation/create,
 // roots/list) get -32601 from the bridge, because the relay never forwards phone-originated
-// requests to MCP clients. Upstream `tasks` and `experimental` capabilities are not advertised,
-// since their methods are not proxied.
+// requests to MCP clients. Upstream `tasks` are passed through (task-augmented tools/call,
+// tasks/get, tasks/result, tasks/list, tasks/cancel), each task kept to the credential that
+// created it (task-owners.ts); the `experimental` capability is not advertised.
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import type { RequestOptions } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import {
   CallToolRequestSchema,
+  CancelTaskRequestSchema,
+  CancelTaskResultSchema,
+  GetTaskPayloadRequestSchema,
+  GetTaskRequestSchema,
+  GetTaskResultSchema,
+  ListTasksRequestSchema,
+  ListTasksResultSchema,
   CompleteRequestSchema,
   EmptyResultSchema,
   GetPromptRequestSchema,
@@ -40,6 +48,7 @@ import { stderrLogger, type AgentLogger, type McpServerLike } from '../agent/age
 import type { BackoffOptions } from '../agent/backoff.ts';
 import { errorResult } from '../tools/contract.ts';
 import { loadScopeMap, withScope, type ScopeMap } from './scopes.ts';
+import { TaskOwners } from './task-owners.ts';
 import { Upstream, UpstreamUnavailableError } from './upstream.ts';
 
 export { loadScopeMap, scopeFor, type ScopeMap } from './scopes.ts';
@@ -101,10 +110,11 @@ export async function bridgeServerFactory(opts: BridgeOptions): Promise<BridgeSe
     },
   });
   const subscriptions = new Subscriptions(upstream);
+  const owners = new TaskOwners();
   await upstream.start();
 
   const factory = () => {
-    const server = createBridgeServer(upstream, scopeMap, subscriptions, (level) => (logLevel = level));
+    const server = createBridgeServer(upstream, scopeMap, subscriptions, owners, (level) => (logLevel = level));
     servers.add(server);
     server.onclose = () => {
       servers.delete(server);
@@ -124,6 +134,7 @@ function createBridgeServer(
   upstream: Upstream,
   scopeMap: ScopeMap,
   subscriptions: Subscriptions,
+  owners: TaskOwners,
   onLogLevel: (level: LoggingLevel) => void,
 ): Server {
   const { serverInfo, capabilities, instructions } = upstream.info;
@@ -131,6 +142,13 @@ function createBridgeServer(
   const server = new Server(serverInfo, { capabilities: proxiedCapabilities(capabilities), instructions });
   const forward = (request: ClientRequest, extra: Extra) =>
     upstream.request(request, ResultSchema, forwardOptions(request, extra));
+  const forwardAs = <
+    S extends typeof GetTaskResultSchema | typeof CancelTaskResultSchema | typeof ListTasksResultSchema,
+  >(
+    schema: S,
+    request: ClientRequest,
+    extra: Extra,
+  ) => upstream.request(request, schema, forwardOptions(request, extra));
 
   if (capabilities.tools) {
     server.setRequestHandler(ListToolsRequestSchema, async (request, extra) => {
@@ -150,13 +168,37 @@ function createBridgeServer(
     });
     server.setRequestHandler(CallToolPassThrough, async (request, extra) => {
       try {
-        return await forward(request, extra);
+        const result = await forward(request, extra);
+        // A task-augmented call answers with the upstream's task: it is the caller's from now on.
+        if (request.params.task !== undefined) owners.created(request.params._meta, result);
+        return result;
       } catch (err) {
         // Tool failures are results, in the phone's error envelope (docs/TOOLS.md), not JSON-RPC errors.
         if (err instanceof UpstreamUnavailableError) return errorResult('upstream_unavailable', err.message);
         throw err;
       }
     });
+  }
+  if (capabilities.tasks) {
+    // The upstream keys tasks by its one session, the bridge's: who may see a task is decided here.
+    server.setRequestHandler(GetTaskRequestSchema, async (request, extra) => {
+      owners.check(request.params._meta, request.params.taskId);
+      return forwardAs(GetTaskResultSchema, request, extra);
+    });
+    server.setRequestHandler(GetTaskPayloadRequestSchema, async (request, extra) => {
+      owners.check(request.params._meta, request.params.taskId);
+      return forward(request, extra);
+    });
+    if (capabilities.tasks.cancel)
+      server.setRequestHandler(CancelTaskRequestSchema, async (request, extra) => {
+        owners.check(request.params._meta, request.params.taskId);
+        return forwardAs(CancelTaskResultSchema, request, extra);
+      });
+    if (capabilities.tasks.list)
+      server.setRequestHandler(ListTasksRequestSchema, async (request, extra) => {
+        const page = await forwardAs(ListTasksResultSchema, request, extra);
+        return { ...page, tasks: owners.visible(request.params?._meta, page.tasks) };
+      });
   }
   if (capabilities.resources) {
     server.setRequestHandler(ListResourcesRequestSchema, forward);
@@ -189,9 +231,10 @@ function createBridgeServer(
 
 /** The capability families the bridge proxies, as the upstream declared them. */
 function proxiedCapabilities(upstream: ServerCapabilities): ServerCapabilities {
-  const { tools, resources, prompts, completions, logging } = upstream;
+  const { tools, resources, prompts, completions, logging, tasks } = upstream;
   return {
     ...(tools && { tools }),
+    ...(tasks && { tasks }),
     ...(resources && { resources }),
     ...(prompts && { prompts }),
     ...(completions && { completions }),

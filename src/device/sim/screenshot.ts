@@ -1,7 +1,9 @@
-// Renders the simulated screen to a real PNG: flat rectangles per element and little blocks
-// standing in for glyphs (no font needed). Flat colours compress well, but the size is checked
-// anyway: a screenshot must fit one 256 KiB JSON-RPC frame together with its envelope.
+// Renders the simulated screen to a real PNG: flat rectangles per element and its text in real
+// glyphs (font/glyphs.ts), so that a person or a model reading the screenshot reads what
+// observe_screen reports. Flat colours compress well, but the size is checked anyway: a
+// screenshot must fit one 256 KiB JSON-RPC frame together with its envelope.
 import { deflateSync } from 'node:zlib';
+import { drawLine, lineHeight, textWidth, wrap } from './font/glyphs.ts';
 import { SimError, type Role, type SimPhone, type UiElement } from './model.ts';
 
 /** Largest base64 image we put in a result: 200 KiB leaves headroom in a 256 KiB frame. */
@@ -51,7 +53,8 @@ const DARK: typeof LIGHT = {
   on: [138, 180, 248],
   off: [95, 99, 104],
   statusbar: [32, 33, 36],
-  button: [48, 64, 96],
+  // Dark enough under light text that OCR reads it as text on a surface (test/phone/screenshot-ocr.test.ts).
+  button: [40, 48, 62],
   icon: [138, 180, 248],
   heading: [18, 18, 18],
   text: [40, 42, 46],
@@ -64,7 +67,7 @@ const DARK: typeof LIGHT = {
   menuitem: [48, 49, 52],
 };
 
-/** An RGB raster with the one drawing operation we need. */
+/** An RGB raster with the drawing operations we need (text: font/glyphs.ts). */
 class Canvas {
   readonly pixels: Uint8Array;
   constructor(
@@ -74,6 +77,17 @@ class Canvas {
   ) {
     this.pixels = new Uint8Array(width * height * 3);
     this.fill(0, 0, width, height, background);
+  }
+
+  /** Darkens a rectangle towards black by `amount` (0..1). */
+  dim(left: number, top: number, right: number, bottom: number, amount: number) {
+    const x0 = Math.max(0, Math.round(left));
+    const x1 = Math.min(this.width, Math.round(right));
+    for (let y = Math.max(0, Math.round(top)), y1 = Math.min(this.height, Math.round(bottom)); y < y1; y++) {
+      for (let i = (y * this.width + x0) * 3, end = (y * this.width + x1) * 3; i < end; i++) {
+        this.pixels[i] = Math.round(this.pixels[i] * (1 - amount));
+      }
+    }
   }
 
   fill(left: number, top: number, right: number, bottom: number, [r, g, b]: Rgb) {
@@ -125,6 +139,15 @@ function render(phone: SimPhone, width: number, height: number): Uint8Array {
   const k = width / phone.width;
   const canvas = new Canvas(width, height, palette.background);
   for (const e of phone.elements()) {
+    if (e.role === 'icon') {
+      drawIcon(canvas, e, k, palette);
+      continue;
+    }
+    if (e.role === 'overlay') {
+      // A scrim dims what is under it, as on Android; the dialog above it is drawn next.
+      canvas.dim(e.bounds.left * k, e.bounds.top * k, e.bounds.right * k, e.bounds.bottom * k, 0.32);
+      continue;
+    }
     const { left, top, right, bottom } = e.bounds;
     const border = Math.max(1, 2 * k);
     if (e.role !== 'heading' && e.role !== 'list') canvas.fill(left * k, top * k, right * k, bottom * k, palette.off);
@@ -142,18 +165,52 @@ function drawSwitch(canvas: Canvas, e: UiElement, k: number, color: Rgb) {
   canvas.fill((right - 180) * k, (mid - 30) * k, (right - 40) * k, (mid + 30) * k, color);
 }
 
-/** One block per character on one line, clipped to the element: enough to see where text is. */
+/** Font size in screen pixels per em, by role: the status bar small, headings large. */
+const TEXT_PX: Record<Role, number> = {
+  statusbar: 34,
+  heading: 60,
+  button: 44,
+  icon: 40,
+  text: 42,
+  toggle: 46,
+  textfield: 44,
+  list: 44,
+  listitem: 44,
+  overlay: 44,
+  menu: 44,
+  menuitem: 46,
+};
+const PAD = 40;
+
+/**
+ * The element's text, wrapped to its bounds: icon labels centred under the icon, a toggle's
+ * label clear of its switch, a tall field's text from its top, anything else centred
+ * vertically. A list's text describes the list (its items draw their own), so it is not drawn.
+ */
 function drawText(canvas: Canvas, e: UiElement, k: number, color: Rgb) {
-  const glyph = 22;
-  const advance = 30;
+  if (!e.text || e.role === 'list') return;
+  const px = TEXT_PX[e.role];
   const { left, top, right, bottom } = e.bounds;
-  const y = (top + bottom) / 2 - 18;
-  let x = left + 40;
-  for (const ch of e.text) {
-    if (x + glyph > right - (e.checked !== undefined ? 200 : 20) || y + 36 > bottom) break;
-    if (ch.trim()) canvas.fill(x * k, y * k, (x + glyph) * k, (y + 36) * k, color);
-    x += advance;
-  }
+  const inner = { left: left + (e.role === 'icon' ? 12 : PAD), right: right - (e.checked !== undefined ? 220 : 24) };
+  const lh = lineHeight(px);
+  const room = Math.max(1, Math.floor((bottom - top - 16) / lh));
+  const lines = wrap(e.text, px, inner.right - inner.left, room);
+  const block = lines.length * lh;
+  const y0 = e.role === 'icon' ? bottom - block - 24 : room > 3 ? top + 24 : top + (bottom - top - block) / 2;
+  lines.forEach((line, i) => {
+    const x = e.role === 'icon' ? (left + right - textWidth(line, px)) / 2 : inner.left;
+    drawLine(canvas, line, x * k, (y0 + i * lh) * k, px * k, color, Math.ceil(inner.right * k));
+  });
+}
+
+/** A launcher icon: a tile above its label on the home screen's background. */
+function drawIcon(canvas: Canvas, e: UiElement, k: number, palette: typeof LIGHT) {
+  const { left, top, right, bottom } = e.bounds;
+  const labelRoom = lineHeight(TEXT_PX.icon) + 48;
+  const size = Math.max(0, Math.min(right - left - 80, bottom - top - labelRoom - 24));
+  const cx = (left + right) / 2;
+  canvas.fill((cx - size / 2) * k, (top + 24) * k, (cx + size / 2) * k, (top + 24 + size) * k, palette.icon);
+  drawText(canvas, e, k, palette.glyph);
 }
 
 // ---- PNG encoding (8-bit RGB, no interlace, filter 0 on every row) ------------

@@ -1,5 +1,6 @@
 // Renders docs/TOOLS.md from what the server actually registers (via tools/list), so the
 // reference cannot describe a tool that does not exist or miss one that does.
+import { xMcpHeaders } from '../../protocol/stateless.ts';
 import { SimPhone } from '../sim/model.ts';
 import { ERROR_CODES, SCOPE_META_KEY, SURFACE_VERSION } from './contract.ts';
 import { connect } from './in-memory.ts';
@@ -24,11 +25,14 @@ export async function renderToolsDoc(): Promise<string> {
     'A success carries `structuredContent` (valid against `outputSchema`) and the same JSON in a text block;',
     'an error is `isError: true` with `{"error":{"code","message",…}}` in the text block and no `structuredContent`.',
     '',
-    '| Tool | Scope | readOnly | destructive | idempotent | openWorld | requiresUserInteraction |',
-    '| - | - | - | - | - | - | - |',
+    'Task support is `execution.taskSupport` (`optional`: call it plain or as a task; `forbidden`: plain only).',
+    'Headers are the tool headers a 2026-07-28 client mirrors (`x-mcp-header` → `Mcp-Param-<Name>`: argument).',
+    '',
+    '| Tool | Scope | readOnly | destructive | idempotent | openWorld | requiresUserInteraction | Task support | Headers |',
+    '| - | - | - | - | - | - | - | - | - |',
     ...tools.map(
       (t) =>
-        `| \`${t.name}\` | \`${String(t._meta?.[SCOPE_META_KEY])}\` | ${yes(t.annotations?.readOnlyHint)} | ${yes(t.annotations?.destructiveHint)} | ${yes(t.annotations?.idempotentHint)} | ${yes(t.annotations?.openWorldHint)} | ${yes(t._meta?.requiresUserInteraction)} |`,
+        `| \`${t.name}\` | \`${String(t._meta?.[SCOPE_META_KEY])}\` | ${yes(t.annotations?.readOnlyHint)} | ${yes(t.annotations?.destructiveHint)} | ${yes(t.annotations?.idempotentHint)} | ${yes(t.annotations?.openWorldHint)} | ${yes(t._meta?.requiresUserInteraction)} | ${t.execution?.taskSupport ?? 'forbidden'} | ${headers(t.inputSchema)} |`,
     ),
     '',
     '## Error codes',
@@ -65,4 +69,11 @@ export async function renderToolsDoc(): Promise<string> {
     );
   }
   return lines.join('\n');
+}
+
+/** `Mcp-Param-Timeout`: `timeout_s`, for each x-mcp-header the tool declares; `-` for none. */
+function headers(inputSchema: unknown): string {
+  const decl = xMcpHeaders(inputSchema);
+  if (!decl.ok) return `invalid: ${decl.reason}`;
+  return decl.params.map((p) => `\`Mcp-Param-${p.header}\`: \`${p.path.join('.')}\``).join(', ') || '-';
 }

@@ -1,6 +1,7 @@
 // Input and output schemas of every tool. Inputs are z.strictObject passed whole to the SDK:
 // a raw shape would become a plain z.object, which silently strips unknown keys like `leaseid`.
 import * as z from 'zod';
+import { TIMEOUT_HEADER, X_MCP_HEADER } from '../../protocol/timeouts.ts';
 import { EVENT_TYPES, KEYS } from '../sim/model.ts';
 
 // ---- shared input fields ------------------------------------------------------
@@ -151,7 +152,8 @@ export const observeScreenInput = z.strictObject({
         .describe('Output width in pixels; at most the screen width.'),
       scale: z
         .number()
-        .positive()
+        // min, not positive(): exclusiveMinimum is outside the portable subset (decision 0180).
+        .min(0.01)
         .max(100)
         .optional()
         .describe('Output size relative to the screen (e.g. 0.5); at most 1. Ignored when width is given.'),
@@ -200,23 +202,19 @@ export const observeScreenOutput = z.object({
     .describe('Describes the image content block, when one was asked for.'),
 });
 
-export const getOutcomeInput = z.strictObject({ idempotencyKey: z.string().min(1).max(200) });
-export const getOutcomeOutput = z.object({
-  idempotencyKey: z.string(),
-  found: z.boolean(),
-  tool: z.string().nullable(),
-  recordedAt: z.number().int().nullable(),
-  result: z.record(z.string(), z.unknown()).nullable().describe('The structured result the key replays.'),
-});
-
 export const waitForEventsInput = z.strictObject({
   cursor: z.number().int().min(0).optional().describe('Return events after this cursor; default: only new ones.'),
+  // Whole seconds, declared as a tool header (Mcp-Param-Timeout) so that a gateway sizes its own
+  // timeout without reading the body; x-mcp-header admits integers, not numbers
+  // (docs/decisions/0181-tool-headers.md).
   timeout_s: z
     .number()
+    .int()
     .min(0)
     .max(600)
     .default(30)
-    .describe('Wait at most this long when nothing is pending; 0 returns at once.'),
+    .meta({ [X_MCP_HEADER]: TIMEOUT_HEADER })
+    .describe('Whole seconds to wait at most when nothing is pending; 0 returns at once.'),
   types: z.array(z.enum(EVENT_TYPES)).min(1).optional(),
   leaseId,
 });
@@ -275,6 +273,17 @@ export const runInfo = z.object({
   endedAt: z.number().int().nullable(),
   failure: z.object({ code: z.string(), message: z.string() }).nullable(),
 });
+export const getOutcomeInput = z.strictObject({ idempotencyKey: z.string().min(1).max(200) });
+export const getOutcomeOutput = z.object({
+  idempotencyKey: z.string(),
+  found: z.boolean(),
+  tool: z.string().nullable(),
+  recordedAt: z.number().int().nullable(),
+  // The tools that record an outcome are the act tools and start_run: their results, not an
+  // open map, so the schema says what a replay holds (decision 0180).
+  result: z.union([actOutput, runInfo]).nullable().describe('The structured result the key replays.'),
+});
+
 export const getRunInput = z.strictObject({
   runId: z.string().min(1).max(200).optional().describe('Default: the active run, else the latest.'),
 });

@@ -28,6 +28,9 @@ import {
 } from './contract.ts';
 import { controlFor, type Access, type PhoneControl } from './control.ts';
 import { endRun, executeRun, performStep, runInfo } from './runs.ts';
+import { portableSchema } from './portable.ts';
+import { serveTasks, TASKS_CAPABILITY } from './task-server.ts';
+import { tasksFor } from './tasks.ts';
 import * as s from './schemas.ts';
 
 export interface PhoneServerOptions {
@@ -224,7 +227,8 @@ const getOutcome = tool({
       found: !!outcome,
       tool: outcome?.tool ?? null,
       recordedAt: outcome?.recordedAt ?? null,
-      result: outcome?.read() ?? null,
+      // What act tools and start_run recorded (ctx.remember): their own results, by construction.
+      result: (outcome?.read() as z.output<typeof s.getOutcomeOutput>['result'] | undefined) ?? null,
     };
   },
 });
@@ -505,6 +509,12 @@ const TOOLS: readonly ToolSpec[] = [
   stopRun,
 ];
 
+/**
+ * The tools a client may also call as a task (execution.taskSupport "optional", decision 0182):
+ * the long ones. A plain call of them works as before.
+ */
+export const TASK_TOOLS: ReadonlySet<string> = new Set(['start_run', 'wait_for_events']);
+
 /** Tool metadata for docs and for the relay's scope checks. */
 export const TOOL_CATALOG = TOOLS.map(({ name, title, scope, since, annotations, requiresUserInteraction }) => ({
   name,
@@ -533,10 +543,15 @@ export function createPhoneServer(opts: PhoneServerOptions): McpServer {
     { name: opts.serverName ?? 'phonebridge-phone', version: SURFACE_VERSION },
     // The validator only serves elicitation, which the phone never sends; the SDK would build a
     // fresh Ajv per server (~20 KB and ~0.7 ms per socket), which a fleet of phones pays a thousand times.
-    { capabilities: { logging: {} }, instructions: INSTRUCTIONS, jsonSchemaValidator: sharedValidator() },
+    {
+      capabilities: { logging: {}, tasks: TASKS_CAPABILITY },
+      instructions: INSTRUCTIONS,
+      jsonSchemaValidator: sharedValidator(),
+    },
   );
   for (const spec of TOOLS) register(mcp, spec, (caller, extra) => new CallContext(caller, settings, control, extra));
   envelopeSdkErrors(mcp);
+  serveTasks(mcp, tasksFor(opts.phone), TASK_TOOLS);
   cacheToolList(mcp);
   return mcp;
 }
@@ -555,7 +570,7 @@ function cacheToolList(mcp: McpServer): void {
   const sdkListTools = handlers.get('tools/list');
   if (!sdkListTools) throw new Error('McpServer has no tools/list handler to wrap');
   handlers.set('tools/list', (request, extra) => {
-    toolList ??= sdkListTools(request, extra).catch((error: unknown) => {
+    toolList ??= sdkListTools(request, extra).then(portableList, (error: unknown) => {
       toolList = undefined;
       throw error;
     });
@@ -613,6 +628,20 @@ function register(
 }
 
 type RawRequestHandler = (request: unknown, extra: unknown) => Promise<unknown>;
+
+/** The listed schemas in the subset every model provider accepts (decision 0180); task support (0182). */
+function portableList(list: unknown): unknown {
+  const { tools, ...rest } = list as { tools: Array<Record<string, unknown>> };
+  return {
+    ...rest,
+    tools: tools.map((t) => ({
+      ...t,
+      ...(TASK_TOOLS.has(t.name as string) ? { execution: { taskSupport: 'optional' } } : {}),
+      inputSchema: portableSchema(t.inputSchema),
+      ...(t.outputSchema ? { outputSchema: portableSchema(t.outputSchema) } : {}),
+    })),
+  };
+}
 
 /**
  * McpServer answers invalid input, unknown tools and its own output-validation failures with a
