@@ -6,6 +6,8 @@ import type { DatabaseSource } from './database/types.ts';
 import { migrate, readSchemaVersion } from './migrations/index.ts';
 import type { AccountsTable, DB, DevicesTable, TokensTable } from './schema.ts';
 import { observeStoreQuery } from '../metrics.ts';
+import { KyselyFleetStore, keysInUse } from './fleet-store.ts';
+import type { FleetStore } from './fleet-types.ts';
 import type {
   Account,
   AuthorizationCode,
@@ -82,10 +84,14 @@ async function countDevices(trx: Transaction<DB>, accountId: string): Promise<nu
 }
 
 class KyselyStore implements Store {
+  readonly fleet: FleetStore;
+
   constructor(
     private readonly db: Kysely<DB>,
     readonly schemaVersion: number,
-  ) {}
+  ) {
+    this.fleet = new KyselyFleetStore(db);
+  }
 
   async ensureAccount(id: string, limits?: { maxDevices?: number | null; maxKeys?: number | null }): Promise<Account> {
     // Insert if absent. Limits passed explicitly are applied to an existing account too, so
@@ -376,6 +382,19 @@ class KyselyStore implements Store {
     name: string;
     now: Date;
   }): Promise<RedeemResult> {
+    return this.redeemIn(input).catch((err) => {
+      if (err instanceof EnrollmentLimit) return { ok: false, error: 'limit_reached' } as const;
+      throw err;
+    });
+  }
+
+  private redeemIn(input: {
+    codeHash: string;
+    deviceId: string;
+    publicKey: string;
+    name: string;
+    now: Date;
+  }): Promise<RedeemResult> {
     return this.db.transaction().execute(async (trx): Promise<RedeemResult> => {
       // FOR UPDATE: of two concurrent redemptions, the second waits here and then sees used_at set.
       const code = await trx
@@ -384,8 +403,10 @@ class KyselyStore implements Store {
         .where('code_hash', '=', input.codeHash)
         .forUpdate()
         .executeTakeFirst();
+      // Not a one-phone code: perhaps an enrollment code, which pairs up to N phones.
+      if (!code) return redeemEnrollment(trx, input);
       // Wrong, used and expired all look the same to the caller (no oracle).
-      if (!code || !sameSecret(code.code_hash, input.codeHash)) return { ok: false, error: 'bad_code' };
+      if (!sameSecret(code.code_hash, input.codeHash)) return { ok: false, error: 'bad_code' };
       if (code.used_at !== null || code.expires_at.getTime() <= input.now.getTime())
         return { ok: false, error: 'bad_code' };
       // Lock the account row so two different codes of one account cannot both take the last slot.
@@ -538,16 +559,9 @@ class KyselyStore implements Store {
       if (!device) return { ok: false, error: 'no_device' };
       // The plan caps API keys. OAuth access tokens are minted on every refresh, so counting them
       // would exhaust the cap by normal use; the OAuth grant itself is bounded by the phones.
+      // Fleet keys count too (docs/decisions/0170-fleet-model.md).
       if (input.via === 'key' && account.max_keys !== null) {
-        const now = new Date();
-        const r = await trx
-          .selectFrom('tokens')
-          .select((eb) => eb.fn.countAll<string>().as('n'))
-          .where('account_id', '=', input.accountId)
-          .where('via', '=', 'key')
-          .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', now)]))
-          .executeTakeFirstOrThrow();
-        if (Number(r.n) >= account.max_keys) return { ok: false, error: 'limit_reached' };
+        if ((await keysInUse(trx, input.accountId)) >= account.max_keys) return { ok: false, error: 'limit_reached' };
       }
       const row = await trx
         .insertInto('tokens')
@@ -680,6 +694,54 @@ export async function createStore(source: DatabaseSource, options: CreateStoreOp
     throw err;
   }
 }
+
+/**
+ * One phone of an enrollment code (docs/decisions/0173-enrollment.md): the code's counter is
+ * taken in one conditional UPDATE (so N is never exceeded under any concurrency), the plan cap
+ * checked under the account lock, and the phone inserted named `<prefix><counter>` with the
+ * code's labels. Revoked, expired, used-up and unknown codes are all bad_code.
+ */
+async function redeemEnrollment(
+  trx: Transaction<DB>,
+  input: { codeHash: string; deviceId: string; publicKey: string; name: string; now: Date },
+): Promise<RedeemResult> {
+  const taken = await trx
+    .updateTable('enrollments')
+    .set((eb) => ({ used: eb('used', '+', 1) }))
+    .where('code_hash', '=', input.codeHash)
+    .where('revoked_at', 'is', null)
+    .where('expires_at', '>', input.now)
+    .whereRef('used', '<', 'max_phones')
+    .returning(['account_id', 'used', 'labels', 'name_prefix', 'code_hash'])
+    .executeTakeFirst();
+  if (!taken || !sameSecret(taken.code_hash, input.codeHash)) return { ok: false, error: 'bad_code' };
+  const account = await trx
+    .selectFrom('accounts')
+    .select('max_devices')
+    .where('id', '=', taken.account_id)
+    .forNoKeyUpdate()
+    .executeTakeFirst();
+  if (!account) return { ok: false, error: 'bad_code' };
+  if (account.max_devices !== null && (await countDevices(trx, taken.account_id)) >= account.max_devices) {
+    // Throwing rolls the counter back: the slot stays for a phone that fits the plan later.
+    throw new EnrollmentLimit();
+  }
+  const device = await trx
+    .insertInto('devices')
+    .values({
+      id: input.deviceId,
+      account_id: taken.account_id,
+      name: taken.name_prefix !== null ? `${taken.name_prefix}${taken.used}` : input.name,
+      public_key: input.publicKey,
+      labels: JSON.stringify(taken.labels ?? {}),
+      created_at: input.now,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  return { ok: true, device: toDevice(device) };
+}
+
+class EnrollmentLimit extends Error {}
 
 /** A new access token and refresh token for a grant, inside the caller's transaction. */
 async function mintPair(
