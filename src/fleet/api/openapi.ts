@@ -24,9 +24,12 @@ export function openApiDocument(routes: readonly ApiRoute[], serverUrl: string):
     };
     const defs = js.$defs ?? {};
     const names = new Map<string, string>();
+    // The definition as it would be stored under its plain id (to compare with what is there).
+    const rename0 = (v: Json): Json =>
+      JSON.parse(JSON.stringify(v).replace(/"#\/\$defs\/([^"]+)"/g, '"#/components/schemas/$1"')) as Json;
     for (const [id, def] of Object.entries(defs)) {
-      const same = components[id] !== undefined && JSON.stringify(components[id]) === JSON.stringify(def);
-      names.set(id, io === 'output' || same ? id : `${id}Input`);
+      const free = components[id] === undefined || JSON.stringify(components[id]) === JSON.stringify(rename0(def));
+      names.set(id, free ? id : `${id}${io === 'input' ? 'Input' : 'Output'}`);
     }
     const rename = (v: Json): Json =>
       JSON.parse(
