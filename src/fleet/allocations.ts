@@ -31,32 +31,30 @@ export async function allocate(
   opts: { includeOffline: boolean },
 ): Promise<Allocation | undefined> {
   const selector = [...fk.selector, ...wanted];
-  const now = new Date();
-  const [devices, taken] = await Promise.all([
-    ctx.store.fleet.listDevices({ accountId: fk.account.id, contains: containsPart(selector) }),
-    ctx.store.fleet.allocatedDevices(fk.account.id, now),
-  ]);
-  const candidates = devices.filter((d) => !taken.has(d.id) && matches(selector, allLabels(d)));
-  shuffle(candidates); // concurrent callers start on different phones instead of all on the first
-  for (const d of candidates) {
-    if (!opts.includeOffline && !(await onlineNode(ctx, d.id))) continue;
-    const at = new Date();
-    const a = await ctx.store.fleet.allocate({
-      id: newId('alloc'),
-      deviceId: d.id,
-      accountId: fk.account.id,
-      keyId: fk.key.id,
-      expiresAt: new Date(at.getTime() + ttlMs),
-      now: at,
-    });
-    if (a) return a;
+  // Rounds of random free candidates: concurrent callers start on different phones, and a
+  // phone lost to another caller (or offline) moves on to the next.
+  for (let round = 0; round < MAX_ROUNDS; round++) {
+    const batch = await ctx.store.fleet.freeDevices(fk.account.id, containsPart(selector), new Date(), BATCH);
+    const candidates = batch.filter((d) => matches(selector, allLabels(d)));
+    for (const d of candidates) {
+      if (!opts.includeOffline && !(await onlineNode(ctx, d.id))) continue;
+      const at = new Date();
+      const a = await ctx.store.fleet.allocate({
+        id: newId('alloc'),
+        deviceId: d.id,
+        accountId: fk.account.id,
+        keyId: fk.key.id,
+        expiresAt: new Date(at.getTime() + ttlMs),
+        now: at,
+      });
+      if (a) return a;
+    }
+    // Fewer than a batch: that was every free phone.
+    if (batch.length < BATCH) return undefined;
   }
   return undefined;
 }
 
-function shuffle<T>(a: T[]): void {
-  for (let i = a.length - 1; i > 0; i--) {
-    const j = Math.floor(Math.random() * (i + 1));
-    [a[i], a[j]] = [a[j], a[i]];
-  }
-}
+/** Candidates read per round, and rounds before giving up (a pool of mostly offline phones). */
+const BATCH = 32;
+const MAX_ROUNDS = 8;

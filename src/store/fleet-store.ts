@@ -180,6 +180,25 @@ export class KyselyFleetStore implements FleetStore {
     return rows[0] && toAllocation(rows[0]);
   }
 
+  async freeDevices(
+    accountId: string,
+    contains: Record<string, string>,
+    now: Date,
+    limit: number,
+  ): Promise<LabelledDevice[]> {
+    const rows = await this.db
+      .selectFrom('devices as d')
+      .leftJoin('allocations as a', (j) => j.onRef('a.device_id', '=', 'd.id').on('a.expires_at', '>', now))
+      .selectAll('d')
+      .where('d.account_id', '=', accountId)
+      .where('a.device_id', 'is', null)
+      .where(sql<boolean>`d.labels @> ${JSON.stringify(contains)}::jsonb`)
+      .orderBy(sql`random()`)
+      .limit(limit)
+      .execute();
+    return rows.map(toDevice);
+  }
+
   async allocationOfDevice(deviceId: string, now: Date): Promise<Allocation | undefined> {
     const r = await this.db
       .selectFrom('allocations')

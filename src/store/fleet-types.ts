@@ -84,6 +84,11 @@ export interface FleetStore {
     expiresAt: Date;
     now: Date;
   }): Promise<Allocation | undefined>;
+  /**
+   * Up to `limit` of the account's phones, in random order, whose labels contain `contains` and
+   * that nobody holds an unexpired allocation of: the candidates of an allocation.
+   */
+  freeDevices(accountId: string, contains: Record<string, string>, now: Date, limit: number): Promise<LabelledDevice[]>;
   /** The unexpired allocation of a phone. */
   allocationOfDevice(deviceId: string, now: Date): Promise<Allocation | undefined>;
   getAllocation(id: string, now: Date): Promise<Allocation | undefined>;
