@@ -6,7 +6,7 @@ import { FleetKeyLookup } from './keys.ts';
 import { deviceUrlSource, explainFleetKeyOnMcp } from './mcp-source.ts';
 import { registerApi } from './api/server.ts';
 import { ROUTES } from './api/routes.ts';
-import { trackActiveAllocations } from './metrics.ts';
+import { trackFleetGauges } from './metrics.ts';
 
 export const DEVICE_URL_PATTERN = '/mcp/devices/:deviceId';
 /** Default per-key budget of /api/v1 requests per minute (cluster-wide). */
@@ -24,7 +24,7 @@ export function fleetFeature(opts: { apiRequestsPerMinute?: number } = {}): Gate
       registerApi(app, ctx, keys, ROUTES, {
         requestsPerMinute: opts.apiRequestsPerMinute ?? API_REQUESTS_PER_MINUTE,
       });
-      trackActiveAllocations(() => ctx.store.fleet.countAllocations(new Date()));
+      trackFleetGauges(ctx.store);
     },
   };
 }

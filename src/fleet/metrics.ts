@@ -1,6 +1,7 @@
-// Fleet figures for operators (no per-phone or per-label values: bounded series).
+// Fleet figures for operators: no per-phone, per-key or per-label values (bounded series).
 import client from 'prom-client';
-import { registry } from '../metrics.ts';
+import { LATENCY_BUCKETS, registry } from '../metrics.ts';
+import type { Store } from '../store/index.ts';
 
 export const fleetMetrics = {
   allocations: new client.Counter({
@@ -11,8 +12,8 @@ export const fleetMetrics = {
   }),
   allocationWait: new client.Histogram({
     name: 'phonebridge_fleet_allocation_wait_seconds',
-    help: 'Time from an allocation request to the phone handed out',
-    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+    help: 'From an allocation request to the phone handed out (wait_s included)',
+    buckets: [...LATENCY_BUCKETS],
     registers: [registry],
   }),
   releases: new client.Counter({
@@ -20,23 +21,37 @@ export const fleetMetrics = {
     help: 'Allocations released by their holder',
     registers: [registry],
   }),
-  enrollments: new client.Counter({
-    name: 'phonebridge_fleet_enrollment_pairings_total',
-    help: 'Phones paired with an enrollment code',
-    registers: [registry],
-  }),
 };
 
-/** phonebridge_fleet_allocations_active: read from the store at scrape time (cluster-wide, same on every node). */
-export function trackActiveAllocations(count: () => Promise<number>): void {
-  if (registry.getSingleMetric('phonebridge_fleet_allocations_active'))
-    registry.removeSingleMetric('phonebridge_fleet_allocations_active');
+const GAUGES = ['phonebridge_fleet_allocations_active', 'phonebridge_fleet_enrollment_phones'];
+
+/**
+ * Read from the store at scrape time (cluster-wide: the same figures on every node):
+ * live allocations, and phones paired through enrollment codes.
+ */
+export function trackFleetGauges(store: Store): void {
+  for (const name of GAUGES) if (registry.getSingleMetric(name)) registry.removeSingleMetric(name);
   new client.Gauge({
-    name: 'phonebridge_fleet_allocations_active',
+    name: GAUGES[0],
     help: 'Unexpired allocations in the cluster (the same figure on every node)',
     registers: [registry],
     async collect() {
-      this.set(await count().catch(() => 0));
+      this.set(await store.fleet.countAllocations(new Date()).catch(() => 0));
+    },
+  });
+  new client.Gauge({
+    name: GAUGES[1],
+    help: 'Phones paired through enrollment codes, by the state of their code',
+    labelNames: ['state'] as const,
+    registers: [registry],
+    async collect() {
+      const list = await store.fleet.listEnrollments().catch(() => []);
+      const now = Date.now();
+      const by = { active: 0, ended: 0 };
+      for (const e of list)
+        by[!e.revokedAt && e.expiresAt.getTime() > now && e.used < e.maxPhones ? 'active' : 'ended'] += e.used;
+      this.set({ state: 'active' }, by.active);
+      this.set({ state: 'ended' }, by.ended);
     },
   });
 }

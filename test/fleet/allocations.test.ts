@@ -157,4 +157,16 @@ describe('allocations', () => {
     expect((await api(nodes.b.url, k3.token, 'GET', '/api/v1/allocations')).status).toBe(401);
     await releaseAll(k1.token);
   });
+
+  it('exposes fleet figures without per-phone labels on /metrics', async () => {
+    const held = await allocate(nodes.a.url, k1.token);
+    expect(held.status).toBe(201);
+    const text = await (await fetch(`http://127.0.0.1:${nodes.a.relay.node.adminPort}/metrics`)).text();
+    expect(text).toMatch(/phonebridge_fleet_allocation_requests_total\{outcome="allocated"\} [1-9]/);
+    expect(text).toMatch(/phonebridge_fleet_allocation_requests_total\{outcome="none_available"\} [1-9]/);
+    expect(text).toMatch(/phonebridge_fleet_allocations_active 1\n/);
+    expect(text).toContain('phonebridge_fleet_allocation_wait_seconds_bucket');
+    expect(text).not.toContain(held.json.device_id);
+    await releaseAll(k1.token);
+  });
 });
