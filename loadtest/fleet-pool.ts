@@ -20,7 +20,7 @@ import { SCOPES } from '../src/store/types.ts';
 
 const LOOPS = 200;
 /** Source addresses the enrollment spreads over (a handful of NATs; each is gated per address). */
-const ENROLL_ADDRESSES = 8;
+const ENROLL_ADDRESSES = 40;
 
 interface Reply {
   status: number;

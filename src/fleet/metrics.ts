@@ -23,6 +23,9 @@ export const fleetMetrics = {
   }),
 };
 
+// Both outcomes exist from the start (a scrape before the first allocation shows 0, not nothing).
+for (const outcome of ['allocated', 'none_available']) fleetMetrics.allocations.inc({ outcome }, 0);
+
 const GAUGES = ['phonebridge_fleet_allocations_active', 'phonebridge_fleet_enrollment_phones'];
 
 /**

@@ -54,17 +54,21 @@ async function pair(
   for (;;) {
     if ((await ctx.bus.hit(failKey, PAIR_FAILURE_WINDOW_MS)) <= PAIR_FAILURE_LIMIT) break;
     await ctx.bus.unhit(failKey).catch(() => {});
-    const confirmed = await ctx.bus.peek(badKey);
-    if (confirmed >= PAIR_FAILURE_LIMIT || Date.now() >= deadline || ex.aborted) {
-      metrics.pairAttempts.inc({ outcome: 'rate_limited' });
-      rateLimited.pair_failures.inc();
-      span?.setAttribute('phonebridge.pair.outcome', 'rate_limited');
-      if (span) markFailed(span, 'rate_limited');
-      return ex.error(429, 'rate_limited', 'too many failed pairing attempts from this address; try again later', {
-        'Retry-After': String(PAIR_FAILURE_WINDOW_MS / 1000),
-      });
+    // Wait until a slot looks free (a read, not a reservation: waiting attempts cost one
+    // counter read per poll), then try to take it again.
+    for (;;) {
+      if ((await ctx.bus.peek(badKey)) >= PAIR_FAILURE_LIMIT || Date.now() >= deadline || ex.aborted) {
+        metrics.pairAttempts.inc({ outcome: 'rate_limited' });
+        rateLimited.pair_failures.inc();
+        span?.setAttribute('phonebridge.pair.outcome', 'rate_limited');
+        if (span) markFailed(span, 'rate_limited');
+        return ex.error(429, 'rate_limited', 'too many failed pairing attempts from this address; try again later', {
+          'Retry-After': String(PAIR_FAILURE_WINDOW_MS / 1000),
+        });
+      }
+      await slotFreed(failKey);
+      if ((await ctx.bus.peek(failKey)) < PAIR_FAILURE_LIMIT) break;
     }
-    await slotFreed(failKey);
   }
   try {
     wrongCode = await redeem(ctx, ex, raw, span);
@@ -102,7 +106,7 @@ function wake(key: string): void {
 
 /** How long an attempt waits for a slot at the gate while the attempts ahead are unresolved. */
 const PAIR_GATE_WAIT_MS = 60_000;
-const PAIR_GATE_POLL_MS = 50;
+const PAIR_GATE_POLL_MS = 100;
 
 /** Answers the attempt; true when it was a wrong (or expired, or used) code. */
 async function redeem(ctx: GatewayContext, ex: Exchange, raw: Buffer, span: Span | undefined): Promise<boolean> {
