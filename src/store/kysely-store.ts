@@ -384,6 +384,7 @@ class KyselyStore implements Store {
   }): Promise<RedeemResult> {
     return this.redeemIn(input).catch((err) => {
       if (err instanceof EnrollmentLimit) return { ok: false, error: 'limit_reached' } as const;
+      if (err instanceof EnrollmentUsedUp) return { ok: false, error: 'bad_code' } as const;
       throw err;
     });
   }
@@ -705,6 +706,44 @@ async function redeemEnrollment(
   trx: Transaction<DB>,
   input: { codeHash: string; deviceId: string; publicKey: string; name: string; now: Date },
 ): Promise<RedeemResult> {
+  // Many phones of one code pair at once, so the code's row lock (taken by the counter's
+  // UPDATE) is held as briefly as possible: the checks and the insert come first, the counter
+  // last, and a code found used up then rolls everything back.
+  const code = await trx
+    .selectFrom('enrollments')
+    .select(['account_id', 'labels', 'name_prefix', 'code_hash', 'used', 'max_phones', 'revoked_at', 'expires_at'])
+    .where('code_hash', '=', input.codeHash)
+    .executeTakeFirst();
+  if (
+    !code ||
+    !sameSecret(code.code_hash, input.codeHash) ||
+    code.revoked_at !== null ||
+    code.expires_at.getTime() <= input.now.getTime() ||
+    code.used >= code.max_phones
+  )
+    return { ok: false, error: 'bad_code' };
+  const account = await trx
+    .selectFrom('accounts')
+    .select('max_devices')
+    .where('id', '=', code.account_id)
+    .executeTakeFirst();
+  if (!account) return { ok: false, error: 'bad_code' };
+  if (account.max_devices !== null) {
+    // Capped plans serialise on the account row, as one-phone codes do.
+    await trx.selectFrom('accounts').select('id').where('id', '=', code.account_id).forNoKeyUpdate().execute();
+    if ((await countDevices(trx, code.account_id)) >= account.max_devices) throw new EnrollmentLimit();
+  }
+  await trx
+    .insertInto('devices')
+    .values({
+      id: input.deviceId,
+      account_id: code.account_id,
+      name: input.name,
+      public_key: input.publicKey,
+      labels: JSON.stringify(code.labels ?? {}),
+      created_at: input.now,
+    })
+    .execute();
   const taken = await trx
     .updateTable('enrollments')
     .set((eb) => ({ used: eb('used', '+', 1) }))
@@ -712,35 +751,20 @@ async function redeemEnrollment(
     .where('revoked_at', 'is', null)
     .where('expires_at', '>', input.now)
     .whereRef('used', '<', 'max_phones')
-    .returning(['account_id', 'used', 'labels', 'name_prefix', 'code_hash'])
+    .returning('used')
     .executeTakeFirst();
-  if (!taken || !sameSecret(taken.code_hash, input.codeHash)) return { ok: false, error: 'bad_code' };
-  const account = await trx
-    .selectFrom('accounts')
-    .select('max_devices')
-    .where('id', '=', taken.account_id)
-    .forNoKeyUpdate()
-    .executeTakeFirst();
-  if (!account) return { ok: false, error: 'bad_code' };
-  if (account.max_devices !== null && (await countDevices(trx, taken.account_id)) >= account.max_devices) {
-    // Throwing rolls the counter back: the slot stays for a phone that fits the plan later.
-    throw new EnrollmentLimit();
-  }
+  // Used up (or revoked) since the read above: nothing of this attempt stays.
+  if (!taken) throw new EnrollmentUsedUp();
   const device = await trx
-    .insertInto('devices')
-    .values({
-      id: input.deviceId,
-      account_id: taken.account_id,
-      name: taken.name_prefix !== null ? `${taken.name_prefix}${taken.used}` : input.name,
-      public_key: input.publicKey,
-      labels: JSON.stringify(taken.labels ?? {}),
-      created_at: input.now,
-    })
+    .updateTable('devices')
+    .set({ name: code.name_prefix !== null ? `${code.name_prefix}${taken.used}` : input.name })
+    .where('id', '=', input.deviceId)
     .returningAll()
     .executeTakeFirstOrThrow();
   return { ok: true, device: toDevice(device) };
 }
 
+class EnrollmentUsedUp extends Error {}
 class EnrollmentLimit extends Error {}
 
 /** A new access token and refresh token for a grant, inside the caller's transaction. */
