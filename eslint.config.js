@@ -6,7 +6,18 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/', '.tools/', '.phonebridge/', '.tmp/', '.scratch/', 'dist/', 'coverage/'] },
+  {
+    ignores: [
+      'node_modules/',
+      '.tools/',
+      '.phonebridge/',
+      '.tmp/',
+      '.scratch/',
+      'dist/',
+      'coverage/',
+      'test/fleet/generated/',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

@@ -25,7 +25,8 @@ const SCENARIOS: Record<string, string> = {
   'id-restore': 'loadtest/id-restore.bench.ts',
   'cache-latency': 'loadtest/cache-latency.ts',
   'cluster-latency': 'loadtest/cluster-latency.ts',
-  fleet: 'loadtest/fleet-bench.ts',
+  fleet: 'loadtest/fleet-pool.ts',
+  'fleet-bench': 'loadtest/fleet-bench.ts',
   stalls: 'loadtest/stalls.ts',
 };
 

@@ -8,6 +8,10 @@ import { newId } from '../src/crypto/secrets.ts';
 import { readRelayInfo } from './relay-info.ts';
 import { DEFAULT_PLAN, normalizeEmail } from '../src/hosted/plans.ts';
 import { serve } from './serve.ts';
+import { LabelError, matches, parseLabelArgs, parseLabelList, parseSelector } from '../src/fleet/labels.ts';
+import { allLabels } from '../src/fleet/access.ts';
+import { createFleetKey } from '../src/fleet/keys.ts';
+import { createEnrollment, enrollmentJson, parseDuration } from '../src/fleet/enroll.ts';
 
 const USAGE = `phonebridge — relay MCP clients to phones
 
@@ -17,7 +21,11 @@ const USAGE = `phonebridge — relay MCP clients to phones
                     [--tls-cert F --tls-key F] [--allowed-origins a,b]
   phonebridge pair [--name N] [--account A] [--json]
   phonebridge keys create --device ID [--scopes a,b] [--json] | keys list [--json] | keys revoke ID
-  phonebridge devices list [--json] | devices remove ID
+  phonebridge keys create --fleet [--selector k=v,…] [--scopes a,b] [--account A] [--json]
+  phonebridge devices list [--selector k=v,…] [--json] | devices remove ID
+  phonebridge devices label ID k=v … [k-]
+  phonebridge enroll create --max-phones N --expires 7d [--labels k=v,…] [--name-prefix P] [--account A] --json
+  phonebridge enroll list [--json] | enroll revoke ID
   phonebridge accounts list [--json] | accounts create --email E [--phones N] [--keys N] [--json]
   phonebridge accounts plan ACCOUNT --phones N|unlimited --keys N|unlimited
   phonebridge accounts lock ACCOUNT | accounts unlock ACCOUNT     (ACCOUNT: an id or an email)
@@ -46,6 +54,8 @@ export async function main(argv: string[]): Promise<void> {
         return await devicesCommand(rest);
       case 'accounts':
         return await accountsCommand(rest);
+      case 'enroll':
+        return await enrollCommand(rest);
       case 'device':
         return await (await import('./device-run.ts')).deviceCommand(rest);
       case undefined:
@@ -64,6 +74,7 @@ export async function main(argv: string[]): Promise<void> {
     }
     if (
       err instanceof UsageError ||
+      err instanceof LabelError ||
       err instanceof DataDirBusyError ||
       (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')
     ) {
@@ -137,10 +148,36 @@ async function keysCommand(argv: string[]): Promise<void> {
   const { values, positionals } = parseArgs({
     args: rest,
     allowPositionals: true,
-    options: { ...STORE_FLAGS, device: { type: 'string' }, scopes: { type: 'string' }, json: { type: 'boolean' } },
+    options: {
+      ...STORE_FLAGS,
+      device: { type: 'string' },
+      scopes: { type: 'string' },
+      json: { type: 'boolean' },
+      fleet: { type: 'boolean' },
+      selector: { type: 'string' },
+      account: { type: 'string' },
+    },
   });
+  if (sub === 'create' && values.fleet) {
+    if (values.device) throw new UsageError('keys create: --fleet and --device exclude each other');
+    const scopes = parseScopes(values.scopes);
+    const key = await withStore(values, async (store) =>
+      createFleetKey(store, {
+        accountId: values.account ? await resolveAccount(store, values.account) : 'local',
+        selector: values.selector,
+        scopes,
+      }),
+    );
+    if (values.json) console.log(JSON.stringify(key));
+    else
+      console.log(
+        `fleet key ${key.id} for phones matching "${key.selector || '(all)'}" (${key.scopes.join(', ')})\n${key.token}\nUse it on /mcp/devices/<deviceId>. Shown once: store it now.`,
+      );
+    return;
+  }
   if (sub === 'create') {
-    if (!values.device) throw new UsageError('keys create needs --device ID');
+    if (values.selector) throw new UsageError('keys create: --selector needs --fleet');
+    if (!values.device) throw new UsageError('keys create needs --device ID (or --fleet)');
     const scopes = parseScopes(values.scopes);
     const key = await withStore(values, (store) => createKey(store, values.device!, scopes));
     if (values.json) console.log(JSON.stringify(key));
@@ -151,25 +188,43 @@ async function keysCommand(argv: string[]): Promise<void> {
     return;
   }
   if (sub === 'list') {
-    const tokens = await withStore(values, (store) =>
-      store.listTokens(values.device ? { deviceId: values.device } : undefined),
+    const [tokens, fleet] = await withStore(values, (store) =>
+      Promise.all([
+        store.listTokens(values.device ? { deviceId: values.device } : undefined),
+        values.device ? [] : store.fleet.listKeys(),
+      ]),
     );
-    const rows = tokens.map((t) => ({
-      id: t.id,
-      device_id: t.deviceId,
-      scopes: t.scopes,
-      via: t.via,
-      created_at: t.createdAt.toISOString(),
-      expires_at: t.expiresAt?.toISOString() ?? null,
-    }));
+    const rows: Array<Record<string, unknown> & { id: string; scopes: string[]; via: string; created_at: string }> =
+      tokens.map((t) => ({
+        id: t.id,
+        device_id: t.deviceId,
+        scopes: t.scopes,
+        via: t.via,
+        created_at: t.createdAt.toISOString(),
+        expires_at: t.expiresAt?.toISOString() ?? null,
+      }));
+    for (const k of fleet)
+      rows.push({
+        id: k.id,
+        fleet: true,
+        selector: k.selector,
+        account_id: k.accountId,
+        scopes: k.scopes,
+        via: 'fleet',
+        created_at: k.createdAt.toISOString(),
+      });
     if (values.json) console.log(JSON.stringify(rows));
-    else for (const r of rows) console.log(`${r.id}  ${r.device_id}  ${r.scopes.join(',')}  ${r.via}  ${r.created_at}`);
+    else
+      for (const r of rows)
+        console.log(
+          `${r.id}  ${r.via === 'fleet' ? `fleet "${String(r.selector) || '(all)'}"` : String(r.device_id)}  ${r.scopes.join(',')}  ${r.via}  ${r.created_at}`,
+        );
     return;
   }
   if (sub === 'revoke') {
     const id = positionals[0];
     if (!id) throw new UsageError('keys revoke needs a key id');
-    const ok = await withStore(values, (store) => store.revokeToken(id));
+    const ok = await withStore(values, async (store) => (await store.revokeToken(id)) || store.fleet.revokeKey(id));
     if (!ok) throw new Error(`no key "${id}"`);
     console.log(`revoked ${id}`);
     return;
@@ -182,19 +237,44 @@ async function devicesCommand(argv: string[]): Promise<void> {
   const { values, positionals } = parseArgs({
     args: rest,
     allowPositionals: true,
-    options: { ...STORE_FLAGS, json: { type: 'boolean' } },
+    options: { ...STORE_FLAGS, json: { type: 'boolean' }, selector: { type: 'string' } },
   });
   if (sub === 'list') {
-    const devices = await withStore(values, (store) => store.listDevices());
-    const rows = devices.map((d) => ({
-      id: d.id,
-      name: d.name,
-      account_id: d.accountId,
-      last_seen_at: d.lastSeenAt?.toISOString() ?? null,
-      created_at: d.createdAt.toISOString(),
-    }));
+    const selector = parseSelector(values.selector);
+    const devices = await withStore(values, (store) => store.fleet.listDevices({}));
+    const rows = devices
+      .filter((d) => matches(selector, allLabels(d)))
+      .map((d) => ({
+        id: d.id,
+        name: d.name,
+        account_id: d.accountId,
+        labels: allLabels(d),
+        last_seen_at: d.lastSeenAt?.toISOString() ?? null,
+        created_at: d.createdAt.toISOString(),
+      }));
     if (values.json) console.log(JSON.stringify(rows));
-    else for (const r of rows) console.log(`${r.id}  ${r.name}  last seen ${r.last_seen_at ?? 'never'}`);
+    else
+      for (const r of rows)
+        console.log(
+          `${r.id}  ${r.name}  last seen ${r.last_seen_at ?? 'never'}  ${Object.entries(r.labels)
+            .map(([k, v]) => `${k}=${v}`)
+            .join(',')}`,
+        );
+    return;
+  }
+  if (sub === 'label') {
+    const [id, ...args] = positionals;
+    if (!id) throw new UsageError('devices label needs a device id, then k=v to set or k- to remove');
+    const change = parseLabelArgs(args);
+    const labels = await withStore(values, (store) => store.fleet.updateLabels(id, change));
+    if (!labels) throw new Error(`no device "${id}"`);
+    if (values.json) console.log(JSON.stringify({ id, labels }));
+    else
+      console.log(
+        `${id}  ${Object.entries(labels)
+          .map(([k, v]) => `${k}=${v}`)
+          .join(',')}`,
+      );
     return;
   }
   if (sub === 'remove') {
@@ -205,7 +285,70 @@ async function devicesCommand(argv: string[]): Promise<void> {
     console.log(`removed ${id}`);
     return;
   }
-  throw new UsageError('devices: expected list or remove');
+  throw new UsageError('devices: expected list, label or remove');
+}
+
+async function enrollCommand(argv: string[]): Promise<void> {
+  const [sub, ...rest] = argv;
+  const { values, positionals } = parseArgs({
+    args: rest,
+    allowPositionals: true,
+    options: {
+      ...STORE_FLAGS,
+      'max-phones': { type: 'string' },
+      expires: { type: 'string' },
+      labels: { type: 'string' },
+      'name-prefix': { type: 'string' },
+      account: { type: 'string' },
+      json: { type: 'boolean' },
+      'public-url': { type: 'string' },
+    },
+  });
+  if (sub === 'create') {
+    const max = Number(values['max-phones']);
+    if (!values['max-phones'] || !Number.isInteger(max) || max < 1)
+      throw new UsageError('enroll create needs --max-phones N (a positive integer)');
+    if (!values.expires) throw new UsageError('enroll create needs --expires (e.g. 7d, 12h)');
+    const expiresMs = parseDuration(values.expires);
+    const labels = parseLabelList(values.labels);
+    const { dataDir } = storeOptions(values);
+    const info = readRelayInfo(dataDir);
+    const relay =
+      values['public-url'] ?? process.env.PHONEBRIDGE_PUBLIC_URL ?? info?.publicUrl ?? 'http://127.0.0.1:8080';
+    const e = await withStore(values, async (store) =>
+      createEnrollment(store, {
+        accountId: values.account ? await resolveAccount(store, values.account) : 'local',
+        maxPhones: max,
+        expiresMs,
+        labels,
+        namePrefix: values['name-prefix'] ?? null,
+        relay,
+        fp: info?.publicUrl === relay ? info.fingerprint : undefined,
+      }),
+    );
+    const out = { id: e.id, code: e.code, qr: e.qr };
+    if (values.json) console.log(JSON.stringify(out));
+    else
+      console.log(
+        `enrollment ${e.id}: up to ${max} phones until ${e.enrollment.expiresAt.toISOString()}\nQR payload (shown once): ${JSON.stringify(e.qr)}`,
+      );
+    return;
+  }
+  if (sub === 'list') {
+    const rows = (await withStore(values, (store) => store.fleet.listEnrollments())).map((e) => enrollmentJson(e));
+    if (values.json) console.log(JSON.stringify(rows));
+    else for (const r of rows) console.log(`${r.id}  ${r.used}/${r.max_phones}  ${r.state}  until ${r.expires_at}`);
+    return;
+  }
+  if (sub === 'revoke') {
+    const id = positionals[0];
+    if (!id) throw new UsageError('enroll revoke needs an enrollment id');
+    const ok = await withStore(values, (store) => store.fleet.revokeEnrollment(id, new Date()));
+    if (!ok) throw new Error(`no active enrollment "${id}"`);
+    console.log(`revoked ${id}`);
+    return;
+  }
+  throw new UsageError('enroll: expected create, list or revoke');
 }
 
 function capValue(flag: string, raw: string | undefined, dflt: number | null): number | null {

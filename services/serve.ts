@@ -7,6 +7,7 @@ import { BusUnavailableError, createBus, type Bus } from '../src/bus/index.ts';
 import { startGateway, type GatewayNode } from '../src/gateway/node.ts';
 import { writeRelayInfo } from './relay-info.ts';
 import { startRelayTracing, stopRelayTracing } from '../src/observability/tracing.ts';
+import { fleetFeature } from '../src/fleet/index.ts';
 
 export interface RunningRelay {
   node: GatewayNode;
@@ -37,7 +38,15 @@ export async function startRelay(
   }
   let node: GatewayNode;
   try {
-    node = await startGateway({ config, store: store.store, bus, log });
+    // The optional features this build serves (src/gateway/features.ts).
+    const apiPerMinute = Number(process.env.PHONEBRIDGE_API_REQUESTS_PER_MINUTE) || undefined;
+    node = await startGateway({
+      config,
+      store: store.store,
+      bus,
+      log,
+      features: [fleetFeature({ apiRequestsPerMinute: apiPerMinute })],
+    });
   } catch (err) {
     await bus.close();
     await store.close();

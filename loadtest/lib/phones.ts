@@ -38,11 +38,13 @@ export async function connectPhones(opts: {
   onClose?: LightPhoneOptions['onClose'];
   reconnectDelayMs?: LightPhoneOptions['reconnectDelayMs'];
   onReconnected?: LightPhoneOptions['onReconnected'];
+  /** The phones' key (already registered with their ids); default: a new one. */
+  keyPair?: { privateKeyPem: string; publicKeySpkiBase64: string };
   /** Stop connecting after this (performance.now()); the phones so far are kept. */
   until?: number;
   onProgress?(connected: number): void;
 }): Promise<Population> {
-  const pair = generateDeviceKey();
+  const pair = opts.keyPair ?? generateDeviceKey();
   const key = createPrivateKey(pair.privateKeyPem);
   const ids = await opts.relay.devices(opts.count, pair.publicKeySpkiBase64);
   // At most 4,000 phones per source address: each address gets ~28k ephemeral ports, and the

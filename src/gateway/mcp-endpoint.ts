@@ -44,6 +44,7 @@ import {
 } from '../metrics.ts';
 import type { SessionRecord } from '../bus/types.ts';
 import type { GatewayContext } from './context.ts';
+import { isRefusal, type CredentialSource, type McpMount, type Refusal } from './features.ts';
 import { matchesCredential } from './hub.ts';
 import { ExpiringMap } from '../bus/expiring-map.ts';
 import { endOnAnswer, tracingOn } from '../observability/tracing.ts';
@@ -108,15 +109,28 @@ const FOLLOW_POLL_MS = 200;
 const FOLLOW_GRACE_MS = 5_000;
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-export function registerMcpRoutes(app: TemplatedApp, ctx: GatewayContext): { close(): void } {
+export function registerMcpRoutes(app: TemplatedApp, ctx: GatewayContext): McpMount & { close(): void } {
   const endpoint = new McpEndpoint(ctx);
-  app.post('/mcp', (res, req) => endpoint.post(res, req));
-  app.get('/mcp', (res, req) => endpoint.get(res, req));
-  app.del('/mcp', (res, req) => endpoint.delete(res, req));
-  app.any('/mcp', (res) =>
-    new Exchange(res).error(405, 'method_not_allowed', 'use POST, GET or DELETE', { Allow: 'POST, GET, DELETE' }),
-  );
-  return endpoint;
+  const serve = (pattern: string, source?: CredentialSource<unknown>) => {
+    app.post(pattern, (res, req) => endpoint.post(res, req, source));
+    app.get(pattern, (res, req) => endpoint.get(res, req, source));
+    app.del(pattern, (res, req) => endpoint.delete(res, req, source));
+    app.any(pattern, (res) =>
+      new Exchange(res).error(405, 'method_not_allowed', 'use POST, GET or DELETE', { Allow: 'POST, GET, DELETE' }),
+    );
+  };
+  serve('/mcp');
+  return {
+    close: () => endpoint.close(),
+    mount: (pattern, source) => serve(pattern, source),
+    explainUnknownKey: (fn) => endpoint.explainers.push(fn),
+  };
+}
+
+/** A request on a mounted route (src/gateway/features.ts): its source and what it captured. */
+interface Bound {
+  source: CredentialSource<unknown>;
+  captured: unknown;
 }
 
 class McpEndpoint {
@@ -129,6 +143,10 @@ class McpEndpoint {
   private readonly inFlight = new Map<string, (() => void) | FastPost>();
 
   private readonly stateless: StatelessEndpoint;
+  /** Requests on mounted routes, by their copied headers (begin() binds them). */
+  private readonly bound = new WeakMap<McpHeaders, Bound>();
+  /** Features that can say why /mcp does not know a key (src/gateway/features.ts). */
+  readonly explainers: Array<(token: string) => Promise<Refusal | undefined>> = [];
 
   constructor(private readonly ctx: GatewayContext) {
     this.stateless = new StatelessEndpoint(ctx, (ex, cred, deviceId, msg, related, timeoutMs) =>
@@ -161,9 +179,14 @@ class McpEndpoint {
   }
 
   /** Synchronous prelude shared by every verb: copy headers, DNS-rebinding check. */
-  private begin(res: HttpResponse, req: HttpRequest): { ex: Exchange; h: McpHeaders } | undefined {
+  private begin(
+    res: HttpResponse,
+    req: HttpRequest,
+    source?: CredentialSource<unknown>,
+  ): { ex: Exchange; h: McpHeaders } | undefined {
     const ex = new Exchange(res);
     const h = collectHeaders(req, this.ctx.config.trustProxy);
+    if (source) this.bound.set(h, { source, captured: source.capture(req) });
     if (tracingOn) noteHttpRequest(ex, req, h);
     if (h.origin && !this.allowedOrigins.has(h.origin)) {
       ex.error(403, 'forbidden_origin', 'this Origin may not call the relay');
@@ -175,8 +198,18 @@ class McpEndpoint {
   private async authenticate(ex: Exchange, h: McpHeaders): Promise<Credential | undefined> {
     let cred: Credential | undefined;
     try {
+      const bound = this.bound.get(h);
+      const token = presentedToken(h);
       // Known keys are answered from the node's cache, so traffic goes on while Postgres is away.
-      cred = await this.ctx.auth.authenticate(presentedToken(h));
+      const found = bound
+        ? await bound.source.resolve(token, bound.captured)
+        : ((await this.ctx.auth.authenticate(token)) ?? (token ? await this.explain(token) : undefined));
+      if (isRefusal(found)) {
+        clientAuthFailures.invalid.inc();
+        ex.error(found.status, found.code, found.message);
+        return undefined;
+      }
+      cred = found;
     } catch (err) {
       clientAuthFailures.store_unavailable.inc();
       this.ctx.log.warn({ err: String(err) }, 'auth: store unavailable');
@@ -200,6 +233,15 @@ class McpEndpoint {
     return cred;
   }
 
+  /** The first refusal a feature gives for a key /mcp does not know. */
+  private async explain(token: string): Promise<Refusal | undefined> {
+    for (const fn of this.explainers) {
+      const r = await fn(token);
+      if (r) return r;
+    }
+    return undefined;
+  }
+
   /** The caller's live session, or a 400/404 already sent. */
   private async session(ex: Exchange, h: McpHeaders, cred: Credential): Promise<SessionRecord | undefined> {
     const id = h['mcp-session-id'];
@@ -212,8 +254,9 @@ class McpEndpoint {
       return undefined;
     }
     const s = await this.touchSession(id);
-    // A session belongs to the credential that created it; anyone else sees "not found".
-    if (!s || s.tokenId !== cred.token.id) {
+    // A session belongs to the credential that created it, for the phone it was made for (one
+    // fleet key holds sessions with many phones: src/gateway/features.ts); anyone else sees "not found".
+    if (!s || s.tokenId !== cred.token.id || s.deviceId !== cred.token.deviceId) {
       ex.send(404, JSON_HEADERS, errorResponse(null, { code: -32001, message: 'Session not found' }));
       return undefined;
     }
@@ -267,13 +310,14 @@ class McpEndpoint {
     this.recentSessions.close();
   }
 
-  post(res: HttpResponse, req: HttpRequest): void {
-    const begun = this.begin(res, req);
+  post(res: HttpResponse, req: HttpRequest, source?: CredentialSource<unknown>): void {
+    const begun = this.begin(res, req, source);
     if (!begun) return;
     const { ex, h } = begun;
     // The common call, from a key in the cache: read the body into an object, then straight on
-    // (fastPost), or the general path below with the body read.
-    const cred = this.ctx.auth.cached(presentedToken(h));
+    // (fastPost), or the general path below with the body read. Mounted routes resolve their
+    // own credentials, on the general path.
+    const cred = source ? undefined : this.ctx.auth.cached(presentedToken(h));
     // With tracing on, every request takes the general path: its SERVER span and the trace
     // context written into the forwarded request live there (docs/decisions/0110-tracing-off-by-default-explicit-context.md).
     if (
@@ -715,10 +759,11 @@ class McpEndpoint {
   private withSession(
     res: HttpResponse,
     req: HttpRequest,
+    source: CredentialSource<unknown> | undefined,
     handle: (ex: Exchange, h: McpHeaders, session: SessionRecord) => Promise<void>,
     check?: (ex: Exchange, h: McpHeaders) => boolean,
   ): void {
-    const begun = this.begin(res, req);
+    const begun = this.begin(res, req, source);
     if (!begun) return;
     const { ex, h } = begun;
     if (classifyEra(h, undefined) === 'stateless') return this.statelessMethodNotAllowed(ex);
@@ -732,10 +777,11 @@ class McpEndpoint {
     })().catch((err) => this.fail(ex, err));
   }
 
-  get(res: HttpResponse, req: HttpRequest): void {
+  get(res: HttpResponse, req: HttpRequest, source?: CredentialSource<unknown>): void {
     this.withSession(
       res,
       req,
+      source,
       (ex, h, session) => this.openStream(ex, h, session),
       (ex, h) => {
         if ((h.accept ?? '').includes('text/event-stream')) return true;
@@ -863,8 +909,8 @@ class McpEndpoint {
     sse.end();
   }
 
-  delete(res: HttpResponse, req: HttpRequest): void {
-    this.withSession(res, req, async (ex, _h, session) => {
+  delete(res: HttpResponse, req: HttpRequest, source?: CredentialSource<unknown>): void {
+    this.withSession(res, req, source, async (ex, _h, session) => {
       await this.ctx.bus.sessions.delete(session.id);
       this.recentSessions.delete(session.id);
       // Every node drops its lease on the session (docs/decisions/0133-session-leases.md) and

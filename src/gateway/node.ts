@@ -28,6 +28,7 @@ import { registerHostedRoutes } from '../hosted/index.ts';
 import { CLOSE, type DeviceConnection } from './device-connection.ts';
 import { Router } from './router.ts';
 import type { GatewayContext } from './context.ts';
+import type { GatewayFeature, StartedFeature } from './features.ts';
 
 export interface GatewayNode {
   ctx: GatewayContext;
@@ -46,6 +47,8 @@ export async function startGateway(opts: {
   store: Store;
   bus: Bus;
   log: Logger;
+  /** Optional features, started in order with the node's routes (src/gateway/features.ts). */
+  features?: readonly GatewayFeature[];
 }): Promise<GatewayNode> {
   const { config, store, bus, log } = opts;
   const hub = new Hub(bus);
@@ -92,6 +95,11 @@ export async function startGateway(opts: {
   app.ws('/device/ws', deviceSocketBehavior(ctx));
   const mcp = registerMcpRoutes(routes, ctx);
   if (config.hosted) registerHostedRoutes(routes, ctx);
+  const started: StartedFeature[] = [];
+  for (const f of opts.features ?? []) {
+    const s = f.start({ app: routes, ctx, mcp });
+    if (s) started.push(s);
+  }
   routes.any('/*', (res) => new Exchange(res).error(404, 'not_found', 'no such endpoint'));
 
   const admin = uws.App();
@@ -124,6 +132,7 @@ export async function startGateway(opts: {
     journal.stop();
     untrack();
     ctx.router.close();
+    for (const s of started) await s.close();
     throw err;
   }
   const port = uws.us_socket_local_port(listenSocket);
@@ -226,6 +235,7 @@ export async function startGateway(opts: {
       journal.stop();
       untrack();
       mcp.close();
+      for (const s of started) await s.close();
       hub.close();
       ctx.router.close();
       if (!ctx.state.draining) {

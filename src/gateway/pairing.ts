@@ -1,7 +1,8 @@
 // POST /pair: a phone redeems a pairing code with its public key.
 // Wrong, expired and used codes look the same (403 bad_code); the sixth failure within
 // ten minutes from one address is a 429 before the code is even looked at — also when the
-// attempts arrive at once, on any number of nodes.
+// attempts arrive at once, on any number of nodes. Good pairings in flight are not failures:
+// attempts beyond them wait for a slot rather than being refused.
 import type { HttpRequest, HttpResponse } from '../uws.ts';
 import { clientAddress, Exchange, BodyTooLarge } from './http.ts';
 import { hashPairingCode, newId, normalizePairingCode } from '../crypto/secrets.ts';
@@ -41,25 +42,71 @@ async function pair(
 ): Promise<void> {
   const raw = await bodyP;
   const failKey = `pairfail:${ip}`;
+  const badKey = `pairbad:${ip}`;
   // Counted as a failure before the code is looked at, in one atomic step on the bus: of any
   // number of concurrent attempts, at most PAIR_FAILURE_LIMIT get past here on any node.
-  // Whatever turns out not to be a wrong code is taken back.
+  // Whatever turns out not to be a wrong code is taken back. An attempt that finds the gate
+  // full while fewer than PAIR_FAILURE_LIMIT failures are confirmed waits for a slot instead
+  // of failing: the attempts ahead of it may be good pairings (a rack enrolling many phones
+  // behind one address, docs/decisions/0173-enrollment.md), which give their slot back.
   let wrongCode = false;
-  try {
-    if ((await ctx.bus.hit(failKey, PAIR_FAILURE_WINDOW_MS)) > PAIR_FAILURE_LIMIT) {
-      metrics.pairAttempts.inc({ outcome: 'rate_limited' });
-      rateLimited.pair_failures.inc();
-      span?.setAttribute('phonebridge.pair.outcome', 'rate_limited');
-      if (span) markFailed(span, 'rate_limited');
-      return ex.error(429, 'rate_limited', 'too many failed pairing attempts from this address; try again later', {
-        'Retry-After': String(PAIR_FAILURE_WINDOW_MS / 1000),
-      });
+  const deadline = Date.now() + PAIR_GATE_WAIT_MS;
+  for (;;) {
+    if ((await ctx.bus.hit(failKey, PAIR_FAILURE_WINDOW_MS)) <= PAIR_FAILURE_LIMIT) break;
+    await ctx.bus.unhit(failKey).catch(() => {});
+    // Wait until a slot looks free (a read, not a reservation: waiting attempts cost one
+    // counter read per poll), then try to take it again.
+    for (;;) {
+      if ((await ctx.bus.peek(badKey)) >= PAIR_FAILURE_LIMIT || Date.now() >= deadline || ex.aborted) {
+        metrics.pairAttempts.inc({ outcome: 'rate_limited' });
+        rateLimited.pair_failures.inc();
+        span?.setAttribute('phonebridge.pair.outcome', 'rate_limited');
+        if (span) markFailed(span, 'rate_limited');
+        return ex.error(429, 'rate_limited', 'too many failed pairing attempts from this address; try again later', {
+          'Retry-After': String(PAIR_FAILURE_WINDOW_MS / 1000),
+        });
+      }
+      await slotFreed(failKey);
+      if ((await ctx.bus.peek(failKey)) < PAIR_FAILURE_LIMIT) break;
     }
+  }
+  try {
     wrongCode = await redeem(ctx, ex, raw, span);
   } finally {
     if (!wrongCode) await ctx.bus.unhit(failKey).catch(() => {});
+    else await ctx.bus.hit(badKey, PAIR_FAILURE_WINDOW_MS).catch(() => {});
+    wake(failKey);
   }
 }
+
+// Attempts waiting at the gate on this node are woken when one here resolves; those whose
+// slots free up on another node find out by polling.
+const gateWaiters = new Map<string, Set<() => void>>();
+
+function slotFreed(key: string): Promise<void> {
+  return new Promise((resolve) => {
+    let set = gateWaiters.get(key);
+    if (!set) gateWaiters.set(key, (set = new Set()));
+    const done = () => {
+      clearTimeout(timer);
+      set.delete(done);
+      if (set.size === 0 && gateWaiters.get(key) === set) gateWaiters.delete(key);
+      resolve();
+    };
+    const timer = setTimeout(done, PAIR_GATE_POLL_MS + Math.random() * PAIR_GATE_POLL_MS);
+    set.add(done);
+  });
+}
+
+/** One waiter per freed slot (the others keep waiting, or poll). */
+function wake(key: string): void {
+  const first = gateWaiters.get(key)?.values().next().value;
+  first?.();
+}
+
+/** How long an attempt waits for a slot at the gate while the attempts ahead are unresolved. */
+const PAIR_GATE_WAIT_MS = 60_000;
+const PAIR_GATE_POLL_MS = 100;
 
 /** Answers the attempt; true when it was a wrong (or expired, or used) code. */
 async function redeem(ctx: GatewayContext, ex: Exchange, raw: Buffer, span: Span | undefined): Promise<boolean> {

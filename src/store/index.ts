@@ -55,3 +55,4 @@ export async function openStore(options: OpenDatabaseOptions & CreateStoreOption
       })()),
   };
 }
+export * from './fleet-types.ts';

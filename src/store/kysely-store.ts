@@ -6,6 +6,8 @@ import type { DatabaseSource } from './database/types.ts';
 import { migrate, readSchemaVersion } from './migrations/index.ts';
 import type { AccountsTable, DB, DevicesTable, TokensTable } from './schema.ts';
 import { observeStoreQuery } from '../metrics.ts';
+import { KyselyFleetStore, keysInUse } from './fleet-store.ts';
+import type { FleetStore } from './fleet-types.ts';
 import type {
   Account,
   AuthorizationCode,
@@ -82,10 +84,14 @@ async function countDevices(trx: Transaction<DB>, accountId: string): Promise<nu
 }
 
 class KyselyStore implements Store {
+  readonly fleet: FleetStore;
+
   constructor(
     private readonly db: Kysely<DB>,
     readonly schemaVersion: number,
-  ) {}
+  ) {
+    this.fleet = new KyselyFleetStore(db);
+  }
 
   async ensureAccount(id: string, limits?: { maxDevices?: number | null; maxKeys?: number | null }): Promise<Account> {
     // Insert if absent. Limits passed explicitly are applied to an existing account too, so
@@ -376,6 +382,20 @@ class KyselyStore implements Store {
     name: string;
     now: Date;
   }): Promise<RedeemResult> {
+    return this.redeemIn(input).catch((err) => {
+      if (err instanceof EnrollmentLimit) return { ok: false, error: 'limit_reached' } as const;
+      if (err instanceof EnrollmentUsedUp) return { ok: false, error: 'bad_code' } as const;
+      throw err;
+    });
+  }
+
+  private redeemIn(input: {
+    codeHash: string;
+    deviceId: string;
+    publicKey: string;
+    name: string;
+    now: Date;
+  }): Promise<RedeemResult> {
     return this.db.transaction().execute(async (trx): Promise<RedeemResult> => {
       // FOR UPDATE: of two concurrent redemptions, the second waits here and then sees used_at set.
       const code = await trx
@@ -384,8 +404,10 @@ class KyselyStore implements Store {
         .where('code_hash', '=', input.codeHash)
         .forUpdate()
         .executeTakeFirst();
+      // Not a one-phone code: perhaps an enrollment code, which pairs up to N phones.
+      if (!code) return redeemEnrollment(trx, input);
       // Wrong, used and expired all look the same to the caller (no oracle).
-      if (!code || !sameSecret(code.code_hash, input.codeHash)) return { ok: false, error: 'bad_code' };
+      if (!sameSecret(code.code_hash, input.codeHash)) return { ok: false, error: 'bad_code' };
       if (code.used_at !== null || code.expires_at.getTime() <= input.now.getTime())
         return { ok: false, error: 'bad_code' };
       // Lock the account row so two different codes of one account cannot both take the last slot.
@@ -538,16 +560,9 @@ class KyselyStore implements Store {
       if (!device) return { ok: false, error: 'no_device' };
       // The plan caps API keys. OAuth access tokens are minted on every refresh, so counting them
       // would exhaust the cap by normal use; the OAuth grant itself is bounded by the phones.
+      // Fleet keys count too (docs/decisions/0170-fleet-model.md).
       if (input.via === 'key' && account.max_keys !== null) {
-        const now = new Date();
-        const r = await trx
-          .selectFrom('tokens')
-          .select((eb) => eb.fn.countAll<string>().as('n'))
-          .where('account_id', '=', input.accountId)
-          .where('via', '=', 'key')
-          .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', now)]))
-          .executeTakeFirstOrThrow();
-        if (Number(r.n) >= account.max_keys) return { ok: false, error: 'limit_reached' };
+        if ((await keysInUse(trx, input.accountId)) >= account.max_keys) return { ok: false, error: 'limit_reached' };
       }
       const row = await trx
         .insertInto('tokens')
@@ -680,6 +695,77 @@ export async function createStore(source: DatabaseSource, options: CreateStoreOp
     throw err;
   }
 }
+
+/**
+ * One phone of an enrollment code (docs/decisions/0173-enrollment.md): the code's counter is
+ * taken in one conditional UPDATE (so N is never exceeded under any concurrency), the plan cap
+ * checked under the account lock, and the phone inserted named `<prefix><counter>` with the
+ * code's labels. Revoked, expired, used-up and unknown codes are all bad_code.
+ */
+async function redeemEnrollment(
+  trx: Transaction<DB>,
+  input: { codeHash: string; deviceId: string; publicKey: string; name: string; now: Date },
+): Promise<RedeemResult> {
+  // Many phones of one code pair at once, so the code's row lock (taken by the counter's
+  // UPDATE) is held as briefly as possible: the checks and the insert come first, the counter
+  // last, and a code found used up then rolls everything back.
+  const code = await trx
+    .selectFrom('enrollments')
+    .select(['account_id', 'labels', 'name_prefix', 'code_hash', 'used', 'max_phones', 'revoked_at', 'expires_at'])
+    .where('code_hash', '=', input.codeHash)
+    .executeTakeFirst();
+  if (
+    !code ||
+    !sameSecret(code.code_hash, input.codeHash) ||
+    code.revoked_at !== null ||
+    code.expires_at.getTime() <= input.now.getTime() ||
+    code.used >= code.max_phones
+  )
+    return { ok: false, error: 'bad_code' };
+  const account = await trx
+    .selectFrom('accounts')
+    .select('max_devices')
+    .where('id', '=', code.account_id)
+    .executeTakeFirst();
+  if (!account) return { ok: false, error: 'bad_code' };
+  if (account.max_devices !== null) {
+    // Capped plans serialise on the account row, as one-phone codes do.
+    await trx.selectFrom('accounts').select('id').where('id', '=', code.account_id).forNoKeyUpdate().execute();
+    if ((await countDevices(trx, code.account_id)) >= account.max_devices) throw new EnrollmentLimit();
+  }
+  await trx
+    .insertInto('devices')
+    .values({
+      id: input.deviceId,
+      account_id: code.account_id,
+      name: input.name,
+      public_key: input.publicKey,
+      labels: JSON.stringify(code.labels ?? {}),
+      created_at: input.now,
+    })
+    .execute();
+  const taken = await trx
+    .updateTable('enrollments')
+    .set((eb) => ({ used: eb('used', '+', 1) }))
+    .where('code_hash', '=', input.codeHash)
+    .where('revoked_at', 'is', null)
+    .where('expires_at', '>', input.now)
+    .whereRef('used', '<', 'max_phones')
+    .returning('used')
+    .executeTakeFirst();
+  // Used up (or revoked) since the read above: nothing of this attempt stays.
+  if (!taken) throw new EnrollmentUsedUp();
+  const device = await trx
+    .updateTable('devices')
+    .set({ name: code.name_prefix !== null ? `${code.name_prefix}${taken.used}` : input.name })
+    .where('id', '=', input.deviceId)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  return { ok: true, device: toDevice(device) };
+}
+
+class EnrollmentUsedUp extends Error {}
+class EnrollmentLimit extends Error {}
 
 /** A new access token and refresh token for a grant, inside the caller's transaction. */
 async function mintPair(

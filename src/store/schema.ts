@@ -22,6 +22,8 @@ export interface DevicesTable {
   /** jsonb: pg parses it on read; we write JSON text so arrays are not mistaken for Postgres arrays. */
   init_result: ColumnType<unknown, string | null | undefined, string | null>;
   last_seen_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  /** jsonb object of hand-set labels (migration 004); written as JSON text. */
+  labels: ColumnType<Record<string, string>, string | undefined, string>;
   created_at: ColumnType<Date, Date | undefined, never>;
 }
 
@@ -118,6 +120,39 @@ export interface OAuthRefreshTokensTable {
   created_at: ColumnType<Date, Date | undefined, never>;
 }
 
+export interface FleetKeysTable {
+  id: string;
+  account_id: string;
+  /** SHA-256 of the key (hex). */
+  hash: string;
+  scopes: ColumnType<string[], string[], string[]>;
+  selector: string;
+  created_at: ColumnType<Date, Date | undefined, never>;
+}
+
+export interface AllocationsTable {
+  id: string;
+  device_id: string;
+  account_id: string;
+  key_id: string;
+  expires_at: Timestamp;
+  created_at: ColumnType<Date, Date | undefined, Date>;
+}
+
+export interface EnrollmentsTable {
+  id: string;
+  account_id: string;
+  /** Hash of the normalised code, like pairing_codes. */
+  code_hash: string;
+  max_phones: number;
+  used: Generated<number>;
+  labels: ColumnType<Record<string, string>, string | undefined, string>;
+  name_prefix: string | null;
+  expires_at: Timestamp;
+  revoked_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  created_at: ColumnType<Date, Date | undefined, never>;
+}
+
 export interface DB {
   accounts: AccountsTable;
   devices: DevicesTable;
@@ -131,4 +166,7 @@ export interface DB {
   oauth_grants: OAuthGrantsTable;
   oauth_codes: OAuthCodesTable;
   oauth_refresh_tokens: OAuthRefreshTokensTable;
+  fleet_keys: FleetKeysTable;
+  allocations: AllocationsTable;
+  enrollments: EnrollmentsTable;
 }

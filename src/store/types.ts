@@ -2,6 +2,8 @@
 // or the embedded PGlite served on a Unix socket in the data dir
 // (docs/decisions/0011-embedded-store-over-unix-socket.md).
 
+import type { FleetStore } from './fleet-types.ts';
+
 export const SCOPES = ['devices:read', 'devices:act', 'devices:lease', 'runs:start'] as const;
 export type Scope = (typeof SCOPES)[number];
 
@@ -103,6 +105,8 @@ export type CreateTokenResult = { ok: true; token: Token } | { ok: false; error:
 export interface Store {
   /** Runs migrations if the schema is older; throws SchemaTooNewError if newer. */
   readonly schemaVersion: number;
+  /** Labels, fleet keys, allocations and enrollment codes (src/store/fleet-types.ts). */
+  readonly fleet: FleetStore;
 
   ensureAccount(id: string, limits?: { maxDevices?: number | null; maxKeys?: number | null }): Promise<Account>;
   getAccount(id: string): Promise<Account | undefined>;

@@ -1,0 +1,51 @@
+// The /api/v1 route table: each route names the zod schemas its handler validates with, and the
+// OpenAPI document (openapi.ts) is generated from the same table, so the two cannot drift
+// (docs/decisions/0175-api-v1.md).
+import { z } from 'zod';
+
+export type Method = 'get' | 'post' | 'patch' | 'delete';
+
+/** A JSON error with a stable code (`{"error": code, "message": …}`), the relay's HTTP error shape. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+  }
+}
+
+export const ErrorBody = z
+  .object({ error: z.string().describe('A stable machine-readable code'), message: z.string() })
+  .meta({ id: 'Error' });
+
+export interface RouteSpec<P extends z.ZodType, Q extends z.ZodType, B extends z.ZodType, R extends z.ZodType> {
+  method: Method;
+  /** OpenAPI form: /api/v1/devices/{id}; the uWS pattern is derived (`:id`). */
+  path: string;
+  operationId: string;
+  summary: string;
+  params?: P;
+  query?: Q;
+  body?: B;
+  status: number;
+  response?: R;
+  /** Error codes this route can answer besides the common ones (unauthorized, rate_limited, bad_request). */
+  errors?: Record<number, string>;
+}
+
+export interface Route<P = unknown, Q = unknown, B = unknown> {
+  spec: RouteSpec<z.ZodType, z.ZodType, z.ZodType, z.ZodType>;
+  handle(input: { params: P; query: Q; body: B }, caller: unknown): Promise<unknown>;
+}
+
+/** Parses with a schema or throws a 400 naming the first problem. */
+export function parseOr400<T extends z.ZodType>(schema: T, value: unknown, where: string): z.infer<T> {
+  const r = schema.safeParse(value);
+  if (r.success) return r.data;
+  const issue = r.error.issues[0];
+  const path = issue.path.length ? `${where}.${issue.path.join('.')}` : where;
+  throw new ApiError(400, 'bad_request', `${path}: ${issue.message}`);
+}

@@ -1,0 +1,564 @@
+// /api/v1's routes: schemas (the same ones the OpenAPI document is made of) and handlers.
+import { z } from 'zod';
+import { newApiToken, newId, sha256Hex } from '../../crypto/secrets.ts';
+import { SCOPES, type LabelledDevice, type Scope } from '../../store/index.ts';
+import type { GatewayContext } from '../../gateway/context.ts';
+import { ApiError, type Method } from './route.ts';
+import {
+  factLabels,
+  formatSelector,
+  LabelError,
+  matches,
+  parseSelector,
+  selectorFromObject,
+  validateLabels,
+  isFactKey,
+} from '../labels.ts';
+import { allLabels } from '../access.ts';
+import { allocate, containsPart, onlineNode } from '../allocations.ts';
+import type { ResolvedFleetKey } from '../keys.ts';
+import { createEnrollment, enrollmentJson, MAX_ENROLL_PHONES } from '../enroll.ts';
+import { fleetMetrics } from '../metrics.ts';
+
+const Id = z.object({ id: z.string().min(1).max(200) });
+const ScopeEnum = z.enum(SCOPES);
+const LabelMap = z.record(z.string(), z.string()).meta({ id: 'Labels', description: 'key=value labels' });
+
+const Device = z
+  .object({
+    id: z.string(),
+    name: z.string(),
+    labels: LabelMap.describe('Hand-set labels'),
+    facts: LabelMap.describe('The phone’s own facts (phonebridge.dev/…), read-only'),
+    online: z.boolean(),
+    node: z.string().nullable().describe('The relay node holding the phone’s socket'),
+    allocated: z.boolean(),
+    app_version: z.string().nullable(),
+    last_seen_at: z.string().nullable(),
+    created_at: z.string(),
+  })
+  .meta({ id: 'Device' });
+
+const DeviceList = z.object({ items: z.array(Device), next_cursor: z.string().nullable() }).meta({ id: 'DeviceList' });
+
+const ListQuery = z.object({
+  selector: z.string().max(2000).optional().describe('k=v,k!=v,k in (a,b),k notin (a,b),k,!k'),
+  cursor: z.string().max(400).optional(),
+  limit: z.coerce.number().int().min(1).max(500).default(100),
+});
+
+const LabelsPatch = z
+  .object({
+    labels: z
+      .record(z.string(), z.string().nullable())
+      .describe('A value sets the label, null removes it (JSON merge patch)'),
+  })
+  .meta({ id: 'LabelsPatch' });
+
+const AllocationRequest = z
+  .object({
+    selector: z.record(z.string(), z.string()).default({}).describe('Labels the phone must have (all of them)'),
+    ttl_s: z.number().int().min(5).max(86_400),
+    include_offline: z.boolean().default(false).describe('Also hand out phones that are not connected'),
+    wait_s: z.number().min(0).max(60).default(0).describe('Wait up to this long for a phone to become free'),
+  })
+  .meta({ id: 'AllocationRequest' });
+
+const Allocation = z
+  .object({ id: z.string(), device_id: z.string(), mcp_url: z.string(), expires_at: z.string() })
+  .meta({ id: 'Allocation' });
+
+const Renew = z.object({ ttl_s: z.number().int().min(5).max(86_400).optional() }).meta({ id: 'RenewRequest' });
+
+const KeyCreate = z
+  .object({ device_id: z.string().min(1), scopes: z.array(ScopeEnum).min(1).optional() })
+  .meta({ id: 'KeyCreate' });
+const Key = z
+  .object({
+    id: z.string(),
+    kind: z.enum(['device', 'fleet']),
+    device_id: z.string().nullable(),
+    selector: z.string().nullable(),
+    scopes: z.array(ScopeEnum),
+    created_at: z.string(),
+  })
+  .meta({ id: 'Key' });
+const KeyCreated = z
+  .object({ id: z.string(), token: z.string(), device_id: z.string(), scopes: z.array(ScopeEnum) })
+  .meta({ id: 'KeyCreated' });
+
+const EnrollmentCreate = z
+  .object({
+    max_phones: z.number().int().min(1).max(MAX_ENROLL_PHONES),
+    expires_s: z
+      .number()
+      .int()
+      .min(60)
+      .max(365 * 86_400),
+    labels: z.record(z.string(), z.string()).default({}),
+    name_prefix: z.string().max(40).optional(),
+  })
+  .meta({ id: 'EnrollmentCreate' });
+const Enrollment = z
+  .object({
+    id: z.string(),
+    account_id: z.string(),
+    max_phones: z.number().int(),
+    used: z.number().int(),
+    labels: LabelMap,
+    name_prefix: z.string().nullable(),
+    expires_at: z.string(),
+    state: z.enum(['active', 'expired', 'used_up', 'revoked']),
+  })
+  .meta({ id: 'Enrollment' });
+const EnrollmentCreated = z
+  .object({
+    id: z.string(),
+    code: z.string().describe('Shown once'),
+    qr: z.object({ v: z.literal(1), relay: z.string(), code: z.string(), fp: z.string().optional() }),
+  })
+  .meta({ id: 'EnrollmentCreated' });
+
+export interface ApiRoute {
+  method: Method;
+  path: string;
+  operationId: string;
+  summary: string;
+  params?: z.ZodType;
+  query?: z.ZodType;
+  body?: z.ZodType;
+  status: number;
+  response?: z.ZodType;
+  errors: string[];
+  handle(
+    ctx: GatewayContext,
+    fk: ResolvedFleetKey,
+    input: { params: unknown; query: unknown; body: unknown },
+  ): Promise<unknown>;
+}
+
+type In<T> = T extends z.ZodType ? z.output<T> : Record<string, never>;
+
+/** A route whose handler is typed by its own schemas (what they parsed is what it gets). */
+function route<
+  P extends z.ZodType | undefined = undefined,
+  Q extends z.ZodType | undefined = undefined,
+  B extends z.ZodType | undefined = undefined,
+>(
+  r: Omit<ApiRoute, 'handle' | 'params' | 'query' | 'body'> & {
+    params?: P;
+    query?: Q;
+    body?: B;
+    handle(
+      ctx: GatewayContext,
+      fk: ResolvedFleetKey,
+      input: { params: In<P>; query: In<Q>; body: In<B> },
+    ): Promise<unknown>;
+  },
+): ApiRoute {
+  return r;
+}
+
+function needScope(fk: ResolvedFleetKey, scope: Scope): void {
+  if (!fk.key.scopes.includes(scope))
+    throw new ApiError(403, 'insufficient_scope', `this fleet key lacks the ${scope} scope`);
+}
+
+function needAccountWide(fk: ResolvedFleetKey, what: string): void {
+  if (fk.selector.length > 0)
+    throw new ApiError(
+      403,
+      'account_key_required',
+      `${what} needs a fleet key without a selector (it reaches the whole account)`,
+    );
+}
+
+function selectorOr400(text: string | undefined) {
+  try {
+    return parseSelector(text);
+  } catch (err) {
+    throw new ApiError(400, 'bad_selector', (err as Error).message);
+  }
+}
+
+/** The phone, if this key reaches it (its account, its selector); else device_not_found. */
+async function reachable(ctx: GatewayContext, fk: ResolvedFleetKey, id: string): Promise<LabelledDevice> {
+  const d = await ctx.store.fleet.getDevice(id);
+  if (!d || d.accountId !== fk.account.id || !matches(fk.selector, allLabels(d)))
+    throw new ApiError(404, 'device_not_found', `no phone ${id} this key reaches`);
+  return d;
+}
+
+async function deviceJson(ctx: GatewayContext, d: LabelledDevice, allocated: boolean) {
+  const node = (await onlineNode(ctx, d.id)) ?? null;
+  const facts = factLabels(d.initResult);
+  return {
+    id: d.id,
+    name: d.name,
+    labels: d.labels,
+    facts,
+    online: node !== null,
+    node,
+    allocated,
+    app_version: facts['phonebridge.dev/app-version'] ?? null,
+    last_seen_at: d.lastSeenAt?.toISOString() ?? null,
+    created_at: d.createdAt.toISOString(),
+  };
+}
+
+function allocationJson(ctx: GatewayContext, a: { id: string; deviceId: string; expiresAt: Date }) {
+  return {
+    id: a.id,
+    device_id: a.deviceId,
+    mcp_url: `${ctx.config.publicUrl}/mcp/devices/${encodeURIComponent(a.deviceId)}`,
+    expires_at: a.expiresAt.toISOString(),
+  };
+}
+
+const cursorOf = (id: string) => Buffer.from(id, 'utf8').toString('base64url');
+function fromCursor(c: string | undefined): string | undefined {
+  if (c === undefined) return undefined;
+  const id = Buffer.from(c, 'base64url').toString('utf8');
+  if (!id || cursorOf(id) !== c) throw new ApiError(400, 'bad_cursor', 'cursor: not a cursor this API returned');
+  return id;
+}
+
+const SCAN_BATCH = 500;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export const ROUTES: ApiRoute[] = [
+  route({
+    method: 'get',
+    path: '/api/v1/devices',
+    operationId: 'listDevices',
+    summary: 'Phones this key reaches, by id, optionally filtered by a selector',
+    query: ListQuery,
+    status: 200,
+    response: DeviceList,
+    errors: ['bad_selector', 'bad_cursor', 'insufficient_scope'],
+    async handle(ctx, fk, { query }) {
+      needScope(fk, 'devices:read');
+      const sel = [...fk.selector, ...selectorOr400(query.selector)];
+      const limit: number = query.limit;
+      const now = new Date();
+      const items: LabelledDevice[] = [];
+      let after = fromCursor(query.cursor);
+      let more = true;
+      // SQL filters the equality part; the rest is matched here, batch by batch, until `limit` match.
+      // A full page may be followed by an empty one (the next page is not read ahead).
+      while (more && items.length < limit) {
+        const batch = await ctx.store.fleet.listDevices({
+          accountId: fk.account.id,
+          contains: containsPart(sel),
+          afterId: after,
+          limit: SCAN_BATCH,
+        });
+        more = batch.length === SCAN_BATCH;
+        for (let i = 0; i < batch.length && items.length < limit; i++) {
+          after = batch[i].id;
+          if (matches(sel, allLabels(batch[i]))) items.push(batch[i]);
+          if (items.length === limit && i < batch.length - 1) more = true;
+        }
+      }
+      const allocated = await ctx.store.fleet.allocatedDevices(fk.account.id, now);
+      const last = items[items.length - 1];
+      return {
+        items: await Promise.all(items.map((d) => deviceJson(ctx, d, allocated.has(d.id)))),
+        next_cursor: more && last ? cursorOf(last.id) : null,
+      };
+    },
+  }),
+  route({
+    method: 'get',
+    path: '/api/v1/devices/{id}',
+    operationId: 'getDevice',
+    summary: 'One phone',
+    params: Id,
+    status: 200,
+    response: Device,
+    errors: ['device_not_found', 'insufficient_scope'],
+    async handle(ctx, fk, { params }) {
+      needScope(fk, 'devices:read');
+      const d = await reachable(ctx, fk, params.id);
+      return deviceJson(ctx, d, !!(await ctx.store.fleet.allocationOfDevice(d.id, new Date())));
+    },
+  }),
+  route({
+    method: 'patch',
+    path: '/api/v1/devices/{id}',
+    operationId: 'labelDevice',
+    summary: 'Set (value) or remove (null) labels of a phone',
+    params: Id,
+    body: LabelsPatch,
+    status: 200,
+    response: Device,
+    errors: ['device_not_found', 'bad_label'],
+    async handle(ctx, fk, { params, body }) {
+      const d = await reachable(ctx, fk, params.id);
+      const set: Record<string, string> = {};
+      const remove: string[] = [];
+      for (const [k, v] of Object.entries(body.labels)) {
+        if (v === null) {
+          if (isFactKey(k)) throw new ApiError(400, 'bad_label', `label key "${k}": the prefix is reserved`);
+          remove.push(k);
+        } else set[k] = v;
+      }
+      try {
+        validateLabels(set);
+      } catch (err) {
+        if (err instanceof LabelError) throw new ApiError(400, 'bad_label', err.message);
+        throw err;
+      }
+      const labels = await ctx.store.fleet.updateLabels(d.id, { set, remove }, fk.account.id);
+      if (!labels) throw new ApiError(404, 'device_not_found', `no phone ${params.id}`);
+      return deviceJson(ctx, { ...d, labels }, !!(await ctx.store.fleet.allocationOfDevice(d.id, new Date())));
+    },
+  }),
+  route({
+    method: 'delete',
+    path: '/api/v1/devices/{id}',
+    operationId: 'removeDevice',
+    summary: 'Remove a phone (its socket closes, its keys die)',
+    params: Id,
+    status: 204,
+    errors: ['device_not_found'],
+    async handle(ctx, fk, { params }) {
+      const d = await reachable(ctx, fk, params.id);
+      if (!(await ctx.store.removeDevice(d.id))) throw new ApiError(404, 'device_not_found', `no phone ${d.id}`);
+      await ctx.bus.publishControl({ type: 'device_removed', deviceId: d.id }).catch(() => {});
+      return undefined;
+    },
+  }),
+  route({
+    method: 'post',
+    path: '/api/v1/allocations',
+    operationId: 'allocate',
+    summary: 'Take a free phone matching the selector, exclusively, for ttl_s seconds',
+    body: AllocationRequest,
+    status: 201,
+    response: Allocation,
+    errors: ['no_device_available', 'bad_selector'],
+    async handle(ctx, fk, { body }) {
+      let wanted;
+      try {
+        wanted = selectorFromObject(body.selector);
+      } catch (err) {
+        throw new ApiError(400, 'bad_selector', (err as Error).message);
+      }
+      const started = performance.now();
+      const until = Date.now() + body.wait_s * 1000;
+      for (;;) {
+        const a = await allocate(ctx, fk, wanted, body.ttl_s * 1000, { includeOffline: body.include_offline });
+        if (a) {
+          fleetMetrics.allocations.inc({ outcome: 'allocated' });
+          fleetMetrics.allocationWait.observe((performance.now() - started) / 1000);
+          return allocationJson(ctx, a);
+        }
+        if (Date.now() >= until) break;
+        await sleep(Math.min(250, Math.max(10, until - Date.now())));
+      }
+      fleetMetrics.allocations.inc({ outcome: 'none_available' });
+      throw new ApiError(
+        409,
+        'no_device_available',
+        `no ${body.include_offline ? '' : 'online '}phone matching "${formatSelector([...fk.selector, ...wanted])}" is free; retry later or widen the selector`,
+        { 'Retry-After': '1' },
+      );
+    },
+  }),
+  route({
+    method: 'get',
+    path: '/api/v1/allocations',
+    operationId: 'listAllocations',
+    summary: 'Live allocations held by this key',
+    status: 200,
+    response: z.object({ items: z.array(Allocation) }).meta({ id: 'AllocationList' }),
+    errors: [],
+    async handle(ctx, fk) {
+      const list = await ctx.store.fleet.listAllocations({ keyId: fk.key.id }, new Date());
+      return { items: list.map((a) => allocationJson(ctx, a)) };
+    },
+  }),
+  route({
+    method: 'post',
+    path: '/api/v1/allocations/{id}/renew',
+    operationId: 'renewAllocation',
+    summary: 'Extend a live allocation by ttl_s (default: its original length)',
+    params: Id,
+    body: Renew,
+    status: 200,
+    response: Allocation,
+    errors: ['allocation_not_found'],
+    async handle(ctx, fk, { params, body }) {
+      const now = new Date();
+      const a = await ctx.store.fleet.getAllocation(params.id, now);
+      if (!a || a.keyId !== fk.key.id)
+        throw new ApiError(404, 'allocation_not_found', `no live allocation ${params.id} held by this key`);
+      const ttl = body.ttl_s ?? (a.expiresAt.getTime() - a.createdAt.getTime()) / 1000;
+      const renewed = await ctx.store.fleet.renewAllocation(a.id, fk.key.id, new Date(now.getTime() + ttl * 1000), now);
+      if (!renewed) throw new ApiError(404, 'allocation_not_found', `allocation ${params.id} ended`);
+      return allocationJson(ctx, renewed);
+    },
+  }),
+  route({
+    method: 'delete',
+    path: '/api/v1/allocations/{id}',
+    operationId: 'releaseAllocation',
+    summary: 'Give the phone back to the pool',
+    params: Id,
+    status: 204,
+    errors: ['allocation_not_found'],
+    async handle(ctx, fk, { params }) {
+      if (!(await ctx.store.fleet.releaseAllocation(params.id, fk.key.id)))
+        throw new ApiError(404, 'allocation_not_found', `no allocation ${params.id} held by this key`);
+      fleetMetrics.releases.inc();
+      return undefined;
+    },
+  }),
+  route({
+    method: 'get',
+    path: '/api/v1/keys',
+    operationId: 'listKeys',
+    summary: "The account's device keys and fleet keys (never their secrets)",
+    status: 200,
+    response: z.object({ items: z.array(Key) }).meta({ id: 'KeyList' }),
+    errors: ['account_key_required'],
+    async handle(ctx, fk) {
+      needAccountWide(fk, 'listing keys');
+      const [tokens, fleet] = await Promise.all([
+        ctx.store.listTokens({ accountId: fk.account.id }),
+        ctx.store.fleet.listKeys(fk.account.id),
+      ]);
+      return {
+        items: [
+          ...tokens
+            .filter((t) => t.via === 'key')
+            .map((t) => ({
+              id: t.id,
+              kind: 'device' as const,
+              device_id: t.deviceId,
+              selector: null,
+              scopes: t.scopes,
+              created_at: t.createdAt.toISOString(),
+            })),
+          ...fleet.map((k) => ({
+            id: k.id,
+            kind: 'fleet' as const,
+            device_id: null,
+            selector: k.selector,
+            scopes: k.scopes,
+            created_at: k.createdAt.toISOString(),
+          })),
+        ],
+      };
+    },
+  }),
+  route({
+    method: 'post',
+    path: '/api/v1/keys',
+    operationId: 'createDeviceKey',
+    summary: "A device key for one of the account's phones (scopes within this key's)",
+    body: KeyCreate,
+    status: 201,
+    response: KeyCreated,
+    errors: ['device_not_found', 'insufficient_scope', 'limit_reached'],
+    async handle(ctx, fk, { body }) {
+      const d = await reachable(ctx, fk, body.device_id);
+      const scopes: Scope[] = body.scopes ?? fk.key.scopes;
+      for (const s of scopes) needScope(fk, s);
+      const token = newApiToken();
+      const r = await ctx.store.createToken({
+        id: newId('key'),
+        accountId: fk.account.id,
+        deviceId: d.id,
+        hash: sha256Hex(token),
+        scopes,
+        via: 'key',
+      });
+      if (!r.ok)
+        throw r.error === 'limit_reached'
+          ? new ApiError(403, 'limit_reached', 'the account is at its plan limit for keys')
+          : new ApiError(404, 'device_not_found', `no phone ${d.id}`);
+      return { id: r.token.id, token, device_id: d.id, scopes };
+    },
+  }),
+  route({
+    method: 'delete',
+    path: '/api/v1/keys/{id}',
+    operationId: 'revokeKey',
+    summary: 'Revoke a device key or fleet key; what it holds ends on every node',
+    params: Id,
+    status: 204,
+    errors: ['key_not_found', 'account_key_required'],
+    async handle(ctx, fk, { params }) {
+      needAccountWide(fk, 'revoking keys');
+      const id: string = params.id;
+      const [token] = await ctx.store
+        .listTokens({ accountId: fk.account.id })
+        .then((l) => l.filter((t) => t.id === id));
+      const fleet = token ? undefined : await ctx.store.fleet.getKey(id);
+      if (!token && (!fleet || fleet.accountId !== fk.account.id))
+        throw new ApiError(404, 'key_not_found', `no key ${id} in this account`);
+      const ok = token ? await ctx.store.revokeToken(id) : await ctx.store.fleet.revokeKey(id);
+      if (!ok) throw new ApiError(404, 'key_not_found', `no key ${id}`);
+      await ctx.bus.publishControl({ type: 'token_revoked', tokenId: id }).catch(() => {});
+      return undefined;
+    },
+  }),
+  route({
+    method: 'get',
+    path: '/api/v1/enrollments',
+    operationId: 'listEnrollments',
+    summary: "The account's enrollment codes (never the codes themselves)",
+    status: 200,
+    response: z.object({ items: z.array(Enrollment) }).meta({ id: 'EnrollmentList' }),
+    errors: ['account_key_required'],
+    async handle(ctx, fk) {
+      needAccountWide(fk, 'enrollment codes');
+      return { items: (await ctx.store.fleet.listEnrollments(fk.account.id)).map((e) => enrollmentJson(e)) };
+    },
+  }),
+  route({
+    method: 'post',
+    path: '/api/v1/enrollments',
+    operationId: 'createEnrollment',
+    summary: 'One code that pairs up to max_phones phones through /pair',
+    body: EnrollmentCreate,
+    status: 201,
+    response: EnrollmentCreated,
+    errors: ['account_key_required', 'bad_label'],
+    async handle(ctx, fk, { body }) {
+      needAccountWide(fk, 'enrollment codes');
+      try {
+        const e = await createEnrollment(ctx.store, {
+          accountId: fk.account.id,
+          maxPhones: body.max_phones,
+          expiresMs: body.expires_s * 1000,
+          labels: body.labels,
+          namePrefix: body.name_prefix ?? null,
+          relay: ctx.config.publicUrl,
+        });
+        return { id: e.id, code: e.code, qr: e.qr };
+      } catch (err) {
+        if (err instanceof LabelError) throw new ApiError(400, 'bad_label', err.message);
+        throw err;
+      }
+    },
+  }),
+  route({
+    method: 'delete',
+    path: '/api/v1/enrollments/{id}',
+    operationId: 'revokeEnrollment',
+    summary: 'The code stops pairing at once; phones it paired stay',
+    params: Id,
+    status: 204,
+    errors: ['enrollment_not_found', 'account_key_required'],
+    async handle(ctx, fk, { params }) {
+      needAccountWide(fk, 'enrollment codes');
+      const e = await ctx.store.fleet.getEnrollment(params.id);
+      if (!e || e.accountId !== fk.account.id || !(await ctx.store.fleet.revokeEnrollment(e.id, new Date())))
+        throw new ApiError(404, 'enrollment_not_found', `no active enrollment ${params.id} in this account`);
+      return undefined;
+    },
+  }),
+];

@@ -1,0 +1,334 @@
+// FleetStore on Kysely + pg (src/store/fleet-types.ts). Allocation exclusivity lives here, in one
+// conditional upsert on allocations' unique device_id (docs/decisions/0171-allocation-atomicity.md).
+import { sql, type Kysely, type Selectable } from 'kysely';
+import type { AllocationsTable, DB, DevicesTable, EnrollmentsTable, FleetKeysTable } from './schema.ts';
+import type { Allocation, Enrollment, FleetKey, FleetStore, LabelledDevice } from './fleet-types.ts';
+import type { ControlEvent, Scope } from './types.ts';
+
+function toDevice(r: Selectable<DevicesTable>): LabelledDevice {
+  return {
+    id: r.id,
+    accountId: r.account_id,
+    name: r.name,
+    publicKey: r.public_key,
+    initResult: r.init_result ?? null,
+    lastSeenAt: r.last_seen_at,
+    createdAt: r.created_at,
+    labels: r.labels ?? {},
+  };
+}
+
+function toKey(r: Selectable<FleetKeysTable>): FleetKey {
+  return {
+    id: r.id,
+    accountId: r.account_id,
+    scopes: r.scopes as Scope[],
+    selector: r.selector,
+    createdAt: r.created_at,
+  };
+}
+
+function toAllocation(r: Selectable<AllocationsTable>): Allocation {
+  return {
+    id: r.id,
+    deviceId: r.device_id,
+    accountId: r.account_id,
+    keyId: r.key_id,
+    expiresAt: r.expires_at,
+    createdAt: r.created_at,
+  };
+}
+
+function toEnrollment(r: Selectable<EnrollmentsTable>): Enrollment {
+  return {
+    id: r.id,
+    accountId: r.account_id,
+    maxPhones: r.max_phones,
+    used: r.used,
+    labels: r.labels ?? {},
+    namePrefix: r.name_prefix,
+    expiresAt: r.expires_at,
+    revokedAt: r.revoked_at,
+    createdAt: r.created_at,
+  };
+}
+
+async function journal(db: Kysely<DB>, event: ControlEvent): Promise<void> {
+  await db
+    .insertInto('control_events')
+    .values({ event: JSON.stringify(event) })
+    .execute();
+}
+
+export class KyselyFleetStore implements FleetStore {
+  constructor(private readonly db: Kysely<DB>) {}
+
+  async updateLabels(
+    deviceId: string,
+    change: { set: Record<string, string>; remove: string[] },
+    accountId?: string,
+  ): Promise<Record<string, string> | undefined> {
+    let q = this.db
+      .updateTable('devices')
+      .set({ labels: sql`(labels || ${JSON.stringify(change.set)}::jsonb) - ${change.remove}::text[]` as never })
+      .where('id', '=', deviceId);
+    if (accountId !== undefined) q = q.where('account_id', '=', accountId);
+    const r = await q.returning('labels').executeTakeFirst();
+    return r?.labels;
+  }
+
+  async getDevice(id: string): Promise<LabelledDevice | undefined> {
+    const r = await this.db.selectFrom('devices').selectAll().where('id', '=', id).executeTakeFirst();
+    return r && toDevice(r);
+  }
+
+  async listDevices(filter: {
+    accountId?: string;
+    contains?: Record<string, string>;
+    afterId?: string;
+    limit?: number;
+  }): Promise<LabelledDevice[]> {
+    let q = this.db.selectFrom('devices').selectAll();
+    if (filter.accountId !== undefined) q = q.where('account_id', '=', filter.accountId);
+    if (filter.contains && Object.keys(filter.contains).length > 0)
+      q = q.where(sql<boolean>`labels @> ${JSON.stringify(filter.contains)}::jsonb`);
+    if (filter.afterId !== undefined) q = q.where('id', '>', filter.afterId);
+    q = q.orderBy('id');
+    if (filter.limit !== undefined) q = q.limit(filter.limit);
+    return (await q.execute()).map(toDevice);
+  }
+
+  async createKey(input: {
+    id: string;
+    accountId: string;
+    hash: string;
+    scopes: Scope[];
+    selector: string;
+  }): Promise<{ ok: true; key: FleetKey } | { ok: false; error: 'limit_reached' | 'no_account' }> {
+    return this.db.transaction().execute(async (trx) => {
+      // The same lock createToken takes: the key cap holds under concurrency across both kinds.
+      const account = await trx
+        .selectFrom('accounts')
+        .select('max_keys')
+        .where('id', '=', input.accountId)
+        .forNoKeyUpdate()
+        .executeTakeFirst();
+      if (!account) return { ok: false as const, error: 'no_account' as const };
+      if (account.max_keys !== null && (await keysInUse(trx, input.accountId)) >= account.max_keys)
+        return { ok: false as const, error: 'limit_reached' as const };
+      const row = await trx
+        .insertInto('fleet_keys')
+        .values({
+          id: input.id,
+          account_id: input.accountId,
+          hash: input.hash,
+          scopes: [...input.scopes],
+          selector: input.selector,
+        })
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      return { ok: true as const, key: toKey(row) };
+    });
+  }
+
+  async findKeyByHash(hash: string): Promise<FleetKey | undefined> {
+    const r = await this.db.selectFrom('fleet_keys').selectAll().where('hash', '=', hash).executeTakeFirst();
+    return r && toKey(r);
+  }
+
+  async getKey(id: string): Promise<FleetKey | undefined> {
+    const r = await this.db.selectFrom('fleet_keys').selectAll().where('id', '=', id).executeTakeFirst();
+    return r && toKey(r);
+  }
+
+  async listKeys(accountId?: string): Promise<FleetKey[]> {
+    let q = this.db.selectFrom('fleet_keys').selectAll();
+    if (accountId !== undefined) q = q.where('account_id', '=', accountId);
+    return (await q.orderBy('created_at').orderBy('id').execute()).map(toKey);
+  }
+
+  async revokeKey(id: string): Promise<boolean> {
+    return this.db.transaction().execute(async (trx) => {
+      // Its allocations go with it (the foreign key cascades): those phones are back in the pool.
+      const r = await trx.deleteFrom('fleet_keys').where('id', '=', id).executeTakeFirst();
+      if (r.numDeletedRows === 0n) return false;
+      await journal(trx, { type: 'token_revoked', tokenId: id });
+      return true;
+    });
+  }
+
+  async allocate(input: {
+    id: string;
+    deviceId: string;
+    accountId: string;
+    keyId: string;
+    expiresAt: Date;
+    now: Date;
+  }): Promise<Allocation | undefined> {
+    // Insert, or take over a row whose allocation has expired; a live holder's row is left
+    // alone and nothing is returned. Postgres locks the conflicting row for the update, so of
+    // any number of concurrent tries on one phone exactly one sees it free.
+    const { rows } = await sql<Selectable<AllocationsTable>>`
+      insert into allocations (id, device_id, account_id, key_id, expires_at, created_at)
+      select ${input.id}, d.id, d.account_id, ${input.keyId}, ${input.expiresAt}, ${input.now}
+        from devices d where d.id = ${input.deviceId} and d.account_id = ${input.accountId}
+      on conflict (device_id) do update
+        set id = excluded.id, key_id = excluded.key_id, expires_at = excluded.expires_at,
+            created_at = excluded.created_at, account_id = excluded.account_id
+        where allocations.expires_at <= ${input.now}
+      returning *`.execute(this.db);
+    return rows[0] && toAllocation(rows[0]);
+  }
+
+  async freeDevices(
+    accountId: string,
+    contains: Record<string, string>,
+    now: Date,
+    limit: number,
+  ): Promise<LabelledDevice[]> {
+    const rows = await this.db
+      .selectFrom('devices as d')
+      .leftJoin('allocations as a', (j) => j.onRef('a.device_id', '=', 'd.id').on('a.expires_at', '>', now))
+      .selectAll('d')
+      .where('d.account_id', '=', accountId)
+      .where('a.device_id', 'is', null)
+      .where(sql<boolean>`d.labels @> ${JSON.stringify(contains)}::jsonb`)
+      .orderBy(sql`random()`)
+      .limit(limit)
+      .execute();
+    return rows.map(toDevice);
+  }
+
+  async allocationOfDevice(deviceId: string, now: Date): Promise<Allocation | undefined> {
+    const r = await this.db
+      .selectFrom('allocations')
+      .selectAll()
+      .where('device_id', '=', deviceId)
+      .where('expires_at', '>', now)
+      .executeTakeFirst();
+    return r && toAllocation(r);
+  }
+
+  async getAllocation(id: string, now: Date): Promise<Allocation | undefined> {
+    const r = await this.db
+      .selectFrom('allocations')
+      .selectAll()
+      .where('id', '=', id)
+      .where('expires_at', '>', now)
+      .executeTakeFirst();
+    return r && toAllocation(r);
+  }
+
+  async allocatedDevices(accountId: string, now: Date): Promise<Set<string>> {
+    const rows = await this.db
+      .selectFrom('allocations')
+      .select('device_id')
+      .where('account_id', '=', accountId)
+      .where('expires_at', '>', now)
+      .execute();
+    return new Set(rows.map((r) => r.device_id));
+  }
+
+  async listAllocations(filter: { accountId?: string; keyId?: string }, now: Date): Promise<Allocation[]> {
+    let q = this.db.selectFrom('allocations').selectAll().where('expires_at', '>', now);
+    if (filter.accountId !== undefined) q = q.where('account_id', '=', filter.accountId);
+    if (filter.keyId !== undefined) q = q.where('key_id', '=', filter.keyId);
+    return (await q.orderBy('id').execute()).map(toAllocation);
+  }
+
+  async renewAllocation(id: string, keyId: string, expiresAt: Date, now: Date): Promise<Allocation | undefined> {
+    const r = await this.db
+      .updateTable('allocations')
+      .set({ expires_at: expiresAt })
+      .where('id', '=', id)
+      .where('key_id', '=', keyId)
+      .where('expires_at', '>', now)
+      .returningAll()
+      .executeTakeFirst();
+    return r && toAllocation(r);
+  }
+
+  async releaseAllocation(id: string, keyId: string): Promise<boolean> {
+    const r = await this.db
+      .deleteFrom('allocations')
+      .where('id', '=', id)
+      .where('key_id', '=', keyId)
+      .executeTakeFirst();
+    return r.numDeletedRows > 0n;
+  }
+
+  async countAllocations(now: Date): Promise<number> {
+    const r = await this.db
+      .selectFrom('allocations')
+      .select((eb) => eb.fn.countAll<string>().as('n'))
+      .where('expires_at', '>', now)
+      .executeTakeFirstOrThrow();
+    return Number(r.n);
+  }
+
+  async createEnrollment(input: {
+    id: string;
+    accountId: string;
+    codeHash: string;
+    maxPhones: number;
+    labels: Record<string, string>;
+    namePrefix: string | null;
+    expiresAt: Date;
+  }): Promise<Enrollment> {
+    const r = await this.db
+      .insertInto('enrollments')
+      .values({
+        id: input.id,
+        account_id: input.accountId,
+        code_hash: input.codeHash,
+        max_phones: input.maxPhones,
+        labels: JSON.stringify(input.labels),
+        name_prefix: input.namePrefix,
+        expires_at: input.expiresAt,
+      })
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    return toEnrollment(r);
+  }
+
+  async listEnrollments(accountId?: string): Promise<Enrollment[]> {
+    let q = this.db.selectFrom('enrollments').selectAll();
+    if (accountId !== undefined) q = q.where('account_id', '=', accountId);
+    return (await q.orderBy('created_at').orderBy('id').execute()).map(toEnrollment);
+  }
+
+  async getEnrollment(id: string): Promise<Enrollment | undefined> {
+    const r = await this.db.selectFrom('enrollments').selectAll().where('id', '=', id).executeTakeFirst();
+    return r && toEnrollment(r);
+  }
+
+  async revokeEnrollment(id: string, now: Date): Promise<boolean> {
+    const r = await this.db
+      .updateTable('enrollments')
+      .set({ revoked_at: now })
+      .where('id', '=', id)
+      .where('revoked_at', 'is', null)
+      .executeTakeFirst();
+    return r.numUpdatedRows > 0n;
+  }
+}
+
+/** API keys (not OAuth access tokens) and fleet keys of an account that count against its plan. */
+export async function keysInUse(db: Kysely<DB>, accountId: string): Promise<number> {
+  const now = new Date();
+  const [t, f] = await Promise.all([
+    db
+      .selectFrom('tokens')
+      .select((eb) => eb.fn.countAll<string>().as('n'))
+      .where('account_id', '=', accountId)
+      .where('via', '=', 'key')
+      .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', now)]))
+      .executeTakeFirstOrThrow(),
+    db
+      .selectFrom('fleet_keys')
+      .select((eb) => eb.fn.countAll<string>().as('n'))
+      .where('account_id', '=', accountId)
+      .executeTakeFirstOrThrow(),
+  ]);
+  return Number(t.n) + Number(f.n);
+}

@@ -1,0 +1,117 @@
+// What the fleet feature (src/fleet/) needs from the database: labels, fleet keys, allocations,
+// enrollment codes (docs/decisions/0170-fleet-model.md). Label and selector syntax is checked by
+// the caller (src/fleet/labels.ts); this layer stores what it is given.
+import type { Device, Scope } from './types.ts';
+
+export interface LabelledDevice extends Device {
+  /** Hand-set labels (the phone's facts are derived from initResult by src/fleet/labels.ts). */
+  labels: Record<string, string>;
+}
+
+export interface FleetKey {
+  id: string;
+  accountId: string;
+  scopes: Scope[];
+  /** Canonical selector text; '' reaches every phone of the account. */
+  selector: string;
+  createdAt: Date;
+}
+
+export interface Allocation {
+  id: string;
+  deviceId: string;
+  accountId: string;
+  keyId: string;
+  expiresAt: Date;
+  createdAt: Date;
+}
+
+export interface Enrollment {
+  id: string;
+  accountId: string;
+  maxPhones: number;
+  used: number;
+  labels: Record<string, string>;
+  namePrefix: string | null;
+  expiresAt: Date;
+  revokedAt: Date | null;
+  createdAt: Date;
+}
+
+export interface FleetStore {
+  /** Sets and removes hand-set labels; the labels after the change, undefined when there is no such device (in the account). */
+  updateLabels(
+    deviceId: string,
+    change: { set: Record<string, string>; remove: string[] },
+    accountId?: string,
+  ): Promise<Record<string, string> | undefined>;
+  getDevice(id: string): Promise<LabelledDevice | undefined>;
+  /**
+   * Devices by id order, after `afterId`, whose labels contain every pair of `contains` (the
+   * equality part of a selector, checked in SQL; the rest is the caller's).
+   */
+  listDevices(filter: {
+    accountId?: string;
+    contains?: Record<string, string>;
+    afterId?: string;
+    limit?: number;
+  }): Promise<LabelledDevice[]>;
+
+  /** Fails with limit_reached at the account's key cap (device keys and fleet keys count together). */
+  createKey(input: {
+    id: string;
+    accountId: string;
+    hash: string;
+    scopes: Scope[];
+    selector: string;
+  }): Promise<{ ok: true; key: FleetKey } | { ok: false; error: 'limit_reached' | 'no_account' }>;
+  findKeyByHash(hash: string): Promise<FleetKey | undefined>;
+  getKey(id: string): Promise<FleetKey | undefined>;
+  listKeys(accountId?: string): Promise<FleetKey[]>;
+  /** Deletes the key and its allocations; journals token_revoked so every node ends what it holds. */
+  revokeKey(id: string): Promise<boolean>;
+
+  /**
+   * Hands `deviceId` to `keyId` unless someone holds an unexpired allocation of it: one
+   * conditional upsert on the device's unique row (docs/decisions/0171-allocation-atomicity.md).
+   * The allocation, or undefined when the phone is taken (or gone).
+   */
+  allocate(input: {
+    id: string;
+    deviceId: string;
+    accountId: string;
+    keyId: string;
+    expiresAt: Date;
+    now: Date;
+  }): Promise<Allocation | undefined>;
+  /**
+   * Up to `limit` of the account's phones, in random order, whose labels contain `contains` and
+   * that nobody holds an unexpired allocation of: the candidates of an allocation.
+   */
+  freeDevices(accountId: string, contains: Record<string, string>, now: Date, limit: number): Promise<LabelledDevice[]>;
+  /** The unexpired allocation of a phone. */
+  allocationOfDevice(deviceId: string, now: Date): Promise<Allocation | undefined>;
+  getAllocation(id: string, now: Date): Promise<Allocation | undefined>;
+  /** Device ids of the account's unexpired allocations. */
+  allocatedDevices(accountId: string, now: Date): Promise<Set<string>>;
+  listAllocations(filter: { accountId?: string; keyId?: string }, now: Date): Promise<Allocation[]>;
+  /** New expiry for the holder's unexpired allocation; undefined when it is not (or no longer) theirs. */
+  renewAllocation(id: string, keyId: string, expiresAt: Date, now: Date): Promise<Allocation | undefined>;
+  releaseAllocation(id: string, keyId: string): Promise<boolean>;
+  /** Unexpired allocations (a gauge). */
+  countAllocations(now: Date): Promise<number>;
+
+  createEnrollment(input: {
+    id: string;
+    accountId: string;
+    codeHash: string;
+    maxPhones: number;
+    labels: Record<string, string>;
+    namePrefix: string | null;
+    expiresAt: Date;
+  }): Promise<Enrollment>;
+  listEnrollments(accountId?: string): Promise<Enrollment[]>;
+  getEnrollment(id: string): Promise<Enrollment | undefined>;
+  /** Its code stops working at once; phones it paired stay. */
+  revokeEnrollment(id: string, now: Date): Promise<boolean>;
+}

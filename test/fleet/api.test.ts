@@ -1,0 +1,204 @@
+// /api/v1: the OpenAPI 3.1 document is valid by a real validator (@seriousme/openapi-schema-
+// validator), is the one generated from the handlers' schemas, and a client generated from it
+// (openapi-typescript types + openapi-fetch) drives the API: devices with labels and cursors,
+// allocations, keys, enrollments; JSON errors with stable codes; a per-key rate limit.
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Validator } from '@seriousme/openapi-schema-validator';
+import createClient from 'openapi-fetch';
+import type { paths } from './generated/api-v1.ts';
+import { generateApiTypes } from './api-types.ts';
+import { createDatabase } from '../cluster/harness.ts';
+import { startTestRelay, type TestRelay } from '../helpers/relay.ts';
+import { pairRaw } from '../helpers/raw-device.ts';
+import { createFleetKey } from '../../src/fleet/keys.ts';
+import { openApiDocument } from '../../src/fleet/api/openapi.ts';
+import { ROUTES } from '../../src/fleet/api/routes.ts';
+import { SCOPES } from '../../src/store/index.ts';
+
+let db: { url: string; drop(): Promise<void> };
+let relay: TestRelay;
+let admin: { id: string; token: string };
+const phoneIds: string[] = [];
+
+beforeAll(async () => {
+  db = await createDatabase();
+  relay = await startTestRelay(['--database-url', db.url]);
+  const store = relay.relay.store.store;
+  for (let i = 0; i < 7; i++) {
+    const qr = await relay.pair(`p${i}`);
+    const id = (await pairRaw(relay.url, qr.code)).deviceId;
+    phoneIds.push(id);
+    await store.fleet.updateLabels(id, { set: { site: i < 5 ? 'berlin' : 'paris', n: String(i) }, remove: [] });
+  }
+  admin = await createFleetKey(store, { accountId: 'local', scopes: [...SCOPES] });
+}, 60_000);
+
+afterAll(async () => {
+  await relay?.stop();
+  await db?.drop();
+});
+
+describe('the OpenAPI document', () => {
+  it('is valid OpenAPI 3.1 and is the one generated from the route schemas', async () => {
+    const doc = (await (await fetch(`${relay.url}/api/v1/openapi.json`)).json()) as Record<string, unknown>;
+    expect(doc.openapi).toBe('3.1.0');
+    const result = await new Validator().validate(doc);
+    expect(result.errors ?? []).toEqual([]);
+    expect(result.valid).toBe(true);
+    // The validator does validate: the same document with an operation's response malformed is refused.
+    const broken = JSON.parse(JSON.stringify(doc)) as {
+      paths: Record<string, Record<string, { responses: Record<string, unknown> }>>;
+    };
+    broken.paths['/api/v1/devices'].get.responses['200'] = { content: 'not an object' };
+    expect((await new Validator().validate(broken as never)).valid).toBe(false);
+    expect(doc).toEqual(JSON.parse(JSON.stringify(openApiDocument(ROUTES, relay.url))));
+  });
+
+  it('the checked-in generated client types are current (scripts/gen-api-client.ts)', async () => {
+    const current = readFileSync(new URL('./generated/api-v1.ts', import.meta.url), 'utf8');
+    expect(current).toBe(await generateApiTypes());
+  });
+});
+
+describe('a client generated from it', () => {
+  const client = () => createClient<paths>({ baseUrl: relay.url, headers: { authorization: `Bearer ${admin.token}` } });
+
+  it('pages through devices with a selector and cursors', async () => {
+    const api = client();
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    for (let pages = 0; pages < 10; pages++) {
+      const r = await api.GET('/api/v1/devices', { params: { query: { selector: 'site=berlin', limit: 2, cursor } } });
+      expect(r.response.status).toBe(200);
+      for (const d of r.data!.items) {
+        expect(d.labels.site).toBe('berlin');
+        expect(d.online).toBe(false);
+        seen.push(d.id);
+      }
+      if (!r.data!.next_cursor) break;
+      cursor = r.data!.next_cursor;
+    }
+    expect(seen).toEqual(phoneIds.slice(0, 5).sort());
+    const bad = await api.GET('/api/v1/devices', { params: { query: { selector: 'site in (' } } });
+    expect(bad.response.status).toBe(400);
+    expect(bad.error).toMatchObject({ error: 'bad_selector' });
+  });
+
+  it('sets and removes labels, refusing reserved and malformed ones by code', async () => {
+    const api = client();
+    const id = phoneIds[0];
+    const r = await api.PATCH('/api/v1/devices/{id}', {
+      params: { path: { id } },
+      body: { labels: { model: 'pixel8', n: null } },
+    });
+    expect(r.response.status).toBe(200);
+    expect(r.data!.labels).toEqual({ site: 'berlin', model: 'pixel8' });
+    for (const labels of [{ 'phonebridge.dev/model': 'x' }, { site: 'not ok!' }] as Array<Record<string, string>>) {
+      const bad = await api.PATCH('/api/v1/devices/{id}', { params: { path: { id } }, body: { labels } });
+      expect(bad.response.status).toBe(400);
+      expect(bad.error).toMatchObject({ error: 'bad_label' });
+    }
+    const missing = await api.GET('/api/v1/devices/{id}', { params: { path: { id: 'dev_nope' } } });
+    expect(missing.response.status).toBe(404);
+    expect(missing.error).toMatchObject({ error: 'device_not_found' });
+  });
+
+  it('allocates (offline phones when asked), renews and releases', async () => {
+    const api = client();
+    const none = await api.POST('/api/v1/allocations', { body: { selector: { site: 'paris' }, ttl_s: 60 } });
+    expect(none.response.status).toBe(409);
+    expect(none.error).toMatchObject({ error: 'no_device_available' });
+    const a = await api.POST('/api/v1/allocations', {
+      body: { selector: { site: 'paris' }, ttl_s: 60, include_offline: true },
+    });
+    expect(a.response.status).toBe(201);
+    expect(phoneIds.slice(5)).toContain(a.data!.device_id);
+    const renewed = await api.POST('/api/v1/allocations/{id}/renew', {
+      params: { path: { id: a.data!.id } },
+      body: { ttl_s: 600 },
+    });
+    expect(renewed.response.status).toBe(200);
+    const del = await api.DELETE('/api/v1/allocations/{id}', { params: { path: { id: a.data!.id } } });
+    expect(del.response.status).toBe(204);
+    const again = await api.DELETE('/api/v1/allocations/{id}', { params: { path: { id: a.data!.id } } });
+    expect(again.error).toMatchObject({ error: 'allocation_not_found' });
+    const badTtl = await api.POST('/api/v1/allocations', { body: { ttl_s: 1 } });
+    expect(badTtl.response.status).toBe(400);
+    expect(badTtl.error).toMatchObject({ error: 'bad_request' });
+  });
+
+  it('creates a device key within the fleet key’s scopes, lists and revokes keys; makes enrollment codes', async () => {
+    const api = client();
+    const k = await api.POST('/api/v1/keys', { body: { device_id: phoneIds[1], scopes: ['devices:read'] } });
+    expect(k.response.status).toBe(201);
+    expect(k.data!.token).toMatch(/^pb_/);
+    const list = await api.GET('/api/v1/keys');
+    expect(list.data!.items.map((x) => x.id)).toEqual(expect.arrayContaining([k.data!.id, admin.id]));
+    expect(JSON.stringify(list.data)).not.toContain(k.data!.token);
+    expect((await api.DELETE('/api/v1/keys/{id}', { params: { path: { id: k.data!.id } } })).response.status).toBe(204);
+
+    const narrow = await createFleetKey(relay.relay.store.store, {
+      accountId: 'local',
+      selector: 'site=berlin',
+      scopes: ['devices:read'],
+    });
+    const napi = createClient<paths>({ baseUrl: relay.url, headers: { 'x-api-key': narrow.token } });
+    const escalate = await napi.POST('/api/v1/keys', { body: { device_id: phoneIds[1], scopes: ['devices:act'] } });
+    expect(escalate.error).toMatchObject({ error: 'insufficient_scope' });
+    const outside = await napi.GET('/api/v1/devices/{id}', { params: { path: { id: phoneIds[6] } } });
+    expect(outside.error).toMatchObject({ error: 'device_not_found' });
+    expect((await napi.GET('/api/v1/enrollments')).error).toMatchObject({ error: 'account_key_required' });
+
+    const e = await api.POST('/api/v1/enrollments', {
+      body: { max_phones: 3, expires_s: 3600, labels: { rack: 'b' }, name_prefix: 'rack-b-' },
+    });
+    expect(e.response.status).toBe(201);
+    const phone = await pairRaw(relay.url, e.data!.qr.code);
+    const d = await api.GET('/api/v1/devices/{id}', { params: { path: { id: phone.deviceId } } });
+    expect(d.data).toMatchObject({ name: 'rack-b-1', labels: { rack: 'b' } });
+    const listed = await api.GET('/api/v1/enrollments');
+    expect(listed.data!.items.find((x) => x.id === e.data!.id)).toMatchObject({ used: 1, state: 'active' });
+    expect(JSON.stringify(listed.data)).not.toContain(e.data!.code);
+    expect(
+      (await api.DELETE('/api/v1/enrollments/{id}', { params: { path: { id: e.data!.id } } })).response.status,
+    ).toBe(204);
+  });
+
+  it('answers keys it does not take with stable codes', async () => {
+    const none = await fetch(`${relay.url}/api/v1/devices`);
+    expect([none.status, ((await none.json()) as { error: string }).error]).toEqual([401, 'unauthorized']);
+    const deviceKey = await relay.key(phoneIds[2]);
+    const dk = await fetch(`${relay.url}/api/v1/devices`, { headers: { 'x-api-key': deviceKey.token } });
+    expect([dk.status, ((await dk.json()) as { error: string }).error]).toEqual([403, 'fleet_key_required']);
+  });
+});
+
+describe('the per-key rate limit', () => {
+  it('answers 429 rate_limited past the budget, per key', async () => {
+    const before = process.env.PHONEBRIDGE_API_REQUESTS_PER_MINUTE;
+    process.env.PHONEBRIDGE_API_REQUESTS_PER_MINUTE = '5';
+    let limited: TestRelay | undefined;
+    try {
+      limited = await startTestRelay(['--database-url', db.url]);
+    } finally {
+      if (before === undefined) delete process.env.PHONEBRIDGE_API_REQUESTS_PER_MINUTE;
+      else process.env.PHONEBRIDGE_API_REQUESTS_PER_MINUTE = before;
+    }
+    try {
+      const k = await createFleetKey(limited.relay.store.store, { accountId: 'local', scopes: [...SCOPES] });
+      const other = await createFleetKey(limited.relay.store.store, { accountId: 'local', scopes: [...SCOPES] });
+      const get = (t: string) =>
+        fetch(`${limited.url}/api/v1/allocations`, { headers: { authorization: `Bearer ${t}` } });
+      const statuses = [];
+      for (let i = 0; i < 7; i++) statuses.push((await get(k.token)).status);
+      expect(statuses).toEqual([200, 200, 200, 200, 200, 429, 429]);
+      const r = await get(k.token);
+      expect(r.headers.get('retry-after')).toBe('60');
+      expect(((await r.json()) as { error: string }).error).toBe('rate_limited');
+      expect((await get(other.token)).status).toBe(200);
+    } finally {
+      await limited.stop();
+    }
+  });
+});
