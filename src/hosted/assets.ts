@@ -7,6 +7,9 @@ header a.brand { color: #fff; font-weight: 600; text-decoration: none; }
 header .signout span { margin-right: 10px; opacity: .8; }
 main { max-width: 880px; margin: 0 auto; padding: 16px 24px 48px; }
 section { background: #fff; border: 1px solid #dde1e6; border-radius: 8px; padding: 12px 18px; margin: 16px 0; }
+p.target { font-size: 17px; }
+strong.host { font-family: ui-monospace, monospace; background: #fff4d6; padding: 1px 6px; border-radius: 4px; }
+.badge { display: inline-block; font-size: 12px; padding: 0 6px; border-radius: 8px; background: #fde2e1; color: #8a1c1c; border: 1px solid #e9a9a7; }
 table { border-collapse: collapse; width: 100%; }
 th, td { text-align: left; padding: 6px 8px; border-bottom: 1px solid #eceff2; vertical-align: middle; }
 button { font: inherit; padding: 5px 12px; border-radius: 6px; border: 1px solid #8a939c; background: #fff; cursor: pointer; }

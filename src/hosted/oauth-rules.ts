@@ -30,6 +30,19 @@ export function redirectUriProblem(uri: unknown): string | undefined {
   return 'must be https, or http on a loopback host (127.0.0.1, [::1], localhost)';
 }
 
+/** Whether a redirect URI lands on this computer (http on a loopback host): a native client. */
+export function isLoopbackRedirect(u: URL): boolean {
+  return LOOPBACK_HOSTS.has(u.hostname);
+}
+
+/**
+ * What the consent page can say about who a client is: a registered client chose its name and
+ * nothing vouches for it (docs/decisions/0161-consent-that-names-where-the-code-goes.md).
+ */
+export function clientTrust(client: { id: string }): string {
+  return client.id.startsWith('https://') ? `identified by ${new URL(client.id).host}` : 'unverified';
+}
+
 export interface RegistrationRequest {
   redirectUris: string[];
   clientName: string;

@@ -3,7 +3,7 @@
 // endpoint. The rules are in oauth-rules.ts; tokens are ordinary device tokens (docs/decisions/0070-hosted-accounts-and-oauth.md).
 import type { TemplatedApp } from '../uws.ts';
 import type { GatewayContext } from '../gateway/context.ts';
-import { SCOPES, type Account } from '../store/types.ts';
+import { SCOPES, type Account, type OAuthClient, type Scope } from '../store/types.ts';
 import { newApiToken, newId, sha256Hex } from '../crypto/secrets.ts';
 import { handle, type HostedRequest } from './request.ts';
 import { rateLimited } from '../metrics.ts';
@@ -11,7 +11,9 @@ import {
   ACCESS_TOKEN_TTL_MS,
   AUTHORIZATION_CODE_TTL_MS,
   checkAuthorizationRequest,
+  clientTrust,
   grantedScopes,
+  isLoopbackRedirect,
   parseRegistration,
   redirectWith,
   REFRESH_TOKEN_TTL_MS,
@@ -143,28 +145,45 @@ async function register(r: HostedRequest): Promise<void> {
   );
 }
 
-/** Validates the request's parameters (query on GET, form on POST); answers itself when they are bad. */
-async function validated(r: HostedRequest, params: URLSearchParams) {
+/**
+ * Validates the request's parameters (query on GET, form on POST); answers itself when they are
+ * bad. `acted`: the person pressed a button on our page, so an error may go back to the client at
+ * once. Otherwise (a link someone was sent) the error stays on this relay's page: signed out, with
+ * no way onwards; signed in, with a link that names the client's host (RFC 9700 §4.11.2,
+ * docs/decisions/0161-consent-that-names-where-the-code-goes.md).
+ */
+async function validated(r: HostedRequest, params: URLSearchParams, acted: boolean) {
   const client = await r.ctx.store.getOAuthClient(params.get('client_id') ?? '');
   const check = checkAuthorizationRequest(params, client, `${r.ctx.config.publicUrl}/mcp`);
-  if (check.ok) return { request: check.request, clientName: client!.name };
+  if (check.ok) return { request: check.request, client: client! };
   if (!check.redirect) {
     r.page(
       400,
       'Cannot connect',
       `<p class="error" role="alert">This connection request is invalid: ${esc(check.description)}.</p>`,
     );
-  } else {
-    hop(
-      r,
-      redirectWith(check.redirectUri, {
-        error: check.error,
-        error_description: check.description,
-        state: check.state,
-        iss: r.ctx.config.publicUrl,
-      }),
-    );
+    return undefined;
   }
+  const back = redirectWith(check.redirectUri, {
+    error: check.error,
+    error_description: check.description,
+    state: check.state,
+    iss: r.ctx.config.publicUrl,
+  });
+  if (acted) {
+    hop(r, back);
+    return undefined;
+  }
+  const account = await r.account();
+  const onwards = account
+    ? `<p><a data-testid="return" href="${esc(back)}">Return to ${esc(new URL(check.redirectUri).host)}</a> to tell the application.</p>`
+    : '<p><a href="/account">Go to your phones</a></p>';
+  r.page(
+    400,
+    'Cannot connect',
+    `<p class="error" role="alert">This connection request is invalid: ${esc(check.description)}.</p>${onwards}`,
+    account ? { signedIn: account.email ?? account.id } : {},
+  );
   return undefined;
 }
 
@@ -180,15 +199,30 @@ const AUTH_PARAMS = [
 ];
 
 async function authorizePage(r: HostedRequest): Promise<void> {
-  const v = await validated(r, r.query);
+  const v = await validated(r, r.query, false);
   if (!v) return;
   const account = await r.account();
   if (!account)
     return r.redirect(`/account/signin?next=${encodeURIComponent(`/account/authorize?${r.query.toString()}`)}`);
-  await consentPage(r, account, v.clientName, v.request.scopes);
+  await consentPage(r, account, v.client, v.request.redirectUri, r.query.get('scope') ? v.request.scopes : undefined);
 }
 
-async function consentPage(r: HostedRequest, account: Account, clientName: string, requested: string[]): Promise<void> {
+/** What each scope lets a client do, in words (the consent page shows both). */
+export const SCOPE_WORDS: Record<Scope, string> = {
+  'devices:read': 'see the screen and which apps are open',
+  'devices:act': 'tap and type, swipe, press keys and open apps',
+  'devices:lease': 'take the phone for itself while others wait',
+  'runs:start': 'start and stop automated runs on the phone',
+};
+
+async function consentPage(
+  r: HostedRequest,
+  account: Account,
+  client: OAuthClient,
+  redirectUri: string,
+  /** What the request asked for; undefined: it named no scope, so only reading is ticked. */
+  asked: Scope[] | undefined,
+): Promise<void> {
   const devices = await r.ctx.store.listDevices(account.id);
   const carried = AUTH_PARAMS.map((k) => hidden(k, r.query.get(k))).join('');
   const phones = devices
@@ -197,13 +231,23 @@ async function consentPage(r: HostedRequest, account: Account, clientName: strin
         `<label><input type="radio" name="device" value="${esc(d.id)}"${i === 0 ? ' checked' : ''}> ${esc(d.name)}</label><br>`,
     )
     .join('');
-  const scopes = requested
-    .map((s) => `<label><input type="checkbox" name="grant_scope" value="${esc(s)}" checked> ${esc(s)}</label><br>`)
+  const offered = asked ?? [...SCOPES];
+  const ticked = new Set<Scope>(asked ?? ['devices:read']);
+  const scopes = offered
+    .map(
+      (s) =>
+        `<label><input type="checkbox" name="grant_scope" value="${esc(s)}"${ticked.has(s) ? ' checked' : ''}> ${esc(SCOPE_WORDS[s])} <span class="muted">(${esc(s)})</span></label><br>`,
+    )
     .join('');
+  const target = new URL(redirectUri);
+  const loopback = isLoopbackRedirect(target);
   r.page(
     200,
     'Connect a client',
-    `<p><strong>${esc(clientName)}</strong> asks to use one of your phones through <code>${esc(r.ctx.config.publicUrl)}/mcp</code>.</p>
+    `<p>An application calling itself <strong>${esc(client.name)}</strong> <span class="badge" data-testid="client-trust">${esc(clientTrust(client))}</span> asks to use one of your phones through <code>${esc(r.ctx.config.publicUrl)}/mcp</code>.</p>
+<p class="target">If you allow it, access goes to <strong class="host" data-testid="redirect-host">${esc(target.host)}</strong>${loopback ? ' (an application on this computer)' : ''}.</p>
+${loopback ? '' : `<p class="error" role="alert" data-testid="remote-redirect-warning">${esc(target.host)} is a server on the internet, not an application on this computer. Allow only if you expected to connect it.</p>`}
+<p class="muted">Client id <code>${esc(client.id)}</code>. Its name is chosen by whoever registered it; the host above is where the access really goes.</p>
 <form method="post" action="/account/authorize">${hidden('csrf', r.csrf())}${carried}
 ${devices.length ? `<fieldset><legend>Phone</legend>${phones}</fieldset><fieldset><legend>Allow it to</legend>${scopes}</fieldset>` : '<p class="error">You have no phone yet: pair one on the dashboard first.</p>'}
 ${devices.length ? '<button type="submit" name="decision" value="allow" class="primary">Allow</button>' : ''}
@@ -216,7 +260,7 @@ ${devices.length ? '<button type="submit" name="decision" value="allow" class="p
 async function decide(r: HostedRequest): Promise<void> {
   const form = await r.checkStateChange();
   if (!form) return;
-  const v = await validated(r, form);
+  const v = await validated(r, form, true);
   if (!v) return;
   const account = await r.account();
   if (!account) return r.redirect(`/account/signin?next=${encodeURIComponent(`/account/authorize?${pick(form)}`)}`);

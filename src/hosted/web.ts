@@ -5,6 +5,8 @@ import type { Headers } from '../gateway/http.ts';
 
 export const SESSION_COOKIE = 'pb_session';
 export const CSRF_COOKIE = 'pb_csrf';
+/** Set by the browser that asked for a sign-in link: only there does the link keep its `next`. */
+export const SIGNIN_BROWSER_COOKIE = 'pb_signin';
 export const SESSION_TTL_MS = 7 * 24 * 3600_000;
 
 /** Request headers a hosted page handler copies before any await. */

@@ -1,0 +1,194 @@
+// Hosted mode's second security round over plain HTTP (a browser without JavaScript): sign-in
+// limits nobody else can spend, authorize errors that never leave the relay unasked, consent that
+// names where the code goes, and the OAuth limits. Real relay, real Postgres, real SMTP sink.
+import { createHash, randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDatabase } from '../cluster/harness.ts';
+import { startTestRelay, type TestRelay } from '../helpers/relay.ts';
+import {
+  csrfOf,
+  formFields,
+  startAccountPhone,
+  startSmtpSink,
+  WebClient,
+  type HostedPhone,
+  type SmtpSink,
+} from './helpers.ts';
+
+let db: Awaited<ReturnType<typeof createDatabase>>;
+let relay: TestRelay;
+let sink: SmtpSink;
+const phones: HostedPhone[] = [];
+
+beforeAll(async () => {
+  db = await createDatabase();
+  sink = await startSmtpSink();
+  relay = await startTestRelay([
+    '--hosted',
+    '--trust-proxy',
+    '--database-url',
+    db.url,
+    '--smtp-url',
+    sink.url,
+    '--control-poll-ms',
+    '50',
+  ]);
+});
+afterAll(async () => {
+  await Promise.all(phones.map((p) => p.stop()));
+  await relay?.stop();
+  await sink?.close();
+  await db?.drop();
+});
+
+/** Each test its own client address, so the per-address limits of one test do not touch another. */
+const addr = () => `10.${randomBytes(1)[0]}.${randomBytes(1)[0]}.${randomBytes(1)[0]}`;
+const email = () => `u${randomBytes(4).toString('hex')}@example.com`;
+
+async function askLink(web: WebClient, who: string, next?: string) {
+  const form = await web.get('/account/signin');
+  return web.post('/account/signin', { csrf: csrfOf(form.html), email: who, ...(next ? { next } : {}) });
+}
+
+async function signedInWithPhone() {
+  const who = email();
+  const web = new WebClient(relay.url, undefined, addr());
+  await web.signIn(who, sink);
+  const account = (await relay.relay.store.store.accountByEmail(who))!;
+  const phone = await startAccountPhone(relay.relay.store.store, relay.url, account.id);
+  phones.push(phone);
+  return { web, who, account, phone };
+}
+
+function pkce() {
+  const verifier = randomBytes(32).toString('base64url');
+  return { verifier, challenge: createHash('sha256').update(verifier).digest('base64url') };
+}
+
+const CALLBACK = 'http://127.0.0.1:4567/callback';
+
+async function registerClient(web: WebClient, redirectUris = [CALLBACK], name = 'Round two') {
+  const r = await fetch(`${relay.url}/oauth/register`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-forwarded-for': web.forwardedFor ?? addr() },
+    body: JSON.stringify({ client_name: name, redirect_uris: redirectUris, token_endpoint_auth_method: 'none' }),
+  });
+  return { status: r.status, body: (await r.json()) as any };
+}
+
+function authorizeQuery(clientId: string, challenge: string, extra: Record<string, string> = {}) {
+  return new URLSearchParams({
+    response_type: 'code',
+    client_id: clientId,
+    redirect_uri: CALLBACK,
+    code_challenge: challenge,
+    code_challenge_method: 'S256',
+    scope: 'devices:read devices:act',
+    state: 'st-1',
+    resource: `${relay.url}/mcp`,
+    ...extra,
+  });
+}
+
+describe('sign-in limits', () => {
+  it('an address over its own limit spends nothing of another email; one address cannot lock an email out', async () => {
+    const victim = email();
+    const attacker = new WebClient(relay.url, undefined, addr());
+    // The attacker's own budget, spent on addresses of its own.
+    for (let i = 0; i < 10; i++) expect((await askLink(attacker, email())).status).toBe(200);
+    // Over its limit now: these are refused and must not count against the victim.
+    for (let i = 0; i < 6; i++) expect((await askLink(attacker, victim)).status).toBe(429);
+    expect((await askLink(new WebClient(relay.url, undefined, addr()), victim)).status).toBe(200);
+
+    // A fresh address that spends everything it may on the victim still cannot lock the victim out.
+    const second = new WebClient(relay.url, undefined, addr());
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) statuses.push((await askLink(second, victim)).status);
+    expect(statuses.slice(0, 5)).toEqual([200, 200, 200, 200, 200]);
+    expect(statuses[5]).toBe(429);
+    const own = new WebClient(relay.url, undefined, addr());
+    expect((await askLink(own, victim)).status).toBe(200);
+  });
+});
+
+describe('authorize errors and consent', () => {
+  it('an authorize error never sends a browser to the redirect URI by itself (signed out or in)', async () => {
+    const web = new WebClient(relay.url, undefined, addr());
+    const client = await registerClient(web, ['https://evil.example/phish']);
+    const q = authorizeQuery(client.body.client_id, pkce().challenge, {
+      redirect_uri: 'https://evil.example/phish',
+      response_type: 'token',
+    });
+    const anonymous = await new WebClient(relay.url, undefined, addr()).get(`/account/authorize?${q.toString()}`);
+    expect(anonymous.location).toBeNull();
+    expect(anonymous.html).not.toContain('http-equiv="refresh"');
+    expect(anonymous.html).not.toContain('evil.example/phish');
+    expect(anonymous.status).toBe(400);
+    expect(anonymous.html).toContain('response_type must be code');
+
+    const { web: signedIn } = await signedInWithPhone();
+    const page = await signedIn.get(`/account/authorize?${q.toString()}`);
+    expect(page.html).not.toContain('http-equiv="refresh"');
+    // Signed in, the person may go back to the client, by pressing a link that names its host.
+    const back = /<a data-testid="return" href="([^"]+)"/.exec(page.html);
+    expect(back).not.toBeNull();
+    expect(new URL(back![1].replace(/&amp;/g, '&')).searchParams.get('error')).toBe('unsupported_response_type');
+    expect(page.html).toContain('evil.example');
+  });
+
+  it('a mailed link carries next only into the browser that asked for it; consent names the redirect host, unverified', async () => {
+    const { web: victimWeb, who, phone } = await signedInWithPhone();
+    const attacker = new WebClient(relay.url, undefined, addr());
+    const client = await registerClient(attacker, ['https://evil.example/cb'], 'Claude');
+    const q = authorizeQuery(client.body.client_id, pkce().challenge, { redirect_uri: 'https://evil.example/cb' });
+    const next = `/account/authorize?${q.toString()}`;
+    // The attacker makes the relay mail the victim a genuine link with the attacker's next.
+    expect((await askLink(attacker, who, next)).status).toBe(200);
+    const link = new URL(await sink.nextLink(who));
+    const victim = new WebClient(relay.url, undefined, addr());
+    const page = await victim.get(link.pathname + link.search);
+    const done = await victim.post('/account/signin/link', {
+      csrf: csrfOf(page.html),
+      code: link.searchParams.get('code')!,
+    });
+    expect(done).toMatchObject({ status: 303, location: '/account' });
+
+    // The browser that asked does get its next.
+    const own = new WebClient(relay.url, undefined, addr());
+    expect((await askLink(own, who, next)).status).toBe(200);
+    const ownLink = new URL(await sink.nextLink(who));
+    const ownPage = await own.get(ownLink.pathname + ownLink.search);
+    const ownDone = await own.post('/account/signin/link', {
+      csrf: csrfOf(ownPage.html),
+      code: ownLink.searchParams.get('code')!,
+    });
+    expect(ownDone).toMatchObject({ status: 303, location: next });
+
+    // The consent page says where the code goes, that the client is unverified, and warns off-loopback.
+    const consent = await victimWeb.get(next);
+    expect(consent.status).toBe(200);
+    expect(consent.html).toMatch(/data-testid="redirect-host">evil\.example</);
+    expect(consent.html).toMatch(/unverified/i);
+    expect(consent.html).toMatch(/data-testid="remote-redirect-warning"/);
+    // Without scope in the request, only reading is ticked; each scope says in words what it allows.
+    const noScope = new URLSearchParams(q);
+    noScope.delete('scope');
+    const ticked = await victimWeb.get(`/account/authorize?${noScope.toString()}`);
+    expect([...ticked.html.matchAll(/value="([a-z:]+)" checked/g)].map((m) => m[1])).toEqual(['devices:read']);
+    expect(ticked.html).toContain('see the screen');
+    expect(ticked.html).toContain('tap and type');
+    expect(formFields(ticked.html, '/account/authorize').client_id).toBe(client.body.client_id);
+    expect(phone.deviceId).toBeTruthy();
+  });
+
+  it('signed out, the sign-in page says that a client is waiting for consent', async () => {
+    const web = new WebClient(relay.url, undefined, addr());
+    const client = await registerClient(web, [CALLBACK], 'Waiting Client');
+    const q = authorizeQuery(client.body.client_id, pkce().challenge);
+    const r = await web.get(`/account/authorize?${q.toString()}`);
+    expect(r.status).toBe(303);
+    const form = await web.get(r.location!);
+    expect(form.html).toContain('Waiting Client');
+    expect(form.html).toMatch(/waiting for your consent/);
+  });
+});
