@@ -13,6 +13,7 @@ import {
 import type { RelayConfig } from '../config.ts';
 import type { Store } from '../store/types.ts';
 import type { Bus, ControlEvent } from '../bus/types.ts';
+import { CREDENTIAL_REVOKED_METHOD } from '../protocol/caller.ts';
 import type { Logger } from '../log.ts';
 import { registry, routeMetrics, trackNode, type RouteMetrics } from '../metrics.ts';
 import { tracingOn } from '../observability/tracing.ts';
@@ -370,6 +371,10 @@ function applyControl(ctx: GatewayContext, event: ControlEvent): void {
       ctx.auth.invalidate({ tokenId: event.tokenId });
       ctx.hub.revoke({ tokenId: event.tokenId });
       void ctx.bus.sessions.deleteWhere({ tokenId: event.tokenId }).catch(() => {});
+      break;
+    case 'credential_revoked':
+      // Only the node holding the phone's socket has it; the phone releases what that caller held.
+      ctx.hub.device(event.deviceId)?.notify(CREDENTIAL_REVOKED_METHOD, { credential: event.credential });
       break;
     case 'sessions_ended':
       // Evicted beyond their key's session cap: their streams end wherever they are.

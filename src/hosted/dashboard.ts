@@ -227,14 +227,18 @@ async function createApiKey(r: HostedRequest, account: Account, form: URLSearchP
 
 async function revokeKey(r: HostedRequest, account: Account, form: URLSearchParams): Promise<void> {
   const id = form.get('key') ?? '';
-  const mine = (await r.ctx.store.listTokens({ accountId: account.id })).some((t) => t.id === id && t.via === 'key');
-  if (mine && (await r.ctx.store.revokeToken(id))) await announce(r, { type: 'token_revoked', tokenId: id });
+  const key = (await r.ctx.store.listTokens({ accountId: account.id })).find((t) => t.id === id && t.via === 'key');
+  if (key && (await r.ctx.store.revokeToken(id))) {
+    await announce(r, { type: 'token_revoked', tokenId: id });
+    await announce(r, { type: 'credential_revoked', credential: id, deviceId: key.deviceId });
+  }
   r.redirect('/account');
 }
 
 async function revokeConnection(r: HostedRequest, account: Account, form: URLSearchParams): Promise<void> {
   const id = form.get('grant') ?? '';
-  const mine = (await r.ctx.store.listOAuthGrants(account.id)).some((g) => g.id === id);
-  if (mine) await r.ctx.store.revokeOAuthGrant(id);
+  const grant = (await r.ctx.store.listOAuthGrants(account.id)).find((g) => g.id === id);
+  if (grant && (await r.ctx.store.revokeOAuthGrant(id)))
+    await announce(r, { type: 'credential_revoked', credential: id, deviceId: grant.deviceId });
   r.redirect('/account');
 }

@@ -61,6 +61,7 @@ function toToken(r: Selectable<TokensTable>): Token {
     deviceId: r.device_id,
     scopes: r.scopes as Scope[],
     via: r.via,
+    grantId: r.grant_id,
     expiresAt: r.expires_at,
     createdAt: r.created_at,
   };
@@ -590,9 +591,16 @@ class KyselyStore implements Store {
 
   async revokeToken(id: string): Promise<boolean> {
     return this.db.transaction().execute(async (trx) => {
-      const r = await trx.deleteFrom('tokens').where('id', '=', id).executeTakeFirst();
-      if (r.numDeletedRows === 0n) return false;
+      const r = await trx
+        .deleteFrom('tokens')
+        .where('id', '=', id)
+        .returning(['device_id', 'grant_id'])
+        .executeTakeFirst();
+      if (!r) return false;
       await journal(trx, { type: 'token_revoked', tokenId: id });
+      // One access token of a grant is not the phone's caller: the grant is, and it lives on.
+      if (r.grant_id === null)
+        await journal(trx, { type: 'credential_revoked', credential: id, deviceId: r.device_id });
       return true;
     });
   }
@@ -714,9 +722,10 @@ async function mintPair(
 /** Deletes a grant with its tokens; every access token is journalled so every node forgets it. */
 async function deleteGrant(trx: Transaction<DB>, grantId: string): Promise<boolean> {
   const tokens = await trx.deleteFrom('tokens').where('grant_id', '=', grantId).returning('id').execute();
-  const r = await trx.deleteFrom('oauth_grants').where('id', '=', grantId).executeTakeFirst();
+  const r = await trx.deleteFrom('oauth_grants').where('id', '=', grantId).returning('device_id').executeTakeFirst();
   for (const t of tokens) await journal(trx, { type: 'token_revoked', tokenId: t.id });
-  return r.numDeletedRows > 0n;
+  if (r) await journal(trx, { type: 'credential_revoked', credential: grantId, deviceId: r.device_id });
+  return !!r;
 }
 
 async function journal(trx: Kysely<DB>, event: ControlEvent): Promise<void> {

@@ -504,6 +504,7 @@ export function storeSuite(backend: TestBackend): void {
       const seen = await other.controlEventsAfter(start.lastId);
       expect(seen.events).toEqual([
         { type: 'token_revoked', tokenId: r.token.id },
+        { type: 'credential_revoked', credential: r.token.id, deviceId: dev.id },
         { type: 'account_locked', accountId: acct.id, locked: true },
         { type: 'device_removed', deviceId: dev.id },
       ]);

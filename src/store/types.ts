@@ -52,6 +52,11 @@ export interface Token {
   deviceId: string;
   scopes: Scope[];
   via: 'key' | 'oauth';
+  /**
+   * The OAuth grant an access token was minted for (null for API keys). The phone knows an OAuth
+   * caller by this id, which a refresh does not change (docs/decisions/0162-a-caller-is-its-grant.md).
+   */
+  grantId?: string | null;
   expiresAt: Date | null;
   createdAt: Date;
 }
@@ -213,6 +218,11 @@ export interface Store {
 export type ControlEvent =
   | { type: 'device_removed'; deviceId: string }
   | { type: 'token_revoked'; tokenId: string }
+  /**
+   * A credential as the phone knows it (an API key's id, or an OAuth grant's id) is gone: the node
+   * holding the phone's socket tells the phone (docs/decisions/0162-a-caller-is-its-grant.md).
+   */
+  | { type: 'credential_revoked'; credential: string; deviceId: string }
   | { type: 'account_locked'; accountId: string; locked: boolean };
 
 export class SchemaTooNewError extends Error {

@@ -27,6 +27,7 @@ import {
   type Scope,
 } from './contract.ts';
 import { controlFor, type Access, type PhoneControl } from './control.ts';
+import { handleCredentialRevoked } from './revocation.ts';
 import { endRun, executeRun, performStep, runInfo } from './runs.ts';
 import * as s from './schemas.ts';
 
@@ -538,6 +539,7 @@ export function createPhoneServer(opts: PhoneServerOptions): McpServer {
   for (const spec of TOOLS) register(mcp, spec, (caller, extra) => new CallContext(caller, settings, control, extra));
   envelopeSdkErrors(mcp);
   cacheToolList(mcp);
+  handleCredentialRevoked(mcp, control);
   return mcp;
 }
 
