@@ -327,7 +327,9 @@ async function reclaimAll(ctx: GatewayContext): Promise<void> {
  * write it in the same transaction as the change, so it reaches this node within one poll.
  */
 function tailControlJournal(ctx: GatewayContext, pollMs: number): { stop(): void; storeUp?: boolean } {
-  let lastId: string | null = null;
+  // An opaque cursor: the store re-reads behind its high-water mark until transactions that
+  // were still writing have settled (docs/decisions/0163-a-journal-tail-without-gaps.md).
+  let cursor: string | null = null;
   let busy = false;
   // Every poll is a read of the store: its outcome is the node's store health (phonebridge_store_up).
   const tail: { stop(): void; storeUp?: boolean } = { stop: () => clearInterval(timer) };
@@ -335,9 +337,9 @@ function tailControlJournal(ctx: GatewayContext, pollMs: number): { stop(): void
     if (busy) return;
     busy = true;
     try {
-      const r = await ctx.store.controlEventsAfter(lastId);
+      const r = await ctx.store.tailControlEvents(cursor);
       tail.storeUp = true;
-      lastId = r.lastId;
+      cursor = r.cursor;
       for (const e of r.events) applyControl(ctx, e);
     } catch (err) {
       tail.storeUp = false;

@@ -4,6 +4,7 @@ import { Kysely, PostgresDialect, sql, type Selectable, type Transaction } from 
 import pg from 'pg';
 import type { DatabaseSource } from './database/types.ts';
 import { migrate, readSchemaVersion } from './migrations/index.ts';
+import { advanceTail, formatTailCursor, parseTailCursor, TAIL_START_WINDOW } from './journal-tail.ts';
 import type { AccountsTable, DB, DevicesTable, TokensTable } from './schema.ts';
 import { observeStoreQuery } from '../metrics.ts';
 import type {
@@ -625,6 +626,53 @@ class KyselyStore implements Store {
       lastId: rows.length ? String(rows[rows.length - 1].id) : afterId,
       events: rows.map((r) => r.event as ControlEvent),
     };
+  }
+
+  async tailControlEvents(cursor: string | null, limit = 500): Promise<{ cursor: string; events: ControlEvent[] }> {
+    const c = cursor === null ? undefined : parseTailCursor(cursor);
+    if (!c) {
+      // Tail from now: what is visible has taken effect; ids below the top that are still being
+      // written (a transaction in flight) are read once they commit, as for any later poll.
+      const r = await sql<{ hw: string | null; xmax: string }>`
+        select (select max(id)::text from control_events) as hw,
+               pg_snapshot_xmax(pg_current_snapshot())::text as xmax`.execute(this.db);
+      const hw = BigInt(r.rows[0].hw ?? '0');
+      const floor = hw > TAIL_START_WINDOW ? hw - TAIL_START_WINDOW : 0n;
+      const seen = await this.db.selectFrom('control_events').select('id').where('id', '>', String(floor)).execute();
+      return {
+        cursor: formatTailCursor({
+          safe: floor,
+          pending: hw > floor ? [{ hw, xmax: BigInt(r.rows[0].xmax) }] : [],
+          delivered: seen.map((x) => BigInt(x.id)),
+        }),
+        events: [],
+      };
+    }
+    // One statement, one snapshot: the rows and the snapshot's bounds agree.
+    const delivered = c.delivered.map(String);
+    const r = await sql<{ xmin: string; xmax: string; id: string | null; event: unknown }>`
+      with snap as (select pg_current_snapshot() as s),
+      fresh as (
+        select id, event from control_events
+        where id > ${String(c.safe)}::bigint and not (id = any(${delivered}::bigint[]))
+        order by id limit ${limit}
+      )
+      select pg_snapshot_xmin(snap.s)::text as xmin, pg_snapshot_xmax(snap.s)::text as xmax,
+             fresh.id::text as id, fresh.event
+      from snap left join fresh on true
+      order by fresh.id`.execute(this.db);
+    const xmin = BigInt(r.rows[0].xmin);
+    const xmax = BigInt(r.rows[0].xmax);
+    const rows = r.rows.filter((x) => x.id !== null);
+    const events = rows.map((x) => x.event as ControlEvent);
+    const next = advanceTail(
+      c,
+      rows.map((x) => BigInt(x.id!)),
+      rows.length === limit,
+      xmin,
+      xmax,
+    );
+    return { cursor: formatTailCursor(next), events };
   }
 
   async purgeExpired(now: Date): Promise<number> {

@@ -208,6 +208,12 @@ export interface Store {
    * same transaction). `afterId` null: start tailing from now.
    */
   controlEventsAfter(afterId: string | null, limit?: number): Promise<{ lastId: string; events: ControlEvent[] }>;
+  /**
+   * The journal without gaps, whatever order its transactions commit in
+   * (docs/decisions/0163-a-journal-tail-without-gaps.md). `cursor` is opaque: null starts at
+   * now; pass back the one returned. Each event is returned once per cursor chain.
+   */
+  tailControlEvents(cursor: string | null, limit?: number): Promise<{ cursor: string; events: ControlEvent[] }>;
 
   /** Drops expired or used pairing codes and expired tokens. Returns how many rows went. */
   purgeExpired(now: Date): Promise<number>;
