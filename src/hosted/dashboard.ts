@@ -135,7 +135,7 @@ async function dashboard(r: HostedRequest, account: Account, notice?: string): P
     `${notice ? `<p role="status">${esc(notice)}</p>` : ''}
 ${account.locked ? '<p class="error" role="alert">This account has no active subscription: clients get 402 until it is renewed. Phones and keys are kept.</p>' : ''}
 <section aria-labelledby="plan-h"><h2 id="plan-h">Plan and usage</h2>
-<p>Phones: ${devices.length} of ${cap(account.maxDevices)} · API keys: ${keys.length} of ${cap(account.maxKeys)}</p></section>
+<p>Phones: ${devices.length} of ${cap(account.maxDevices)} · API keys and OAuth connections: ${keys.length + grants.length} of ${cap(account.maxKeys)}</p></section>
 
 <section aria-labelledby="phones-h"><h2 id="phones-h">Phones</h2>
 ${devices.length ? `<table><thead><tr><th>Name</th><th>Status</th><th>Last seen</th><th>App version</th><th>Connected clients</th><th></th></tr></thead><tbody>${phoneRows}</tbody></table>` : '<p class="muted">No phone yet.</p>'}
@@ -210,7 +210,7 @@ async function createApiKey(r: HostedRequest, account: Account, form: URLSearchP
     return r.page(
       403,
       'Plan limit reached',
-      '<p class="error" role="alert">The account is at its plan limit for API keys (limit_reached). Revoke a key or change the plan.</p><p><a href="/account">Back</a></p>',
+      '<p class="error" role="alert">The account is at its plan limit for API keys and OAuth connections together (limit_reached). Revoke one or change the plan.</p><p><a href="/account">Back</a></p>',
       signedIn,
     );
   }

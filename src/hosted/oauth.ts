@@ -275,6 +275,14 @@ async function decide(r: HostedRequest): Promise<void> {
       signedIn: account.email ?? account.id,
     });
   }
+  if (account.maxKeys !== null && (await r.ctx.store.countCredentials(account.id)) >= account.maxKeys) {
+    return r.page(
+      403,
+      'Plan limit reached',
+      `<p class="error" role="alert">The account is at its plan limit of ${esc(account.maxKeys)} API keys and OAuth connections together (limit_reached). Revoke one on the <a href="/account">dashboard</a>, or change the plan.</p>`,
+      { signedIn: account.email ?? account.id },
+    );
+  }
   const scopes = grantedScopes(form.getAll('grant_scope'), request.scopes);
   if (scopes.length === 0) {
     return r.page(400, 'Pick a scope', '<p class="error" role="alert">Allow at least one thing, or press Deny.</p>', {
@@ -316,6 +324,14 @@ function hop(r: HostedRequest, location: string): void {
     `<p>Returning to the application… <a href="${esc(location)}">Continue</a></p>`,
     { head: `<meta http-equiv="refresh" content="0;url=${esc(location)}">` },
   );
+}
+
+/**
+ * The grant an authorization code issues, named after the code (a hash: the id reveals nothing of
+ * it), so that a replayed code finds its grant (docs/decisions/0164-grants-count-against-the-key-cap.md).
+ */
+export function grantIdOf(code: string): string {
+  return `grant_${hashSecret('grant', code).slice(0, 32)}`;
 }
 
 async function token(r: HostedRequest): Promise<void> {
@@ -362,7 +378,15 @@ async function token(r: HostedRequest): Promise<void> {
       code && code.length <= 100
         ? await r.ctx.store.consumeAuthorizationCode(hashSecret('authcode', code), now)
         : undefined;
-    if (!stored) return fail(400, 'invalid_grant', 'the code is unknown, expired or already used');
+    if (!stored) {
+      // A code presented again: whatever it issued is revoked (OAuth 2.1 §4.1.3). The grant's id
+      // is derived from the code, so only a holder of the code can reach it.
+      if (code && code.length <= 100 && (await r.ctx.store.revokeOAuthGrant(grantIdOf(code)))) {
+        r.ctx.log.warn({ clientId: client.id }, 'authorization code replayed: its grant revoked');
+        return fail(400, 'invalid_grant', 'the code was already used; what it issued is revoked');
+      }
+      return fail(400, 'invalid_grant', 'the code is unknown, expired or already used');
+    }
     if (stored.clientId !== client.id) return fail(400, 'invalid_grant', 'the code was issued to another client');
     if (form.get('redirect_uri') !== stored.redirectUri)
       return fail(400, 'invalid_grant', 'redirect_uri does not match the authorization request');
@@ -370,14 +394,21 @@ async function token(r: HostedRequest): Promise<void> {
       return fail(400, 'invalid_grant', 'code_verifier does not match the code_challenge');
     const p = pair();
     const issued = await r.ctx.store.issueOAuthGrant({
-      grantId: newId('grant'),
+      grantId: grantIdOf(code),
       accountId: stored.accountId,
       clientId: client.id,
       deviceId: stored.deviceId,
       scopes: stored.scopes,
       ...p.stored,
     });
-    if (!issued.ok) return fail(400, 'invalid_grant', 'the phone of this authorization was removed');
+    if (!issued.ok)
+      return fail(
+        400,
+        'invalid_grant',
+        issued.error === 'limit_reached'
+          ? 'the account is at its plan limit for API keys and OAuth connections'
+          : 'the phone of this authorization was removed',
+      );
     r.ctx.log.info(
       { clientId: client.id, accountId: stored.accountId, deviceId: stored.deviceId },
       'oauth grant issued',

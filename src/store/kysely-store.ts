@@ -260,10 +260,19 @@ class KyselyStore implements Store {
 
   async issueOAuthGrant(
     input: { grantId: string; accountId: string; clientId: string; deviceId: string; scopes: Scope[] } & OAuthTokenPair,
-  ): Promise<{ ok: true; token: Token } | { ok: false; error: 'no_device' }> {
+  ): Promise<{ ok: true; token: Token } | { ok: false; error: 'no_device' | 'limit_reached' }> {
     return this.db.transaction().execute(async (trx) => {
+      // The same lock as createToken: keys and grants share the cap, counted under it.
+      const account = await trx
+        .selectFrom('accounts')
+        .select('max_keys')
+        .where('id', '=', input.accountId)
+        .forNoKeyUpdate()
+        .executeTakeFirst();
       const device = await deviceOfAccountKeyShared(trx, input.deviceId, input.accountId);
-      if (!device) return { ok: false as const, error: 'no_device' as const };
+      if (!account || !device) return { ok: false as const, error: 'no_device' as const };
+      if (account.max_keys !== null && (await credentialsOf(trx, input.accountId)) >= account.max_keys)
+        return { ok: false as const, error: 'limit_reached' as const };
       await trx
         .insertInto('oauth_grants')
         .values({
@@ -314,6 +323,10 @@ class KyselyStore implements Store {
       const token = await mintPair(trx, rt.grant_id, rt.account_id, rt.device_id, rt.scopes as Scope[], input);
       return { ok: true, token, grantId: rt.grant_id };
     });
+  }
+
+  async countCredentials(accountId: string): Promise<number> {
+    return credentialsOf(this.db, accountId);
   }
 
   async listOAuthGrants(accountId: string): Promise<OAuthGrant[]> {
@@ -538,18 +551,12 @@ class KyselyStore implements Store {
       // KEY SHARE keeps the device from being removed between this check and the insert.
       const device = await deviceOfAccountKeyShared(trx, input.deviceId, input.accountId);
       if (!device) return { ok: false, error: 'no_device' };
-      // The plan caps API keys. OAuth access tokens are minted on every refresh, so counting them
-      // would exhaust the cap by normal use; the OAuth grant itself is bounded by the phones.
+      // The plan caps standing credentials: API keys and OAuth grants together
+      // (docs/decisions/0164-grants-count-against-the-key-cap.md). OAuth access tokens are minted
+      // on every refresh, so they are not counted; their grant is.
       if (input.via === 'key' && account.max_keys !== null) {
-        const now = new Date();
-        const r = await trx
-          .selectFrom('tokens')
-          .select((eb) => eb.fn.countAll<string>().as('n'))
-          .where('account_id', '=', input.accountId)
-          .where('via', '=', 'key')
-          .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', now)]))
-          .executeTakeFirstOrThrow();
-        if (Number(r.n) >= account.max_keys) return { ok: false, error: 'limit_reached' };
+        if ((await credentialsOf(trx, input.accountId)) >= account.max_keys)
+          return { ok: false, error: 'limit_reached' };
       }
       const row = await trx
         .insertInto('tokens')
@@ -774,6 +781,26 @@ async function deleteGrant(trx: Transaction<DB>, grantId: string): Promise<boole
   for (const t of tokens) await journal(trx, { type: 'token_revoked', tokenId: t.id });
   if (r) await journal(trx, { type: 'credential_revoked', credential: grantId, deviceId: r.device_id });
   return !!r;
+}
+
+/** Live API keys and OAuth grants of an account (what its key cap counts). */
+async function credentialsOf(db: Kysely<DB>, accountId: string): Promise<number> {
+  const now = new Date();
+  const [keys, grants] = await Promise.all([
+    db
+      .selectFrom('tokens')
+      .select((eb) => eb.fn.countAll<string>().as('n'))
+      .where('account_id', '=', accountId)
+      .where('via', '=', 'key')
+      .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', now)]))
+      .executeTakeFirstOrThrow(),
+    db
+      .selectFrom('oauth_grants')
+      .select((eb) => eb.fn.countAll<string>().as('n'))
+      .where('account_id', '=', accountId)
+      .executeTakeFirstOrThrow(),
+  ]);
+  return Number(keys.n) + Number(grants.n);
 }
 
 async function journal(trx: Kysely<DB>, event: ControlEvent): Promise<void> {

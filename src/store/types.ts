@@ -139,10 +139,16 @@ export interface Store {
   createAuthorizationCode(input: AuthorizationCode & { codeHash: string; expiresAt: Date }): Promise<void>;
   /** Single use: atomically marks the code used and returns it; undefined when unknown, used or expired. */
   consumeAuthorizationCode(codeHash: string, now: Date): Promise<AuthorizationCode | undefined>;
-  /** Creates the grant, its first access token and refresh token; no_device when the phone is gone. */
+  /**
+   * Creates the grant, its first access token and refresh token; no_device when the phone is gone,
+   * limit_reached when the account's live API keys and grants are at its key cap
+   * (docs/decisions/0164-grants-count-against-the-key-cap.md).
+   */
   issueOAuthGrant(
     input: { grantId: string; accountId: string; clientId: string; deviceId: string; scopes: Scope[] } & OAuthTokenPair,
-  ): Promise<{ ok: true; token: Token } | { ok: false; error: 'no_device' }>;
+  ): Promise<{ ok: true; token: Token } | { ok: false; error: 'no_device' | 'limit_reached' }>;
+  /** Live API keys plus OAuth grants of an account: what its key cap counts. */
+  countCredentials(accountId: string): Promise<number>;
   /**
    * Rotates a refresh token: the presented one is marked used, a new pair is minted with the
    * grant's scopes. A used (rotated) one revokes the whole grant, its access tokens included.

@@ -192,3 +192,102 @@ describe('authorize errors and consent', () => {
     expect(form.html).toMatch(/waiting for your consent/);
   });
 });
+
+/** The URL the hop page's meta refresh sends the browser to. */
+function hopTarget(html: string): URL {
+  const m = /http-equiv="refresh" content="0;url=([^"]+)"/.exec(html);
+  if (!m) throw new Error(`not a hop page: ${html.slice(0, 300)}`);
+  return new URL(m[1].replace(/&amp;/g, '&'));
+}
+
+/** Consent page → Allow; the answer page (a hop with the code, or a refusal). */
+async function allowPage(web: WebClient, query: URLSearchParams, deviceId: string) {
+  const page = await web.get(`/account/authorize?${query.toString()}`);
+  expect(page.status).toBe(200);
+  return web.post('/account/authorize', {
+    ...formFields(page.html, '/account/authorize'),
+    device: deviceId,
+    grant_scope: ['devices:read', 'devices:act'],
+    decision: 'allow',
+  });
+}
+
+async function tokenRequest(params: Record<string, string>) {
+  const r = await fetch(`${relay.url}/oauth/token`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams(params).toString(),
+  });
+  return { status: r.status, body: (await r.json()) as any, type: r.headers.get('content-type') };
+}
+
+async function mcpInit(token: string): Promise<number> {
+  const r = await fetch(`${relay.url}/mcp`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      authorization: `Bearer ${token}`,
+    },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25' } }),
+  });
+  await r.text();
+  return r.status;
+}
+
+/** A code for a fresh client of this person, exchanged once. */
+async function granted(web: WebClient, deviceId: string) {
+  const client = await registerClient(web);
+  const { verifier, challenge } = pkce();
+  const answer = await allowPage(web, authorizeQuery(client.body.client_id, challenge), deviceId);
+  const code = hopTarget(answer.html).searchParams.get('code')!;
+  const exchange = {
+    grant_type: 'authorization_code',
+    code,
+    redirect_uri: CALLBACK,
+    client_id: client.body.client_id,
+    code_verifier: verifier,
+  };
+  return { client, exchange, first: await tokenRequest(exchange) };
+}
+
+describe('OAuth limits', () => {
+  it('OAuth grants count against the key cap with API keys', async () => {
+    const { web, account, phone } = await signedInWithPhone();
+    const store = relay.relay.store.store;
+    await store.setAccountPlan(account.id, { maxDevices: 1, maxKeys: 1 });
+    const one = await granted(web, phone.deviceId);
+    expect(one.first.status).toBe(200);
+    // A second client: the consent refuses it, and so does the store under the token endpoint.
+    const client = await registerClient(web);
+    const refused = await allowPage(web, authorizeQuery(client.body.client_id, pkce().challenge), phone.deviceId);
+    expect(refused.status).toBe(403);
+    expect(refused.html).toContain('limit_reached');
+    expect(await store.listOAuthGrants(account.id)).toHaveLength(1);
+    // An API key is over the cap too while the grant lives.
+    const csrf = csrfOf((await web.get('/account')).html);
+    const key = await web.post('/account/keys', { csrf, device: phone.deviceId, scope: 'devices:read' });
+    expect(key.status).toBe(403);
+    expect(key.html).toContain('limit_reached');
+  });
+
+  it('a replayed authorization code revokes what its first exchange issued', async () => {
+    const { web, phone } = await signedInWithPhone();
+    const { exchange, first } = await granted(web, phone.deviceId);
+    expect(first.status).toBe(200);
+    expect(await mcpInit(first.body.access_token)).toBe(200);
+    const replay = await tokenRequest(exchange);
+    expect(replay).toMatchObject({ status: 400, body: { error: 'invalid_grant' } });
+    // The first access token and refresh token stop working.
+    const deadline = Date.now() + 5_000;
+    while ((await mcpInit(first.body.access_token)) !== 401 && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 50));
+    expect(await mcpInit(first.body.access_token)).toBe(401);
+    const refreshed = await tokenRequest({
+      grant_type: 'refresh_token',
+      refresh_token: first.body.refresh_token,
+      client_id: exchange.client_id,
+    });
+    expect(refreshed).toMatchObject({ status: 400, body: { error: 'invalid_grant' } });
+  });
+});
