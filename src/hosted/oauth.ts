@@ -5,7 +5,7 @@ import type { TemplatedApp } from '../uws.ts';
 import type { GatewayContext } from '../gateway/context.ts';
 import { SCOPES, type Account, type OAuthClient, type Scope } from '../store/types.ts';
 import { newApiToken, newId, sha256Hex } from '../crypto/secrets.ts';
-import { handle, type HostedRequest } from './request.ts';
+import { BadInput, handle, type HostedRequest } from './request.ts';
 import { rateLimited } from '../metrics.ts';
 import {
   ACCESS_TOKEN_TTL_MS,
@@ -89,11 +89,11 @@ export function registerOAuthRoutes(app: TemplatedApp, ctx: GatewayContext): voi
     );
   app.post(
     '/oauth/register',
-    handle(ctx, (r) => register(r), { body: true }),
+    handle(ctx, (r) => register(r), { body: true, oauth: { error: 'invalid_client_metadata', headers: CORS } }),
   );
   app.post(
     '/oauth/token',
-    handle(ctx, (r) => token(r), { body: true }),
+    handle(ctx, (r) => token(r), { body: true, oauth: { error: 'invalid_request', headers: CORS } }),
   );
   app.get(
     '/account/authorize',
@@ -118,7 +118,8 @@ async function register(r: HostedRequest): Promise<void> {
   let body: unknown;
   try {
     body = await r.json();
-  } catch {
+  } catch (err) {
+    if (err instanceof BadInput) throw err;
     return r.jsonResponse(400, { error: 'invalid_client_metadata', error_description: 'body must be JSON' }, CORS);
   }
   const parsed = parseRegistration(body);

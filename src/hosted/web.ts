@@ -87,7 +87,9 @@ export function sameOrigin(headers: Record<string, string>, origin: string): boo
 
 /** A place to go after sign-in: a path under /account on this relay, never another site. */
 export function safeNext(raw: string | null | undefined): string {
-  if (!raw || !raw.startsWith('/account') || raw.startsWith('//') || /[\\\r\n]/.test(raw)) return '/account';
+  // eslint-disable-next-line no-control-regex -- control characters are what is refused
+  if (!raw || !raw.startsWith('/account') || raw.startsWith('//') || /[\\\u0000-\u001f\u007f]/.test(raw))
+    return '/account';
   return raw.slice(0, 4_000);
 }
 

@@ -4,6 +4,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase } from '../cluster/harness.ts';
+import { createLogger } from '../../src/log.ts';
 import { startTestRelay, type TestRelay } from '../helpers/relay.ts';
 import {
   csrfOf,
@@ -15,6 +16,8 @@ import {
   type SmtpSink,
 } from './helpers.ts';
 
+/** The relay's log lines at warn and above (the NUL test checks that nothing reached error). */
+const logLines: { level: number; msg: string }[] = [];
 let db: Awaited<ReturnType<typeof createDatabase>>;
 let relay: TestRelay;
 let sink: SmtpSink;
@@ -23,16 +26,17 @@ const phones: HostedPhone[] = [];
 beforeAll(async () => {
   db = await createDatabase();
   sink = await startSmtpSink();
-  relay = await startTestRelay([
-    '--hosted',
-    '--trust-proxy',
-    '--database-url',
-    db.url,
-    '--smtp-url',
-    sink.url,
-    '--control-poll-ms',
-    '50',
-  ]);
+  relay = await startTestRelay(
+    ['--hosted', '--trust-proxy', '--database-url', db.url, '--smtp-url', sink.url, '--control-poll-ms', '50'],
+    {
+      log: createLogger({
+        level: 'warn',
+        destination: {
+          write: (line: string) => void logLines.push(JSON.parse(line) as { level: number; msg: string }),
+        },
+      }),
+    },
+  );
 });
 afterAll(async () => {
   await Promise.all(phones.map((p) => p.stop()));
@@ -289,5 +293,45 @@ describe('OAuth limits', () => {
       client_id: exchange.client_id,
     });
     expect(refreshed).toMatchObject({ status: 400, body: { error: 'invalid_grant' } });
+  });
+});
+
+describe('input refused at the edge', () => {
+  it('a NUL anywhere is a 400 (JSON with the OAuth error shape on OAuth endpoints), never a 500 or an error log line', async () => {
+    const { web, phone } = await signedInWithPhone();
+    const errorsBefore = logLines.filter((l) => l.level >= 50).length;
+    const anon = new WebClient(relay.url, undefined, addr());
+    const form = await anon.get('/account/signin');
+    const badEmail = await anon.post('/account/signin', { csrf: csrfOf(form.html), email: 'a\u0000b@example.com' });
+    expect(badEmail.status).toBe(400);
+    const badNext = await anon.post('/account/signin', {
+      csrf: csrfOf(form.html),
+      email: email(),
+      next: '/account\u0000',
+    });
+    expect(badNext.status).toBe(400);
+
+    const reg = await fetch(`${relay.url}/oauth/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-forwarded-for': addr() },
+      body: JSON.stringify({ client_name: 'x', redirect_uris: ['https://a.example/cb\u0000'] }),
+    });
+    expect(reg.status).toBe(400);
+    expect(reg.headers.get('content-type')).toBe('application/json');
+    expect(((await reg.json()) as any).error).toBe('invalid_client_metadata');
+
+    const csrf = csrfOf((await web.get('/account')).html);
+    expect((await web.post('/account/pair', { csrf, name: 'my\u0000phone' })).status).toBe(400);
+
+    const authorize = await web.get(`/account/authorize?client_id=%00&redirect_uri=${encodeURIComponent(CALLBACK)}`);
+    expect(authorize.status).toBe(400);
+
+    const tok = await tokenRequest({ grant_type: 'authorization_code', client_id: 'client_\u0000', code: 'x' });
+    expect(tok.status).toBe(400);
+    expect(tok.type).toBe('application/json');
+    expect(tok.body.error).toBe('invalid_request');
+
+    expect(logLines.filter((l) => l.level >= 50).length).toBe(errorsBefore);
+    expect(phone.deviceId).toBeTruthy();
   });
 });
