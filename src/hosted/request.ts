@@ -14,7 +14,7 @@ import {
   newSecret,
   PAGE_HEADERS,
   pageHeaders,
-  parseCookies,
+  requestCookies,
   sameOrigin,
   SESSION_COOKIE,
   setCookie,
@@ -49,7 +49,7 @@ export class HostedRequest {
     query: string,
     ip: string,
   ) {
-    this.cookies = parseCookies(headers.cookie);
+    this.cookies = requestCookies(headers.cookie, ctx.config.publicUrl.startsWith('https:'));
     this.query = new URLSearchParams(query);
     this.ip = ip;
   }
@@ -163,6 +163,7 @@ const STATUS_TEXT: Record<number, string> = {
   401: 'Unauthorized',
   403: 'Forbidden',
   404: 'Not Found',
+  409: 'Conflict',
   413: 'Payload Too Large',
   429: 'Too Many Requests',
   500: 'Internal Server Error',

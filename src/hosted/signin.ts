@@ -48,7 +48,7 @@ export function registerSigninRoutes(app: TemplatedApp, ctx: GatewayContext, mai
   );
   app.get(
     '/account/signin/link',
-    handle(ctx, (r) => linkPage(r)),
+    handle(ctx, (r) => linkPage(r, r.query.get('code') ?? '')),
   );
   app.post(
     '/account/signin/link',
@@ -156,17 +156,33 @@ async function waitingClient(r: HostedRequest, next: string): Promise<string> {
   return `<p role="status" data-testid="consent-waiting">A client, <strong>${esc(client.name)}</strong>${host ? ` (access would go to <strong>${esc(host)}</strong>)` : ''}, is waiting for your consent. Sign in to decide.</p>`;
 }
 
-function linkPage(r: HostedRequest): void {
-  const code = r.query.get('code') ?? '';
-  // Nothing is consumed here: a GET is what link scanners do.
+/**
+ * The link's page names the account it signs into; signed in as another account, it asks before
+ * replacing it (decision 0167). Nothing is consumed here: a GET is what link scanners do.
+ */
+async function linkPage(r: HostedRequest, code: string, status = 200): Promise<void> {
+  const target =
+    code && code.length <= 100 ? await r.ctx.store.peekSigninCode(hashSecret('signin', code), new Date()) : undefined;
+  if (!target) return expiredLink(r);
+  const current = await r.account();
+  const other = current && current.email !== target.email ? current : undefined;
   r.page(
-    200,
+    status,
     'Sign in',
-    `<p>Press the button to finish signing in.</p>
+    `<p>This link signs you in as <strong data-testid="link-account">${esc(target.email)}</strong>.</p>
+${other ? `<p class="error" role="alert" data-testid="account-switch">This browser is signed in as <strong>${esc(other.email ?? other.id)}</strong>. Signing in replaces that account here: phones you pair next will belong to ${esc(target.email)}. If someone sent you this link, do not use it.</p>` : ''}
 <form method="post" action="/account/signin/link">
-${hidden('csrf', r.csrf())}${hidden('code', code)}
-<button type="submit" class="primary">Sign in</button>
+${hidden('csrf', r.csrf())}${hidden('code', code)}${other ? hidden('switch', 'yes') : ''}
+<button type="submit" class="primary">${other ? `Sign out and sign in as ${esc(target.email)}` : 'Sign in'}</button>
 </form>`,
+  );
+}
+
+function expiredLink(r: HostedRequest): void {
+  r.page(
+    400,
+    'Link expired',
+    '<p class="error">This sign-in link was already used or has expired.</p><p><a href="/account/signin">Ask for a new one</a></p>',
   );
 }
 
@@ -174,17 +190,20 @@ async function consumeLink(r: HostedRequest): Promise<void> {
   const form = await r.checkStateChange();
   if (!form) return;
   const code = form.get('code') ?? '';
-  const used =
-    code && code.length <= 100
-      ? await r.ctx.store.consumeSigninCode(hashSecret('signin', code), new Date())
-      : undefined;
-  if (!used) {
-    return r.page(
-      400,
-      'Link expired',
-      '<p class="error">This sign-in link was already used or has expired.</p><p><a href="/account/signin">Ask for a new one</a></p>',
-    );
+  if (!code || code.length > 100) return expiredLink(r);
+  if (form.get('switch') !== 'yes') {
+    // Signed in as another account and not asked yet: ask (the page names both).
+    const [current, target] = await Promise.all([
+      r.account(),
+      r.ctx.store.peekSigninCode(hashSecret('signin', code), new Date()),
+    ]);
+    if (current && target && current.email !== target.email) return linkPage(r, code, 409);
   }
+  const used = await r.ctx.store.consumeSigninCode(hashSecret('signin', code), new Date());
+  if (!used) return expiredLink(r);
+  // The account this browser leaves, if any: its session ends here.
+  const previous = r.cookies[SESSION_COOKIE];
+  if (previous && previous.length <= 200) await r.ctx.store.deleteWebSession(hashSecret('session', previous));
   let account = await r.ctx.store.accountByEmail(used.email);
   if (!account) {
     const created = await r.ctx.store.createAccount({ id: newId('acct'), email: used.email, ...DEFAULT_PLAN });

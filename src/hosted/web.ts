@@ -46,9 +46,27 @@ export function parseCookies(header: string | undefined): Record<string, string>
   return out;
 }
 
-/** HttpOnly, SameSite=Lax, Path=/; Secure when the relay's public URL is https. */
+/**
+ * On https every cookie is `__Host-` prefixed (Secure, Path=/, no Domain): a sibling subdomain
+ * cannot set or shadow it (docs/decisions/0167-host-cookies-and-account-switch.md).
+ */
+export const HOST_PREFIX = '__Host-';
+
+/**
+ * The cookies a request carries, under their plain names. On https only `__Host-` cookies count:
+ * a plain `pb_session` there may have been planted by a sibling subdomain.
+ */
+export function requestCookies(header: string | undefined, secure: boolean): Record<string, string> {
+  const all = parseCookies(header);
+  if (!secure) return all;
+  const out: Record<string, string> = {};
+  for (const k in all) if (k.startsWith(HOST_PREFIX)) out[k.slice(HOST_PREFIX.length)] = all[k];
+  return out;
+}
+
+/** HttpOnly, SameSite=Lax, Path=/; Secure and `__Host-` when the relay's public URL is https. */
 export function setCookie(name: string, value: string, opts: { secure: boolean; maxAgeS?: number }): string {
-  const parts = [`${name}=${value}`, 'Path=/', 'HttpOnly', 'SameSite=Lax'];
+  const parts = [`${opts.secure ? HOST_PREFIX : ''}${name}=${value}`, 'Path=/', 'HttpOnly', 'SameSite=Lax'];
   if (opts.secure) parts.push('Secure');
   if (opts.maxAgeS !== undefined) parts.push(`Max-Age=${opts.maxAgeS}`);
   return parts.join('; ');

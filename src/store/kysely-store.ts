@@ -184,6 +184,17 @@ class KyselyStore implements Store {
     return r && { email: r.email, nextPath: r.next_path };
   }
 
+  async peekSigninCode(codeHash: string, now: Date): Promise<{ email: string } | undefined> {
+    const r = await this.db
+      .selectFrom('signin_codes')
+      .select('email')
+      .where('code_hash', '=', codeHash)
+      .where('used_at', 'is', null)
+      .where('expires_at', '>', now)
+      .executeTakeFirst();
+    return r && { email: r.email };
+  }
+
   async createWebSession(input: { tokenHash: string; accountId: string; expiresAt: Date }): Promise<void> {
     await this.db
       .insertInto('web_sessions')

@@ -129,6 +129,8 @@ export interface Store {
   createSigninCode(input: { codeHash: string; email: string; nextPath: string | null; expiresAt: Date }): Promise<void>;
   /** Atomically marks the code used and returns it; undefined when unknown, used or expired. */
   consumeSigninCode(codeHash: string, now: Date): Promise<{ email: string; nextPath: string | null } | undefined>;
+  /** The address an unused, unexpired code signs into, without consuming it; undefined otherwise. */
+  peekSigninCode(codeHash: string, now: Date): Promise<{ email: string } | undefined>;
   createWebSession(input: { tokenHash: string; accountId: string; expiresAt: Date }): Promise<void>;
   findWebSession(tokenHash: string, now: Date): Promise<{ accountId: string; expiresAt: Date } | undefined>;
   deleteWebSession(tokenHash: string): Promise<void>;

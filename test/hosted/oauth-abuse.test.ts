@@ -352,8 +352,9 @@ describe('abuse cases', () => {
     expect((await web.get('/account')).status).toBe(200);
     // Signed in now: the page's token is the session's; the code itself is spent.
     const reopened = await web.get(link.pathname + link.search);
+    expect(reopened.status).toBe(400);
     const again = await web.post('/account/signin/link', {
-      csrf: csrfOf(reopened.html),
+      csrf: csrfOf((await web.get('/account')).html),
       code: link.searchParams.get('code')!,
     });
     expect(again.status).toBe(400);

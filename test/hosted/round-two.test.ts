@@ -335,3 +335,65 @@ describe('input refused at the edge', () => {
     expect(phone.deviceId).toBeTruthy();
   });
 });
+
+describe('a forwarded magic link', () => {
+  it('names the account it signs into, and asks before replacing a different signed-in account', async () => {
+    const { web: bob, who: bobEmail } = await signedInWithPhone();
+    const mallory = email();
+    const malloryWeb = new WebClient(relay.url, undefined, addr());
+    expect((await askLink(malloryWeb, mallory)).status).toBe(200);
+    const link = new URL(await sink.nextLink(mallory));
+    const page = await bob.get(link.pathname + link.search);
+    expect(page.html).toMatch(new RegExp(`data-testid="link-account">${mallory.replace('.', '\\.')}<`));
+    expect(page.html).toContain('data-testid="account-switch"');
+    expect(page.html).toContain(bobEmail);
+    // A "Sign in" press without the switch (an older page, a script) is asked again, and changes nothing.
+    const session = bob.jar.get('pb_session');
+    const pressed = await bob.post('/account/signin/link', {
+      csrf: csrfOf(page.html),
+      code: link.searchParams.get('code')!,
+    });
+    expect(pressed.status).toBe(409);
+    expect(bob.jar.get('pb_session')).toBe(session);
+    expect((await bob.get('/account')).html).toContain(bobEmail);
+    // Confirmed: the switch happens, and the page said to whom.
+    const confirmed = await bob.post('/account/signin/link', {
+      ...formFields(pressed.html, '/account/signin/link'),
+    });
+    expect(confirmed.status).toBe(303);
+    expect((await bob.get('/account')).html).toContain(mallory);
+  });
+});
+
+describe('cookies on https', () => {
+  it('session and CSRF cookies are __Host- prefixed (Secure, Path=/, no Domain); a plain planted one is ignored', async () => {
+    const secure = await startTestRelay([
+      '--hosted',
+      '--trust-proxy',
+      '--database-url',
+      db.url,
+      '--smtp-url',
+      sink.url,
+      '--public-url',
+      'https://relay.example',
+    ]);
+    try {
+      const base = `http://127.0.0.1:${secure.relay.node.port}`;
+      const web = new WebClient(base, 'https://relay.example', addr());
+      const form = await web.get('/account/signin');
+      const csrfCookie = form.res.headers.getSetCookie().find((c) => c.includes('pb_csrf='))!;
+      expect(csrfCookie).toMatch(/^__Host-pb_csrf=[^;]+; Path=\/; HttpOnly; SameSite=Lax; Secure$/);
+      const who = email();
+      await web.signIn(who, sink);
+      const session = [...web.jar.keys()].filter((k) => k.includes('pb_session'));
+      expect(session).toEqual(['__Host-pb_session']);
+      expect((await web.get('/account')).status).toBe(200);
+      // A sibling subdomain can set a plain pb_session for the parent domain: it is not a session here.
+      const planted = new WebClient(base, 'https://relay.example', addr());
+      planted.jar.set('pb_session', web.jar.get('__Host-pb_session')!);
+      expect((await planted.get('/account')).status).toBe(303);
+    } finally {
+      await secure.stop();
+    }
+  });
+});
