@@ -17,6 +17,8 @@ export const CSP = [
   "script-src 'self'",
   "style-src 'self'",
   "img-src 'self' data:",
+  // The pairing page's watcher polls /account/phones.json.
+  "connect-src 'self'",
   "form-action 'self'",
   "frame-ancestors 'none'",
   "base-uri 'none'",
@@ -129,7 +131,7 @@ export function layout(
       : '';
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${esc(title)} · phonebridge</title><link rel="stylesheet" href="/account/assets/style.css">${opts.head ?? ''}</head>
+<title>${esc(title)} · phonebridge</title><link rel="icon" href="/account/assets/icon.svg" type="image/svg+xml"><link rel="stylesheet" href="/account/assets/style.css">${opts.head ?? ''}</head>
 <body><header><a href="/account" class="brand">phonebridge</a>${signout}</header><main>
 <h1>${esc(title)}</h1>
 ${body}

@@ -346,6 +346,14 @@ class KyselyStore implements Store {
       .innerJoin('oauth_clients', 'oauth_clients.id', 'oauth_grants.client_id')
       .selectAll('oauth_grants')
       .select('oauth_clients.name as client_name')
+      .select('oauth_clients.redirect_uris as redirect_uris')
+      .select((eb) =>
+        eb
+          .selectFrom('tokens')
+          .select((t) => t.fn.max('tokens.created_at').as('m'))
+          .whereRef('tokens.grant_id', '=', 'oauth_grants.id')
+          .as('last_used_at'),
+      )
       .where('oauth_grants.account_id', '=', accountId)
       .orderBy('oauth_grants.created_at')
       .orderBy('oauth_grants.id')
@@ -358,6 +366,8 @@ class KyselyStore implements Store {
       deviceId: r.device_id,
       scopes: r.scopes as Scope[],
       createdAt: r.created_at,
+      redirectUris: r.redirect_uris,
+      lastUsedAt: r.last_used_at ?? null,
     }));
   }
 

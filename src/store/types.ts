@@ -89,6 +89,10 @@ export interface OAuthGrant {
   deviceId: string;
   scopes: Scope[];
   createdAt: Date;
+  /** The client's registered redirect URIs (where its codes go). */
+  redirectUris?: string[];
+  /** When its latest access token was minted (first exchange or last refresh). */
+  lastUsedAt?: Date | null;
 }
 
 /** A minted OAuth access token (an ordinary device-bound token) and its refresh token, as hashes. */

@@ -397,3 +397,30 @@ describe('cookies on https', () => {
     }
   });
 });
+
+describe('what real clients tripped over', () => {
+  it('dashboard: "now" for an online phone; OAuth rows show client id, redirect host and last token; favicon; pairing payload', async () => {
+    const { web, phone } = await signedInWithPhone();
+    const { client, first } = await granted(web, phone.deviceId);
+    expect(first.status).toBe(200);
+    const dash = await web.get('/account');
+    const row = new RegExp(`<td class="online">online</td>\\s*<td>now</td>`);
+    expect(dash.html).toMatch(row);
+    const grantCell = /data-testid="grant-client">([^<]+)</.exec(dash.html)![1];
+    expect(grantCell).toContain(client.body.client_id);
+    expect(grantCell).toContain('127.0.0.1:4567');
+    expect(/data-testid="grant-last-use">([^<]+)</.exec(dash.html)![1]).toMatch(/UTC$/);
+    const icon = await fetch(`${relay.url}/favicon.ico`);
+    expect(icon.status).toBe(200);
+    expect(icon.headers.get('content-type')).toMatch(/^image\//);
+    const paired = await web.post('/account/pair', { csrf: csrfOf(dash.html), name: 'second' });
+    const payload = /data-testid="pairing-payload">([^<]+)</.exec(paired.html)![1].replace(/&quot;/g, '"');
+    expect(JSON.parse(payload)).toMatchObject({ v: 1, relay: relay.url });
+    const phonesJson = await web.get('/account/phones.json');
+    expect(phonesJson.status).toBe(200);
+    expect((JSON.parse(phonesJson.html) as { id: string; online: boolean }[])[0]).toMatchObject({
+      id: phone.deviceId,
+      online: true,
+    });
+  });
+});
