@@ -26,6 +26,7 @@ import { handlePair } from './pairing.ts';
 import { deviceSocketBehavior, handleChallenge, sweepIdleDevices } from './device-socket.ts';
 import { registerMcpRoutes } from './mcp-endpoint.ts';
 import { registerHostedRoutes } from '../hosted/index.ts';
+import { registerLocalAuthHelp } from './unauthorized.ts';
 import { CLOSE, type DeviceConnection } from './device-connection.ts';
 import { Router } from './router.ts';
 import type { GatewayContext } from './context.ts';
@@ -93,6 +94,7 @@ export async function startGateway(opts: {
   app.ws('/device/ws', deviceSocketBehavior(ctx));
   const mcp = registerMcpRoutes(routes, ctx);
   if (config.hosted) registerHostedRoutes(routes, ctx);
+  else registerLocalAuthHelp(routes);
   routes.any('/*', (res) => new Exchange(res).error(404, 'not_found', 'no such endpoint'));
 
   const admin = uws.App();

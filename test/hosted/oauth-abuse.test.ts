@@ -141,7 +141,7 @@ describe('discovery', () => {
     const r = await mcpInit('pb_nope');
     expect(r.status).toBe(401);
     expect(r.headers.get('www-authenticate')).toBe(
-      `Bearer realm="phonebridge", resource_metadata="${relay.url}/.well-known/oauth-protected-resource/mcp"`,
+      `Bearer realm="phonebridge", resource_metadata="${relay.url}/.well-known/oauth-protected-resource/mcp", error="invalid_token", error_description="the API key or access token is unknown, expired or revoked"`,
     );
     const prm = (await (await fetch(`${relay.url}/.well-known/oauth-protected-resource/mcp`)).json()) as any;
     expect(prm).toMatchObject({ resource: `${relay.url}/mcp`, authorization_servers: [relay.url] });
