@@ -40,6 +40,11 @@ class UsageError extends Error {}
 
 export async function main(argv: string[]): Promise<void> {
   const [cmd, ...rest] = argv;
+  // Every command's --help is the usage (its own option parser would call it unknown first).
+  if (cmd !== undefined && (rest.includes('--help') || rest.includes('-h'))) {
+    console.log(USAGE);
+    return;
+  }
   try {
     switch (cmd) {
       case 'serve':
@@ -68,14 +73,19 @@ export async function main(argv: string[]): Promise<void> {
         throw new UsageError(`unknown command "${cmd}"`);
     }
   } catch (err) {
-    if (err instanceof SchemaTooNewError || err instanceof ConfigError || err instanceof ListenError) {
+    // Not a usage mistake: the error says all there is (no usage after it).
+    if (
+      err instanceof SchemaTooNewError ||
+      err instanceof ConfigError ||
+      err instanceof ListenError ||
+      err instanceof DataDirBusyError
+    ) {
       console.error(`phonebridge: ${err.message}`);
       process.exit(2);
     }
     if (
       err instanceof UsageError ||
       err instanceof LabelError ||
-      err instanceof DataDirBusyError ||
       (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')
     ) {
       console.error(`phonebridge: ${(err as Error).message}\n\n${USAGE}`);

@@ -47,20 +47,34 @@ export class Authenticator {
     const now = Date.now();
     const hit = this.cached(token, now);
     if (hit) return hit;
-    const t = await this.store.findTokenByHash(sha256Hex(token), new Date(now));
-    const account = t ? await this.store.getAccount(t.accountId) : undefined;
-    if (!t || !account) {
-      this.cache.delete(token);
-      return undefined;
+    // An invalidation that lands while the store is asked may describe a change the answer
+    // predates (a lock committed after the read): ask again, and never cache an answer that an
+    // invalidation overtook.
+    for (let attempt = 0; ; attempt++) {
+      const generation = this.generation;
+      const t = await this.store.findTokenByHash(sha256Hex(token), new Date(now));
+      const account = t ? await this.store.getAccount(t.accountId) : undefined;
+      if (!t || !account) {
+        this.cache.delete(token);
+        return undefined;
+      }
+      const cred = { token: t, account };
+      if (generation !== this.generation) {
+        if (attempt === 0) continue;
+        return cred;
+      }
+      if (this.cache.size >= CACHE_MAX) this.cache.delete(this.cache.keys().next().value!);
+      this.cache.set(token, { cred, until: now + CACHE_TTL_MS });
+      return cred;
     }
-    const cred = { token: t, account };
-    if (this.cache.size >= CACHE_MAX) this.cache.delete(this.cache.keys().next().value!);
-    this.cache.set(token, { cred, until: now + CACHE_TTL_MS });
-    return cred;
   }
+
+  /** Bumped by every invalidation: a lookup that saw it change does not cache its answer. */
+  private generation = 0;
 
   /** Drops cached entries matching an invalidation event. */
   invalidate(match: { tokenId?: string; deviceId?: string; accountId?: string }): void {
+    this.generation++;
     for (const [key, { cred }] of this.cache) {
       if (
         (match.tokenId && cred.token.id === match.tokenId) ||

@@ -30,6 +30,7 @@ import { INVALID_REQUEST, relayError, type JsonRpcErrorObject } from '../protoco
 import { allowsBatch, isSessionRevision, negotiateRevision, SESSION_REVISIONS } from '../protocol/revisions.ts';
 import { MAX_TIMEOUT_MS, requestTimeoutMs } from '../protocol/timeouts.ts';
 import { callerContextJson, withCallerContext } from '../protocol/caller.ts';
+import { unauthorized } from './unauthorized.ts';
 import { insufficientScopeChallenge } from '../protocol/scopes.ts';
 import type { Scope } from '../store/types.ts';
 import { MAX_FRAME_BYTES } from './device-connection.ts';
@@ -217,12 +218,10 @@ class McpEndpoint {
       return undefined;
     }
     if (!cred) {
-      clientAuthFailures[presentedToken(h) ? 'invalid' : 'missing'].inc();
-      ex.send(
-        401,
-        { ...JSON_HEADERS, 'WWW-Authenticate': this.challenge },
-        JSON.stringify({ error: 'unauthorized', message: 'missing or invalid API key' }),
-      );
+      const presented = !!presentedToken(h);
+      clientAuthFailures[presented ? 'invalid' : 'missing'].inc();
+      const answer = unauthorized(this.challenge, presented, this.ctx.config.hosted);
+      ex.send(401, { ...JSON_HEADERS, ...answer.headers }, answer.body);
       return undefined;
     }
     if (cred.account.locked) {

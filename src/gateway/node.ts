@@ -13,6 +13,7 @@ import {
 import type { RelayConfig } from '../config.ts';
 import type { Store } from '../store/types.ts';
 import type { Bus, ControlEvent } from '../bus/types.ts';
+import { CREDENTIAL_REVOKED_METHOD } from '../protocol/caller.ts';
 import type { Logger } from '../log.ts';
 import { registry, routeMetrics, trackNode, type RouteMetrics } from '../metrics.ts';
 import { tracingOn } from '../observability/tracing.ts';
@@ -25,6 +26,7 @@ import { handlePair } from './pairing.ts';
 import { deviceSocketBehavior, handleChallenge, sweepIdleDevices } from './device-socket.ts';
 import { registerMcpRoutes } from './mcp-endpoint.ts';
 import { registerHostedRoutes } from '../hosted/index.ts';
+import { registerLocalAuthHelp } from './unauthorized.ts';
 import { CLOSE, type DeviceConnection } from './device-connection.ts';
 import { Router } from './router.ts';
 import type { GatewayContext } from './context.ts';
@@ -95,6 +97,7 @@ export async function startGateway(opts: {
   app.ws('/device/ws', deviceSocketBehavior(ctx));
   const mcp = registerMcpRoutes(routes, ctx);
   if (config.hosted) registerHostedRoutes(routes, ctx);
+  else registerLocalAuthHelp(routes);
   const started: StartedFeature[] = [];
   for (const f of opts.features ?? []) {
     const s = f.start({ app: routes, ctx, mcp });
@@ -336,7 +339,9 @@ async function reclaimAll(ctx: GatewayContext): Promise<void> {
  * write it in the same transaction as the change, so it reaches this node within one poll.
  */
 function tailControlJournal(ctx: GatewayContext, pollMs: number): { stop(): void; storeUp?: boolean } {
-  let lastId: string | null = null;
+  // An opaque cursor: the store re-reads behind its high-water mark until transactions that
+  // were still writing have settled (docs/decisions/0163-a-journal-tail-without-gaps.md).
+  let cursor: string | null = null;
   let busy = false;
   // Every poll is a read of the store: its outcome is the node's store health (phonebridge_store_up).
   const tail: { stop(): void; storeUp?: boolean } = { stop: () => clearInterval(timer) };
@@ -344,9 +349,9 @@ function tailControlJournal(ctx: GatewayContext, pollMs: number): { stop(): void
     if (busy) return;
     busy = true;
     try {
-      const r = await ctx.store.controlEventsAfter(lastId);
+      const r = await ctx.store.tailControlEvents(cursor);
       tail.storeUp = true;
-      lastId = r.lastId;
+      cursor = r.cursor;
       for (const e of r.events) applyControl(ctx, e);
     } catch (err) {
       tail.storeUp = false;
@@ -380,6 +385,10 @@ function applyControl(ctx: GatewayContext, event: ControlEvent): void {
       ctx.auth.invalidate({ tokenId: event.tokenId });
       ctx.hub.revoke({ tokenId: event.tokenId });
       void ctx.bus.sessions.deleteWhere({ tokenId: event.tokenId }).catch(() => {});
+      break;
+    case 'credential_revoked':
+      // Only the node holding the phone's socket has it; the phone releases what that caller held.
+      ctx.hub.device(event.deviceId)?.notify(CREDENTIAL_REVOKED_METHOD, { credential: event.credential });
       break;
     case 'sessions_ended':
       // Evicted beyond their key's session cap: their streams end wherever they are.

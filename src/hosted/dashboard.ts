@@ -8,7 +8,7 @@ import { createKey, createPairing } from '../../services/provisioning.ts';
 import { handle, type HostedRequest } from './request.ts';
 import { qrDataUri } from './qr.ts';
 import { esc, hidden } from './web.ts';
-import { COUNTDOWN_JS, STYLE_CSS } from './assets.ts';
+import { COUNTDOWN_JS, FAVICON_SVG, PAIRING_JS, STYLE_CSS } from './assets.ts';
 
 export function registerDashboardRoutes(app: TemplatedApp, ctx: GatewayContext): void {
   app.get(
@@ -20,8 +20,21 @@ export function registerDashboardRoutes(app: TemplatedApp, ctx: GatewayContext):
     handle(ctx, (r) => r.send(200, asset('text/javascript'), COUNTDOWN_JS)),
   );
   app.get(
+    '/account/assets/pairing.js',
+    handle(ctx, (r) => r.send(200, asset('text/javascript'), PAIRING_JS)),
+  );
+  for (const path of ['/favicon.ico', '/account/assets/icon.svg'])
+    app.get(
+      path,
+      handle(ctx, (r) => r.send(200, asset('image/svg+xml'), FAVICON_SVG)),
+    );
+  app.get(
     '/account',
     handle(ctx, (r) => signedIn(r, (a) => dashboard(r, a))),
+  );
+  app.get(
+    '/account/phones.json',
+    handle(ctx, (r) => phonesJson(r)),
   );
   app.post(
     '/account/pair',
@@ -59,6 +72,25 @@ async function announce(r: HostedRequest, event: ControlEvent): Promise<void> {
   await r.ctx.bus.publishControl(event).catch(() => {});
 }
 
+/** The account's phones for the pairing page's watcher: id, name, online. Signed out: 401. */
+async function phonesJson(r: HostedRequest): Promise<void> {
+  const account = await r.account();
+  if (!account) return r.jsonResponse(401, { error: 'signed_out' });
+  const devices = await r.ctx.store.listDevices(account.id);
+  const online = await Promise.all(
+    devices.map((d) =>
+      r.ctx.bus.ownerOf(d.id).then(
+        (o) => !!o,
+        () => false,
+      ),
+    ),
+  );
+  r.jsonResponse(
+    200,
+    devices.map((d, i) => ({ id: d.id, name: d.name, online: online[i] })),
+  );
+}
+
 async function signedIn(r: HostedRequest, fn: (a: Account) => Promise<void>): Promise<void> {
   const account = await r.account();
   if (!account) return r.redirect('/account/signin?next=/account');
@@ -71,6 +103,19 @@ async function action(r: HostedRequest, fn: (a: Account, form: URLSearchParams) 
   const account = await r.account();
   if (!account) return r.redirect('/account/signin?next=/account');
   await fn(account, form);
+}
+
+/** The distinct hosts of redirect URIs: where a connection's codes went. */
+function hostsOf(uris: string[]): string {
+  const hosts = new Set<string>();
+  for (const u of uris) {
+    try {
+      hosts.add(new URL(u).host);
+    } catch {
+      // stored URIs are valid; nothing to show otherwise
+    }
+  }
+  return [...hosts].join(', ') || '—';
 }
 
 const label = (email: string | null, id: string) => email ?? id;
@@ -104,7 +149,7 @@ async function dashboard(r: HostedRequest, account: Account, notice?: string): P
       const init = d.initResult as { serverInfo?: { name?: string; version?: string } } | null;
       return `<tr><td>${esc(d.name)}<div class="muted">${esc(d.id)}</div></td>
 <td class="${online[i] ? 'online' : 'offline'}">${online[i] ? 'online' : 'offline'}</td>
-<td>${esc(when(d.lastSeenAt))}</td><td>${esc(init?.serverInfo?.version ?? '—')}</td><td>${esc(clients[i] ?? '—')}</td>
+<td>${online[i] ? 'now' : esc(when(d.lastSeenAt))}</td><td>${esc(init?.serverInfo?.version ?? '—')}</td><td>${esc(clients[i] ?? '—')}</td>
 <td><form method="post" action="/account/phones/remove" class="inline">${csrfField}${hidden('device', d.id)}<button type="submit">Remove</button></form></td></tr>`;
     })
     .join('');
@@ -120,7 +165,7 @@ async function dashboard(r: HostedRequest, account: Account, notice?: string): P
     .map(
       (
         g,
-      ) => `<tr><td>connected via OAuth: <strong>${esc(g.clientName)}</strong></td><td>${esc(names.get(g.deviceId) ?? g.deviceId)}</td><td>${esc(g.scopes.join(' '))}</td><td>${esc(when(g.createdAt))}</td>
+      ) => `<tr><td>connected via OAuth: <strong>${esc(g.clientName)}</strong><div class="muted" data-testid="grant-client">${esc(g.clientId)} · to ${esc(hostsOf(g.redirectUris ?? []))}</div></td><td>${esc(names.get(g.deviceId) ?? g.deviceId)}</td><td>${esc(g.scopes.join(' '))}</td><td>${esc(when(g.createdAt))}</td><td data-testid="grant-last-use">${esc(when(g.lastUsedAt ?? null))}</td>
 <td><form method="post" action="/account/connections/revoke" class="inline">${csrfField}${hidden('grant', g.id)}<button type="submit">Revoke</button></form></td></tr>`,
     )
     .join('');
@@ -135,7 +180,7 @@ async function dashboard(r: HostedRequest, account: Account, notice?: string): P
     `${notice ? `<p role="status">${esc(notice)}</p>` : ''}
 ${account.locked ? '<p class="error" role="alert">This account has no active subscription: clients get 402 until it is renewed. Phones and keys are kept.</p>' : ''}
 <section aria-labelledby="plan-h"><h2 id="plan-h">Plan and usage</h2>
-<p>Phones: ${devices.length} of ${cap(account.maxDevices)} · API keys: ${keys.length} of ${cap(account.maxKeys)}</p></section>
+<p>Phones: ${devices.length} of ${cap(account.maxDevices)} · API keys and OAuth connections: ${keys.length + grants.length} of ${cap(account.maxKeys)}</p></section>
 
 <section aria-labelledby="phones-h"><h2 id="phones-h">Phones</h2>
 ${devices.length ? `<table><thead><tr><th>Name</th><th>Status</th><th>Last seen</th><th>App version</th><th>Connected clients</th><th></th></tr></thead><tbody>${phoneRows}</tbody></table>` : '<p class="muted">No phone yet.</p>'}
@@ -155,7 +200,7 @@ ${
 }</section>
 
 <section aria-labelledby="oauth-h"><h2 id="oauth-h">OAuth connections</h2>
-${grants.length ? `<table><thead><tr><th>Client</th><th>Phone</th><th>Scopes</th><th>Since</th><th></th></tr></thead><tbody>${grantRows}</tbody></table>` : '<p class="muted">No client connected via OAuth.</p>'}
+${grants.length ? `<table><thead><tr><th>Client</th><th>Phone</th><th>Scopes</th><th>Since</th><th>Last token</th><th></th></tr></thead><tbody>${grantRows}</tbody></table>` : '<p class="muted">No client connected via OAuth.</p>'}
 <p class="muted">Clients that connect by URL (MCP authorization) appear here. MCP URL: <code>${esc(r.ctx.config.publicUrl)}/mcp</code></p></section>`,
     { signedIn: label(account.email, account.id) },
   );
@@ -176,15 +221,23 @@ async function pair(r: HostedRequest, account: Account, form: URLSearchParams): 
     );
   }
   const expires = new Date(Date.now() + 10 * 60_000);
+  const known = (await r.ctx.store.listDevices(account.id)).map((d) => d.id);
+  const payload = JSON.stringify(qr);
   r.page(
     200,
     'Pair a phone',
     `<p>Scan this with the phonebridge app, or type the code.</p>
-<img class="qr" alt="Pairing QR code" src="${qrDataUri(JSON.stringify(qr))}">
+<img class="qr" alt="Pairing QR code" src="${qrDataUri(payload)}">
 <p>Code: <span class="code" data-testid="pairing-code">${esc(qr.code)}</span></p>
+<p>Or run a reference phone with this payload (<code>phonebridge device run --state ./phone --pair '…'</code>):</p>
+<pre class="payload" id="pair-payload" data-testid="pairing-payload">${esc(payload)}</pre>
+<button type="button" data-copy="pair-payload">Copy</button>
 <p>Valid once, for ten minutes: until ${esc(expires.toISOString().slice(11, 16))} UTC (<span data-expires="${esc(expires.toISOString())}">10:00 left</span>).</p>
-<p><a href="/account">Back to your phones</a></p>`,
-    { signedIn: label(account.email, account.id), head: '<script src="/account/assets/countdown.js" defer></script>' },
+<p role="status" data-testid="pairing-status" data-known-devices="${esc(JSON.stringify(known))}">Waiting for the phone… <a href="/account">Show my phones</a></p>`,
+    {
+      signedIn: label(account.email, account.id),
+      head: '<script src="/account/assets/countdown.js" defer></script><script src="/account/assets/pairing.js" defer></script>',
+    },
   );
 }
 
@@ -210,7 +263,7 @@ async function createApiKey(r: HostedRequest, account: Account, form: URLSearchP
     return r.page(
       403,
       'Plan limit reached',
-      '<p class="error" role="alert">The account is at its plan limit for API keys (limit_reached). Revoke a key or change the plan.</p><p><a href="/account">Back</a></p>',
+      '<p class="error" role="alert">The account is at its plan limit for API keys and OAuth connections together (limit_reached). Revoke one or change the plan.</p><p><a href="/account">Back</a></p>',
       signedIn,
     );
   }
@@ -227,14 +280,18 @@ async function createApiKey(r: HostedRequest, account: Account, form: URLSearchP
 
 async function revokeKey(r: HostedRequest, account: Account, form: URLSearchParams): Promise<void> {
   const id = form.get('key') ?? '';
-  const mine = (await r.ctx.store.listTokens({ accountId: account.id })).some((t) => t.id === id && t.via === 'key');
-  if (mine && (await r.ctx.store.revokeToken(id))) await announce(r, { type: 'token_revoked', tokenId: id });
+  const key = (await r.ctx.store.listTokens({ accountId: account.id })).find((t) => t.id === id && t.via === 'key');
+  if (key && (await r.ctx.store.revokeToken(id))) {
+    await announce(r, { type: 'token_revoked', tokenId: id });
+    await announce(r, { type: 'credential_revoked', credential: id, deviceId: key.deviceId });
+  }
   r.redirect('/account');
 }
 
 async function revokeConnection(r: HostedRequest, account: Account, form: URLSearchParams): Promise<void> {
   const id = form.get('grant') ?? '';
-  const mine = (await r.ctx.store.listOAuthGrants(account.id)).some((g) => g.id === id);
-  if (mine) await r.ctx.store.revokeOAuthGrant(id);
+  const grant = (await r.ctx.store.listOAuthGrants(account.id)).find((g) => g.id === id);
+  if (grant && (await r.ctx.store.revokeOAuthGrant(id)))
+    await announce(r, { type: 'credential_revoked', credential: id, deviceId: grant.deviceId });
   r.redirect('/account');
 }

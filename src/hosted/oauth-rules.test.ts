@@ -122,9 +122,9 @@ describe('web rules', () => {
     expect(csrfMatches(signedIn, 'abc')).toBe(false);
     expect(csrfMatches({}, '')).toBe(false);
   });
-  it('cookies are HttpOnly and SameSite=Lax always, Secure on https', () => {
+  it('cookies are HttpOnly and SameSite=Lax always, Secure and __Host- on https', () => {
     expect(setCookie('pb_session', 'v', { secure: true, maxAgeS: 60 })).toBe(
-      'pb_session=v; Path=/; HttpOnly; SameSite=Lax; Secure; Max-Age=60',
+      '__Host-pb_session=v; Path=/; HttpOnly; SameSite=Lax; Secure; Max-Age=60',
     );
     expect(setCookie('pb_csrf', 'v', { secure: false })).toBe('pb_csrf=v; Path=/; HttpOnly; SameSite=Lax');
   });

@@ -17,6 +17,9 @@ const LOOPBACK_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost']);
 /** https anywhere, or http on a loopback host with any port (native clients, RFC 8252 §7.3). No fragments. */
 export function redirectUriProblem(uri: unknown): string | undefined {
   if (typeof uri !== 'string' || uri.length === 0 || uri.length > MAX_URI_LENGTH) return 'must be a URL';
+  // The URL parser drops tabs and newlines; the stored URI is matched exactly, so refuse them.
+  // eslint-disable-next-line no-control-regex -- control characters are what is refused
+  if (/[\u0000-\u0020\u007f]/.test(uri)) return 'must not contain spaces or control characters';
   let u: URL;
   try {
     u = new URL(uri);
@@ -28,6 +31,19 @@ export function redirectUriProblem(uri: unknown): string | undefined {
   if (u.protocol === 'https:') return undefined;
   if (u.protocol === 'http:' && LOOPBACK_HOSTS.has(u.hostname)) return undefined;
   return 'must be https, or http on a loopback host (127.0.0.1, [::1], localhost)';
+}
+
+/** Whether a redirect URI lands on this computer (http on a loopback host): a native client. */
+export function isLoopbackRedirect(u: URL): boolean {
+  return LOOPBACK_HOSTS.has(u.hostname);
+}
+
+/**
+ * What the consent page can say about who a client is: a registered client chose its name and
+ * nothing vouches for it (docs/decisions/0161-consent-that-names-where-the-code-goes.md).
+ */
+export function clientTrust(client: { id: string }): string {
+  return client.id.startsWith('https://') ? `identified by ${new URL(client.id).host}` : 'unverified';
 }
 
 export interface RegistrationRequest {

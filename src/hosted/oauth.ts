@@ -3,15 +3,17 @@
 // endpoint. The rules are in oauth-rules.ts; tokens are ordinary device tokens (docs/decisions/0070-hosted-accounts-and-oauth.md).
 import type { TemplatedApp } from '../uws.ts';
 import type { GatewayContext } from '../gateway/context.ts';
-import { SCOPES, type Account } from '../store/types.ts';
+import { SCOPES, type Account, type OAuthClient, type Scope } from '../store/types.ts';
 import { newApiToken, newId, sha256Hex } from '../crypto/secrets.ts';
-import { handle, type HostedRequest } from './request.ts';
+import { BadInput, handle, type HostedRequest } from './request.ts';
 import { rateLimited } from '../metrics.ts';
 import {
   ACCESS_TOKEN_TTL_MS,
   AUTHORIZATION_CODE_TTL_MS,
   checkAuthorizationRequest,
+  clientTrust,
   grantedScopes,
+  isLoopbackRedirect,
   parseRegistration,
   redirectWith,
   REFRESH_TOKEN_TTL_MS,
@@ -87,11 +89,11 @@ export function registerOAuthRoutes(app: TemplatedApp, ctx: GatewayContext): voi
     );
   app.post(
     '/oauth/register',
-    handle(ctx, (r) => register(r), { body: true }),
+    handle(ctx, (r) => register(r), { body: true, oauth: { error: 'invalid_client_metadata', headers: CORS } }),
   );
   app.post(
     '/oauth/token',
-    handle(ctx, (r) => token(r), { body: true }),
+    handle(ctx, (r) => token(r), { body: true, oauth: { error: 'invalid_request', headers: CORS } }),
   );
   app.get(
     '/account/authorize',
@@ -116,7 +118,8 @@ async function register(r: HostedRequest): Promise<void> {
   let body: unknown;
   try {
     body = await r.json();
-  } catch {
+  } catch (err) {
+    if (err instanceof BadInput) throw err;
     return r.jsonResponse(400, { error: 'invalid_client_metadata', error_description: 'body must be JSON' }, CORS);
   }
   const parsed = parseRegistration(body);
@@ -143,28 +146,45 @@ async function register(r: HostedRequest): Promise<void> {
   );
 }
 
-/** Validates the request's parameters (query on GET, form on POST); answers itself when they are bad. */
-async function validated(r: HostedRequest, params: URLSearchParams) {
+/**
+ * Validates the request's parameters (query on GET, form on POST); answers itself when they are
+ * bad. `acted`: the person pressed a button on our page, so an error may go back to the client at
+ * once. Otherwise (a link someone was sent) the error stays on this relay's page: signed out, with
+ * no way onwards; signed in, with a link that names the client's host (RFC 9700 §4.11.2,
+ * docs/decisions/0161-consent-that-names-where-the-code-goes.md).
+ */
+async function validated(r: HostedRequest, params: URLSearchParams, acted: boolean) {
   const client = await r.ctx.store.getOAuthClient(params.get('client_id') ?? '');
   const check = checkAuthorizationRequest(params, client, `${r.ctx.config.publicUrl}/mcp`);
-  if (check.ok) return { request: check.request, clientName: client!.name };
+  if (check.ok) return { request: check.request, client: client! };
   if (!check.redirect) {
     r.page(
       400,
       'Cannot connect',
       `<p class="error" role="alert">This connection request is invalid: ${esc(check.description)}.</p>`,
     );
-  } else {
-    hop(
-      r,
-      redirectWith(check.redirectUri, {
-        error: check.error,
-        error_description: check.description,
-        state: check.state,
-        iss: r.ctx.config.publicUrl,
-      }),
-    );
+    return undefined;
   }
+  const back = redirectWith(check.redirectUri, {
+    error: check.error,
+    error_description: check.description,
+    state: check.state,
+    iss: r.ctx.config.publicUrl,
+  });
+  if (acted) {
+    hop(r, back);
+    return undefined;
+  }
+  const account = await r.account();
+  const onwards = account
+    ? `<p><a data-testid="return" href="${esc(back)}">Return to ${esc(new URL(check.redirectUri).host)}</a> to tell the application.</p>`
+    : '<p><a href="/account">Go to your phones</a></p>';
+  r.page(
+    400,
+    'Cannot connect',
+    `<p class="error" role="alert">This connection request is invalid: ${esc(check.description)}.</p>${onwards}`,
+    account ? { signedIn: account.email ?? account.id } : {},
+  );
   return undefined;
 }
 
@@ -180,15 +200,30 @@ const AUTH_PARAMS = [
 ];
 
 async function authorizePage(r: HostedRequest): Promise<void> {
-  const v = await validated(r, r.query);
+  const v = await validated(r, r.query, false);
   if (!v) return;
   const account = await r.account();
   if (!account)
     return r.redirect(`/account/signin?next=${encodeURIComponent(`/account/authorize?${r.query.toString()}`)}`);
-  await consentPage(r, account, v.clientName, v.request.scopes);
+  await consentPage(r, account, v.client, v.request.redirectUri, r.query.get('scope') ? v.request.scopes : undefined);
 }
 
-async function consentPage(r: HostedRequest, account: Account, clientName: string, requested: string[]): Promise<void> {
+/** What each scope lets a client do, in words (the consent page shows both). */
+export const SCOPE_WORDS: Record<Scope, string> = {
+  'devices:read': 'see the screen and which apps are open',
+  'devices:act': 'tap and type, swipe, press keys and open apps',
+  'devices:lease': 'take the phone for itself while others wait',
+  'runs:start': 'start and stop automated runs on the phone',
+};
+
+async function consentPage(
+  r: HostedRequest,
+  account: Account,
+  client: OAuthClient,
+  redirectUri: string,
+  /** What the request asked for; undefined: it named no scope, so only reading is ticked. */
+  asked: Scope[] | undefined,
+): Promise<void> {
   const devices = await r.ctx.store.listDevices(account.id);
   const carried = AUTH_PARAMS.map((k) => hidden(k, r.query.get(k))).join('');
   const phones = devices
@@ -197,13 +232,23 @@ async function consentPage(r: HostedRequest, account: Account, clientName: strin
         `<label><input type="radio" name="device" value="${esc(d.id)}"${i === 0 ? ' checked' : ''}> ${esc(d.name)}</label><br>`,
     )
     .join('');
-  const scopes = requested
-    .map((s) => `<label><input type="checkbox" name="grant_scope" value="${esc(s)}" checked> ${esc(s)}</label><br>`)
+  const offered = asked ?? [...SCOPES];
+  const ticked = new Set<Scope>(asked ?? ['devices:read']);
+  const scopes = offered
+    .map(
+      (s) =>
+        `<label><input type="checkbox" name="grant_scope" value="${esc(s)}"${ticked.has(s) ? ' checked' : ''}> ${esc(SCOPE_WORDS[s])} <span class="muted">(${esc(s)})</span></label><br>`,
+    )
     .join('');
+  const target = new URL(redirectUri);
+  const loopback = isLoopbackRedirect(target);
   r.page(
     200,
     'Connect a client',
-    `<p><strong>${esc(clientName)}</strong> asks to use one of your phones through <code>${esc(r.ctx.config.publicUrl)}/mcp</code>.</p>
+    `<p>An application calling itself <strong>${esc(client.name)}</strong> <span class="badge" data-testid="client-trust">${esc(clientTrust(client))}</span> asks to use one of your phones through <code>${esc(r.ctx.config.publicUrl)}/mcp</code>.</p>
+<p class="target">If you allow it, access goes to <strong class="host" data-testid="redirect-host">${esc(target.host)}</strong>${loopback ? ' (an application on this computer)' : ''}.</p>
+${loopback ? '' : `<p class="error" role="alert" data-testid="remote-redirect-warning">${esc(target.host)} is a server on the internet, not an application on this computer. Allow only if you expected to connect it.</p>`}
+<p class="muted">Client id <code>${esc(client.id)}</code>. Its name is chosen by whoever registered it; the host above is where the access really goes.</p>
 <form method="post" action="/account/authorize">${hidden('csrf', r.csrf())}${carried}
 ${devices.length ? `<fieldset><legend>Phone</legend>${phones}</fieldset><fieldset><legend>Allow it to</legend>${scopes}</fieldset>` : '<p class="error">You have no phone yet: pair one on the dashboard first.</p>'}
 ${devices.length ? '<button type="submit" name="decision" value="allow" class="primary">Allow</button>' : ''}
@@ -216,7 +261,7 @@ ${devices.length ? '<button type="submit" name="decision" value="allow" class="p
 async function decide(r: HostedRequest): Promise<void> {
   const form = await r.checkStateChange();
   if (!form) return;
-  const v = await validated(r, form);
+  const v = await validated(r, form, true);
   if (!v) return;
   const account = await r.account();
   if (!account) return r.redirect(`/account/signin?next=${encodeURIComponent(`/account/authorize?${pick(form)}`)}`);
@@ -230,6 +275,14 @@ async function decide(r: HostedRequest): Promise<void> {
     return r.page(400, 'Pick a phone', '<p class="error" role="alert">Pick one of your phones.</p>', {
       signedIn: account.email ?? account.id,
     });
+  }
+  if (account.maxKeys !== null && (await r.ctx.store.countCredentials(account.id)) >= account.maxKeys) {
+    return r.page(
+      403,
+      'Plan limit reached',
+      `<p class="error" role="alert">The account is at its plan limit of ${esc(account.maxKeys)} API keys and OAuth connections together (limit_reached). Revoke one on the <a href="/account">dashboard</a>, or change the plan.</p>`,
+      { signedIn: account.email ?? account.id },
+    );
   }
   const scopes = grantedScopes(form.getAll('grant_scope'), request.scopes);
   if (scopes.length === 0) {
@@ -272,6 +325,14 @@ function hop(r: HostedRequest, location: string): void {
     `<p>Returning to the application… <a href="${esc(location)}">Continue</a></p>`,
     { head: `<meta http-equiv="refresh" content="0;url=${esc(location)}">` },
   );
+}
+
+/**
+ * The grant an authorization code issues, named after the code (a hash: the id reveals nothing of
+ * it), so that a replayed code finds its grant (docs/decisions/0164-grants-count-against-the-key-cap.md).
+ */
+export function grantIdOf(code: string): string {
+  return `grant_${hashSecret('grant', code).slice(0, 32)}`;
 }
 
 async function token(r: HostedRequest): Promise<void> {
@@ -318,7 +379,15 @@ async function token(r: HostedRequest): Promise<void> {
       code && code.length <= 100
         ? await r.ctx.store.consumeAuthorizationCode(hashSecret('authcode', code), now)
         : undefined;
-    if (!stored) return fail(400, 'invalid_grant', 'the code is unknown, expired or already used');
+    if (!stored) {
+      // A code presented again: whatever it issued is revoked (OAuth 2.1 §4.1.3). The grant's id
+      // is derived from the code, so only a holder of the code can reach it.
+      if (code && code.length <= 100 && (await r.ctx.store.revokeOAuthGrant(grantIdOf(code)))) {
+        r.ctx.log.warn({ clientId: client.id }, 'authorization code replayed: its grant revoked');
+        return fail(400, 'invalid_grant', 'the code was already used; what it issued is revoked');
+      }
+      return fail(400, 'invalid_grant', 'the code is unknown, expired or already used');
+    }
     if (stored.clientId !== client.id) return fail(400, 'invalid_grant', 'the code was issued to another client');
     if (form.get('redirect_uri') !== stored.redirectUri)
       return fail(400, 'invalid_grant', 'redirect_uri does not match the authorization request');
@@ -326,14 +395,21 @@ async function token(r: HostedRequest): Promise<void> {
       return fail(400, 'invalid_grant', 'code_verifier does not match the code_challenge');
     const p = pair();
     const issued = await r.ctx.store.issueOAuthGrant({
-      grantId: newId('grant'),
+      grantId: grantIdOf(code),
       accountId: stored.accountId,
       clientId: client.id,
       deviceId: stored.deviceId,
       scopes: stored.scopes,
       ...p.stored,
     });
-    if (!issued.ok) return fail(400, 'invalid_grant', 'the phone of this authorization was removed');
+    if (!issued.ok)
+      return fail(
+        400,
+        'invalid_grant',
+        issued.error === 'limit_reached'
+          ? 'the account is at its plan limit for API keys and OAuth connections'
+          : 'the phone of this authorization was removed',
+      );
     r.ctx.log.info(
       { clientId: client.id, accountId: stored.accountId, deviceId: stored.deviceId },
       'oauth grant issued',

@@ -8,6 +8,8 @@ export const DEFAULT_PLAN = { maxDevices: 3, maxKeys: 10 } as const;
 export function normalizeEmail(input: unknown): string | undefined {
   if (typeof input !== 'string') return undefined;
   const e = input.trim().toLowerCase();
-  if (e.length > 254 || !/^[^\s@<>"]+@[^\s@<>"]+\.[^\s@<>"]+$/.test(e)) return undefined;
+  // eslint-disable-next-line no-control-regex -- control characters are what is refused
+  if (e.length > 254 || /[\u0000-\u001f\u007f]/.test(e) || !/^[^\s@<>"]+@[^\s@<>"]+\.[^\s@<>"]+$/.test(e))
+    return undefined;
   return e;
 }

@@ -14,13 +14,25 @@ import {
   newSecret,
   PAGE_HEADERS,
   pageHeaders,
-  parseCookies,
+  requestCookies,
   sameOrigin,
   SESSION_COOKIE,
   setCookie,
 } from './web.ts';
 
 const FORM_LIMIT = 16 * 1024;
+
+/**
+ * Input no page or endpoint accepts: a NUL (Postgres text cannot hold one) anywhere in the query,
+ * the form or a JSON body. Refused at the edge with a 400, never a 500
+ * (docs/decisions/0166-input-refused-at-the-edge.md).
+ */
+export class BadInput extends Error {}
+
+const hasNul = (p: URLSearchParams) => {
+  for (const [k, v] of p) if (k.includes('\0') || v.includes('\0')) return true;
+  return false;
+};
 
 export class HostedRequest {
   readonly cookies: Record<string, string>;
@@ -37,7 +49,7 @@ export class HostedRequest {
     query: string,
     ip: string,
   ) {
-    this.cookies = parseCookies(headers.cookie);
+    this.cookies = requestCookies(headers.cookie, ctx.config.publicUrl.startsWith('https:'));
     this.query = new URLSearchParams(query);
     this.ip = ip;
   }
@@ -58,11 +70,15 @@ export class HostedRequest {
 
   async form(): Promise<URLSearchParams> {
     if (!this.bodyP) return new URLSearchParams();
-    return new URLSearchParams((await this.bodyP).toString('utf8'));
+    const form = new URLSearchParams((await this.bodyP).toString('utf8'));
+    if (hasNul(form)) throw new BadInput('a form field contains a NUL character');
+    return form;
   }
 
   async json(): Promise<unknown> {
     const raw = this.bodyP ? (await this.bodyP).toString('utf8') : '';
+    // JSON can carry a NUL only as an escape (a raw one is not valid JSON anyway).
+    if (/\\u0000/i.test(raw) || raw.includes('\0')) throw new BadInput('the body contains a NUL character');
     return JSON.parse(raw);
   }
 
@@ -147,6 +163,7 @@ const STATUS_TEXT: Record<number, string> = {
   401: 'Unauthorized',
   403: 'Forbidden',
   404: 'Not Found',
+  409: 'Conflict',
   413: 'Payload Too Large',
   429: 'Too Many Requests',
   500: 'Internal Server Error',
@@ -157,7 +174,15 @@ const STATUS_TEXT: Record<number, string> = {
 export type HostedHandler = (r: HostedRequest) => void | Promise<void>;
 
 /** Wraps a handler: synchronous prelude, then the async part with one error policy. */
-export function handle(ctx: GatewayContext, fn: HostedHandler, opts: { body?: boolean } = {}) {
+export function handle(
+  ctx: GatewayContext,
+  fn: HostedHandler,
+  opts: {
+    body?: boolean;
+    /** An OAuth endpoint: bad input is answered as JSON with this error code (and these headers). */
+    oauth?: { error: string; headers: Headers };
+  } = {},
+) {
   return (res: HttpResponse, req: HttpRequest): void => {
     const ex = new Exchange(res);
     const headers = copyHeaders(req, PAGE_HEADERS);
@@ -165,8 +190,16 @@ export function handle(ctx: GatewayContext, fn: HostedHandler, opts: { body?: bo
     const ip = clientAddress(res, req, ctx.config);
     const r = new HostedRequest(ctx, ex, headers, query, ip);
     if (opts.body) r.startBody(ex);
-    new Promise<void>((resolve) => resolve(fn(r))).catch((err) => {
+    new Promise<void>((resolve) => {
+      if (hasNul(r.query)) throw new BadInput('a query parameter contains a NUL character');
+      resolve(fn(r));
+    }).catch((err) => {
       if (ex.aborted) return;
+      if (err instanceof BadInput) {
+        if (opts.oauth)
+          return r.jsonResponse(400, { error: opts.oauth.error, error_description: err.message }, opts.oauth.headers);
+        return r.page(400, 'Bad request', `<p class="error" role="alert">${esc(err.message)}.</p>`);
+      }
       if (err instanceof BodyTooLarge) return r.page(413, 'Too large', '<p class="error">The form was too large.</p>');
       ctx.log.error({ err: String(err) }, 'hosted request failed');
       r.page(

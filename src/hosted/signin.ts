@@ -9,13 +9,33 @@ import { newId } from '../crypto/secrets.ts';
 import type { Mailer } from './mail.ts';
 import { handle, type HostedRequest } from './request.ts';
 import { rateLimited } from '../metrics.ts';
-import { esc, hashSecret, hidden, newSecret, safeNext, SESSION_COOKIE, SESSION_TTL_MS, setCookie } from './web.ts';
+import { timingSafeEqual } from 'node:crypto';
+import {
+  esc,
+  hashSecret,
+  hidden,
+  newSecret,
+  safeNext,
+  SESSION_COOKIE,
+  SESSION_TTL_MS,
+  SIGNIN_BROWSER_COOKIE,
+  setCookie,
+} from './web.ts';
 
 export const SIGNIN_CODE_TTL_MS = 15 * 60_000;
 export const SIGNIN_WINDOW_MS = 10 * 60_000;
-/** Sign-in mails per window, per client address and per email (bus counters: cluster-wide). */
+/**
+ * Sign-in mail limits (bus counters: cluster-wide), decision 0160: an address gets 10 per window
+ * and 40 per day; one address may ask 5 per window for one email; one email gets at most 30 an
+ * hour over all addresses. Only a request within its address's budget counts against an email,
+ * so a single address cannot lock anyone out: that takes six addresses spending all they may.
+ */
 export const SIGNIN_LIMIT_PER_ADDRESS = 10;
+export const SIGNIN_DAY_MS = 24 * 3600_000;
+export const SIGNIN_LIMIT_PER_ADDRESS_DAY = 40;
 export const SIGNIN_LIMIT_PER_EMAIL = 5;
+export const SIGNIN_EMAIL_WINDOW_MS = 3600_000;
+export const SIGNIN_LIMIT_PER_EMAIL_ALL = 30;
 
 export function registerSigninRoutes(app: TemplatedApp, ctx: GatewayContext, mailer: Mailer): void {
   app.get(
@@ -28,7 +48,7 @@ export function registerSigninRoutes(app: TemplatedApp, ctx: GatewayContext, mai
   );
   app.get(
     '/account/signin/link',
-    handle(ctx, (r) => linkPage(r)),
+    handle(ctx, (r) => linkPage(r, r.query.get('code') ?? '')),
   );
   app.post(
     '/account/signin/link',
@@ -40,12 +60,13 @@ export function registerSigninRoutes(app: TemplatedApp, ctx: GatewayContext, mai
   );
 }
 
-function signinForm(r: HostedRequest, error?: string): void {
-  const next = safeNext(r.query.get('next'));
+async function signinForm(r: HostedRequest, error?: string, nextRaw?: string | null): Promise<void> {
+  const next = safeNext(nextRaw === undefined ? r.query.get('next') : nextRaw);
+  const waiting = await waitingClient(r, next);
   r.page(
     error ? 400 : 200,
     'Sign in to phonebridge',
-    `${error ? `<p class="error" role="alert">${esc(error)}</p>` : ''}
+    `${error ? `<p class="error" role="alert">${esc(error)}</p>` : ''}${waiting}
 <p>We mail you a link; no password.</p>
 <form method="post" action="/account/signin">
 ${hidden('csrf', r.csrf())}${hidden('next', next)}
@@ -59,12 +80,8 @@ async function requestLink(r: HostedRequest, mailer: Mailer): Promise<void> {
   const form = await r.checkStateChange();
   if (!form) return;
   const email = normalizeEmail(form.get('email'));
-  if (!email) return signinForm(r, 'That does not look like an email address.');
-  const [byAddress, byEmail] = await Promise.all([
-    r.ctx.bus.hit(`signin:ip:${r.ip}`, SIGNIN_WINDOW_MS),
-    r.ctx.bus.hit(`signin:email:${hashSecret('email', email)}`, SIGNIN_WINDOW_MS),
-  ]);
-  if (byAddress > SIGNIN_LIMIT_PER_ADDRESS || byEmail > SIGNIN_LIMIT_PER_EMAIL) {
+  if (!email) return signinForm(r, 'That does not look like an email address.', form.get('next'));
+  if (!(await withinSigninBudget(r, email))) {
     rateLimited.signin_links.inc();
     return r.page(
       429,
@@ -73,6 +90,11 @@ async function requestLink(r: HostedRequest, mailer: Mailer): Promise<void> {
     );
   }
   const code = newSecret();
+  // The link's next is honoured only in this browser (decision 0161): anyone can make the relay
+  // mail a person a genuine link, but not plant this cookie in that person's browser.
+  r.cookie(
+    setCookie(SIGNIN_BROWSER_COOKIE, browserBinding(code), { secure: r.secure, maxAgeS: SIGNIN_CODE_TTL_MS / 1000 }),
+  );
   await r.ctx.store.createSigninCode({
     codeHash: hashSecret('signin', code),
     email,
@@ -93,17 +115,74 @@ async function requestLink(r: HostedRequest, mailer: Mailer): Promise<void> {
   );
 }
 
-function linkPage(r: HostedRequest): void {
-  const code = r.query.get('code') ?? '';
-  // Nothing is consumed here: a GET is what link scanners do.
+/**
+ * The address's own budgets first; the email's counters only see requests that passed them
+ * (decision 0160), so an address past its limit spends nothing of anyone else's.
+ */
+async function withinSigninBudget(r: HostedRequest, email: string): Promise<boolean> {
+  const [window, day] = await Promise.all([
+    r.ctx.bus.hit(`signin:ip:${r.ip}`, SIGNIN_WINDOW_MS),
+    r.ctx.bus.hit(`signin:ipday:${r.ip}`, SIGNIN_DAY_MS),
+  ]);
+  if (window > SIGNIN_LIMIT_PER_ADDRESS || day > SIGNIN_LIMIT_PER_ADDRESS_DAY) return false;
+  const who = hashSecret('email', email);
+  const pair = await r.ctx.bus.hit(`signin:pair:${who}:${r.ip}`, SIGNIN_WINDOW_MS);
+  if (pair > SIGNIN_LIMIT_PER_EMAIL) return false;
+  return (await r.ctx.bus.hit(`signin:email:${who}`, SIGNIN_EMAIL_WINDOW_MS)) <= SIGNIN_LIMIT_PER_EMAIL_ALL;
+}
+
+/** A cookie value tied to one sign-in code, useless without it (it is a hash of it). */
+const browserBinding = (code: string) => hashSecret('signin-browser', code);
+
+function sameString(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+/** Signed out with a consent waiting: say which client waits, and where its access would go. */
+async function waitingClient(r: HostedRequest, next: string): Promise<string> {
+  if (!next.startsWith('/account/authorize?')) return '';
+  const q = new URLSearchParams(next.slice('/account/authorize?'.length));
+  const id = q.get('client_id') ?? '';
+  const client = id && !id.includes('\0') ? await r.ctx.store.getOAuthClient(id) : undefined;
+  if (!client) return '';
+  let host = '';
+  try {
+    host = new URL(q.get('redirect_uri') ?? '').host;
+  } catch {
+    // shown without a host
+  }
+  return `<p role="status" data-testid="consent-waiting">A client, <strong>${esc(client.name)}</strong>${host ? ` (access would go to <strong>${esc(host)}</strong>)` : ''}, is waiting for your consent. Sign in to decide.</p>`;
+}
+
+/**
+ * The link's page names the account it signs into; signed in as another account, it asks before
+ * replacing it (decision 0167). Nothing is consumed here: a GET is what link scanners do.
+ */
+async function linkPage(r: HostedRequest, code: string, status = 200): Promise<void> {
+  const target =
+    code && code.length <= 100 ? await r.ctx.store.peekSigninCode(hashSecret('signin', code), new Date()) : undefined;
+  if (!target) return expiredLink(r);
+  const current = await r.account();
+  const other = current && current.email !== target.email ? current : undefined;
   r.page(
-    200,
+    status,
     'Sign in',
-    `<p>Press the button to finish signing in.</p>
+    `<p>This link signs you in as <strong data-testid="link-account">${esc(target.email)}</strong>.</p>
+${other ? `<p class="error" role="alert" data-testid="account-switch">This browser is signed in as <strong>${esc(other.email ?? other.id)}</strong>. Signing in replaces that account here: phones you pair next will belong to ${esc(target.email)}. If someone sent you this link, do not use it.</p>` : ''}
 <form method="post" action="/account/signin/link">
-${hidden('csrf', r.csrf())}${hidden('code', code)}
-<button type="submit" class="primary">Sign in</button>
+${hidden('csrf', r.csrf())}${hidden('code', code)}${other ? hidden('switch', 'yes') : ''}
+<button type="submit" class="primary">${other ? `Sign out and sign in as ${esc(target.email)}` : 'Sign in'}</button>
 </form>`,
+  );
+}
+
+function expiredLink(r: HostedRequest): void {
+  r.page(
+    400,
+    'Link expired',
+    '<p class="error">This sign-in link was already used or has expired.</p><p><a href="/account/signin">Ask for a new one</a></p>',
   );
 }
 
@@ -111,17 +190,20 @@ async function consumeLink(r: HostedRequest): Promise<void> {
   const form = await r.checkStateChange();
   if (!form) return;
   const code = form.get('code') ?? '';
-  const used =
-    code && code.length <= 100
-      ? await r.ctx.store.consumeSigninCode(hashSecret('signin', code), new Date())
-      : undefined;
-  if (!used) {
-    return r.page(
-      400,
-      'Link expired',
-      '<p class="error">This sign-in link was already used or has expired.</p><p><a href="/account/signin">Ask for a new one</a></p>',
-    );
+  if (!code || code.length > 100) return expiredLink(r);
+  if (form.get('switch') !== 'yes') {
+    // Signed in as another account and not asked yet: ask (the page names both).
+    const [current, target] = await Promise.all([
+      r.account(),
+      r.ctx.store.peekSigninCode(hashSecret('signin', code), new Date()),
+    ]);
+    if (current && target && current.email !== target.email) return linkPage(r, code, 409);
   }
+  const used = await r.ctx.store.consumeSigninCode(hashSecret('signin', code), new Date());
+  if (!used) return expiredLink(r);
+  // The account this browser leaves, if any: its session ends here.
+  const previous = r.cookies[SESSION_COOKIE];
+  if (previous && previous.length <= 200) await r.ctx.store.deleteWebSession(hashSecret('session', previous));
   let account = await r.ctx.store.accountByEmail(used.email);
   if (!account) {
     const created = await r.ctx.store.createAccount({ id: newId('acct'), email: used.email, ...DEFAULT_PLAN });
@@ -137,7 +219,10 @@ async function consumeLink(r: HostedRequest): Promise<void> {
     expiresAt: new Date(Date.now() + SESSION_TTL_MS),
   });
   r.cookie(setCookie(SESSION_COOKIE, token, { secure: r.secure, maxAgeS: SESSION_TTL_MS / 1000 }));
-  r.redirect(safeNext(used.nextPath));
+  const asked = r.cookies[SIGNIN_BROWSER_COOKIE];
+  const sameBrowser = !!asked && sameString(asked, browserBinding(code));
+  if (sameBrowser) r.cookie(setCookie(SIGNIN_BROWSER_COOKIE, '', { secure: r.secure, maxAgeS: 0 }));
+  r.redirect(sameBrowser ? safeNext(used.nextPath) : '/account');
 }
 
 async function signout(r: HostedRequest): Promise<void> {

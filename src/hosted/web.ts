@@ -5,6 +5,8 @@ import type { Headers } from '../gateway/http.ts';
 
 export const SESSION_COOKIE = 'pb_session';
 export const CSRF_COOKIE = 'pb_csrf';
+/** Set by the browser that asked for a sign-in link: only there does the link keep its `next`. */
+export const SIGNIN_BROWSER_COOKIE = 'pb_signin';
 export const SESSION_TTL_MS = 7 * 24 * 3600_000;
 
 /** Request headers a hosted page handler copies before any await. */
@@ -15,6 +17,8 @@ export const CSP = [
   "script-src 'self'",
   "style-src 'self'",
   "img-src 'self' data:",
+  // The pairing page's watcher polls /account/phones.json.
+  "connect-src 'self'",
   "form-action 'self'",
   "frame-ancestors 'none'",
   "base-uri 'none'",
@@ -44,9 +48,27 @@ export function parseCookies(header: string | undefined): Record<string, string>
   return out;
 }
 
-/** HttpOnly, SameSite=Lax, Path=/; Secure when the relay's public URL is https. */
+/**
+ * On https every cookie is `__Host-` prefixed (Secure, Path=/, no Domain): a sibling subdomain
+ * cannot set or shadow it (docs/decisions/0167-host-cookies-and-account-switch.md).
+ */
+export const HOST_PREFIX = '__Host-';
+
+/**
+ * The cookies a request carries, under their plain names. On https only `__Host-` cookies count:
+ * a plain `pb_session` there may have been planted by a sibling subdomain.
+ */
+export function requestCookies(header: string | undefined, secure: boolean): Record<string, string> {
+  const all = parseCookies(header);
+  if (!secure) return all;
+  const out: Record<string, string> = {};
+  for (const k in all) if (k.startsWith(HOST_PREFIX)) out[k.slice(HOST_PREFIX.length)] = all[k];
+  return out;
+}
+
+/** HttpOnly, SameSite=Lax, Path=/; Secure and `__Host-` when the relay's public URL is https. */
 export function setCookie(name: string, value: string, opts: { secure: boolean; maxAgeS?: number }): string {
-  const parts = [`${name}=${value}`, 'Path=/', 'HttpOnly', 'SameSite=Lax'];
+  const parts = [`${opts.secure ? HOST_PREFIX : ''}${name}=${value}`, 'Path=/', 'HttpOnly', 'SameSite=Lax'];
   if (opts.secure) parts.push('Secure');
   if (opts.maxAgeS !== undefined) parts.push(`Max-Age=${opts.maxAgeS}`);
   return parts.join('; ');
@@ -85,7 +107,9 @@ export function sameOrigin(headers: Record<string, string>, origin: string): boo
 
 /** A place to go after sign-in: a path under /account on this relay, never another site. */
 export function safeNext(raw: string | null | undefined): string {
-  if (!raw || !raw.startsWith('/account') || raw.startsWith('//') || /[\\\r\n]/.test(raw)) return '/account';
+  // eslint-disable-next-line no-control-regex -- control characters are what is refused
+  if (!raw || !raw.startsWith('/account') || raw.startsWith('//') || /[\\\u0000-\u001f\u007f]/.test(raw))
+    return '/account';
   return raw.slice(0, 4_000);
 }
 
@@ -107,7 +131,7 @@ export function layout(
       : '';
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${esc(title)} · phonebridge</title><link rel="stylesheet" href="/account/assets/style.css">${opts.head ?? ''}</head>
+<title>${esc(title)} · phonebridge</title><link rel="icon" href="/account/assets/icon.svg" type="image/svg+xml"><link rel="stylesheet" href="/account/assets/style.css">${opts.head ?? ''}</head>
 <body><header><a href="/account" class="brand">phonebridge</a>${signout}</header><main>
 <h1>${esc(title)}</h1>
 ${body}

@@ -114,7 +114,7 @@ export class KyselyFleetStore implements FleetStore {
         .forNoKeyUpdate()
         .executeTakeFirst();
       if (!account) return { ok: false as const, error: 'no_account' as const };
-      if (account.max_keys !== null && (await keysInUse(trx, input.accountId)) >= account.max_keys)
+      if (account.max_keys !== null && (await credentialsInUse(trx, input.accountId)) >= account.max_keys)
         return { ok: false as const, error: 'limit_reached' as const };
       const row = await trx
         .insertInto('fleet_keys')
@@ -313,10 +313,15 @@ export class KyselyFleetStore implements FleetStore {
   }
 }
 
-/** API keys (not OAuth access tokens) and fleet keys of an account that count against its plan. */
-export async function keysInUse(db: Kysely<DB>, accountId: string): Promise<number> {
+/**
+ * The standing credentials of an account that count against its plan's key cap: API keys,
+ * fleet keys (docs/decisions/0170-fleet-model.md) and OAuth grants
+ * (docs/decisions/0164-grants-count-against-the-key-cap.md). OAuth access tokens are minted on
+ * every refresh, so they are not counted; their grant is.
+ */
+export async function credentialsInUse(db: Kysely<DB>, accountId: string): Promise<number> {
   const now = new Date();
-  const [t, f] = await Promise.all([
+  const [t, f, g] = await Promise.all([
     db
       .selectFrom('tokens')
       .select((eb) => eb.fn.countAll<string>().as('n'))
@@ -329,6 +334,11 @@ export async function keysInUse(db: Kysely<DB>, accountId: string): Promise<numb
       .select((eb) => eb.fn.countAll<string>().as('n'))
       .where('account_id', '=', accountId)
       .executeTakeFirstOrThrow(),
+    db
+      .selectFrom('oauth_grants')
+      .select((eb) => eb.fn.countAll<string>().as('n'))
+      .where('account_id', '=', accountId)
+      .executeTakeFirstOrThrow(),
   ]);
-  return Number(t.n) + Number(f.n);
+  return Number(t.n) + Number(f.n) + Number(g.n);
 }

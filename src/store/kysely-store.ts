@@ -4,9 +4,10 @@ import { Kysely, PostgresDialect, sql, type Selectable, type Transaction } from 
 import pg from 'pg';
 import type { DatabaseSource } from './database/types.ts';
 import { migrate, readSchemaVersion } from './migrations/index.ts';
+import { advanceTail, formatTailCursor, parseTailCursor, TAIL_START_WINDOW } from './journal-tail.ts';
 import type { AccountsTable, DB, DevicesTable, TokensTable } from './schema.ts';
 import { observeStoreQuery } from '../metrics.ts';
-import { KyselyFleetStore, keysInUse } from './fleet-store.ts';
+import { KyselyFleetStore, credentialsInUse } from './fleet-store.ts';
 import type { FleetStore } from './fleet-types.ts';
 import type {
   Account,
@@ -63,6 +64,7 @@ function toToken(r: Selectable<TokensTable>): Token {
     deviceId: r.device_id,
     scopes: r.scopes as Scope[],
     via: r.via,
+    grantId: r.grant_id,
     expiresAt: r.expires_at,
     createdAt: r.created_at,
   };
@@ -188,6 +190,17 @@ class KyselyStore implements Store {
     return r && { email: r.email, nextPath: r.next_path };
   }
 
+  async peekSigninCode(codeHash: string, now: Date): Promise<{ email: string } | undefined> {
+    const r = await this.db
+      .selectFrom('signin_codes')
+      .select('email')
+      .where('code_hash', '=', codeHash)
+      .where('used_at', 'is', null)
+      .where('expires_at', '>', now)
+      .executeTakeFirst();
+    return r && { email: r.email };
+  }
+
   async createWebSession(input: { tokenHash: string; accountId: string; expiresAt: Date }): Promise<void> {
     await this.db
       .insertInto('web_sessions')
@@ -264,10 +277,19 @@ class KyselyStore implements Store {
 
   async issueOAuthGrant(
     input: { grantId: string; accountId: string; clientId: string; deviceId: string; scopes: Scope[] } & OAuthTokenPair,
-  ): Promise<{ ok: true; token: Token } | { ok: false; error: 'no_device' }> {
+  ): Promise<{ ok: true; token: Token } | { ok: false; error: 'no_device' | 'limit_reached' }> {
     return this.db.transaction().execute(async (trx) => {
+      // The same lock as createToken: keys and grants share the cap, counted under it.
+      const account = await trx
+        .selectFrom('accounts')
+        .select('max_keys')
+        .where('id', '=', input.accountId)
+        .forNoKeyUpdate()
+        .executeTakeFirst();
       const device = await deviceOfAccountKeyShared(trx, input.deviceId, input.accountId);
-      if (!device) return { ok: false as const, error: 'no_device' as const };
+      if (!account || !device) return { ok: false as const, error: 'no_device' as const };
+      if (account.max_keys !== null && (await credentialsInUse(trx, input.accountId)) >= account.max_keys)
+        return { ok: false as const, error: 'limit_reached' as const };
       await trx
         .insertInto('oauth_grants')
         .values({
@@ -320,12 +342,24 @@ class KyselyStore implements Store {
     });
   }
 
+  async countCredentials(accountId: string): Promise<number> {
+    return credentialsInUse(this.db, accountId);
+  }
+
   async listOAuthGrants(accountId: string): Promise<OAuthGrant[]> {
     const rows = await this.db
       .selectFrom('oauth_grants')
       .innerJoin('oauth_clients', 'oauth_clients.id', 'oauth_grants.client_id')
       .selectAll('oauth_grants')
       .select('oauth_clients.name as client_name')
+      .select('oauth_clients.redirect_uris as redirect_uris')
+      .select((eb) =>
+        eb
+          .selectFrom('tokens')
+          .select((t) => t.fn.max('tokens.created_at').as('m'))
+          .whereRef('tokens.grant_id', '=', 'oauth_grants.id')
+          .as('last_used_at'),
+      )
       .where('oauth_grants.account_id', '=', accountId)
       .orderBy('oauth_grants.created_at')
       .orderBy('oauth_grants.id')
@@ -338,6 +372,8 @@ class KyselyStore implements Store {
       deviceId: r.device_id,
       scopes: r.scopes as Scope[],
       createdAt: r.created_at,
+      redirectUris: r.redirect_uris,
+      lastUsedAt: r.last_used_at ?? null,
     }));
   }
 
@@ -558,11 +594,12 @@ class KyselyStore implements Store {
       // KEY SHARE keeps the device from being removed between this check and the insert.
       const device = await deviceOfAccountKeyShared(trx, input.deviceId, input.accountId);
       if (!device) return { ok: false, error: 'no_device' };
-      // The plan caps API keys. OAuth access tokens are minted on every refresh, so counting them
-      // would exhaust the cap by normal use; the OAuth grant itself is bounded by the phones.
-      // Fleet keys count too (docs/decisions/0170-fleet-model.md).
+      // The plan caps standing credentials: API keys and OAuth grants together
+      // (docs/decisions/0164-grants-count-against-the-key-cap.md). OAuth access tokens are minted
+      // on every refresh, so they are not counted; their grant is.
       if (input.via === 'key' && account.max_keys !== null) {
-        if ((await keysInUse(trx, input.accountId)) >= account.max_keys) return { ok: false, error: 'limit_reached' };
+        if ((await credentialsInUse(trx, input.accountId)) >= account.max_keys)
+          return { ok: false, error: 'limit_reached' };
       }
       const row = await trx
         .insertInto('tokens')
@@ -605,9 +642,16 @@ class KyselyStore implements Store {
 
   async revokeToken(id: string): Promise<boolean> {
     return this.db.transaction().execute(async (trx) => {
-      const r = await trx.deleteFrom('tokens').where('id', '=', id).executeTakeFirst();
-      if (r.numDeletedRows === 0n) return false;
+      const r = await trx
+        .deleteFrom('tokens')
+        .where('id', '=', id)
+        .returning(['device_id', 'grant_id'])
+        .executeTakeFirst();
+      if (!r) return false;
       await journal(trx, { type: 'token_revoked', tokenId: id });
+      // One access token of a grant is not the phone's caller: the grant is, and it lives on.
+      if (r.grant_id === null)
+        await journal(trx, { type: 'credential_revoked', credential: id, deviceId: r.device_id });
       return true;
     });
   }
@@ -632,6 +676,53 @@ class KyselyStore implements Store {
       lastId: rows.length ? String(rows[rows.length - 1].id) : afterId,
       events: rows.map((r) => r.event as ControlEvent),
     };
+  }
+
+  async tailControlEvents(cursor: string | null, limit = 500): Promise<{ cursor: string; events: ControlEvent[] }> {
+    const c = cursor === null ? undefined : parseTailCursor(cursor);
+    if (!c) {
+      // Tail from now: what is visible has taken effect; ids below the top that are still being
+      // written (a transaction in flight) are read once they commit, as for any later poll.
+      const r = await sql<{ hw: string | null; xmax: string }>`
+        select (select max(id)::text from control_events) as hw,
+               pg_snapshot_xmax(pg_current_snapshot())::text as xmax`.execute(this.db);
+      const hw = BigInt(r.rows[0].hw ?? '0');
+      const floor = hw > TAIL_START_WINDOW ? hw - TAIL_START_WINDOW : 0n;
+      const seen = await this.db.selectFrom('control_events').select('id').where('id', '>', String(floor)).execute();
+      return {
+        cursor: formatTailCursor({
+          safe: floor,
+          pending: hw > floor ? [{ hw, xmax: BigInt(r.rows[0].xmax) }] : [],
+          delivered: seen.map((x) => BigInt(x.id)),
+        }),
+        events: [],
+      };
+    }
+    // One statement, one snapshot: the rows and the snapshot's bounds agree.
+    const delivered = c.delivered.map(String);
+    const r = await sql<{ xmin: string; xmax: string; id: string | null; event: unknown }>`
+      with snap as (select pg_current_snapshot() as s),
+      fresh as (
+        select id, event from control_events
+        where id > ${String(c.safe)}::bigint and not (id = any(${delivered}::bigint[]))
+        order by id limit ${limit}
+      )
+      select pg_snapshot_xmin(snap.s)::text as xmin, pg_snapshot_xmax(snap.s)::text as xmax,
+             fresh.id::text as id, fresh.event
+      from snap left join fresh on true
+      order by fresh.id`.execute(this.db);
+    const xmin = BigInt(r.rows[0].xmin);
+    const xmax = BigInt(r.rows[0].xmax);
+    const rows = r.rows.filter((x) => x.id !== null);
+    const events = rows.map((x) => x.event as ControlEvent);
+    const next = advanceTail(
+      c,
+      rows.map((x) => BigInt(x.id!)),
+      rows.length === limit,
+      xmin,
+      xmax,
+    );
+    return { cursor: formatTailCursor(next), events };
   }
 
   async purgeExpired(now: Date): Promise<number> {
@@ -800,9 +891,10 @@ async function mintPair(
 /** Deletes a grant with its tokens; every access token is journalled so every node forgets it. */
 async function deleteGrant(trx: Transaction<DB>, grantId: string): Promise<boolean> {
   const tokens = await trx.deleteFrom('tokens').where('grant_id', '=', grantId).returning('id').execute();
-  const r = await trx.deleteFrom('oauth_grants').where('id', '=', grantId).executeTakeFirst();
+  const r = await trx.deleteFrom('oauth_grants').where('id', '=', grantId).returning('device_id').executeTakeFirst();
   for (const t of tokens) await journal(trx, { type: 'token_revoked', tokenId: t.id });
-  return r.numDeletedRows > 0n;
+  if (r) await journal(trx, { type: 'credential_revoked', credential: grantId, deviceId: r.device_id });
+  return !!r;
 }
 
 async function journal(trx: Kysely<DB>, event: ControlEvent): Promise<void> {

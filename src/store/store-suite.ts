@@ -504,10 +504,28 @@ export function storeSuite(backend: TestBackend): void {
       const seen = await other.controlEventsAfter(start.lastId);
       expect(seen.events).toEqual([
         { type: 'token_revoked', tokenId: r.token.id },
+        { type: 'credential_revoked', credential: r.token.id, deviceId: dev.id },
         { type: 'account_locked', accountId: acct.id, locked: true },
         { type: 'device_removed', deviceId: dev.id },
       ]);
       expect(await other.controlEventsAfter(seen.lastId)).toEqual({ lastId: seen.lastId, events: [] });
+    });
+
+    it('tails the journal once per event through an opaque cursor', async () => {
+      const start = await other.tailControlEvents(null);
+      expect(start.events).toEqual([]);
+      const acct = await account();
+      const dev = await pairedDevice(acct.id);
+      const { r } = await newToken(acct.id, dev.id);
+      if (!r.ok) throw new Error('create failed');
+      await store.revokeToken(r.token.id);
+      const seen = await other.tailControlEvents(start.cursor);
+      expect(seen.events).toContainEqual({ type: 'token_revoked', tokenId: r.token.id });
+      await store.setAccountLocked(acct.id, true);
+      const next = await other.tailControlEvents(seen.cursor);
+      expect(next.events).toContainEqual({ type: 'account_locked', accountId: acct.id, locked: true });
+      expect(next.events).not.toContainEqual({ type: 'token_revoked', tokenId: r.token.id });
+      expect((await other.tailControlEvents(next.cursor)).events).toEqual([]);
     });
 
     it('purges expired and used codes and expired tokens', async () => {

@@ -54,6 +54,11 @@ export interface Token {
   deviceId: string;
   scopes: Scope[];
   via: 'key' | 'oauth';
+  /**
+   * The OAuth grant an access token was minted for (null for API keys). The phone knows an OAuth
+   * caller by this id, which a refresh does not change (docs/decisions/0162-a-caller-is-its-grant.md).
+   */
+  grantId?: string | null;
   expiresAt: Date | null;
   createdAt: Date;
 }
@@ -86,6 +91,10 @@ export interface OAuthGrant {
   deviceId: string;
   scopes: Scope[];
   createdAt: Date;
+  /** The client's registered redirect URIs (where its codes go). */
+  redirectUris?: string[];
+  /** When its latest access token was minted (first exchange or last refresh). */
+  lastUsedAt?: Date | null;
 }
 
 /** A minted OAuth access token (an ordinary device-bound token) and its refresh token, as hashes. */
@@ -128,6 +137,8 @@ export interface Store {
   createSigninCode(input: { codeHash: string; email: string; nextPath: string | null; expiresAt: Date }): Promise<void>;
   /** Atomically marks the code used and returns it; undefined when unknown, used or expired. */
   consumeSigninCode(codeHash: string, now: Date): Promise<{ email: string; nextPath: string | null } | undefined>;
+  /** The address an unused, unexpired code signs into, without consuming it; undefined otherwise. */
+  peekSigninCode(codeHash: string, now: Date): Promise<{ email: string } | undefined>;
   createWebSession(input: { tokenHash: string; accountId: string; expiresAt: Date }): Promise<void>;
   findWebSession(tokenHash: string, now: Date): Promise<{ accountId: string; expiresAt: Date } | undefined>;
   deleteWebSession(tokenHash: string): Promise<void>;
@@ -138,10 +149,16 @@ export interface Store {
   createAuthorizationCode(input: AuthorizationCode & { codeHash: string; expiresAt: Date }): Promise<void>;
   /** Single use: atomically marks the code used and returns it; undefined when unknown, used or expired. */
   consumeAuthorizationCode(codeHash: string, now: Date): Promise<AuthorizationCode | undefined>;
-  /** Creates the grant, its first access token and refresh token; no_device when the phone is gone. */
+  /**
+   * Creates the grant, its first access token and refresh token; no_device when the phone is gone,
+   * limit_reached when the account's live API keys and grants are at its key cap
+   * (docs/decisions/0164-grants-count-against-the-key-cap.md).
+   */
   issueOAuthGrant(
     input: { grantId: string; accountId: string; clientId: string; deviceId: string; scopes: Scope[] } & OAuthTokenPair,
-  ): Promise<{ ok: true; token: Token } | { ok: false; error: 'no_device' }>;
+  ): Promise<{ ok: true; token: Token } | { ok: false; error: 'no_device' | 'limit_reached' }>;
+  /** Live API keys plus OAuth grants of an account: what its key cap counts. */
+  countCredentials(accountId: string): Promise<number>;
   /**
    * Rotates a refresh token: the presented one is marked used, a new pair is minted with the
    * grant's scopes. A used (rotated) one revokes the whole grant, its access tokens included.
@@ -207,6 +224,12 @@ export interface Store {
    * same transaction). `afterId` null: start tailing from now.
    */
   controlEventsAfter(afterId: string | null, limit?: number): Promise<{ lastId: string; events: ControlEvent[] }>;
+  /**
+   * The journal without gaps, whatever order its transactions commit in
+   * (docs/decisions/0163-a-journal-tail-without-gaps.md). `cursor` is opaque: null starts at
+   * now; pass back the one returned. Each event is returned once per cursor chain.
+   */
+  tailControlEvents(cursor: string | null, limit?: number): Promise<{ cursor: string; events: ControlEvent[] }>;
 
   /** Drops expired or used pairing codes and expired tokens. Returns how many rows went. */
   purgeExpired(now: Date): Promise<number>;
@@ -217,6 +240,11 @@ export interface Store {
 export type ControlEvent =
   | { type: 'device_removed'; deviceId: string }
   | { type: 'token_revoked'; tokenId: string }
+  /**
+   * A credential as the phone knows it (an API key's id, or an OAuth grant's id) is gone: the node
+   * holding the phone's socket tells the phone (docs/decisions/0162-a-caller-is-its-grant.md).
+   */
+  | { type: 'credential_revoked'; credential: string; deviceId: string }
   | { type: 'account_locked'; accountId: string; locked: boolean };
 
 export class SchemaTooNewError extends Error {

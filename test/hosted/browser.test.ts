@@ -260,6 +260,72 @@ describe('hosted mode in a browser', () => {
     }
   }, 90_000);
 
+  it('the pairing page shows the payload and notices the phone; consent shows the redirect host and "unverified"; the link page names the account', async () => {
+    const email = `r2-${randomBytes(3).toString('hex')}@example.com`;
+    const ctx = await browser.newContext();
+    const page = await ctx.newPage();
+    try {
+      await page.goto(`${FRONT}/account`);
+      await signIn(page, email);
+      await page.getByRole('heading', { name: 'Your phones' }).waitFor();
+      await page.getByLabel('Phone name').fill('Noticed phone');
+      await page.getByRole('button', { name: 'Pair a phone' }).click();
+      const payload = JSON.parse((await page.getByTestId('pairing-payload').textContent())!) as {
+        v: 1;
+        relay: string;
+        code: string;
+      };
+      expect(payload.code).toBe((await page.getByTestId('pairing-code').textContent())!.trim());
+      expect(await page.getByTestId('pairing-status').textContent()).toMatch(/Waiting for the phone/);
+      const phone = await startPhoneWithQr(payload, 'Noticed phone');
+      phones.push(phone);
+      // The page's script (under the CSP) polls and says so, without a reload.
+      await waitFor(
+        async () => /Paired: Noticed phone/.test((await page.getByTestId('pairing-status').textContent()) ?? ''),
+        15_000,
+        'the pairing page noticed the phone',
+      );
+      await page.screenshot({ path: `${SCREENS}/pair-noticed.png`, fullPage: true });
+
+      // A client registered by anyone, named like a well-known one, with a server redirect.
+      const reg = (await (
+        await fetch(`${FRONT}/oauth/register`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ client_name: 'Claude', redirect_uris: ['https://evil.example/cb'] }),
+        })
+      ).json()) as { client_id: string };
+      const q = new URLSearchParams({
+        response_type: 'code',
+        client_id: reg.client_id,
+        redirect_uri: 'https://evil.example/cb',
+        code_challenge: 'x'.repeat(43),
+        code_challenge_method: 'S256',
+        resource: `${FRONT}/mcp`,
+      });
+      await page.goto(`${FRONT}/account/authorize?${q.toString()}`);
+      expect(await page.getByTestId('redirect-host').textContent()).toBe('evil.example');
+      expect(await page.getByTestId('client-trust').textContent()).toBe('unverified');
+      expect(await page.getByTestId('remote-redirect-warning').isVisible()).toBe(true);
+      expect(await page.getByLabel(/see the screen/).isChecked()).toBe(true);
+      expect(await page.getByLabel(/tap and type/).isChecked()).toBe(false);
+      await page.screenshot({ path: `${SCREENS}/consent-unverified.png`, fullPage: true });
+
+      // Someone else's link, opened in this signed-in browser: it names both accounts and asks.
+      const other = `r2-other-${randomBytes(3).toString('hex')}@example.com`;
+      const web = new WebClient(FRONT);
+      const form = await web.get('/account/signin');
+      await web.post('/account/signin', { csrf: csrfOf(form.html), email: other });
+      await page.goto(await sink.nextLink(other));
+      expect(await page.getByTestId('link-account').textContent()).toBe(other);
+      expect(await page.getByTestId('account-switch').textContent()).toContain(email);
+      expect(await page.getByRole('button', { name: `Sign out and sign in as ${other}` }).isVisible()).toBe(true);
+      await page.screenshot({ path: `${SCREENS}/link-switch.png`, fullPage: true });
+    } finally {
+      await ctx.close();
+    }
+  }, 90_000);
+
   it('dashboard: sign in, pair a phone from the code, see it online, create and revoke a key, see it offline, revoke an OAuth connection, remove the phone; another account sees none of it', async () => {
     const email = `dash-${randomBytes(3).toString('hex')}@example.com`;
     const ctx = await browser.newContext();

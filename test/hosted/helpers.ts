@@ -3,6 +3,8 @@
 import { createPairing } from '../../services/provisioning.ts';
 import { DeviceAgent, silentLogger } from '../../src/device/agent/index.ts';
 import type { Store } from '../../src/store/types.ts';
+import { createPhoneServer } from '../../src/device/tools/index.ts';
+import { SimPhone } from '../../src/device/sim/model.ts';
 import { createEchoServer } from '../fixtures/echo-server.ts';
 import { tempDir } from '../helpers/relay.ts';
 
@@ -16,12 +18,16 @@ export interface HostedPhone {
 export async function startPhoneWithQr(
   qr: { v: 1; relay: string; code: string },
   name = 'test-phone',
+  /** The phone's MCP server; the echo server unless a test needs the real tool surface. */
+  server: 'echo' | 'tools' = 'echo',
 ): Promise<HostedPhone> {
   const stateDir = tempDir('pb-hphone-');
   const identity = await DeviceAgent.pair({ stateDir, qr, name, log: silentLogger });
+  const sim = new SimPhone({ seed: 7 });
   const agent = new DeviceAgent({
     stateDir,
-    createServer: () => createEchoServer(),
+    createServer: () =>
+      server === 'echo' ? createEchoServer() : createPhoneServer({ phone: sim, deviceId: identity.device_id }),
     log: silentLogger,
     backoff: { baseMs: 50, capMs: 500 },
   });
@@ -32,9 +38,15 @@ export async function startPhoneWithQr(
 }
 
 /** A phone paired into `accountId` through the store (as the dashboard or `pair --account` does). */
-export async function startAccountPhone(store: Store, relay: string, accountId: string, name?: string) {
+export async function startAccountPhone(
+  store: Store,
+  relay: string,
+  accountId: string,
+  name?: string,
+  server: 'echo' | 'tools' = 'echo',
+) {
   const qr = await createPairing(store, { accountId, relay });
-  return startPhoneWithQr(qr, name);
+  return startPhoneWithQr(qr, name, server);
 }
 
 /** A real SMTP server on an ephemeral loopback port that keeps every message it receives. */

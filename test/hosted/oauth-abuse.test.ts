@@ -93,6 +93,13 @@ function hopTarget(html: string): URL {
   return new URL(m[1].replace(/&amp;/g, '&'));
 }
 
+/** The "Return to <host>" link of an authorize error page (signed in): where the error goes back. */
+function returnTarget(html: string): URL {
+  const m = /<a data-testid="return" href="([^"]+)"/.exec(html);
+  if (!m) throw new Error(`not an error page with a way back: ${html.slice(0, 300)}`);
+  return new URL(m[1].replace(/&amp;/g, '&'));
+}
+
 /** Consent page → Allow → the code on the redirect. */
 async function allow(web: WebClient, query: URLSearchParams, deviceId: string): Promise<URL> {
   const page = await web.get(`/account/authorize?${query.toString()}`);
@@ -134,7 +141,7 @@ describe('discovery', () => {
     const r = await mcpInit('pb_nope');
     expect(r.status).toBe(401);
     expect(r.headers.get('www-authenticate')).toBe(
-      `Bearer realm="phonebridge", resource_metadata="${relay.url}/.well-known/oauth-protected-resource/mcp"`,
+      `Bearer realm="phonebridge", resource_metadata="${relay.url}/.well-known/oauth-protected-resource/mcp", error="invalid_token", error_description="the API key or access token is unknown, expired or revoked"`,
     );
     const prm = (await (await fetch(`${relay.url}/.well-known/oauth-protected-resource/mcp`)).json());
     expect(prm).toMatchObject({ resource: `${relay.url}/mcp`, authorization_servers: [relay.url] });
@@ -237,15 +244,15 @@ describe('abuse cases', () => {
     const plain = await web.get(
       `/account/authorize?${authorizeQuery(client.body.client_id, 'x'.repeat(43), { code_challenge_method: 'plain' }).toString()}`,
     );
-    expect(hopTarget(plain.html).searchParams.get('error')).toBe('invalid_request');
+    expect(returnTarget(plain.html).searchParams.get('error')).toBe('invalid_request');
     const q = authorizeQuery(client.body.client_id, 'x');
     q.delete('code_challenge');
     const missing = await web.get(`/account/authorize?${q.toString()}`);
-    expect(hopTarget(missing.html).searchParams.get('error')).toBe('invalid_request');
+    expect(returnTarget(missing.html).searchParams.get('error')).toBe('invalid_request');
     const wrongResource = await web.get(
       `/account/authorize?${authorizeQuery(client.body.client_id, pkce().challenge, { resource: 'https://evil.example/mcp' }).toString()}`,
     );
-    expect(hopTarget(wrongResource.html).searchParams.get('error')).toBe('invalid_target');
+    expect(returnTarget(wrongResource.html).searchParams.get('error')).toBe('invalid_target');
   });
 
   it('an unregistered redirect URI gets an error page, never a redirect', async () => {
@@ -345,8 +352,9 @@ describe('abuse cases', () => {
     expect((await web.get('/account')).status).toBe(200);
     // Signed in now: the page's token is the session's; the code itself is spent.
     const reopened = await web.get(link.pathname + link.search);
+    expect(reopened.status).toBe(400);
     const again = await web.post('/account/signin/link', {
-      csrf: csrfOf(reopened.html),
+      csrf: csrfOf((await web.get('/account')).html),
       code: link.searchParams.get('code')!,
     });
     expect(again.status).toBe(400);
@@ -366,11 +374,12 @@ describe('abuse cases', () => {
     expect((await web.post('/account/signin/link', { csrf: csrfOf(page.html), code })).status).toBe(303);
   });
 
-  it('sign-in mails are limited per email', async () => {
+  it('sign-in mails are limited per email and address', async () => {
     const who = email();
     const statuses: number[] = [];
+    const from = addr();
     for (let i = 0; i < 6; i++) {
-      const web = new WebClient(relay.url, undefined, addr());
+      const web = new WebClient(relay.url, undefined, from);
       const form = await web.get('/account/signin');
       statuses.push((await web.post('/account/signin', { csrf: csrfOf(form.html), email: who })).status);
     }

@@ -100,7 +100,7 @@ describe('phonebridge serve + CLI + device run', () => {
     );
     expect(stoppedAfter - removedAfter).toBeLessThan(5000);
     const err = await client.callTool({ name: 'list_devices', arguments: {} }).catch((e) => e);
-    expect(String(err)).toMatch(/unauthorized/);
+    expect(String(err)).toMatch(/invalid_token/);
 
     const bye = await serve.kill('SIGTERM');
     expect(bye.code).toBe(0);

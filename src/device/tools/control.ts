@@ -127,6 +127,13 @@ export class PhoneControl {
     this.lease = null;
   }
 
+  /** The credential is revoked (src/device/tools/revocation.ts): its lease ends now. */
+  releaseHeldBy(credential: string): boolean {
+    if (this.lease?.holder !== credential) return false;
+    this.lease = null;
+    return true;
+  }
+
   // ---- idempotency: outcomes by (credential, key), bounded by age and count (LRU) ----
 
   recall(credential: string, key: string, now: number, ttlMs: number): Outcome | undefined {

@@ -27,6 +27,7 @@ import {
   type Scope,
 } from './contract.ts';
 import { controlFor, type Access, type PhoneControl } from './control.ts';
+import { handleCredentialRevoked } from './revocation.ts';
 import { endRun, executeRun, performStep, runInfo } from './runs.ts';
 import { portableSchema } from './portable.ts';
 import { serveTasks, TASKS_CAPABILITY } from './task-server.ts';
@@ -551,8 +552,10 @@ export function createPhoneServer(opts: PhoneServerOptions): McpServer {
   );
   for (const spec of TOOLS) register(mcp, spec, (caller, extra) => new CallContext(caller, settings, control, extra));
   envelopeSdkErrors(mcp);
-  serveTasks(mcp, tasksFor(opts.phone), TASK_TOOLS);
+  const tasks = tasksFor(opts.phone);
+  serveTasks(mcp, tasks, TASK_TOOLS);
   cacheToolList(mcp);
+  handleCredentialRevoked(mcp, control, tasks);
   return mcp;
 }
 

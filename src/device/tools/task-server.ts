@@ -1,16 +1,13 @@
 // Serves tasks (src/device/tools/tasks.ts) on a phone's McpServer: task-augmented tools/call
-// for the tools that offer it, tasks/get, tasks/result, tasks/list, tasks/cancel, and the
-// relay's notification that a credential was revoked (its tasks are cancelled at the phone).
+// for the tools that offer it, tasks/get, tasks/result, tasks/list, tasks/cancel. A revoked
+// credential's tasks are cancelled from src/device/tools/revocation.ts.
 // The SDK's own task support keys tasks by transport session; every client of a phone shares
 // one socket, so tasks here are keyed by the caller's credential instead (decision 0182).
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import * as z from 'zod';
 import { callerFrom, errorResult, type ToolError } from './contract.ts';
 import { TaskAlreadyFinished, TaskNotFound, type PhoneTasks } from './tasks.ts';
 
-/** The relay's notice that a credential was revoked; the phone drops what that caller holds. */
-export const CREDENTIAL_REVOKED = 'notifications/phonebridge/credential_revoked';
 export const RELATED_TASK_META_KEY = 'io.modelcontextprotocol/related-task';
 /** What the phone advertises in initialize: tasks for tools/call, listable and cancellable. */
 export const TASKS_CAPABILITY = { list: {}, cancel: {}, requests: { tools: { call: {} } } };
@@ -106,11 +103,4 @@ export function serveTasks(mcp: McpServer, tasks: PhoneTasks, taskTools: Readonl
       _meta: related,
     };
   });
-
-  mcp.server.setNotificationHandler(
-    z.object({ method: z.literal(CREDENTIAL_REVOKED), params: z.object({ credential: z.string().min(1) }) }),
-    (n) => {
-      tasks.cancelCredential(n.params.credential);
-    },
-  );
 }

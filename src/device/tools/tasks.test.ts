@@ -6,7 +6,7 @@ import { ResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { SimPhone } from '../sim/model.ts';
 import { CALLER_META_KEY, type Caller } from './contract.ts';
 import { connect } from './in-memory.ts';
-import { CREDENTIAL_REVOKED } from './task-server.ts';
+import { CREDENTIAL_REVOKED_METHOD as CREDENTIAL_REVOKED } from './revocation.ts';
 import { tasksFor } from './tasks.ts';
 
 const ALICE: Caller = {
