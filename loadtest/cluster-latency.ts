@@ -23,7 +23,7 @@ import pg from 'pg';
 import { Redis } from 'ioredis';
 import { startCluster } from '../services/cluster.ts';
 import { dropPrefix } from '../src/bus/redis/test-support.ts';
-import { createKey, createPairing } from '../services/provisioning.ts';
+import { createKey, createPairing } from '../src/provisioning.ts';
 import { openStore } from '../src/store/index.ts';
 import {
   decodeNonce,

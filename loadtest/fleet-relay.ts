@@ -172,7 +172,7 @@ export function startRelayChild(
 
 async function childMain(argv: string[]): Promise<void> {
   const { startRelay } = await import('../services/serve.ts');
-  const { createKey, createPairing } = await import('../services/provisioning.ts');
+  const { createKey, createPairing } = await import('../src/provisioning.ts');
   const config = parseRelayConfig(['--admin-port', '0', '--log-level', 'silent', ...argv], {});
   // As `serve` does: traced only when the OTEL_* variables ask (docs/OPERATIONS.md, "Traces").
   (await import('../src/observability/tracing.ts')).startRelayTracing(config.nodeId);

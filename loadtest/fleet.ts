@@ -402,7 +402,7 @@ async function cli(argv: string[]): Promise<void> {
     // embedded store is shared with the relay through its socket, and this process should not
     // be querying it while the relay redeems codes (see the report on pglite-socket).
     const { openStore } = await import('../src/store/index.ts');
-    const { createPairing } = await import('../services/provisioning.ts');
+    const { createPairing } = await import('../src/provisioning.ts');
     const opened = await openStore({ dataDir: values['data-dir'], role: 'cli', poolMax: 1 });
     const codes: QrPayload[] = [];
     try {

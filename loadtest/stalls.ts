@@ -10,7 +10,7 @@ import { rmSync } from 'node:fs';
 import { parseArgs, promisify } from 'node:util';
 import { startChild, BIN } from '../test/helpers/processes.ts';
 import { openStore, LOCAL_ACCOUNT_ID, type Store } from '../src/store/index.ts';
-import { createPairing } from '../services/provisioning.ts';
+import { createPairing } from '../src/provisioning.ts';
 import { hashPairingCode, newId } from '../src/crypto/secrets.ts';
 import { generateDeviceKey } from '../src/crypto/device-auth.ts';
 import { tempDataDir } from '../src/store/test-support.ts';

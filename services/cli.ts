@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util';
 import { ConfigError, parseRelayConfig, storeOptions } from '../src/config.ts';
 import { ListenError } from '../src/gateway/node.ts';
 import { openStore, SchemaTooNewError, DataDirBusyError, SCOPES, type Scope, type Store } from '../src/store/index.ts';
-import { createKey, createPairing } from './provisioning.ts';
+import { createKey, createPairing } from '../src/provisioning.ts';
 import { newId } from '../src/crypto/secrets.ts';
 import { readRelayInfo } from './relay-info.ts';
 import { DEFAULT_PLAN, normalizeEmail } from '../src/hosted/plans.ts';

@@ -7,7 +7,7 @@ import { sha256Hex } from '../src/crypto/secrets.ts';
 import { DeviceAgent, loadIdentity, stderrLogger } from '../src/device/agent/index.ts';
 import { saveIdentity, type DeviceIdentity } from '../src/device/agent/state.ts';
 import { onParentGone, startRelay, type RunningRelay } from './serve.ts';
-import { createKey, createPairing } from './provisioning.ts';
+import { createKey, createPairing } from '../src/provisioning.ts';
 import { simServerFactory } from './device-run.ts';
 
 interface SavedKey {

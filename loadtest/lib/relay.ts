@@ -147,7 +147,7 @@ export async function targetNode(url: string): Promise<{ node: TargetNode; close
       "--target needs the target's store to register phones and mint keys: set PHONEBRIDGE_DATABASE_URL (or PHONEBRIDGE_DATA_DIR)",
     );
   const { openStore } = await import('../../src/store/index.ts');
-  const { createKey, createPairing } = await import('../../services/provisioning.ts');
+  const { createKey, createPairing } = await import('../../src/provisioning.ts');
   const { hashPairingCode, newId } = await import('../../src/crypto/secrets.ts');
   const opened = await openStore({ databaseUrl, dataDir: dataDir ?? '', role: 'cli', poolMax: 4 });
   const store = opened.store;

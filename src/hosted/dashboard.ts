@@ -4,7 +4,7 @@
 import type { TemplatedApp } from '../uws.ts';
 import type { GatewayContext } from '../gateway/context.ts';
 import { SCOPES, type Account, type ControlEvent, type Scope } from '../store/types.ts';
-import { createKey, createPairing } from '../../services/provisioning.ts';
+import { createKey, createPairing } from '../provisioning.ts';
 import { handle, type HostedRequest } from './request.ts';
 import { qrDataUri } from './qr.ts';
 import { esc, hidden } from './web.ts';

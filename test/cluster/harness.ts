@@ -12,7 +12,7 @@ import pg from 'pg';
 import { type Redis } from 'ioredis';
 import { Agent, request as httpRequest } from 'node:http';
 import { startCluster, type Cluster, type ClusterNode, type ClusterOptions } from '../../services/cluster.ts';
-import { createKey, createPairing } from '../../services/provisioning.ts';
+import { createKey, createPairing } from '../../src/provisioning.ts';
 import { openStore, type OpenStore } from '../../src/store/index.ts';
 import { DeviceAgent, silentLogger } from '../../src/device/agent/index.ts';
 import { saveIdentity } from '../../src/device/agent/state.ts';

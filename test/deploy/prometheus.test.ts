@@ -23,7 +23,7 @@ import { newApiToken, newId, newPairingCode, sha256Hex } from '../../src/crypto/
 import { dashboardQueries, dashboardVariableQueries, substituteVariables } from './dashboard-queries.ts';
 import { sleep, startTestCluster, waitFor, type ClusterPhone, type TestCluster } from '../cluster/harness.ts';
 import { challenge, openSocket, pairRaw, signedHeaders } from '../helpers/raw-device.ts';
-import { createPairing } from '../../services/provisioning.ts';
+import { createPairing } from '../../src/provisioning.ts';
 import { RedisBus } from '../../src/bus/redis/index.ts';
 import { quietLog, REDIS_URL } from '../../src/bus/redis/test-support.ts';
 import { farewellMessage } from '../../src/gateway/router.ts';

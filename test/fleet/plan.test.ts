@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { postgresBackend } from '../../src/store/test-support.ts';
 import { createStore, type DatabaseSource, type Store } from '../../src/store/index.ts';
 import { createFleetKey, FleetKeyError } from '../../src/fleet/keys.ts';
-import { createKey } from '../../services/provisioning.ts';
+import { createKey } from '../../src/provisioning.ts';
 import { hashPairingCode, newId, newPairingCode } from '../../src/crypto/secrets.ts';
 import { generateDeviceKey } from '../../src/crypto/device-auth.ts';
 

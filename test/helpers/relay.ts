@@ -8,7 +8,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { parseRelayConfig } from '../../src/config.ts';
 import { createLogger, type Logger } from '../../src/log.ts';
 import { startRelay, type RunningRelay } from '../../services/serve.ts';
-import { createKey, createPairing, type QrPayload } from '../../services/provisioning.ts';
+import { createKey, createPairing, type QrPayload } from '../../src/provisioning.ts';
 import { DeviceAgent, silentLogger, type McpServerLike } from '../../src/device/agent/index.ts';
 import type { Scope } from '../../src/store/types.ts';
 

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cli } from '../helpers/processes.ts';
 import { createDatabase } from '../cluster/harness.ts';
 import { connectClient, startTestRelay, waitFor, type TestRelay } from '../helpers/relay.ts';
-import { createKey, createPairing } from '../../services/provisioning.ts';
+import { createKey, createPairing } from '../../src/provisioning.ts';
 import { startPhoneWithQr, type HostedPhone } from './helpers.ts';
 import { generateDeviceKey } from '../../src/crypto/device-auth.ts';
 

@@ -15,7 +15,7 @@ import type {
 import { createDatabase, REDIS_URL } from '../cluster/harness.ts';
 import { startTestRelay, waitFor, type TestRelay } from '../helpers/relay.ts';
 import { startFront, type Front } from '../../services/front.ts';
-import { createKey } from '../../services/provisioning.ts';
+import { createKey } from '../../src/provisioning.ts';
 import { caller, ok, toolError } from '../phone/helpers.ts';
 import {
   csrfOf,

@@ -1,6 +1,6 @@
 // Helpers for the hosted-mode tests: phones paired into a given account, plain HTTP with a
 // cookie jar (what a browser without JavaScript does), and the SMTP sink that receives sign-in mail.
-import { createPairing } from '../../services/provisioning.ts';
+import { createPairing } from '../../src/provisioning.ts';
 import { DeviceAgent, silentLogger } from '../../src/device/agent/index.ts';
 import type { Store } from '../../src/store/types.ts';
 import { createPhoneServer } from '../../src/device/tools/index.ts';

@@ -11,7 +11,7 @@ import {
   type RawPhone,
 } from '../helpers/raw-device.ts';
 import { generateDeviceKey } from '../../src/crypto/device-auth.ts';
-import { createPairing } from '../../services/provisioning.ts';
+import { createPairing } from '../../src/provisioning.ts';
 
 let relay: TestRelay;
 let phone: RawPhone;

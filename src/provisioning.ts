@@ -1,8 +1,8 @@
 // What `phonebridge pair` and `keys create` do, as functions: used by the CLI, `npm start`
-// (demo.ts), the test harnesses and the load tests. A module of its own, so that no entry point
-// has to import another (test/import-cycles.test.ts keeps services/ and src/ free of cycles).
-import { hashPairingCode, newApiToken, newId, newPairingCode, sha256Hex } from '../src/crypto/secrets.ts';
-import { SCOPES, type Scope, type Store } from '../src/store/index.ts';
+// (services/demo.ts), hosted mode's dashboard, the test harnesses and the load tests. In src/ so
+// that library code can use it too (services/ uses src/, never the reverse; test/import-cycles.test.ts).
+import { hashPairingCode, newApiToken, newId, newPairingCode, sha256Hex } from './crypto/secrets.ts';
+import { SCOPES, type Scope, type Store } from './store/index.ts';
 
 export interface QrPayload {
   v: 1;
