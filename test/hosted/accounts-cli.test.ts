@@ -64,7 +64,7 @@ describe('phonebridge accounts', () => {
       }),
     });
     expect(pair.status).toBe(403);
-    expect(((await pair.json())).error).toBe('limit_reached');
+    expect((await pair.json()).error).toBe('limit_reached');
 
     const key = await createKey(store, phone.deviceId);
     await expect(createKey(store, phone.deviceId)).rejects.toThrow(/plan limit for keys/);

@@ -69,7 +69,7 @@ async function registerClient(web: WebClient, redirectUris = ['http://127.0.0.1:
       token_endpoint_auth_method: 'none',
     }),
   });
-  return { status: r.status, body: (await r.json()) };
+  return { status: r.status, body: await r.json() };
 }
 
 function authorizeQuery(clientId: string, challenge: string, extra: Record<string, string> = {}) {
@@ -121,7 +121,7 @@ async function tokenRequest(params: Record<string, string>) {
     headers: { 'content-type': 'application/x-www-form-urlencoded' },
     body: new URLSearchParams(params).toString(),
   });
-  return { status: r.status, body: (await r.json()) };
+  return { status: r.status, body: await r.json() };
 }
 
 async function mcpInit(token: string) {
@@ -143,9 +143,9 @@ describe('discovery', () => {
     expect(r.headers.get('www-authenticate')).toBe(
       `Bearer realm="phonebridge", resource_metadata="${relay.url}/.well-known/oauth-protected-resource/mcp", error="invalid_token", error_description="the API key or access token is unknown, expired or revoked"`,
     );
-    const prm = (await (await fetch(`${relay.url}/.well-known/oauth-protected-resource/mcp`)).json());
+    const prm = await (await fetch(`${relay.url}/.well-known/oauth-protected-resource/mcp`)).json();
     expect(prm).toMatchObject({ resource: `${relay.url}/mcp`, authorization_servers: [relay.url] });
-    const as = (await (await fetch(`${relay.url}/.well-known/oauth-authorization-server`)).json());
+    const as = await (await fetch(`${relay.url}/.well-known/oauth-authorization-server`)).json();
     expect(as).toMatchObject({
       issuer: relay.url,
       authorization_endpoint: `${relay.url}/account/authorize`,
@@ -432,7 +432,7 @@ describe('abuse cases', () => {
       body: JSON.stringify({ code, name: 'x', public_key: generateDeviceKey().publicKeySpkiBase64 }),
     });
     expect(redeem.status).toBe(403);
-    expect(((await redeem.json())).error).toBe('limit_reached');
+    expect((await redeem.json()).error).toBe('limit_reached');
   });
 
   it('a locked account gets 402 with its OAuth token; unlocking restores it without re-pairing', async () => {
@@ -455,7 +455,7 @@ describe('abuse cases', () => {
     await store.setAccountLocked(account.id, true);
     await waitFor(async () => (await mcpInit(token)).status === 402, 5_000, '402 while locked');
     const r = await mcpInit(token);
-    expect(((await r.json())).error).toBe('subscription_required');
+    expect((await r.json()).error).toBe('subscription_required');
     await store.setAccountLocked(account.id, false);
     await waitFor(async () => (await mcpInit(token)).status === 200, 5_000, '200 after unlock');
     expect(await store.getDevice(phone.deviceId)).toBeDefined();

@@ -77,7 +77,7 @@ async function registerClient(web: WebClient, redirectUris = [CALLBACK], name = 
     headers: { 'content-type': 'application/json', 'x-forwarded-for': web.forwardedFor ?? addr() },
     body: JSON.stringify({ client_name: name, redirect_uris: redirectUris, token_endpoint_auth_method: 'none' }),
   });
-  return { status: r.status, body: (await r.json()) };
+  return { status: r.status, body: await r.json() };
 }
 
 function authorizeQuery(clientId: string, challenge: string, extra: Record<string, string> = {}) {
@@ -222,7 +222,7 @@ async function tokenRequest(params: Record<string, string>) {
     headers: { 'content-type': 'application/x-www-form-urlencoded' },
     body: new URLSearchParams(params).toString(),
   });
-  return { status: r.status, body: (await r.json()), type: r.headers.get('content-type') };
+  return { status: r.status, body: await r.json(), type: r.headers.get('content-type') };
 }
 
 async function mcpInit(token: string): Promise<number> {
@@ -318,7 +318,7 @@ describe('input refused at the edge', () => {
     });
     expect(reg.status).toBe(400);
     expect(reg.headers.get('content-type')).toBe('application/json');
-    expect(((await reg.json())).error).toBe('invalid_client_metadata');
+    expect((await reg.json()).error).toBe('invalid_client_metadata');
 
     const csrf = csrfOf((await web.get('/account')).html);
     expect((await web.post('/account/pair', { csrf, name: 'my\u0000phone' })).status).toBe(400);

@@ -203,11 +203,11 @@ it('a slow answer arrives as an SSE stream (priming event, then the answer); a f
 
   const fast = await call(both, 2, 'echo', { text: 'quick' });
   expect(fast.headers.get('content-type')).toBe('application/json');
-  expect(((await fast.json())).result.content[0].text).toBe('quick');
+  expect((await fast.json()).result.content[0].text).toBe('quick');
 
   const jsonOnly = await call({ ...both, accept: 'application/json' }, 3, 'sleep', { ms: 1200 });
   expect(jsonOnly.headers.get('content-type')).toBe('application/json');
-  expect(((await jsonOnly.json())).result.content[0].text).toBe('slept 1200');
+  expect((await jsonOnly.json()).result.content[0].text).toBe('slept 1200');
 });
 
 it('the SDK client whose POST stream drops mid-call gets the answer anyway (it resumes with GET + Last-Event-ID)', async () => {

@@ -114,7 +114,7 @@ describe('2026-07-28', () => {
       }),
     });
     expect(r.status).toBe(400);
-    const j = (await r.json());
+    const j = await r.json();
     expect(j.error.code).toBe(-32022);
     expect(j.error.data.supported).toEqual(expect.arrayContaining([V, '2025-11-25']));
   });
@@ -136,7 +136,7 @@ describe('2026-07-28', () => {
       }),
     });
     expect(r.status).toBe(400);
-    expect(((await r.json())).error.code).toBe(-32602);
+    expect((await r.json()).error.code).toBe(-32602);
   });
 
   it('answers an unknown method with 404 / -32601', async () => {
