@@ -6,7 +6,7 @@ import { CellCounter, CellHistogram, ReadGauge } from './metric-cells.ts';
 import { LATENCY_BUCKETS } from './metrics.ts';
 
 describe('metric cells', () => {
-  it('exports a labelled counter series once it counted, an unlabelled one from the start', async () => {
+  it('exports every bound counter series from the start, at zero until it counts', async () => {
     const registry = new client.Registry();
     const c = new CellCounter({ name: 't_total', help: 'h', labelNames: ['side'], registers: [registry] });
     const u = new CellCounter({ name: 'u_total', help: 'h', registers: [registry] });
@@ -14,14 +14,16 @@ describe('metric cells', () => {
     c.cell({ side: 'client' });
     expect(c.cell({ side: 'phone' })).toBe(phone);
     let text = await registry.metrics();
-    expect(text).not.toContain('t_total{');
+    expect(text).toContain('t_total{side="phone"} 0');
+    expect(text).toContain('t_total{side="client"} 0');
+    expect(text).not.toContain('side="other"');
     expect(text).toContain('u_total 0');
     phone.inc();
     phone.inc(41);
     u.cell().inc();
     text = await registry.metrics();
     expect(text).toContain('t_total{side="phone"} 42');
-    expect(text).not.toContain('side="client"');
+    expect(text).toContain('t_total{side="client"} 0');
     expect(text).toContain('u_total 1');
     expect(() => c.cell({ other: 'x' })).toThrow(/do not match/);
   });

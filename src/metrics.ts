@@ -277,7 +277,7 @@ export class RouteMetrics {
   private readonly byStatus = new Map<number, Count>();
   constructor(readonly route: string) {
     // Present from the start (at zero) for every route the node serves.
-    this.byStatus.set(200, metrics.httpResponses.cell({ route, status: '200' }));
+    if (route !== 'unmatched') this.byStatus.set(200, metrics.httpResponses.cell({ route, status: '200' }));
   }
 
   /** A response written: its status, and its body's bytes. */

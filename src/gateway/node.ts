@@ -338,13 +338,14 @@ async function reclaimAll(ctx: GatewayContext): Promise<void> {
  * Tails the store's invalidation journal: the CLI (another process, no bus) and other nodes
  * write it in the same transaction as the change, so it reaches this node within one poll.
  */
-function tailControlJournal(ctx: GatewayContext, pollMs: number): { stop(): void; storeUp?: boolean } {
+function tailControlJournal(ctx: GatewayContext, pollMs: number): { stop(): void; storeUp: boolean } {
   // An opaque cursor: the store re-reads behind its high-water mark until transactions that
   // were still writing have settled (docs/decisions/0163-a-journal-tail-without-gaps.md).
   let cursor: string | null = null;
   let busy = false;
   // Every poll is a read of the store: its outcome is the node's store health (phonebridge_store_up).
-  const tail: { stop(): void; storeUp?: boolean } = { stop: () => clearInterval(timer) };
+  // Up from the start: the node starts only once the store has opened and migrated.
+  const tail: { stop(): void; storeUp: boolean } = { stop: () => clearInterval(timer), storeUp: true };
   const poll = async () => {
     if (busy) return;
     busy = true;

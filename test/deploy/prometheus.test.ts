@@ -43,7 +43,9 @@ const RATE_INTERVAL = '1m';
 
 /** What a label value of ours must never look like: ids, tokens, keys, pairing codes. */
 const SECRET_LIKE: Array<[string, RegExp]> = [
-  ['id or token prefix', /^(dev|key|pb|acc|acct|usr|ses|sess)_/],
+  // An id's prefix followed by its random part (newId: 16 base64url characters), not a word such
+  // as the limiter key_in_flight.
+  ['id or token prefix', /^(dev|key|pb|acc|acct|usr|ses|sess)_[A-Za-z0-9_-]{12,}/],
   ['long hex run', /[0-9a-f]{16,}|[0-9A-F]{16,}/],
   ['long base64 run with digits', /(?=[A-Za-z0-9+/_-]*\d)(?=[A-Za-z0-9+/_-]*[A-Za-z])[A-Za-z0-9+_-]{20,}/],
   ['pairing code', /(?:[A-Z2-7]{4}-){2,}[A-Z2-7]{4}/],
