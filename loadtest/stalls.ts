@@ -10,7 +10,7 @@ import { rmSync } from 'node:fs';
 import { parseArgs, promisify } from 'node:util';
 import { startChild, BIN } from '../test/helpers/processes.ts';
 import { openStore, LOCAL_ACCOUNT_ID, type Store } from '../src/store/index.ts';
-import { createPairing } from '../src/provisioning.ts';
+import { createPairing, registerDevices } from '../src/provisioning.ts';
 import { hashPairingCode, newId } from '../src/crypto/secrets.ts';
 import { generateDeviceKey } from '../src/crypto/device-auth.ts';
 import { tempDataDir } from '../src/store/test-support.ts';
@@ -48,22 +48,8 @@ async function step(name: string, fn: () => Promise<unknown>): Promise<void> {
   console.log(JSON.stringify(rows[rows.length - 1]));
 }
 
-async function register(store: Store, count: number, publicKey: string): Promise<string[]> {
-  const ids: string[] = [];
-  for (let i = 0; i < count; i++) {
-    const qr = await createPairing(store, { relay: url, name: null });
-    const r = await store.redeemPairingCode({
-      codeHash: hashPairingCode(qr.code),
-      deviceId: newId('dev'),
-      publicKey,
-      name: `stall-${i}`,
-      now: new Date(),
-    });
-    if (!r.ok) throw new Error(`registering a phone: ${r.error}`);
-    ids.push(r.device.id);
-  }
-  return ids;
-}
+const register = (store: Store, count: number, publicKey: string) =>
+  registerDevices(store, { relay: url, count, publicKey, namePrefix: 'stall-' });
 
 const opened = await openStore({ databaseUrl: values['database-url'], dataDir, role: 'cli' });
 const { store } = opened;

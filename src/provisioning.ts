@@ -51,3 +51,27 @@ export async function createKey(
     );
   return { id: r.token.id, token, device_id: deviceId, scopes };
 }
+
+/**
+ * Registers `count` phones with one public key straight in the store — what `/pair` does for
+ * each, without HTTP (load tests: their light phones share a key). Returns the device ids.
+ */
+export async function registerDevices(
+  store: Store,
+  opts: { relay: string; count: number; publicKey: string; namePrefix: string },
+): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < opts.count; i++) {
+    const qr = await createPairing(store, { relay: opts.relay, name: null });
+    const r = await store.redeemPairingCode({
+      codeHash: hashPairingCode(qr.code),
+      deviceId: newId('dev'),
+      publicKey: opts.publicKey,
+      name: `${opts.namePrefix}${i}`,
+      now: new Date(),
+    });
+    if (!r.ok) throw new Error(`registering phone ${i}: ${r.error}`);
+    ids.push(r.device.id);
+  }
+  return ids;
+}

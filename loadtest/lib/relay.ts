@@ -147,29 +147,13 @@ export async function targetNode(url: string): Promise<{ node: TargetNode; close
       "--target needs the target's store to register phones and mint keys: set PHONEBRIDGE_DATABASE_URL (or PHONEBRIDGE_DATA_DIR)",
     );
   const { openStore } = await import('../../src/store/index.ts');
-  const { createKey, createPairing } = await import('../../src/provisioning.ts');
-  const { hashPairingCode, newId } = await import('../../src/crypto/secrets.ts');
+  const { createKey, registerDevices } = await import('../../src/provisioning.ts');
   const opened = await openStore({ databaseUrl, dataDir: dataDir ?? '', role: 'cli', poolMax: 4 });
   const store = opened.store;
   const node: TargetNode = {
     url,
     mcpUrl: `${url}/mcp`,
-    async devices(count, publicKey) {
-      const ids: string[] = [];
-      for (let i = 0; i < count; i++) {
-        const qr = await createPairing(store, { relay: url, name: null });
-        const r = await store.redeemPairingCode({
-          codeHash: hashPairingCode(qr.code),
-          deviceId: newId('dev'),
-          publicKey,
-          name: `load-${i}`,
-          now: new Date(),
-        });
-        if (!r.ok) throw new Error(`registering device ${i} on the target: ${r.error}`);
-        ids.push(r.device.id);
-      }
-      return ids;
-    },
+    devices: (count, publicKey) => registerDevices(store, { relay: url, count, publicKey, namePrefix: 'load-' }),
     async keys(deviceIds, scopes) {
       const out = [];
       for (const id of deviceIds) out.push(await createKey(store, id, scopes));
