@@ -4,18 +4,10 @@ import { sql, type Kysely, type Selectable } from 'kysely';
 import type { AllocationsTable, DB, DevicesTable, EnrollmentsTable, FleetKeysTable } from './schema.ts';
 import type { Allocation, Enrollment, FleetKey, FleetStore, LabelledDevice } from './fleet-types.ts';
 import type { ControlEvent, Scope } from './types.ts';
+import { toDevice } from './device-row.ts';
 
-function toDevice(r: Selectable<DevicesTable>): LabelledDevice {
-  return {
-    id: r.id,
-    accountId: r.account_id,
-    name: r.name,
-    publicKey: r.public_key,
-    initResult: r.init_result ?? null,
-    lastSeenAt: r.last_seen_at,
-    createdAt: r.created_at,
-    labels: r.labels ?? {},
-  };
+function toLabelledDevice(r: Selectable<DevicesTable>): LabelledDevice {
+  return { ...toDevice(r), labels: r.labels ?? {} };
 }
 
 function toKey(r: Selectable<FleetKeysTable>): FleetKey {
@@ -79,7 +71,7 @@ export class KyselyFleetStore implements FleetStore {
 
   async getDevice(id: string): Promise<LabelledDevice | undefined> {
     const r = await this.db.selectFrom('devices').selectAll().where('id', '=', id).executeTakeFirst();
-    return r && toDevice(r);
+    return r && toLabelledDevice(r);
   }
 
   async listDevices(filter: {
@@ -95,7 +87,7 @@ export class KyselyFleetStore implements FleetStore {
     if (filter.afterId !== undefined) q = q.where('id', '>', filter.afterId);
     q = q.orderBy('id');
     if (filter.limit !== undefined) q = q.limit(filter.limit);
-    return (await q.execute()).map(toDevice);
+    return (await q.execute()).map(toLabelledDevice);
   }
 
   async createKey(input: {
@@ -196,7 +188,7 @@ export class KyselyFleetStore implements FleetStore {
       .orderBy(sql`random()`)
       .limit(limit)
       .execute();
-    return rows.map(toDevice);
+    return rows.map(toLabelledDevice);
   }
 
   async allocationOfDevice(deviceId: string, now: Date): Promise<Allocation | undefined> {

@@ -5,9 +5,10 @@ import pg from 'pg';
 import type { DatabaseSource } from './database/types.ts';
 import { migrate, readSchemaVersion } from './migrations/index.ts';
 import { advanceTail, formatTailCursor, parseTailCursor, TAIL_START_WINDOW } from './journal-tail.ts';
-import type { AccountsTable, DB, DevicesTable, TokensTable } from './schema.ts';
+import type { AccountsTable, DB, TokensTable } from './schema.ts';
 import { observeStoreQuery } from '../metrics.ts';
 import { KyselyFleetStore, credentialsInUse } from './fleet-store.ts';
+import { toDevice } from './device-row.ts';
 import type { FleetStore } from './fleet-types.ts';
 import type {
   Account,
@@ -41,18 +42,6 @@ function toAccount(r: Selectable<AccountsTable>): Account {
     maxKeys: r.max_keys,
     locked: r.locked,
     email: r.email,
-    createdAt: r.created_at,
-  };
-}
-
-function toDevice(r: Selectable<DevicesTable>): Device {
-  return {
-    id: r.id,
-    accountId: r.account_id,
-    name: r.name,
-    publicKey: r.public_key,
-    initResult: r.init_result ?? null,
-    lastSeenAt: r.last_seen_at,
     createdAt: r.created_at,
   };
 }
