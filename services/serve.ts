@@ -8,6 +8,7 @@ import { startGateway, type GatewayNode } from '../src/gateway/node.ts';
 import { writeRelayInfo } from './relay-info.ts';
 import { startRelayTracing, stopRelayTracing } from '../src/observability/tracing.ts';
 import { fleetFeature } from '../src/fleet/index.ts';
+import { hostedFeature, type HostedOptions } from '../src/hosted/index.ts';
 
 export interface RunningRelay {
   node: GatewayNode;
@@ -19,6 +20,8 @@ export interface RunningRelay {
 export async function startRelay(
   config: RelayConfig,
   log = createLogger({ level: config.logLevel }),
+  /** Options of the features a program (a test) may set; the CLI sets none. */
+  features: { hosted?: HostedOptions } = {},
 ): Promise<RunningRelay> {
   // The bus first: a topology that is wrong or not there stops the start with one line (exit 2),
   // what was tried and what answered (RedisBus.connect words it), before the store opens.
@@ -45,7 +48,10 @@ export async function startRelay(
       store: store.store,
       bus,
       log,
-      features: [fleetFeature({ apiRequestsPerMinute: apiPerMinute })],
+      features: [
+        ...(config.hosted ? [hostedFeature(features.hosted)] : []),
+        fleetFeature({ apiRequestsPerMinute: apiPerMinute }),
+      ],
     });
   } catch (err) {
     await bus.close();

@@ -25,7 +25,6 @@ import { Exchange, runRoute } from './http.ts';
 import { handlePair } from './pairing.ts';
 import { deviceSocketBehavior, handleChallenge, sweepIdleDevices } from './device-socket.ts';
 import { registerMcpRoutes } from './mcp-endpoint.ts';
-import { registerHostedRoutes } from '../hosted/index.ts';
 import { registerLocalAuthHelp } from './unauthorized.ts';
 import { CLOSE, type DeviceConnection } from './device-connection.ts';
 import { Router } from './router.ts';
@@ -96,8 +95,8 @@ export async function startGateway(opts: {
   routes.post('/device/challenge', handleChallenge(ctx));
   app.ws('/device/ws', deviceSocketBehavior(ctx));
   const mcp = registerMcpRoutes(routes, ctx);
-  if (config.hosted) registerHostedRoutes(routes, ctx);
-  else registerLocalAuthHelp(routes);
+  // Hosted mode is a feature (it registers the OAuth endpoints); without it, discovery says how to authenticate.
+  if (!config.hosted) registerLocalAuthHelp(routes);
   const started: StartedFeature[] = [];
   for (const f of opts.features ?? []) {
     const s = f.start({ app: routes, ctx, mcp });

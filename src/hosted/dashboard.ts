@@ -10,7 +10,19 @@ import { qrDataUri } from './qr.ts';
 import { esc, hidden } from './web.ts';
 import { COUNTDOWN_JS, FAVICON_SVG, PAIRING_JS, STYLE_CSS } from './assets.ts';
 
-export function registerDashboardRoutes(app: TemplatedApp, ctx: GatewayContext): void {
+export interface DashboardOptions {
+  /**
+   * A phone's MCP session counts as an active client when it was used within this window
+   * (default ACTIVE_WINDOW_MS; docs/decisions/0169-active-clients.md).
+   */
+  activeClientWindowMs?: number;
+}
+
+/** Ten minutes: longer than an agent's pause between calls, far shorter than the 24 h session expiry. */
+export const ACTIVE_WINDOW_MS = 10 * 60_000;
+
+export function registerDashboardRoutes(app: TemplatedApp, ctx: GatewayContext, opts: DashboardOptions = {}): void {
+  const windowMs = opts.activeClientWindowMs ?? ACTIVE_WINDOW_MS;
   app.get(
     '/account/assets/style.css',
     handle(ctx, (r) => r.send(200, asset('text/css'), STYLE_CSS)),

@@ -40,10 +40,12 @@ export function isLoopbackRedirect(u: URL): boolean {
 
 /**
  * What the consent page can say about who a client is: a registered client chose its name and
- * nothing vouches for it (docs/decisions/0161-consent-that-names-where-the-code-goes.md).
+ * nothing vouches for it; a client whose id is a metadata document's URL is described by whoever
+ * runs that host, which is something, but not a verification of who that is
+ * (docs/decisions/0161-consent-that-names-where-the-code-goes.md, 0165-client-id-metadata-documents.md).
  */
 export function clientTrust(client: { id: string }): string {
-  return client.id.startsWith('https://') ? `identified by ${new URL(client.id).host}` : 'unverified';
+  return client.id.startsWith('https://') ? `metadata from ${new URL(client.id).host}` : 'unverified';
 }
 
 export interface RegistrationRequest {

@@ -22,6 +22,8 @@ import {
   verifierMatches,
 } from './oauth-rules.ts';
 import { esc, hashSecret, hidden, newSecret } from './web.ts';
+import type { ClientMetadataFetcher } from './client-metadata.ts';
+import { FETCH_LIMIT, FETCH_WINDOW_MS, isMetadataClientId } from './client-metadata-rules.ts';
 
 export const PROTECTED_RESOURCE_PATH = '/.well-known/oauth-protected-resource/mcp';
 
@@ -38,7 +40,7 @@ export function resourceMetadataUrl(publicUrl: string): string {
   return `${publicUrl}${PROTECTED_RESOURCE_PATH}`;
 }
 
-export function registerOAuthRoutes(app: TemplatedApp, ctx: GatewayContext): void {
+export function registerOAuthRoutes(app: TemplatedApp, ctx: GatewayContext, metadata: ClientMetadataFetcher): void {
   const base = () => ctx.config.publicUrl;
   const resourceMetadata = handle(ctx, (r) =>
     r.jsonResponse(
@@ -71,7 +73,7 @@ export function registerOAuthRoutes(app: TemplatedApp, ctx: GatewayContext): voi
           token_endpoint_auth_methods_supported: ['none'],
           scopes_supported: SCOPES,
           authorization_response_iss_parameter_supported: true,
-          client_id_metadata_document_supported: false,
+          client_id_metadata_document_supported: true,
         },
         CORS,
       ),
@@ -97,11 +99,11 @@ export function registerOAuthRoutes(app: TemplatedApp, ctx: GatewayContext): voi
   );
   app.get(
     '/account/authorize',
-    handle(ctx, (r) => authorizePage(r)),
+    handle(ctx, (r) => authorizePage(r, metadata)),
   );
   app.post(
     '/account/authorize',
-    handle(ctx, (r) => decide(r), { body: true }),
+    handle(ctx, (r) => decide(r, metadata), { body: true }),
   );
 }
 
@@ -153,8 +155,23 @@ async function register(r: HostedRequest): Promise<void> {
  * no way onwards; signed in, with a link that names the client's host (RFC 9700 §4.11.2,
  * docs/decisions/0161-consent-that-names-where-the-code-goes.md).
  */
-async function validated(r: HostedRequest, params: URLSearchParams, acted: boolean) {
-  const client = await r.ctx.store.getOAuthClient(params.get('client_id') ?? '');
+async function validated(r: HostedRequest, params: URLSearchParams, acted: boolean, metadata: ClientMetadataFetcher) {
+  const clientId = params.get('client_id') ?? '';
+  let client: OAuthClient | undefined;
+  if (isMetadataClientId(clientId)) {
+    const found = await metadataClient(r, clientId, metadata);
+    if (!found.ok) {
+      r.page(
+        400,
+        'Cannot connect',
+        `<p class="error" role="alert">This connection request is invalid: ${esc(found.reason)}.</p><p class="muted">Client id <code>${esc(clientId)}</code></p>`,
+      );
+      return undefined;
+    }
+    client = found.client;
+  } else {
+    client = await r.ctx.store.getOAuthClient(clientId);
+  }
   const check = checkAuthorizationRequest(params, client, `${r.ctx.config.publicUrl}/mcp`);
   if (check.ok) return { request: check.request, client: client! };
   if (!check.redirect) {
@@ -188,6 +205,32 @@ async function validated(r: HostedRequest, params: URLSearchParams, acted: boole
   return undefined;
 }
 
+/**
+ * A client whose id is the URL of its metadata document: the document (cached, or fetched through
+ * the guard of client-metadata.ts), kept in the store as a client row so that codes and grants can
+ * name it and the token endpoint finds it. A fetch is counted per client address (anyone can make
+ * the relay fetch by opening an authorize URL); a document from the cache costs nothing.
+ */
+async function metadataClient(
+  r: HostedRequest,
+  url: string,
+  metadata: ClientMetadataFetcher,
+): Promise<{ ok: true; client: OAuthClient } | { ok: false; reason: string }> {
+  const got = await metadata.get(
+    url,
+    async () => (await r.ctx.bus.hit(`cimd:${r.ip}`, FETCH_WINDOW_MS)) <= FETCH_LIMIT,
+  );
+  if (!got.ok) {
+    r.ctx.log.info({ clientId: url, reason: got.reason }, 'client metadata document refused');
+    return got;
+  }
+  const { clientId, clientName, redirectUris } = got.client;
+  const stored = got.cached ? await r.ctx.store.getOAuthClient(clientId) : undefined;
+  const client = stored ?? (await r.ctx.store.putMetadataClient({ id: clientId, name: clientName, redirectUris }));
+  // The document, not the row, is what this request is checked against.
+  return { ok: true, client: { ...client, name: clientName, redirectUris } };
+}
+
 const AUTH_PARAMS = [
   'response_type',
   'client_id',
@@ -199,8 +242,8 @@ const AUTH_PARAMS = [
   'resource',
 ];
 
-async function authorizePage(r: HostedRequest): Promise<void> {
-  const v = await validated(r, r.query, false);
+async function authorizePage(r: HostedRequest, metadata: ClientMetadataFetcher): Promise<void> {
+  const v = await validated(r, r.query, false, metadata);
   if (!v) return;
   const account = await r.account();
   if (!account)
@@ -248,7 +291,11 @@ async function consentPage(
     `<p>An application calling itself <strong>${esc(client.name)}</strong> <span class="badge" data-testid="client-trust">${esc(clientTrust(client))}</span> asks to use one of your phones through <code>${esc(r.ctx.config.publicUrl)}/mcp</code>.</p>
 <p class="target">If you allow it, access goes to <strong class="host" data-testid="redirect-host">${esc(target.host)}</strong>${loopback ? ' (an application on this computer)' : ''}.</p>
 ${loopback ? '' : `<p class="error" role="alert" data-testid="remote-redirect-warning">${esc(target.host)} is a server on the internet, not an application on this computer. Allow only if you expected to connect it.</p>`}
-<p class="muted">Client id <code>${esc(client.id)}</code>. Its name is chosen by whoever registered it; the host above is where the access really goes.</p>
+${
+  isMetadataClientId(client.id)
+    ? `<p class="muted" data-testid="client-document">Client id <code>${esc(client.id)}</code>. Its name and where access may go come from a document published at <strong>${esc(new URL(client.id).host)}</strong>: whoever runs ${esc(new URL(client.id).host)} chose them; this relay has not verified who that is.${loopback ? ' Any program on this computer can present this client id: allow only if you just started this application here.' : ''}</p>`
+    : `<p class="muted">Client id <code>${esc(client.id)}</code>. Its name is chosen by whoever registered it; the host above is where the access really goes.</p>`
+}
 <form method="post" action="/account/authorize">${hidden('csrf', r.csrf())}${carried}
 ${devices.length ? `<fieldset><legend>Phone</legend>${phones}</fieldset><fieldset><legend>Allow it to</legend>${scopes}</fieldset>` : '<p class="error">You have no phone yet: pair one on the dashboard first.</p>'}
 ${devices.length ? '<button type="submit" name="decision" value="allow" class="primary">Allow</button>' : ''}
@@ -258,10 +305,10 @@ ${devices.length ? '<button type="submit" name="decision" value="allow" class="p
   );
 }
 
-async function decide(r: HostedRequest): Promise<void> {
+async function decide(r: HostedRequest, metadata: ClientMetadataFetcher): Promise<void> {
   const form = await r.checkStateChange();
   if (!form) return;
-  const v = await validated(r, form, true);
+  const v = await validated(r, form, true, metadata);
   if (!v) return;
   const account = await r.account();
   if (!account) return r.redirect(`/account/signin?next=${encodeURIComponent(`/account/authorize?${pick(form)}`)}`);

@@ -220,6 +220,16 @@ class KyselyStore implements Store {
     return { id: r.id, name: r.name, redirectUris: r.redirect_uris, createdAt: r.created_at };
   }
 
+  async putMetadataClient(input: { id: string; name: string; redirectUris: string[] }): Promise<OAuthClient> {
+    const r = await this.db
+      .insertInto('oauth_clients')
+      .values({ id: input.id, name: input.name, redirect_uris: [...input.redirectUris] })
+      .onConflict((oc) => oc.column('id').doUpdateSet({ name: input.name, redirect_uris: [...input.redirectUris] }))
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    return { id: r.id, name: r.name, redirectUris: r.redirect_uris, createdAt: r.created_at };
+  }
+
   async getOAuthClient(id: string): Promise<OAuthClient | undefined> {
     const r = await this.db.selectFrom('oauth_clients').selectAll().where('id', '=', id).executeTakeFirst();
     return r && { id: r.id, name: r.name, redirectUris: r.redirect_uris, createdAt: r.created_at };

@@ -653,6 +653,26 @@ export function storeSuite(backend: TestBackend): void {
         expect(await store.getOAuthClient(client.id)).toMatchObject({ name: 'Test client' });
       });
 
+      it('a metadata client is created, then updated in place (its grants stay)', async () => {
+        const acct = await account();
+        const dev = await pairedDevice(acct.id);
+        const id = `https://app.example/${uid('c')}.json`;
+        await store.putMetadataClient({ id, name: 'First', redirectUris: ['http://127.0.0.1:1/cb'] });
+        const issued = await store.issueOAuthGrant({
+          grantId: uid('grant'),
+          accountId: acct.id,
+          clientId: id,
+          deviceId: dev.id,
+          scopes: ['devices:read'],
+          ...pair(),
+        });
+        expect(issued.ok).toBe(true);
+        const updated = await other.putMetadataClient({ id, name: 'Second', redirectUris: ['https://app.example/cb'] });
+        expect(updated).toMatchObject({ id, name: 'Second', redirectUris: ['https://app.example/cb'] });
+        expect(await store.getOAuthClient(id)).toMatchObject({ name: 'Second' });
+        expect((await store.listOAuthGrants(acct.id)).map((g) => [g.clientId, g.clientName])).toEqual([[id, 'Second']]);
+      });
+
       it('issues a grant; refresh rotates; a rotated refresh token revokes the grant and its access tokens', async () => {
         const { acct, dev, client } = await setup();
         const first = pair();

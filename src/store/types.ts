@@ -146,6 +146,11 @@ export interface Store {
   // --- Hosted mode: OAuth authorization server -------------------------------------------
   registerOAuthClient(input: { id: string; name: string; redirectUris: string[] }): Promise<OAuthClient>;
   getOAuthClient(id: string): Promise<OAuthClient | undefined>;
+  /**
+   * Creates or updates the client a metadata document describes (its id is the document's URL),
+   * so codes and grants can name it (docs/decisions/0165-client-id-metadata-documents.md).
+   */
+  putMetadataClient(input: { id: string; name: string; redirectUris: string[] }): Promise<OAuthClient>;
   createAuthorizationCode(input: AuthorizationCode & { codeHash: string; expiresAt: Date }): Promise<void>;
   /** Single use: atomically marks the code used and returns it; undefined when unknown, used or expired. */
   consumeAuthorizationCode(codeHash: string, now: Date): Promise<AuthorizationCode | undefined>;

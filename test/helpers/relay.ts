@@ -11,6 +11,7 @@ import { startRelay, type RunningRelay } from '../../services/serve.ts';
 import { createKey, createPairing, type QrPayload } from '../../src/provisioning.ts';
 import { DeviceAgent, silentLogger, type McpServerLike } from '../../src/device/agent/index.ts';
 import type { Scope } from '../../src/store/types.ts';
+import type { HostedOptions } from '../../src/hosted/index.ts';
 
 export function tempDir(prefix = 'pb-test-'): string {
   return mkdtempSync(join(tmpdir(), prefix));
@@ -28,11 +29,13 @@ export interface TestRelay {
 
 export async function startTestRelay(
   flags: string[] = [],
-  opts: { dataDir?: string; log?: Logger } = {},
+  opts: { dataDir?: string; log?: Logger; hosted?: HostedOptions } = {},
 ): Promise<TestRelay> {
   const dataDir = opts.dataDir ?? tempDir();
   const config = parseRelayConfig(['--port', '0', '--admin-port', '0', '--data-dir', dataDir, ...flags], {});
-  const relay = await startRelay(config, opts.log ?? createLogger({ level: process.env.PB_TEST_LOG ?? 'silent' }));
+  const relay = await startRelay(config, opts.log ?? createLogger({ level: process.env.PB_TEST_LOG ?? 'silent' }), {
+    hosted: opts.hosted,
+  });
   const url = config.publicUrl;
   return {
     relay,
