@@ -148,6 +148,37 @@ export function busContract(drivers: Array<[string, MakeBus]>): void {
       expect(await bus.sessions.countForDevice(d2)).toBe(2);
     });
 
+    it('sessions: listForDevice gives live sessions, most recently used first, with their client and last use', async () => {
+      await open();
+      const [d, other] = [uid(), uid()];
+      const [old, busy, gone, legacy] = [uid(), uid(), uid(), uid()];
+      const now = Date.now();
+      const at = (id: string, client?: SessionRecord['client']) => ({
+        ...session(id, d, uid()),
+        createdAt: now,
+        lastSeenAt: now,
+        ...(client ? { client } : {}),
+      });
+      await bus.sessions.create(at(old, { name: 'idle-agent', version: '0.1' }), 10_000);
+      await bus.sessions.create(at(busy, { name: 'busy-agent' }), 10_000);
+      await bus.sessions.create(at(gone, { name: 'short' }), 100);
+      // A record written before sessions carried a client still reads.
+      await bus.sessions.create(at(legacy), 10_000);
+      await bus.sessions.create(session(uid(), other, uid()), 10_000);
+      await sleep(250); // `gone` expires
+      expect(await bus.sessions.touch(busy, 10_000)).toMatchObject({ client: { name: 'busy-agent' } });
+      const listed = await bus.sessions.listForDevice(d, 10);
+      expect(listed.map((s) => s.id)[0]).toBe(busy);
+      expect(new Set(listed.map((s) => s.id))).toEqual(new Set([busy, old, legacy]));
+      const byId = new Map(listed.map((s) => [s.id, s]));
+      expect(byId.get(old)!.client).toEqual({ name: 'idle-agent', version: '0.1' });
+      expect(byId.get(legacy)!.client).toBeUndefined();
+      expect(byId.get(old)!.lastSeenAt).toBe(now);
+      expect(byId.get(busy)!.lastSeenAt).toBeGreaterThanOrEqual(now + 200);
+      expect(await bus.sessions.listForDevice(d, 1)).toHaveLength(1);
+      expect(await bus.sessions.listForDevice(uid(), 10)).toEqual([]);
+    });
+
     it('control events reach this node', async () => {
       await open();
       const got: unknown[] = [];

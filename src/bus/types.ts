@@ -11,7 +11,13 @@ export interface SessionRecord {
   revision: SessionRevision;
   scopes: Scope[];
   createdAt: number;
+  /** The last request on the session (ms); on a Redis bus as of the last renewal there (≤ 2 s behind). */
   lastSeenAt: number;
+  /**
+   * `clientInfo` of the client's `initialize` (name, version), shortened and printable. Absent in
+   * records written before it existed, and when the client sent none.
+   */
+  client?: { name: string; version?: string };
 }
 
 export interface SessionStore {
@@ -31,6 +37,11 @@ export interface SessionStore {
   delete(id: string): Promise<boolean>;
   /** Live sessions bound to a device: the MCP clients connected to it (the hosted dashboard). */
   countForDevice(deviceId: string): Promise<number>;
+  /**
+   * Live sessions bound to a device, most recently used first, at most `limit`: who is connected
+   * to a phone and when each last made a request (the hosted dashboard's active clients).
+   */
+  listForDevice(deviceId: string, limit: number): Promise<SessionRecord[]>;
   /** Sessions bound to a device or token, for invalidation. */
   deleteWhere(match: { deviceId?: string; tokenId?: string }): Promise<number>;
 }

@@ -44,6 +44,7 @@ import {
   sseReplays,
 } from '../metrics.ts';
 import type { SessionRecord } from '../bus/types.ts';
+import { clientInfoOf } from '../protocol/client-info.ts';
 import type { GatewayContext } from './context.ts';
 import { isRefusal, type CredentialSource, type McpMount, type Refusal } from './features.ts';
 import { matchesCredential } from './hub.ts';
@@ -639,6 +640,7 @@ class McpEndpoint {
     const deviceId = cred.token.deviceId;
     const cached = await cachedInitialize(this.ctx, deviceId, true);
     const now = Date.now();
+    const client = clientInfoOf(msg.params);
     const session: SessionRecord = {
       id: randomBytes(18).toString('base64url'),
       tokenId: cred.token.id,
@@ -648,6 +650,7 @@ class McpEndpoint {
       scopes: cred.token.scopes,
       createdAt: now,
       lastSeenAt: now,
+      ...(client ? { client } : {}),
     };
     const evicted = await this.ctx.bus.sessions.create(session, this.ctx.config.sessionIdleMs, maxSessionsPerKey);
     // The key's least recently used sessions beyond its cap are gone: so are their streams, on every node.

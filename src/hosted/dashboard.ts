@@ -9,6 +9,7 @@ import { handle, type HostedRequest } from './request.ts';
 import { qrDataUri } from './qr.ts';
 import { esc, hidden } from './web.ts';
 import { COUNTDOWN_JS, FAVICON_SVG, PAIRING_JS, STYLE_CSS } from './assets.ts';
+import { activeClients, windowText, type ActiveClient } from './active-clients.ts';
 
 export interface DashboardOptions {
   /**
@@ -42,7 +43,7 @@ export function registerDashboardRoutes(app: TemplatedApp, ctx: GatewayContext, 
     );
   app.get(
     '/account',
-    handle(ctx, (r) => signedIn(r, (a) => dashboard(r, a))),
+    handle(ctx, (r) => signedIn(r, (a) => dashboard(r, a, windowMs))),
   );
   app.get(
     '/account/phones.json',
@@ -58,7 +59,7 @@ export function registerDashboardRoutes(app: TemplatedApp, ctx: GatewayContext, 
   );
   app.post(
     '/account/keys',
-    handle(ctx, (r) => action(r, (a, f) => createApiKey(r, a, f)), { body: true }),
+    handle(ctx, (r) => action(r, (a, f) => createApiKey(r, a, f, windowMs)), { body: true }),
   );
   app.post(
     '/account/keys/revoke',
@@ -133,7 +134,22 @@ function hostsOf(uris: string[]): string {
 const label = (email: string | null, id: string) => email ?? id;
 const when = (d: Date | null) => (d ? `${d.toISOString().slice(0, 16).replace('T', ' ')} UTC` : 'never');
 
-async function dashboard(r: HostedRequest, account: Account, notice?: string): Promise<void> {
+/** Sessions read per phone for its active clients (the most recently used first). */
+const SESSIONS_READ = 200;
+
+/** A phone's active clients as a table cell: how many, then each with its latest request. */
+function clientsCell(clients: ActiveClient[] | undefined, capped: boolean): string {
+  if (!clients) return '—';
+  const items = clients
+    .map(
+      (c) =>
+        `<li><span data-testid="client-name">${esc(c.name)}${c.version ? ` ${esc(c.version)}` : ''}</span> <span class="muted">last request ${esc(new Date(c.lastSeenAt).toISOString().slice(11, 19))} UTC${c.sessions > 1 ? ` · ${c.sessions} sessions` : ''}</span></li>`,
+    )
+    .join('');
+  return `<span data-testid="active-clients">${capped ? '≥ ' : ''}${clients.length}</span>${items ? `<ul class="clients">${items}</ul>` : ''}`;
+}
+
+async function dashboard(r: HostedRequest, account: Account, windowMs: number, notice?: string): Promise<void> {
   const { store, bus } = r.ctx;
   const [devices, tokens, grants] = await Promise.all([
     store.listDevices(account.id),
@@ -148,8 +164,16 @@ async function dashboard(r: HostedRequest, account: Account, notice?: string): P
       ),
     ),
   );
-  // MCP clients connected to each phone: its live sessions, on every node (the bus holds them).
-  const clients = await Promise.all(devices.map((d) => bus.sessions.countForDevice(d.id).catch(() => undefined)));
+  // MCP clients of each phone: its sessions used within the window, on every node (the bus holds
+  // them); a session idle longer still exists (24 h) but is not a client someone is running now.
+  const now = Date.now();
+  const sessions = await Promise.all(
+    devices.map((d) => bus.sessions.listForDevice(d.id, SESSIONS_READ).catch(() => undefined)),
+  );
+  const clients = sessions.map((list) => (list ? activeClients(list, now, windowMs) : undefined));
+  const capped = sessions.map(
+    (list) => !!list && list.length === SESSIONS_READ && list.every((x) => x.lastSeenAt >= now - windowMs),
+  );
   const keys = tokens.filter((t) => t.via === 'key');
   const names = new Map(devices.map((d) => [d.id, d.name]));
   const csrf = r.csrf();
@@ -161,7 +185,7 @@ async function dashboard(r: HostedRequest, account: Account, notice?: string): P
       const init = d.initResult as { serverInfo?: { name?: string; version?: string } } | null;
       return `<tr><td>${esc(d.name)}<div class="muted">${esc(d.id)}</div></td>
 <td class="${online[i] ? 'online' : 'offline'}">${online[i] ? 'online' : 'offline'}</td>
-<td>${online[i] ? 'now' : esc(when(d.lastSeenAt))}</td><td>${esc(init?.serverInfo?.version ?? '—')}</td><td>${esc(clients[i] ?? '—')}</td>
+<td>${online[i] ? 'now' : esc(when(d.lastSeenAt))}</td><td>${esc(init?.serverInfo?.version ?? '—')}</td><td>${clientsCell(clients[i], capped[i])}</td>
 <td><form method="post" action="/account/phones/remove" class="inline">${csrfField}${hidden('device', d.id)}<button type="submit">Remove</button></form></td></tr>`;
     })
     .join('');
@@ -195,7 +219,7 @@ ${account.locked ? '<p class="error" role="alert">This account has no active sub
 <p>Phones: ${devices.length} of ${cap(account.maxDevices)} · API keys and OAuth connections: ${keys.length + grants.length} of ${cap(account.maxKeys)}</p></section>
 
 <section aria-labelledby="phones-h"><h2 id="phones-h">Phones</h2>
-${devices.length ? `<table><thead><tr><th>Name</th><th>Status</th><th>Last seen</th><th>App version</th><th>Connected clients</th><th></th></tr></thead><tbody>${phoneRows}</tbody></table>` : '<p class="muted">No phone yet.</p>'}
+${devices.length ? `<table><thead><tr><th>Name</th><th>Status</th><th>Last seen</th><th>App version</th><th>Clients active in the last ${esc(windowText(windowMs))}</th><th></th></tr></thead><tbody>${phoneRows}</tbody></table>` : '<p class="muted">No phone yet.</p>'}
 <form method="post" action="/account/pair">${csrfField}
 <label for="phone-name">Phone name</label> <input id="phone-name" name="name" type="text" maxlength="100">
 <button type="submit" class="primary">Pair a phone</button></form></section>
@@ -261,12 +285,17 @@ async function removePhone(r: HostedRequest, account: Account, form: URLSearchPa
   r.redirect('/account');
 }
 
-async function createApiKey(r: HostedRequest, account: Account, form: URLSearchParams): Promise<void> {
+async function createApiKey(
+  r: HostedRequest,
+  account: Account,
+  form: URLSearchParams,
+  windowMs: number,
+): Promise<void> {
   const device = await r.ctx.store.getDevice(form.get('device') ?? '');
   const scopes: Scope[] = SCOPES.filter((s) => form.getAll('scope').includes(s));
   const signedIn = { signedIn: label(account.email, account.id) };
-  if (!device || device.accountId !== account.id) return dashboard(r, account, 'No such phone.');
-  if (scopes.length === 0) return dashboard(r, account, 'Pick at least one scope.');
+  if (!device || device.accountId !== account.id) return dashboard(r, account, windowMs, 'No such phone.');
+  if (scopes.length === 0) return dashboard(r, account, windowMs, 'Pick at least one scope.');
   let key;
   try {
     key = await createKey(r.ctx.store, device.id, scopes);

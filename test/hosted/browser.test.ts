@@ -108,7 +108,12 @@ async function mcpStatus(base: string, token: string): Promise<number> {
       accept: 'application/json, text/event-stream',
       authorization: `Bearer ${token}`,
     },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25' } }),
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-11-25', clientInfo: { name: 'status-probe', version: '1.0' } },
+    }),
   });
   await r.text();
   return r.status;
@@ -368,9 +373,11 @@ describe('hosted mode in a browser', () => {
     await page.screenshot({ path: `${SCREENS}/key-created.png`, fullPage: true });
     expect(await mcpStatus(direct1, token)).toBe(200);
     await page.goto(`${FRONT}/account`);
-    // That initialize opened a session on node 1: every node's dashboard counts it as a client.
+    // That initialize opened a session on node 1: every node's dashboard counts it as an active
+    // client, by the name it gave.
     const phoneRow = phonesSection.getByRole('row', { name: /Dashboard phone/ });
-    expect((await phoneRow.getByRole('cell').allTextContents()).map((t) => t.trim())[4]).toBe('1');
+    expect(await phoneRow.getByTestId('active-clients').textContent()).toBe('1');
+    expect(await phoneRow.getByTestId('client-name').allTextContents()).toEqual(['status-probe 1.0']);
     await page.screenshot({ path: `${SCREENS}/dashboard.png`, fullPage: true });
     await page.getByRole('region', { name: 'API keys' }).getByRole('button', { name: 'Revoke' }).click();
     await waitFor(async () => (await mcpStatus(direct1, token)) === 401, 5_000, 'revoked key refused on node 1');

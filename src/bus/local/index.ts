@@ -113,6 +113,14 @@ class LocalSessions implements SessionStore {
     // map.get skips a session past its expiry whose timer has not fired yet.
     return this.byDevice.ids(deviceId).filter((id) => this.map.get(id) !== undefined).length;
   }
+  async listForDevice(deviceId: string, limit: number): Promise<SessionRecord[]> {
+    const live: SessionRecord[] = [];
+    for (const id of this.byDevice.ids(deviceId)) {
+      const e = this.map.get(id);
+      if (e) live.push({ ...e.s });
+    }
+    return live.sort((a, b) => b.lastSeenAt - a.lastSeenAt).slice(0, Math.max(1, Math.floor(limit)));
+  }
   async deleteWhere(match: { deviceId?: string; tokenId?: string }): Promise<number> {
     const ids = new Set([
       ...(match.deviceId ? this.byDevice.ids(match.deviceId) : []),

@@ -576,7 +576,8 @@ class RedisSessions implements SessionStore {
     // connection, so Redis orders them before this create (docs/decisions/0133-session-leases.md).
     if (maxPerToken > 0)
       for (const [id, l] of this.leases)
-        if (l.rec.tokenId === s.tokenId && l.rec.lastSeenAt > l.confirmedAt) this.touch(id, idleMs).catch(() => {});
+        if (l.rec.tokenId === s.tokenId && l.rec.lastSeenAt > l.confirmedAt)
+          this.renew(id, idleMs, l.rec.lastSeenAt).catch(() => {});
     const evicted = await this.bus.run('sessionCreate', [
       s.id,
       JSON.stringify(s),
@@ -590,16 +591,24 @@ class RedisSessions implements SessionStore {
     return ids;
   }
 
-  async touch(id: string, idleMs: number): Promise<SessionRecord | undefined> {
+  touch(id: string, idleMs: number): Promise<SessionRecord | undefined> {
+    return this.renew(id, idleMs, Date.now());
+  }
+
+  /**
+   * Renews the session in Redis and leases it; `usedAt` is the use this reports: now for a
+   * request, or a use a lease served earlier (what listForDevice then shows as its last use).
+   */
+  private async renew(id: string, idleMs: number, usedAt: number): Promise<SessionRecord | undefined> {
     const drops = this.drops;
-    const rec = await this.bus.run('sessionTouch', [id, idleMs]);
+    const rec = await this.bus.run('sessionTouch', [id, idleMs, usedAt]);
     if (rec == null) {
       this.drop([id]);
       return undefined;
     }
     const s = JSON.parse(rec as string) as SessionRecord; // the script returns the stored JSON string
     const now = Date.now();
-    s.lastSeenAt = now;
+    s.lastSeenAt = usedAt;
     if (drops === this.drops) {
       this.leases.delete(id); // re-inserted: the map's order is least recently confirmed first
       this.leases.set(id, { rec: s, confirmedAt: now, renewing: false });
@@ -653,6 +662,19 @@ class RedisSessions implements SessionStore {
   }
   async countForDevice(deviceId: string): Promise<number> {
     return Number(await this.bus.run('sessionCount', [deviceId]));
+  }
+  async listForDevice(deviceId: string, limit: number): Promise<SessionRecord[]> {
+    const flat = (await this.bus.run('sessionList', [deviceId, Math.max(1, Math.floor(limit))])) as unknown[];
+    const out: SessionRecord[] = [];
+    for (let i = 0; i + 1 < flat.length; i += 2) {
+      const s = JSON.parse(String(flat[i])) as SessionRecord;
+      const seen = Number(flat[i + 1]);
+      // This node's lease may know a later use than its last renewal in Redis.
+      const leased = this.leases.get(s.id)?.rec.lastSeenAt ?? 0;
+      s.lastSeenAt = Math.max(seen || s.lastSeenAt, leased);
+      out.push(s);
+    }
+    return out;
   }
   async deleteWhere(match: { deviceId?: string; tokenId?: string }): Promise<number> {
     if (!match.deviceId && !match.tokenId) return 0;

@@ -7,7 +7,7 @@
 // Keys under prefix p:
 //   nonce:<n>            string deviceId, PX ttl
 //   rl:<key>             fixed-window counter, PX window
-//   sess:<id>            hash rec (JSON), dev, tok, evseq; PX idle
+//   sess:<id>            hash rec (JSON), dev, tok, evseq, seen (ms of the last use a touch reported); PX idle
 //   sx:d:<deviceId>      zset sessionId -> expiry ms (index for deleteWhere), PX >= its members
 //   sx:t:<tokenId>       same, by token
 //   ev:<sessionId>       list of "seq\nstreamId\ndata" (replay buffer); evm:<sessionId> hash bytes[, seq]
@@ -121,13 +121,14 @@ if max > 0 then
 end
 return out`,
 
-  // ARGV: p, sid, idleMs. Returns the record JSON or nil.
+  // ARGV: p, sid, idleMs, seen (ms of the use it reports). Returns the record JSON or nil.
   sessionTouch: `${INDEX}
 local p, sid, idle = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local key = p .. 'sess:' .. sid
 local f = redis.call('HMGET', key, 'rec', 'dev', 'tok')
 if not f[1] then return false end
 redis.call('PEXPIRE', key, idle)
+redis.call('HSET', key, 'seen', ARGV[4])
 index(p .. 'sx:d:' .. f[2], sid, idle)
 index(p .. 'sx:t:' .. f[3], sid, idle)
 return f[1]`,
@@ -135,6 +136,21 @@ return f[1]`,
   // ARGV: p, deviceId. Live sessions bound to the device (the index's scores are expiries).
   sessionCount: `${NOW}
 return redis.call('ZCOUNT', ARGV[1] .. 'sx:d:' .. ARGV[2], '(' .. now(), '+inf')`,
+
+  // ARGV: p, deviceId, limit. Live sessions bound to the device, most recently used first (the
+  // index's scores are expiries, renewed on each touch): pairs of record JSON and the last use a
+  // touch reported ('' if none since creation).
+  sessionList: `${NOW}
+local p, t, out = ARGV[1], now(), {}
+local ids = redis.call('ZREVRANGEBYSCORE', p .. 'sx:d:' .. ARGV[2], '+inf', '(' .. t, 'LIMIT', 0, tonumber(ARGV[3]))
+for _, sid in ipairs(ids) do
+  local f = redis.call('HMGET', p .. 'sess:' .. sid, 'rec', 'seen')
+  if f[1] then
+    table.insert(out, f[1])
+    table.insert(out, f[2] or '')
+  end
+end
+return out`,
 
   // ARGV: p, sid
   sessionDelete: `${DROP}
@@ -264,6 +280,7 @@ export const GROUP: Record<ScriptName, 'own' | 'sess' | 'single'> = {
   sessionCreate: 'sess',
   sessionTouch: 'sess',
   sessionCount: 'sess',
+  sessionList: 'sess',
   sessionDelete: 'sess',
   sessionDeleteWhere: 'sess',
   append: 'sess',
