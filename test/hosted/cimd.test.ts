@@ -7,21 +7,25 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { UnauthorizedError, type OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
-import type {
-  OAuthClientInformationMixed,
-  OAuthClientMetadata,
-  OAuthTokens,
-} from '@modelcontextprotocol/sdk/shared/auth.js';
+import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
 import { createDatabase } from '../cluster/harness.ts';
 import { startTestRelay, type TestRelay } from '../helpers/relay.ts';
 import { ClientMetadataFetcher, type ResolvedAddress } from '../../src/hosted/client-metadata.ts';
 import { FETCH_TIMEOUT_MS } from '../../src/hosted/client-metadata-rules.ts';
-import { formFields, startAccountPhone, startSmtpSink, WebClient, type HostedPhone, type SmtpSink } from './helpers.ts';
+import {
+  CALLBACK,
+  formFields,
+  hopTarget,
+  startAccountPhone,
+  startSmtpSink,
+  TestOAuthProvider,
+  WebClient,
+  type HostedPhone,
+  type SmtpSink,
+} from './helpers.ts';
 import { startPublicHost, type PublicHost } from './public-host.ts';
 
 const NAME = 'client.cimd-test.example';
-const CALLBACK = 'http://127.0.0.1:4567/callback';
 const doc = (url: string, extra: Record<string, unknown> = {}) =>
   JSON.stringify({
     client_id: url,
@@ -80,39 +84,6 @@ afterAll(async () => {
 
 const addr = () => `11.${randomBytes(1)[0]}.${randomBytes(1)[0]}.${randomBytes(1)[0]}`;
 
-class Provider implements OAuthClientProvider {
-  info?: OAuthClientInformationMixed;
-  saved?: OAuthTokens;
-  verifier?: string;
-  authorizationUrl?: URL;
-  readonly redirectUrl = CALLBACK;
-  constructor(readonly clientMetadataUrl: string) {}
-  get clientMetadata(): OAuthClientMetadata {
-    return { client_name: 'Metadata Client', redirect_uris: [CALLBACK], token_endpoint_auth_method: 'none' };
-  }
-  clientInformation() {
-    return this.info;
-  }
-  saveClientInformation(info: OAuthClientInformationMixed) {
-    this.info = info;
-  }
-  tokens() {
-    return this.saved;
-  }
-  saveTokens(t: OAuthTokens) {
-    this.saved = t;
-  }
-  redirectToAuthorization(url: URL) {
-    this.authorizationUrl = url;
-  }
-  saveCodeVerifier(v: string) {
-    this.verifier = v;
-  }
-  codeVerifier() {
-    return this.verifier!;
-  }
-}
-
 async function signedInWithPhone() {
   const who = `c${randomBytes(4).toString('hex')}@example.com`;
   const web = new WebClient(relay.url, undefined, addr());
@@ -123,13 +94,6 @@ async function signedInWithPhone() {
   return { web, account, phone };
 }
 
-/** The URL the hop page's meta refresh sends the browser to. */
-function hopTarget(html: string): URL {
-  const m = /http-equiv="refresh" content="0;url=([^"]+)"/.exec(html);
-  if (!m) throw new Error(`no hop on the page: ${html.slice(0, 300)}`);
-  return new URL(m[1].replace(/&amp;/g, '&'));
-}
-
 describe('a client identified by its metadata document', () => {
   it('the SDK client with clientMetadataUrl: authorize → consent → token → tools/list, the document fetched once', async () => {
     const meta = await (await fetch(`${relay.url}/.well-known/oauth-authorization-server`)).json();
@@ -137,7 +101,7 @@ describe('a client identified by its metadata document', () => {
 
     const { web, account, phone } = await signedInWithPhone();
     const url = `https://${NAME}/client.json`;
-    const provider = new Provider(url);
+    const provider = new TestOAuthProvider({ name: 'Metadata Client', clientMetadataUrl: url });
     const first = new Client({ name: 'metadata-client', version: '1.0.0' });
     await expect(
       first.connect(new StreamableHTTPClientTransport(new URL(`${relay.url}/mcp`), { authProvider: provider })),

@@ -6,23 +6,20 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { UnauthorizedError, type OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
-import type {
-  OAuthClientInformationMixed,
-  OAuthClientMetadata,
-  OAuthTokens,
-} from '@modelcontextprotocol/sdk/shared/auth.js';
+import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
 import { createDatabase, REDIS_URL } from '../cluster/harness.ts';
 import { startTestRelay, waitFor, type TestRelay } from '../helpers/relay.ts';
 import { startFront, type Front } from '../../services/front.ts';
 import { createKey } from '../../src/provisioning.ts';
 import { caller, ok, toolError } from '../phone/helpers.ts';
 import {
+  allowPage,
   csrfOf,
-  formFields,
+  hopTarget,
   startAccountPhone,
   startSmtpSink,
   WebClient,
+  TestOAuthProvider,
   type HostedPhone,
   type SmtpSink,
 } from './helpers.ts';
@@ -73,44 +70,9 @@ afterAll(async () => {
   await db?.drop();
 });
 
-const CALLBACK = 'http://127.0.0.1:4567/callback';
-
-class Provider implements OAuthClientProvider {
-  info?: OAuthClientInformationMixed;
-  saved?: OAuthTokens;
-  verifier?: string;
-  authorizationUrl?: URL;
-  readonly redirectUrl = CALLBACK;
-  get clientMetadata(): OAuthClientMetadata {
-    return {
-      client_name: 'Lease keeper',
-      redirect_uris: [CALLBACK],
-      grant_types: ['authorization_code', 'refresh_token'],
-      response_types: ['code'],
-      token_endpoint_auth_method: 'none',
-      scope: 'devices:read devices:act devices:lease',
-    };
-  }
-  clientInformation() {
-    return this.info;
-  }
-  saveClientInformation(info: OAuthClientInformationMixed) {
-    this.info = info;
-  }
-  tokens() {
-    return this.saved;
-  }
-  saveTokens(t: OAuthTokens) {
-    this.saved = t;
-  }
-  redirectToAuthorization(url: URL) {
-    this.authorizationUrl = url;
-  }
-  saveCodeVerifier(v: string) {
-    this.verifier = v;
-  }
-  codeVerifier() {
-    return this.verifier!;
+class Provider extends TestOAuthProvider {
+  constructor() {
+    super({ name: 'Lease keeper', scope: 'devices:read devices:act devices:lease' });
   }
 }
 
@@ -149,16 +111,12 @@ async function grantedClient() {
   await expect(
     first.connect(new StreamableHTTPClientTransport(new URL(`${FRONT}/mcp`), { authProvider: provider })),
   ).rejects.toBeInstanceOf(UnauthorizedError);
-  const consent = await web.get(provider.authorizationUrl!.pathname + provider.authorizationUrl!.search);
-  expect(consent.status).toBe(200);
-  const r = await web.post('/account/authorize', {
-    ...formFields(consent.html, '/account/authorize'),
-    device: phone.deviceId,
-    grant_scope: ['devices:read', 'devices:act', 'devices:lease'],
-    decision: 'allow',
-  });
-  const m = /http-equiv="refresh" content="0;url=([^"]+)"/.exec(r.html)!;
-  const code = new URL(m[1].replace(/&amp;/g, '&')).searchParams.get('code')!;
+  const r = await allowPage(web, provider.authorizationUrl!, phone.deviceId, [
+    'devices:read',
+    'devices:act',
+    'devices:lease',
+  ]);
+  const code = hopTarget(r.html).searchParams.get('code')!;
   await new StreamableHTTPClientTransport(new URL(`${FRONT}/mcp`), { authProvider: provider }).finishAuth(code);
   return { web, account, phone, provider };
 }

@@ -1,5 +1,13 @@
 // Helpers for the hosted-mode tests: phones paired into a given account, plain HTTP with a
-// cookie jar (what a browser without JavaScript does), and the SMTP sink that receives sign-in mail.
+// cookie jar (what a browser without JavaScript does), the SMTP sink that receives sign-in mail,
+// and the OAuth steps (register, consent and Allow, token, an SDK client provider).
+import { createHash, randomBytes } from 'node:crypto';
+import type { OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
+import type {
+  OAuthClientInformationMixed,
+  OAuthClientMetadata,
+  OAuthTokens,
+} from '@modelcontextprotocol/sdk/shared/auth.js';
 import { createPairing } from '../../src/provisioning.ts';
 import { DeviceAgent, silentLogger } from '../../src/device/agent/index.ts';
 import type { Store } from '../../src/store/types.ts';
@@ -196,4 +204,142 @@ export function formFields(html: string, action: string): Record<string, string>
       .replace(/&lt;/g, '<')
       .replace(/&gt;/g, '>');
   return out;
+}
+
+// --- OAuth steps the hosted tests share -----------------------------------------------------
+
+/** The loopback redirect URI the tests' clients register (nothing listens: the code is read off the hop page). */
+export const CALLBACK = 'http://127.0.0.1:4567/callback';
+
+/** A PKCE verifier and its S256 challenge. */
+export function pkce(): { verifier: string; challenge: string } {
+  const verifier = randomBytes(32).toString('base64url');
+  return { verifier, challenge: createHash('sha256').update(verifier).digest('base64url') };
+}
+
+/** Dynamic registration (RFC 7591) from a given client address. */
+export async function registerClient(
+  base: string,
+  forwardedFor: string,
+  opts: { redirectUris?: string[]; name?: string } = {},
+): Promise<{ status: number; body: { client_id: string } & Record<string, unknown> }> {
+  const r = await fetch(`${base}/oauth/register`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-forwarded-for': forwardedFor },
+    body: JSON.stringify({
+      client_name: opts.name ?? 'Test client',
+      redirect_uris: opts.redirectUris ?? [CALLBACK],
+      token_endpoint_auth_method: 'none',
+    }),
+  });
+  return { status: r.status, body: (await r.json()) as { client_id: string } & Record<string, unknown> };
+}
+
+/** An authorization request's parameters for this relay's /mcp; `extra` overrides any of them. */
+export function authorizeParams(
+  base: string,
+  clientId: string,
+  challenge: string,
+  extra: Record<string, string> = {},
+): URLSearchParams {
+  return new URLSearchParams({
+    response_type: 'code',
+    client_id: clientId,
+    redirect_uri: CALLBACK,
+    code_challenge: challenge,
+    code_challenge_method: 'S256',
+    scope: 'devices:read devices:act',
+    state: 'st-1',
+    resource: `${base}/mcp`,
+    ...extra,
+  });
+}
+
+/** The URL the hop page's meta refresh sends the browser to. */
+export function hopTarget(html: string): URL {
+  const m = /http-equiv="refresh" content="0;url=([^"]+)"/.exec(html);
+  if (!m) throw new Error(`not a hop page: ${html.slice(0, 300)}`);
+  return new URL(m[1].replace(/&amp;/g, '&'));
+}
+
+/**
+ * The consent page of an authorization request (its query, or the whole authorize URL an SDK
+ * client produced), then Allow with one phone and `scopes`: the answer page (a hop with the code,
+ * or a refusal).
+ */
+export async function allowPage(
+  web: WebClient,
+  request: URLSearchParams | URL,
+  deviceId: string,
+  scopes: string[] = ['devices:read', 'devices:act'],
+) {
+  const path = request instanceof URL ? request.pathname + request.search : `/account/authorize?${request.toString()}`;
+  const page = await web.get(path);
+  if (page.status !== 200) throw new Error(`consent page: ${page.status} ${page.html.slice(0, 300)}`);
+  return web.post('/account/authorize', {
+    ...formFields(page.html, '/account/authorize'),
+    device: deviceId,
+    grant_scope: scopes,
+    decision: 'allow',
+  });
+}
+
+/** A token endpoint request (form-encoded). */
+export async function tokenRequest(base: string, params: Record<string, string>) {
+  const r = await fetch(`${base}/oauth/token`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams(params).toString(),
+  });
+  return { status: r.status, body: await r.json(), type: r.headers.get('content-type') };
+}
+
+/**
+ * An OAuth client provider for the official SDK client that keeps what it is given. With
+ * `clientMetadataUrl` it identifies itself by that metadata document instead of registering.
+ */
+export class TestOAuthProvider implements OAuthClientProvider {
+  info?: OAuthClientInformationMixed;
+  saved?: OAuthTokens;
+  verifier?: string;
+  authorizationUrl?: URL;
+  readonly redirectUrl: string;
+  readonly clientMetadataUrl?: string;
+  constructor(
+    private readonly opts: { name: string; scope?: string; redirectUrl?: string; clientMetadataUrl?: string },
+  ) {
+    this.redirectUrl = opts.redirectUrl ?? CALLBACK;
+    this.clientMetadataUrl = opts.clientMetadataUrl;
+  }
+  get clientMetadata(): OAuthClientMetadata {
+    return {
+      client_name: this.opts.name,
+      redirect_uris: [this.redirectUrl],
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'none',
+      ...(this.opts.scope ? { scope: this.opts.scope } : {}),
+    };
+  }
+  clientInformation() {
+    return this.info;
+  }
+  saveClientInformation(info: OAuthClientInformationMixed) {
+    this.info = info;
+  }
+  tokens() {
+    return this.saved;
+  }
+  saveTokens(t: OAuthTokens) {
+    this.saved = t;
+  }
+  redirectToAuthorization(url: URL) {
+    this.authorizationUrl = url;
+  }
+  saveCodeVerifier(v: string) {
+    this.verifier = v;
+  }
+  codeVerifier() {
+    return this.verifier!;
+  }
 }

@@ -1,14 +1,21 @@
 // Hosted mode over plain HTTP (a browser without JavaScript): sign-in, the OAuth endpoints, and
 // one test per abuse case. Real relay, real Postgres, real SMTP (smtp-server as the sink).
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase } from '../cluster/harness.ts';
 import { startTestRelay, waitFor, type TestRelay } from '../helpers/relay.ts';
 import {
+  allowPage,
+  authorizeParams,
+  CALLBACK,
   csrfOf,
   formFields,
+  hopTarget,
+  pkce,
+  registerClient as register,
   startAccountPhone,
   startSmtpSink,
+  tokenRequest as token,
   WebClient,
   type HostedPhone,
   type SmtpSink,
@@ -54,44 +61,10 @@ async function signedInWithPhone() {
   return { web, who, account, phone };
 }
 
-function pkce() {
-  const verifier = randomBytes(32).toString('base64url');
-  return { verifier, challenge: createHash('sha256').update(verifier).digest('base64url') };
-}
-
-async function registerClient(web: WebClient, redirectUris = ['http://127.0.0.1:4567/callback']) {
-  const r = await fetch(`${relay.url}/oauth/register`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-forwarded-for': web.forwardedFor! },
-    body: JSON.stringify({
-      client_name: 'Abuse test',
-      redirect_uris: redirectUris,
-      token_endpoint_auth_method: 'none',
-    }),
-  });
-  return { status: r.status, body: await r.json() };
-}
-
-function authorizeQuery(clientId: string, challenge: string, extra: Record<string, string> = {}) {
-  return new URLSearchParams({
-    response_type: 'code',
-    client_id: clientId,
-    redirect_uri: 'http://127.0.0.1:4567/callback',
-    code_challenge: challenge,
-    code_challenge_method: 'S256',
-    scope: 'devices:read devices:act',
-    state: 'st-ü 1',
-    resource: `${relay.url}/mcp`,
-    ...extra,
-  });
-}
-
-/** The URL the hop page's meta refresh sends the browser to. */
-function hopTarget(html: string): URL {
-  const m = /http-equiv="refresh" content="0;url=([^"]+)"/.exec(html);
-  if (!m) throw new Error(`not a hop page: ${html.slice(0, 300)}`);
-  return new URL(m[1].replace(/&amp;/g, '&'));
-}
+const registerClient = (web: WebClient, redirectUris = [CALLBACK]) =>
+  register(relay.url, web.forwardedFor!, { redirectUris, name: 'Abuse test' });
+const authorizeQuery = (clientId: string, challenge: string, extra: Record<string, string> = {}) =>
+  authorizeParams(relay.url, clientId, challenge, { state: 'st-ü 1', ...extra });
 
 /** The "Return to <host>" link of an authorize error page (signed in): where the error goes back. */
 function returnTarget(html: string): URL {
@@ -102,26 +75,14 @@ function returnTarget(html: string): URL {
 
 /** Consent page → Allow → the code on the redirect. */
 async function allow(web: WebClient, query: URLSearchParams, deviceId: string): Promise<URL> {
-  const page = await web.get(`/account/authorize?${query.toString()}`);
-  expect(page.status).toBe(200);
-  const fields = formFields(page.html, '/account/authorize');
-  const r = await web.post('/account/authorize', {
-    ...fields,
-    device: deviceId,
-    grant_scope: ['devices:read', 'devices:act'],
-    decision: 'allow',
-  });
+  const r = await allowPage(web, query, deviceId);
   expect(r.status).toBe(200);
   return hopTarget(r.html);
 }
 
 async function tokenRequest(params: Record<string, string>) {
-  const r = await fetch(`${relay.url}/oauth/token`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams(params).toString(),
-  });
-  return { status: r.status, body: await r.json() };
+  const { status, body } = await token(relay.url, params);
+  return { status, body };
 }
 
 async function mcpInit(token: string) {

@@ -1,15 +1,22 @@
 // Hosted mode's second security round over plain HTTP (a browser without JavaScript): sign-in
 // limits nobody else can spend, authorize errors that never leave the relay unasked, consent that
 // names where the code goes, and the OAuth limits. Real relay, real Postgres, real SMTP sink.
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase } from '../cluster/harness.ts';
 import { createLogger } from '../../src/log.ts';
 import { startTestRelay, type TestRelay } from '../helpers/relay.ts';
 import {
+  allowPage,
+  authorizeParams,
+  CALLBACK,
   csrfOf,
   formFields,
+  hopTarget,
+  pkce,
+  registerClient as register,
   startAccountPhone,
+  tokenRequest as token,
   startSmtpSink,
   WebClient,
   type HostedPhone,
@@ -64,35 +71,11 @@ async function signedInWithPhone() {
   return { web, who, account, phone };
 }
 
-function pkce() {
-  const verifier = randomBytes(32).toString('base64url');
-  return { verifier, challenge: createHash('sha256').update(verifier).digest('base64url') };
-}
-
-const CALLBACK = 'http://127.0.0.1:4567/callback';
-
-async function registerClient(web: WebClient, redirectUris = [CALLBACK], name = 'Round two') {
-  const r = await fetch(`${relay.url}/oauth/register`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-forwarded-for': web.forwardedFor ?? addr() },
-    body: JSON.stringify({ client_name: name, redirect_uris: redirectUris, token_endpoint_auth_method: 'none' }),
-  });
-  return { status: r.status, body: await r.json() };
-}
-
-function authorizeQuery(clientId: string, challenge: string, extra: Record<string, string> = {}) {
-  return new URLSearchParams({
-    response_type: 'code',
-    client_id: clientId,
-    redirect_uri: CALLBACK,
-    code_challenge: challenge,
-    code_challenge_method: 'S256',
-    scope: 'devices:read devices:act',
-    state: 'st-1',
-    resource: `${relay.url}/mcp`,
-    ...extra,
-  });
-}
+const registerClient = (web: WebClient, redirectUris = [CALLBACK], name = 'Round two') =>
+  register(relay.url, web.forwardedFor ?? addr(), { redirectUris, name });
+const authorizeQuery = (clientId: string, challenge: string, extra: Record<string, string> = {}) =>
+  authorizeParams(relay.url, clientId, challenge, extra);
+const tokenRequest = (params: Record<string, string>) => token(relay.url, params);
 
 describe('sign-in limits', () => {
   it('an address over its own limit spends nothing of another email; one address cannot lock an email out', async () => {
@@ -196,34 +179,6 @@ describe('authorize errors and consent', () => {
     expect(form.html).toMatch(/waiting for your consent/);
   });
 });
-
-/** The URL the hop page's meta refresh sends the browser to. */
-function hopTarget(html: string): URL {
-  const m = /http-equiv="refresh" content="0;url=([^"]+)"/.exec(html);
-  if (!m) throw new Error(`not a hop page: ${html.slice(0, 300)}`);
-  return new URL(m[1].replace(/&amp;/g, '&'));
-}
-
-/** Consent page → Allow; the answer page (a hop with the code, or a refusal). */
-async function allowPage(web: WebClient, query: URLSearchParams, deviceId: string) {
-  const page = await web.get(`/account/authorize?${query.toString()}`);
-  expect(page.status).toBe(200);
-  return web.post('/account/authorize', {
-    ...formFields(page.html, '/account/authorize'),
-    device: deviceId,
-    grant_scope: ['devices:read', 'devices:act'],
-    decision: 'allow',
-  });
-}
-
-async function tokenRequest(params: Record<string, string>) {
-  const r = await fetch(`${relay.url}/oauth/token`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams(params).toString(),
-  });
-  return { status: r.status, body: await r.json(), type: r.headers.get('content-type') };
-}
 
 async function mcpInit(token: string): Promise<number> {
   const r = await fetch(`${relay.url}/mcp`, {
