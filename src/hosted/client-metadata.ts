@@ -35,7 +35,10 @@ export interface ClientMetadataOptions {
   extraCa?: string;
 }
 
-export type MetadataResult = { ok: true; client: ClientMetadata; cached: boolean } | { ok: false; reason: string };
+export type MetadataResult =
+  | { ok: true; client: ClientMetadata; cached: boolean }
+  /** `reason` is shown to whoever asked; `detail` (which range refused an address) goes to the log only. */
+  | { ok: false; reason: string; detail?: string };
 
 /** Documents kept per node at most; the least recently fetched go first. */
 const MAX_ENTRIES = 1_000;
@@ -84,13 +87,16 @@ export class ClientMetadataFetcher {
     try {
       addresses = isIP(host) ? [{ address: host, family: isIP(host) }] : await this.resolve(host);
     } catch {
-      return { ok: false, reason: `the client_id host ${host} does not resolve` };
+      addresses = [];
     }
-    if (addresses.length === 0) return { ok: false, reason: `the client_id host ${host} does not resolve` };
-    // Every answer must be public: a name that also points inside is not fetched at all.
+    // Every answer must be public: a name that also points inside is not fetched at all. The page
+    // says the same for "no address" and "a refused address", so that anyone opening an authorize
+    // URL cannot learn which internal names exist; the log says which.
+    const refused = `the client_id host ${host} does not resolve to public addresses only`;
+    if (addresses.length === 0) return { ok: false, reason: refused, detail: 'no address' };
     for (const a of addresses) {
       const v = classifyAddress(a.address);
-      if (!v.ok) return { ok: false, reason: `the client_id host ${host} resolves to a refused address (${v.reason})` };
+      if (!v.ok) return { ok: false, reason: refused, detail: `${a.address} is refused: ${v.reason}` };
     }
     const pinned = addresses[0];
     let got: { status: number; headers: Record<string, string | undefined>; body: Buffer };

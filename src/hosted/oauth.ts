@@ -221,7 +221,7 @@ async function metadataClient(
     async () => (await r.ctx.bus.hit(`cimd:${r.ip}`, FETCH_WINDOW_MS)) <= FETCH_LIMIT,
   );
   if (!got.ok) {
-    r.ctx.log.info({ clientId: url, reason: got.reason }, 'client metadata document refused');
+    r.ctx.log.info({ clientId: url, reason: got.detail ?? got.reason }, 'client metadata document refused');
     return got;
   }
   const { clientId, clientName, redirectUris } = got.client;

@@ -203,7 +203,12 @@ describe('a client identified by its metadata document', () => {
     answers.set('inside.cimd-test.example', [{ address: '10.0.0.7', family: 4 }]);
     const inside = await page('https://inside.cimd-test.example/client.json');
     expect(inside.status).toBe(400);
-    expect(inside.html).toMatch(/refused address \(private/);
+    expect(inside.html).toMatch(/does not resolve to public addresses only/);
+    // The same words as for a name with no address at all: no oracle for internal names.
+    answers.set('nowhere.cimd-test.example', []);
+    expect((await page('https://nowhere.cimd-test.example/client.json')).html).toMatch(
+      /does not resolve to public addresses only/,
+    );
     const moved = await page(`https://${NAME}/moved.json`);
     expect(moved.html).toMatch(/302: redirects are not followed/);
     expect((await page(`https://${NAME}/mismatch.json`)).html).toMatch(/client_id is not the URL/);
@@ -229,7 +234,7 @@ describe('the fetch guard at the edge', () => {
       ]);
       const r = await f.get(`https://${name}/client.json`);
       expect(r.ok, bad).toBe(false);
-      expect(r.ok ? '' : r.reason).toMatch(/refused address/);
+      expect(r.ok ? '' : `${r.reason} / ${r.detail}`).toMatch(/not resolve to public addresses only \/ .* is refused/);
     }
     // A resolver that answers the public address first and a loopback one afterwards (DNS
     // rebinding): asked once, and the socket goes to the first, checked answer.
