@@ -13,6 +13,7 @@ import { INVALID_REQUEST, METHOD_NOT_FOUND, type JsonRpcErrorObject } from '../p
 import { insufficientScopeChallenge } from '../protocol/scopes.ts';
 import {
   acknowledgeSubscription,
+  checkTaskMethod,
   discoverResult,
   finishStatelessResultFrame,
   honouredFilter,
@@ -20,6 +21,7 @@ import {
   subscriptionNotification,
   validateParamHeaders,
   validateStatelessRequest,
+  withoutLegacyTask,
   MISSING_REQUIRED_CLIENT_CAPABILITY,
   SUPPORTED_VERSIONS,
 } from '../protocol/stateless.ts';
@@ -112,6 +114,13 @@ export class StatelessEndpoint {
     }
     if (msg.method === 'subscriptions/listen') return this.listen(ex, cred, msg);
 
+    // The tasks extension (docs/decisions/0183-tasks-extension.md): its methods need the phone to
+    // offer it and the client to declare it; a tools/call loses the member this revision removed.
+    const init = await cachedInitialize(this.ctx, deviceId);
+    const tasks = checkTaskMethod(msg.method, checked.info.meta, init.capabilities);
+    if (!tasks.ok) return ex.send(tasks.status, JSON_HEADERS, errorResponse(msg.id, tasks.error));
+    if (msg.method === 'tools/call') msg.params = withoutLegacyTask(msg.params);
+
     let timeoutMs: number | undefined;
     if (msg.method === 'tools/call') {
       // Mcp-Param-* headers must match the arguments they mirror (checked where the catalog is).
@@ -123,7 +132,7 @@ export class StatelessEndpoint {
       }
     }
 
-    const serverInfo = (await cachedInitialize(this.ctx, deviceId)).serverInfo;
+    const serverInfo = init.serverInfo;
     const finish = (frame: Buffer) =>
       finishStatelessResultFrame(msg.method, frame, { serverInfo, forcePrivate: msg.method === 'tools/list' });
     const meta = msg.params?._meta as Record<string, unknown> | undefined;

@@ -63,6 +63,23 @@ describe('checkMethod', () => {
     expect(checkMethod('tasks/list', { tasks: {} }, [])).toMatchObject({ ok: false, reason: 'method_not_found' });
     expect(checkMethod('tasks/cancel', { tasks: {} }, [])).toMatchObject({ ok: false, reason: 'method_not_found' });
     expect(checkMethod('tasks/get', { tools: {} }, [])).toMatchObject({ ok: false, reason: 'method_not_found' });
+    // tasks/update exists only in the 2026-07-28 extension.
+    expect(checkMethod('tasks/update', full, [])).toMatchObject({ ok: false, reason: 'method_not_found' });
+  });
+
+  it('forwards the tasks extension (SEP-2663) methods to a phone that advertises the extension', () => {
+    const ext = { extensions: { 'io.modelcontextprotocol/tasks': {} } };
+    for (const m of ['tasks/get', 'tasks/update', 'tasks/cancel'])
+      expect(checkMethod(m, ext, []), m).toEqual({ ok: true, perTool: false });
+    // The extension does not bring back the methods it removed.
+    for (const m of ['tasks/result', 'tasks/list'])
+      expect(checkMethod(m, ext, []), m).toMatchObject({ ok: false, reason: 'method_not_found' });
+    // The key has a dot: it is one key, not a path through `io`.
+    expect(checkMethod('tasks/get', { extensions: { io: { 'modelcontextprotocol/tasks': {} } } }, []).ok).toBe(false);
+    expect(checkMethod('tasks/update', { extensions: {} }, [])).toMatchObject({
+      ok: false,
+      message: expect.stringContaining('extensions.io.modelcontextprotocol/tasks'),
+    });
   });
 
   it('gives every listed method a scope', () => {

@@ -2,6 +2,7 @@
 // tools of its scopes, and a tool with no (valid) scope is invisible to all
 // (docs/decisions/0005-tool-scope-in-meta.md).
 import { SCOPES, type Scope } from '../store/types.ts';
+import { TASKS_EXTENSION } from './stateless.ts';
 
 export const SCOPE_META_KEY = 'phonebridge/scope';
 
@@ -53,10 +54,18 @@ export function insufficientScopeChallenge(scope: Scope): string {
  * A method missing here is never forwarded.
  */
 interface MethodRule {
-  /** The capability path in the phone's initialize result: `resources` or `resources.subscribe`. */
-  capability?: string;
+  /**
+   * The capability in the phone's initialize result: a dotted path (`resources`,
+   * `resources.subscribe`), or a list of paths of which one suffices; in a list, a path whose key
+   * has a dot is written as its keys (`['extensions', 'io.modelcontextprotocol/tasks']`).
+   */
+  capability?: string | readonly CapabilityPath[];
   scope: Scope | 'any' | 'per-tool';
 }
+type CapabilityPath = string | readonly string[];
+
+/** The 2026-07-28 tasks extension (SEP-2663) as the phone advertises it. */
+const TASKS_EXTENSION_PATH = ['extensions', TASKS_EXTENSION] as const;
 
 export const METHOD_RULES: Readonly<Record<string, MethodRule>> = {
   ping: { scope: 'any' },
@@ -73,11 +82,15 @@ export const METHOD_RULES: Readonly<Record<string, MethodRule>> = {
   // One level for every client of the phone: changing it acts on the phone.
   'logging/setLevel': { capability: 'logging', scope: 'devices:act' },
   // A task belongs to the credential that created it, and the phone answers only that one
-  // (docs/decisions/0182-tasks.md); creating it took the tool's own scope.
-  'tasks/get': { capability: 'tasks', scope: 'any' },
+  // (docs/decisions/0182-tasks.md); creating it took the tool's own scope. tasks/get and
+  // tasks/cancel exist in both task revisions (2025-11-25 `tasks`, the 2026-07-28 extension),
+  // tasks/update only in the extension, tasks/result and tasks/list only in 2025-11-25
+  // (docs/decisions/0183-tasks-extension.md); the stateless path admits only the extension's.
+  'tasks/get': { capability: ['tasks', TASKS_EXTENSION_PATH], scope: 'any' },
   'tasks/result': { capability: 'tasks', scope: 'any' },
   'tasks/list': { capability: 'tasks.list', scope: 'any' },
-  'tasks/cancel': { capability: 'tasks.cancel', scope: 'any' },
+  'tasks/cancel': { capability: ['tasks.cancel', TASKS_EXTENSION_PATH], scope: 'any' },
+  'tasks/update': { capability: [TASKS_EXTENSION_PATH], scope: 'any' },
 };
 
 export type MethodVerdict =
@@ -85,14 +98,25 @@ export type MethodVerdict =
   | { ok: false; reason: 'method_not_found'; message: string }
   | { ok: false; reason: 'insufficient_scope'; scope: Scope };
 
-function advertised(capabilities: unknown, path: string): boolean {
+/** Whether the phone's capabilities advertise `capability` (a path, or one of a list of paths). */
+export function advertised(capabilities: unknown, capability: string | readonly CapabilityPath[]): boolean {
+  const paths = typeof capability === 'string' ? [capability] : capability;
+  return paths.some((p) => hasPath(capabilities, typeof p === 'string' ? p.split('.') : p));
+}
+
+function hasPath(capabilities: unknown, path: readonly string[]): boolean {
   let node: unknown = capabilities;
-  for (const part of path.split('.')) {
+  for (const part of path) {
     if (!node || typeof node !== 'object' || Array.isArray(node)) return false;
     node = (node as Record<string, unknown>)[part];
   }
   // `{}` advertises a capability; `subscribe: true` a sub-feature; false/absent does not.
   return node !== undefined && node !== null && node !== false;
+}
+
+function describe(capability: string | readonly CapabilityPath[]): string {
+  const paths = typeof capability === 'string' ? [capability] : capability;
+  return paths.map((p) => (typeof p === 'string' ? p : p.join('.'))).join(' or ');
 }
 
 /** Whether a client request may go to (or be answered for) the phone; tools/call then checks the tool. */
@@ -103,7 +127,7 @@ export function checkMethod(method: string, capabilities: unknown, scopes: reado
     return {
       ok: false,
       reason: 'method_not_found',
-      message: `Method not found: the phone does not offer ${rule.capability} (${method})`,
+      message: `Method not found: the phone does not offer ${describe(rule.capability)} (${method})`,
     };
   if (rule.scope !== 'any' && rule.scope !== 'per-tool' && !scopes.includes(rule.scope))
     return { ok: false, reason: 'insufficient_scope', scope: rule.scope };

@@ -3,7 +3,10 @@ import {
   acknowledgeSubscription,
   classifyEra,
   decodeHeaderValue,
+  checkTaskMethod,
+  declaresTasks,
   discoverResult,
+  withoutLegacyTask,
   encodeHeaderValue,
   finishStatelessResult,
   finishStatelessResultFrame,
@@ -195,12 +198,21 @@ describe('validateStatelessRequest', () => {
       'resources/subscribe',
       'resources/unsubscribe',
       'nope/nothing',
+      // Removed by the tasks extension (SEP-2663): the result is inlined on tasks/get, no listing.
+      'tasks/result',
+      'tasks/list',
     ]) {
       expect(check(hdr(m), req(m))).toMatchObject({ ok: false, status: 404, error: { code: -32601 } });
     }
     for (const m of STATELESS_METHODS) {
       const named =
-        m === 'tools/call' || m === 'prompts/get' ? { name: 'x' } : m === 'resources/read' ? { uri: 'x' } : {};
+        m === 'tools/call' || m === 'prompts/get'
+          ? { name: 'x' }
+          : m === 'resources/read'
+            ? { uri: 'x' }
+            : m.startsWith('tasks/')
+              ? { taskId: 'x' }
+              : {};
       expect(check(hdr(m, { 'mcp-name': 'x' }), req(m, named)).ok).toBe(true);
     }
   });
@@ -320,6 +332,19 @@ describe('discoverResult', () => {
       ttlMs: 0,
       cacheScope: 'private',
     });
+  });
+  it('shows the tasks extension and never the 2025-11-25 tasks slot', () => {
+    const caps = {
+      tools: {},
+      tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } },
+      extensions: { 'io.modelcontextprotocol/tasks': {} },
+    };
+    expect(discoverResult({ capabilities: caps }).capabilities).toEqual({
+      tools: {},
+      extensions: { 'io.modelcontextprotocol/tasks': {} },
+    });
+    // The cached result itself is not changed (the session era answers initialize with it).
+    expect(caps.tasks).toBeDefined();
   });
   it('copes with an empty cache', () => {
     expect(discoverResult(undefined)).toEqual({
@@ -492,5 +517,72 @@ describe('shouldForwardLog', () => {
     expect(shouldForwardLog({ ...META, 'io.modelcontextprotocol/logLevel': 'warning' }, msg('error'))).toBe(true);
     expect(shouldForwardLog({ ...META, 'io.modelcontextprotocol/logLevel': 'warning' }, msg('info'))).toBe(false);
     expect(shouldForwardLog(undefined, msg('emergency'))).toBe(false);
+  });
+});
+
+describe('the tasks extension (SEP-2663)', () => {
+  const check = validateStatelessRequest;
+  const ext = { extensions: { 'io.modelcontextprotocol/tasks': {} } };
+  const declaring = {
+    'io.modelcontextprotocol/clientCapabilities': { extensions: { 'io.modelcontextprotocol/tasks': {} } },
+  };
+  it('needs Mcp-Name equal to params.taskId on tasks/get, tasks/update, tasks/cancel', () => {
+    for (const m of ['tasks/get', 'tasks/update', 'tasks/cancel']) {
+      expect(check(hdr(m, { 'mcp-name': 't-1' }), req(m, { taskId: 't-1' }))).toMatchObject({
+        ok: true,
+        info: { name: 't-1' },
+      });
+      expect(check(hdr(m), req(m, { taskId: 't-1' })), m).toMatchObject({ status: 400, error: { code: -32020 } });
+      expect(check(hdr(m, { 'mcp-name': 't-2' }), req(m, { taskId: 't-1' })), m).toMatchObject({
+        status: 400,
+        error: { code: -32020 },
+      });
+      expect(check(hdr(m, { 'mcp-name': 't-1' }), req(m, {})), m).toMatchObject({
+        status: 400,
+        error: { code: -32602 },
+      });
+    }
+  });
+  it('refuses the task methods of a client that did not declare the extension with -32021', () => {
+    for (const m of ['tasks/get', 'tasks/update', 'tasks/cancel']) {
+      expect(checkTaskMethod(m, declaring, ext)).toEqual({ ok: true });
+      const r = checkTaskMethod(m, { 'io.modelcontextprotocol/clientCapabilities': {} }, ext);
+      expect(r).toMatchObject({
+        ok: false,
+        status: 400,
+        error: {
+          code: -32021,
+          data: { requiredCapabilities: { extensions: { 'io.modelcontextprotocol/tasks': {} } } },
+        },
+      });
+      expect(checkTaskMethod(m, undefined, ext)).toMatchObject({ status: 400, error: { code: -32021 } });
+    }
+  });
+  it('answers -32601 when the phone does not offer the extension (its 2025-11-25 tasks do not count)', () => {
+    const legacy = { tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } } };
+    expect(checkTaskMethod('tasks/get', declaring, legacy)).toMatchObject({
+      ok: false,
+      status: 404,
+      error: { code: -32601 },
+    });
+  });
+  it('leaves other methods alone', () => {
+    expect(checkTaskMethod('tools/call', undefined, {})).toEqual({ ok: true });
+  });
+  it('reads the declaration from the per-request client capabilities only', () => {
+    expect(declaresTasks(declaring)).toBe(true);
+    expect(declaresTasks({ 'io.modelcontextprotocol/clientCapabilities': { tasks: {} } })).toBe(false);
+    expect(
+      declaresTasks({
+        'io.modelcontextprotocol/clientCapabilities': { extensions: { 'io.modelcontextprotocol/tasks': true } },
+      }),
+    ).toBe(false);
+  });
+  it('drops the legacy task member of a tools/call, and nothing else', () => {
+    const p = { name: 'greet', arguments: { a: 1 }, task: { ttl: 1 }, _meta: { x: 1 } };
+    expect(withoutLegacyTask(p)).toEqual({ name: 'greet', arguments: { a: 1 }, _meta: { x: 1 } });
+    const q = { name: 'greet' };
+    expect(withoutLegacyTask(q)).toBe(q);
+    expect(withoutLegacyTask(undefined)).toBeUndefined();
   });
 });

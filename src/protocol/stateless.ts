@@ -71,15 +71,31 @@ export const STATELESS_METHODS = [
   'prompts/get',
   'completion/complete',
   'subscriptions/listen',
+  // The tasks extension (SEP-2663, docs/decisions/0183-tasks-extension.md): no tasks/result or
+  // tasks/list in this revision.
+  'tasks/get',
+  'tasks/update',
+  'tasks/cancel',
 ] as const;
 export type StatelessMethod = (typeof STATELESS_METHODS)[number];
 
-/** Methods whose body names a primitive: they need `Mcp-Name` (params.name or params.uri). */
-export const NAMED_METHODS: Readonly<Record<string, 'name' | 'uri'>> = {
+/**
+ * Methods whose body names what they act on: they need `Mcp-Name` (params.name or params.uri,
+ * SEP-2243; params.taskId for the tasks extension's methods, SEP-2663 "Routing Headers").
+ */
+export const NAMED_METHODS: Readonly<Record<string, 'name' | 'uri' | 'taskId'>> = {
   'tools/call': 'name',
   'prompts/get': 'name',
   'resources/read': 'uri',
+  'tasks/get': 'taskId',
+  'tasks/update': 'taskId',
+  'tasks/cancel': 'taskId',
 };
+
+/** The tasks extension's identifier (SEP-2663), in capabilities.extensions of both sides. */
+export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
+/** The methods the tasks extension defines (the ones a client must have declared it for). */
+export const TASK_METHODS: ReadonlySet<string> = new Set(['tasks/get', 'tasks/update', 'tasks/cancel']);
 
 /** Results of these carry ttlMs and cacheScope (server/utilities/caching). */
 export const CACHEABLE_METHODS: ReadonlySet<string> = new Set([
@@ -200,7 +216,7 @@ export interface StatelessRejection {
 
 export interface StatelessRequestInfo {
   method: string;
-  /** params.name or params.uri for tools/call, prompts/get, resources/read. */
+  /** params.name, params.uri or params.taskId for the methods of NAMED_METHODS. */
   name?: string;
   protocolVersion: string;
   meta: Record<string, unknown>;
@@ -229,8 +245,8 @@ function mismatch(message: string): StatelessRejection {
  * 3. The version is served statelessly → else 400 / -32022 with data {supported, requested}.
  * 4. `Mcp-Method` present and equal to `method` (values are case-sensitive) → else 400 / -32020.
  * 5. The method exists in 2026-07-28 → else 404 / -32601.
- * 6. tools/call, prompts/get, resources/read: `Mcp-Name` present, decoded, equal to
- *    params.name / params.uri → else 400 / -32020.
+ * 6. tools/call, prompts/get, resources/read, tasks/get|update|cancel: `Mcp-Name` present,
+ *    decoded, equal to params.name / params.uri / params.taskId → else 400 / -32020.
  *
  * The caller answers a rejection with `errorResponse(request.id, rejection.error)`: every
  * error carries the request's id.
@@ -461,7 +477,7 @@ export function discoverResult(cachedInitializeResult: unknown, opts: DiscoverOp
   const out: Record<string, unknown> = {
     resultType: 'complete',
     supportedVersions: [...(opts.supportedVersions ?? STATELESS_REVISIONS)],
-    capabilities: isObject(init.capabilities) ? init.capabilities : {},
+    capabilities: discoveredCapabilities(init.capabilities),
   };
   if (typeof init.instructions === 'string') out.instructions = init.instructions;
   const meta: Record<string, unknown> = isObject(init._meta) ? { ...init._meta } : {};
@@ -470,6 +486,75 @@ export function discoverResult(cachedInitializeResult: unknown, opts: DiscoverOp
   out.ttlMs = opts.ttlMs ?? 0;
   out.cacheScope = 'private';
   return out;
+}
+
+/**
+ * The phone's capabilities as this revision shows them: without the 2025-11-25 `tasks` slot,
+ * which the tasks extension replaces ("MUST NOT continue to advertise the legacy capabilities
+ * under any protocol version that includes this extension"; its methods tasks/result and
+ * tasks/list do not exist here). A phone that has tasks for this revision says so under
+ * `extensions["io.modelcontextprotocol/tasks"]`, which is kept.
+ */
+function discoveredCapabilities(capabilities: unknown): Record<string, unknown> {
+  if (!isObject(capabilities)) return {};
+  if (!('tasks' in capabilities)) return capabilities;
+  const { tasks: _legacy, ...rest } = capabilities;
+  return rest;
+}
+
+// ---------------------------------------------------------------------------------------
+// Tasks extension (SEP-2663; docs/decisions/0183-tasks-extension.md)
+
+/** Whether a request's per-request client capabilities declare the tasks extension. */
+export function declaresTasks(meta: Record<string, unknown> | undefined): boolean {
+  const caps = meta?.[META_CLIENT_CAPABILITIES];
+  const ext = isObject(caps) ? caps.extensions : undefined;
+  return isObject(ext) && isObject(ext[TASKS_EXTENSION]);
+}
+
+/**
+ * tasks/get, tasks/update, tasks/cancel on this revision: the phone must advertise the
+ * extension (else 404 / -32601, as for any method it does not offer), and the client must have
+ * declared it on this request (else 400 / -32021 naming the extension: "Servers MUST return this
+ * error for non-declaring clients issuing tasks/get, tasks/update, and tasks/cancel").
+ * Any other method passes.
+ */
+export function checkTaskMethod(
+  method: string,
+  meta: Record<string, unknown> | undefined,
+  phoneCapabilities: unknown,
+): { ok: true } | ({ ok: false } & StatelessRejection) {
+  if (!TASK_METHODS.has(method)) return { ok: true };
+  const ext = isObject(phoneCapabilities) ? phoneCapabilities.extensions : undefined;
+  if (!isObject(ext) || !isObject(ext[TASKS_EXTENSION]))
+    return {
+      ok: false,
+      status: 404,
+      error: { code: METHOD_NOT_FOUND, message: `Method not found: the phone does not offer ${TASKS_EXTENSION}` },
+    };
+  if (!declaresTasks(meta))
+    return {
+      ok: false,
+      status: 400,
+      error: {
+        code: MISSING_REQUIRED_CLIENT_CAPABILITY,
+        message: `Missing required client capability: ${method} needs the ${TASKS_EXTENSION} extension in _meta["${META_CLIENT_CAPABILITIES}"].extensions`,
+        data: { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } },
+      },
+    };
+  return { ok: true };
+}
+
+/**
+ * The params of a tools/call as they go to the phone: without the 2025-11-25 `task` member.
+ * This revision removed it ("servers MUST ignore it … rather than using it as an opt-in"), and
+ * the phone, spoken to in 2025-11-25 framing, would take it as a request to run a task.
+ * The same object when there is none.
+ */
+export function withoutLegacyTask(params: Record<string, unknown> | undefined): Record<string, unknown> | undefined {
+  if (!params || !('task' in params)) return params;
+  const { task: _legacy, ...rest } = params;
+  return rest;
 }
 
 // ---------------------------------------------------------------------------------------

@@ -25,5 +25,9 @@ describe('headerTimeoutMs', () => {
     expect(requestTimeoutMs('tools/call', { name: 'wait_for_events', arguments: { timeout_s: 40 } })).toBe(
       40_000 + LONG_POLL_GRACE_MS,
     );
+    // timeout_s is a number of seconds: fractions size the call to the millisecond (decision 0184).
+    expect(requestTimeoutMs('tools/call', { name: 'wait_for_events', arguments: { timeout_s: 1.5 } })).toBe(
+      1_500 + LONG_POLL_GRACE_MS,
+    );
   });
 });

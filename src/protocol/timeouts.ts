@@ -2,8 +2,9 @@
 // own timeout_s + 15 s, capped at 615 s). The only fields of a request the relay reads.
 // On 2026-07-28 a tool may declare its timeout as a tool header (x-mcp-header "Timeout", an
 // integer of seconds): the relay sizes the call from the header, validated against the body
-// beforehand (validateParamHeaders); the body's timeout_s stays the fallback for the session
-// revisions, which have no tool headers (docs/decisions/0181-tool-headers.md).
+// beforehand (validateParamHeaders); otherwise the body decides (docs/decisions/0181-tool-headers.md).
+// wait_for_events declares none: its timeout_s is a number, fractions allowed, which no header
+// can carry (docs/decisions/0184-timeout-s-stays-a-number.md).
 import { H_PARAM_PREFIX, decodeHeaderValue, xMcpHeaders, type Headers } from './stateless.ts';
 export const DEFAULT_TIMEOUT_MS = 30_000;
 export const LONG_POLL_GRACE_MS = 15_000;

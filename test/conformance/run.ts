@@ -4,10 +4,15 @@
 // command pointed at the relay's /mcp.
 //
 //   npx tsx test/conformance/run.ts [--runs 2025-11-25,2026-07-28,server-session-lifecycle,server-sse-polling,suite:pending,suite:draft]
+//                                   [--phone bridge|demo]
 //                                   [--expected test/conformance/expected-failures.json]
 //                                   [--gaps test/conformance/known-gaps.json]
 //                                   [--write-failures FILE] [--direct] [--keep] [--verbose]
 //
+// --phone demo runs the suite through the relay against the reference phone itself (the
+//              simulated phone of `phonebridge demo`, its own tools) instead of the bridged
+//              fixture; its allowed failures are expected-failures-demo.json (the scenarios that
+//              call fixture tools), and no known gaps.
 // --direct     runs against the fixture served by serve-fixture-http.ts instead of the relay
 //              (tells fixture gaps from relay gaps).
 // --expected   the failures that are allowed (default expected-failures.json; pass
@@ -324,6 +329,41 @@ export async function authProxy(
   };
 }
 
+/**
+ * `phonebridge demo`: a relay on the embedded store with the reference phone (simulated backend)
+ * paired to it and a key, announced on one JSON line.
+ */
+async function startDemoTarget(log: (s: string) => void): Promise<Target> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'pb-conf-demo-'));
+  const demo = start(process.execPath, [CLI, 'demo', '--port', '0', '--admin-port', '0', '--data-dir', dataDir]);
+  let err = '';
+  demo.stderr?.on('data', (d: Buffer) => (err += d.toString()));
+  const ready = await waitForLine(
+    demo,
+    (l) => jsonLine<{ url: string; apiKey: string }>(l, (v) => v.ready === true && typeof v.apiKey === 'string'),
+    120_000,
+    'phonebridge demo',
+  );
+  log(`demo relay ready at ${ready.url}`);
+  await waitForPhone(
+    ready.url,
+    ready.apiKey,
+    () => demo.exitCode === null,
+    () => err,
+  );
+  log('reference phone connected and initialized (tools/list answers)');
+  const proxy = await authProxy(ready.url, { 'x-api-key': ready.apiKey });
+  return {
+    url: proxy.url,
+    async close() {
+      await proxy.close();
+      stopAll();
+      await sleep(300);
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
 async function startDirectTarget(log: (s: string) => void): Promise<Target> {
   const child = start(process.execPath, [TSX, join(HERE, 'serve-fixture-http.ts')]);
   const { url } = await waitForLine(
@@ -503,10 +543,11 @@ export async function main(argv: string[]): Promise<number> {
     args: argv,
     options: {
       runs: { type: 'string', default: ALL_RUNS.join(',') },
-      expected: { type: 'string', default: join(HERE, 'expected-failures.json') },
+      phone: { type: 'string', default: 'bridge' },
+      expected: { type: 'string' },
       // Checks that fail because the relay does not do something yet (each with its reason),
       // apart from the inherent ones: reported as gaps, never as inherent. `none` to leave out.
-      gaps: { type: 'string', default: join(HERE, 'known-gaps.json') },
+      gaps: { type: 'string' },
       'write-failures': { type: 'string' },
       direct: { type: 'boolean', default: false },
       keep: { type: 'boolean', default: false },
@@ -515,6 +556,13 @@ export async function main(argv: string[]): Promise<number> {
     },
   });
   const log = (s: string) => console.log(`[conformance] ${s}`);
+  if (values.phone !== 'bridge' && values.phone !== 'demo') {
+    console.error(`[conformance] --phone must be bridge or demo, not ${values.phone}`);
+    return 2;
+  }
+  const demo = values.phone === 'demo';
+  values.expected ??= join(HERE, demo ? 'expected-failures-demo.json' : 'expected-failures.json');
+  values.gaps ??= demo ? 'none' : join(HERE, 'known-gaps.json');
   const runs = values.runs
     .split(',')
     .map((s) => s.trim())
@@ -533,7 +581,11 @@ export async function main(argv: string[]): Promise<number> {
     const t = Date.now();
     const { cmd } = await suiteCommand();
     log(`suite: conformance ${CONFORMANCE_VERSION} on ${cmd} (resolved in ${((Date.now() - t) / 1000).toFixed(1)} s)`);
-    target = values.direct ? await startDirectTarget(log) : await startRelayTarget(log);
+    target = values.direct
+      ? await startDirectTarget(log)
+      : demo
+        ? await startDemoTarget(log)
+        : await startRelayTarget(log);
     log(`set-up took ${((Date.now() - started) / 1000).toFixed(1)} s; suite URL ${target.url}`);
     for (const run of runs) {
       const t0 = Date.now();
@@ -576,7 +628,7 @@ export async function main(argv: string[]): Promise<number> {
     console.log(`UNEXPECTED FAILURE  ${keyOf(f)}: ${(f.message ?? '').split('\n')[0].slice(0, 300)}`);
   for (const p of c.unexpectedPasses) console.log(`UNEXPECTED PASS     ${keyOf(p)} (listed: ${p.reason})`);
   log(
-    `expected failures listed: ${inherent.length} inherent, ${gaps.length} known gaps; unexpected failures: ${c.unexpectedFailures.length}; unexpected passes: ${c.unexpectedPasses.length}`,
+    `expected failures listed: ${inherent.length} ${demo ? 'needing fixture tools' : 'inherent'}, ${gaps.length} known gaps; unexpected failures: ${c.unexpectedFailures.length}; unexpected passes: ${c.unexpectedPasses.length}`,
   );
   log(`total ${((Date.now() - started) / 1000).toFixed(1)} s`);
   console.log(

@@ -98,3 +98,93 @@ describe('tasks across two relay nodes', () => {
     expect(sim.foregroundApp).toBe('com.android.settings');
   }, 60_000);
 });
+
+// The 2026-07-28 tasks extension (SEP-2663, docs/decisions/0183-tasks-extension.md), as a
+// stateless client sends it: every request its own, with the revision and the extension in _meta
+// and the routing headers (Mcp-Name = the task id for tasks/*).
+async function modern(
+  mcpUrl: string,
+  method: string,
+  params: Record<string, unknown>,
+  opts: { key?: string; declares?: boolean } = {},
+) {
+  const name = typeof params.taskId === 'string' ? params.taskId : params.name;
+  const r = await fetch(mcpUrl, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json',
+      'x-api-key': opts.key ?? token,
+      'mcp-protocol-version': '2026-07-28',
+      'mcp-method': method,
+      ...(typeof name === 'string' ? { 'mcp-name': name } : {}),
+    },
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method,
+      params: {
+        ...params,
+        _meta: {
+          'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+          'io.modelcontextprotocol/clientCapabilities':
+            opts.declares === false ? {} : { extensions: { 'io.modelcontextprotocol/tasks': {} } },
+        },
+      },
+    }),
+  });
+  const body = (await r.json()) as { result?: any; error?: { code: number; data?: any } };
+  return { status: r.status, ...body };
+}
+
+describe('the tasks extension across two relay nodes', () => {
+  it('discover shows the extension, not the 2025-11-25 tasks slot', async () => {
+    const d = await modern(nodes.b.mcpUrl, 'server/discover', {});
+    expect(d.result.capabilities.extensions).toEqual({ 'io.modelcontextprotocol/tasks': {} });
+    expect(d.result.capabilities.tasks).toBeUndefined();
+  });
+
+  it('starts a run as a task through A; B polls it to its inlined result; another key gets not found', async () => {
+    const created = await modern(nodes.a.mcpUrl, 'tools/call', { name: 'start_run', arguments: run(800) });
+    expect(created.result).toMatchObject({ resultType: 'task', status: 'working' });
+    const taskId = created.result.taskId as string;
+    await waitFor(
+      async () => (await modern(nodes.b.mcpUrl, 'tasks/get', { taskId })).result?.status === 'completed',
+      20_000,
+      'the task completed',
+    );
+    const done = await modern(nodes.b.mcpUrl, 'tasks/get', { taskId });
+    expect(done.result).toMatchObject({ resultType: 'complete', taskId, status: 'completed' });
+    expect(done.result.result.structuredContent).toMatchObject({ status: 'completed', stepsDone: 3 });
+    const stranger = await modern(nodes.b.mcpUrl, 'tasks/get', { taskId }, { key: other });
+    expect(stranger.error?.code).toBe(-32602);
+    // Removed in this revision.
+    expect((await modern(nodes.b.mcpUrl, 'tasks/result', { taskId })).status).toBe(404);
+    // A client that did not declare the extension: refused by the relay, 400 / -32021.
+    const undeclared = await modern(nodes.b.mcpUrl, 'tasks/get', { taskId }, { declares: false });
+    expect(undeclared.status).toBe(400);
+    expect(undeclared.error).toMatchObject({
+      code: -32021,
+      data: { requiredCapabilities: { extensions: { 'io.modelcontextprotocol/tasks': {} } } },
+    });
+  }, 60_000);
+
+  it('a cancel through B is an ack and stops the run at the phone', async () => {
+    const created = await modern(nodes.a.mcpUrl, 'tools/call', { name: 'start_run', arguments: run(10_000) });
+    const taskId = created.result.taskId as string;
+    await waitFor(() => sim.foregroundApp === 'com.android.settings', 10_000, 'the run opened settings');
+    const ack = await modern(nodes.b.mcpUrl, 'tasks/cancel', { taskId });
+    expect(ack.result).toEqual({
+      resultType: 'complete',
+      _meta: expect.objectContaining({ 'io.modelcontextprotocol/serverInfo': expect.any(Object) }),
+    });
+    expect((await modern(nodes.b.mcpUrl, 'tasks/get', { taskId })).result.status).toBe('cancelled');
+    const b = await clientOn(nodes.b.mcpUrl);
+    await waitFor(
+      async () => (await b.rq('tools/call', { name: 'get_run', arguments: {} })).structuredContent.status === 'stopped',
+      10_000,
+      'the run stopped',
+    );
+    expect(sim.foregroundApp).toBe('com.android.settings');
+  }, 60_000);
+});

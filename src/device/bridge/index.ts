@@ -11,7 +11,10 @@
 // roots/list) get -32601 from the bridge, because the relay never forwards phone-originated
 // requests to MCP clients. Upstream `tasks` are passed through (task-augmented tools/call,
 // tasks/get, tasks/result, tasks/list, tasks/cancel), each task kept to the credential that
-// created it (task-owners.ts); the `experimental` capability is not advertised.
+// created it (task-owners.ts); so is the 2026-07-28 tasks extension (SEP-2663: a tools/call
+// answered with resultType "task", tasks/get, tasks/update, tasks/cancel), whose requests and
+// results go through as they are (docs/decisions/0183-tasks-extension.md). The `experimental`
+// capability is not advertised.
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import type { RequestOptions } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import {
@@ -36,6 +39,8 @@ import {
   SetLevelRequestSchema,
   SubscribeRequestSchema,
   UnsubscribeRequestSchema,
+  ErrorCode,
+  McpError,
   type ClientRequest,
   type LoggingLevel,
   type ServerCapabilities,
@@ -47,6 +52,7 @@ import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/proto
 import { stderrLogger, type AgentLogger, type McpServerLike } from '../agent/agent.ts';
 import type { BackoffOptions } from '../agent/backoff.ts';
 import { errorResult } from '../tools/contract.ts';
+import { classifyEra, TASKS_EXTENSION } from '../../protocol/stateless.ts';
 import { loadScopeMap, withScope, type ScopeMap } from './scopes.ts';
 import { TaskOwners } from './task-owners.ts';
 import { Upstream, UpstreamUnavailableError } from './upstream.ts';
@@ -130,6 +136,13 @@ export async function bridgeServerFactory(opts: BridgeOptions): Promise<BridgeSe
 const CallToolPassThrough = CallToolRequestSchema.extend({ params: CallToolRequestSchema.shape.params.loose() });
 const GetPromptPassThrough = GetPromptRequestSchema.extend({ params: GetPromptRequestSchema.shape.params.loose() });
 
+type RawHandler = (request: ClientRequest, extra: Extra) => Promise<unknown>;
+/** The SDK Server's handler table: the tasks extension's shapes are not the SDK's (it has 2025-11-25 tasks). */
+const handlersOf = (server: Server) =>
+  (server as unknown as { _requestHandlers: Map<string, RawHandler> })._requestHandlers;
+/** A request of revision 2026-07-28 (its version in _meta, as the relay forwards it). */
+const isModern = (request: ClientRequest) => classifyEra({}, request) === 'stateless';
+
 function createBridgeServer(
   upstream: Upstream,
   scopeMap: ScopeMap,
@@ -166,18 +179,29 @@ function createBridgeServer(
       } while (cursor);
       return { tools };
     });
-    server.setRequestHandler(CallToolPassThrough, async (request, extra) => {
+    const callTool = async (request: ClientRequest & { method: 'tools/call' }, extra: Extra) => {
       try {
         const result = await forward(request, extra);
-        // A task-augmented call answers with the upstream's task: it is the caller's from now on.
-        if (request.params.task !== undefined) owners.created(request.params._meta, result);
+        // A call answered with a task (2025-11-25 task-augmented, or the extension's
+        // resultType "task"): the task is the caller's from now on.
+        owners.created(request.params._meta, result);
         return result;
       } catch (err) {
         // Tool failures are results, in the phone's error envelope (docs/TOOLS.md), not JSON-RPC errors.
         if (err instanceof UpstreamUnavailableError) return errorResult('upstream_unavailable', err.message);
         throw err;
       }
-    });
+    };
+    server.setRequestHandler(CallToolPassThrough, callTool);
+    // 2026-07-28 results (CreateTaskResult, MRTR rounds) are not the SDK's CallToolResult: they go
+    // back as the upstream gave them, without the SDK's validation (which would refuse a task's
+    // flat shape or add members).
+    const validated = handlersOf(server).get('tools/call')!;
+    handlersOf(server).set('tools/call', (request, extra) =>
+      isModern(request)
+        ? callTool(request as ClientRequest & { method: 'tools/call' }, extra)
+        : validated(request, extra),
+    );
   }
   if (capabilities.tasks) {
     // The upstream keys tasks by its one session, the bridge's: who may see a task is decided here.
@@ -199,6 +223,23 @@ function createBridgeServer(
         const page = await forwardAs(ListTasksResultSchema, request, extra);
         return { ...page, tasks: owners.visible(request.params?._meta, page.tasks) };
       });
+  }
+  if (capabilities.extensions?.[TASKS_EXTENSION]) {
+    // The extension's tasks/get, tasks/update, tasks/cancel: the shapes pass through; only the
+    // caller who created a task reaches it. Session-era requests keep the 2025-11-25 handlers.
+    const handlers = handlersOf(server);
+    for (const method of ['tasks/get', 'tasks/update', 'tasks/cancel'] as const) {
+      const legacy = handlers.get(method);
+      handlers.set(method, (request, extra) => {
+        if (!isModern(request)) {
+          if (legacy) return legacy(request, extra);
+          return Promise.reject(new McpError(ErrorCode.MethodNotFound, `Method not found: ${method}`));
+        }
+        const params = (request.params ?? {}) as { taskId?: unknown; _meta?: Record<string, unknown> };
+        owners.check(params._meta, String(params.taskId));
+        return forward(request, extra);
+      });
+    }
   }
   if (capabilities.resources) {
     server.setRequestHandler(ListResourcesRequestSchema, forward);
@@ -231,10 +272,13 @@ function createBridgeServer(
 
 /** The capability families the bridge proxies, as the upstream declared them. */
 function proxiedCapabilities(upstream: ServerCapabilities): ServerCapabilities {
-  const { tools, resources, prompts, completions, logging, tasks } = upstream;
+  const { tools, resources, prompts, completions, logging, tasks, extensions } = upstream;
+  const taskExtension = extensions?.[TASKS_EXTENSION];
   return {
     ...(tools && { tools }),
     ...(tasks && { tasks }),
+    // Of the extensions, the bridge passes on the one it knows how to proxy.
+    ...(taskExtension && { extensions: { [TASKS_EXTENSION]: taskExtension } }),
     ...(resources && { resources }),
     ...(prompts && { prompts }),
     ...(completions && { completions }),

@@ -11,9 +11,14 @@ const MAX_OWNED = 10_000;
 export class TaskOwners {
   private readonly owners = new Map<string, string>();
 
-  /** Records the creator of the task in a task-augmented tools/call result. */
+  /**
+   * Records the creator of the task a tools/call was answered with: a 2025-11-25 task-augmented
+   * call's `{task: {taskId}}`, or the tasks extension's flat `{resultType: "task", taskId}`.
+   * Other results are not tasks.
+   */
   created(meta: Record<string, unknown> | undefined, result: unknown): void {
-    const taskId = (result as { task?: { taskId?: unknown } }).task?.taskId;
+    const r = (result ?? {}) as { task?: { taskId?: unknown }; resultType?: unknown; taskId?: unknown };
+    const taskId = r.resultType === 'task' ? r.taskId : r.task?.taskId;
     if (typeof taskId !== 'string') return;
     if (this.owners.size >= MAX_OWNED) this.owners.delete(this.owners.keys().next().value!);
     this.owners.set(taskId, credentialOf(meta));

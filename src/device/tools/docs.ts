@@ -4,9 +4,13 @@ import { xMcpHeaders } from '../../protocol/stateless.ts';
 import { SimPhone } from '../sim/model.ts';
 import { ERROR_CODES, SCOPE_META_KEY, SURFACE_VERSION } from './contract.ts';
 import { connect } from './in-memory.ts';
+import { IMMEDIATE_RESULT_MS } from './task-server.ts';
 
 export const TOOLS_DOC_PATH = 'docs/TOOLS.md';
 export const TOOLS_DOC_COMMAND = 'npx tsx scripts/gen-tools-doc.ts';
+/** The Inspector's portability report on the served catalog (--strict: in full, exit 6 on an error). */
+export const INSPECTOR_COMMAND =
+  'npx -y -p node@22 -p @modelcontextprotocol/inspector@2.12.0 mcp-inspector --cli --transport http --server-url <MCP URL> --header "X-Api-Key: <key>" --method tools/list --strict';
 
 export async function renderToolsDoc(): Promise<string> {
   const client = await connect({ phone: new SimPhone(), deviceId: 'doc' });
@@ -25,8 +29,17 @@ export async function renderToolsDoc(): Promise<string> {
     'A success carries `structuredContent` (valid against `outputSchema`) and the same JSON in a text block;',
     'an error is `isError: true` with `{"error":{"code","message",…}}` in the text block and no `structuredContent`.',
     '',
-    'Task support is `execution.taskSupport` (`optional`: call it plain or as a task; `forbidden`: plain only).',
-    'Headers are the tool headers a 2026-07-28 client mirrors (`x-mcp-header` → `Mcp-Param-<Name>`: argument).',
+    'Task support is `execution.taskSupport`, in both task revisions (docs/PROTOCOL.md "Tasks"): `optional` — a',
+    '2025-11-25 client may call it as a task (`params.task`), and a 2026-07-28 client that declares the tasks',
+    'extension (`io.modelcontextprotocol/tasks`) may be answered with a task (the phone decides: a call that ends within',
+    `${IMMEDIATE_RESULT_MS} ms gets its plain result); \`forbidden\` — always a plain result.`,
+    'Headers are the tool headers a 2026-07-28 client mirrors (`x-mcp-header` → `Mcp-Param-<Name>`: argument). None',
+    "is declared: a header carries only an integer, string or boolean, and `wait_for_events`' `timeout_s` is a number",
+    '(fractions of a second), so the relay reads it from the body (docs/decisions/0184-timeout-s-stays-a-number.md).',
+    '',
+    'Schema portability: every `inputSchema` and `outputSchema` is in the subset of docs/decisions/0180-portable-tool-schemas.md.',
+    `The MCP Inspector's report on this catalog through the relay is empty: \`${INSPECTOR_COMMAND}\``,
+    '(Inspector 2.12.0, Node 22) prints no finding and exits 0; test/phone/inspector-portability.test.ts runs it.',
     '',
     '| Tool | Scope | readOnly | destructive | idempotent | openWorld | requiresUserInteraction | Task support | Headers |',
     '| - | - | - | - | - | - | - | - | - |',

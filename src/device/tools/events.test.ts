@@ -64,7 +64,11 @@ describe('wait_for_events', () => {
       more: false,
     });
     expect(Date.now() - started).toBeGreaterThanOrEqual(990);
-    expect(err(await call('wait_for_events', { timeout_s: 0.5 })).code).toBe('invalid_arguments');
+    // Fractions of a second, as the surface published timeout_s (docs/decisions/0184-timeout-s-stays-a-number.md).
+    const half = Date.now();
+    expect(ok(await call('wait_for_events', { timeout_s: 0.5 })).timedOut).toBe(true);
+    expect(Date.now() - half).toBeGreaterThanOrEqual(490);
+    expect(err(await call('wait_for_events', { timeout_s: -0.5 })).code).toBe('invalid_arguments');
     expect(ok(await call('wait_for_events', { cursor: 0, timeout_s: 0 })).timedOut).toBe(true);
     expect(phone.listenerCount).toBe(0);
   });

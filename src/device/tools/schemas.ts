@@ -1,7 +1,6 @@
 // Input and output schemas of every tool. Inputs are z.strictObject passed whole to the SDK:
 // a raw shape would become a plain z.object, which silently strips unknown keys like `leaseid`.
 import * as z from 'zod';
-import { TIMEOUT_HEADER, X_MCP_HEADER } from '../../protocol/timeouts.ts';
 import { EVENT_TYPES, KEYS } from '../sim/model.ts';
 
 // ---- shared input fields ------------------------------------------------------
@@ -204,17 +203,16 @@ export const observeScreenOutput = z.object({
 
 export const waitForEventsInput = z.strictObject({
   cursor: z.number().int().min(0).optional().describe('Return events after this cursor; default: only new ones.'),
-  // Whole seconds, declared as a tool header (Mcp-Param-Timeout) so that a gateway sizes its own
-  // timeout without reading the body; x-mcp-header admits integers, not numbers
-  // (docs/decisions/0181-tool-headers.md).
+  // Seconds as the surface published them: a number, fractions allowed (the surface is frozen:
+  // narrowing it to integers would refuse calls that worked). A tool header may only carry an
+  // integer, string or boolean, so this one has none; the relay reads it from the body
+  // (docs/decisions/0184-timeout-s-stays-a-number.md).
   timeout_s: z
     .number()
-    .int()
     .min(0)
     .max(600)
     .default(30)
-    .meta({ [X_MCP_HEADER]: TIMEOUT_HEADER })
-    .describe('Whole seconds to wait at most when nothing is pending; 0 returns at once.'),
+    .describe('Wait at most this long when nothing is pending; 0 returns at once.'),
   types: z.array(z.enum(EVENT_TYPES)).min(1).optional(),
   leaseId,
 });

@@ -30,7 +30,7 @@ import { controlFor, type Access, type PhoneControl } from './control.ts';
 import { handleCredentialRevoked } from './revocation.ts';
 import { endRun, executeRun, performStep, runInfo } from './runs.ts';
 import { portableSchema } from './portable.ts';
-import { serveTasks, TASKS_CAPABILITY } from './task-server.ts';
+import { serveTasks, TASKS_CAPABILITY, TASKS_EXTENSION_CAPABILITY } from './task-server.ts';
 import { tasksFor } from './tasks.ts';
 import * as s from './schemas.ts';
 
@@ -545,7 +545,8 @@ export function createPhoneServer(opts: PhoneServerOptions): McpServer {
     // The validator only serves elicitation, which the phone never sends; the SDK would build a
     // fresh Ajv per server (~20 KB and ~0.7 ms per socket), which a fleet of phones pays a thousand times.
     {
-      capabilities: { logging: {}, tasks: TASKS_CAPABILITY },
+      // Tasks in both revisions: 2025-11-25 `tasks`, and the 2026-07-28 extension (decision 0183).
+      capabilities: { logging: {}, tasks: TASKS_CAPABILITY, extensions: TASKS_EXTENSION_CAPABILITY },
       instructions: INSTRUCTIONS,
       jsonSchemaValidator: sharedValidator(),
     },

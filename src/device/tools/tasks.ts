@@ -2,6 +2,8 @@
 // the tool runs on, and the client polls (tasks/get), waits for the result (tasks/result),
 // lists (tasks/list) or cancels (tasks/cancel) it, through any relay node: the task id is the
 // phone's and the relay forwards these like any other request (docs/decisions/0182-tasks.md).
+// The 2026-07-28 tasks extension (SEP-2663) uses the same table with its own view of a task
+// (task-server.ts, docs/decisions/0183-tasks-extension.md).
 // A task belongs to the credential that created it: another credential gets "not found" and
 // never sees it listed. Kept beside the phone (like PhoneControl), so tasks outlive a socket.
 import { randomUUID } from 'node:crypto';
@@ -119,6 +121,21 @@ export class PhoneTasks {
     const from = typeof cursor === 'string' && /^\d{1,9}$/.test(cursor) ? Number(cursor) : 0;
     const tasks = mine.slice(from, from + PAGE);
     return from + PAGE < mine.length ? { tasks, nextCursor: String(from + PAGE) } : { tasks };
+  }
+
+  /** The task with its outcome so far, without waiting (TaskNotFound as for get). */
+  peek(credential: string, taskId: unknown): { info: TaskInfo; result?: Record<string, unknown>; error?: string } {
+    const entry = this.entry(credential, taskId);
+    return { info: { ...entry.info }, result: entry.result, error: entry.error };
+  }
+
+  /**
+   * Asks a task of `credential` to stop (the extension's cancel: an ack whatever the state); a
+   * finished task stays as it is. TaskNotFound as for get.
+   */
+  requestCancel(credential: string, taskId: unknown, message = 'cancelled by the client'): void {
+    const entry = this.entry(credential, taskId);
+    if (!TERMINAL.has(entry.info.status)) this.finish(entry, 'cancelled', { message });
   }
 
   /** Cancels a task of `credential`: its work is aborted; TaskAlreadyFinished for a terminal one. */
