@@ -97,9 +97,16 @@ export interface TestCluster {
 }
 
 export async function startTestCluster(
-  opts: { nodes?: number; redisUrl?: string; serveArgs?: string[]; log?: boolean } & Partial<
-    Pick<ClusterOptions, 'env' | 'onLog'>
-  > = {},
+  opts: {
+    nodes?: number;
+    redisUrl?: string;
+    serveArgs?: string[];
+    log?: boolean;
+    /** What the nodes dial for Redis, when not `redisUrl` itself (a fault-injecting proxy in front of it). */
+    nodeRedisUrl?: string;
+    /** The nodes' database URL made from the test's own (e.g. the same database through a proxy). */
+    nodeDatabaseUrl?: (url: string) => string;
+  } & Partial<Pick<ClusterOptions, 'env' | 'onLog'>> = {},
 ): Promise<TestCluster> {
   const db = await createDatabase();
   const prefix = `pbc:${randomBytes(4).toString('hex')}:`;
@@ -109,8 +116,8 @@ export async function startTestCluster(
   try {
     cluster = await startCluster({
       nodes: opts.nodes ?? 3,
-      databaseUrl: db.url,
-      redisUrl,
+      databaseUrl: opts.nodeDatabaseUrl?.(db.url) ?? db.url,
+      redisUrl: opts.nodeRedisUrl ?? redisUrl,
       redisPrefix: prefix,
       dataDir: dir,
       serveArgs: ['--log-level', opts.log ? 'info' : 'warn', '--drain-ms', '5000', ...(opts.serveArgs ?? [])],
