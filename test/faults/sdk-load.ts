@@ -5,6 +5,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import { setMaxListeners } from 'node:events';
 
 export interface Call {
   client: string;
@@ -24,6 +25,12 @@ export interface SdkClient {
 export async function sdkClient(name: string, base: string, token: string): Promise<SdkClient> {
   const transport = new StreamableHTTPClientTransport(new URL(`${base}/mcp`), {
     requestInit: { headers: { 'X-Api-Key': token } },
+    // Every request of a transport shares its AbortSignal, and Node's fetch drops its listener
+    // on it only when the request is collected: thousands of calls would warn of a leak.
+    fetch: (url, init) => {
+      if (init?.signal) setMaxListeners(0, init.signal);
+      return fetch(url, init);
+    },
   });
   const client = new Client({ name: `faults-${name}`, version: '1.0.0' });
   await client.connect(transport);
@@ -98,6 +105,8 @@ export interface FaultSummary {
   calls: number;
   /** Failed calls by outcome. */
   failed: Record<string, number>;
+  /** Failed calls by client (`local`: on the phone's node; `remote`: through another node). */
+  failedByClient: Record<string, number>;
   /** The slowest answer of the whole window, ms. */
   slowestMs: number;
   /** The slowest answer among calls that started while the fault was on, ms. */
@@ -119,7 +128,12 @@ const median = (xs: number[]) => {
 
 export function summarize(fault: string, calls: Call[], onAt: number, offAt: number): FaultSummary {
   const failed: Record<string, number> = {};
-  for (const c of calls) if (c.outcome !== 'ok') failed[c.outcome] = (failed[c.outcome] ?? 0) + 1;
+  const failedByClient: Record<string, number> = {};
+  for (const c of calls) {
+    if (c.outcome === 'ok') continue;
+    failed[c.outcome] = (failed[c.outcome] ?? 0) + 1;
+    failedByClient[c.client] = (failedByClient[c.client] ?? 0) + 1;
+  }
   const dur = (c: Call) => c.end - c.start;
   const during = calls.filter((c) => c.start >= onAt && c.start < offAt);
   const before = calls.filter((c) => c.end < onAt);
@@ -133,6 +147,7 @@ export function summarize(fault: string, calls: Call[], onAt: number, offAt: num
     fault,
     calls: calls.length,
     failed,
+    failedByClient,
     slowestMs: Math.max(0, ...calls.map(dur)),
     slowestDuringMs: Math.max(0, ...during.map(dur)),
     medianDuringMs: median(during.map(dur)),
