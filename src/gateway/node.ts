@@ -59,7 +59,8 @@ export async function startGateway(opts: {
     store,
     bus,
     hub,
-    auth: new Authenticator(store),
+    // While the journal cannot be read, known keys are answered from the cache at once.
+    auth: new Authenticator(store, { storeUp: () => journal.storeUp }),
     devices: { keys: new DeviceKeyLookup(store), seen: new DeviceSeenWriter(store, log) },
     log,
     state: { draining: false },
