@@ -24,7 +24,7 @@ afterAll(async () => {
   await fc?.stop();
 }, 30_000);
 
-const W = { beforeMs: 500, faultMs: 2500, afterMs: 200, recoverWithinMs: 10_000 };
+const W = { beforeMs: 300, faultMs: 2000, afterMs: 100, recoverWithinMs: 10_000 };
 
 function report(r: FaultResult): void {
   const { calls_: _c, t0: _t, onAt: _on, offAt: _off, ...rest } = r;
@@ -136,7 +136,7 @@ describe('Postgres faults under load through two nodes', () => {
   it('Postgres gone (the proxy cut: a restart as the nodes see it): known keys keep working, a revocation written meanwhile reaches the nodes after', async () => {
     const victim = await createKey(fc.tc.store.store, fc.phone.deviceId);
     const victimClient = await sdkClient('victim', fc.tc.nodes[1].url, victim.token); // B has checked it
-    const load = runFault(fc, { name: 'postgres_cut', disable: true }, { ...W, faultMs: 3000 });
+    const load = runFault(fc, { name: 'postgres_cut', disable: true }, { ...W, faultMs: 2500 });
     await new Promise((r) => setTimeout(r, W.beforeMs + 500));
     // Revoked (as the CLI does, straight in Postgres) while the nodes cannot read the journal:
     // B keeps honouring its cached check until it reads the journal again.

@@ -24,7 +24,7 @@ afterAll(async () => {
   await fc?.stop();
 }, 30_000);
 
-const W = { beforeMs: 500, faultMs: 2500, afterMs: 200, recoverWithinMs: 10_000 };
+const W = { beforeMs: 300, faultMs: 2000, afterMs: 100, recoverWithinMs: 10_000 };
 
 function report(r: FaultResult): void {
   const { calls_: _c, t0: _t, onAt: _on, offAt: _off, ...rest } = r;
