@@ -63,7 +63,7 @@ describe('Redis faults under load through two nodes', () => {
     expect(r.meanCommandMsDuring).toBeGreaterThan(150);
     expect(r.readyzDuring).toMatchObject({ status: 'ready', redis: { up: true } });
     expect((r.readyzDuring as { redis: { heartbeat_ms: number } }).redis.heartbeat_ms).toBeGreaterThan(150);
-    expect(r.slowestDuringMs).toBeGreaterThan(300); // a remote call waits for two replies at least
+    expect(r.slowestDuringMs).toBeGreaterThan(250); // a remote call waits for two deliveries (≥ 150 ms each)
     await failedCleanly(r);
   }, 40_000);
 
