@@ -28,6 +28,7 @@ const SCENARIOS: Record<string, string> = {
   fleet: 'loadtest/fleet-pool.ts',
   'fleet-bench': 'loadtest/fleet-bench.ts',
   stalls: 'loadtest/stalls.ts',
+  faults: 'loadtest/faults.ts',
 };
 
 const USAGE = `npm run loadtest -- <scenario> [options]

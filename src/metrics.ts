@@ -468,7 +468,7 @@ latencyCells.set('tools/call', metrics.mcpLatency.cell({ method: 'tools/call' })
 for (const outcome of ['ok', 'rejected']) metrics.deviceAuth.inc({ outcome }, 0);
 for (const outcome of ['paired', 'bad_code', 'limit_reached', 'rate_limited']) metrics.pairAttempts.inc({ outcome }, 0);
 // The protocol's close codes (docs/PROTOCOL.md) and the two every phone meets: a clean close, a dropped socket.
-for (const code of [1000, 1006, 1009, 1011, 1012, 4001, 4003, 4004])
+for (const code of [1000, 1001, 1006, 1009, 1011, 1012, 4001, 4003, 4004])
   metrics.deviceCloses.inc({ code: String(code) }, 0);
 
 // Per phone accept and close: label children looked up once (a labelled inc hashes its labels every time).

@@ -339,8 +339,26 @@ export function buildDashboard() {
     .withPanel(
       graph(
         'Phone socket closes by code',
-        '1000 closed by the phone, 1001 idle, 1006 dropped, 1009 frame too big, 1011 relay could not check it (store unreachable; alert PhonebridgeDeviceRelayErrors), 1012 drain hand-over, 4001 superseded, 4003 auth refused, 4004 removed or revoked.',
+        '1000 closed by the phone, 1001 idle (silent past --device-idle-ms: a half-open socket; alert PhonebridgeDeviceIdleCloses), 1006 dropped, 1009 frame too big, 1011 relay could not check it (store unreachable; alert PhonebridgeDeviceRelayErrors), 1012 drain hand-over, 4001 superseded, 4003 auth refused, 4004 removed or revoked.',
         [[`sum by (code) (rate(phonebridge_device_closes_total{${SEL}}[${RATE}]))`, '{{code}}']],
+        'short',
+        8,
+      ),
+    )
+    .withPanel(
+      graph(
+        'Half-open phone sockets',
+        'Phone sockets the relay closed at their silence limit (1001) and phones that came back on a new socket while the old one still looked alive (4001), per second by node. Until either, calls to such a phone end in timeout at their deadline (docs/OPERATIONS.md, Failure behaviour; alert PhonebridgeDeviceIdleCloses).',
+        [
+          [
+            `sum by (instance) (rate(phonebridge_device_closes_total{${SEL}, code="1001"}[${RATE}]))`,
+            'silent, closed {{instance}}',
+          ],
+          [
+            `sum by (instance) (rate(phonebridge_device_closes_total{${SEL}, code="4001"}[${RATE}]))`,
+            'superseded {{instance}}',
+          ],
+        ],
         'short',
         8,
       ),

@@ -72,6 +72,11 @@ export interface Bus {
   readonly sessions: SessionStore;
   /** False while the backend is unreachable (every call then fails fast with BusUnavailableError). */
   readonly available: boolean;
+  /**
+   * How long the node's last liveness round trip to the backend took (ms): Redis' heartbeat;
+   * undefined for a backend without one (the in-process bus). /readyz reports it.
+   */
+  readonly lastRoundTripMs: number | undefined;
 
   /** Remembers a challenge nonce for `ttlMs`. */
   putNonce(nonce: string, deviceId: string, ttlMs: number): Promise<void>;

@@ -29,8 +29,29 @@ for (const outcome of ['allocated', 'none_available']) fleetMetrics.allocations.
 const GAUGES = ['phonebridge_fleet_allocations_active', 'phonebridge_fleet_enrollment_phones'];
 
 /**
+ * How long a scrape waits for the store. A store that stops answering must not hold /metrics:
+ * Prometheus would give up on the scrape (10 s by default) and lose every series of the node —
+ * phonebridge_store_up among them — exactly while it matters.
+ */
+export const SCRAPE_STORE_WAIT_MS = 500;
+
+/** The read's value, or `undefined` when it fails or takes longer than SCRAPE_STORE_WAIT_MS. */
+async function boundedRead<T>(read: () => Promise<T>): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), SCRAPE_STORE_WAIT_MS);
+  });
+  try {
+    return await Promise.race([read().catch(() => undefined), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
  * Read from the store at scrape time (cluster-wide: the same figures on every node):
- * live allocations, and phones paired through enrollment codes.
+ * live allocations, and phones paired through enrollment codes. When the store does not answer
+ * in time the gauges keep their last values (phonebridge_store_up says why).
  */
 export function trackFleetGauges(store: Store): void {
   for (const name of GAUGES) if (registry.getSingleMetric(name)) registry.removeSingleMetric(name);
@@ -39,16 +60,18 @@ export function trackFleetGauges(store: Store): void {
     help: 'Unexpired allocations in the cluster (the same figure on every node)',
     registers: [registry],
     async collect() {
-      this.set(await store.fleet.countAllocations(new Date()).catch(() => 0));
+      const n = await boundedRead(() => store.fleet.countAllocations(new Date()));
+      if (n !== undefined) this.set(n);
     },
   });
-  new client.Gauge({
+  const enrollment = new client.Gauge({
     name: GAUGES[1],
     help: 'Phones paired through enrollment codes, by the state of their code',
     labelNames: ['state'] as const,
     registers: [registry],
     async collect() {
-      const list = await store.fleet.listEnrollments().catch(() => []);
+      const list = await boundedRead(() => store.fleet.listEnrollments());
+      if (list === undefined) return;
       const now = Date.now();
       const by = { active: 0, ended: 0 };
       for (const e of list)
@@ -57,4 +80,6 @@ export function trackFleetGauges(store: Store): void {
       this.set({ state: 'ended' }, by.ended);
     },
   });
+  // Both states from the start, so a first scrape during a store outage still has them.
+  for (const state of ['active', 'ended']) enrollment.set({ state }, 0);
 }

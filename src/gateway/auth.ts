@@ -13,6 +13,12 @@ export interface Credential {
 // store's journal; the TTL only bounds how long a missed one could linger.
 const CACHE_TTL_MS = 30_000;
 const CACHE_MAX = 10_000;
+/**
+ * While the store cannot be read, a key checked within this long keeps working past its TTL
+ * (docs/decisions/0207-known-keys-through-a-store-outage.md): a revocation cannot reach the node
+ * through the journal meanwhile either, and it applies as soon as the node reads it again.
+ */
+export const STALE_IF_STORE_DOWN_MS = 10 * 60_000;
 
 export function presentedToken(headers: Record<string, string>): string | undefined {
   const key = headers['x-api-key']?.trim();
@@ -30,8 +36,28 @@ export class Authenticator {
   // Keyed by the presented key itself (held in memory only, like the request that carried it), so
   // a known key is not hashed again on every call; the store only ever sees the hash.
   private readonly cache = new Map<string, { cred: Credential; until: number }>();
+  private readonly ttlMs: number;
+  private readonly storeUp: () => boolean;
 
-  constructor(private readonly store: Store) {}
+  /**
+   * `storeUp`: whether the node can read the store now (its journal tail); while it cannot, a
+   * known key is answered from the cache at once instead of waiting for the store to fail.
+   */
+  constructor(
+    private readonly store: Store,
+    opts: { storeUp?: () => boolean; ttlMs?: number } = {},
+  ) {
+    this.ttlMs = opts.ttlMs ?? CACHE_TTL_MS;
+    this.storeUp = opts.storeUp ?? (() => true);
+  }
+
+  /** A cached credential past its TTL but within STALE_IF_STORE_DOWN_MS of it, not expired itself. */
+  private stale(token: string, now: number): Credential | undefined {
+    const hit = this.cache.get(token);
+    if (!hit || hit.until + STALE_IF_STORE_DOWN_MS <= now) return undefined;
+    if (hit.cred.token.expiresAt && hit.cred.token.expiresAt.getTime() <= now) return undefined;
+    return hit.cred;
+  }
 
   /** The credential from the cache alone (no store, no wait); undefined when the store must be asked. */
   cached(token: string | undefined, now = Date.now()): Credential | undefined {
@@ -47,13 +73,25 @@ export class Authenticator {
     const now = Date.now();
     const hit = this.cached(token, now);
     if (hit) return hit;
+    const stale = this.stale(token, now);
+    if (stale && !this.storeUp()) return stale;
     // An invalidation that lands while the store is asked may describe a change the answer
     // predates (a lock committed after the read): ask again, and never cache an answer that an
     // invalidation overtook.
     for (let attempt = 0; ; attempt++) {
       const generation = this.generation;
-      const t = await this.store.findTokenByHash(sha256Hex(token), new Date(now));
-      const account = t ? await this.store.getAccount(t.accountId) : undefined;
+      let t: Token | undefined;
+      let account: Account | undefined;
+      try {
+        t = await this.store.findTokenByHash(sha256Hex(token), new Date(now));
+        account = t ? await this.store.getAccount(t.accountId) : undefined;
+      } catch (err) {
+        // Unreachable store: a key this node knew stays known (an invalidation since would
+        // have removed it from the cache); an unknown one fails as before (store_unavailable).
+        const still = generation === this.generation ? this.stale(token, Date.now()) : undefined;
+        if (still) return still;
+        throw err;
+      }
       if (!t || !account) {
         this.cache.delete(token);
         return undefined;
@@ -64,7 +102,7 @@ export class Authenticator {
         return cred;
       }
       if (this.cache.size >= CACHE_MAX) this.cache.delete(this.cache.keys().next().value!);
-      this.cache.set(token, { cred, until: now + CACHE_TTL_MS });
+      this.cache.set(token, { cred, until: now + this.ttlMs });
       return cred;
     }
   }

@@ -58,7 +58,8 @@ export async function startGateway(opts: {
     store,
     bus,
     hub,
-    auth: new Authenticator(store),
+    // While the journal cannot be read, known keys are answered from the cache at once.
+    auth: new Authenticator(store, { storeUp: () => journal.storeUp }),
     devices: { keys: new DeviceKeyLookup(store), seen: new DeviceSeenWriter(store, log) },
     log,
     state: { draining: false },
@@ -118,7 +119,15 @@ export async function startGateway(opts: {
   admin.get('/readyz', (res) => {
     const ex = new Exchange(res);
     if (ctx.state.draining) return ex.json(503, { status: 'draining' });
-    ex.json(200, { status: 'ready', devices: hub.deviceCount });
+    // Ready whatever the store and Redis do: this node still serves what needs neither, and
+    // pulling every pod at once on a store blip would turn a partial outage into a full one.
+    // The body says how each is doing (docs/decisions/0205-readyz-reports-dependencies.md).
+    ex.json(200, {
+      status: 'ready',
+      devices: hub.deviceCount,
+      store: { up: journal.storeUp, last_read_ms: journal.lastReadMs },
+      ...(bus.kind === 'local' ? {} : { redis: { up: bus.available, heartbeat_ms: bus.lastRoundTripMs } }),
+    });
   });
   admin.any('/*', (res) => new Exchange(res).error(404, 'not_found', 'admin endpoints: /metrics /healthz /readyz'));
 
@@ -333,37 +342,60 @@ async function reclaimAll(ctx: GatewayContext): Promise<void> {
   }
 }
 
+/** A journal read outstanding this long counts as the store being down (phonebridge_store_up 0). */
+export const STORE_STALL_MS = 2000;
+
+interface JournalTail {
+  stop(): void;
+  /** The last read succeeded and none has been outstanding for STORE_STALL_MS. */
+  readonly storeUp: boolean;
+  /** How long the last finished read took (ms), or how long the outstanding one has waited if longer. */
+  readonly lastReadMs: number | undefined;
+}
+
 /**
  * Tails the store's invalidation journal: the CLI (another process, no bus) and other nodes
  * write it in the same transaction as the change, so it reaches this node within one poll.
  */
-function tailControlJournal(ctx: GatewayContext, pollMs: number): { stop(): void; storeUp: boolean } {
+function tailControlJournal(ctx: GatewayContext, pollMs: number): JournalTail {
   // An opaque cursor: the store re-reads behind its high-water mark until transactions that
   // were still writing have settled (docs/decisions/0163-a-journal-tail-without-gaps.md).
   let cursor: string | null = null;
-  let busy = false;
+  // When the read in flight started (0: none). A store that stops answering without closing
+  // the connection fails a read only at the query timeout (15 s); a read outstanding for
+  // STORE_STALL_MS already says the store is not usable (docs/decisions/0206-store-stall-is-down.md).
+  let startedAt = 0;
+  let ok = true; // up from the start: the node starts only once the store has opened and migrated
+  let lastMs: number | undefined;
+  const timer = setInterval(() => void poll(), pollMs);
+  timer.unref();
   // Every poll is a read of the store: its outcome is the node's store health (phonebridge_store_up).
-  // Up from the start: the node starts only once the store has opened and migrated.
-  const tail: { stop(): void; storeUp: boolean } = { stop: () => clearInterval(timer), storeUp: true };
   const poll = async () => {
-    if (busy) return;
-    busy = true;
+    if (startedAt) return;
+    startedAt = Date.now();
     try {
       const r = await ctx.store.tailControlEvents(cursor);
-      tail.storeUp = true;
+      ok = true;
       cursor = r.cursor;
       for (const e of r.events) applyControl(ctx, e);
     } catch (err) {
-      tail.storeUp = false;
+      ok = false;
       ctx.log.debug({ err: String(err) }, 'control journal poll failed');
     } finally {
-      busy = false;
+      lastMs = Date.now() - startedAt;
+      startedAt = 0;
     }
   };
   void poll();
-  const timer = setInterval(() => void poll(), pollMs);
-  timer.unref();
-  return tail;
+  return {
+    stop: () => clearInterval(timer),
+    get storeUp() {
+      return ok && !(startedAt && Date.now() - startedAt >= STORE_STALL_MS);
+    },
+    get lastReadMs() {
+      return startedAt ? Math.max(lastMs ?? 0, Date.now() - startedAt) : lastMs;
+    },
+  };
 }
 
 /**

@@ -14,7 +14,7 @@ import { Agent, request as httpRequest } from 'node:http';
 import { startCluster, type Cluster, type ClusterNode, type ClusterOptions } from '../../services/cluster.ts';
 import { createKey, createPairing } from '../../src/provisioning.ts';
 import { openStore, type OpenStore } from '../../src/store/index.ts';
-import { DeviceAgent, silentLogger } from '../../src/device/agent/index.ts';
+import { DeviceAgent, silentLogger, type DeviceAgentOptions } from '../../src/device/agent/index.ts';
 import { saveIdentity } from '../../src/device/agent/state.ts';
 import { createEchoServer, type EchoServerControl } from '../fixtures/echo-server.ts';
 import type { Tracing } from '../../src/observability/tracing.ts';
@@ -88,6 +88,9 @@ export interface TestCluster {
     name?: string;
     control?: EchoServerControl;
     tracing?: Tracing;
+    /** Where the phone connects instead of `node` (a fault-injecting proxy in front of a node). */
+    relay?: string;
+    pingIntervals?: DeviceAgentOptions['pingIntervals'];
   }): Promise<ClusterPhone>;
   key(deviceId: string): Promise<string>;
   /** The node id holding the device's socket per the bus, if any. */
@@ -97,9 +100,16 @@ export interface TestCluster {
 }
 
 export async function startTestCluster(
-  opts: { nodes?: number; redisUrl?: string; serveArgs?: string[]; log?: boolean } & Partial<
-    Pick<ClusterOptions, 'env' | 'onLog'>
-  > = {},
+  opts: {
+    nodes?: number;
+    redisUrl?: string;
+    serveArgs?: string[];
+    log?: boolean;
+    /** What the nodes dial for Redis, when not `redisUrl` itself (a fault-injecting proxy in front of it). */
+    nodeRedisUrl?: string;
+    /** The nodes' database URL made from the test's own (e.g. the same database through a proxy). */
+    nodeDatabaseUrl?: (url: string) => string;
+  } & Partial<Pick<ClusterOptions, 'env' | 'onLog'>> = {},
 ): Promise<TestCluster> {
   const db = await createDatabase();
   const prefix = `pbc:${randomBytes(4).toString('hex')}:`;
@@ -109,8 +119,8 @@ export async function startTestCluster(
   try {
     cluster = await startCluster({
       nodes: opts.nodes ?? 3,
-      databaseUrl: db.url,
-      redisUrl,
+      databaseUrl: opts.nodeDatabaseUrl?.(db.url) ?? db.url,
+      redisUrl: opts.nodeRedisUrl ?? redisUrl,
       redisPrefix: prefix,
       dataDir: dir,
       serveArgs: ['--log-level', opts.log ? 'info' : 'warn', '--drain-ms', '5000', ...(opts.serveArgs ?? [])],
@@ -150,7 +160,8 @@ export async function startTestCluster(
       const name = o.name ?? 'cluster phone';
       const qr = await createPairing(store.store, { relay: cluster.url, name });
       const identity = await DeviceAgent.pair({ stateDir, qr, name, log: silentLogger });
-      if (o.node) saveIdentity(stateDir, { ...identity, relay: o.node.url }); // same relay_host: signatures still bind the front
+      const relay = o.relay ?? o.node?.url;
+      if (relay) saveIdentity(stateDir, { ...identity, relay }); // same relay_host: signatures still bind the front
       const control = o.control ?? { calls: [], cancellations: 0 };
       const agent = new DeviceAgent({
         stateDir,
@@ -159,6 +170,7 @@ export async function startTestCluster(
         backoff: { baseMs: 50, capMs: 500 },
         drainJitterMs: 200,
         tracing: o.tracing,
+        pingIntervals: o.pingIntervals,
       });
       const closes: number[] = [];
       agent.on('disconnected', (e) => closes.push(e.code));

@@ -561,6 +561,7 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
           'PhonebridgeEventLoopLagHigh',
           'PhonebridgeEventLoopStalls',
           'PhonebridgeDeviceRelayErrors',
+          'PhonebridgeDeviceIdleCloses',
           'PhonebridgeStoreDown',
           'PhonebridgeRedisDown',
           'PhonebridgeBusPublishSlow',
@@ -720,6 +721,8 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
                 // 30 phone sockets closed with 1011 a minute = 0.5/s (Postgres away); 1000s do not count.
                 { series: `phonebridge_device_closes_total{${sel}, pod="a", code="1011"}`, values: '0+30x40' },
                 { series: `phonebridge_device_closes_total{${sel}, pod="a", code="1000"}`, values: '0+600x40' },
+                // 6 phone sockets a minute closed at their silence limit (0.1/s): half-open sockets.
+                { series: `phonebridge_device_closes_total{${sel}, pod="a", code="1001"}`, values: '0+6x40' },
                 // Node a lost its store ten minutes in; node b lost Redis from the start.
                 { series: `phonebridge_store_up{${sel}, pod="a", instance="10.0.0.1:9464"}`, values: '1x10 0x30' },
                 { series: `phonebridge_store_up{${sel}, pod="b", instance="10.0.0.2:9464"}`, values: '1x40' },
@@ -782,6 +785,11 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
                 // Ten minutes after the stall its window has left the alert's range.
                 { eval_time: '35m', alertname: 'PhonebridgeEventLoopStalls', exp_alerts: [] },
                 fires('PhonebridgeDeviceRelayErrors', {}, 'Phone sockets are closed with 1011 (500m/s)'),
+                fires(
+                  'PhonebridgeDeviceIdleCloses',
+                  {},
+                  'Phone sockets go silent and are closed at their silence limit (100m/s)',
+                ),
                 fires(
                   'PhonebridgeStoreDown',
                   { instance: '10.0.0.1:9464' },

@@ -37,6 +37,8 @@ it('a fresh node exports every documented family, at zero; with Redis its health
   // The label values known in advance, at zero.
   expect(text).toMatch(/^phonebridge_mcp_requests_total\{method="tools\/call",outcome="error",era="stateless"\} 0$/m);
   expect(text).toMatch(/^phonebridge_device_closes_total\{code="4001"\} 0$/m);
+  // The silence limit's close: PhonebridgeDeviceIdleCloses and the half-open panel read it.
+  expect(text).toMatch(/^phonebridge_device_closes_total\{code="1001"\} 0$/m);
   expect(text).toMatch(/^phonebridge_rate_limited_total\{limiter="pair_failures"\} 0$/m);
   expect(text).toMatch(/^phonebridge_http_responses_total\{route="\/mcp",status="200"\} 0$/m);
 

@@ -163,6 +163,7 @@ export class LocalBus implements Bus {
   readonly kind = 'local' as const;
   readonly nodeId: string;
   readonly available = true;
+  readonly lastRoundTripMs = undefined;
   readonly sessions: LocalSessions;
   private readonly nonces = new ExpiringMap<string>();
   private readonly counters = new ExpiringMap<number>();

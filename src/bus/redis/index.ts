@@ -96,6 +96,8 @@ export class RedisBus implements Bus {
   private beating?: Promise<boolean>;
   /** When a heartbeat last succeeded: until nodeTtlMs after it, this node is alive for its peers. */
   private lastBeatAt = 0;
+  /** How long the last successful heartbeat took (ms): /readyz shows a slow Redis with it. */
+  private lastBeatMs: number | undefined;
   private announced = false;
   private timer?: NodeJS.Timeout;
   /** The last connection error ioredis reported: what answered, when a start fails. */
@@ -203,6 +205,10 @@ export class RedisBus implements Bus {
 
   get available(): boolean {
     return this.up;
+  }
+
+  get lastRoundTripMs(): number | undefined {
+    return this.lastBeatMs;
   }
 
   // --- plumbing ---------------------------------------------------------------------------------
@@ -336,7 +342,9 @@ export class RedisBus implements Bus {
   private beat(): Promise<boolean> {
     this.beating ??= (async () => {
       const sentAt = Date.now(); // the script ran no earlier: alive at least until sentAt + nodeTtlMs
+      const t = performance.now();
       const r = (await this.run('heartbeat', [this.nodeId, this.boot, this.o.nodeTtlMs])) as Array<string | number>;
+      this.lastBeatMs = Math.round((performance.now() - t) * 10) / 10;
       this.lastBeatAt = sentAt;
       const [wasAlive, prevBoot] = [Number(r[0]), String(r[1])];
       const now = new Map<string, string>();
