@@ -28,7 +28,7 @@ export interface RedisBusOptions {
   /** Longest wait for any Redis reply (a hung Redis, not a closed one). Default 1000. */
   commandTimeoutMs?: number;
   replay?: Partial<ReplayLimits>;
-  /** Longest an answer published without its reply waits for Redis to confirm it (quiet.ts). Default 20. */
+  /** Longest an answer published without its reply waits for Redis to confirm it (quiet.ts). Default 100. */
   quietConfirmMs?: number;
 }
 

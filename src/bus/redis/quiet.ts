@@ -14,7 +14,7 @@ import type { Redis } from 'ioredis';
 import { BusUnavailableError } from '../errors.ts';
 
 /** Longest a message waits for its confirmation on a connection that stays up. */
-export const CONFIRM_MS = 20;
+export const CONFIRM_MS = 100;
 /** Unconfirmed bytes that ask for a confirmation at the end of the turn instead. */
 export const CONFIRM_BYTES = 1 << 20;
 
