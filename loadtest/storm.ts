@@ -348,7 +348,7 @@ async function run(ctx: ScenarioContext): Promise<void> {
   });
   // The time until every phone is back, against the phones' own backoff: a phone's first
   // attempt is drawn from [0, dropWindowMs), so that window is the least the last phone can take.
-  const backoff = rounds[1] as { secondsToAllBack: number; restartSeconds: number } | undefined;
+  const backoff = rounds[1] as { back: number; secondsToAllBack: number; restartSeconds: number } | undefined;
   if (backoff) {
     const windowS = BACKOFF_DEFAULTS.dropWindowMs / 1000;
     ctx.figures.backoff = {
@@ -358,8 +358,10 @@ async function run(ctx: ScenarioContext): Promise<void> {
       capSeconds: BACKOFF_DEFAULTS.capMs / 1000,
       allBackOverFirstWindow: backoff.secondsToAllBack / windowS,
     };
+    const who =
+      backoff.back === count ? `all ${count} phones` : `${backoff.back} of ${count} phones (the round's bound)`;
     ctx.note(
-      `backoff round: all ${count} phones back ${backoff.secondsToAllBack.toFixed(1)} s after the node listened again ` +
+      `backoff round: ${who} back ${backoff.secondsToAllBack.toFixed(1)} s after the node listened again ` +
         `(${(backoff.secondsToAllBack / windowS).toFixed(2)}× the phones' first-attempt window of ${windowS} s; ` +
         `the node took ${backoff.restartSeconds.toFixed(1)} s to listen)`,
     );
