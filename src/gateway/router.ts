@@ -242,14 +242,15 @@ export class Router {
   /**
    * Last words of a node stopping on purpose, after everything it started has been answered:
    * requests that reach it from now on are never run, so their origins route them again.
-   * Sent on the same connection as the answers, so it arrives after all of them.
+   * Sent the way the answers go (replyToNode: on the Redis bus, the connection that carries
+   * them, docs/decisions/0142-quiet-answers.md), so it arrives after all of them.
    */
   async farewell(): Promise<void> {
     const nodes = await this.ctx.bus.aliveNodes().catch(() => [] as string[]);
     const msg = farewellMessage(this.ctx.bus.nodeId);
     goodbyes.sent.inc();
     await Promise.all(
-      nodes.filter((n) => n !== this.ctx.bus.nodeId).map((n) => this.ctx.bus.sendToNode(n, msg).catch(() => false)),
+      nodes.filter((n) => n !== this.ctx.bus.nodeId).map((n) => this.ctx.bus.replyToNode(n, msg).catch(() => {})),
     );
   }
 
