@@ -79,7 +79,8 @@ export function perCall(
   for (const [name, n] of after) diff.push([name, n - (before.get(name) ?? 0)]);
   const r = (x: number) => Math.round((x / Math.max(1, calls)) * 1000) / 1000;
   const total = diff.reduce((s, [, n]) => s + n, 0);
-  const sent = diff.reduce((s, [name, n]) => s + (SENT.has(name) ? n : 0), 0);
+  // commandstats names subcommands `client|reply`: counted by their command.
+  const sent = diff.reduce((s, [name, n]) => s + (SENT.has(name.split('|')[0]) ? n : 0), 0);
   return {
     total: r(total),
     sent: r(sent),

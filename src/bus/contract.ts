@@ -217,6 +217,18 @@ export function busContract(drivers: Array<[string, MakeBus]>): void {
       expect(got).toEqual(['hello']);
     });
 
+    it('a reply to a node (no count of who heard it) arrives as a node message, after what was sent before it', async () => {
+      await open();
+      const got: string[] = [];
+      bus.onNodeMessage((m) => got.push(m));
+      const frame = Buffer.from('{"result":{"text":"héllo ✓"},"id":4}');
+      expect(await bus.sendToNode(bus.nodeId, 'before')).toBe(true);
+      await bus.replyToNode(bus.nodeId, '{"t":"res","rid":4}\n', frame);
+      await bus.replyToNode('nobody', 'lost'); // nobody acts on who heard it: no error
+      await sleep(50);
+      expect(got).toEqual(['before', `{"t":"res","rid":4}\n${frame.toString()}`]);
+    });
+
     it('a node message with a byte payload arrives whole, as bytes and as a string', async () => {
       await open();
       const strings: string[] = [];

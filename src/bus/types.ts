@@ -126,6 +126,13 @@ export interface Bus {
    * (a phone frame: never turned into a string on its way).
    */
   sendToNode(nodeId: string, msg: string, payload?: Buffer): Promise<boolean>;
+  /**
+   * sendToNode for a message whose sender does not act on who heard it (an answer to another
+   * node's request): a driver may skip the per-message reply (docs/decisions/0142-quiet-answers.md).
+   * Resolves once the bus has taken it; rejects as sendToNode does (BusUnavailableError: not
+   * sent, send again; BusTimeoutError: it may have been delivered).
+   */
+  replyToNode(nodeId: string, msg: string, payload?: Buffer): Promise<void>;
   onNodeMessage(handler: (msg: string) => void): void;
   /** onNodeMessage as bytes: the message as it came off the wire, without a string copy. */
   onNodeBytes(handler: (msg: Buffer) => void): void;

@@ -242,14 +242,15 @@ export class Router {
   /**
    * Last words of a node stopping on purpose, after everything it started has been answered:
    * requests that reach it from now on are never run, so their origins route them again.
-   * Sent on the same connection as the answers, so it arrives after all of them.
+   * Sent the way the answers go (replyToNode: on the Redis bus, the connection that carries
+   * them, docs/decisions/0142-quiet-answers.md), so it arrives after all of them.
    */
   async farewell(): Promise<void> {
     const nodes = await this.ctx.bus.aliveNodes().catch(() => [] as string[]);
     const msg = farewellMessage(this.ctx.bus.nodeId);
     goodbyes.sent.inc();
     await Promise.all(
-      nodes.filter((n) => n !== this.ctx.bus.nodeId).map((n) => this.ctx.bus.sendToNode(n, msg).catch(() => false)),
+      nodes.filter((n) => n !== this.ctx.bus.nodeId).map((n) => this.ctx.bus.replyToNode(n, msg).catch(() => {})),
     );
   }
 
@@ -558,10 +559,13 @@ export class Router {
     r.sink.fail(relayError('relay_unavailable', 'the node holding the phone is unreachable'));
   }
 
-  private async sendUntil(node: string, msg: string, until: number, payload?: Buffer): Promise<void> {
+  private async sendUntil(node: string, msg: string, until: number, payload?: Buffer, last = false): Promise<void> {
     for (;;) {
       try {
-        await this.ctx.bus.sendToNode(node, msg, payload);
+        // A request's last reply: nothing is decided on who heard it (the origin's own timer
+        // and owner check cover a node that left), so the bus may skip Redis' answer to it.
+        if (last) await this.ctx.bus.replyToNode(node, msg, payload);
+        else await this.ctx.bus.sendToNode(node, msg, payload);
         return;
       } catch (err) {
         if (!(err instanceof BusUnavailableError) || Date.now() + REPLY_RETRY_MS >= until) return;
@@ -866,8 +870,8 @@ export class Router {
   }
 
   /** @internal Served's replies, in order; one that meets a bus still reconnecting is retried until `until`. */
-  replyTo(node: string, msg: string, until: number, frame?: Buffer): Promise<void> {
-    return this.sendUntil(node, msg, until, frame);
+  replyTo(node: string, msg: string, until: number, frame: Buffer | undefined, last: boolean): Promise<void> {
+    return this.sendUntil(node, msg, until, frame, last);
   }
 }
 
@@ -937,10 +941,12 @@ class Served implements ReplySink {
   reply(header: Header, frame?: Buffer): void {
     const msg = `${JSON.stringify(header)}\n`;
     const prev = this.outbox;
-    // The first reply (usually the only one) is sent at once; later ones wait for the one before.
+    const last = header.t !== 'rel';
+    // The first reply (usually the only one) is sent at once; later ones wait for the one
+    // before (answered by Redis, so delivered before it even on another connection).
     this.outbox = prev
-      ? prev.then(() => this.router.replyTo(this.h.from, msg, this.until, frame))
-      : this.router.replyTo(this.h.from, msg, this.until, frame);
+      ? prev.then(() => this.router.replyTo(this.h.from, msg, this.until, frame, last))
+      : this.router.replyTo(this.h.from, msg, this.until, frame, last);
   }
 }
 

@@ -254,6 +254,9 @@ export class LocalBus implements Bus {
       this.nodeBytes.emit(payload ? Buffer.concat([Buffer.from(msg), payload]) : Buffer.from(msg));
     return true;
   }
+  async replyToNode(nodeId: string, msg: string, payload?: Buffer): Promise<void> {
+    await this.sendToNode(nodeId, msg, payload);
+  }
   onNodeMessage(handler: (msg: string) => void): void {
     this.nodeMessages.add(handler);
   }

@@ -39,6 +39,11 @@ export interface Connector {
   readonly description: string;
   /** A client, not yet connected. `sub` clients carry the subscriptions. */
   client(role: 'cmd' | 'sub', base: RedisOptions): RedisClient;
+  /**
+   * A client for node messages whose replies nobody reads (quiet.ts), where one connection
+   * reaches every node channel; undefined where channels live on several servers (a cluster).
+   */
+  quietClient(base: RedisOptions): Redis | undefined;
   /** Connects a client made by `client`: resolves once it can run every command it carries. */
   connect(c: RedisClient): Promise<void>;
   /** Publishes on a node or device channel; how many subscribers got it. */
@@ -110,6 +115,9 @@ class SingleConnector implements Connector {
       sentinelRetryStrategy: (n) => base.retryStrategy?.(n) ?? null,
       ...(t.tls ? { tls: {}, sentinelTLS: {}, enableTLSForSentinelMode: true } : {}),
     });
+  }
+  quietClient(base: RedisOptions): Redis {
+    return this.client('cmd', base);
   }
   connect(c: RedisClient): Promise<void> {
     return c.connect();
@@ -188,6 +196,9 @@ class ClusterConnector implements Connector {
       },
     };
     return new Cluster(t.nodes, options);
+  }
+  quietClient(): undefined {
+    return undefined; // node channels are sharded: a message goes to its shard's master
   }
   async connect(c: RedisClient): Promise<void> {
     if (!(c instanceof Cluster) || !c.options.shardedSubscribers) return c.connect();

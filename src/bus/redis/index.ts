@@ -15,6 +15,7 @@ import type { Bus, ControlEvent, DeviceOwner, ReplayEvent, SessionRecord, Sessio
 import { checkStreamId, DEFAULT_REPLAY, eventId, Handlers, parseEventId, type ReplayLimits } from '../util.ts';
 import { GROUP, lua, type ScriptName } from './scripts.ts';
 import { connectorFor, type Connector, type KeyLayout, type RedisClient } from './connector.ts';
+import { QuietPublisher } from './quiet.ts';
 import { busPublish, redisCommand } from '../../metrics.ts';
 
 export interface RedisBusOptions {
@@ -27,6 +28,8 @@ export interface RedisBusOptions {
   /** Longest wait for any Redis reply (a hung Redis, not a closed one). Default 1000. */
   commandTimeoutMs?: number;
   replay?: Partial<ReplayLimits>;
+  /** Longest an answer published without its reply waits for Redis to confirm it (quiet.ts). Default 100. */
+  quietConfirmMs?: number;
 }
 
 /** How long a start may take to reach the topology before it fails. */
@@ -81,6 +84,8 @@ export class RedisBus implements Bus {
   private readonly boot = randomBytes(8).toString('hex'); // tells a restart under the same node id apart
   private readonly cmd: RedisClient;
   private readonly sub: RedisClient;
+  /** Node messages whose reply nobody reads (replyToNode), where the topology allows it. */
+  private readonly quiet?: QuietPublisher;
   private readonly layout: KeyLayout;
   private readonly chControl: string;
   private readonly chSelf: string;
@@ -158,6 +163,8 @@ export class RedisBus implements Bus {
       c.on('ready', () => void this.recover());
       connector.watch(c, (why) => this.markDown(why));
     }
+    const quiet = connector.quietClient({ ...common, connectionName: `phonebridge:${nodeId}:quiet` });
+    if (quiet) this.quiet = new QuietPublisher(quiet, asBusError, opts.quietConfirmMs);
     // As bytes: a node message's payload (a phone frame) goes on as a view of what was read.
     const onMessage = (channel: Buffer, msg: Buffer) => this.dispatchBytes(channel, msg);
     this.sub.on('messageBuffer', onMessage);
@@ -198,6 +205,9 @@ export class RedisBus implements Bus {
       clearTimeout(timer);
     }
     bus.started = true;
+    // Optional: until it is ready (or if the server refuses CLIENT REPLY), replies take the
+    // command connection.
+    bus.quiet?.connect();
     bus.timer = setInterval(() => bus.tick(), bus.o.heartbeatMs);
     bus.timer.unref();
     return bus;
@@ -470,6 +480,14 @@ export class RedisBus implements Bus {
       busPublish.since(started);
     }
   }
+  /** @internal Whether replies go out without Redis' answers now (tests). */
+  get quietReady(): boolean {
+    return this.quiet?.ready ?? false;
+  }
+  async replyToNode(nodeId: string, msg: string, payload?: Buffer): Promise<void> {
+    if (this.quiet?.ready) return this.quiet.publish(this.layout.node(nodeId), 'm' + msg, payload);
+    await this.sendToNode(nodeId, msg, payload);
+  }
   onNodeMessage(handler: (msg: string) => void): void {
     this.on.nodeMessage.add(handler);
   }
@@ -546,6 +564,7 @@ export class RedisBus implements Bus {
     this.up = false;
     clearInterval(this.timer);
     await this.run('leave', [this.nodeId]).catch(() => {});
+    this.quiet?.close();
     await Promise.allSettled([this.cmd.quit(), this.sub.quit()]);
     this.cmd.disconnect();
     this.sub.disconnect();

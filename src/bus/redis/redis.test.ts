@@ -115,6 +115,65 @@ describe('RedisBus across nodes', () => {
     expect(await b.ownerOf(d)).toEqual({ nodeId: b.nodeId, epoch: e2 });
   });
 
+  it('replies published without their Redis answers arrive in order, bytes intact, and resolve once Redis confirms them', async () => {
+    const [a, b] = [await node(), await node()];
+    await waitFor(() => b.quietReady, 2000, 'the quiet connection');
+    const got: Buffer[] = [];
+    a.onNodeBytes((m) => got.push(Buffer.from(m)));
+    const frame = Buffer.from('{"result":{"text":"héllo ✓"},"id":3}');
+    const sent = Array.from({ length: 50 }, (_, i) => b.replyToNode(a.nodeId, `{"t":"res","rid":${i}}\n`, frame));
+    await Promise.all(sent);
+    await waitFor(() => got.length === 50, 2000, 'every reply');
+    expect(got.map((m) => m.toString())).toEqual(
+      Array.from({ length: 50 }, (_, i) => `{"t":"res","rid":${i}}\n${frame.toString()}`),
+    );
+    // Replies are off on that connection: the answers it gets are only the confirmations.
+    const admin = new Redis(REDIS_URL);
+    try {
+      const list = String(await admin.client('LIST'));
+      expect(list).toMatch(new RegExp(`name=phonebridge:${b.nodeId}:quiet`));
+    } finally {
+      admin.disconnect();
+    }
+    // A message to a node nobody listens for still resolves (nobody acts on who heard it).
+    await b.replyToNode('nobody', 'x');
+  });
+
+  it('a quiet reply whose connection closes before Redis confirmed it rejects as unavailable, and the next one still goes', async () => {
+    const [a, b] = [await node(), await node(`n-${uid()}`, { ...fast, quietConfirmMs: 60_000 })];
+    await waitFor(() => b.quietReady, 2000, 'the quiet connection');
+    const got: string[] = [];
+    a.onNodeMessage((m) => got.push(m));
+    const admin = new Redis(REDIS_URL);
+    try {
+      const line = String(await admin.client('LIST'))
+        .split('\n')
+        .find((l) => l.includes(`name=phonebridge:${b.nodeId}:quiet`));
+      const id = /\bid=(\d+)/.exec(line ?? '')?.[1];
+      expect(id).toBeDefined();
+      const pending = b.replyToNode(a.nodeId, 'first');
+      const outcome = pending.then(
+        () => 'resolved',
+        (err: unknown) => err,
+      );
+      await waitFor(() => got.length === 1, 2000, 'the first reply'); // delivered, not yet confirmed
+      await admin.client('KILL', 'ID', id!);
+      // Unconfirmed when its connection went: the caller must send it again (as after a
+      // publish whose reply never came).
+      expect(await outcome).toBeInstanceOf(BusUnavailableError);
+      // Meanwhile (reconnecting) replies take the command connection; either way they go.
+      void b.replyToNode(a.nodeId, 'second').catch(() => {});
+      await waitFor(() => got.length === 2, 2000, 'the second reply');
+      expect(got).toEqual(['first', 'second']);
+      await waitFor(() => b.quietReady, 5000, 'the quiet connection back');
+      void b.replyToNode(a.nodeId, 'third').catch(() => {}); // confirmed only after 60 s: not awaited
+      await waitFor(() => got.length === 3, 2000, 'the third reply');
+      expect(got[2]).toBe('third');
+    } finally {
+      admin.disconnect();
+    }
+  });
+
   it('sendToNode and device frames cross nodes; unsubscribing stops delivery', async () => {
     const [a, b] = [await node(), await node()];
     const atA: string[] = [];
