@@ -20,6 +20,7 @@ import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import type * as TwoNodesModule from '../test/helpers/two-nodes.ts';
 import type * as RelayModule from '../test/helpers/relay.ts';
+import type { ControlEvent } from '../src/bus/index.ts';
 import type * as EchoModule from '../test/fixtures/echo-server.ts';
 
 const here = resolve(fileURLToPath(new URL('..', import.meta.url)));
@@ -178,7 +179,7 @@ async function main(): Promise<void> {
       { type: 'credential_revoked', credential: 'tok_fixture', deviceId: 'dev_fixture' },
       { type: 'account_locked', accountId: 'acct_fixture', locked: true },
       { type: 'sessions_ended', sessionIds: ['sess_fixture'] },
-    ] as const;
+    ] satisfies ControlEvent[];
     for (const c of controls) await busA.publishControl(c);
     // records that are short-lived or rare: a nonce, a moving mark, a replay buffer
     await busA.putNonce('nonce_fixture', phone.deviceId, 600_000);
@@ -202,7 +203,7 @@ async function main(): Promise<void> {
       else if (type === 'list') value = await r.lrange(k, 0, -1);
       else if (type === 'set') value = (await r.smembers(k)).sort();
       else if (type === 'zset') {
-        const flat = await r.zrange(k, 0, -1, 'WITHSCORES');
+        const flat = await r.zrange(k, '0', '-1', 'WITHSCORES');
         const z: Array<[string, number]> = [];
         for (let i = 0; i < flat.length; i += 2) z.push([flat[i], Number(flat[i + 1])]);
         value = z;
@@ -231,8 +232,8 @@ async function main(): Promise<void> {
       else if (m.bytes[0] === 0x73) kind = 'supersede';
       else if (m.bytes[0] === 0x6d) {
         const nl = m.bytes.indexOf(0x0a);
-        const h = JSON.parse(m.bytes.toString('utf8', 1, nl)) as { t: string; b?: number; from?: string };
-        if (h.t === 'req' && h.from === busB.nodeId && (h as { rid: number }).rid === 999999) continue; // ours
+        const h = JSON.parse(m.bytes.toString('utf8', 1, nl)) as { t: string; b?: number; from?: string; rid?: number };
+        if (h.t === 'req' && h.from === busB.nodeId && h.rid === 999999) continue; // ours
         kind = `node-${h.t}${h.t === 'req' ? (h.b ? '-bytes' : '-parsed') : ''}`;
       } else kind = 'unknown';
       const n = (seen.get(kind) ?? 0) + 1;

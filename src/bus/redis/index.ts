@@ -15,7 +15,20 @@ import type { Bus, ControlEvent, DeviceOwner, ReplayEvent, SessionRecord, Sessio
 import { checkStreamId, DEFAULT_REPLAY, eventId, Handlers, parseEventId, type ReplayLimits } from '../util.ts';
 import { GROUP, lua, type ScriptName } from './scripts.ts';
 import { connectorFor, type Connector, type KeyLayout, type RedisClient } from './connector.ts';
-import { busPublish, redisCommand } from '../../metrics.ts';
+import { busPublish, redisCommand, unreadable } from '../../metrics.ts';
+import {
+  bootRecord,
+  decodeControl,
+  decodeDeviceFrame,
+  decodeOwner,
+  decodeReplayEntry,
+  decodeSession,
+  decodeSupersede,
+  encodeControl,
+  encodeDeviceFrame,
+  encodeSession,
+  UnreadableFormatError,
+} from '../formats.ts';
 
 export interface RedisBusOptions {
   /** Namespace of every key and channel. Default `pb:`; tests use a random one. */
@@ -78,7 +91,8 @@ export class RedisBus implements Bus {
   readonly sessions: RedisSessions;
   private readonly o: typeof DEFAULTS;
   private readonly replayLimits: ReplayLimits;
-  private readonly boot = randomBytes(8).toString('hex'); // tells a restart under the same node id apart
+  /** Tells a restart under the same node id apart; announced with the liveness format (formats.ts). */
+  private readonly boot = bootRecord(randomBytes(8).toString('hex'));
   private readonly cmd: RedisClient;
   private readonly sub: RedisClient;
   private readonly layout: KeyLayout;
@@ -374,29 +388,42 @@ export class RedisBus implements Bus {
     if (channel === this.chSelf || channel === this.chSuperseded) {
       if (msg[0] === 'm') this.on.nodeMessage.emit(msg.slice(1));
       else if (msg[0] === 's') {
-        const sp = msg.indexOf(' ');
-        this.on.superseded.emit(msg.slice(sp + 1), Number(msg.slice(1, sp)));
+        const n = this.read(() => decodeSupersede(msg));
+        if (n) this.on.superseded.emit(n.deviceId, n.epoch);
       }
     } else if (channel === this.chControl) {
-      let event: ControlEvent;
-      try {
-        event = JSON.parse(msg) as ControlEvent;
-      } catch {
-        return this.log.warn('malformed control event ignored');
-      }
+      const event = this.read(() => decodeControl<ControlEvent>(msg));
+      if (!event) return;
       // Sessions ended on some node: this node's leases on them end before anything else runs.
       if (event.type === 'sessions_ended' && Array.isArray(event.sessionIds)) this.sessions.drop(event.sessionIds);
       this.on.control.emit(event);
     } else {
       const d = this.layout.deviceOf(channel);
       const s = d === undefined ? undefined : this.devices.get(d);
-      for (const h of s ? [...s.handlers] : []) {
+      const frame = s && this.read(() => decodeDeviceFrame(msg));
+      if (frame === undefined) return;
+      for (const h of [...s!.handlers]) {
         try {
-          h(msg);
+          h(frame);
         } catch (err) {
           this.log.error({ err }, 'device frame handler threw');
         }
       }
+    }
+  }
+
+  /**
+   * @internal A message or record read with its format's decoder (formats.ts); one this node
+   * cannot read is counted and logged (never its content) and reads as undefined.
+   */
+  read<T>(decode: () => T): T | undefined {
+    try {
+      return decode();
+    } catch (err) {
+      if (!(err instanceof UnreadableFormatError)) throw err;
+      unreadable[err.format].inc();
+      this.log.warn({ format: err.format, version: err.version, why: err.message }, 'unreadable bus message or record');
+      return undefined;
     }
   }
 
@@ -419,7 +446,7 @@ export class RedisBus implements Bus {
     return Number((await this.op((r) => r.get(this.key(`rl:${key}`)))) ?? 0);
   }
   async publishControl(event: ControlEvent): Promise<void> {
-    await this.op((r) => r.publish(this.chControl, JSON.stringify(event)));
+    await this.op((r) => r.publish(this.chControl, encodeControl(event)));
   }
   onControl(handler: (event: ControlEvent) => void): void {
     this.on.control.add(handler);
@@ -438,8 +465,8 @@ export class RedisBus implements Bus {
     return Number(await this.run('release', [this.nodeId, deviceId, epoch])) === 1;
   }
   async ownerOf(deviceId: string): Promise<DeviceOwner | undefined> {
-    const r = (await this.run('owner', [deviceId])) as [string, string] | null;
-    return r ? { nodeId: String(r[0]), epoch: Number(r[1]) } : undefined;
+    const r = await this.run('owner', [deviceId]);
+    return this.read(() => decodeOwner(r));
   }
   onSuperseded(handler: (deviceId: string, epoch: number) => void): void {
     this.on.superseded.add(handler);
@@ -469,7 +496,7 @@ export class RedisBus implements Bus {
     this.on.nodeBytes.add(handler);
   }
   async publishDevice(deviceId: string, frame: string): Promise<number> {
-    return this.op((r) => this.connector.publish(r, this.layout.device(deviceId), frame));
+    return this.op((r) => this.connector.publish(r, this.layout.device(deviceId), encodeDeviceFrame(frame)));
   }
   async subscribeDevice(deviceId: string, handler: (frame: string) => void): Promise<() => void> {
     let s = this.devices.get(deviceId);
@@ -512,12 +539,10 @@ export class RedisBus implements Bus {
     if (!last) return [];
     const entries = await this.op((r) => r.lrange(`${this.layout.sess}ev:${sessionId}`, 0, -1));
     const out: ReplayEvent[] = [];
-    for (const e of entries) {
-      const a = e.indexOf('\n');
-      const b = e.indexOf('\n', a + 1);
-      const seq = Number(e.slice(0, a));
-      const streamId = e.slice(a + 1, b);
-      if (streamId === last.streamId && seq > last.seq) out.push({ id: eventId(streamId, seq), data: e.slice(b + 1) });
+    for (const raw of entries) {
+      const e = this.read(() => decodeReplayEntry(raw));
+      if (e && e.streamId === last.streamId && e.seq > last.seq)
+        out.push({ id: eventId(e.streamId, e.seq), data: e.data });
     }
     return out;
   }
@@ -579,7 +604,7 @@ class RedisSessions implements SessionStore {
         if (l.rec.tokenId === s.tokenId && l.rec.lastSeenAt > l.confirmedAt) this.touch(id, idleMs).catch(() => {});
     const evicted = await this.bus.run('sessionCreate', [
       s.id,
-      JSON.stringify(s),
+      encodeSession(s),
       s.deviceId,
       s.tokenId,
       idleMs,
@@ -597,7 +622,12 @@ class RedisSessions implements SessionStore {
       this.drop([id]);
       return undefined;
     }
-    const s = JSON.parse(rec as string) as SessionRecord; // the script returns the stored JSON string
+    // The script returns the stored JSON string; one this release cannot read is no session.
+    const s = this.bus.read(() => decodeSession<SessionRecord>(rec as string));
+    if (!s) {
+      this.drop([id]);
+      return undefined;
+    }
     const now = Date.now();
     s.lastSeenAt = now;
     if (drops === this.drops) {
