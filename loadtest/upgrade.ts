@@ -262,11 +262,15 @@ export const scenario: Scenario = {
     ctx.setNote(`registering ${phonesCount} phones with ${tree.sha.slice(0, 7)}'s code`);
     const keyPair = generateDeviceKey();
     const reg = registerWithOld(tree.dir, databaseUrl, front.url, phonesCount, keyPair.publicKeySpkiBase64);
-    for (let i = 0; i < NODES; i++) {
-      ctx.setNote(`starting old node ${i + 1}/${NODES}`);
-      nodes.push(await startServe(tree.dir, `old-${i}`, 'old', flags(`old-${i}`)));
-      syncFront();
-    }
+    // At once, as a fresh Deployment's pods start (the advisory lock orders their migrations).
+    ctx.setNote(`starting ${NODES} nodes of ${tree.sha.slice(0, 7)}`);
+    const started = await Promise.allSettled(
+      Array.from({ length: NODES }, (_, i) => startServe(tree.dir, `old-${i}`, 'old', flags(`old-${i}`))),
+    );
+    for (const s of started) if (s.status === 'fulfilled') nodes.push(s.value);
+    const notStarted = started.find((s) => s.status === 'rejected');
+    if (notStarted) throw notStarted.reason;
+    syncFront();
 
     // --- phones and clients ---------------------------------------------------------------------
     let closes1012 = 0;
