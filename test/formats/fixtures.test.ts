@@ -13,7 +13,12 @@ import {
   decodeControl,
   decodeDeviceFrame,
   decodeNodeMessage,
+  decodeSession,
   decodeSupersede,
+  encodeControl,
+  encodeDeviceFrame,
+  encodeNodeMessage,
+  encodeSession,
   FORMATS,
   UnreadableFormatError,
 } from '../../src/bus/formats.ts';
@@ -78,6 +83,20 @@ it('a version older than a format reads is refused, a missing one is version 1',
   expect(() => decodeDeviceFrame('v\n{}')).toThrow(UnreadableFormatError);
   expect(decodeBoot('abc')).toEqual({ boot: 'abc', v: 1 });
   expect(decodeBoot('abc.v1')).toEqual({ boot: 'abc', v: 1 });
+});
+
+it('what this release writes is the previous format with a version added, and reads back', () => {
+  // The previous release parses the same JSON and ignores the field it does not know.
+  const msg = encodeNodeMessage({ t: 'res', rid: 7 }, '{"result":{}}');
+  expect(msg).toBe(`{"v":${FORMATS.nodeMessage.write},"t":"res","rid":7}\n{"result":{}}`);
+  expect(decodeNodeMessage(Buffer.from(msg)).header).toEqual({ v: FORMATS.nodeMessage.write, t: 'res', rid: 7 });
+  const event = { type: 'token_revoked', tokenId: 'k' };
+  expect(JSON.parse(encodeControl(event))).toEqual({ v: FORMATS.control.write, ...event });
+  expect(decodeControl(encodeControl(event))).toEqual(event);
+  const rec = { id: 's', tokenId: 'k', deviceId: 'd', scopes: [], createdAt: 1, lastSeenAt: 2 };
+  expect(JSON.parse(encodeSession(rec))).toEqual({ v: FORMATS.session.write, ...rec });
+  expect(decodeSession(encodeSession(rec))).toEqual(rec);
+  expect(encodeDeviceFrame('{"jsonrpc":"2.0"}')).toBe('{"jsonrpc":"2.0"}'); // version 1: the frame as is
 });
 
 describe.each(SETS)('fixtures %s', (set) => {
