@@ -29,6 +29,7 @@ const SCENARIOS: Record<string, string> = {
   'fleet-bench': 'loadtest/fleet-bench.ts',
   stalls: 'loadtest/stalls.ts',
   faults: 'loadtest/faults.ts',
+  upgrade: 'loadtest/upgrade.ts',
 };
 
 const USAGE = `npm run loadtest -- <scenario> [options]
@@ -44,7 +45,8 @@ scenarios: ${Object.keys(SCENARIOS).join(', ')}
   --time-scale F       multiplies every protocol limit (timeouts, soak); 1 = the real limits
   --redis-url URL      a Redis topology for the multi-node passes (throughput), repeatable: one
                        pass each, Redis commands per call counted (redis://, redis+sentinel://,
-                       redis+cluster://); relay-overhead takes it too`;
+                       redis+cluster://); relay-overhead takes it too
+  --from REV           upgrade: the git revision rolled from (its nodes are replaced by this tree's)`;
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 

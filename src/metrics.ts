@@ -228,6 +228,19 @@ export const goodbyes = cellsBy(
   ['sent', 'received'] as const,
 );
 
+/**
+ * Bus messages and Redis records this node could not read: malformed, or of a format version
+ * older than it reads (docs/decisions/0200-bus-and-record-format-versions.md). Non-zero during
+ * a rolling upgrade means two releases too far apart share the cluster.
+ */
+export const unreadable = cellsBy(
+  counter('phonebridge_bus_unreadable_total', 'Bus messages and Redis records this node could not read, by format', [
+    'format',
+  ]),
+  'format',
+  ['nodeMessage', 'supersede', 'control', 'deviceFrame', 'session', 'owner', 'replayEntry', 'liveness'] as const,
+);
+
 /** initialize and server/discover answered from the phone's initialize result: from its socket, the store, or neither. */
 export const initializeFrom = cellsBy(
   counter(

@@ -1,6 +1,6 @@
 // The command line shared by every scenario (fixed: outside checks use it):
 //   npm run loadtest -- <scenario> [--duration S] [--out DIR] [--threshold 'EXPR']… [--target URL]
-//                      [--phones N] [--time-scale F] [--redis-url URL]…
+//                      [--phones N] [--time-scale F] [--redis-url URL]… [--from REV]
 import { parseArgs } from 'node:util';
 import { parseThreshold, type Threshold } from './thresholds.ts';
 
@@ -17,6 +17,8 @@ export interface CommonOptions {
   timeScale: number;
   /** Redis topologies (one Redis, Sentinel, Cluster) the multi-node passes run on, each in turn. */
   redisUrls: string[];
+  /** upgrade: the git revision whose nodes are replaced by the working tree's. */
+  from?: string;
   help: boolean;
 }
 
@@ -47,6 +49,7 @@ export function parseOptions(argv: string[]): CommonOptions {
         phones: { type: 'string' },
         'time-scale': { type: 'string' },
         'redis-url': { type: 'string', multiple: true },
+        from: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -75,6 +78,7 @@ export function parseOptions(argv: string[]): CommonOptions {
     phones: positive('phones', values.phones, true),
     timeScale: positive('time-scale', values['time-scale'], false) ?? 1,
     redisUrls: values['redis-url'] ?? [],
+    from: values.from,
     help: !!values.help,
   };
 }

@@ -11,12 +11,13 @@
 import { relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
 import type { JsonRpcId, JsonRpcRequest } from '../protocol/jsonrpc.ts';
 import { BusTimeoutError, BusUnavailableError, type DeviceOwner } from '../bus/index.ts';
+import { decodeNodeMessage, encodeNodeMessage, nodeHeaderLine, UnreadableFormatError } from '../bus/formats.ts';
 import type { Scope } from '../store/types.ts';
 import type { CallHandle, Caller, DeviceConnection, ReplySink } from './device-connection.ts';
 import { paramsWithCaller, type ClientRequestBytes } from '../protocol/request-bytes.ts';
 import type { GatewayContext } from './context.ts';
 import { matchesCredential, type CredentialMatch } from './hub.ts';
-import { answered, crossNode, goodbyes, reroutes } from '../metrics.ts';
+import { answered, crossNode, goodbyes, reroutes, unreadable } from '../metrics.ts';
 import { contextWith, tracingOn } from '../observability/tracing.ts';
 import { busSendSpan, busServeSpan, endServe } from '../observability/relay-spans.ts';
 
@@ -44,7 +45,7 @@ const MAX_GONE = 2;
 export const movingKey = (deviceId: string) => `moving:${deviceId}`;
 
 // Node-to-node messages: one JSON header line, then an optional raw payload (a phone frame
-// travels unescaped).
+// travels unescaped). Written and read by src/bus/formats.ts, which versions them.
 type Header =
   | {
       t: 'req';
@@ -78,13 +79,12 @@ type Header =
   | { t: 'fail'; rid: number; error: JsonRpcErrorObject }
   | { t: 'bye'; from: string };
 
-const NL = 0x0a;
 const OPEN_BRACE = 0x7b;
 const CLOSE_BRACE = 0x7d;
 const EMPTY = Buffer.alloc(0);
 
 function encode(h: Header, payload = ''): string {
-  return `${JSON.stringify(h)}\n${payload}`;
+  return encodeNodeMessage(h, payload);
 }
 
 /** What a node stopping on purpose sends every other node (see Router.farewell). */
@@ -537,7 +537,7 @@ export class Router {
     // A publish Redis answered late may have reached the owner (BusTimeoutError): it stays
     // pending, settled by the owner's answer, the owner check, the bus going down or its timer.
     const delivered = await this.ctx.bus
-      .sendToNode(owner.nodeId, b ? `${JSON.stringify(header)}\n` : encode(header, r.payload), r.payloadBytes)
+      .sendToNode(owner.nodeId, b ? nodeHeaderLine(header) : encode(header, r.payload), r.payloadBytes)
       .catch(deliveredLate);
     producer?.end(delivered);
     if (delivered && r.orphaned) this.sendOrphan(r);
@@ -727,16 +727,17 @@ export class Router {
   }
 
   private onMessage(raw: Buffer): void {
-    const nl = raw.indexOf(NL);
     let h: Header;
+    // A view of the message: a phone frame goes on to the client without a copy.
+    let payload: Buffer;
     try {
-      h = JSON.parse(raw.toString('utf8', 0, nl < 0 ? raw.length : nl)) as Header;
-    } catch {
-      this.ctx.log.warn({ bytes: raw.length }, 'malformed node message');
+      ({ header: h, payload } = decodeNodeMessage<Header>(raw));
+    } catch (err) {
+      if (!(err instanceof UnreadableFormatError)) throw err;
+      unreadable.nodeMessage.inc();
+      this.ctx.log.warn({ bytes: raw.length, why: err.message }, 'unreadable node message');
       return;
     }
-    // A view of the message: a phone frame goes on to the client without a copy.
-    const payload = nl < 0 ? EMPTY : raw.subarray(nl + 1);
     switch (h.t) {
       case 'req':
         return void this.serve(h, payload);
@@ -939,7 +940,7 @@ class Served implements ReplySink {
   }
 
   reply(header: Header, frame?: Buffer): void {
-    const msg = `${JSON.stringify(header)}\n`;
+    const msg = nodeHeaderLine(header);
     const prev = this.outbox;
     const last = header.t !== 'rel';
     // The first reply (usually the only one) is sent at once; later ones wait for the one

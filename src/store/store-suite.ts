@@ -127,6 +127,7 @@ export function storeSuite(backend: TestBackend): void {
         const next: Migration = {
           version: LATEST_SCHEMA_VERSION + 1,
           name: 'test_future',
+          release: '99.1.0',
           up: async (db) => {
             await sql`create table future_thing (id text primary key)`.execute(db);
           },
@@ -139,7 +140,13 @@ export function storeSuite(backend: TestBackend): void {
           });
           const err = await migrate(k).catch((e: unknown) => e);
           expect(err).toBeInstanceOf(SchemaTooNewError);
-          expect(err).toMatchObject({ found: LATEST_SCHEMA_VERSION + 1, supported: LATEST_SCHEMA_VERSION });
+          expect(err).toMatchObject({
+            found: LATEST_SCHEMA_VERSION + 1,
+            supported: LATEST_SCHEMA_VERSION,
+            needs: '99.1.0',
+          });
+          // The message says which release the schema needs.
+          expect((err as Error).message).toContain('it needs phonebridge 99.1.0 or newer');
           await expect(createStore(source)).rejects.toBeInstanceOf(SchemaTooNewError);
           // The entry point the CLI uses fails the same way (and the refusal changed nothing).
           const opts =
@@ -147,14 +154,35 @@ export function storeSuite(backend: TestBackend): void {
               ? { ...backend.reopenOptions(), role: 'cli' as const }
               : backend.reopenOptions();
           await expect(openStore(opts)).rejects.toBeInstanceOf(SchemaTooNewError);
-          expect((await raw.query('select version from schema_version')).rows).toEqual([
-            { version: LATEST_SCHEMA_VERSION + 1 },
+          expect((await raw.query('select version, min_release from schema_version')).rows).toEqual([
+            { version: LATEST_SCHEMA_VERSION + 1, min_release: '99.1.0' },
           ]);
         } finally {
           await raw.query('drop table if exists future_thing');
-          await raw.query('update schema_version set version = $1', [LATEST_SCHEMA_VERSION]);
+          await raw.query('update schema_version set version = $1, min_release = $2', [
+            LATEST_SCHEMA_VERSION,
+            MIGRATIONS[MIGRATIONS.length - 1].release,
+          ]);
           await k.destroy();
         }
+      });
+
+      it('records the oldest release the schema needs, also on a schema an older runner made', async () => {
+        const latestRelease = MIGRATIONS[MIGRATIONS.length - 1].release;
+        expect((await raw.query('select min_release from schema_version')).rows).toEqual([
+          { min_release: latestRelease },
+        ]);
+        // What the runner before this column left (fe50efd): the table without it.
+        await raw.query('alter table schema_version drop column min_release');
+        const k = kyselyOn();
+        try {
+          expect(await migrate(k)).toEqual({ from: LATEST_SCHEMA_VERSION, to: LATEST_SCHEMA_VERSION });
+        } finally {
+          await k.destroy();
+        }
+        expect((await raw.query('select version, min_release from schema_version')).rows).toEqual([
+          { version: LATEST_SCHEMA_VERSION, min_release: latestRelease },
+        ]);
       });
     });
 

@@ -256,7 +256,12 @@ export class SchemaTooNewError extends Error {
   constructor(
     readonly found: number,
     readonly supported: number,
+    /** The release the schema needs (schema_version.min_release); unknown when an older build migrated it. */
+    readonly needs?: string,
   ) {
-    super(`database schema version ${found} is newer than this relay supports (${supported}); upgrade phonebridge`);
+    super(
+      `database schema version ${found} is newer than this relay supports (${supported}); ` +
+        (needs ? `it needs phonebridge ${needs} or newer` : 'upgrade phonebridge'),
+    );
   }
 }

@@ -23,6 +23,7 @@ import { tmpdir } from 'node:os';
 import { DeviceAgent, loadIdentity, silentLogger } from '../../src/device/agent/index.ts';
 import { saveIdentity } from '../../src/device/agent/state.ts';
 import { createEchoServer, type EchoServerControl } from '../fixtures/echo-server.ts';
+import { decodeNodeMessage } from '../../src/bus/formats.ts';
 import { RedisBus } from '../../src/bus/redis/index.ts';
 import { quietLog, REDIS_URL } from '../../src/bus/redis/test-support.ts';
 import { farewellMessage, MOVE_GRACE_MS, movingKey } from '../../src/gateway/router.ts';
@@ -371,7 +372,11 @@ describe('a node that leaves on purpose', () => {
       const epoch = await z.claimDevice(p.deviceId);
       await client.initialize(B.url);
       const pending = client.call(B.url, 1, 'echo', { text: 'routed again' });
-      await waitFor(() => heard.some((m) => m.startsWith('{"t":"req"')), 10_000, 'the request reached Z');
+      await waitFor(
+        () => heard.some((m) => decodeNodeMessage(Buffer.from(m)).header.t === 'req'),
+        10_000,
+        'the request reached Z',
+      );
 
       await z.hit(movingKey(p.deviceId), MOVE_GRACE_MS);
       await z.releaseDevice(p.deviceId, epoch);

@@ -16,7 +16,20 @@ import { checkStreamId, DEFAULT_REPLAY, eventId, Handlers, parseEventId, type Re
 import { GROUP, lua, type ScriptName } from './scripts.ts';
 import { connectorFor, type Connector, type KeyLayout, type RedisClient } from './connector.ts';
 import { QuietPublisher } from './quiet.ts';
-import { busPublish, redisCommand } from '../../metrics.ts';
+import { busPublish, redisCommand, unreadable } from '../../metrics.ts';
+import {
+  bootRecord,
+  decodeControl,
+  decodeDeviceFrame,
+  decodeOwner,
+  decodeReplayEntry,
+  decodeSession,
+  decodeSupersede,
+  encodeControl,
+  encodeDeviceFrame,
+  encodeSession,
+  UnreadableFormatError,
+} from '../formats.ts';
 
 export interface RedisBusOptions {
   /** Namespace of every key and channel. Default `pb:`; tests use a random one. */
@@ -81,7 +94,8 @@ export class RedisBus implements Bus {
   readonly sessions: RedisSessions;
   private readonly o: typeof DEFAULTS;
   private readonly replayLimits: ReplayLimits;
-  private readonly boot = randomBytes(8).toString('hex'); // tells a restart under the same node id apart
+  /** Tells a restart under the same node id apart; announced with the liveness format (formats.ts). */
+  private readonly boot = bootRecord(randomBytes(8).toString('hex'));
   private readonly cmd: RedisClient;
   private readonly sub: RedisClient;
   /** Node messages whose reply nobody reads (replyToNode), where the topology allows it. */
@@ -392,29 +406,42 @@ export class RedisBus implements Bus {
     if (channel === this.chSelf || channel === this.chSuperseded) {
       if (msg[0] === 'm') this.on.nodeMessage.emit(msg.slice(1));
       else if (msg[0] === 's') {
-        const sp = msg.indexOf(' ');
-        this.on.superseded.emit(msg.slice(sp + 1), Number(msg.slice(1, sp)));
+        const n = this.read(() => decodeSupersede(msg));
+        if (n) this.on.superseded.emit(n.deviceId, n.epoch);
       }
     } else if (channel === this.chControl) {
-      let event: ControlEvent;
-      try {
-        event = JSON.parse(msg) as ControlEvent;
-      } catch {
-        return this.log.warn('malformed control event ignored');
-      }
+      const event = this.read(() => decodeControl<ControlEvent>(msg));
+      if (!event) return;
       // Sessions ended on some node: this node's leases on them end before anything else runs.
       if (event.type === 'sessions_ended' && Array.isArray(event.sessionIds)) this.sessions.drop(event.sessionIds);
       this.on.control.emit(event);
     } else {
       const d = this.layout.deviceOf(channel);
       const s = d === undefined ? undefined : this.devices.get(d);
-      for (const h of s ? [...s.handlers] : []) {
+      const frame = s && this.read(() => decodeDeviceFrame(msg));
+      if (frame === undefined) return;
+      for (const h of [...s!.handlers]) {
         try {
-          h(msg);
+          h(frame);
         } catch (err) {
           this.log.error({ err }, 'device frame handler threw');
         }
       }
+    }
+  }
+
+  /**
+   * @internal A message or record read with its format's decoder (formats.ts); one this node
+   * cannot read is counted and logged (never its content) and reads as undefined.
+   */
+  read<T>(decode: () => T): T | undefined {
+    try {
+      return decode();
+    } catch (err) {
+      if (!(err instanceof UnreadableFormatError)) throw err;
+      unreadable[err.format].inc();
+      this.log.warn({ format: err.format, version: err.version, why: err.message }, 'unreadable bus message or record');
+      return undefined;
     }
   }
 
@@ -437,7 +464,7 @@ export class RedisBus implements Bus {
     return Number((await this.op((r) => r.get(this.key(`rl:${key}`)))) ?? 0);
   }
   async publishControl(event: ControlEvent): Promise<void> {
-    await this.op((r) => r.publish(this.chControl, JSON.stringify(event)));
+    await this.op((r) => r.publish(this.chControl, encodeControl(event)));
   }
   onControl(handler: (event: ControlEvent) => void): void {
     this.on.control.add(handler);
@@ -456,8 +483,8 @@ export class RedisBus implements Bus {
     return Number(await this.run('release', [this.nodeId, deviceId, epoch])) === 1;
   }
   async ownerOf(deviceId: string): Promise<DeviceOwner | undefined> {
-    const r = (await this.run('owner', [deviceId])) as [string, string] | null;
-    return r ? { nodeId: String(r[0]), epoch: Number(r[1]) } : undefined;
+    const r = await this.run('owner', [deviceId]);
+    return this.read(() => decodeOwner(r));
   }
   onSuperseded(handler: (deviceId: string, epoch: number) => void): void {
     this.on.superseded.add(handler);
@@ -495,7 +522,7 @@ export class RedisBus implements Bus {
     this.on.nodeBytes.add(handler);
   }
   async publishDevice(deviceId: string, frame: string): Promise<number> {
-    return this.op((r) => this.connector.publish(r, this.layout.device(deviceId), frame));
+    return this.op((r) => this.connector.publish(r, this.layout.device(deviceId), encodeDeviceFrame(frame)));
   }
   async subscribeDevice(deviceId: string, handler: (frame: string) => void): Promise<() => void> {
     let s = this.devices.get(deviceId);
@@ -538,12 +565,10 @@ export class RedisBus implements Bus {
     if (!last) return [];
     const entries = await this.op((r) => r.lrange(`${this.layout.sess}ev:${sessionId}`, 0, -1));
     const out: ReplayEvent[] = [];
-    for (const e of entries) {
-      const a = e.indexOf('\n');
-      const b = e.indexOf('\n', a + 1);
-      const seq = Number(e.slice(0, a));
-      const streamId = e.slice(a + 1, b);
-      if (streamId === last.streamId && seq > last.seq) out.push({ id: eventId(streamId, seq), data: e.slice(b + 1) });
+    for (const raw of entries) {
+      const e = this.read(() => decodeReplayEntry(raw));
+      if (e && e.streamId === last.streamId && e.seq > last.seq)
+        out.push({ id: eventId(e.streamId, e.seq), data: e.data });
     }
     return out;
   }
@@ -607,7 +632,7 @@ class RedisSessions implements SessionStore {
           this.renew(id, idleMs, l.rec.lastSeenAt).catch(() => {});
     const evicted = await this.bus.run('sessionCreate', [
       s.id,
-      JSON.stringify(s),
+      encodeSession(s),
       s.deviceId,
       s.tokenId,
       idleMs,
@@ -633,7 +658,12 @@ class RedisSessions implements SessionStore {
       this.drop([id]);
       return undefined;
     }
-    const s = JSON.parse(rec as string) as SessionRecord; // the script returns the stored JSON string
+    // The script returns the stored JSON string; one this release cannot read is no session.
+    const s = this.bus.read(() => decodeSession<SessionRecord>(rec as string));
+    if (!s) {
+      this.drop([id]);
+      return undefined;
+    }
     const now = Date.now();
     s.lastSeenAt = usedAt;
     if (drops === this.drops) {
@@ -694,7 +724,9 @@ class RedisSessions implements SessionStore {
     const flat = (await this.bus.run('sessionList', [deviceId, Math.max(1, Math.floor(limit))])) as unknown[];
     const out: SessionRecord[] = [];
     for (let i = 0; i + 1 < flat.length; i += 2) {
-      const s = JSON.parse(String(flat[i])) as SessionRecord;
+      // A record this release cannot read is left out, as `touch` treats it as no session.
+      const s = this.bus.read(() => decodeSession<SessionRecord>(String(flat[i])));
+      if (!s) continue;
       const seen = Number(flat[i + 1]);
       // This node's lease may know a later use than its last renewal in Redis.
       const leased = this.leases.get(s.id)?.rec.lastSeenAt ?? 0;

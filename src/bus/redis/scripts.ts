@@ -11,14 +11,20 @@
 //   sx:d:<deviceId>      zset sessionId -> expiry ms (index for deleteWhere), PX >= its members
 //   sx:t:<tokenId>       same, by token
 //   ev:<sessionId>       list of "seq\nstreamId\ndata" (replay buffer); evm:<sessionId> hash bytes[, seq]
-//   dev:<deviceId>       hash node, epoch (epoch survives release so it stays monotonic); 30 days
+//   dev:<deviceId>       hash node, epoch (epoch survives release so it stays monotonic), v; 30 days
 //   owned:<nodeId>       set of devices claimed by the node (to reap them when it dies)
 //   nodes                zset nodeId -> liveness deadline (Redis server clock, ms)
-//   boots                hash nodeId -> boot id of the process announcing it
+//   boots                hash nodeId -> boot id of the process announcing it (`<boot>.v<N>`)
+// Each message and record has a format version, numbered and read in ../formats.ts
+// (docs/decisions/0200-bus-and-record-format-versions.md); `v` below is FORMATS.owner.write.
 // Channels: ch:control, ch:node:<nodeId> ("m"+msg | "s<epoch> <deviceId>"), ch:dev:<deviceId>.
 // On a cluster (connector.ts): node and device channels are sharded, ch:node:{<nodeId>} and
 // ch:dev:{<deviceId>}; the claim scripts' supersede notices go to the plain channel
 // <own>ch:node:<nodeId> (a script may only SPUBLISH to its own slot).
+
+import { FORMATS } from '../formats.ts';
+
+const OWNER_V = FORMATS.owner.write;
 
 const NOW = `local function now()
   local t = redis.call('TIME')
@@ -71,7 +77,7 @@ end
 const CLAIM_BODY = `
   local prev = redis.call('HGET', k, 'node')
   local e = redis.call('HINCRBY', k, 'epoch', 1)
-  redis.call('HSET', k, 'node', self)
+  redis.call('HSET', k, 'node', self, 'v', ${OWNER_V})
   redis.call('PEXPIRE', k, 2592000000) -- 30 days: forgets devices gone for good
   redis.call('SADD', p .. 'owned:' .. self, d)
   if prev and prev ~= self then
@@ -190,7 +196,7 @@ if f[1] == self and stored == held then
   return held
 end
 if stored < held then
-  redis.call('HSET', k, 'node', self, 'epoch', held)
+  redis.call('HSET', k, 'node', self, 'epoch', held, 'v', ${OWNER_V})
   redis.call('PEXPIRE', k, 2592000000)
   redis.call('SADD', p .. 'owned:' .. self, d)
   if f[1] and f[1] ~= self then
@@ -211,10 +217,10 @@ redis.call('HDEL', k, 'node')
 redis.call('SREM', p .. 'owned:' .. self, d)
 return 1`,
 
-  // ARGV: p, deviceId. {node, epoch} if owned by a live node.
+  // ARGV: p, deviceId. {node, epoch, v} if owned by a live node (v nil: an older release's record).
   owner: `${ALIVE}
-local f = redis.call('HMGET', ARGV[1] .. 'dev:' .. ARGV[2], 'node', 'epoch')
-if f[1] and alive(ARGV[1], f[1]) then return {f[1], f[2]} end
+local f = redis.call('HMGET', ARGV[1] .. 'dev:' .. ARGV[2], 'node', 'epoch', 'v')
+if f[1] and alive(ARGV[1], f[1]) then return {f[1], f[2], f[3]} end
 return false`,
 
   // ARGV: p, self, boot, ttlMs. Renews this node, reaps dead ones.

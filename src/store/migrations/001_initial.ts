@@ -7,6 +7,7 @@ import type { Migration } from './types.ts';
 export const migration001: Migration = {
   version: 1,
   name: 'initial',
+  release: '0.1.0',
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a migration runs against the schema as it was, not today's typed one
   async up(db: Kysely<any>) {
     const statements = [

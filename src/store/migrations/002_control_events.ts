@@ -8,6 +8,7 @@ import type { Migration } from './types.ts';
 export const migration002: Migration = {
   version: 2,
   name: 'control_events',
+  release: '0.1.0',
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a migration runs against the schema as it was, not today's typed one
   async up(db: Kysely<any>) {
     await sql`create table control_events (

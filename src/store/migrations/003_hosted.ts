@@ -8,6 +8,7 @@ import type { Migration } from './types.ts';
 export const migration003: Migration = {
   version: 3,
   name: 'hosted',
+  release: '0.1.0',
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a migration runs against the schema as it was, not today's typed one
   async up(db: Kysely<any>) {
     const statements = [

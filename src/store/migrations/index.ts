@@ -1,5 +1,8 @@
 // Our own small runner: numbered migrations applied in one transaction under an advisory lock,
-// and a one-row schema_version table (docs/decisions/0002-postgres-store-and-schema-version.md).
+// and a one-row schema_version table (docs/decisions/0002-postgres-store-and-schema-version.md)
+// that also records the oldest release that can run on the schema (min_release). Every
+// migration leaves the schema usable by the release before it: old nodes keep serving while
+// new ones migrate (docs/decisions/0202-migrations-during-a-rolling-upgrade.md).
 import { sql, type Kysely } from 'kysely';
 import { SchemaTooNewError } from '../types.ts';
 import { migration001 } from './001_initial.ts';
@@ -40,19 +43,27 @@ export async function migrate(db: Kysely<any>, migrations: readonly Migration[] 
     await sql`create table if not exists schema_version (
       singleton boolean primary key default true check (singleton),
       version integer not null,
-      updated_at timestamptz not null default now()
+      updated_at timestamptz not null default now(),
+      min_release text
     )`.execute(trx);
-    const row = await trx.selectFrom('schema_version').select('version').executeTakeFirst();
+    // Read every column: min_release is absent on a schema only older builds have migrated.
+    const row = (await sql<{ version: number; min_release?: string | null }>`select * from schema_version`.execute(trx))
+      .rows[0];
     const from = row ? Number(row.version) : 0;
-    if (from > latest) throw new SchemaTooNewError(from, latest);
+    if (from > latest) throw new SchemaTooNewError(from, latest, row?.min_release ?? undefined);
+    // Older builds made the table without it; they ignore the column (they select `version`).
+    if (row && row.min_release === undefined)
+      await sql`alter table schema_version add column if not exists min_release text`.execute(trx);
     for (const m of migrations) {
       if (m.version > from) await m.up(trx);
     }
-    if (from !== latest) {
+    const minRelease = migrations[latest - 1].release;
+    if (from !== latest || row?.min_release !== minRelease) {
+      const values = { version: latest, updated_at: new Date(), min_release: minRelease };
       await trx
         .insertInto('schema_version')
-        .values({ singleton: true, version: latest, updated_at: new Date() })
-        .onConflict((oc) => oc.column('singleton').doUpdateSet({ version: latest, updated_at: new Date() }))
+        .values({ singleton: true, ...values })
+        .onConflict((oc) => oc.column('singleton').doUpdateSet(values))
         .execute();
     }
     return { from, to: latest };
