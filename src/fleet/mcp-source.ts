@@ -29,12 +29,10 @@ export function deviceUrlSource(ctx: GatewayContext, keys: FleetKeyLookup): Cred
       }
       const fk = await keys.resolve(token);
       if (!fk) return undefined;
-      const now = new Date();
-      const [device, alloc] = await Promise.all([
-        ctx.store.fleet.getDevice(deviceId),
-        ctx.store.fleet.allocationOfDevice(deviceId, now),
-      ]);
-      return fleetAccess(fk, deviceId, device, alloc, allocation);
+      // Labels, facts and the live allocation in one uncached read: a relabel, an allocation or
+      // a release takes effect on the next call, on every node.
+      const found = await ctx.store.fleet.deviceAccess(deviceId, new Date());
+      return fleetAccess(fk, deviceId, found?.device, found?.allocationId ?? null, allocation);
     },
   };
 }

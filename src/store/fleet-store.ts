@@ -2,12 +2,22 @@
 // conditional upsert on allocations' unique device_id (docs/decisions/0171-allocation-atomicity.md).
 import { sql, type Kysely, type Selectable } from 'kysely';
 import type { AllocationsTable, DB, DevicesTable, EnrollmentsTable, FleetKeysTable } from './schema.ts';
-import type { Allocation, Enrollment, FleetKey, FleetStore, LabelledDevice } from './fleet-types.ts';
+import type { Allocation, DeviceLabels, Enrollment, FleetKey, FleetStore, LabelledDevice } from './fleet-types.ts';
 import type { ControlEvent, Scope } from './types.ts';
 import { toDevice } from './device-row.ts';
 
 function toLabelledDevice(r: Selectable<DevicesTable>): LabelledDevice {
   return { ...toDevice(r), labels: r.labels ?? {} };
+}
+
+/** The parts of a cached initialize result facts are read from (src/fleet/labels.ts factLabels). */
+const FACT_SOURCES = sql<unknown>`jsonb_build_object(
+  'serverInfo', d.init_result->'serverInfo',
+  'protocolVersion', d.init_result->'protocolVersion',
+  '_meta', jsonb_build_object('phonebridge/device', d.init_result->'_meta'->'phonebridge/device'))`;
+
+function toDeviceLabels(r: { id: string; account_id: string; labels: Record<string, string> | null; facts: unknown }) {
+  return { id: r.id, accountId: r.account_id, labels: r.labels ?? {}, initResult: r.facts } satisfies DeviceLabels;
 }
 
 function toKey(r: Selectable<FleetKeysTable>): FleetKey {
@@ -177,18 +187,31 @@ export class KyselyFleetStore implements FleetStore {
     contains: Record<string, string>,
     now: Date,
     limit: number,
-  ): Promise<LabelledDevice[]> {
+  ): Promise<DeviceLabels[]> {
     const rows = await this.db
       .selectFrom('devices as d')
       .leftJoin('allocations as a', (j) => j.onRef('a.device_id', '=', 'd.id').on('a.expires_at', '>', now))
-      .selectAll('d')
+      .select(['d.id', 'd.account_id', 'd.labels', FACT_SOURCES.as('facts')])
       .where('d.account_id', '=', accountId)
       .where('a.device_id', 'is', null)
       .where(sql<boolean>`d.labels @> ${JSON.stringify(contains)}::jsonb`)
       .orderBy(sql`random()`)
       .limit(limit)
       .execute();
-    return rows.map(toLabelledDevice);
+    return rows.map(toDeviceLabels);
+  }
+
+  async deviceAccess(
+    deviceId: string,
+    now: Date,
+  ): Promise<{ device: DeviceLabels; allocationId: string | null } | undefined> {
+    const r = await this.db
+      .selectFrom('devices as d')
+      .leftJoin('allocations as a', (j) => j.onRef('a.device_id', '=', 'd.id').on('a.expires_at', '>', now))
+      .select(['d.id', 'd.account_id', 'd.labels', FACT_SOURCES.as('facts'), 'a.id as allocation_id'])
+      .where('d.id', '=', deviceId)
+      .executeTakeFirst();
+    return r && { device: toDeviceLabels(r), allocationId: r.allocation_id };
   }
 
   async allocationOfDevice(deviceId: string, now: Date): Promise<Allocation | undefined> {

@@ -8,6 +8,18 @@ export interface LabelledDevice extends Device {
   labels: Record<string, string>;
 }
 
+/**
+ * What selectors read of a phone: its hand-set labels and, as `initResult`, only the parts of
+ * its cached initialize result its facts come from (src/fleet/labels.ts factLabels) — not the
+ * whole result, which the allocation and per-call paths would otherwise parse for every row.
+ */
+export interface DeviceLabels {
+  id: string;
+  accountId: string;
+  labels: Record<string, string>;
+  initResult: unknown;
+}
+
 export interface FleetKey {
   id: string;
   accountId: string;
@@ -88,7 +100,9 @@ export interface FleetStore {
    * Up to `limit` of the account's phones, in random order, whose labels contain `contains` and
    * that nobody holds an unexpired allocation of: the candidates of an allocation.
    */
-  freeDevices(accountId: string, contains: Record<string, string>, now: Date, limit: number): Promise<LabelledDevice[]>;
+  freeDevices(accountId: string, contains: Record<string, string>, now: Date, limit: number): Promise<DeviceLabels[]>;
+  /** A phone's labels and facts with the id of its unexpired allocation, in one read (the per-call access check). */
+  deviceAccess(deviceId: string, now: Date): Promise<{ device: DeviceLabels; allocationId: string | null } | undefined>;
   /** The unexpired allocation of a phone. */
   allocationOfDevice(deviceId: string, now: Date): Promise<Allocation | undefined>;
   getAllocation(id: string, now: Date): Promise<Allocation | undefined>;
