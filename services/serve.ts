@@ -8,6 +8,7 @@ import { startGateway, type GatewayNode } from '../src/gateway/node.ts';
 import { writeRelayInfo } from './relay-info.ts';
 import { startRelayTracing, stopRelayTracing } from '../src/observability/tracing.ts';
 import { fleetFeature } from '../src/fleet/index.ts';
+import { hostedFeature } from '../src/hosted/index.ts';
 
 export interface RunningRelay {
   node: GatewayNode;
@@ -45,7 +46,7 @@ export async function startRelay(
       store: store.store,
       bus,
       log,
-      features: [fleetFeature({ apiRequestsPerMinute: apiPerMinute })],
+      features: [...(config.hosted ? [hostedFeature()] : []), fleetFeature({ apiRequestsPerMinute: apiPerMinute })],
     });
   } catch (err) {
     await bus.close();

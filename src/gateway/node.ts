@@ -25,7 +25,6 @@ import { Exchange, runRoute } from './http.ts';
 import { handlePair } from './pairing.ts';
 import { deviceSocketBehavior, handleChallenge, sweepIdleDevices } from './device-socket.ts';
 import { registerMcpRoutes } from './mcp-endpoint.ts';
-import { registerHostedRoutes } from '../hosted/index.ts';
 import { registerLocalAuthHelp } from './unauthorized.ts';
 import { CLOSE, type DeviceConnection } from './device-connection.ts';
 import { Router } from './router.ts';
@@ -96,13 +95,13 @@ export async function startGateway(opts: {
   routes.post('/device/challenge', handleChallenge(ctx));
   app.ws('/device/ws', deviceSocketBehavior(ctx));
   const mcp = registerMcpRoutes(routes, ctx);
-  if (config.hosted) registerHostedRoutes(routes, ctx);
-  else registerLocalAuthHelp(routes);
   const started: StartedFeature[] = [];
   for (const f of opts.features ?? []) {
     const s = f.start({ app: routes, ctx, mcp });
     if (s) started.push(s);
   }
+  // No feature serves OAuth for /mcp: clients that go looking are told how to authenticate.
+  if (!mcp.oauthOffered) registerLocalAuthHelp(routes);
   routes.any('/*', (res) => new Exchange(res).error(404, 'not_found', 'no such endpoint'));
 
   const admin = uws.App();
@@ -395,6 +394,9 @@ function applyControl(ctx: GatewayContext, event: ControlEvent): void {
       // Evicted beyond their key's session cap: their streams end wherever they are.
       for (const sessionId of event.sessionIds) ctx.hub.revoke({ sessionId });
       break;
+    case 'feature':
+      // Another feature's announcement (src/gateway/features.ts): its own handlers read it.
+      return;
     case 'account_locked':
       ctx.auth.invalidate({ accountId: event.accountId });
       if (event.locked) {
