@@ -16,6 +16,11 @@ export const fleetMetrics = {
     buckets: [...LATENCY_BUCKETS],
     registers: [registry],
   }),
+  allocationWaiting: new client.Gauge({
+    name: 'phonebridge_fleet_allocation_waiting',
+    help: 'Allocation requests on this node waiting (wait_s) for a phone to become free',
+    registers: [registry],
+  }),
   releases: new client.Counter({
     name: 'phonebridge_fleet_allocation_releases_total',
     help: 'Allocations released by their holder',

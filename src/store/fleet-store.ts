@@ -272,6 +272,16 @@ export class KyselyFleetStore implements FleetStore {
     return r.numDeletedRows > 0n;
   }
 
+  async nextAllocationExpiry(accountId: string, now: Date): Promise<Date | undefined> {
+    const r = await this.db
+      .selectFrom('allocations')
+      .select((eb) => eb.fn.min<Date>('expires_at').as('at'))
+      .where('account_id', '=', accountId)
+      .where('expires_at', '>', now)
+      .executeTakeFirst();
+    return r?.at ?? undefined;
+  }
+
   async countAllocations(now: Date): Promise<number> {
     const r = await this.db
       .selectFrom('allocations')

@@ -112,6 +112,8 @@ export interface FleetStore {
   /** New expiry for the holder's unexpired allocation; undefined when it is not (or no longer) theirs. */
   renewAllocation(id: string, keyId: string, expiresAt: Date, now: Date): Promise<Allocation | undefined>;
   releaseAllocation(id: string, keyId: string): Promise<boolean>;
+  /** When the account's next unexpired allocation expires (a waiting allocation wakes then). */
+  nextAllocationExpiry(accountId: string, now: Date): Promise<Date | undefined>;
   /** Unexpired allocations (a gauge). */
   countAllocations(now: Date): Promise<number>;
 
