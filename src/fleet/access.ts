@@ -26,14 +26,14 @@ export function deviceKeyOnUrl(cred: Credential, deviceId: string): Credential |
 
 /**
  * A fleet key on a phone: the credential the endpoint uses (the fleet key as caller, bound to
- * this phone), or why not. `allocationId` is the phone's live allocation's id, `presented` the
+ * this phone), or why not. `allocation` is the phone's live allocation (its id and holder), `presented` the
  * allocation header's value.
  */
 export function fleetAccess(
   fk: ResolvedFleetKey,
   deviceId: string,
   device: DeviceLabels | undefined,
-  allocationId: string | null,
+  allocation: { id: string; keyId: string } | null,
   presented: string | undefined,
 ): Credential | Refusal {
   if (!device || device.accountId !== fk.account.id)
@@ -44,13 +44,13 @@ export function fleetAccess(
       code: 'outside_selector',
       message: `phone ${deviceId} does not match this fleet key's selector "${formatSelector(fk.selector)}"; label the phone or use a fleet key whose selector matches it`,
     };
-  if (allocationId !== null && allocationId !== presented)
+  if (allocation !== null && (allocation.id !== presented || allocation.keyId !== fk.key.id))
     return {
       status: 409,
       code: 'device_allocated',
       message: `phone ${deviceId} is allocated to another caller; allocate a free phone with POST /api/v1/allocations (the holder sends its allocation id in X-Phonebridge-Allocation)`,
     };
-  if (allocationId === null && presented !== undefined)
+  if (allocation === null && presented !== undefined)
     return {
       status: 409,
       code: 'allocation_ended',

@@ -388,7 +388,8 @@ function applyControl(ctx: GatewayContext, event: ControlEvent): void {
       break;
     case 'credential_revoked':
       // Only the node holding the phone's socket has it; the phone releases what that caller held.
-      ctx.hub.device(event.deviceId)?.notify(CREDENTIAL_REVOKED_METHOD, { credential: event.credential });
+      for (const deviceId of 'deviceIds' in event ? event.deviceIds : [event.deviceId])
+        ctx.hub.device(deviceId)?.notify(CREDENTIAL_REVOKED_METHOD, { credential: event.credential });
       break;
     case 'sessions_ended':
       // Evicted beyond their key's session cap: their streams end wherever they are.

@@ -80,7 +80,15 @@ export interface FleetStore {
   findKeyByHash(hash: string): Promise<FleetKey | undefined>;
   getKey(id: string): Promise<FleetKey | undefined>;
   listKeys(accountId?: string): Promise<FleetKey[]>;
-  /** Deletes the key and its allocations; journals token_revoked so every node ends what it holds. */
+  /**
+   * Remembers that the key was used on the phone (idempotent), so its revocation reaches it.
+   * allocate() records its phone itself.
+   */
+  recordKeyUse(keyId: string, deviceId: string): Promise<void>;
+  /**
+   * Deletes the key and its allocations; journals token_revoked so every node ends what it
+   * holds, and credential_revoked for the phones it was used on (they release what it held).
+   */
   revokeKey(id: string): Promise<boolean>;
 
   /**
@@ -102,7 +110,10 @@ export interface FleetStore {
    */
   freeDevices(accountId: string, contains: Record<string, string>, now: Date, limit: number): Promise<DeviceLabels[]>;
   /** A phone's labels and facts with the id of its unexpired allocation, in one read (the per-call access check). */
-  deviceAccess(deviceId: string, now: Date): Promise<{ device: DeviceLabels; allocationId: string | null } | undefined>;
+  deviceAccess(
+    deviceId: string,
+    now: Date,
+  ): Promise<{ device: DeviceLabels; allocation: { id: string; keyId: string } | null } | undefined>;
   /** The unexpired allocation of a phone. */
   allocationOfDevice(deviceId: string, now: Date): Promise<Allocation | undefined>;
   getAllocation(id: string, now: Date): Promise<Allocation | undefined>;
