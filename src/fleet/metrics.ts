@@ -31,35 +31,39 @@ export const fleetMetrics = {
 // Both outcomes exist from the start (a scrape before the first allocation shows 0, not nothing).
 for (const outcome of ['allocated', 'none_available']) fleetMetrics.allocations.inc({ outcome }, 0);
 
-const GAUGES = ['phonebridge_fleet_allocations_active', 'phonebridge_fleet_enrollment_phones'];
+/** The store the gauges read at scrape time (the node's, set when the feature starts). */
+let gaugeStore: Store | undefined;
 
 /**
  * Read from the store at scrape time (cluster-wide: the same figures on every node):
- * live allocations, and phones paired through enrollment codes.
+ * live allocations, and phones paired through enrollment codes. Registered with the module, so
+ * the series exist (at 0) before the feature starts.
  */
 export function trackFleetGauges(store: Store): void {
-  for (const name of GAUGES) if (registry.getSingleMetric(name)) registry.removeSingleMetric(name);
-  new client.Gauge({
-    name: GAUGES[0],
-    help: 'Unexpired allocations in the cluster (the same figure on every node)',
-    registers: [registry],
-    async collect() {
-      this.set(await store.fleet.countAllocations(new Date()).catch(() => 0));
-    },
-  });
-  new client.Gauge({
-    name: GAUGES[1],
-    help: 'Phones paired through enrollment codes, by the state of their code',
-    labelNames: ['state'] as const,
-    registers: [registry],
-    async collect() {
-      const list = await store.fleet.listEnrollments().catch(() => []);
-      const now = Date.now();
-      const by = { active: 0, ended: 0 };
-      for (const e of list)
-        by[!e.revokedAt && e.expiresAt.getTime() > now && e.used < e.maxPhones ? 'active' : 'ended'] += e.used;
-      this.set({ state: 'active' }, by.active);
-      this.set({ state: 'ended' }, by.ended);
-    },
-  });
+  gaugeStore = store;
 }
+
+new client.Gauge({
+  name: 'phonebridge_fleet_allocations_active',
+  help: 'Unexpired allocations in the cluster (the same figure on every node)',
+  registers: [registry],
+  async collect() {
+    this.set(gaugeStore ? await gaugeStore.fleet.countAllocations(new Date()).catch(() => 0) : 0);
+  },
+});
+
+new client.Gauge({
+  name: 'phonebridge_fleet_enrollment_phones',
+  help: 'Phones paired through enrollment codes, by the state of their code',
+  labelNames: ['state'] as const,
+  registers: [registry],
+  async collect() {
+    const list = gaugeStore ? await gaugeStore.fleet.listEnrollments().catch(() => []) : [];
+    const now = Date.now();
+    const by = { active: 0, ended: 0 };
+    for (const e of list)
+      by[!e.revokedAt && e.expiresAt.getTime() > now && e.used < e.maxPhones ? 'active' : 'ended'] += e.used;
+    this.set({ state: 'active' }, by.active);
+    this.set({ state: 'ended' }, by.ended);
+  },
+});
