@@ -35,6 +35,7 @@ function httpJson(
   headers: Record<string, string>,
   body: unknown,
   agent: Agent,
+  retries = 1,
 ): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const data = body === undefined ? undefined : JSON.stringify(body);
@@ -70,7 +71,13 @@ function httpJson(
       },
     );
     req.on('timeout', () => req.destroy(new Error(`${method} ${url} timed out`)));
-    req.on('error', reject);
+    req.on('error', (err: NodeJS.ErrnoException) => {
+      // A keep-alive socket the server closed as this request went out on it (Node's documented
+      // race, `request.reusedSocket`): the request never reached the relay; send it again.
+      if (req.reusedSocket && err.code === 'ECONNRESET' && retries > 0)
+        resolve(httpJson(url, method, headers, body, agent, retries - 1));
+      else reject(err);
+    });
     req.end(data);
   });
 }
