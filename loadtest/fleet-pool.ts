@@ -17,6 +17,8 @@ import { openStore } from '../src/store/index.ts';
 import { createEnrollment } from '../src/fleet/enroll.ts';
 import { createFleetKey } from '../src/fleet/keys.ts';
 import { SCOPES } from '../src/store/types.ts';
+import { PAIR_FAILURE_LIMIT } from '../src/gateway/pairing.ts';
+import { openFileLimit } from './lib/limits.ts';
 
 const LOOPS = 200;
 /** Source addresses the enrollment spreads over (a handful of NATs; each is gated per address). */
@@ -33,6 +35,7 @@ function httpJson(
   headers: Record<string, string>,
   body: unknown,
   agent: Agent,
+  retries = 1,
 ): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const data = body === undefined ? undefined : JSON.stringify(body);
@@ -68,7 +71,13 @@ function httpJson(
       },
     );
     req.on('timeout', () => req.destroy(new Error(`${method} ${url} timed out`)));
-    req.on('error', reject);
+    req.on('error', (err: NodeJS.ErrnoException) => {
+      // A keep-alive socket the server closed as this request went out on it (Node's documented
+      // race, `request.reusedSocket`): the request never reached the relay; send it again.
+      if (req.reusedSocket && err.code === 'ECONNRESET' && retries > 0)
+        resolve(httpJson(url, method, headers, body, agent, retries - 1));
+      else reject(err);
+    });
     req.end(data);
   });
 }
@@ -77,6 +86,14 @@ async function run(ctx: ScenarioContext): Promise<void> {
   if (ctx.opts.target) throw new Error('fleet starts its own two nodes (it enrolls phones into their store)');
   const m = ctx.metrics;
   const phoneCount = Math.max(10, ctx.opts.phones ?? 5000);
+  // Descriptors: this process holds every phone's socket plus the orchestrators' connections
+  // (each relay node, its own process, holds about half the phones). Checked before anything starts.
+  const fds = phoneCount + LOOPS * 2 + ENROLL_ADDRESSES * PAIR_FAILURE_LIMIT + 500;
+  const limit = openFileLimit();
+  if (limit !== undefined && fds > limit)
+    throw new Error(
+      `${phoneCount} phones need ~${fds} open files in the load generator, over its limit of ${limit} (ulimit -n): fewer --phones or a higher limit`,
+    );
   ctx.setNote('two nodes: setup');
   const relays = await startRelays({ nodes: 2 });
   ctx.defer(() => relays.dispose());
@@ -105,7 +122,9 @@ async function run(ctx: ScenarioContext): Promise<void> {
   const enrollTrend = m.trend('enroll_duration');
   const enrollStart = performance.now();
   let enrollFirstError = '';
-  await pool(phoneCount, 400, async (i) => {
+  // As many pairings in flight as the pairing gate lets through (five per address): more would
+  // only wait at the gate, polling the bus (docs/decisions/0173-enrollment.md).
+  await pool(phoneCount, ENROLL_ADDRESSES * PAIR_FAILURE_LIMIT, async (i) => {
     const address = addresses[i % addresses.length];
     const t0 = performance.now();
     const r = await httpJson(

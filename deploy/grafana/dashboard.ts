@@ -534,6 +534,64 @@ export function buildDashboard() {
       ),
     );
 
+  // Fleets (docs/decisions/0170-fleet-model.md): cluster-wide figures, no per-phone or per-label series.
+  d.withRow(new RowBuilder('Fleets: allocations and enrollment'))
+    .withPanel(
+      stat(
+        'Allocations active',
+        'Unexpired allocations in the cluster (read from the store; every node reports the same figure).',
+        `max(phonebridge_fleet_allocations_active{${SEL}})`,
+      ),
+    )
+    .withPanel(
+      stat(
+        'Allocations waiting',
+        'POST /api/v1/allocations requests waiting (wait_s) for a phone to become free, all nodes.',
+        `sum(phonebridge_fleet_allocation_waiting{${SEL}})`,
+      ),
+    )
+    .withPanel(
+      stat(
+        'Phones enrolled (active codes)',
+        'Phones paired through enrollment codes that can still pair more.',
+        `max(phonebridge_fleet_enrollment_phones{${SEL}, state="active"})`,
+      ),
+    )
+    .withPanel(
+      stat(
+        'Phones enrolled (ended codes)',
+        'Phones paired through enrollment codes that are used up, expired or revoked.',
+        `max(phonebridge_fleet_enrollment_phones{${SEL}, state="ended"})`,
+      ),
+    )
+    .withPanel(
+      graph(
+        'Allocation requests by outcome',
+        'Per second: a phone handed out, or none free (409 no_device_available after any wait_s).',
+        [[perSecond('phonebridge_fleet_allocation_requests_total', 'outcome'), '{{outcome}}']],
+        'reqps',
+        8,
+      ),
+    )
+    .withPanel(
+      medianAndP99(
+        'Allocation wait',
+        'From an allocation request to the phone handed out, wait_s included.',
+        'phonebridge_fleet_allocation_wait_seconds',
+        false,
+        8,
+      ),
+    )
+    .withPanel(
+      graph(
+        'Releases',
+        'Allocations given back by their holder, per second.',
+        [[perSecond('phonebridge_fleet_allocation_releases_total', ''), 'released']],
+        'reqps',
+        8,
+      ),
+    );
+
   const dashboard = d.build();
   // Grafana needs a unique id per panel (rows included); the builder leaves them unset.
   dashboard.panels?.forEach((panel, i) => (panel.id = i + 1));

@@ -52,7 +52,14 @@ import type { ControlEvent as JournalEvent } from '../store/types.ts';
  * bus ended itself (evicted beyond a key's session cap), which only travel on the bus
  * (docs/decisions/0003-announcements-reach-every-node.md).
  */
-export type ControlEvent = JournalEvent | { type: 'sessions_ended'; sessionIds: string[] };
+export type ControlEvent =
+  | JournalEvent
+  | { type: 'sessions_ended'; sessionIds: string[] }
+  /**
+   * An optional feature's own announcement to its instances on every node
+   * (src/gateway/features.ts): the gateway passes it by without reading it.
+   */
+  | { type: 'feature'; feature: string; data: Record<string, string> };
 
 /** Who holds a device's socket. A request must carry the epoch; a stale owner can never answer. */
 export interface DeviceOwner {

@@ -2,7 +2,7 @@
 // the I/O is src/fleet/mcp-source.ts's.
 import type { Credential } from '../gateway/auth.ts';
 import type { Refusal } from '../gateway/features.ts';
-import type { Allocation, LabelledDevice } from '../store/index.ts';
+import type { DeviceLabels } from '../store/index.ts';
 import { factLabels, formatSelector, matches } from './labels.ts';
 import type { ResolvedFleetKey } from './keys.ts';
 
@@ -10,7 +10,7 @@ import type { ResolvedFleetKey } from './keys.ts';
 export const ALLOCATION_HEADER = 'x-phonebridge-allocation';
 
 /** Hand-set labels and the phone's facts, as selectors see them. */
-export function allLabels(d: LabelledDevice): Record<string, string> {
+export function allLabels(d: Pick<DeviceLabels, 'labels' | 'initResult'>): Record<string, string> {
   return { ...d.labels, ...factLabels(d.initResult) };
 }
 
@@ -26,14 +26,14 @@ export function deviceKeyOnUrl(cred: Credential, deviceId: string): Credential |
 
 /**
  * A fleet key on a phone: the credential the endpoint uses (the fleet key as caller, bound to
- * this phone), or why not. `allocation` is the phone's live allocation, `presented` the
+ * this phone), or why not. `allocation` is the phone's live allocation (its id and holder), `presented` the
  * allocation header's value.
  */
 export function fleetAccess(
   fk: ResolvedFleetKey,
   deviceId: string,
-  device: LabelledDevice | undefined,
-  allocation: Allocation | undefined,
+  device: DeviceLabels | undefined,
+  allocation: { id: string; keyId: string } | null,
   presented: string | undefined,
 ): Credential | Refusal {
   if (!device || device.accountId !== fk.account.id)
@@ -44,13 +44,13 @@ export function fleetAccess(
       code: 'outside_selector',
       message: `phone ${deviceId} does not match this fleet key's selector "${formatSelector(fk.selector)}"; label the phone or use a fleet key whose selector matches it`,
     };
-  if (allocation && allocation.id !== presented)
+  if (allocation !== null && (allocation.id !== presented || allocation.keyId !== fk.key.id))
     return {
       status: 409,
       code: 'device_allocated',
       message: `phone ${deviceId} is allocated to another caller; allocate a free phone with POST /api/v1/allocations (the holder sends its allocation id in X-Phonebridge-Allocation)`,
     };
-  if (!allocation && presented !== undefined)
+  if (allocation === null && presented !== undefined)
     return {
       status: 409,
       code: 'allocation_ended',

@@ -7,6 +7,7 @@ import { deviceUrlSource, explainFleetKeyOnMcp } from './mcp-source.ts';
 import { registerApi } from './api/server.ts';
 import { ROUTES } from './api/routes.ts';
 import { trackFleetGauges } from './metrics.ts';
+import { startPoolWaiters } from './pool-waiters.ts';
 
 export const DEVICE_URL_PATTERN = '/mcp/devices/:deviceId';
 /** Default per-key budget of /api/v1 requests per minute (cluster-wide). */
@@ -25,6 +26,8 @@ export function fleetFeature(opts: { apiRequestsPerMinute?: number } = {}): Gate
         requestsPerMinute: opts.apiRequestsPerMinute ?? API_REQUESTS_PER_MINUTE,
       });
       trackFleetGauges(ctx.store);
+      const waiters = startPoolWaiters(ctx);
+      return { close: () => waiters.close() };
     },
   };
 }

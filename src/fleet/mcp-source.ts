@@ -3,7 +3,7 @@
 // matches, unless another caller holds the phone's allocation.
 import type { HttpRequest } from '../uws.ts';
 import type { GatewayContext } from '../gateway/context.ts';
-import type { CredentialSource, Refusal } from '../gateway/features.ts';
+import { isRefusal, type CredentialSource, type Refusal } from '../gateway/features.ts';
 import type { Credential } from '../gateway/auth.ts';
 import { ALLOCATION_HEADER, deviceKeyOnUrl, fleetAccess } from './access.ts';
 import { isFleetToken, type FleetKeyLookup } from './keys.ts';
@@ -14,6 +14,7 @@ interface Captured {
 }
 
 export function deviceUrlSource(ctx: GatewayContext, keys: FleetKeyLookup): CredentialSource<Captured> {
+  const uses = new KeyUses(ctx);
   return {
     capture(req: HttpRequest): Captured {
       return {
@@ -29,12 +30,14 @@ export function deviceUrlSource(ctx: GatewayContext, keys: FleetKeyLookup): Cred
       }
       const fk = await keys.resolve(token);
       if (!fk) return undefined;
-      const now = new Date();
-      const [device, alloc] = await Promise.all([
-        ctx.store.fleet.getDevice(deviceId),
-        ctx.store.fleet.allocationOfDevice(deviceId, now),
-      ]);
-      return fleetAccess(fk, deviceId, device, alloc, allocation);
+      // Labels, facts and the live allocation in one uncached read: a relabel, an allocation or
+      // a release takes effect on the next call, on every node.
+      const found = await ctx.store.fleet.deviceAccess(deviceId, new Date());
+      const access = fleetAccess(fk, deviceId, found?.device, found?.allocation ?? null, allocation);
+      // The phones a key was used on hear of its revocation (docs/decisions/0178-fleet-key-revocation-reaches-phones.md): an
+      // allocation's holder was recorded with the allocation, any other use once per node.
+      if (!isRefusal(access) && !found?.allocation) await uses.record(fk.key.id, deviceId);
+      return access;
     },
   };
 }
@@ -51,3 +54,19 @@ export function explainFleetKeyOnMcp(keys: FleetKeyLookup) {
     };
   };
 }
+
+/** Key-on-phone uses this node has written to the store already (bounded; a forgotten one is written again, idempotently). */
+class KeyUses {
+  private readonly known = new Set<string>();
+  constructor(private readonly ctx: GatewayContext) {}
+
+  async record(keyId: string, deviceId: string): Promise<void> {
+    const k = `${keyId} ${deviceId}`;
+    if (this.known.has(k)) return;
+    await this.ctx.store.fleet.recordKeyUse(keyId, deviceId);
+    if (this.known.size >= KEY_USES_MAX) this.known.clear();
+    this.known.add(k);
+  }
+}
+
+const KEY_USES_MAX = 100_000;

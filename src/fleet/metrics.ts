@@ -16,6 +16,11 @@ export const fleetMetrics = {
     buckets: [...LATENCY_BUCKETS],
     registers: [registry],
   }),
+  allocationWaiting: new client.Gauge({
+    name: 'phonebridge_fleet_allocation_waiting',
+    help: 'Allocation requests on this node waiting (wait_s) for a phone to become free',
+    registers: [registry],
+  }),
   releases: new client.Counter({
     name: 'phonebridge_fleet_allocation_releases_total',
     help: 'Allocations released by their holder',
@@ -26,7 +31,8 @@ export const fleetMetrics = {
 // Both outcomes exist from the start (a scrape before the first allocation shows 0, not nothing).
 for (const outcome of ['allocated', 'none_available']) fleetMetrics.allocations.inc({ outcome }, 0);
 
-const GAUGES = ['phonebridge_fleet_allocations_active', 'phonebridge_fleet_enrollment_phones'];
+/** The store the gauges read at scrape time (the node's, set when the feature starts). */
+let gaugeStore: Store | undefined;
 
 /**
  * How long a scrape waits for the store. A store that stops answering must not hold /metrics:
@@ -50,36 +56,42 @@ async function boundedRead<T>(read: () => Promise<T>): Promise<T | undefined> {
 
 /**
  * Read from the store at scrape time (cluster-wide: the same figures on every node):
- * live allocations, and phones paired through enrollment codes. When the store does not answer
- * in time the gauges keep their last values (phonebridge_store_up says why).
+ * live allocations, and phones paired through enrollment codes. Registered with the module, so
+ * the series exist (at 0) before the feature starts. When the store does not answer in time the
+ * gauges keep their last values (phonebridge_store_up says why).
  */
 export function trackFleetGauges(store: Store): void {
-  for (const name of GAUGES) if (registry.getSingleMetric(name)) registry.removeSingleMetric(name);
-  new client.Gauge({
-    name: GAUGES[0],
-    help: 'Unexpired allocations in the cluster (the same figure on every node)',
-    registers: [registry],
-    async collect() {
-      const n = await boundedRead(() => store.fleet.countAllocations(new Date()));
-      if (n !== undefined) this.set(n);
-    },
-  });
-  const enrollment = new client.Gauge({
-    name: GAUGES[1],
-    help: 'Phones paired through enrollment codes, by the state of their code',
-    labelNames: ['state'] as const,
-    registers: [registry],
-    async collect() {
-      const list = await boundedRead(() => store.fleet.listEnrollments());
-      if (list === undefined) return;
-      const now = Date.now();
-      const by = { active: 0, ended: 0 };
-      for (const e of list)
-        by[!e.revokedAt && e.expiresAt.getTime() > now && e.used < e.maxPhones ? 'active' : 'ended'] += e.used;
-      this.set({ state: 'active' }, by.active);
-      this.set({ state: 'ended' }, by.ended);
-    },
-  });
-  // Both states from the start, so a first scrape during a store outage still has them.
-  for (const state of ['active', 'ended']) enrollment.set({ state }, 0);
+  gaugeStore = store;
 }
+
+new client.Gauge({
+  name: 'phonebridge_fleet_allocations_active',
+  help: 'Unexpired allocations in the cluster (the same figure on every node)',
+  registers: [registry],
+  async collect() {
+    const store = gaugeStore;
+    if (!store) return this.set(0);
+    const n = await boundedRead(() => store.fleet.countAllocations(new Date()));
+    if (n !== undefined) this.set(n);
+  },
+});
+
+const enrollmentPhones = new client.Gauge({
+  name: 'phonebridge_fleet_enrollment_phones',
+  help: 'Phones paired through enrollment codes, by the state of their code',
+  labelNames: ['state'] as const,
+  registers: [registry],
+  async collect() {
+    const store = gaugeStore;
+    const list = store ? await boundedRead(() => store.fleet.listEnrollments()) : [];
+    if (list === undefined) return;
+    const now = Date.now();
+    const by = { active: 0, ended: 0 };
+    for (const e of list)
+      by[!e.revokedAt && e.expiresAt.getTime() > now && e.used < e.maxPhones ? 'active' : 'ended'] += e.used;
+    this.set({ state: 'active' }, by.active);
+    this.set({ state: 'ended' }, by.ended);
+  },
+});
+// Both states from the start, so a first scrape during a store outage still has them.
+for (const state of ['active', 'ended']) enrollmentPhones.set({ state }, 0);

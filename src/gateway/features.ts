@@ -1,7 +1,8 @@
 // The one registration point for optional features (docs/decisions/0174-gateway-features.md):
-// the gateway starts each feature it is given with a FeatureHost and knows none by name. A
-// feature adds HTTP routes, serves MCP on its own URLs with its own credentials (mountMcp), and
-// may explain keys /mcp does not know.
+// the gateway starts each feature it is given with a FeatureHost and knows none by name (hosted
+// mode and fleets are both features). A feature adds HTTP routes, serves MCP on its own URLs
+// with its own credentials (mount), may explain keys /mcp does not know, and may serve OAuth
+// for /mcp (offerOAuth).
 import type { HttpRequest, TemplatedApp } from '../uws.ts';
 import type { GatewayContext } from './context.ts';
 import type { Credential } from './auth.ts';
@@ -35,6 +36,12 @@ export interface McpMount {
   mount<C>(pattern: string, source: CredentialSource<C>): void;
   /** Asked when /mcp does not know a presented key: a specific refusal instead of the plain 401. */
   explainUnknownKey(fn: (token: string) => Promise<Refusal | undefined>): void;
+  /**
+   * The feature runs an OAuth authorization server for /mcp: 401s carry
+   * `resource_metadata="<url>"` (RFC 9728) and say to connect with OAuth, and the gateway's
+   * own "this relay runs no OAuth server" answers on the discovery paths are left out.
+   */
+  offerOAuth(resourceMetadataUrl: () => string): void;
 }
 
 export interface FeatureHost {

@@ -67,6 +67,7 @@ export class Hub {
   /** Client streams on this node per key, oldest first. */
   private readonly keyStreams = new Map<string, Set<{ end(): void }>>();
   private readonly revokeHandlers: Array<(match: CredentialMatch) => void> = [];
+  private readonly attachHandlers: Array<(conn: DeviceConnection) => void> = [];
   private readonly revoked = new ExpiringMap<true>();
 
   constructor(private readonly bus: Bus) {}
@@ -80,7 +81,13 @@ export class Hub {
     const old = this.devices.get(conn.deviceId);
     this.devices.set(conn.deviceId, conn);
     metrics.devicesConnected.set(this.devices.size);
+    for (const h of this.attachHandlers) h(conn);
     return old === conn ? undefined : old;
+  }
+
+  /** Called when a phone socket registers on this node (its claim on the bus follows: `conn.claim`). */
+  onAttach(handler: (conn: DeviceConnection) => void): void {
+    this.attachHandlers.push(handler);
   }
 
   /** Forgets a socket, unless a newer one already replaced it. */

@@ -17,7 +17,6 @@ import { SseStream } from './sse.ts';
 import { EventStream, isResponseEvent, newStreamId, postStreamDeadline, SessionChannel } from './session-streams.ts';
 import { BusUnavailableError, parseEventId } from '../bus/index.ts';
 import { presentedToken, type Credential } from './auth.ts';
-import { resourceMetadataUrl } from '../hosted/oauth.ts';
 import {
   classify,
   errorResponse,
@@ -111,7 +110,10 @@ const FOLLOW_POLL_MS = 200;
 const FOLLOW_GRACE_MS = 5_000;
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-export function registerMcpRoutes(app: TemplatedApp, ctx: GatewayContext): McpMount & { close(): void } {
+export function registerMcpRoutes(
+  app: TemplatedApp,
+  ctx: GatewayContext,
+): McpMount & { close(): void; readonly oauthOffered: boolean } {
   const endpoint = new McpEndpoint(ctx);
   const serve = (pattern: string, source?: CredentialSource<unknown>) => {
     app.post(pattern, (res, req) => endpoint.post(res, req, source));
@@ -126,6 +128,10 @@ export function registerMcpRoutes(app: TemplatedApp, ctx: GatewayContext): McpMo
     close: () => endpoint.close(),
     mount: (pattern, source) => serve(pattern, source),
     explainUnknownKey: (fn) => endpoint.explainers.push(fn),
+    offerOAuth: (resourceMetadataUrl) => (endpoint.resourceMetadata = resourceMetadataUrl),
+    get oauthOffered() {
+      return endpoint.resourceMetadata !== undefined;
+    },
   };
 }
 
@@ -149,6 +155,8 @@ class McpEndpoint {
   private readonly bound = new WeakMap<McpHeaders, Bound>();
   /** Features that can say why /mcp does not know a key (src/gateway/features.ts). */
   readonly explainers: Array<(token: string) => Promise<Refusal | undefined>> = [];
+  /** The OAuth discovery document a feature serves for /mcp (McpMount.offerOAuth), if any. */
+  resourceMetadata: (() => string) | undefined;
 
   constructor(private readonly ctx: GatewayContext) {
     this.stateless = new StatelessEndpoint(ctx, (ex, cred, deviceId, msg, related, timeoutMs) =>
@@ -173,10 +181,13 @@ class McpEndpoint {
     ]));
   }
 
-  /** In hosted mode the challenge points OAuth clients at the discovery document (RFC 9728). */
+  /**
+   * With a feature serving OAuth for /mcp (McpMount.offerOAuth), the challenge points OAuth
+   * clients at its discovery document (RFC 9728).
+   */
   private get challenge(): string {
-    return this.ctx.config.hosted
-      ? `Bearer realm="phonebridge", resource_metadata="${resourceMetadataUrl(this.ctx.config.publicUrl)}"`
+    return this.resourceMetadata
+      ? `Bearer realm="phonebridge", resource_metadata="${this.resourceMetadata()}"`
       : 'Bearer realm="phonebridge"';
   }
 
@@ -221,7 +232,7 @@ class McpEndpoint {
     if (!cred) {
       const presented = !!presentedToken(h);
       clientAuthFailures[presented ? 'invalid' : 'missing'].inc();
-      const answer = unauthorized(this.challenge, presented, this.ctx.config.hosted);
+      const answer = unauthorized(this.challenge, presented, !!this.resourceMetadata);
       ex.send(401, { ...JSON_HEADERS, ...answer.headers }, answer.body);
       return undefined;
     }

@@ -96,13 +96,13 @@ export async function startGateway(opts: {
   routes.post('/device/challenge', handleChallenge(ctx));
   app.ws('/device/ws', deviceSocketBehavior(ctx));
   const mcp = registerMcpRoutes(routes, ctx);
-  // Hosted mode is a feature (it registers the OAuth endpoints); without it, discovery says how to authenticate.
-  if (!config.hosted) registerLocalAuthHelp(routes);
   const started: StartedFeature[] = [];
   for (const f of opts.features ?? []) {
     const s = f.start({ app: routes, ctx, mcp });
     if (s) started.push(s);
   }
+  // No feature serves OAuth for /mcp: clients that go looking are told how to authenticate.
+  if (!mcp.oauthOffered) registerLocalAuthHelp(routes);
   routes.any('/*', (res) => new Exchange(res).error(404, 'not_found', 'no such endpoint'));
 
   const admin = uws.App();
@@ -420,12 +420,16 @@ function applyControl(ctx: GatewayContext, event: ControlEvent): void {
       break;
     case 'credential_revoked':
       // Only the node holding the phone's socket has it; the phone releases what that caller held.
-      ctx.hub.device(event.deviceId)?.notify(CREDENTIAL_REVOKED_METHOD, { credential: event.credential });
+      for (const deviceId of 'deviceIds' in event ? event.deviceIds : [event.deviceId])
+        ctx.hub.device(deviceId)?.notify(CREDENTIAL_REVOKED_METHOD, { credential: event.credential });
       break;
     case 'sessions_ended':
       // Evicted beyond their key's session cap: their streams end wherever they are.
       for (const sessionId of event.sessionIds) ctx.hub.revoke({ sessionId });
       break;
+    case 'feature':
+      // Another feature's announcement (src/gateway/features.ts): its own handlers read it.
+      return;
     case 'account_locked':
       ctx.auth.invalidate({ accountId: event.accountId });
       if (event.locked) {

@@ -8,6 +8,7 @@ import { createKey, createPairing } from '../provisioning.ts';
 import { handle, type HostedRequest } from './request.ts';
 import { qrDataUri } from './qr.ts';
 import { esc, hidden } from './web.ts';
+import { factLabels, formatSelector, LabelError, matches, parseSelector, type Selector } from '../fleet/labels.ts';
 import { COUNTDOWN_JS, FAVICON_SVG, PAIRING_JS, STYLE_CSS } from './assets.ts';
 import { activeClients, windowText, type ActiveClient } from './active-clients.ts';
 
@@ -151,11 +152,27 @@ function clientsCell(clients: ActiveClient[] | undefined, capped: boolean): stri
 
 async function dashboard(r: HostedRequest, account: Account, windowMs: number, notice?: string): Promise<void> {
   const { store, bus } = r.ctx;
-  const [devices, tokens, grants] = await Promise.all([
+  const [allDevices, tokens, grants, labelled, fleetKeys] = await Promise.all([
     store.listDevices(account.id),
     store.listTokens({ accountId: account.id }),
     store.listOAuthGrants(account.id),
+    store.fleet.listDevices({ accountId: account.id }),
+    store.fleet.listKeys(account.id),
   ]);
+  // The phone list filtered by a selector, parsed by the same code as /api/v1 and the CLI.
+  const labelsOf = new Map(labelled.map((d) => [d.id, d.labels]));
+  const selectorText = (r.query.get('selector') ?? '').trim();
+  let selector: Selector = [];
+  let selectorError = '';
+  try {
+    selector = parseSelector(selectorText);
+  } catch (err) {
+    if (!(err instanceof LabelError)) throw err;
+    selectorError = err.message;
+  }
+  const devices = allDevices.filter((d) =>
+    matches(selector, { ...(labelsOf.get(d.id) ?? {}), ...factLabels(d.initResult) }),
+  );
   const online = await Promise.all(
     devices.map((d) =>
       bus.ownerOf(d.id).then(
@@ -175,7 +192,7 @@ async function dashboard(r: HostedRequest, account: Account, windowMs: number, n
     (list) => !!list && list.length === SESSIONS_READ && list.every((x) => x.lastSeenAt >= now - windowMs),
   );
   const keys = tokens.filter((t) => t.via === 'key');
-  const names = new Map(devices.map((d) => [d.id, d.name]));
+  const names = new Map(allDevices.map((d) => [d.id, d.name]));
   const csrf = r.csrf();
   const csrfField = hidden('csrf', csrf);
   const cap = (n: number | null) => (n === null ? 'unlimited' : String(n));
@@ -186,6 +203,7 @@ async function dashboard(r: HostedRequest, account: Account, windowMs: number, n
       return `<tr><td>${esc(d.name)}<div class="muted">${esc(d.id)}</div></td>
 <td class="${online[i] ? 'online' : 'offline'}">${online[i] ? 'online' : 'offline'}</td>
 <td>${online[i] ? 'now' : esc(when(d.lastSeenAt))}</td><td>${esc(init?.serverInfo?.version ?? '—')}</td><td>${clientsCell(clients[i], capped[i])}</td>
+<td data-testid="phone-labels">${labelChips(labelsOf.get(d.id) ?? {})}</td>
 <td><form method="post" action="/account/phones/remove" class="inline">${csrfField}${hidden('device', d.id)}<button type="submit">Remove</button></form></td></tr>`;
     })
     .join('');
@@ -197,6 +215,14 @@ async function dashboard(r: HostedRequest, account: Account, windowMs: number, n
 <td><form method="post" action="/account/keys/revoke" class="inline">${csrfField}${hidden('key', k.id)}<button type="submit">Revoke</button></form></td></tr>`,
     )
     .join('');
+  const fleetKeyRows = fleetKeys
+    .map(
+      (
+        k,
+      ) => `<tr><td>${esc(k.id)}<div class="muted">fleet key</div></td><td data-testid="fleet-key-selector">${k.selector ? `phones matching <code>${esc(k.selector)}</code>` : 'every phone'}</td><td>${esc(k.scopes.join(' '))}</td><td>${esc(when(k.createdAt))}</td>
+<td><form method="post" action="/account/keys/revoke" class="inline">${csrfField}${hidden('key', k.id)}<button type="submit">Revoke</button></form></td></tr>`,
+    )
+    .join('');
   const grantRows = grants
     .map(
       (
@@ -205,7 +231,7 @@ async function dashboard(r: HostedRequest, account: Account, windowMs: number, n
 <td><form method="post" action="/account/connections/revoke" class="inline">${csrfField}${hidden('grant', g.id)}<button type="submit">Revoke</button></form></td></tr>`,
     )
     .join('');
-  const phoneOptions = devices.map((d) => `<option value="${esc(d.id)}">${esc(d.name)}</option>`).join('');
+  const phoneOptions = allDevices.map((d) => `<option value="${esc(d.id)}">${esc(d.name)}</option>`).join('');
   const scopeBoxes = SCOPES.map(
     (s) => `<label><input type="checkbox" name="scope" value="${s}" checked> ${s}</label>`,
   ).join(' ');
@@ -216,16 +242,19 @@ async function dashboard(r: HostedRequest, account: Account, windowMs: number, n
     `${notice ? `<p role="status">${esc(notice)}</p>` : ''}
 ${account.locked ? '<p class="error" role="alert">This account has no active subscription: clients get 402 until it is renewed. Phones and keys are kept.</p>' : ''}
 <section aria-labelledby="plan-h"><h2 id="plan-h">Plan and usage</h2>
-<p>Phones: ${devices.length} of ${cap(account.maxDevices)} · API keys and OAuth connections: ${keys.length + grants.length} of ${cap(account.maxKeys)}</p></section>
+<p>Phones: ${allDevices.length} of ${cap(account.maxDevices)} · API keys, fleet keys and OAuth connections: ${keys.length + fleetKeys.length + grants.length} of ${cap(account.maxKeys)}</p></section>
 
 <section aria-labelledby="phones-h"><h2 id="phones-h">Phones</h2>
-${devices.length ? `<table><thead><tr><th>Name</th><th>Status</th><th>Last seen</th><th>App version</th><th>Clients active in the last ${esc(windowText(windowMs))}</th><th></th></tr></thead><tbody>${phoneRows}</tbody></table>` : '<p class="muted">No phone yet.</p>'}
+<form method="get" action="/account" role="search"><label for="selector">Labels</label> <input id="selector" name="selector" type="text" maxlength="2000" value="${esc(selectorText)}" placeholder="site=berlin,model in (pixel7,pixel8)"> <button type="submit">Filter</button></form>
+${selectorError ? `<p class="error" role="alert" data-testid="selector-error">Not a selector (bad_selector): ${esc(selectorError)}</p>` : ''}
+${selector.length ? `<p class="muted" data-testid="selector-shown">${devices.length} of ${allDevices.length} phones match <code>${esc(formatSelector(selector))}</code>.</p>` : ''}
+${devices.length ? `<table><thead><tr><th>Name</th><th>Status</th><th>Last seen</th><th>App version</th><th>Clients active in the last ${esc(windowText(windowMs))}</th><th>Labels</th><th></th></tr></thead><tbody>${phoneRows}</tbody></table>` : allDevices.length ? '<p class="muted">No phone matches.</p>' : '<p class="muted">No phone yet.</p>'}
 <form method="post" action="/account/pair">${csrfField}
 <label for="phone-name">Phone name</label> <input id="phone-name" name="name" type="text" maxlength="100">
 <button type="submit" class="primary">Pair a phone</button></form></section>
 
 <section aria-labelledby="keys-h"><h2 id="keys-h">API keys</h2>
-${keys.length ? `<table><thead><tr><th>Key</th><th>Phone</th><th>Scopes</th><th>Created</th><th></th></tr></thead><tbody>${keyRows}</tbody></table>` : '<p class="muted">No API key.</p>'}
+${keys.length + fleetKeys.length ? `<table><thead><tr><th>Key</th><th>Phone</th><th>Scopes</th><th>Created</th><th></th></tr></thead><tbody>${keyRows}${fleetKeyRows}</tbody></table>` : '<p class="muted">No API key.</p>'}
 ${
   devices.length
     ? `<form method="post" action="/account/keys">${csrfField}
@@ -325,8 +354,21 @@ async function revokeKey(r: HostedRequest, account: Account, form: URLSearchPara
   if (key && (await r.ctx.store.revokeToken(id))) {
     await announce(r, { type: 'token_revoked', tokenId: id });
     await announce(r, { type: 'credential_revoked', credential: id, deviceId: key.deviceId });
+  } else if (!key) {
+    // A fleet key: the store journals its revocation for every phone it was used on.
+    const fleet = await r.ctx.store.fleet.getKey(id);
+    if (fleet?.accountId === account.id && (await r.ctx.store.fleet.revokeKey(id)))
+      await announce(r, { type: 'token_revoked', tokenId: id });
   }
   r.redirect('/account');
+}
+
+/** Hand-set labels as `key=value` chips (the phone's facts are in the other columns). */
+function labelChips(labels: Record<string, string>): string {
+  const entries = Object.entries(labels).sort(([a], [b]) => a.localeCompare(b));
+  return entries.length
+    ? entries.map(([k, v]) => `<code class="label">${esc(k)}=${esc(v)}</code>`).join(' ')
+    : '<span class="muted">—</span>';
 }
 
 async function revokeConnection(r: HostedRequest, account: Account, form: URLSearchParams): Promise<void> {

@@ -1,10 +1,11 @@
 // Hosted mode's HTTP surface (docs/HOSTED.md): sign-in, the dashboard and the OAuth server, one
-// gateway feature (src/gateway/features.ts) that services/serve.ts starts only with --hosted.
+// gateway feature (docs/decisions/0174-gateway-features.md) that services/serve.ts passes only
+// with --hosted, so the gateway never names it.
 import type { GatewayFeature } from '../gateway/features.ts';
 import { createMailer } from './mail.ts';
 import { registerSigninRoutes } from './signin.ts';
 import { registerDashboardRoutes, type DashboardOptions } from './dashboard.ts';
-import { registerOAuthRoutes } from './oauth.ts';
+import { registerOAuthRoutes, resourceMetadataUrl } from './oauth.ts';
 import { ClientMetadataFetcher, type ClientMetadataOptions } from './client-metadata.ts';
 
 export { resourceMetadataUrl } from './oauth.ts';
@@ -18,12 +19,14 @@ export interface HostedOptions extends DashboardOptions {
 export function hostedFeature(opts: HostedOptions = {}): GatewayFeature {
   return {
     name: 'hosted',
-    start({ app, ctx }) {
+    start({ app, ctx, mcp }) {
       const mailer = createMailer(ctx.config, ctx.log);
       const metadata = new ClientMetadataFetcher(opts.clientMetadata);
       registerSigninRoutes(app, ctx, mailer);
       registerDashboardRoutes(app, ctx, opts);
       registerOAuthRoutes(app, ctx, metadata);
+      // The public URL is final only once the node listens (port 0), so it is read per answer.
+      mcp.offerOAuth(() => resourceMetadataUrl(ctx.config.publicUrl));
       return { close: () => metadata.close() };
     },
   };

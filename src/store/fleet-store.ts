@@ -2,12 +2,22 @@
 // conditional upsert on allocations' unique device_id (docs/decisions/0171-allocation-atomicity.md).
 import { sql, type Kysely, type Selectable } from 'kysely';
 import type { AllocationsTable, DB, DevicesTable, EnrollmentsTable, FleetKeysTable } from './schema.ts';
-import type { Allocation, Enrollment, FleetKey, FleetStore, LabelledDevice } from './fleet-types.ts';
+import type { Allocation, DeviceLabels, Enrollment, FleetKey, FleetStore, LabelledDevice } from './fleet-types.ts';
 import type { ControlEvent, Scope } from './types.ts';
 import { toDevice } from './device-row.ts';
 
 function toLabelledDevice(r: Selectable<DevicesTable>): LabelledDevice {
   return { ...toDevice(r), labels: r.labels ?? {} };
+}
+
+/** The parts of a cached initialize result facts are read from (src/fleet/labels.ts factLabels). */
+const FACT_SOURCES = sql<unknown>`jsonb_build_object(
+  'serverInfo', d.init_result->'serverInfo',
+  'protocolVersion', d.init_result->'protocolVersion',
+  '_meta', jsonb_build_object('phonebridge/device', d.init_result->'_meta'->'phonebridge/device'))`;
+
+function toDeviceLabels(r: { id: string; account_id: string; labels: Record<string, string> | null; facts: unknown }) {
+  return { id: r.id, accountId: r.account_id, labels: r.labels ?? {}, initResult: r.facts } satisfies DeviceLabels;
 }
 
 function toKey(r: Selectable<FleetKeysTable>): FleetKey {
@@ -51,6 +61,9 @@ async function journal(db: Kysely<DB>, event: ControlEvent): Promise<void> {
     .values({ event: JSON.stringify(event) })
     .execute();
 }
+
+/** Phones per credential_revoked journal entry of a fleet key (a bounded event size). */
+const REVOKED_CHUNK = 500;
 
 export class KyselyFleetStore implements FleetStore {
   constructor(private readonly db: Kysely<DB>) {}
@@ -139,12 +152,27 @@ export class KyselyFleetStore implements FleetStore {
     return (await q.orderBy('created_at').orderBy('id').execute()).map(toKey);
   }
 
+  async recordKeyUse(keyId: string, deviceId: string): Promise<void> {
+    // A key revoked (or a phone removed) meanwhile: nothing to remember.
+    await sql`insert into fleet_key_devices (key_id, device_id)
+      select k.id, d.id from fleet_keys k, devices d where k.id = ${keyId} and d.id = ${deviceId}
+      on conflict do nothing`.execute(this.db);
+  }
+
   async revokeKey(id: string): Promise<boolean> {
     return this.db.transaction().execute(async (trx) => {
+      const used = await trx.deleteFrom('fleet_key_devices').where('key_id', '=', id).returning('device_id').execute();
       // Its allocations go with it (the foreign key cascades): those phones are back in the pool.
       const r = await trx.deleteFrom('fleet_keys').where('id', '=', id).executeTakeFirst();
       if (r.numDeletedRows === 0n) return false;
       await journal(trx, { type: 'token_revoked', tokenId: id });
+      // The phones it was used on release what it held (leases, tasks), as for a device key.
+      for (let i = 0; i < used.length; i += REVOKED_CHUNK)
+        await journal(trx, {
+          type: 'credential_revoked',
+          credential: id,
+          deviceIds: used.slice(i, i + REVOKED_CHUNK).map((u) => u.device_id),
+        });
       return true;
     });
   }
@@ -160,15 +188,23 @@ export class KyselyFleetStore implements FleetStore {
     // Insert, or take over a row whose allocation has expired; a live holder's row is left
     // alone and nothing is returned. Postgres locks the conflicting row for the update, so of
     // any number of concurrent tries on one phone exactly one sees it free.
+    // The phone is remembered as used by the key in the same statement (recordKeyUse), so the
+    // holder's calls need no write of their own.
     const { rows } = await sql<Selectable<AllocationsTable>>`
-      insert into allocations (id, device_id, account_id, key_id, expires_at, created_at)
-      select ${input.id}, d.id, d.account_id, ${input.keyId}, ${input.expiresAt}, ${input.now}
-        from devices d where d.id = ${input.deviceId} and d.account_id = ${input.accountId}
-      on conflict (device_id) do update
-        set id = excluded.id, key_id = excluded.key_id, expires_at = excluded.expires_at,
-            created_at = excluded.created_at, account_id = excluded.account_id
-        where allocations.expires_at <= ${input.now}
-      returning *`.execute(this.db);
+      with taken as (
+        insert into allocations (id, device_id, account_id, key_id, expires_at, created_at)
+        select ${input.id}, d.id, d.account_id, ${input.keyId}, ${input.expiresAt}, ${input.now}
+          from devices d where d.id = ${input.deviceId} and d.account_id = ${input.accountId}
+        on conflict (device_id) do update
+          set id = excluded.id, key_id = excluded.key_id, expires_at = excluded.expires_at,
+              created_at = excluded.created_at, account_id = excluded.account_id
+          where allocations.expires_at <= ${input.now}
+        returning *
+      ), used as (
+        insert into fleet_key_devices (key_id, device_id) select key_id, device_id from taken
+        on conflict do nothing
+      )
+      select * from taken`.execute(this.db);
     return rows[0] && toAllocation(rows[0]);
   }
 
@@ -177,18 +213,36 @@ export class KyselyFleetStore implements FleetStore {
     contains: Record<string, string>,
     now: Date,
     limit: number,
-  ): Promise<LabelledDevice[]> {
+  ): Promise<DeviceLabels[]> {
     const rows = await this.db
       .selectFrom('devices as d')
       .leftJoin('allocations as a', (j) => j.onRef('a.device_id', '=', 'd.id').on('a.expires_at', '>', now))
-      .selectAll('d')
+      .select(['d.id', 'd.account_id', 'd.labels', FACT_SOURCES.as('facts')])
       .where('d.account_id', '=', accountId)
       .where('a.device_id', 'is', null)
       .where(sql<boolean>`d.labels @> ${JSON.stringify(contains)}::jsonb`)
       .orderBy(sql`random()`)
       .limit(limit)
       .execute();
-    return rows.map(toLabelledDevice);
+    return rows.map(toDeviceLabels);
+  }
+
+  async deviceAccess(
+    deviceId: string,
+    now: Date,
+  ): Promise<{ device: DeviceLabels; allocation: { id: string; keyId: string } | null } | undefined> {
+    const r = await this.db
+      .selectFrom('devices as d')
+      .leftJoin('allocations as a', (j) => j.onRef('a.device_id', '=', 'd.id').on('a.expires_at', '>', now))
+      .select(['d.id', 'd.account_id', 'd.labels', FACT_SOURCES.as('facts'), 'a.id as allocation_id', 'a.key_id'])
+      .where('d.id', '=', deviceId)
+      .executeTakeFirst();
+    return (
+      r && {
+        device: toDeviceLabels(r),
+        allocation: r.allocation_id !== null && r.key_id !== null ? { id: r.allocation_id, keyId: r.key_id } : null,
+      }
+    );
   }
 
   async allocationOfDevice(deviceId: string, now: Date): Promise<Allocation | undefined> {
@@ -247,6 +301,16 @@ export class KyselyFleetStore implements FleetStore {
       .where('key_id', '=', keyId)
       .executeTakeFirst();
     return r.numDeletedRows > 0n;
+  }
+
+  async nextAllocationExpiry(accountId: string, now: Date): Promise<Date | undefined> {
+    const r = await this.db
+      .selectFrom('allocations')
+      .select((eb) => eb.fn.min<Date>('expires_at').as('at'))
+      .where('account_id', '=', accountId)
+      .where('expires_at', '>', now)
+      .executeTakeFirst();
+    return r?.at ?? undefined;
   }
 
   async countAllocations(now: Date): Promise<number> {

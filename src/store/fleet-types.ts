@@ -8,6 +8,18 @@ export interface LabelledDevice extends Device {
   labels: Record<string, string>;
 }
 
+/**
+ * What selectors read of a phone: its hand-set labels and, as `initResult`, only the parts of
+ * its cached initialize result its facts come from (src/fleet/labels.ts factLabels) — not the
+ * whole result, which the allocation and per-call paths would otherwise parse for every row.
+ */
+export interface DeviceLabels {
+  id: string;
+  accountId: string;
+  labels: Record<string, string>;
+  initResult: unknown;
+}
+
 export interface FleetKey {
   id: string;
   accountId: string;
@@ -68,7 +80,15 @@ export interface FleetStore {
   findKeyByHash(hash: string): Promise<FleetKey | undefined>;
   getKey(id: string): Promise<FleetKey | undefined>;
   listKeys(accountId?: string): Promise<FleetKey[]>;
-  /** Deletes the key and its allocations; journals token_revoked so every node ends what it holds. */
+  /**
+   * Remembers that the key was used on the phone (idempotent), so its revocation reaches it.
+   * allocate() records its phone itself.
+   */
+  recordKeyUse(keyId: string, deviceId: string): Promise<void>;
+  /**
+   * Deletes the key and its allocations; journals token_revoked so every node ends what it
+   * holds, and credential_revoked for the phones it was used on (they release what it held).
+   */
   revokeKey(id: string): Promise<boolean>;
 
   /**
@@ -88,7 +108,12 @@ export interface FleetStore {
    * Up to `limit` of the account's phones, in random order, whose labels contain `contains` and
    * that nobody holds an unexpired allocation of: the candidates of an allocation.
    */
-  freeDevices(accountId: string, contains: Record<string, string>, now: Date, limit: number): Promise<LabelledDevice[]>;
+  freeDevices(accountId: string, contains: Record<string, string>, now: Date, limit: number): Promise<DeviceLabels[]>;
+  /** A phone's labels and facts with the id of its unexpired allocation, in one read (the per-call access check). */
+  deviceAccess(
+    deviceId: string,
+    now: Date,
+  ): Promise<{ device: DeviceLabels; allocation: { id: string; keyId: string } | null } | undefined>;
   /** The unexpired allocation of a phone. */
   allocationOfDevice(deviceId: string, now: Date): Promise<Allocation | undefined>;
   getAllocation(id: string, now: Date): Promise<Allocation | undefined>;
@@ -98,6 +123,8 @@ export interface FleetStore {
   /** New expiry for the holder's unexpired allocation; undefined when it is not (or no longer) theirs. */
   renewAllocation(id: string, keyId: string, expiresAt: Date, now: Date): Promise<Allocation | undefined>;
   releaseAllocation(id: string, keyId: string): Promise<boolean>;
+  /** When the account's next unexpired allocation expires (a waiting allocation wakes then). */
+  nextAllocationExpiry(accountId: string, now: Date): Promise<Date | undefined>;
   /** Unexpired allocations (a gauge). */
   countAllocations(now: Date): Promise<number>;
 

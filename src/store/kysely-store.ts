@@ -417,11 +417,11 @@ class KyselyStore implements Store {
     name: string;
     now: Date;
   }): Promise<RedeemResult> {
-    return this.redeemIn(input).catch((err) => {
-      if (err instanceof EnrollmentLimit) return { ok: false, error: 'limit_reached' } as const;
-      if (err instanceof EnrollmentUsedUp) return { ok: false, error: 'bad_code' } as const;
-      throw err;
-    });
+    // An enrollment code of an account without a phone cap — a rack pairing hundreds of phones
+    // at once — is one statement and no transaction (docs/decisions/0176-enrollment-in-one-statement.md).
+    const device = await takeEnrollmentSlot(this.db, input, { uncappedOnly: true });
+    if (device) return { ok: true, device };
+    return this.redeemIn(input);
   }
 
   private redeemIn(input: {
@@ -439,8 +439,9 @@ class KyselyStore implements Store {
         .where('code_hash', '=', input.codeHash)
         .forUpdate()
         .executeTakeFirst();
-      // Not a one-phone code: perhaps an enrollment code, which pairs up to N phones.
-      if (!code) return redeemEnrollment(trx, input);
+      // Not a one-phone code: an enrollment code of a capped account, or a used-up, revoked,
+      // expired or unknown one.
+      if (!code) return redeemCappedEnrollment(trx, input);
       // Wrong, used and expired all look the same to the caller (no oracle).
       if (!sameSecret(code.code_hash, input.codeHash)) return { ok: false, error: 'bad_code' };
       if (code.used_at !== null || code.expires_at.getTime() <= input.now.getTime())
@@ -787,21 +788,51 @@ export async function createStore(source: DatabaseSource, options: CreateStoreOp
 }
 
 /**
- * One phone of an enrollment code (docs/decisions/0173-enrollment.md): the code's counter is
- * taken in one conditional UPDATE (so N is never exceeded under any concurrency), the plan cap
- * checked under the account lock, and the phone inserted named `<prefix><counter>` with the
- * code's labels. Revoked, expired, used-up and unknown codes are all bad_code.
+ * One phone of an enrollment code (docs/decisions/0173-enrollment.md,
+ * 0176-enrollment-in-one-statement.md), in ONE statement: the code's counter is taken by a
+ * conditional UPDATE (so N is never exceeded under any concurrency) and the phone inserted from
+ * what it returned — named `<prefix><counter>`, with the code's labels. Run on its own it is its
+ * own transaction, so the code's row lock lasts one statement and its commit: many phones of one
+ * code pairing at once queue for microseconds there, not for round trips to the relay while
+ * holding a pool connection. `uncappedOnly`: only for an account without a phone cap (a capped
+ * account's pairings must count its phones under its lock first: redeemCappedEnrollment).
+ * undefined: no slot was taken (no such usable code, or a capped account with uncappedOnly).
  */
-async function redeemEnrollment(
+async function takeEnrollmentSlot(
+  db: Kysely<DB>,
+  input: { codeHash: string; deviceId: string; publicKey: string; name: string; now: Date },
+  opts: { uncappedOnly: boolean },
+): Promise<Device | undefined> {
+  const { rows } = await sql<Selectable<DB['devices']>>`
+    with slot as (
+      update enrollments e set used = e.used + 1
+        from accounts a
+       where e.code_hash = ${input.codeHash} and a.id = e.account_id
+         and e.revoked_at is null and e.expires_at > ${input.now} and e.used < e.max_phones
+         ${opts.uncappedOnly ? sql`and a.max_devices is null` : sql``}
+      returning e.account_id, e.used, e.name_prefix, e.labels
+    )
+    insert into devices (id, account_id, name, public_key, labels, created_at)
+    select ${input.deviceId}, slot.account_id, coalesce(slot.name_prefix || slot.used::text, ${input.name}),
+           ${input.publicKey}, slot.labels, ${input.now}
+      from slot
+    returning *`.execute(db);
+  return rows[0] && toDevice(rows[0]);
+}
+
+/**
+ * An enrollment code's phone for an account with a phone cap, inside the caller's transaction:
+ * the account row is locked (as one-phone codes do) so two pairings cannot both take the last
+ * phone, then the slot is taken as in takeEnrollmentSlot. Revoked, expired, used-up and unknown
+ * codes are all bad_code; at the cap nothing is taken (limit_reached).
+ */
+async function redeemCappedEnrollment(
   trx: Transaction<DB>,
   input: { codeHash: string; deviceId: string; publicKey: string; name: string; now: Date },
 ): Promise<RedeemResult> {
-  // Many phones of one code pair at once, so the code's row lock (taken by the counter's
-  // UPDATE) is held as briefly as possible: the checks and the insert come first, the counter
-  // last, and a code found used up then rolls everything back.
   const code = await trx
     .selectFrom('enrollments')
-    .select(['account_id', 'labels', 'name_prefix', 'code_hash', 'used', 'max_phones', 'revoked_at', 'expires_at'])
+    .select(['account_id', 'code_hash', 'used', 'max_phones', 'revoked_at', 'expires_at'])
     .where('code_hash', '=', input.codeHash)
     .executeTakeFirst();
   if (
@@ -816,46 +847,15 @@ async function redeemEnrollment(
     .selectFrom('accounts')
     .select('max_devices')
     .where('id', '=', code.account_id)
+    .forNoKeyUpdate()
     .executeTakeFirst();
   if (!account) return { ok: false, error: 'bad_code' };
-  if (account.max_devices !== null) {
-    // Capped plans serialise on the account row, as one-phone codes do.
-    await trx.selectFrom('accounts').select('id').where('id', '=', code.account_id).forNoKeyUpdate().execute();
-    if ((await countDevices(trx, code.account_id)) >= account.max_devices) throw new EnrollmentLimit();
-  }
-  await trx
-    .insertInto('devices')
-    .values({
-      id: input.deviceId,
-      account_id: code.account_id,
-      name: input.name,
-      public_key: input.publicKey,
-      labels: JSON.stringify(code.labels ?? {}),
-      created_at: input.now,
-    })
-    .execute();
-  const taken = await trx
-    .updateTable('enrollments')
-    .set((eb) => ({ used: eb('used', '+', 1) }))
-    .where('code_hash', '=', input.codeHash)
-    .where('revoked_at', 'is', null)
-    .where('expires_at', '>', input.now)
-    .whereRef('used', '<', 'max_phones')
-    .returning('used')
-    .executeTakeFirst();
-  // Used up (or revoked) since the read above: nothing of this attempt stays.
-  if (!taken) throw new EnrollmentUsedUp();
-  const device = await trx
-    .updateTable('devices')
-    .set({ name: code.name_prefix !== null ? `${code.name_prefix}${taken.used}` : input.name })
-    .where('id', '=', input.deviceId)
-    .returningAll()
-    .executeTakeFirstOrThrow();
-  return { ok: true, device: toDevice(device) };
+  if (account.max_devices !== null && (await countDevices(trx, code.account_id)) >= account.max_devices)
+    return { ok: false, error: 'limit_reached' };
+  const device = await takeEnrollmentSlot(trx, input, { uncappedOnly: false });
+  // Used up (or revoked) since the read above.
+  return device ? { ok: true, device } : { ok: false, error: 'bad_code' };
 }
-
-class EnrollmentUsedUp extends Error {}
-class EnrollmentLimit extends Error {}
 
 /** A new access token and refresh token for a grant, inside the caller's transaction. */
 async function mintPair(

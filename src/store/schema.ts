@@ -139,6 +139,12 @@ export interface AllocationsTable {
   created_at: ColumnType<Date, Date | undefined, Date>;
 }
 
+/** The phones a fleet key was used on (migration 005). */
+export interface FleetKeyDevicesTable {
+  key_id: string;
+  device_id: string;
+}
+
 export interface EnrollmentsTable {
   id: string;
   account_id: string;
@@ -169,4 +175,5 @@ export interface DB {
   fleet_keys: FleetKeysTable;
   allocations: AllocationsTable;
   enrollments: EnrollmentsTable;
+  fleet_key_devices: FleetKeyDevicesTable;
 }

@@ -250,6 +250,8 @@ export type ControlEvent =
    * holding the phone's socket tells the phone (docs/decisions/0162-a-caller-is-its-grant.md).
    */
   | { type: 'credential_revoked'; credential: string; deviceId: string }
+  /** The same for a credential used on many phones (a fleet key), in chunks. */
+  | { type: 'credential_revoked'; credential: string; deviceIds: string[] }
   | { type: 'account_locked'; accountId: string; locked: boolean };
 
 export class SchemaTooNewError extends Error {

@@ -12,6 +12,8 @@ import {
   renderDashboardJson,
 } from '../../deploy/grafana/dashboard.ts';
 import { registry } from '../../src/metrics.ts';
+// The fleet feature's series (registered with its module, as in a running node).
+import '../../src/fleet/metrics.ts';
 import { dashboardQueries, dashboardVariableQueries, seriesNames } from './dashboard-queries.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -47,6 +49,7 @@ describe('Grafana dashboard', () => {
       'Errors and refusals',
       'Pairing and auth',
       'Store, Redis and process health',
+      'Fleets: allocations and enrollment',
     ]);
     const ids = panels.map((p) => p.id);
     expect(new Set(ids).size).toBe(ids.length);

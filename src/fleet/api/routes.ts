@@ -19,6 +19,7 @@ import { allocate, containsPart, onlineNode } from '../allocations.ts';
 import type { ResolvedFleetKey } from '../keys.ts';
 import { createEnrollment, enrollmentJson, MAX_ENROLL_PHONES } from '../enroll.ts';
 import { fleetMetrics } from '../metrics.ts';
+import { announce, poolWaiters } from '../pool-waiters.ts';
 
 const Id = z.object({ id: z.string().min(1).max(200) });
 const ScopeEnum = z.enum(SCOPES);
@@ -224,7 +225,10 @@ function fromCursor(c: string | undefined): string | undefined {
 }
 
 const SCAN_BATCH = 500;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** A waiting allocation looks again at most this long after its last look, woken or not. */
+const WAIT_FALLBACK_MS = 15_000;
+/** Past an expiry before looking again (the row counts as free once `expires_at <= now`). */
+const EXPIRY_SLACK_MS = 5;
 
 export const ROUTES: ApiRoute[] = [
   route({
@@ -347,15 +351,26 @@ export const ROUTES: ApiRoute[] = [
       }
       const started = performance.now();
       const until = Date.now() + body.wait_s * 1000;
+      const waiters = poolWaiters(ctx);
       for (;;) {
+        // Read before looking, so a phone freed while this looks wakes the wait below at once.
+        const seen = waiters?.generation(fk.account.id) ?? 0;
         const a = await allocate(ctx, fk, wanted, body.ttl_s * 1000, { includeOffline: body.include_offline });
         if (a) {
           fleetMetrics.allocations.inc({ outcome: 'allocated' });
           fleetMetrics.allocationWait.observe((performance.now() - started) / 1000);
           return allocationJson(ctx, a);
         }
-        if (Date.now() >= until) break;
-        await sleep(Math.min(250, Math.max(10, until - Date.now())));
+        const left = until - Date.now();
+        if (left <= 0 || !waiters) break;
+        // Woken by a release, revocation or phone coming online anywhere in the cluster, or
+        // at the account's next expiry; the fallback re-check bounds a lost announcement.
+        const next = await ctx.store.fleet.nextAllocationExpiry(fk.account.id, new Date());
+        const toExpiry = next ? next.getTime() - Date.now() + EXPIRY_SLACK_MS : Infinity;
+        fleetMetrics.allocationWaiting.inc();
+        await waiters
+          .wait(fk.account.id, seen, Math.min(left, toExpiry, WAIT_FALLBACK_MS))
+          .finally(() => fleetMetrics.allocationWaiting.dec());
       }
       fleetMetrics.allocations.inc({ outcome: 'none_available' });
       throw new ApiError(
@@ -412,6 +427,7 @@ export const ROUTES: ApiRoute[] = [
       if (!(await ctx.store.fleet.releaseAllocation(params.id, fk.key.id)))
         throw new ApiError(404, 'allocation_not_found', `no allocation ${params.id} held by this key`);
       fleetMetrics.releases.inc();
+      announce(ctx, { event: 'freed', accountId: fk.account.id });
       return undefined;
     },
   }),
