@@ -3,51 +3,34 @@
 // forward the rest to the phone and bring its answer back to this HTTP exchange.
 import { randomBytes } from 'node:crypto';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../uws.ts';
-import { BodyTooLarge, Exchange, type AbortTarget, type BodyTarget } from './http.ts';
-import { Deadlines, type Timed } from './deadlines.ts';
-import type { HttpRequest as Req } from '../uws.ts';
+import { BodyTooLarge, Exchange } from './http.ts';
+import { collectHeaders, FORWARDED_CHAIN, type McpHeaders } from './mcp-headers.ts';
+import { cancelEntry, FastPost, inFlightKey, type FastPostHost } from './fast-post.ts';
+import { GetStreams } from './get-streams.ts';
+import { SessionLookup } from './session-lookup.ts';
+import { ClientAuth, type Bound } from './client-auth.ts';
 import { limitKey, pickClientAddress } from './client-address.ts';
-import { readClientRequest, type ClientRequestBytes } from '../protocol/request-bytes.ts';
+import { readClientRequest } from '../protocol/request-bytes.ts';
 import type { LocalRoute } from './router.ts';
-import type { Caller, ReplySink } from './device-connection.ts';
 import { cachedInitialize, JSON_HEADERS, SLOW_ANSWER_MS, StatelessEndpoint } from './mcp-stateless.ts';
-import { storeUnavailable } from './pairing.ts';
 import { classifyEra } from '../protocol/stateless.ts';
 import { SseStream } from './sse.ts';
-import { EventStream, isResponseEvent, newStreamId, postStreamDeadline, SessionChannel } from './session-streams.ts';
-import { BusUnavailableError, parseEventId } from '../bus/index.ts';
+import { EventStream, newStreamId } from './session-streams.ts';
+import { BusUnavailableError } from '../bus/index.ts';
 import { presentedToken, type Credential } from './auth.ts';
-import {
-  classify,
-  errorResponse,
-  parseBody,
-  resultResponse,
-  type JsonRpcId,
-  type JsonRpcRequest,
-} from '../protocol/jsonrpc.ts';
+import { classify, errorResponse, parseBody, resultResponse, type JsonRpcRequest } from '../protocol/jsonrpc.ts';
 import { INVALID_REQUEST, relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
 import { allowsBatch, isSessionRevision, negotiateRevision, SESSION_REVISIONS } from '../protocol/revisions.ts';
-import { MAX_TIMEOUT_MS, requestTimeoutMs } from '../protocol/timeouts.ts';
+import { requestTimeoutMs } from '../protocol/timeouts.ts';
 import { callerContextJson, withCallerContext } from '../protocol/caller.ts';
-import { unauthorized } from './unauthorized.ts';
 import { insufficientScopeChallenge } from '../protocol/scopes.ts';
 import type { Scope } from '../store/types.ts';
 import { MAX_FRAME_BYTES } from './device-connection.ts';
-import {
-  clientAuthFailures,
-  framesTooBig,
-  methodLabel,
-  metrics,
-  observeMcpRequest,
-  rateLimited,
-  sseReplays,
-} from '../metrics.ts';
+import { framesTooBig, methodLabel, metrics, observeMcpRequest, rateLimited } from '../metrics.ts';
 import type { SessionRecord } from '../bus/types.ts';
 import { clientInfoOf } from '../protocol/client-info.ts';
 import type { GatewayContext } from './context.ts';
-import { isRefusal, type CredentialSource, type McpMount, type Refusal } from './features.ts';
-import { matchesCredential } from './hub.ts';
-import { ExpiringMap } from '../bus/expiring-map.ts';
+import type { CredentialSource, McpMount } from './features.ts';
 import { endOnAnswer, tracingOn } from '../observability/tracing.ts';
 import {
   answeredSpan,
@@ -56,59 +39,6 @@ import {
   requestLogFields,
   serverSpan,
 } from '../observability/relay-spans.ts';
-
-const MCP_HEADERS = [
-  'x-api-key',
-  'authorization',
-  'mcp-session-id',
-  'mcp-protocol-version',
-  'mcp-method',
-  'mcp-name',
-  'accept',
-  'content-type',
-  'origin',
-  'last-event-id',
-  'x-forwarded-for',
-] as const;
-type McpHeaders = Record<string, string>;
-/**
- * Where begin() keeps every X-Forwarded-For value, comma-joined (the chain reads the same:
- * src/gateway/client-address.ts), when proxies are trusted; no real header has a space.
- */
-const FORWARDED_CHAIN = 'forwarded chain';
-const MCP_HEADER_SET = new Set<string>(MCP_HEADERS);
-const PARAM_PREFIX = 'mcp-param-';
-
-// One pass over the request's headers (req.forEach) instead of a native call per name; the
-// visitor is shared, its target set just before the pass.
-let collecting: McpHeaders;
-let collectChain: boolean;
-const collectHeader = (k: string, v: string): void => {
-  if (MCP_HEADER_SET.has(k)) {
-    // Like req.getHeader: the first value, and an empty one is no header.
-    if (collecting[k] === undefined && v !== '') collecting[k] = v;
-    if (collectChain && k === 'x-forwarded-for')
-      collecting[FORWARDED_CHAIN] =
-        collecting[FORWARDED_CHAIN] === undefined ? v : `${collecting[FORWARDED_CHAIN]},${v}`;
-  } else if (k.startsWith(PARAM_PREFIX)) collecting[k] = v;
-};
-
-function collectHeaders(req: Req, trustProxy: boolean): McpHeaders {
-  const h: McpHeaders = {};
-  collecting = h;
-  collectChain = trustProxy;
-  req.forEach(collectHeader);
-  return h;
-}
-
-const RECENT_SESSIONS_MAX = 10_000;
-/** How stale the outage fallback's copy of a session served without a bus touch may get. */
-const RECENT_REFRESH_MS = 1_000;
-/** A resumed POST stream looks for its next events this often (the replay buffer is shared by all nodes). */
-const FOLLOW_POLL_MS = 200;
-/** Beyond a request's deadline: the origin's grace before it gives up, plus the buffer write. */
-const FOLLOW_GRACE_MS = 5_000;
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 export function registerMcpRoutes(
   app: TemplatedApp,
@@ -127,38 +57,32 @@ export function registerMcpRoutes(
   return {
     close: () => endpoint.close(),
     mount: (pattern, source) => serve(pattern, source),
-    explainUnknownKey: (fn) => endpoint.explainers.push(fn),
-    offerOAuth: (resourceMetadataUrl) => (endpoint.resourceMetadata = resourceMetadataUrl),
+    explainUnknownKey: (fn) => endpoint.clientAuth.explainers.push(fn),
+    offerOAuth: (resourceMetadataUrl) => (endpoint.clientAuth.resourceMetadata = resourceMetadataUrl),
     get oauthOffered() {
-      return endpoint.resourceMetadata !== undefined;
+      return endpoint.clientAuth.resourceMetadata !== undefined;
     },
   };
 }
 
-/** A request on a mounted route (src/gateway/features.ts): its source and what it captured. */
-interface Bound {
-  source: CredentialSource<unknown>;
-  captured: unknown;
-}
-
-class McpEndpoint {
+class McpEndpoint implements FastPostHost {
   private allowedOriginSet?: Set<string>;
-  /** Sessions this node served lately, to keep local phones reachable while the bus is down. */
-  private readonly recentSessions = new ExpiringMap<SessionRecord>();
-  /** Sessions with SSE streams on this node. */
-  private readonly channels = new Map<string, SessionChannel>();
+  private readonly sessions: SessionLookup;
+  /** Who is calling: keys, mounted routes' sources, features' explanations. */
+  readonly clientAuth: ClientAuth;
+  /** GET streams of this node's sessions. */
+  private readonly getStreams: GetStreams;
   /** Requests in flight on this node, by session and client id, for notifications/cancelled. */
   private readonly inFlight = new Map<string, (() => void) | FastPost>();
 
   private readonly stateless: StatelessEndpoint;
   /** Requests on mounted routes, by their copied headers (begin() binds them). */
   private readonly bound = new WeakMap<McpHeaders, Bound>();
-  /** Features that can say why /mcp does not know a key (src/gateway/features.ts). */
-  readonly explainers: Array<(token: string) => Promise<Refusal | undefined>> = [];
-  /** The OAuth discovery document a feature serves for /mcp (McpMount.offerOAuth), if any. */
-  resourceMetadata: (() => string) | undefined;
 
   constructor(private readonly ctx: GatewayContext) {
+    this.getStreams = new GetStreams(ctx);
+    this.sessions = new SessionLookup(ctx);
+    this.clientAuth = new ClientAuth(ctx);
     this.stateless = new StatelessEndpoint(ctx, (ex, cred, deviceId, msg, related, timeoutMs) =>
       this.forwardTo(ex, cred, deviceId, undefined, msg, related, undefined, timeoutMs),
     );
@@ -166,11 +90,6 @@ class McpEndpoint {
     ctx.router.onClientCancel((sessionId, requestId) =>
       cancelEntry(this.inFlight.get(inFlightKey(sessionId, requestId))),
     );
-    // A revoked credential's sessions must not live on in the outage fallback either.
-    ctx.hub.onRevoke((match) => {
-      for (const [id, { value: s }] of this.recentSessions.values())
-        if (matchesCredential(match, { ...s, sessionId: s.id })) this.recentSessions.delete(id);
-    });
   }
 
   /** Built on first use: the public URL is final only once the node listens. */
@@ -179,16 +98,6 @@ class McpEndpoint {
       new URL(this.ctx.config.publicUrl).origin,
       ...this.ctx.config.allowedOrigins,
     ]));
-  }
-
-  /**
-   * With a feature serving OAuth for /mcp (McpMount.offerOAuth), the challenge points OAuth
-   * clients at its discovery document (RFC 9728).
-   */
-  private get challenge(): string {
-    return this.resourceMetadata
-      ? `Bearer realm="phonebridge", resource_metadata="${this.resourceMetadata()}"`
-      : 'Bearer realm="phonebridge"';
   }
 
   /** Synchronous prelude shared by every verb: copy headers, DNS-rebinding check. */
@@ -208,117 +117,9 @@ class McpEndpoint {
     return { ex, h };
   }
 
-  private async authenticate(ex: Exchange, h: McpHeaders): Promise<Credential | undefined> {
-    let cred: Credential | undefined;
-    try {
-      const bound = this.bound.get(h);
-      const token = presentedToken(h);
-      // Known keys are answered from the node's cache, so traffic goes on while Postgres is away.
-      const found = bound
-        ? await bound.source.resolve(token, bound.captured)
-        : ((await this.ctx.auth.authenticate(token)) ?? (token ? await this.explain(token) : undefined));
-      if (isRefusal(found)) {
-        clientAuthFailures.invalid.inc();
-        ex.error(found.status, found.code, found.message);
-        return undefined;
-      }
-      cred = found;
-    } catch (err) {
-      clientAuthFailures.store_unavailable.inc();
-      this.ctx.log.warn({ err: String(err) }, 'auth: store unavailable');
-      storeUnavailable(ex);
-      return undefined;
-    }
-    if (!cred) {
-      const presented = !!presentedToken(h);
-      clientAuthFailures[presented ? 'invalid' : 'missing'].inc();
-      const answer = unauthorized(this.challenge, presented, !!this.resourceMetadata);
-      ex.send(401, { ...JSON_HEADERS, ...answer.headers }, answer.body);
-      return undefined;
-    }
-    if (cred.account.locked) {
-      clientAuthFailures.locked.inc();
-      ex.error(402, 'subscription_required', 'the account has no active subscription; pairings and keys are kept');
-      return undefined;
-    }
-    return cred;
-  }
-
-  /** The first refusal a feature gives for a key /mcp does not know. */
-  private async explain(token: string): Promise<Refusal | undefined> {
-    for (const fn of this.explainers) {
-      const r = await fn(token);
-      if (r) return r;
-    }
-    return undefined;
-  }
-
-  /** The caller's live session, or a 400/404 already sent. */
-  private async session(ex: Exchange, h: McpHeaders, cred: Credential): Promise<SessionRecord | undefined> {
-    const id = h['mcp-session-id'];
-    if (!id) {
-      ex.send(
-        400,
-        JSON_HEADERS,
-        errorResponse(null, { code: INVALID_REQUEST, message: 'Bad Request: Mcp-Session-Id header is required' }),
-      );
-      return undefined;
-    }
-    const s = await this.touchSession(id);
-    // A session belongs to the credential that created it, for the phone it was made for (one
-    // fleet key holds sessions with many phones: src/gateway/features.ts); anyone else sees "not found".
-    if (!s || s.tokenId !== cred.token.id || s.deviceId !== cred.token.deviceId) {
-      ex.send(404, JSON_HEADERS, errorResponse(null, { code: -32001, message: 'Session not found' }));
-      return undefined;
-    }
-    return s;
-  }
-
-  /**
-   * The shared session, renewed. While the bus is down, a session this node saw recently
-   * keeps working for a phone this node holds (nothing else would need the bus); anything
-   * else is relay_unavailable.
-   */
-  private async touchSession(id: string): Promise<SessionRecord | undefined> {
-    const leased = this.ctx.bus.sessions.touchNow?.(id, this.ctx.config.sessionIdleMs);
-    if (leased) {
-      this.noteSession(leased);
-      return leased;
-    }
-    try {
-      const s = await this.ctx.bus.sessions.touch(id, this.ctx.config.sessionIdleMs);
-      if (s) this.rememberSession(s);
-      else this.recentSessions.delete(id);
-      return s;
-    } catch (err) {
-      const recent = this.recentSessions.get(id);
-      if (err instanceof BusUnavailableError && recent && this.ctx.hub.device(recent.deviceId)) {
-        recent.lastSeenAt = Date.now();
-        return recent;
-      }
-      throw err;
-    }
-  }
-
-  /** Kept for the session's idle time, and at most RECENT_SESSIONS_MAX (the oldest go first). */
-  private rememberSession(s: SessionRecord): void {
-    this.recentSessions.delete(s.id);
-    this.recentSessions.set(s.id, { ...s }, this.ctx.config.sessionIdleMs);
-    if (this.recentSessions.size > RECENT_SESSIONS_MAX) this.recentSessions.delete(this.recentSessions.oldestKey()!);
-  }
-
-  /**
-   * rememberSession for a session served without a touch of the bus (in-process store, or a
-   * lease): the outage fallback is refreshed only once it is RECENT_REFRESH_MS old, not per call.
-   */
-  private noteSession(s: SessionRecord): void {
-    const left = this.recentSessions.remainingMs(s.id);
-    if (left === undefined || left < this.ctx.config.sessionIdleMs - RECENT_REFRESH_MS) this.rememberSession(s);
-  }
-
   /** Stops the endpoint's timers (node shutdown). */
   close(): void {
-    this.recentSessions.close();
+    this.sessions.close();
   }
 
   post(res: HttpResponse, req: HttpRequest, source?: CredentialSource<unknown>): void {
@@ -378,7 +179,7 @@ class McpEndpoint {
     const conn = this.ctx.router.readyLocal(deviceId);
     const owner = conn ? undefined : this.ctx.router.knownRemoteOwner(deviceId);
     if (!conn && !owner) return false;
-    this.noteSession(session);
+    this.sessions.note(session);
     call.start(session, req, raw.length);
     const timeoutMs = requestTimeoutMs(
       req.method,
@@ -443,7 +244,7 @@ class McpEndpoint {
 
   private async handlePost(ex: Exchange, h: McpHeaders, bodyP: Promise<Buffer>): Promise<void> {
     const started = performance.now();
-    const cred = await this.authenticate(ex, h);
+    const cred = await this.clientAuth.authenticate(ex, h, this.bound.get(h));
     if (!cred) return;
     const raw = await bodyP;
     const parsed = parseBody(raw.toString('utf8'));
@@ -485,7 +286,7 @@ class McpEndpoint {
       return this.initialize(ex, h, cred, first.msg, started, raw.length);
     }
 
-    const session = await this.session(ex, h, cred);
+    const session = await this.sessions.find(ex, h, cred);
     if (!session) return;
     if (isBatch && !allowsBatch(session.revision)) {
       return ex.send(
@@ -669,7 +470,7 @@ class McpEndpoint {
     // (their leases there end on this broadcast: docs/decisions/0133-session-leases.md).
     if (evicted.length > 0)
       await this.ctx.bus.publishControl({ type: 'sessions_ended', sessionIds: evicted }).catch(() => {});
-    this.rememberSession(session);
+    this.sessions.remember(session);
     metrics.sessionsCreated.inc();
     const out = resultResponse(msg.id, { ...cached, protocolVersion: revision });
     if (tracingOn) answeredSpan(ex, msg, session.id, started);
@@ -782,9 +583,9 @@ class McpEndpoint {
     if (classifyEra(h, undefined) === 'stateless') return this.statelessMethodNotAllowed(ex);
     if (check && !check(ex, h)) return;
     void (async () => {
-      const cred = await this.authenticate(ex, h);
+      const cred = await this.clientAuth.authenticate(ex, h, this.bound.get(h));
       if (!cred) return;
-      const session = await this.session(ex, h, cred);
+      const session = await this.sessions.find(ex, h, cred);
       if (!session || ex.aborted) return;
       await handle(ex, h, session);
     })().catch((err) => this.fail(ex, err));
@@ -795,7 +596,7 @@ class McpEndpoint {
       res,
       req,
       source,
-      (ex, h, session) => this.openStream(ex, h, session),
+      (ex, h, session) => this.getStreams.open(ex, h, session),
       (ex, h) => {
         if ((h.accept ?? '').includes('text/event-stream')) return true;
         ex.send(
@@ -811,125 +612,14 @@ class McpEndpoint {
     );
   }
 
-  /** A GET stream: joins (or creates) the session's channel; Last-Event-ID resumes a stream. */
-  private async openStream(ex: Exchange, h: McpHeaders, session: SessionRecord): Promise<void> {
-    const lastEventId = h['last-event-id'];
-    const postDeadline = lastEventId ? postStreamDeadline(parseEventId(lastEventId)?.streamId ?? '') : undefined;
-    if (postDeadline !== undefined) return this.resumePostStream(ex, session, lastEventId, postDeadline);
-    let channel = this.channels.get(session.id);
-    if (!channel || channel.closed) {
-      const created = new SessionChannel(
-        this.ctx.bus,
-        session.id,
-        () => {
-          if (this.channels.get(session.id) === created) this.channels.delete(session.id);
-        },
-        { tokenId: session.tokenId, accountId: session.accountId },
-        this.ctx.config.budgets.maxStreamsPerSession,
-      );
-      this.channels.set(session.id, created);
-      channel = created;
-      created.opening++;
-      try {
-        await created.join(this.ctx.hub, session.deviceId);
-      } catch {
-        created.end();
-        return ex.send(
-          503,
-          { ...JSON_HEADERS, 'Retry-After': '1' },
-          errorResponse(null, relayError('relay_unavailable')),
-        );
-      } finally {
-        created.opening--;
-      }
-    }
-    // The client left while the channel was joining: a channel nobody listens on must not stay.
-    if (ex.aborted) {
-      if (channel.idle) channel.end();
-      return;
-    }
-    // Last-Event-ID resumes that stream: what it missed is replayed, then it continues.
-    const resume = h['last-event-id'] ? parseEventId(h['last-event-id']) : undefined;
-    const stream = new EventStream(
-      this.ctx.bus,
-      session.id,
-      resume?.streamId ?? newStreamId(),
-      new SseStream(ex, { 'Mcp-Session-Id': session.id }),
-    );
-    const sse = stream.sse!;
-    sse.onClose(this.ctx.hub.admitStream(session.tokenId, this.ctx.config.budgets.maxStreamsPerKey, sse));
-    channel.opening++;
-    try {
-      if (resume) {
-        sseReplays.get.inc();
-        const missed = await this.ctx.bus.replayAfter(session.id, h['last-event-id']).catch(() => []);
-        for (const e of missed) if (e.data) stream.sse!.send(e.data, e.id);
-      } else if (session.revision === '2025-11-25') {
-        await stream.prime();
-      }
-    } finally {
-      channel.opening--;
-    }
-    // Revoked while this GET was on its way (authenticated from the cache just before).
-    if (this.ctx.hub.isRevoked(session)) {
-      void stream.end();
-      if (channel.idle) channel.end();
-      return;
-    }
-    channel.attach(stream);
-  }
-
-  /**
-   * GET with the Last-Event-ID of a POST stream (the client lost it, or was cut off by a
-   * proxy): what that stream carried since, then its answer — followed through the replay
-   * buffer, so it works on any node while the call is still running — then the stream ends.
-   */
-  private async resumePostStream(
-    ex: Exchange,
-    session: SessionRecord,
-    lastEventId: string,
-    deadline: number,
-  ): Promise<void> {
-    sseReplays.post.inc();
-    const sse = new SseStream(ex, { 'Mcp-Session-Id': session.id });
-    const release = this.ctx.hub.hold({
-      deviceId: session.deviceId,
-      tokenId: session.tokenId,
-      accountId: session.accountId,
-      sessionId: session.id,
-      end: () => sse.end(),
-    });
-    sse.onClose(release);
-    // Past the request's deadline its answer (a timeout error at worst) is buffered, or gone.
-    const until = Math.min(deadline, Date.now() + MAX_TIMEOUT_MS) + FOLLOW_GRACE_MS;
-    const { streamId, seq: seen } = parseEventId(lastEventId)!;
-    // The first read takes the whole stream: a client holding one of its ids means it has at
-    // least one event, so none at all is a stream that never was (or expired): nothing to follow.
-    let last = `${streamId}:0`;
-    for (let first = true; !sse.closed; first = false) {
-      const events = await this.ctx.bus.replayAfter(session.id, last).catch(() => undefined);
-      if (events === undefined) break; // the bus is away: end the stream, the client retries
-      if (first && events.length === 0) break;
-      for (const e of events) {
-        last = e.id;
-        if (!e.data || parseEventId(e.id)!.seq <= seen) continue;
-        sse.send(e.data, e.id);
-        if (isResponseEvent(e.data)) return sse.end();
-      }
-      if (Date.now() >= until) break;
-      await sleep(FOLLOW_POLL_MS);
-    }
-    sse.end();
-  }
-
   delete(res: HttpResponse, req: HttpRequest, source?: CredentialSource<unknown>): void {
     this.withSession(res, req, source, async (ex, _h, session) => {
       await this.ctx.bus.sessions.delete(session.id);
-      this.recentSessions.delete(session.id);
+      this.sessions.forget(session.id);
       // Every node drops its lease on the session (docs/decisions/0133-session-leases.md) and
       // ends its streams; awaited, so the session is refused everywhere once the client hears back.
       await this.ctx.bus.publishControl({ type: 'sessions_ended', sessionIds: [session.id] }).catch(() => {});
-      this.channels.get(session.id)?.end();
+      this.getStreams.endChannel(session.id);
       this.ctx.hub.endStreams({ deviceId: session.deviceId, sessionId: session.id });
       ex.send(200, {}, undefined);
     });
@@ -970,141 +660,6 @@ function tooLargeBody() {
   return { headers: JSON_HEADERS, body: errorResponse(null, relayError('too_large', 'request body over 256 KiB')) };
 }
 
-function cancelEntry(e: (() => void) | FastPost | undefined): void {
-  if (typeof e === 'function') e();
-  else e?.cancel();
-}
-
-/** A cached credential's caller, made once: the auth cache replaces the credential when it changes. */
-const fastCallers = new WeakMap<Credential, Caller>();
-
-/** FastPosts that may still open an SSE stream: their answer is slow (SLOW_ANSWER_MS). */
-const slowAnswers = new Deadlines<FastPost>((call) => {
-  if (!call.ex.aborted) call.open();
-});
-
-/**
- * One POST on McpEndpoint.fastPost's path, from the body to the answer: the body's target,
- * the router's sink, the exchange's abort target and the in-flight entry, so a call creates
- * this object and its route, not a closure for each role. It behaves as answerOne does for a
- * request without a progress token.
- */
-class FastPost implements BodyTarget, ReplySink, AbortTarget, Timed {
-  readonly started = performance.now();
-  dueAt = 0;
-  prevDue: Timed | undefined = undefined;
-  nextDue: Timed | undefined = undefined;
-  dueList: object | undefined = undefined;
-  session?: SessionRecord;
-  route?: LocalRoute;
-  key?: string;
-  timeoutMs = 0;
-  private stream?: EventStream;
-  private method = '';
-  private id: JsonRpcId = 0;
-  private bytesIn = 0;
-
-  constructor(
-    private readonly endpoint: McpEndpoint,
-    readonly ex: Exchange,
-    readonly h: McpHeaders,
-    readonly cred: Credential,
-  ) {}
-
-  bodyRead(body: Buffer): void {
-    if (this.ex.aborted) return;
-    let taken = false;
-    try {
-      taken = this.endpoint.fastPost(this, body);
-    } catch (err) {
-      // Once started the request may have reached the phone: it must not be sent again.
-      if (this.session) return this.endpoint.failPost(this.ex, err);
-    }
-    if (!taken) this.endpoint.slowPost(this.ex, this.h, body);
-  }
-
-  bodyFailed(): void {
-    // BodyTooLarge: Exchange.readBody has answered 413 already.
-  }
-
-  caller(): Caller {
-    let c = fastCallers.get(this.cred);
-    if (!c) {
-      const t = this.cred.token;
-      fastCallers.set(
-        this.cred,
-        (c = Object.freeze({ scopes: t.scopes, tokenId: t.id, accountId: this.cred.account.id })),
-      );
-    }
-    return c;
-  }
-
-  start(session: SessionRecord, req: ClientRequestBytes, bytesIn: number): void {
-    this.session = session;
-    this.method = req.method;
-    this.id = req.id;
-    this.bytesIn = bytesIn;
-    if ((this.h.accept ?? '').includes('text/event-stream')) slowAnswers.start(this, SLOW_ANSWER_MS);
-  }
-
-  open(): EventStream {
-    return (this.stream ??= this.endpoint.openPostStream(this));
-  }
-
-  respond(frame: Buffer): void {
-    this.answer(frame, undefined);
-  }
-
-  related(frame: Buffer): void {
-    void this.open().send(frame);
-  }
-
-  fail(error: JsonRpcErrorObject): void {
-    this.answer(Buffer.from(errorResponse(this.id, error)), error);
-  }
-
-  /** The client's notifications/cancelled (this node, or relayed by another). */
-  cancel(): void {
-    if (this.route) this.endpoint.cancelRoute(this.route);
-  }
-
-  /** Session revisions: a disconnect is not a cancellation; the call runs on as an orphan unless a GET can resume it. */
-  exchangeAborted(): void {
-    if (this.stream === undefined && this.route) this.endpoint.orphanRoute(this.route);
-  }
-
-  private answer(frame: Buffer, refusal: JsonRpcErrorObject | undefined): void {
-    slowAnswers.cancel(this);
-    this.endpoint.settled(this);
-    const ex = this.ex;
-    if (refusal?.data && (refusal.data as { code?: string }).code === 'insufficient_scope' && !this.stream) {
-      const scope = (refusal.data as { scope: Scope }).scope;
-      ex.send(403, { ...JSON_HEADERS, 'WWW-Authenticate': insufficientScopeChallenge(scope) }, frame);
-      this.endpoint.observe(this.method, this.started, this.bytesIn, frame.length, 'forbidden');
-      return;
-    }
-    const outcome = refusal ? 'error' : 'ok';
-    if (this.stream) {
-      const s = this.stream;
-      void s.send(frame);
-      void s
-        .end()
-        .then(() =>
-          this.endpoint.observe(
-            this.method,
-            this.started,
-            this.bytesIn,
-            frame.length,
-            ex.aborted ? 'aborted' : outcome,
-          ),
-        );
-      return;
-    }
-    ex.send(200, JSON_HEADERS, frame);
-    this.endpoint.observe(this.method, this.started, this.bytesIn, frame.length, ex.aborted ? 'aborted' : outcome);
-  }
-}
-
 const COMMA = Buffer.from(',');
 
 function joinBatch(frames: Buffer[]): Buffer {
@@ -1112,8 +667,4 @@ function joinBatch(frames: Buffer[]): Buffer {
   frames.forEach((f, i) => parts.push(...(i ? [COMMA, f] : [f])));
   parts.push(Buffer.from(']'));
   return Buffer.concat(parts);
-}
-
-function inFlightKey(sessionId: string, id: JsonRpcId): string {
-  return `${sessionId}\u0000${typeof id}:${id}`;
 }

@@ -1,0 +1,170 @@
+// The fast path of a session POST (docs/decisions/0131-synchronous-local-calls.md): one object
+// per call is the body's target, the router's sink, the exchange's abort target and the
+// in-flight entry. McpEndpoint decides whether a call may take it (FastPostHost.fastPost).
+import type { AbortTarget, BodyTarget, Exchange } from './http.ts';
+import { Deadlines, type Timed } from './deadlines.ts';
+import type { LocalRoute } from './router.ts';
+import type { Caller, ReplySink } from './device-connection.ts';
+import type { ClientRequestBytes } from '../protocol/request-bytes.ts';
+import { JSON_HEADERS, SLOW_ANSWER_MS } from './mcp-stateless.ts';
+import type { EventStream } from './session-streams.ts';
+import type { Credential } from './auth.ts';
+import { errorResponse, type JsonRpcId } from '../protocol/jsonrpc.ts';
+import type { JsonRpcErrorObject } from '../protocol/errors.ts';
+import { insufficientScopeChallenge } from '../protocol/scopes.ts';
+import type { Scope } from '../store/types.ts';
+import type { SessionRecord } from '../bus/types.ts';
+import type { McpHeaders } from './mcp-headers.ts';
+
+/** What a FastPost needs of the endpoint that started it (McpEndpoint). */
+export interface FastPostHost {
+  /** Takes the call on the fast path; false sends it to slowPost (nothing was done then). */
+  fastPost(call: FastPost, raw: Buffer): boolean;
+  slowPost(ex: Exchange, h: McpHeaders, body: Buffer): void;
+  failPost(ex: Exchange, err: unknown): void;
+  /** The call is answered: no longer cancellable by the client. */
+  settled(call: FastPost): void;
+  openPostStream(call: FastPost): EventStream;
+  cancelRoute(route: LocalRoute): void;
+  orphanRoute(route: LocalRoute): void;
+  observe(method: string, started: number, bytesIn: number, bytesOut: number, outcome: string): void;
+}
+
+export function cancelEntry(e: (() => void) | FastPost | undefined): void {
+  if (typeof e === 'function') e();
+  else e?.cancel();
+}
+
+/** A cached credential's caller, made once: the auth cache replaces the credential when it changes. */
+const fastCallers = new WeakMap<Credential, Caller>();
+
+/** FastPosts that may still open an SSE stream: their answer is slow (SLOW_ANSWER_MS). */
+const slowAnswers = new Deadlines<FastPost>((call) => {
+  if (!call.ex.aborted) call.open();
+});
+
+/**
+ * One POST on the fast path (McpEndpoint.fastPost), from the body to the answer: the body's target,
+ * the router's sink, the exchange's abort target and the in-flight entry, so a call creates
+ * this object and its route, not a closure for each role. It behaves as answerOne does for a
+ * request without a progress token.
+ */
+export class FastPost implements BodyTarget, ReplySink, AbortTarget, Timed {
+  readonly started = performance.now();
+  dueAt = 0;
+  prevDue: Timed | undefined = undefined;
+  nextDue: Timed | undefined = undefined;
+  dueList: object | undefined = undefined;
+  session?: SessionRecord;
+  route?: LocalRoute;
+  key?: string;
+  timeoutMs = 0;
+  private stream?: EventStream;
+  private method = '';
+  private id: JsonRpcId = 0;
+  private bytesIn = 0;
+
+  constructor(
+    private readonly endpoint: FastPostHost,
+    readonly ex: Exchange,
+    readonly h: McpHeaders,
+    readonly cred: Credential,
+  ) {}
+
+  bodyRead(body: Buffer): void {
+    if (this.ex.aborted) return;
+    let taken = false;
+    try {
+      taken = this.endpoint.fastPost(this, body);
+    } catch (err) {
+      // Once started the request may have reached the phone: it must not be sent again.
+      if (this.session) return this.endpoint.failPost(this.ex, err);
+    }
+    if (!taken) this.endpoint.slowPost(this.ex, this.h, body);
+  }
+
+  bodyFailed(): void {
+    // BodyTooLarge: Exchange.readBody has answered 413 already.
+  }
+
+  caller(): Caller {
+    let c = fastCallers.get(this.cred);
+    if (!c) {
+      const t = this.cred.token;
+      fastCallers.set(
+        this.cred,
+        (c = Object.freeze({ scopes: t.scopes, tokenId: t.id, accountId: this.cred.account.id })),
+      );
+    }
+    return c;
+  }
+
+  start(session: SessionRecord, req: ClientRequestBytes, bytesIn: number): void {
+    this.session = session;
+    this.method = req.method;
+    this.id = req.id;
+    this.bytesIn = bytesIn;
+    if ((this.h.accept ?? '').includes('text/event-stream')) slowAnswers.start(this, SLOW_ANSWER_MS);
+  }
+
+  open(): EventStream {
+    return (this.stream ??= this.endpoint.openPostStream(this));
+  }
+
+  respond(frame: Buffer): void {
+    this.answer(frame, undefined);
+  }
+
+  related(frame: Buffer): void {
+    void this.open().send(frame);
+  }
+
+  fail(error: JsonRpcErrorObject): void {
+    this.answer(Buffer.from(errorResponse(this.id, error)), error);
+  }
+
+  /** The client's notifications/cancelled (this node, or relayed by another). */
+  cancel(): void {
+    if (this.route) this.endpoint.cancelRoute(this.route);
+  }
+
+  /** Session revisions: a disconnect is not a cancellation; the call runs on as an orphan unless a GET can resume it. */
+  exchangeAborted(): void {
+    if (this.stream === undefined && this.route) this.endpoint.orphanRoute(this.route);
+  }
+
+  private answer(frame: Buffer, refusal: JsonRpcErrorObject | undefined): void {
+    slowAnswers.cancel(this);
+    this.endpoint.settled(this);
+    const ex = this.ex;
+    if (refusal?.data && (refusal.data as { code?: string }).code === 'insufficient_scope' && !this.stream) {
+      const scope = (refusal.data as { scope: Scope }).scope;
+      ex.send(403, { ...JSON_HEADERS, 'WWW-Authenticate': insufficientScopeChallenge(scope) }, frame);
+      this.endpoint.observe(this.method, this.started, this.bytesIn, frame.length, 'forbidden');
+      return;
+    }
+    const outcome = refusal ? 'error' : 'ok';
+    if (this.stream) {
+      const s = this.stream;
+      void s.send(frame);
+      void s
+        .end()
+        .then(() =>
+          this.endpoint.observe(
+            this.method,
+            this.started,
+            this.bytesIn,
+            frame.length,
+            ex.aborted ? 'aborted' : outcome,
+          ),
+        );
+      return;
+    }
+    ex.send(200, JSON_HEADERS, frame);
+    this.endpoint.observe(this.method, this.started, this.bytesIn, frame.length, ex.aborted ? 'aborted' : outcome);
+  }
+}
+
+export function inFlightKey(sessionId: string, id: JsonRpcId): string {
+  return `${sessionId}\u0000${typeof id}:${id}`;
+}
