@@ -24,6 +24,7 @@ import { dashboardQueries, dashboardVariableQueries, substituteVariables } from 
 import { sleep, startTestCluster, waitFor, type ClusterPhone, type TestCluster } from '../cluster/harness.ts';
 import { challenge, openSocket, pairRaw, signedHeaders } from '../helpers/raw-device.ts';
 import { createPairing } from '../../src/provisioning.ts';
+import { createFleetKey } from '../../src/fleet/keys.ts';
 import { RedisBus } from '../../src/bus/redis/index.ts';
 import { quietLog, REDIS_URL } from '../../src/bus/redis/test-support.ts';
 import { farewellMessage } from '../../src/gateway/router.ts';
@@ -211,6 +212,26 @@ describe.skipIf(!havePrometheus)(`a real Prometheus (${PROMETHEUS}) scraping a t
       await sleep(20);
     }
     expect(offlineErrors).toBeGreaterThan(0);
+    // A fleet allocation (allocate, then release) on phone A: the fleet panels' series move.
+    // After the loop above, so Prometheus has scraped the histogram at 0 first: a series whose
+    // first sample already holds the observation has no rate, and its quantile is NaN.
+    await tc.store.store.fleet.updateLabels(phoneA.deviceId, { set: { pool: 'metrics' }, remove: [] });
+    const fleetKey = await createFleetKey(tc.store.store, {
+      accountId: 'local',
+      selector: 'pool=metrics',
+      scopes: ['devices:read', 'devices:act'],
+    });
+    secrets.push(fleetKey.token);
+    const fleetApi = (method: string, path: string, body?: unknown) =>
+      fetch(`${A.url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${fleetKey.token}`, 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    const allocated = await fleetApi('POST', '/api/v1/allocations', { selector: { pool: 'metrics' }, ttl_s: 60 });
+    expect(allocated.status).toBe(201);
+    const { id: allocationId } = (await allocated.json()) as { id: string };
+    expect((await fleetApi('DELETE', `/api/v1/allocations/${allocationId}`)).status).toBe(204);
     const sessionIds = transports.map((t) => t.sessionId).filter((s): s is string => !!s);
     expect(sessionIds).toHaveLength(3);
     secrets.push(...sessionIds);

@@ -92,5 +92,7 @@ describe('phonebridge accounts', () => {
     expect(await store.getDevice(phone.deviceId)).toBeDefined();
     await client.close();
     await expect(run('lock', 'acct_nope')).rejects.toThrow(/no account/);
-  });
+    // Eleven real CLI processes (about 2 s of CPU each on an idle 2-core machine: Node, the
+    // loader, the store) plus a relay and a phone: the full suite's parallel files can triple that.
+  }, 180_000);
 });
