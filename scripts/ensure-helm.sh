@@ -9,6 +9,8 @@
 #   HELM_VERSION=v3.22.0 bash scripts/ensure-helm.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=go-build-env.sh
+source scripts/go-build-env.sh
 
 HELM_VERSION="${HELM_VERSION:-v3.22.0}"
 TOOLS="$PWD/.tools"
@@ -22,22 +24,7 @@ have_pinned() {
 }
 
 if ! have_pinned; then
-  if ! command -v go >/dev/null 2>&1; then
-    for d in /usr/local/go/bin /usr/lib/go/bin; do
-      if [ -x "$d/go" ]; then PATH="$d:$PATH"; break; fi
-    done
-  fi
-  if ! command -v go >/dev/null 2>&1; then
-    echo "ensure-helm: Go is needed to build helm $HELM_VERSION and was not found (install Go, or put a helm $HELM_VERSION binary at .tools/helm)" >&2
-    exit 1
-  fi
-  mkdir -p "$TOOLS"
-  # Keep Go's caches where they usually are, so a second build (or another Go tool) reuses them.
-  export GOCACHE="${GOCACHE:-$(go env GOCACHE 2>/dev/null || echo "$HOME/.cache/go-build")}"
-  export GOMODCACHE="${GOMODCACHE:-$(go env GOMODCACHE 2>/dev/null || echo "$HOME/go/pkg/mod")}"
-  # -mod=mod: resolve helm's own go.mod regardless of any vendor dir; -buildvcs=false: there is no VCS info to stamp.
-  export GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=mod -buildvcs=false"
-  export CGO_ENABLED="${CGO_ENABLED:-0}"
+  go_build_env ensure-helm "helm $HELM_VERSION"
   echo "ensure-helm: building helm $HELM_VERSION into .tools/ (takes a few minutes the first time)" >&2
   start=$(date +%s)
   # Stamp what helm's own Makefile stamps: its version, and the Kubernetes version that

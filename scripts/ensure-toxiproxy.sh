@@ -10,6 +10,8 @@
 #   TOXIPROXY_VERSION=v2.5.0 bash scripts/ensure-toxiproxy.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=go-build-env.sh
+source scripts/go-build-env.sh
 
 # v2.5.0: the newest v2 release the Go module proxy serves (`go list -m -versions
 # github.com/Shopify/toxiproxy/v2`); it has every toxic the tests use (latency, timeout,
@@ -28,20 +30,7 @@ have_pinned() {
 }
 
 if ! have_pinned; then
-  if ! command -v go >/dev/null 2>&1; then
-    for d in /usr/local/go/bin /usr/lib/go/bin; do
-      if [ -x "$d/go" ]; then PATH="$d:$PATH"; break; fi
-    done
-  fi
-  if ! command -v go >/dev/null 2>&1; then
-    echo "ensure-toxiproxy: Go is needed to build toxiproxy $TOXIPROXY_VERSION and was not found (install Go, or put a toxiproxy-server $TOXIPROXY_VERSION binary at .tools/toxiproxy-server)" >&2
-    exit 1
-  fi
-  mkdir -p "$TOOLS"
-  export GOCACHE="${GOCACHE:-$(go env GOCACHE 2>/dev/null || echo "$HOME/.cache/go-build")}"
-  export GOMODCACHE="${GOMODCACHE:-$(go env GOMODCACHE 2>/dev/null || echo "$HOME/go/pkg/mod")}"
-  export GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=mod -buildvcs=false"
-  export CGO_ENABLED="${CGO_ENABLED:-0}"
+  go_build_env ensure-toxiproxy "toxiproxy $TOXIPROXY_VERSION"
   echo "ensure-toxiproxy: building toxiproxy-server $TOXIPROXY_VERSION into .tools/ (takes a minute or more the first time)" >&2
   start=$(date +%s)
   # Build into a private GOBIN, then rename: `go install` names the binary after its package
