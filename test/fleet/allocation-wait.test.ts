@@ -11,6 +11,7 @@ import { createEnrollment } from '../../src/fleet/enroll.ts';
 import { DeviceAgent } from '../../src/device/agent/index.ts';
 import { createLogger } from '../../src/log.ts';
 import { SCOPES } from '../../src/store/index.ts';
+import { poolWaiters } from '../../src/fleet/pool-waiters.ts';
 
 let nodes: TwoNodes;
 let phone: TestPhone; // on node a
@@ -37,6 +38,13 @@ beforeAll(async () => {
   await store.fleet.updateLabels(phone.deviceId, { set: { pool: 'wait' }, remove: [] });
   holder = await createFleetKey(store, { accountId: 'local', selector: 'pool=wait', scopes: [...SCOPES] });
   waiter = await createFleetKey(store, { accountId: 'local', selector: 'pool=wait', scopes: [...SCOPES] });
+  // The phone's own "online" announcement must have reached both nodes before a test counts
+  // looks: on a loaded machine it can arrive after the first waiter went to sleep, and wake it.
+  await waitFor(
+    () => [nodes.a, nodes.b].every((n) => (poolWaiters(n.relay.node.ctx)?.generation('local') ?? 0) > 0),
+    20_000,
+    'the phone online announced on both nodes',
+  );
 }, 60_000);
 
 afterAll(async () => {
