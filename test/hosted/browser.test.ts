@@ -14,13 +14,7 @@ import {
   discoverAuthorizationServerMetadata,
   refreshAuthorization,
   UnauthorizedError,
-  type OAuthClientProvider,
 } from '@modelcontextprotocol/sdk/client/auth.js';
-import type {
-  OAuthClientInformationMixed,
-  OAuthClientMetadata,
-  OAuthTokens,
-} from '@modelcontextprotocol/sdk/shared/auth.js';
 import { createDatabase, REDIS_URL } from '../cluster/harness.ts';
 import { startTestRelay, waitFor, type TestRelay } from '../helpers/relay.ts';
 import { startFront, type Front } from '../../services/front.ts';
@@ -29,6 +23,7 @@ import {
   startAccountPhone,
   startPhoneWithQr,
   startSmtpSink,
+  TestOAuthProvider,
   WebClient,
   type HostedPhone,
   type SmtpSink,
@@ -142,45 +137,6 @@ async function allow(page: Page, cb: { url: string; code: Promise<string> }): Pr
   return cb.code;
 }
 
-class TestProvider implements OAuthClientProvider {
-  info?: OAuthClientInformationMixed;
-  saved?: OAuthTokens;
-  verifier?: string;
-  authorizationUrl?: URL;
-  constructor(readonly redirectUrl: string) {}
-  get clientMetadata(): OAuthClientMetadata {
-    return {
-      client_name: 'Browser test client',
-      redirect_uris: [this.redirectUrl],
-      grant_types: ['authorization_code', 'refresh_token'],
-      response_types: ['code'],
-      token_endpoint_auth_method: 'none',
-      scope: 'devices:read devices:act',
-    };
-  }
-  clientInformation() {
-    return this.info;
-  }
-  saveClientInformation(info: OAuthClientInformationMixed) {
-    this.info = info;
-  }
-  tokens() {
-    return this.saved;
-  }
-  saveTokens(t: OAuthTokens) {
-    this.saved = t;
-  }
-  redirectToAuthorization(url: URL) {
-    this.authorizationUrl = url;
-  }
-  saveCodeVerifier(v: string) {
-    this.verifier = v;
-  }
-  codeVerifier() {
-    return this.verifier!;
-  }
-}
-
 describe('hosted mode in a browser', () => {
   it('OAuth: the SDK client connects by URL alone; Chromium signs in and presses Allow; tools/call works; refresh rotates; reusing the old refresh token revokes the grant on every node', async () => {
     const email = `oauth-${randomBytes(3).toString('hex')}@example.com`;
@@ -197,7 +153,11 @@ describe('hosted mode in a browser', () => {
 
     const cb = await callbackServer();
     try {
-      const provider = new TestProvider(cb.url);
+      const provider = new TestOAuthProvider({
+        name: 'Browser test client',
+        scope: 'devices:read devices:act',
+        redirectUrl: cb.url,
+      });
       const transport = new StreamableHTTPClientTransport(new URL(`${FRONT}/mcp`), { authProvider: provider });
       const client = new Client({ name: 'oauth-test', version: '1.0.0' });
       await expect(client.connect(transport)).rejects.toBeInstanceOf(UnauthorizedError);
@@ -418,7 +378,11 @@ describe('hosted mode in a browser', () => {
     phones.push(phone);
     const cb = await callbackServer();
     try {
-      const provider = new TestProvider(cb.url);
+      const provider = new TestOAuthProvider({
+        name: 'Browser test client',
+        scope: 'devices:read devices:act',
+        redirectUrl: cb.url,
+      });
       const transport = new StreamableHTTPClientTransport(new URL(`${FRONT}/mcp`), { authProvider: provider });
       await expect(new Client({ name: 'c', version: '1' }).connect(transport)).rejects.toBeInstanceOf(
         UnauthorizedError,
