@@ -3,42 +3,23 @@
 // keys are listed with their selector, count in the plan's key usage, and are revoked from it.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDatabase } from '../cluster/harness.ts';
-import { startTestRelay, type TestRelay } from '../helpers/relay.ts';
-import {
-  csrfOf,
-  startAccountPhone,
-  startSmtpSink,
-  WebClient,
-  type HostedPhone,
-  type SmtpSink,
-} from '../hosted/helpers.ts';
+import { type TestRelay } from '../helpers/relay.ts';
+import { startHostedRelay, type HostedRelay } from '../hosted/hosted-relay.ts';
+import { csrfOf, startAccountPhone, WebClient, type HostedPhone, type SmtpSink } from '../hosted/helpers.ts';
 import { createFleetKey } from '../../src/fleet/keys.ts';
 
-let db: Awaited<ReturnType<typeof createDatabase>>;
+let h: HostedRelay;
 let relay: TestRelay;
 let sink: SmtpSink;
-const phones: HostedPhone[] = [];
+let phones: HostedPhone[];
 
 beforeAll(async () => {
-  db = await createDatabase();
-  sink = await startSmtpSink();
-  relay = await startTestRelay([
-    '--hosted',
-    '--database-url',
-    db.url,
-    '--smtp-url',
-    sink.url,
-    '--control-poll-ms',
-    '50',
-  ]);
+  h = await startHostedRelay({ args: ['--control-poll-ms', '50'] });
+  ({ relay, sink, phones } = h);
 }, 60_000);
 
 afterAll(async () => {
-  await Promise.all(phones.map((p) => p.stop()));
-  await relay?.stop();
-  await sink?.close();
-  await db?.drop();
+  await h?.stop();
 });
 
 /** The text of the rows of the Phones table (tags stripped). */

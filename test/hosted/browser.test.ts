@@ -15,14 +15,12 @@ import {
   refreshAuthorization,
   UnauthorizedError,
 } from '@modelcontextprotocol/sdk/client/auth.js';
-import { createDatabase, REDIS_URL } from '../cluster/harness.ts';
-import { startTestRelay, waitFor, type TestRelay } from '../helpers/relay.ts';
-import { startFront, type Front } from '../../services/front.ts';
+import { waitFor, type TestRelay } from '../helpers/relay.ts';
+import { startHostedRelay, type HostedRelay } from './hosted-relay.ts';
 import {
   csrfOf,
   startAccountPhone,
   startPhoneWithQr,
-  startSmtpSink,
   TestOAuthProvider,
   WebClient,
   type HostedPhone,
@@ -30,10 +28,9 @@ import {
 } from './helpers.ts';
 
 const SCREENS = '.tmp/hosted-screens';
-let db: Awaited<ReturnType<typeof createDatabase>>;
+let h: HostedRelay;
 let node1: TestRelay;
 let node2: TestRelay;
-let front: Front;
 /** The cluster's one public URL (a round-robin TCP front, as a load balancer would be). */
 let FRONT: string;
 /** Each node reached directly, for checks that must hold on every node. */
@@ -41,36 +38,15 @@ let direct1: string;
 let direct2: string;
 let sink: SmtpSink;
 let browser: Browser;
-const phones: HostedPhone[] = [];
+let phones: HostedPhone[];
 
 beforeAll(async () => {
   mkdirSync(SCREENS, { recursive: true });
-  db = await createDatabase();
-  sink = await startSmtpSink();
-  const prefix = `pbh:${randomBytes(4).toString('hex')}:`;
-  const common = [
-    '--hosted',
-    '--database-url',
-    db.url,
-    '--smtp-url',
-    sink.url,
-    '--redis-url',
-    REDIS_URL,
-    '--redis-prefix',
-    prefix,
-    '--control-poll-ms',
-    '50',
-  ];
-  front = await startFront();
-  FRONT = front.url;
-  node1 = await startTestRelay([...common, '--public-url', FRONT]);
-  node2 = await startTestRelay([...common, '--public-url', FRONT]);
+  h = await startHostedRelay({ nodes: 2, args: ['--control-poll-ms', '50'] });
+  [node1, node2] = h.nodes;
+  ({ url: FRONT, sink, phones } = h);
   direct1 = `http://127.0.0.1:${node1.relay.node.port}`;
   direct2 = `http://127.0.0.1:${node2.relay.node.port}`;
-  front.setBackends([
-    { host: '127.0.0.1', port: node1.relay.node.port },
-    { host: '127.0.0.1', port: node2.relay.node.port },
-  ]);
   browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',
     args: ['--headless', '--no-sandbox', '--disable-background-networking'],
@@ -79,12 +55,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await browser?.close();
-  await Promise.all(phones.map((p) => p.stop()));
-  await node2?.stop();
-  await node1?.stop();
-  await front?.close();
-  await sink?.close();
-  await db?.drop();
+  await h?.stop();
 });
 
 async function signIn(page: Page, email: string): Promise<void> {

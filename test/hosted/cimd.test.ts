@@ -8,21 +8,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
-import { createDatabase } from '../cluster/harness.ts';
-import { startTestRelay, type TestRelay } from '../helpers/relay.ts';
+import { type TestRelay } from '../helpers/relay.ts';
+import { clientAddress, signedInWithPhone as signedIn, startHostedRelay, type HostedRelay } from './hosted-relay.ts';
 import { ClientMetadataFetcher, type ResolvedAddress } from '../../src/hosted/client-metadata.ts';
 import { FETCH_TIMEOUT_MS } from '../../src/hosted/client-metadata-rules.ts';
-import {
-  CALLBACK,
-  formFields,
-  hopTarget,
-  startAccountPhone,
-  startSmtpSink,
-  TestOAuthProvider,
-  WebClient,
-  type HostedPhone,
-  type SmtpSink,
-} from './helpers.ts';
+import { CALLBACK, formFields, hopTarget, TestOAuthProvider, WebClient } from './helpers.ts';
 import { startPublicHost, type PublicHost } from './public-host.ts';
 
 const NAME = 'client.cimd-test.example';
@@ -38,10 +28,9 @@ const doc = (url: string, extra: Record<string, unknown> = {}) =>
   });
 
 let host: PublicHost;
-let db: Awaited<ReturnType<typeof createDatabase>>;
+let h: HostedRelay;
 let relay: TestRelay;
-let sink: SmtpSink;
-const phones: HostedPhone[] = [];
+
 /** Every name the relay's resolver was asked for. */
 const lookups: string[] = [];
 /** What the injected resolver answers: the test host's public address unless a test says otherwise. */
@@ -66,33 +55,20 @@ beforeAll(async () => {
     '/pinned.json': { body: doc(`${origin}/pinned.json`) },
     '/noname.json': { body: doc(`${origin}/noname.json`, { client_name: undefined }) },
   }));
-  db = await createDatabase();
-  sink = await startSmtpSink();
-  relay = await startTestRelay(
-    ['--hosted', '--trust-proxy', '--database-url', db.url, '--smtp-url', sink.url, '--control-poll-ms', '50'],
-    { hosted: { clientMetadata: { resolve, extraCa: host.caPem } } },
-  );
+  h = await startHostedRelay({
+    args: ['--trust-proxy', '--control-poll-ms', '50'],
+    relayOptions: { hosted: { clientMetadata: { resolve, extraCa: host.caPem } } },
+  });
+  ({ relay } = h);
 }, 60_000);
 
 afterAll(async () => {
-  await Promise.all(phones.map((p) => p.stop()));
-  await relay?.stop();
-  await sink?.close();
-  await db?.drop();
+  await h?.stop();
   await host?.close();
 });
 
-const addr = () => `11.${randomBytes(1)[0]}.${randomBytes(1)[0]}.${randomBytes(1)[0]}`;
-
-async function signedInWithPhone() {
-  const who = `c${randomBytes(4).toString('hex')}@example.com`;
-  const web = new WebClient(relay.url, undefined, addr());
-  await web.signIn(who, sink);
-  const account = (await relay.relay.store.store.accountByEmail(who))!;
-  const phone = await startAccountPhone(relay.relay.store.store, relay.url, account.id, 'Pixel', 'tools');
-  phones.push(phone);
-  return { web, account, phone };
-}
+const addr = clientAddress;
+const signedInWithPhone = () => signedIn(h, { name: 'Pixel', server: 'tools' });
 
 describe('a client identified by its metadata document', () => {
   it('the SDK client with clientMetadataUrl: authorize → consent → token → tools/list, the document fetched once', async () => {

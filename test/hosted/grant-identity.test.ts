@@ -7,9 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
-import { createDatabase, REDIS_URL } from '../cluster/harness.ts';
-import { startTestRelay, waitFor, type TestRelay } from '../helpers/relay.ts';
-import { startFront, type Front } from '../../services/front.ts';
+import { waitFor, type TestRelay } from '../helpers/relay.ts';
+import { startHostedRelay, type HostedRelay } from './hosted-relay.ts';
 import { createKey } from '../../src/provisioning.ts';
 import { caller, ok, toolError } from '../phone/helpers.ts';
 import {
@@ -17,57 +16,27 @@ import {
   csrfOf,
   hopTarget,
   startAccountPhone,
-  startSmtpSink,
   WebClient,
   TestOAuthProvider,
   type HostedPhone,
   type SmtpSink,
 } from './helpers.ts';
 
-let db: Awaited<ReturnType<typeof createDatabase>>;
+let h: HostedRelay;
 let node1: TestRelay;
 let node2: TestRelay;
-let front: Front;
 let FRONT: string;
 let sink: SmtpSink;
-const phones: HostedPhone[] = [];
+let phones: HostedPhone[];
 
 beforeAll(async () => {
-  db = await createDatabase();
-  sink = await startSmtpSink();
-  const prefix = `pbg:${randomBytes(4).toString('hex')}:`;
-  front = await startFront();
-  FRONT = front.url;
-  const common = [
-    '--hosted',
-    '--database-url',
-    db.url,
-    '--smtp-url',
-    sink.url,
-    '--redis-url',
-    REDIS_URL,
-    '--redis-prefix',
-    prefix,
-    '--control-poll-ms',
-    '50',
-    '--public-url',
-    FRONT,
-  ];
-  node1 = await startTestRelay(common);
-  node2 = await startTestRelay(common);
-  front.setBackends([
-    { host: '127.0.0.1', port: node1.relay.node.port },
-    { host: '127.0.0.1', port: node2.relay.node.port },
-  ]);
+  h = await startHostedRelay({ nodes: 2, args: ['--control-poll-ms', '50'] });
+  [node1, node2] = h.nodes;
+  ({ url: FRONT, sink, phones } = h);
 }, 60_000);
 
 afterAll(async () => {
-  await Promise.all(phones.map((p) => p.stop()));
-  await node2?.stop();
-  await node1?.stop();
-  await front?.close();
-  await sink?.close();
-  await db?.drop();
+  await h?.stop();
 });
 
 class Provider extends TestOAuthProvider {

@@ -2,8 +2,14 @@
 // one test per abuse case. Real relay, real Postgres, real SMTP (smtp-server as the sink).
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDatabase } from '../cluster/harness.ts';
-import { startTestRelay, waitFor, type TestRelay } from '../helpers/relay.ts';
+import { waitFor, type TestRelay } from '../helpers/relay.ts';
+import {
+  clientAddress,
+  newEmail,
+  signedInWithPhone as signedIn,
+  startHostedRelay,
+  type HostedRelay,
+} from './hosted-relay.ts';
 import {
   allowPage,
   authorizeParams,
@@ -13,53 +19,26 @@ import {
   hopTarget,
   pkce,
   registerClient as register,
-  startAccountPhone,
-  startSmtpSink,
   tokenRequest as token,
   WebClient,
-  type HostedPhone,
   type SmtpSink,
 } from './helpers.ts';
 
-let db: Awaited<ReturnType<typeof createDatabase>>;
+let h: HostedRelay;
 let relay: TestRelay;
 let sink: SmtpSink;
-const phones: HostedPhone[] = [];
 
 beforeAll(async () => {
-  db = await createDatabase();
-  sink = await startSmtpSink();
-  relay = await startTestRelay([
-    '--hosted',
-    '--trust-proxy',
-    '--database-url',
-    db.url,
-    '--smtp-url',
-    sink.url,
-    '--control-poll-ms',
-    '50',
-  ]);
+  h = await startHostedRelay({ args: ['--trust-proxy', '--control-poll-ms', '50'] });
+  ({ relay, sink } = h);
 });
 afterAll(async () => {
-  await Promise.all(phones.map((p) => p.stop()));
-  await relay?.stop();
-  await sink?.close();
-  await db?.drop();
+  await h?.stop();
 });
 
-/** Each test its own client address, so the per-address limits of one test do not touch another. */
-const addr = () => `10.${randomBytes(1)[0]}.${randomBytes(1)[0]}.${randomBytes(1)[0]}`;
-const email = () => `u${randomBytes(4).toString('hex')}@example.com`;
-
-async function signedInWithPhone() {
-  const who = email();
-  const web = new WebClient(relay.url, undefined, addr());
-  await web.signIn(who, sink);
-  const account = (await relay.relay.store.store.accountByEmail(who))!;
-  const phone = await startAccountPhone(relay.relay.store.store, relay.url, account.id);
-  phones.push(phone);
-  return { web, who, account, phone };
-}
+const addr = clientAddress;
+const email = () => newEmail();
+const signedInWithPhone = () => signedIn(h);
 
 const registerClient = (web: WebClient, redirectUris = [CALLBACK]) =>
   register(relay.url, web.forwardedFor!, { redirectUris, name: 'Abuse test' });

@@ -1,11 +1,16 @@
 // Hosted mode's second security round over plain HTTP (a browser without JavaScript): sign-in
 // limits nobody else can spend, authorize errors that never leave the relay unasked, consent that
 // names where the code goes, and the OAuth limits. Real relay, real Postgres, real SMTP sink.
-import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDatabase } from '../cluster/harness.ts';
 import { createLogger } from '../../src/log.ts';
 import { startTestRelay, type TestRelay } from '../helpers/relay.ts';
+import {
+  clientAddress,
+  newEmail,
+  signedInWithPhone as signedIn,
+  startHostedRelay,
+  type HostedRelay,
+} from './hosted-relay.ts';
 import {
   allowPage,
   authorizeParams,
@@ -15,27 +20,22 @@ import {
   hopTarget,
   pkce,
   registerClient as register,
-  startAccountPhone,
   tokenRequest as token,
-  startSmtpSink,
   WebClient,
-  type HostedPhone,
   type SmtpSink,
 } from './helpers.ts';
 
 /** The relay's log lines at warn and above (the NUL test checks that nothing reached error). */
 const logLines: { level: number; msg: string }[] = [];
-let db: Awaited<ReturnType<typeof createDatabase>>;
+let h: HostedRelay;
+let db: HostedRelay['db'];
 let relay: TestRelay;
 let sink: SmtpSink;
-const phones: HostedPhone[] = [];
 
 beforeAll(async () => {
-  db = await createDatabase();
-  sink = await startSmtpSink();
-  relay = await startTestRelay(
-    ['--hosted', '--trust-proxy', '--database-url', db.url, '--smtp-url', sink.url, '--control-poll-ms', '50'],
-    {
+  h = await startHostedRelay({
+    args: ['--trust-proxy', '--control-poll-ms', '50'],
+    relayOptions: {
       log: createLogger({
         level: 'warn',
         destination: {
@@ -43,33 +43,22 @@ beforeAll(async () => {
         },
       }),
     },
-  );
+  });
+  ({ db, relay, sink } = h);
 });
 afterAll(async () => {
-  await Promise.all(phones.map((p) => p.stop()));
-  await relay?.stop();
-  await sink?.close();
-  await db?.drop();
+  await h?.stop();
 });
 
-/** Each test its own client address, so the per-address limits of one test do not touch another. */
-const addr = () => `10.${randomBytes(1)[0]}.${randomBytes(1)[0]}.${randomBytes(1)[0]}`;
-const email = () => `u${randomBytes(4).toString('hex')}@example.com`;
+const addr = clientAddress;
+const email = () => newEmail();
 
 async function askLink(web: WebClient, who: string, next?: string) {
   const form = await web.get('/account/signin');
   return web.post('/account/signin', { csrf: csrfOf(form.html), email: who, ...(next ? { next } : {}) });
 }
 
-async function signedInWithPhone() {
-  const who = email();
-  const web = new WebClient(relay.url, undefined, addr());
-  await web.signIn(who, sink);
-  const account = (await relay.relay.store.store.accountByEmail(who))!;
-  const phone = await startAccountPhone(relay.relay.store.store, relay.url, account.id);
-  phones.push(phone);
-  return { web, who, account, phone };
-}
+const signedInWithPhone = () => signedIn(h);
 
 const registerClient = (web: WebClient, redirectUris = [CALLBACK], name = 'Round two') =>
   register(relay.url, web.forwardedFor ?? addr(), { redirectUris, name });
