@@ -3,7 +3,9 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
-import type { BridgeServerFactory } from '../../src/device/bridge/index.ts';
+import { afterAll, beforeAll } from 'vitest';
+import { silentLogger } from '../../src/device/agent/agent.ts';
+import { bridgeServerFactory, type BridgeServerFactory } from '../../src/device/bridge/index.ts';
 
 export async function connectToBridge(factory: BridgeServerFactory): Promise<Client> {
   const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
@@ -27,4 +29,31 @@ export async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs
     if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
+}
+
+const TSX = fileURLToPath(new URL('../../node_modules/tsx/dist/cli.mjs', import.meta.url));
+
+/** The upstream command that runs a TypeScript MCP server script over stdio. */
+export const tsxCommand = (script: string) => `'${process.execPath}' '${TSX}' '${script}'`;
+
+export interface BridgeUnderTest {
+  factory: BridgeServerFactory;
+  client: Client;
+}
+
+/**
+ * A bridge over `upstreamCmd` with one SDK client connected, for the calling test file: started in
+ * its beforeAll, closed in its afterAll. Read the fields inside tests, once beforeAll has run.
+ */
+export function useBridge(upstreamCmd: string): BridgeUnderTest {
+  const b = {} as BridgeUnderTest;
+  beforeAll(async () => {
+    b.factory = await bridgeServerFactory({ upstreamCmd, log: silentLogger });
+    b.client = await connectToBridge(b.factory);
+  }, 60_000);
+  afterAll(async () => {
+    await b.client?.close();
+    await b.factory?.close();
+  });
+  return b;
 }

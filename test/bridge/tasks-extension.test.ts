@@ -3,15 +3,11 @@
 // keeps each task to the credential that created it, although the upstream sees one client
 // (docs/decisions/0183-tasks-extension.md). The upstream is the conformance fixture.
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { describe, expect, it } from 'vitest';
 import { ResultSchema } from '@modelcontextprotocol/sdk/types.js';
-import { silentLogger } from '../../src/device/agent/agent.ts';
-import { bridgeServerFactory, type BridgeServerFactory } from '../../src/device/bridge/index.ts';
 import { CALLER_META_KEY } from '../../src/device/tools/contract.ts';
-import { connectToBridge, waitFor } from './connect.ts';
+import { tsxCommand, useBridge, waitFor } from './connect.ts';
 
-const TSX = fileURLToPath(new URL('../../node_modules/tsx/dist/cli.mjs', import.meta.url));
 const UPSTREAM = fileURLToPath(new URL('../fixtures/conformance-server.ts', import.meta.url));
 const EXT = 'io.modelcontextprotocol/tasks';
 const meta = (credential: string, declares = true) => ({
@@ -20,26 +16,17 @@ const meta = (credential: string, declares = true) => ({
   'io.modelcontextprotocol/clientCapabilities': declares ? { extensions: { [EXT]: {} } } : {},
 });
 
-let factory: BridgeServerFactory;
-let client: Client;
-beforeAll(async () => {
-  factory = await bridgeServerFactory({
-    upstreamCmd: `'${process.execPath}' '${TSX}' '${UPSTREAM}'`,
-    log: silentLogger,
-  });
-  client = await connectToBridge(factory);
-}, 60_000);
-afterAll(async () => {
-  await client?.close();
-  await factory?.close();
-});
+const bridge = useBridge(tsxCommand(UPSTREAM));
 
 const rq = (method: string, params: Record<string, unknown>, credential = 'key-a', declares = true) =>
-  client.request({ method, params: { ...params, _meta: meta(credential, declares) } }, ResultSchema) as Promise<any>;
+  bridge.client.request(
+    { method, params: { ...params, _meta: meta(credential, declares) } },
+    ResultSchema,
+  ) as Promise<any>;
 
 describe('bridge: the upstream’s tasks extension', () => {
   it('advertises the extension it proxies', () => {
-    expect(client.getServerCapabilities()?.extensions).toEqual({ [EXT]: {} });
+    expect(bridge.client.getServerCapabilities()?.extensions).toEqual({ [EXT]: {} });
   });
 
   it('passes a task through unchanged and keeps it to its creator', async () => {

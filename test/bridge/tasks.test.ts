@@ -2,39 +2,23 @@
 // tasks/result, tasks/list, tasks/cancel), and keeps each task to the credential that created
 // it although the upstream sees one client (src/device/bridge/task-owners.ts).
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { describe, expect, it } from 'vitest';
 import { ResultSchema } from '@modelcontextprotocol/sdk/types.js';
-import { silentLogger } from '../../src/device/agent/agent.ts';
-import { bridgeServerFactory, type BridgeServerFactory } from '../../src/device/bridge/index.ts';
 import { CALLER_META_KEY } from '../../src/device/tools/contract.ts';
-import { connectToBridge } from './connect.ts';
+import { tsxCommand, useBridge } from './connect.ts';
 
-const TSX = fileURLToPath(new URL('../../node_modules/tsx/dist/cli.mjs', import.meta.url));
 const UPSTREAM = fileURLToPath(new URL('./task-upstream.ts', import.meta.url));
 const caller = (credential: string) => ({ [CALLER_META_KEY]: { credential, scopes: ['devices:read'] } });
 
-let factory: BridgeServerFactory;
-let client: Client;
-beforeAll(async () => {
-  factory = await bridgeServerFactory({
-    upstreamCmd: `'${process.execPath}' '${TSX}' '${UPSTREAM}'`,
-    log: silentLogger,
-  });
-  client = await connectToBridge(factory);
-}, 60_000);
-afterAll(async () => {
-  await client?.close();
-  await factory?.close();
-});
+const bridge = useBridge(tsxCommand(UPSTREAM));
 
 const rq = (method: string, params: Record<string, unknown>, credential = 'key-a') =>
-  client.request({ method, params: { ...params, _meta: caller(credential) } }, ResultSchema) as Promise<any>;
+  bridge.client.request({ method, params: { ...params, _meta: caller(credential) } }, ResultSchema) as Promise<any>;
 
 describe('bridge: upstream tasks', () => {
   it('advertises the upstream tasks capability and the tool’s task support', async () => {
-    expect(client.getServerCapabilities()?.tasks).toMatchObject({ list: {}, cancel: {} });
-    const { tools } = await client.listTools();
+    expect(bridge.client.getServerCapabilities()?.tasks).toMatchObject({ list: {}, cancel: {} });
+    const { tools } = await bridge.client.listTools();
     expect(tools.find((t) => t.name === 'slow-echo')?.execution?.taskSupport).toBe('optional');
   });
 

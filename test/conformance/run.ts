@@ -221,23 +221,39 @@ async function startRelayTarget(log: (s: string) => void): Promise<Target> {
     token: string;
   };
   log(`phone ${deviceId} paired; key created`);
-  await waitForPhone(
+  return phoneTarget(
     ready.url,
     key.token,
     () => phone.exitCode === null,
     () => phoneErr,
+    [dataDir, stateDir],
+    log,
   );
-  log('phone connected and initialized (tools/list answers)');
+}
 
-  const proxy = await authProxy(ready.url, { 'x-api-key': key.token });
+/**
+ * Once the phone behind the relay answers tools/list with `token`: the suite's target, the relay
+ * behind a proxy that adds the key (the suite sends no credentials); closing it stops every child
+ * and removes `dirs`.
+ */
+async function phoneTarget(
+  relayUrl: string,
+  token: string,
+  alive: () => boolean,
+  err: () => string,
+  dirs: string[],
+  log: (s: string) => void,
+): Promise<Target> {
+  await waitForPhone(relayUrl, token, alive, err);
+  log('phone connected and initialized (tools/list answers)');
+  const proxy = await authProxy(relayUrl, { 'x-api-key': token });
   return {
     url: proxy.url,
     async close() {
       await proxy.close();
       stopAll();
       await sleep(300);
-      rmSync(dataDir, { recursive: true, force: true });
-      rmSync(stateDir, { recursive: true, force: true });
+      for (const d of dirs) rmSync(d, { recursive: true, force: true });
     },
   };
 }
@@ -345,23 +361,14 @@ async function startDemoTarget(log: (s: string) => void): Promise<Target> {
     'phonebridge demo',
   );
   log(`demo relay ready at ${ready.url}`);
-  await waitForPhone(
+  return phoneTarget(
     ready.url,
     ready.apiKey,
     () => demo.exitCode === null,
     () => err,
+    [dataDir],
+    log,
   );
-  log('reference phone connected and initialized (tools/list answers)');
-  const proxy = await authProxy(ready.url, { 'x-api-key': ready.apiKey });
-  return {
-    url: proxy.url,
-    async close() {
-      await proxy.close();
-      stopAll();
-      await sleep(300);
-      rmSync(dataDir, { recursive: true, force: true });
-    },
-  };
 }
 
 async function startDirectTarget(log: (s: string) => void): Promise<Target> {
