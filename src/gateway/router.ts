@@ -7,7 +7,9 @@
 // device as moving in the bus (`moving:<id>`, MOVE_GRACE_MS). Until the phone has reconnected
 // elsewhere, origin nodes hold new requests for it instead of failing them with
 // device_offline: a request that reaches the draining owner is sent back (`redo`), and a
-// request that finds no owner polls while the moving mark lives. See docs/OPERATIONS.md.
+// request that finds no owner while the moving mark lives is held. A request that has seen the
+// phone moving waits for it until its own deadline, however long the phone takes to come back
+// (docs/decisions/0209-a-moving-phone-is-waited-for-until-the-deadline.md). See docs/OPERATIONS.md.
 import { relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
 import type { JsonRpcId, JsonRpcRequest } from '../protocol/jsonrpc.ts';
 import { BusTimeoutError, BusUnavailableError, type DeviceOwner } from '../bus/index.ts';
@@ -23,7 +25,11 @@ import { busSendSpan, busServeSpan, endServe } from '../observability/relay-span
 
 /** Extra time the origin waits beyond the owner's own timeout before giving up itself. */
 const ORIGIN_GRACE_MS = 2_000;
-/** How long a phone closed with 1012 counts as moving: its reconnect (≤ 1 s jitter) plus handshake. */
+/**
+ * How long a phone closed with 1012 counts as moving for requests that arrive meanwhile: its
+ * reconnect (≤ 1 s jitter) plus handshake. A request that saw the mark keeps waiting past it,
+ * until its own deadline (Route.moving).
+ */
 export const MOVE_GRACE_MS = 5_000;
 /** How often an owner retries an answer the bus could not take (it is reconnecting). */
 const REPLY_RETRY_MS = 50;
@@ -114,11 +120,15 @@ class Route implements ReplySink {
   gone = 0;
   fresh?: boolean;
   /**
-   * Set when the node it was sent to left on purpose: until then, a phone with no owner is
-   * taken to be moving, as if that node had marked it so (its goodbye can reach this node after
-   * the request went out, and after the phone was released: docs/decisions/0080-drain-rerouting.md).
+   * The phone was seen moving (its mark, its owner's `redo` or goodbye): until the request is
+   * sent to the phone's next owner, a phone with no owner is waited for until the request's own
+   * deadline, not only while the mark lives — a phone's reconnect after a failed first attempt
+   * backs off for seconds (src/device/agent/backoff.ts), and a loaded new node is slow to
+   * accept it (docs/decisions/0209-a-moving-phone-is-waited-for-until-the-deadline.md). Set
+   * also when the node it was sent to left on purpose: its goodbye can reach this node after
+   * the request went out and after the phone was released (docs/decisions/0080-drain-rerouting.md).
    */
-  movingUntil?: number;
+  moving = false;
   /** performance.now() when it was last sent to an owner node (phonebridge_bus_round_trip_seconds). */
   sentPerf = 0;
   readonly deadline: number;
@@ -469,13 +479,21 @@ export class Router {
         r.fresh = false;
         if (r.done) return;
         if (owner && owner.nodeId !== this.ctx.bus.nodeId) return await this.send(r, owner, cached !== undefined);
-        // No node to send it to. Wait only if the phone is known to be moving.
-        const handedOver = r.movingUntil !== undefined && Date.now() < r.movingUntil;
-        if (Date.now() + MOVE_POLL_MS < r.deadline && (handedOver || (await this.isMoving(r.deviceId)))) {
-          await sleep(MOVE_POLL_MS);
-          continue;
+        // No node to send it to. Wait only if the phone is known to be moving (then until the
+        // deadline).
+        if (Date.now() + MOVE_POLL_MS < r.deadline) {
+          if (!r.moving && (await this.isMoving(r.deviceId))) r.moving = true;
+          if (r.moving) {
+            await sleep(MOVE_POLL_MS);
+            continue;
+          }
         }
-        return void r.sink.fail(relayError('device_offline'));
+        return void r.sink.fail(
+          relayError(
+            'device_offline',
+            r.moving ? 'the phone did not come back from its move within the request deadline' : undefined,
+          ),
+        );
       }
     } catch (err) {
       r.sink.fail(relayError(err instanceof BusUnavailableError ? 'relay_unavailable' : 'relay_error'));
@@ -504,6 +522,9 @@ export class Router {
   }
 
   private async send(r: Route, owner: DeviceOwner, cached: boolean): Promise<void> {
+    // Found at an owner: the move (if any) is over; a later one marks the request again.
+    const wasMoving = r.moving;
+    r.moving = false;
     const rid = this.nextRid++;
     const timeoutMs = this.remaining(r);
     const timer = setTimeout(originTimedOut, timeoutMs + ORIGIN_GRACE_MS, this, rid, r);
@@ -545,13 +566,16 @@ export class Router {
     this.forgetOwner(r.deviceId, owner.nodeId);
     const leaving =
       Date.now() + MOVE_POLL_MS < r.deadline &&
-      (this.departed.has(owner.nodeId) || (await this.isMoving(r.deviceId).catch(() => false)));
+      (wasMoving || this.departed.has(owner.nodeId) || (await this.isMoving(r.deviceId).catch(() => false)));
     if (cached || leaving) {
       reroutes.unreachable.inc();
       // A remembered owner that stopped listening, or an owner that stopped listening on its
       // way out (it had stopped starting work on the phone): look for the phone again, until
       // the request's deadline (the owner stays in the bus until its liveness lapses).
-      if (leaving) await sleep(MOVE_POLL_MS);
+      if (leaving) {
+        r.moving = true;
+        await sleep(MOVE_POLL_MS);
+      }
       r.state = 'routing';
       r.fresh = true;
       return this.route(r);
@@ -657,7 +681,7 @@ export class Router {
         // no owner for a moment, whatever told this node first (the goodbye, or the bus).
         r.state = 'routing';
         r.fresh = true;
-        r.movingUntil = Date.now() + MOVE_GRACE_MS;
+        r.moving = true;
         void this.route(r);
       } else {
         r.sink.fail(relayError('device_offline', 'the relay node holding the phone stopped'));
@@ -794,7 +818,10 @@ export class Router {
         this.forgetOwner(r.deviceId, p.node);
         r.state = 'routing';
         r.fresh = true;
-        if (h.why === 'moving') return void sleep(MOVE_POLL_MS).then(() => this.route(r));
+        if (h.why === 'moving') {
+          r.moving = true;
+          return void sleep(MOVE_POLL_MS).then(() => this.route(r));
+        }
         if (++r.gone > MAX_GONE) return void r.sink.fail(relayError('device_offline'));
         void this.route(r);
         return;
