@@ -31,6 +31,14 @@ const ORIGIN_GRACE_MS = 2_000;
  * until its own deadline (Route.moving).
  */
 export const MOVE_GRACE_MS = 5_000;
+/**
+ * After this node's bus comes back, how long a phone with no live owner counts as possibly
+ * being reclaimed by a node that lost Redis too (its liveness lapsed meanwhile): requests for it
+ * wait this long (within their deadline) before device_offline. Peers reconnect within a
+ * second (ioredis backoff ≤ 1 s), then resubscribe, renew and reclaim each phone
+ * (docs/decisions/0210-no-phone-offline-because-redis-was-down.md).
+ */
+export const RECLAIM_GRACE_MS = 5_000;
 /** How often an owner retries an answer the bus could not take (it is reconnecting). */
 const REPLY_RETRY_MS = 50;
 /** How often a held request looks for the phone's new owner. */
@@ -205,6 +213,8 @@ export class Router {
   private readonly owners = new Map<string, { owner: DeviceOwner; until: number }>();
   /** Nodes that said goodbye (drained or stopped on purpose), for a while after. */
   private readonly departed = new Map<string, NodeJS.Timeout>();
+  /** Until then, a phone with no owner may be one a peer is reclaiming after a Redis outage (RECLAIM_GRACE_MS). */
+  private reclaimUntil = 0;
 
   constructor(private readonly ctx: GatewayContext) {
     const bus = ctx.bus;
@@ -217,7 +227,11 @@ export class Router {
       this.owners.clear();
       this.failWhere(() => true, relayError('relay_unavailable'));
     });
-    bus.onReconnected(() => this.owners.clear());
+    bus.onReconnected(() => {
+      this.owners.clear();
+      // Peers lost Redis too, and may not have renewed and reclaimed their phones yet.
+      this.reclaimUntil = Date.now() + RECLAIM_GRACE_MS;
+    });
     this.ownerCheck = setInterval(() => void this.checkOwners(), OWNER_CHECK_MS);
     this.ownerCheck.unref();
     ctx.hub.onRevoke((match) => this.cancelWhere(match));
@@ -480,10 +494,10 @@ export class Router {
         if (r.done) return;
         if (owner && owner.nodeId !== this.ctx.bus.nodeId) return await this.send(r, owner, cached !== undefined);
         // No node to send it to. Wait only if the phone is known to be moving (then until the
-        // deadline).
+        // deadline), or may be reclaimed by a peer that lost Redis as this node did.
         if (Date.now() + MOVE_POLL_MS < r.deadline) {
           if (!r.moving && (await this.isMoving(r.deviceId))) r.moving = true;
-          if (r.moving) {
+          if (r.moving || Date.now() < this.reclaimUntil) {
             await sleep(MOVE_POLL_MS);
             continue;
           }
