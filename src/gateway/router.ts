@@ -258,6 +258,21 @@ export class Router {
     return this.active.size;
   }
 
+  /**
+   * Drain deadline: requests still held for a phone that has not come back (state `routing`)
+   * fail now with device_offline, while this node can still answer them; otherwise they
+   * would wait out their own deadline past the node's exit.
+   */
+  failHeld(): number {
+    let n = 0;
+    for (const r of [...this.active]) {
+      if (r.state !== 'routing') continue;
+      r.sink.fail(relayError('device_offline', 'the phone did not come back before this relay node stopped'));
+      n++;
+    }
+    return n;
+  }
+
   close(): void {
     clearInterval(this.ownerCheck);
     for (const t of this.departed.values()) clearTimeout(t);

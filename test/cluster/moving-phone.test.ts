@@ -119,13 +119,29 @@ describe('a phone that comes back from a draining node later than the moving mar
       // --- 2: the phone does not come back within the call's deadline: device_offline then --------
       const W = await ownerNode(phone.deviceId);
       const [V] = tc.nodes.filter((n) => n.alive && n !== W);
+      // A client of the draining node itself too, on a keep-alive connection opened before the drain.
+      const onW = await rawClient(W.url, token);
+      expect(outcomeWithReason(await onW.call(W.url, 'warm W', 'echo', { text: 'warm W' }))).toBe('warm W');
       const hold2 = holdAfterDrain(phone);
+      const termAt = Date.now();
       W.proc.kill('SIGTERM');
       const closed2 = await hold2.closed();
       const started = Date.now();
+      const onDraining = onW.call(W.url, 'held by W', 'echo', { text: 'never delivered' }).then(
+        (a: unknown) => ({ a, at: Date.now() }),
+        (err: Error) => ({ a: { error: { data: { code: `transport: ${err.message}` } } }, at: Date.now() }),
+      );
       const lost = await client.call(V.url, 'never back', 'echo', { text: 'never delivered' });
       const waited = Date.now() - started;
-      console.log(`phone not back: the held call answered after ${waited} ms (${outcomeWithReason(lost)})`);
+      const w = await onDraining;
+      await onW.close();
+      console.log(
+        `phone not back: the call held by ${V.id} answered after ${waited} ms (${outcomeWithReason(lost)}); ` +
+          `the one held by the draining ${W.id} ${w.at - termAt} ms after its SIGTERM (${outcomeWithReason(w.a)})`,
+      );
+      // The draining node answers what it holds at its drain deadline (--drain-ms 5000), before it exits.
+      expect(outcomeWithReason(w.a)).toMatch(/^error:device_offline .*before this relay node stopped/);
+      expect(w.at - termAt).toBeLessThan(5000 + 3000);
       expect(outcomeWithReason(lost)).toMatch(/^error:device_offline/);
       // Held until its own deadline, not only while the mark lived.
       expect(waited).toBeGreaterThanOrEqual(DEADLINE_MS - 1000);
