@@ -453,10 +453,14 @@ export class Router {
     this.handedOver.add(conn.deviceId);
   }
 
-  /** Marks the device as moving in the bus; call right before closing its socket with 1012. */
+  /**
+   * Marks the device as moving in the bus; call right before closing its socket with 1012. A
+   * mark left by an earlier move (the phone moved here less than MOVE_GRACE_MS ago) is renewed,
+   * not kept to its first end.
+   */
   async markMoving(deviceId: string): Promise<void> {
     this.handedOver.add(deviceId);
-    await this.ctx.bus.hit(movingKey(deviceId), MOVE_GRACE_MS).catch(() => {});
+    await this.ctx.bus.mark(movingKey(deviceId), MOVE_GRACE_MS).catch(() => {});
   }
 
   /** True while the phone is between nodes: held requests keep waiting for it. */

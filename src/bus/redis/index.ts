@@ -480,6 +480,10 @@ export class RedisBus implements Bus {
   async peek(key: string): Promise<number> {
     return Number((await this.op((r) => r.get(this.key(`rl:${key}`)))) ?? 0);
   }
+  async mark(key: string, ttlMs: number): Promise<void> {
+    // The counter's key, so a release that reads the flag with `peek` (or marks it with `hit`) still does.
+    await this.op((r) => r.set(this.key(`rl:${key}`), '1', 'PX', ttlMs));
+  }
   async publishControl(event: ControlEvent): Promise<void> {
     await this.op((r) => r.publish(this.chControl, encodeControl(event)));
   }

@@ -6,7 +6,7 @@
 //
 // Keys under prefix p:
 //   nonce:<n>            string deviceId, PX ttl
-//   rl:<key>             fixed-window counter, PX window
+//   rl:<key>             fixed-window counter, PX window (or a flag `1` set by RedisBus.mark, PX ttl)
 //   sess:<id>            hash rec (JSON), dev, tok, evseq, seen (ms of the last use a touch reported); PX idle
 //   sx:d:<deviceId>      zset sessionId -> expiry ms (index for deleteWhere), PX >= its members
 //   sx:t:<tokenId>       same, by token
