@@ -63,6 +63,19 @@ export function busContract(drivers: Array<[string, MakeBus]>): void {
       expect(await bus.hit(k, 300)).toBe(1);
     });
 
+    it('mark sets a flag peek reads as 1, and a later mark renews it', async () => {
+      await open();
+      const k = uid();
+      await bus.mark(k, 300);
+      expect(await bus.peek(k)).toBe(1);
+      await sleep(200);
+      await bus.mark(k, 300); // renewed: lives 300 ms from now, past the first mark's end
+      await sleep(200);
+      expect(await bus.peek(k)).toBe(1);
+      await sleep(200);
+      expect(await bus.peek(k)).toBe(0);
+    });
+
     it('unhit takes one hit back, never below zero, and keeps the window', async () => {
       await open();
       const k = uid();

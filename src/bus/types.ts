@@ -96,6 +96,11 @@ export interface Bus {
   peek(key: string): Promise<number>;
   /** Takes back one hit (counted up front, then found not to count): never below 0, same window end. */
   unhit(key: string): Promise<void>;
+  /**
+   * Sets a flag that `peek` reads as 1 for `ttlMs` from now, renewing one set earlier (unlike
+   * `hit`, whose window keeps its first end).
+   */
+  mark(key: string, ttlMs: number): Promise<void>;
 
   /** Reaches every node, this one included, once each. */
   publishControl(event: ControlEvent): Promise<void>;

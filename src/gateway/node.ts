@@ -228,6 +228,9 @@ export async function startGateway(opts: {
     // just before the release get `redo`: wait until both kinds of traffic have stopped.
     const quiet = () => Date.now() - Math.max(traffic.lastRequestAt, ctx.router.lastServedAt) >= DRAIN_QUIET_MS;
     while (Date.now() < deadline && (ctx.router.inFlight > 0 || !quiet())) await sleep(20);
+    // Requests held for a phone that has not come back would wait out their own deadline (a
+    // moving phone is waited for until then: docs/decisions/0209-a-moving-phone-is-waited-for-until-the-deadline.md).
+    ctx.router.failHeld();
     for (const l of hub.allStreams()) l.end();
   }
 

@@ -7,7 +7,9 @@
 // device as moving in the bus (`moving:<id>`, MOVE_GRACE_MS). Until the phone has reconnected
 // elsewhere, origin nodes hold new requests for it instead of failing them with
 // device_offline: a request that reaches the draining owner is sent back (`redo`), and a
-// request that finds no owner polls while the moving mark lives. See docs/OPERATIONS.md.
+// request that finds no owner while the moving mark lives is held. A request that has seen the
+// phone moving waits for it until its own deadline, however long the phone takes to come back
+// (docs/decisions/0209-a-moving-phone-is-waited-for-until-the-deadline.md). See docs/OPERATIONS.md.
 import { relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
 import type { JsonRpcId, JsonRpcRequest } from '../protocol/jsonrpc.ts';
 import { BusTimeoutError, BusUnavailableError, type DeviceOwner } from '../bus/index.ts';
@@ -23,8 +25,20 @@ import { busSendSpan, busServeSpan, endServe } from '../observability/relay-span
 
 /** Extra time the origin waits beyond the owner's own timeout before giving up itself. */
 const ORIGIN_GRACE_MS = 2_000;
-/** How long a phone closed with 1012 counts as moving: its reconnect (≤ 1 s jitter) plus handshake. */
+/**
+ * How long a phone closed with 1012 counts as moving for requests that arrive meanwhile: its
+ * reconnect (≤ 1 s jitter) plus handshake. A request that saw the mark keeps waiting past it,
+ * until its own deadline (Route.moving).
+ */
 export const MOVE_GRACE_MS = 5_000;
+/**
+ * After this node's bus comes back, how long a phone with no live owner counts as possibly
+ * being reclaimed by a node that lost Redis too (its liveness lapsed meanwhile): requests for it
+ * wait this long (within their deadline) before device_offline. Peers reconnect within a
+ * second (ioredis backoff ≤ 1 s), then resubscribe, renew and reclaim each phone
+ * (docs/decisions/0210-no-phone-offline-because-redis-was-down.md).
+ */
+export const RECLAIM_GRACE_MS = 5_000;
 /** How often an owner retries an answer the bus could not take (it is reconnecting). */
 const REPLY_RETRY_MS = 50;
 /** How often a held request looks for the phone's new owner. */
@@ -114,11 +128,15 @@ class Route implements ReplySink {
   gone = 0;
   fresh?: boolean;
   /**
-   * Set when the node it was sent to left on purpose: until then, a phone with no owner is
-   * taken to be moving, as if that node had marked it so (its goodbye can reach this node after
-   * the request went out, and after the phone was released: docs/decisions/0080-drain-rerouting.md).
+   * The phone was seen moving (its mark, its owner's `redo` or goodbye): until the request is
+   * sent to the phone's next owner, a phone with no owner is waited for until the request's own
+   * deadline, not only while the mark lives — a phone's reconnect after a failed first attempt
+   * backs off for seconds (src/device/agent/backoff.ts), and a loaded new node is slow to
+   * accept it (docs/decisions/0209-a-moving-phone-is-waited-for-until-the-deadline.md). Set
+   * also when the node it was sent to left on purpose: its goodbye can reach this node after
+   * the request went out and after the phone was released (docs/decisions/0080-drain-rerouting.md).
    */
-  movingUntil?: number;
+  moving = false;
   /** performance.now() when it was last sent to an owner node (phonebridge_bus_round_trip_seconds). */
   sentPerf = 0;
   readonly deadline: number;
@@ -195,6 +213,8 @@ export class Router {
   private readonly owners = new Map<string, { owner: DeviceOwner; until: number }>();
   /** Nodes that said goodbye (drained or stopped on purpose), for a while after. */
   private readonly departed = new Map<string, NodeJS.Timeout>();
+  /** Until then, a phone with no owner may be one a peer is reclaiming after a Redis outage (RECLAIM_GRACE_MS). */
+  private reclaimUntil = 0;
 
   constructor(private readonly ctx: GatewayContext) {
     const bus = ctx.bus;
@@ -207,7 +227,11 @@ export class Router {
       this.owners.clear();
       this.failWhere(() => true, relayError('relay_unavailable'));
     });
-    bus.onReconnected(() => this.owners.clear());
+    bus.onReconnected(() => {
+      this.owners.clear();
+      // Peers lost Redis too, and may not have renewed and reclaimed their phones yet.
+      this.reclaimUntil = Date.now() + RECLAIM_GRACE_MS;
+    });
     this.ownerCheck = setInterval(() => void this.checkOwners(), OWNER_CHECK_MS);
     this.ownerCheck.unref();
     ctx.hub.onRevoke((match) => this.cancelWhere(match));
@@ -232,6 +256,21 @@ export class Router {
   /** Client requests this node is still answering (local or remote, held or sent). */
   get inFlight(): number {
     return this.active.size;
+  }
+
+  /**
+   * Drain deadline: requests still held for a phone that has not come back (state `routing`)
+   * fail now with device_offline, while this node can still answer them; otherwise they
+   * would wait out their own deadline past the node's exit.
+   */
+  failHeld(): number {
+    let n = 0;
+    for (const r of [...this.active]) {
+      if (r.state !== 'routing') continue;
+      r.sink.fail(relayError('device_offline', 'the phone did not come back before this relay node stopped'));
+      n++;
+    }
+    return n;
   }
 
   close(): void {
@@ -414,10 +453,14 @@ export class Router {
     this.handedOver.add(conn.deviceId);
   }
 
-  /** Marks the device as moving in the bus; call right before closing its socket with 1012. */
+  /**
+   * Marks the device as moving in the bus; call right before closing its socket with 1012. A
+   * mark left by an earlier move (the phone moved here less than MOVE_GRACE_MS ago) is renewed,
+   * not kept to its first end.
+   */
   async markMoving(deviceId: string): Promise<void> {
     this.handedOver.add(deviceId);
-    await this.ctx.bus.hit(movingKey(deviceId), MOVE_GRACE_MS).catch(() => {});
+    await this.ctx.bus.mark(movingKey(deviceId), MOVE_GRACE_MS).catch(() => {});
   }
 
   /** True while the phone is between nodes: held requests keep waiting for it. */
@@ -469,13 +512,21 @@ export class Router {
         r.fresh = false;
         if (r.done) return;
         if (owner && owner.nodeId !== this.ctx.bus.nodeId) return await this.send(r, owner, cached !== undefined);
-        // No node to send it to. Wait only if the phone is known to be moving.
-        const handedOver = r.movingUntil !== undefined && Date.now() < r.movingUntil;
-        if (Date.now() + MOVE_POLL_MS < r.deadline && (handedOver || (await this.isMoving(r.deviceId)))) {
-          await sleep(MOVE_POLL_MS);
-          continue;
+        // No node to send it to. Wait only if the phone is known to be moving (then until the
+        // deadline), or may be reclaimed by a peer that lost Redis as this node did.
+        if (Date.now() + MOVE_POLL_MS < r.deadline) {
+          if (!r.moving && (await this.isMoving(r.deviceId))) r.moving = true;
+          if (r.moving || Date.now() < this.reclaimUntil) {
+            await sleep(MOVE_POLL_MS);
+            continue;
+          }
         }
-        return void r.sink.fail(relayError('device_offline'));
+        return void r.sink.fail(
+          relayError(
+            'device_offline',
+            r.moving ? 'the phone did not come back from its move within the request deadline' : undefined,
+          ),
+        );
       }
     } catch (err) {
       r.sink.fail(relayError(err instanceof BusUnavailableError ? 'relay_unavailable' : 'relay_error'));
@@ -504,6 +555,9 @@ export class Router {
   }
 
   private async send(r: Route, owner: DeviceOwner, cached: boolean): Promise<void> {
+    // Found at an owner: the move (if any) is over; a later one marks the request again.
+    const wasMoving = r.moving;
+    r.moving = false;
     const rid = this.nextRid++;
     const timeoutMs = this.remaining(r);
     const timer = setTimeout(originTimedOut, timeoutMs + ORIGIN_GRACE_MS, this, rid, r);
@@ -545,13 +599,16 @@ export class Router {
     this.forgetOwner(r.deviceId, owner.nodeId);
     const leaving =
       Date.now() + MOVE_POLL_MS < r.deadline &&
-      (this.departed.has(owner.nodeId) || (await this.isMoving(r.deviceId).catch(() => false)));
+      (wasMoving || this.departed.has(owner.nodeId) || (await this.isMoving(r.deviceId).catch(() => false)));
     if (cached || leaving) {
       reroutes.unreachable.inc();
       // A remembered owner that stopped listening, or an owner that stopped listening on its
       // way out (it had stopped starting work on the phone): look for the phone again, until
       // the request's deadline (the owner stays in the bus until its liveness lapses).
-      if (leaving) await sleep(MOVE_POLL_MS);
+      if (leaving) {
+        r.moving = true;
+        await sleep(MOVE_POLL_MS);
+      }
       r.state = 'routing';
       r.fresh = true;
       return this.route(r);
@@ -657,7 +714,7 @@ export class Router {
         // no owner for a moment, whatever told this node first (the goodbye, or the bus).
         r.state = 'routing';
         r.fresh = true;
-        r.movingUntil = Date.now() + MOVE_GRACE_MS;
+        r.moving = true;
         void this.route(r);
       } else {
         r.sink.fail(relayError('device_offline', 'the relay node holding the phone stopped'));
@@ -794,7 +851,10 @@ export class Router {
         this.forgetOwner(r.deviceId, p.node);
         r.state = 'routing';
         r.fresh = true;
-        if (h.why === 'moving') return void sleep(MOVE_POLL_MS).then(() => this.route(r));
+        if (h.why === 'moving') {
+          r.moving = true;
+          return void sleep(MOVE_POLL_MS).then(() => this.route(r));
+        }
         if (++r.gone > MAX_GONE) return void r.sink.fail(relayError('device_offline'));
         void this.route(r);
         return;

@@ -289,3 +289,16 @@ describe('an owner that hands its phone over (drain)', () => {
     }
   }, 60_000);
 });
+
+describe('a phone that moves again while its moving mark lives', () => {
+  it("its next node's mark lives MOVE_GRACE_MS from then, not until the first mark's end", async () => {
+    const deviceId = `moved-twice-${process.pid}`;
+    const key = `${tc.prefix}rl:${movingKey(deviceId)}`;
+    // Two drains 2 s apart: the phone moved off one node, then off the next.
+    await O.relay.node.ctx.router.markMoving(deviceId);
+    await sleep(2000);
+    await O.relay.node.ctx.router.markMoving(deviceId);
+    expect(await tc.redis.pttl(key)).toBeGreaterThan(MOVE_GRACE_MS - 1000);
+    expect(await O.relay.node.ctx.bus.peek(movingKey(deviceId))).toBeGreaterThan(0);
+  }, 20_000);
+});

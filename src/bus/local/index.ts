@@ -213,6 +213,9 @@ export class LocalBus implements Bus {
     const n = this.counters.get(key);
     if (n !== undefined && n > 0) this.counters.update(key, n - 1);
   }
+  async mark(key: string, ttlMs: number): Promise<void> {
+    this.counters.set(key, 1, ttlMs);
+  }
   async publishControl(event: ControlEvent): Promise<void> {
     this.control.emit(event);
   }

@@ -117,6 +117,13 @@ export class RedisBus implements Bus {
   private lastBeatAt = 0;
   /** How long the last successful heartbeat took (ms): /readyz shows a slow Redis with it. */
   private lastBeatMs: number | undefined;
+  /**
+   * Until then this node's heartbeats reap no peer: its own link to Redis was down (or its
+   * heartbeats late) within the last node TTL, so a peer's lapsed deadline may be the same
+   * outage, not a dead peer. Reaped, a peer's reclaim would take a new epoch instead of keeping
+   * its claim (docs/decisions/0210-no-phone-offline-because-redis-was-down.md).
+   */
+  private blindUntil = 0;
   private announced = false;
   private timer?: NodeJS.Timeout;
   /** The last connection error ioredis reported: what answered, when a start fails. */
@@ -303,6 +310,7 @@ export class RedisBus implements Bus {
   private markDown(why: string): void {
     if (!this.started || this.closing || !this.up) return;
     this.up = false;
+    this.blindUntil = Infinity;
     this.sessions.dropAll();
     this.log.warn({ node: this.nodeId, why }, 'cluster bus unavailable');
     this.on.unavailable.emit();
@@ -329,6 +337,8 @@ export class RedisBus implements Bus {
     await Promise.all([this.sub.subscribe(...plain), this.connector.subscribe(this.sub, sharded)]).catch((err) =>
       Promise.reject(asBusError(err)),
     );
+    // Peers lost Redis too, most likely: give them a whole TTL to renew before reaping any.
+    if (this.announced) this.blindUntil = Date.now() + this.o.nodeTtlMs;
     await this.beat();
     this.up = true;
   }
@@ -351,6 +361,7 @@ export class RedisBus implements Bus {
         // request in flight. A closed connection marks it down at once (on 'close').
         const late = err instanceof BusTimeoutError && this.cmd.status === 'ready';
         if (late && Date.now() - this.lastBeatAt < this.o.nodeTtlMs) {
+          this.blindUntil = Math.max(this.blindUntil, Date.now() + this.o.nodeTtlMs);
           this.log.warn({ node: this.nodeId }, 'cluster bus heartbeat late');
           return;
         }
@@ -367,7 +378,10 @@ export class RedisBus implements Bus {
     this.beating ??= (async () => {
       const sentAt = Date.now(); // the script ran no earlier: alive at least until sentAt + nodeTtlMs
       const t = performance.now();
-      const r = (await this.run('heartbeat', [this.nodeId, this.boot, this.o.nodeTtlMs])) as Array<string | number>;
+      const reap = sentAt >= this.blindUntil ? 1 : 0;
+      const r = (await this.run('heartbeat', [this.nodeId, this.boot, this.o.nodeTtlMs, reap])) as Array<
+        string | number
+      >;
       this.lastBeatMs = Math.round((performance.now() - t) * 10) / 10;
       this.lastBeatAt = sentAt;
       const [wasAlive, prevBoot] = [Number(r[0]), String(r[1])];
@@ -384,7 +398,10 @@ export class RedisBus implements Bus {
         lapsed = true;
       }
       this.announced = true;
-      if (lapsed) this.log.warn({ node: this.nodeId }, 'this node had been presumed dead');
+      if (lapsed) {
+        this.log.warn({ node: this.nodeId }, 'this node had been presumed dead');
+        this.blindUntil = Math.max(this.blindUntil, Date.now() + this.o.nodeTtlMs);
+      }
       for (const [n, boot] of this.peers) if (n !== this.nodeId && now.get(n) !== boot) this.on.nodeDown.emit(n);
       this.peers = now;
       return lapsed;
@@ -462,6 +479,10 @@ export class RedisBus implements Bus {
   }
   async peek(key: string): Promise<number> {
     return Number((await this.op((r) => r.get(this.key(`rl:${key}`)))) ?? 0);
+  }
+  async mark(key: string, ttlMs: number): Promise<void> {
+    // The counter's key, so a release that reads the flag with `peek` (or marks it with `hit`) still does.
+    await this.op((r) => r.set(this.key(`rl:${key}`), '1', 'PX', ttlMs));
   }
   async publishControl(event: ControlEvent): Promise<void> {
     await this.op((r) => r.publish(this.chControl, encodeControl(event)));

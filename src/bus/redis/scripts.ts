@@ -6,7 +6,7 @@
 //
 // Keys under prefix p:
 //   nonce:<n>            string deviceId, PX ttl
-//   rl:<key>             fixed-window counter, PX window
+//   rl:<key>             fixed-window counter, PX window (or a flag `1` set by RedisBus.mark, PX ttl)
 //   sess:<id>            hash rec (JSON), dev, tok, evseq, seen (ms of the last use a touch reported); PX idle
 //   sx:d:<deviceId>      zset sessionId -> expiry ms (index for deleteWhere), PX >= its members
 //   sx:t:<tokenId>       same, by token
@@ -223,7 +223,8 @@ local f = redis.call('HMGET', ARGV[1] .. 'dev:' .. ARGV[2], 'node', 'epoch', 'v'
 if f[1] and alive(ARGV[1], f[1]) then return {f[1], f[2], f[3]} end
 return false`,
 
-  // ARGV: p, self, boot, ttlMs. Renews this node, reaps dead ones.
+  // ARGV: p, self, boot, ttlMs, reap (0: reap no peer — this node could not watch them lately;
+  // absent, as an older release sends it: reap). Renews this node, reaps dead ones.
   // Returns {wasAlive, previousBoot, node1, boot1, node2, boot2, ...} (alive nodes after renewal).
   heartbeat: `${NOW}${REAP}
 local p, self, boot = ARGV[1], ARGV[2], ARGV[3]
@@ -234,8 +235,10 @@ local wasAlive = (prevScore and tonumber(prevScore) >= t) and 1 or 0
 -- A new process under this id holds none of its predecessor's sockets.
 if prevBoot ~= boot then reap(p, self) end
 -- Dead peers lose their devices. A lapsed self keeps its own: reclaimDevice then keeps the epochs.
-for _, n in ipairs(redis.call('ZRANGEBYSCORE', nodes, '-inf', '(' .. t)) do
-  if n ~= self then reap(p, n) end
+if ARGV[5] ~= '0' then
+  for _, n in ipairs(redis.call('ZRANGEBYSCORE', nodes, '-inf', '(' .. t)) do
+    if n ~= self then reap(p, n) end
+  end
 end
 redis.call('ZADD', nodes, t + tonumber(ARGV[4]), self)
 redis.call('HSET', boots, self, boot)
