@@ -9,7 +9,8 @@
 // to get a CPU profile of the relay per round (loadtest/fleet-relay.ts).
 //
 // Before the relay's rounds, the same phones storm the accept floor (loadtest/lib/accept-floor.ts:
-// a bare uWS server doing only what the protocol makes an accept cost, no signature, no store)
+// a bare uWS server doing only what the protocol makes an accept cost — nonce, key import,
+// signature, upgrade, initialize and tools/list — no store, docs/decisions/0143-the-floor-verifies.md)
 // in lockstep: its CPU per accept is the floor the relay's is read against, in the same run.
 // With PHONEBRIDGE_LOADTEST_STRACE_DIR set, `strace -c -f` is attached to the floor and to the
 // relay for their lockstep rounds (one summary file each); strace slows both several times,
@@ -184,7 +185,9 @@ async function run(ctx: ScenarioContext): Promise<void> {
 
   // Round 0: the accept floor, already listening, takes every phone of the killed relay
   // (lockstep). Its CPU from the kill until all are back, per accept.
-  const floor = await startAcceptFloor();
+  // Each phone's stored key, as the relay's store holds it (the phones share one key pair,
+  // but each accept imports its phone's key afresh: loadtest/lib/accept-floor.ts).
+  const floor = await startAcceptFloor(fleet.phones.map((ph) => [ph.deviceId, fleet.publicKeySpkiBase64]));
   ctx.defer(() => floor.kill());
   {
     policy = POLICIES[0];
@@ -204,12 +207,15 @@ async function run(ctx: ScenarioContext): Promise<void> {
     const syscalls = await trace?.(back);
     const sorted = accepts.sort((a, b) => a - b);
     const floorCpu = acceptCpu(c0, c1, back);
+    const floorCounts = await floor.counts();
+    // A floor that refused phones (a wrong host or key) would be measuring something else.
+    if (floorCounts.rejected > 0) throw new Error(`accept floor refused ${floorCounts.rejected} upgrades`);
     ctx.figures.floor = {
       phones: count,
       back,
       secondsToAllBack: back ? (sorted[back - 1] - t0) / 1000 : NaN,
       ...floorCpu,
-      counts: await floor.counts(),
+      counts: floorCounts,
       syscallsPerAccept: syscalls,
     };
     m.gauge('accepts_per_floor_cpu_s').set(floorCpu.acceptsPerCpuSecond);
