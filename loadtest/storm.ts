@@ -325,16 +325,14 @@ async function run(ctx: ScenarioContext): Promise<void> {
     peakAcceptsInOneSecond: number;
   };
   const perCpuS = lockstep.acceptsPerRelayCpuSecond;
-  const atLeast70 = (name: string, ratio: number) =>
-    target({ name, goal: '≥ 70 %', actual: ratio * 100, unit: '%', met: ratio >= 0.7 });
-  // The like-for-like ratio: relay CPU-seconds against verifier CPU-seconds.
-  atLeast70('accepts per relay CPU-second / P-256 verifications per CPU-second', perCpuS / verify.perCpuS);
-  // As first reported (a wall-clock verify rate, lower whenever the cores are shared).
-  atLeast70('accepts per relay CPU-second / one core’s P-256 verify rate (wall clock)', perCpuS / verify.perWallS);
-  atLeast70(
-    'lockstep accept rate / one core’s P-256 verify rate',
-    Math.max(lockstep.acceptsPerSecond, lockstep.peakAcceptsInOneSecond) / verify.perWallS,
-  );
+  // Against one core's verifications: reported, no longer targets. The 70 % these were once
+  // held to is out of reach by construction: the protocol forces an import and a verification
+  // per accept on a restarted node, so even the floor stays under half the verification rate
+  // (docs/decisions/0143-the-floor-verifies.md). The storm's target is the floor's, below.
+  ctx.figures.accepts_per_relay_cpu_s_over_verify_per_cpu_s = perCpuS / verify.perCpuS;
+  ctx.figures.accepts_per_relay_cpu_s_over_verify_per_wall_s = perCpuS / verify.perWallS;
+  ctx.figures.lockstep_accept_rate_over_verify_per_wall_s =
+    Math.max(lockstep.acceptsPerSecond, lockstep.peakAcceptsInOneSecond) / verify.perWallS;
   // The floor for phones with keys of their own: importing the key is part of every accept.
   ctx.figures.accepts_per_cpu_s_over_import_and_verify = perCpuS / importVerify;
   // What the protocol alone allows (the accept floor, no signature at all) against one core's
