@@ -5,11 +5,13 @@
 // (full jitter, first window 5 s, doubling to 30 s). Reported: time until all are back, the
 // accept rate, and one core's P-256 signature verifications per second measured in the same run
 // (every accept verifies one signature; the rest of an accept is challenge, key import, store
-// lookup, ownership claim, initialize, tools/list and a store write). Set PHONEBRIDGE_LOADTEST_RELAY_PROFILE_DIR
+// lookup, ownership claim, initialize, tools/list and a store write). The target: accepts per
+// relay CPU-second at least half of the accept floor's (below). Set PHONEBRIDGE_LOADTEST_RELAY_PROFILE_DIR
 // to get a CPU profile of the relay per round (loadtest/fleet-relay.ts).
 //
 // Before the relay's rounds, the same phones storm the accept floor (loadtest/lib/accept-floor.ts:
-// a bare uWS server doing only what the protocol makes an accept cost, no signature, no store)
+// a bare uWS server doing only what the protocol makes an accept cost — nonce, key import,
+// signature, upgrade, initialize and tools/list — no store, docs/decisions/0143-the-floor-verifies.md)
 // in lockstep: its CPU per accept is the floor the relay's is read against, in the same run.
 // With PHONEBRIDGE_LOADTEST_STRACE_DIR set, `strace -c -f` is attached to the floor and to the
 // relay for their lockstep rounds (one summary file each); strace slows both several times,
@@ -184,7 +186,9 @@ async function run(ctx: ScenarioContext): Promise<void> {
 
   // Round 0: the accept floor, already listening, takes every phone of the killed relay
   // (lockstep). Its CPU from the kill until all are back, per accept.
-  const floor = await startAcceptFloor();
+  // Each phone's stored key, as the relay's store holds it (the phones share one key pair,
+  // but each accept imports its phone's key afresh: loadtest/lib/accept-floor.ts).
+  const floor = await startAcceptFloor(fleet.phones.map((ph) => [ph.deviceId, fleet.publicKeySpkiBase64]));
   ctx.defer(() => floor.kill());
   {
     policy = POLICIES[0];
@@ -204,12 +208,15 @@ async function run(ctx: ScenarioContext): Promise<void> {
     const syscalls = await trace?.(back);
     const sorted = accepts.sort((a, b) => a - b);
     const floorCpu = acceptCpu(c0, c1, back);
+    const floorCounts = await floor.counts();
+    // A floor that refused phones (a wrong host or key) would be measuring something else.
+    if (floorCounts.rejected > 0) throw new Error(`accept floor refused ${floorCounts.rejected} upgrades`);
     ctx.figures.floor = {
       phones: count,
       back,
       secondsToAllBack: back ? (sorted[back - 1] - t0) / 1000 : NaN,
       ...floorCpu,
-      counts: await floor.counts(),
+      counts: floorCounts,
       syscallsPerAccept: syscalls,
     };
     m.gauge('accepts_per_floor_cpu_s').set(floorCpu.acceptsPerCpuSecond);
@@ -319,16 +326,14 @@ async function run(ctx: ScenarioContext): Promise<void> {
     peakAcceptsInOneSecond: number;
   };
   const perCpuS = lockstep.acceptsPerRelayCpuSecond;
-  const atLeast70 = (name: string, ratio: number) =>
-    target({ name, goal: '≥ 70 %', actual: ratio * 100, unit: '%', met: ratio >= 0.7 });
-  // The like-for-like ratio: relay CPU-seconds against verifier CPU-seconds.
-  atLeast70('accepts per relay CPU-second / P-256 verifications per CPU-second', perCpuS / verify.perCpuS);
-  // As first reported (a wall-clock verify rate, lower whenever the cores are shared).
-  atLeast70('accepts per relay CPU-second / one core’s P-256 verify rate (wall clock)', perCpuS / verify.perWallS);
-  atLeast70(
-    'lockstep accept rate / one core’s P-256 verify rate',
-    Math.max(lockstep.acceptsPerSecond, lockstep.peakAcceptsInOneSecond) / verify.perWallS,
-  );
+  // Against one core's verifications: reported, no longer targets. The 70 % these were once
+  // held to is out of reach by construction: the protocol forces an import and a verification
+  // per accept on a restarted node, so even the floor stays under half the verification rate
+  // (docs/decisions/0143-the-floor-verifies.md). The storm's target is the floor's, below.
+  ctx.figures.accepts_per_relay_cpu_s_over_verify_per_cpu_s = perCpuS / verify.perCpuS;
+  ctx.figures.accepts_per_relay_cpu_s_over_verify_per_wall_s = perCpuS / verify.perWallS;
+  ctx.figures.lockstep_accept_rate_over_verify_per_wall_s =
+    Math.max(lockstep.acceptsPerSecond, lockstep.peakAcceptsInOneSecond) / verify.perWallS;
   // The floor for phones with keys of their own: importing the key is part of every accept.
   ctx.figures.accepts_per_cpu_s_over_import_and_verify = perCpuS / importVerify;
   // What the protocol alone allows (the accept floor, no signature at all) against one core's
@@ -383,7 +388,7 @@ async function run(ctx: ScenarioContext): Promise<void> {
 export const scenario: Scenario = {
   name: 'storm',
   description:
-    "N phones reconnect at once after their node is killed and restarted; lockstep retries, then the reference agent's jittered backoff; accept rate against one core's P-256 verification rate.",
+    "N phones reconnect at once after their node is killed and restarted; lockstep retries, then the reference agent's jittered backoff; accepts per relay CPU-second against the accept floor's (target ≥ 50 %), time to all back against the phones' backoff.",
   defaultDurationS: 120,
   thresholds: ['phones_not_back:count==0', 'targets_missed:count==0'],
   run,

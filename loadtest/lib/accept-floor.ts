@@ -1,15 +1,17 @@
 // The accept floor (storm scenario, docs/BENCHMARKS.md): a bare uWebSockets.js server that
-// does only what the seed protocol makes every phone accept cost the server — the challenge
-// POST read and answered with a fresh nonce, the WebSocket upgrade with the phone's headers
-// read, then initialize, notifications/initialized and tools/list sent and the two answers
-// received — and nothing else: no signature check, no key import, no store, no bus, no
-// metrics, no logging. Its CPU per accept, measured on the same phones in the same run, is
-// what an accept costs on this machine before any of the relay's own work. Loadtest-only; it
-// runs as its own child process so its CPU time is its own.
+// does only what the protocol makes every accept of a phone the node has not seen cost the
+// server (docs/decisions/0143-the-floor-verifies.md) — the challenge POST read and answered
+// with a fresh single-use nonce, the WebSocket upgrade with the phone's headers read, the
+// nonce taken, the phone's public key imported from its stored encoding (held in memory: no
+// store) and its signature verified, both with the relay's own functions
+// (src/crypto/device-auth.ts), then initialize, notifications/initialized and tools/list
+// sent and the two answers received — and nothing else: no store, no bus, no metrics, no
+// logging. Its CPU per accept, measured on the same phones in the same run, is what an accept
+// costs on this machine before any of the relay's own work. Loadtest-only; it runs as its own
+// child process so its CPU time is its own.
 //
-//   const floor = await startAcceptFloor();   // { url, pid, cpu(), accepts(), kill() }
+//   const floor = await startAcceptFloor(keys);   // { url, pid, cpu(), counts(), kill() }
 import { fork, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { mainThreadCpuMs } from './proc-cpu.ts';
 
@@ -19,18 +21,22 @@ export interface AcceptFloor {
   url: string;
   /** CPU time the floor process has used so far (user + system, and the main thread alone), ms. */
   cpu(): Promise<{ cpuMs: number; cpuSystemMs: number; mainThreadCpuMs?: number }>;
-  /** Phones that finished the handshake (both answers received) so far, and challenges answered. */
-  counts(): Promise<{ accepts: number; challenges: number; upgrades: number }>;
+  /** Phones that finished the handshake (both answers received) so far, challenges answered, upgrades, and upgrades refused (bad signature, unknown nonce or key). */
+  counts(): Promise<{ accepts: number; challenges: number; upgrades: number; rejected: number }>;
   /** SIGKILL, as the storm does to the relay: the phones see their sockets drop. */
   kill(): Promise<void>;
 }
 
-type Request = { id: number; op: 'cpu' | 'counts' };
+type Request = { id: number; op: 'cpu' | 'counts' } | { id: number; op: 'keys'; keys: Array<[string, string]> };
 type Message = { type: 'ready'; port: number } | { id: number; result: unknown };
 
 const SELF = fileURLToPath(import.meta.url);
 
-export function startAcceptFloor(): Promise<AcceptFloor> {
+/**
+ * `keys`: each phone's id and its public key in the store's encoding (base64 SPKI DER), as
+ * the relay would read them from its store; handed to the child before it resolves.
+ */
+export function startAcceptFloor(keys: Iterable<[string, string]>): Promise<AcceptFloor> {
   const child = fork(SELF, [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   let nextId = 1;
@@ -40,11 +46,11 @@ export function startAcceptFloor(): Promise<AcceptFloor> {
     waiting.get(m.id)?.(m.result);
     waiting.delete(m.id);
   });
-  const ask = <T>(op: Request['op']) =>
+  const ask = <T>(op: 'cpu' | 'counts' | 'keys') =>
     new Promise<T>((resolve) => {
       const id = nextId++;
       waiting.set(id, resolve as (v: unknown) => void);
-      child.send({ id, op } satisfies Request);
+      child.send((op === 'keys' ? { id, op, keys: [...keys] } : { id, op }) satisfies Request);
     });
   return new Promise((resolve, reject) => {
     child.once('exit', (code, signal) =>
@@ -52,17 +58,19 @@ export function startAcceptFloor(): Promise<AcceptFloor> {
     );
     child.on('message', (m: Message) => {
       if (!('type' in m)) return;
-      resolve({
-        child,
-        pid: child.pid!,
-        url: `http://127.0.0.1:${m.port}`,
-        cpu: () => ask('cpu'),
-        counts: () => ask('counts'),
-        async kill() {
-          if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-          await exited;
-        },
-      });
+      void ask('keys').then(() =>
+        resolve({
+          child,
+          pid: child.pid!,
+          url: `http://127.0.0.1:${m.port}`,
+          cpu: () => ask('cpu'),
+          counts: () => ask('counts'),
+          async kill() {
+            if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+            await exited;
+          },
+        }),
+      );
     });
   });
 }
@@ -71,23 +79,21 @@ export function startAcceptFloor(): Promise<AcceptFloor> {
 
 async function childMain(): Promise<void> {
   const { uws } = await import('../../src/uws.ts');
-  const counts = { accepts: 0, challenges: 0, upgrades: 0 };
+  const { decodeNonce, importDevicePublicKey, newNonce, signedPayload, verifyDeviceSignature } =
+    await import('../../src/crypto/device-auth.ts');
+  const counts = { accepts: 0, challenges: 0, upgrades: 0, rejected: 0 };
+  // Each phone's stored key encoding (its own string, as read from a store row): the floor
+  // keeps no imported key, as a restarted node holds none.
+  const storedKeys = new Map<string, string>();
+  // Issued nonces: single use and expiring (docs/PROTOCOL.md), for the device they were issued to.
+  const nonces = new Map<string, { deviceId: string; expiresAt: number }>();
+  let host = '';
   // The three frames the relay sends (src/gateway/device-connection.ts: ready()), built once.
   const INITIALIZE =
     '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"accept-floor","version":"0"}}}';
   const INITIALIZED = '{"jsonrpc":"2.0","method":"notifications/initialized"}';
   const TOOLS_LIST = '{"jsonrpc":"2.0","id":2,"method":"tools/list"}';
-  // A nonce is 32 random bytes (docs/PROTOCOL.md); cut from a pool, as the relay does.
-  let pool = Buffer.alloc(0);
-  let at = 0;
-  const nonce = () => {
-    if (at + 32 > pool.length) {
-      pool = randomBytes(32 * 128);
-      at = 0;
-    }
-    return pool.subarray(at, (at += 32)).toString('base64url');
-  };
-  type Data = { deviceId: string; stage: number };
+  type Data = { deviceId: string; stage: number; ok: boolean };
   const app = uws.App();
   app.post('/device/challenge', (res, _req) => {
     let aborted = false;
@@ -103,13 +109,16 @@ async function childMain(): Promise<void> {
         deviceId = undefined;
       }
       counts.challenges++;
+      // A nonce is 32 random bytes (docs/PROTOCOL.md), cut from the relay's own pool.
+      const nonce = typeof deviceId === 'string' ? newNonce().wire : '';
+      if (typeof deviceId === 'string') nonces.set(nonce, { deviceId, expiresAt: Date.now() + 60_000 });
       res.cork(() => {
         if (typeof deviceId !== 'string') res.writeStatus('400 Bad Request').end('{"error":"bad_request"}');
         else
           res
             .writeStatus('200 OK')
             .writeHeader('content-type', 'application/json')
-            .end(`{"nonce":"${nonce()}","expires_in":60}`);
+            .end(`{"nonce":"${nonce}","expires_in":60}`);
       });
     });
   });
@@ -121,22 +130,35 @@ async function childMain(): Promise<void> {
     compression: 0,
     upgrade: (res, req, context) => {
       // The headers every accept must read: the phone's four X-Device-* values and its app,
-      // and the WebSocket handshake's own.
+      // and the WebSocket handshake's own (copied: req is gone after the first await).
       const deviceId = req.getHeader('x-device-id');
-      req.getHeader('x-device-nonce');
-      req.getHeader('x-device-ts');
-      req.getHeader('x-device-sig');
+      const nonceWire = req.getHeader('x-device-nonce');
+      const ts = req.getHeader('x-device-ts');
+      const sig = req.getHeader('x-device-sig');
       req.getHeader('x-device-app');
+      const wsKey = req.getHeader('sec-websocket-key');
+      const wsProtocol = req.getHeader('sec-websocket-protocol');
+      const wsExtensions = req.getHeader('sec-websocket-extensions');
       counts.upgrades++;
-      res.upgrade<Data>(
-        { deviceId, stage: 0 },
-        req.getHeader('sec-websocket-key'),
-        req.getHeader('sec-websocket-protocol'),
-        req.getHeader('sec-websocket-extensions'),
-        context,
-      );
+      let aborted = false;
+      res.onAborted(() => (aborted = true));
+      // What the protocol forces on a node that has never seen the phone: take the nonce
+      // (single use), import the stored key (checked to be a point on P-256), verify.
+      const issued = nonces.get(nonceWire);
+      nonces.delete(nonceWire);
+      const nonce = decodeNonce(nonceWire);
+      const stored = storedKeys.get(deviceId);
+      const fresh = issued !== undefined && issued.deviceId === deviceId && issued.expiresAt > Date.now();
+      void (fresh && nonce && stored ? importDevicePublicKey(stored) : Promise.resolve(undefined)).then((key) => {
+        if (aborted) return;
+        const ok = key !== undefined && verifyDeviceSignature(key, signedPayload(nonce!, host, ts), sig);
+        if (!ok) counts.rejected++;
+        res.cork(() => res.upgrade<Data>({ deviceId, stage: 0, ok }, wsKey, wsProtocol, wsExtensions, context));
+      });
     },
     open: (ws) => {
+      // A refused phone learns why, as the relay's 4003 (src/gateway/device-socket.ts).
+      if (!ws.getUserData().ok) return ws.end(4003, 'bad signature');
       ws.send(INITIALIZE, false, false);
     },
     message: (ws, _message, isBinary) => {
@@ -159,6 +181,10 @@ async function childMain(): Promise<void> {
   process.on('message', (m: Request) => {
     const answer = (result: unknown) => process.send!({ id: m.id, result });
     if (m.op === 'counts') return answer({ ...counts });
+    if (m.op === 'keys') {
+      for (const [id, spki] of m.keys) storedKeys.set(id, spki);
+      return answer(storedKeys.size);
+    }
     const cpu = process.cpuUsage();
     void mainThreadCpuMs().then((main) =>
       answer({ cpuMs: (cpu.user + cpu.system) / 1000, cpuSystemMs: cpu.system / 1000, mainThreadCpuMs: main }),
@@ -170,7 +196,10 @@ async function childMain(): Promise<void> {
       console.error('accept floor: could not listen');
       process.exit(1);
     }
-    process.send!({ type: 'ready', port: uws.us_socket_local_port(socket) } satisfies Message);
+    const port = uws.us_socket_local_port(socket);
+    // The phones sign against the host they connect to (docs/decisions/0010-signature-binds-relay-host.md).
+    host = `127.0.0.1:${port}`;
+    process.send!({ type: 'ready', port } satisfies Message);
   });
 }
 

@@ -11,6 +11,8 @@ export interface Population {
   /** Where every phone of this population connects; change it to re-point them all. */
   endpoint: { url: string; host: string };
   key: KeyObject;
+  /** The phones' public key as registered (base64 SPKI DER, the store's encoding). */
+  publicKeySpkiBase64: string;
   connected(): number;
   closeAll(): Promise<void>;
 }
@@ -90,6 +92,7 @@ export async function connectPhones(opts: {
     phones,
     endpoint,
     key,
+    publicKeySpkiBase64: pair.publicKeySpkiBase64,
     connected: () => phones.reduce((n, p) => n + (p.ready && p.open ? 1 : 0), 0),
     closeAll: () => pool(phones.length, 500, (i) => phones[i].close()),
   };

@@ -72,8 +72,9 @@ export interface ReplySink {
   respond(frame: Buffer): void;
   /**
    * Instead of respond, for the relay's own requests (nobody's id to restore): the phone's
-   * frame as received, its id at [idStart, idEnd). Spares a copy of each 35 KB catalog page
-   * (docs/decisions/0141-accept-floor.md).
+   * frame as received, its id at [idStart, idEnd) — a view of uWS's memory, valid during this
+   * call only: copy what is kept. Spares a copy of each 35 KB catalog page
+   * (docs/decisions/0141-accept-floor.md, 0144-accept-cuts.md).
    */
   respondAsReceived?(frame: Buffer, idStart: number, idEnd: number): void;
   /** A message about this request that travels before its response (progress). */
@@ -216,8 +217,9 @@ export class DeviceConnection implements TurnWriter {
   /** initialize + notifications/initialized, then the tool catalog: once per socket. */
   ready(): Promise<void> {
     this.readyPromise ??= (async () => {
-      const { frame, id } = await this.callFrame('initialize', INITIALIZE_PARAMS);
-      this.sharedInit = initResults.acquire(frame, () => resultOf('initialize', frame), id);
+      this.sharedInit = await this.callFrame('initialize', INITIALIZE_PARAMS, (frame, id) =>
+        initResults.acquire(frame, () => resultOf('initialize', frame), id),
+      );
       this.initResult = this.sharedInit.value;
       if (this.closed) this.sharedInit.release();
       this.notify('notifications/initialized');
@@ -229,20 +231,32 @@ export class DeviceConnection implements TurnWriter {
   }
 
   /**
-   * A request of the relay's own to the phone; resolves with the answer frame as received
-   * (unparsed) and where its id is (none: the frame carries id 0).
+   * A request of the relay's own to the phone; `file` takes the answer frame as received
+   * (unparsed) and where its id is (none: the frame carries id 0), and the promise resolves
+   * with what it returns. `file` runs while the frame is still uWS's memory (a view valid
+   * during the message callback only, src/gateway/device-socket.ts): it must copy what it
+   * keeps — the intern tables copy a frame only when it is new, so a phone like the previous
+   * ones costs no copy of its 35 KB catalog page (docs/decisions/0144-accept-cuts.md).
    */
-  private callFrame(
+  private callFrame<T>(
     method: string,
-    params?: Record<string, unknown>,
-  ): Promise<{ frame: Buffer; id?: { start: number; end: number } }> {
+    params: Record<string, unknown> | undefined,
+    file: (frame: Buffer, id?: { start: number; end: number }) => T,
+  ): Promise<T> {
     return new Promise((resolve, reject) => {
+      const take = (frame: Buffer, id?: { start: number; end: number }) => {
+        try {
+          resolve(file(frame, id));
+        } catch (err) {
+          reject(err instanceof Error ? err : new Error(String(err)));
+        }
+      };
       this.forward(
         { method, params },
         0,
         {
-          respond: (frame) => resolve({ frame }), // id already 0
-          respondAsReceived: (frame, start, end) => resolve({ frame, id: { start, end } }),
+          respond: (frame) => take(frame), // id already 0
+          respondAsReceived: (frame, start, end) => take(frame, { start, end }),
           fail: (e) => reject(new Error(`${method}: ${e.message}`)),
         },
         this.internalTimeoutMs,
@@ -260,17 +274,18 @@ export class DeviceConnection implements TurnWriter {
     try {
       let cursor: string | undefined;
       for (let page = 0; page < 100; page++) {
-        const { frame, id } = await this.callFrame('tools/list', cursor ? { cursor } : undefined);
-        const p = toolPages.acquire(
-          frame,
-          () => {
-            const r = resultOf('tools/list', frame);
-            return {
-              tools: (r.tools as ToolLike[] | undefined) ?? [],
-              nextCursor: r.nextCursor as string | undefined,
-            };
-          },
-          id,
+        const p = await this.callFrame('tools/list', cursor ? { cursor } : undefined, (frame, id) =>
+          toolPages.acquire(
+            frame,
+            () => {
+              const r = resultOf('tools/list', frame);
+              return {
+                tools: (r.tools as ToolLike[] | undefined) ?? [],
+                nextCursor: r.nextCursor as string | undefined,
+              };
+            },
+            id,
+          ),
         );
         pages.push(p);
         cursor = typeof p.value.nextCursor === 'string' ? p.value.nextCursor : undefined;
@@ -624,7 +639,7 @@ export class DeviceConnection implements TurnWriter {
     if (f.kind === 'response') {
       const p = typeof f.id === 'number' ? this.settle(f.id) : undefined;
       // Unknown ids are late answers to cancelled or timed-out requests: dropped by design.
-      if (p?.sink.respondAsReceived) p.sink.respondAsReceived(Buffer.from(view), f.idStart, f.idEnd);
+      if (p?.sink.respondAsReceived) p.sink.respondAsReceived(view, f.idStart, f.idEnd);
       else if (p) p.sink.respond(withId(view, f.idStart, f.idEnd, p.clientId));
       return;
     }

@@ -116,6 +116,8 @@ async function authenticateDevice(
 
 export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<DeviceSocketData> {
   const rejectedLog = new LogThrottle(REJECTED_LOG_LINES, REJECTED_LOG_WINDOW_MS);
+  // One set of callbacks for every connection of this node, not two closures per accept.
+  const events = deviceEvents(ctx);
   return {
     maxPayloadLength: READ_LIMIT,
     idleTimeout: 0, // the 25-minute rule is ours (docs/decisions/0012-idle-tracking-beyond-uws.md): uWS caps it at 960 s
@@ -180,7 +182,7 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
       const conn = new DeviceConnection(
         ws,
         data,
-        deviceEvents(ctx),
+        events,
         ctx.log,
         ctx.config.requestTimeoutMs,
         ctx.config.maxInFlight,

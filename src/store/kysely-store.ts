@@ -521,11 +521,10 @@ class KyselyStore implements Store {
   async getDeviceKeys(ids: readonly string[]): Promise<Map<string, DeviceKey>> {
     const out = new Map<string, DeviceKey>();
     if (ids.length === 0) return out;
-    const rows = await this.db
-      .selectFrom('devices')
-      .select(['id', 'account_id', 'public_key'])
-      .where('id', 'in', [...new Set(ids)])
-      .execute();
+    // One array parameter whatever the batch size: an `in` list costs the query builder and
+    // pg a node and a parameter per id (docs/decisions/0144-accept-cuts.md).
+    const { rows } = await sql<{ id: string; account_id: string; public_key: string }>`
+      select id, account_id, public_key from devices where id = any(${[...new Set(ids)]}::text[])`.execute(this.db);
     for (const r of rows) out.set(r.id, { accountId: r.account_id, publicKey: r.public_key });
     return out;
   }
