@@ -85,12 +85,6 @@ function nodeMessage(msg: string, payload: Buffer): Buffer {
   return out;
 }
 
-/** A node message's publish is over: its command and its publish timings. */
-function publishDone(started: number): void {
-  redisCommand.since(started);
-  busPublish.since(started);
-}
-
 function uncorkTurn(bus: RedisBus): void {
   bus.uncork();
 }
@@ -504,29 +498,14 @@ export class RedisBus implements Bus {
 
   // --- messaging ----------------------------------------------------------------------------------
 
-  sendToNode(nodeId: string, msg: string, payload?: Buffer): Promise<boolean> {
+  async sendToNode(nodeId: string, msg: string, payload?: Buffer): Promise<boolean> {
     const started = performance.now();
     const body = payload === undefined ? 'm' + msg : nodeMessage(msg, payload);
-    // What op() does, without its two async frames and their turns of the microtask queue:
-    // every cross-node request is one of these.
-    let sent: Promise<number>;
     try {
-      this.corkTurn();
-      sent = this.connector.publish(this.cmd, this.layout.node(nodeId), body);
-    } catch (err) {
-      publishDone(started);
-      return Promise.reject(asBusError(err));
+      return (await this.op((r) => this.connector.publish(r, this.layout.node(nodeId), body))) > 0;
+    } finally {
+      busPublish.since(started);
     }
-    return sent.then(
-      (n) => {
-        publishDone(started);
-        return n > 0;
-      },
-      (err: unknown) => {
-        publishDone(started);
-        throw asBusError(err);
-      },
-    );
   }
   /** @internal Whether replies go out without Redis' answers now (tests). */
   get quietReady(): boolean {
