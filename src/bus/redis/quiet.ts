@@ -20,8 +20,6 @@ export const CONFIRM_BYTES = 1 << 20;
 
 const OFF = Buffer.from('*3\r\n$6\r\nCLIENT\r\n$5\r\nREPLY\r\n$3\r\nOFF\r\n');
 const CRLF = Buffer.from('\r\n');
-/** Payloads up to this size are copied into the message's one buffer; larger ones are written as they are. */
-const COPY_MAX = 16 * 1024;
 
 interface Waiter {
   resolve(): void;
@@ -73,30 +71,16 @@ export class QuietPublisher {
    */
   publish(channel: string, head: string, payload?: Buffer): Promise<void> {
     const s = this.client.stream;
-    const payloadBytes = payload?.length ?? 0;
-    const n = Buffer.byteLength(head) + payloadBytes;
+    const headBytes = Buffer.byteLength(head);
+    const n = headBytes + (payload?.length ?? 0);
     if (!this.corked) {
       s.cork();
       this.corked = s;
       setImmediate(uncork, this);
     }
-    const prefix = `*3\r\n$7\r\nPUBLISH\r\n$${Buffer.byteLength(channel)}\r\n${channel}\r\n$${n}\r\n`;
-    if (payload !== undefined && payloadBytes > COPY_MAX) {
-      // A large answer is not copied: it goes out as it is, between its head and its end.
-      s.write(prefix + head);
-      s.write(payload);
-      s.write(CRLF);
-    } else {
-      // One buffer per message: one stream write instead of three, and a turn's messages
-      // reach the socket as buffers only (no string to encode in the writev).
-      const buf = Buffer.allocUnsafe(Buffer.byteLength(prefix) + n + 2);
-      let at = buf.write(prefix, 0);
-      at += buf.write(head, at);
-      if (payload) at += payload.copy(buf, at);
-      buf[at] = 0x0d;
-      buf[at + 1] = 0x0a;
-      s.write(buf);
-    }
+    s.write(`*3\r\n$7\r\nPUBLISH\r\n$${Buffer.byteLength(channel)}\r\n${channel}\r\n$${n}\r\n${head}`);
+    if (payload?.length) s.write(payload);
+    s.write(CRLF);
     this.bytes += n;
     const p = new Promise<void>((resolve, reject) => this.waiting.push({ resolve, reject }));
     if (this.bytes >= CONFIRM_BYTES) {
