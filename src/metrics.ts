@@ -339,12 +339,19 @@ const storeCells = new Map<string, Timing>();
 
 /** Kysely's `log` hook (src/store/kysely-store.ts): every query's duration, as Kysely measured it. */
 export function observeStoreQuery(event: LogEvent): void {
-  const kind = QUERY_KINDS[event.query.query.kind] ?? 'other';
-  const key = event.level === 'error' ? `${kind} error` : kind;
+  observeStoreStatement(
+    QUERY_KINDS[event.query.query.kind] ?? 'other',
+    event.level !== 'error',
+    event.queryDurationMillis,
+  );
+}
+
+/** A statement the store runs outside Kysely (a prepared one: src/store/kysely-store.ts), counted the same way. */
+export function observeStoreStatement(kind: string, ok: boolean, durationMs: number): void {
+  const key = ok ? kind : `${kind} error`;
   let cell = storeCells.get(key);
-  if (!cell)
-    storeCells.set(key, (cell = storeQueries.cell({ kind, outcome: event.level === 'error' ? 'error' : 'ok' })));
-  cell.observe(event.queryDurationMillis / 1000);
+  if (!cell) storeCells.set(key, (cell = storeQueries.cell({ kind, outcome: ok ? 'ok' : 'error' })));
+  cell.observe(durationMs / 1000);
 }
 
 // --- per node, read at scrape time ----------------------------------------------------------------

@@ -1,12 +1,12 @@
 // Store on Kysely + pg. The same code serves Postgres and embedded PGlite (through its socket).
-import { timingSafeEqual } from 'node:crypto';
+import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { Kysely, PostgresDialect, sql, type Selectable, type Transaction } from 'kysely';
 import pg from 'pg';
 import type { DatabaseSource } from './database/types.ts';
 import { migrate, readSchemaVersion } from './migrations/index.ts';
 import { advanceTail, formatTailCursor, parseTailCursor, TAIL_START_WINDOW } from './journal-tail.ts';
 import type { AccountsTable, DB, TokensTable } from './schema.ts';
-import { observeStoreQuery } from '../metrics.ts';
+import { observeStoreQuery, observeStoreStatement } from '../metrics.ts';
 import { KyselyFleetStore, credentialsInUse } from './fleet-store.ts';
 import { toDevice } from './device-row.ts';
 import type { FleetStore } from './fleet-types.ts';
@@ -74,14 +74,74 @@ async function countDevices(trx: Transaction<DB>, accountId: string): Promise<nu
   return Number(r.n);
 }
 
+/**
+ * The journal poll's statement (tailControlEvents), run four times a second by every node.
+ * Prepared once per connection under a name of its own: planning it again on every poll was
+ * most of the poll's cost, and on embedded PGlite that runs in the relay's own thread
+ * (docs/decisions/0136-prepared-journal-poll.md).
+ */
+const TAIL_SQL = `
+      with snap as (select pg_current_snapshot() as s),
+      fresh as (
+        select id, event from control_events
+        where id > $1::bigint and not (id = any($2::bigint[]))
+        order by id limit $3
+      )
+      select pg_snapshot_xmin(snap.s)::text as xmin, pg_snapshot_xmax(snap.s)::text as xmax,
+             fresh.id::text as id, fresh.event
+      from snap left join fresh on true
+      order by fresh.id`;
+
+/**
+ * A statement name per pg client, never reused: pglite-socket serves every connection from one
+ * PGlite session, where a reconnected client (which knows of no prepared statement) would
+ * otherwise meet the name its predecessor prepared.
+ */
+const tailStatement = new WeakMap<pg.PoolClient, string>();
+/** SQLSTATE invalid_sql_statement_name: "prepared statement … does not exist". */
+const UNKNOWN_STATEMENT = '26000';
+type TailRow = { xmin: string; xmax: string; id: string | null; event: unknown };
+
 class KyselyStore implements Store {
   readonly fleet: FleetStore;
 
   constructor(
     private readonly db: Kysely<DB>,
     readonly schemaVersion: number,
+    private readonly pool: pg.Pool,
   ) {
     this.fleet = new KyselyFleetStore(db);
+  }
+
+  /**
+   * The journal poll's read, as a prepared statement on one of the pool's connections. A server
+   * that lost the statement (PGlite's one session is shared: DEALLOCATE on any connection) costs
+   * a second try on a fresh connection, never a failed poll.
+   */
+  private async readTail(safe: bigint, delivered: string[], limit: number): Promise<TailRow[]> {
+    const started = performance.now();
+    let ok = false;
+    try {
+      for (let attempt = 0; ; attempt++) {
+        const client = await this.pool.connect();
+        let failed: Error | undefined;
+        try {
+          let name = tailStatement.get(client);
+          if (!name) tailStatement.set(client, (name = `pb_tail_${randomBytes(8).toString('hex')}`));
+          const r = await client.query<TailRow>({ name, text: TAIL_SQL, values: [String(safe), delivered, limit] });
+          ok = true;
+          return r.rows;
+        } catch (err) {
+          failed = err instanceof Error ? err : new Error(String(err));
+          if (attempt > 0 || (err as { code?: string }).code !== UNKNOWN_STATEMENT) throw err;
+        } finally {
+          // A failed client is closed, not reused: its successor prepares afresh under a new name.
+          client.release(failed);
+        }
+      }
+    } finally {
+      observeStoreStatement('other', ok, performance.now() - started);
+    }
   }
 
   async ensureAccount(id: string, limits?: { maxDevices?: number | null; maxKeys?: number | null }): Promise<Account> {
@@ -699,20 +759,10 @@ class KyselyStore implements Store {
     }
     // One statement, one snapshot: the rows and the snapshot's bounds agree.
     const delivered = c.delivered.map(String);
-    const r = await sql<{ xmin: string; xmax: string; id: string | null; event: unknown }>`
-      with snap as (select pg_current_snapshot() as s),
-      fresh as (
-        select id, event from control_events
-        where id > ${String(c.safe)}::bigint and not (id = any(${delivered}::bigint[]))
-        order by id limit ${limit}
-      )
-      select pg_snapshot_xmin(snap.s)::text as xmin, pg_snapshot_xmax(snap.s)::text as xmax,
-             fresh.id::text as id, fresh.event
-      from snap left join fresh on true
-      order by fresh.id`.execute(this.db);
-    const xmin = BigInt(r.rows[0].xmin);
-    const xmax = BigInt(r.rows[0].xmax);
-    const rows = r.rows.filter((x) => x.id !== null);
+    const all = await this.readTail(c.safe, delivered, limit);
+    const xmin = BigInt(all[0].xmin);
+    const xmax = BigInt(all[0].xmax);
+    const rows = all.filter((x) => x.id !== null);
     const events = rows.map((x) => x.event as ControlEvent);
     const next = advanceTail(
       c,
@@ -779,7 +829,7 @@ export async function createStore(source: DatabaseSource, options: CreateStoreOp
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }), log: observeStoreQuery });
   try {
     const version = options.migrate === false ? await readSchemaVersion(db) : (await migrate(db)).to;
-    return new KyselyStore(db, version);
+    return new KyselyStore(db, version, pool);
   } catch (err) {
     await db.destroy().catch(() => {});
     throw err;

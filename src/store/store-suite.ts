@@ -556,6 +556,29 @@ export function storeSuite(backend: TestBackend): void {
       expect((await other.tailControlEvents(next.cursor)).events).toEqual([]);
     });
 
+    it('tails from two stores on one database, and past a server that dropped the prepared poll', async () => {
+      // Each store prepares the poll under a name of its own: on embedded PGlite both share one
+      // session, where one shared name would collide.
+      let a = (await store.tailControlEvents(null)).cursor;
+      let b = (await other.tailControlEvents(null)).cursor;
+      for (let i = 0; i < 3; i++) {
+        a = (await store.tailControlEvents(a)).cursor;
+        b = (await other.tailControlEvents(b)).cursor;
+      }
+      // DEALLOCATE on a connection of its own: on embedded that is the stores' session too.
+      await raw.query('DEALLOCATE ALL');
+      const acct = await account();
+      await store.setAccountLocked(acct.id, true);
+      const seen = await store.tailControlEvents(a);
+      expect(seen.events).toContainEqual({ type: 'account_locked', accountId: acct.id, locked: true });
+      expect((await other.tailControlEvents(b)).events).toContainEqual({
+        type: 'account_locked',
+        accountId: acct.id,
+        locked: true,
+      });
+      expect((await store.tailControlEvents(seen.cursor)).events).toEqual([]);
+    });
+
     it('purges expired and used codes and expired tokens', async () => {
       // Everything is relative to a fixed instant ahead of the other tests' rows, after a first
       // purge at that instant clears what they left behind, so the count is exact.

@@ -139,6 +139,20 @@ describe('RedisBus across nodes', () => {
     await b.replyToNode('nobody', 'x');
   });
 
+  it('quiet replies of every size, multi-byte heads included, keep their order and bytes in one turn', async () => {
+    const [a, b] = [await node(), await node()];
+    await waitFor(() => b.quietReady, 2000, 'the quiet connection');
+    const got: Buffer[] = [];
+    a.onNodeBytes((m) => got.push(Buffer.from(m)));
+    // Empty, tiny and large payloads (up to 200 KiB) in one turn's writes (quiet.ts).
+    const sizes = [0, 1, 16 * 1024 - 1, 16 * 1024, 16 * 1024 + 1, 200 * 1024, 3];
+    const frames = sizes.map((n, i) => Buffer.alloc(n, 97 + i));
+    const heads = sizes.map((_, i) => `{"t":"res","rid":${i},"why":"é✓"}\n`);
+    await Promise.all(frames.map((f, i) => b.replyToNode(a.nodeId, heads[i], f.length ? f : undefined)));
+    await waitFor(() => got.length === sizes.length, 5000, 'every reply');
+    expect(got.map((m) => m.toString())).toEqual(frames.map((f, i) => heads[i] + f.toString()));
+  });
+
   it('a quiet reply whose connection closes before Redis confirmed it rejects as unavailable, and the next one still goes', async () => {
     const [a, b] = [await node(), await node(`n-${uid()}`, { ...fast, quietConfirmMs: 60_000 })];
     await waitFor(() => b.quietReady, 2000, 'the quiet connection');
