@@ -75,6 +75,26 @@ export class Authenticator {
     if (hit) return hit;
     const stale = this.stale(token, now);
     if (stale && !this.storeUp()) return stale;
+    // One lookup per key at a time: when a busy key's entry lapses, the calls in flight for it
+    // wait for the same answer instead of each asking the store. A caller joins only a lookup
+    // that started since the last invalidation, so it never gets an answer older than one it
+    // could have heard of.
+    const pending = this.lookups.get(token);
+    if (pending && pending.generation === this.generation) return pending.answer;
+    const answer = this.lookup(token, now);
+    const entry = { generation: this.generation, answer };
+    this.lookups.set(token, entry);
+    try {
+      return await answer;
+    } finally {
+      if (this.lookups.get(token) === entry) this.lookups.delete(token);
+    }
+  }
+
+  /** Lookups in flight, by presented key, with the invalidation generation they started in. */
+  private readonly lookups = new Map<string, { generation: number; answer: Promise<Credential | undefined> }>();
+
+  private async lookup(token: string, now: number): Promise<Credential | undefined> {
     // An invalidation that lands while the store is asked may describe a change the answer
     // predates (a lock committed after the read): ask again, and never cache an answer that an
     // invalidation overtook.
