@@ -177,13 +177,15 @@ describe('relay killed and restarted on the same port and data dir', () => {
     };
     console.log(`reconnect: ${JSON.stringify(report)}`);
     // Spread on the wire: 90 % of the first attempts leave over more than half the jitter
-    // window (uniform over 3 s: ~2.7 s), where the control group leaves in one burst. The
-    // busiest 100 ms is logged, not asserted: the phones run in this test process, and a
-    // stall of its event loop on a loaded machine (the full suite's parallel files) fires every
-    // timer that fell due during the stall at once, e.g. 42 of 300 in one window after a
-    // ~150 ms stall; a stall only delays attempts, it cannot fold a 3 s spread into a burst.
+    // window (uniform over 3 s: ~2.7 s), where the control group's leave within less than that
+    // by the same measure (a burst: 40–180 ms measured). The busiest 100 ms is logged, not
+    // asserted, for either group: the phones run in this test process, so on a loaded machine
+    // (the full suite's parallel files) a stall of its event loop fires every timer that fell due
+    // meanwhile at once (42 of 300 jittered attempts in one window after a ~150 ms stall), and
+    // the CPU each attempt costs makes a lockstep herd leave over more than one window (26 of
+    // 40 in the busiest, over 177 ms). Neither can turn a 3 s spread into a burst or a burst
+    // into a 1.5 s spread.
     expect(attemptSpan, JSON.stringify(report)).toBeGreaterThanOrEqual(FLEET_BACKOFF.dropWindowMs / 2);
-    expect(lockstepPeak, JSON.stringify(report)).toBeGreaterThanOrEqual(0.9 * CONTROL);
     expect(lockstepSpan, JSON.stringify(report)).toBeLessThan(FLEET_BACKOFF.dropWindowMs / 2);
     // Relay side: the returns are spread over seconds, not absorbed in one go. (A peak per
     // 100 ms is logged, not asserted: the relay accepts at most ~15 phones per 100 ms here, so
