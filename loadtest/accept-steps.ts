@@ -4,17 +4,7 @@
 // of its stack (function name and file), as a share and as that share of the measured
 // main-thread CPU per accept (docs/BENCHMARKS.md, "storm": where an accept's time goes).
 import { readFileSync } from 'node:fs';
-
-interface Node {
-  id: number;
-  callFrame: { functionName: string; url: string };
-  children?: number[];
-}
-interface Profile {
-  nodes: Node[];
-  samples: number[];
-  timeDeltas: number[];
-}
+import { forEachBusySample, type Profile, type ProfileNode } from './cpu-profile.ts';
 
 /** Checked in this order; a sample goes to the first step with a match anywhere on its stack. */
 const STEPS: Array<[string, RegExp]> = [
@@ -38,21 +28,16 @@ const profile = JSON.parse(readFileSync(file, 'utf8')) as Profile;
 const byId = new Map(profile.nodes.map((n) => [n.id, n]));
 const parent = new Map<number, number>();
 for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
-const label = (n: Node) =>
+const label = (n: ProfileNode) =>
   `${n.callFrame.functionName || '(anonymous)'} ${n.callFrame.url.replace(/^.*?\/(node_modules\/|src\/|node:)/, '$1')}`;
 
 const by = new Map<string, number>();
-let busy = 0;
-for (let i = 0; i < profile.samples.length; i++) {
-  const dt = profile.timeDeltas[i + 1] ?? 0;
-  const leaf = byId.get(profile.samples[i])!;
-  if (leaf.callFrame.functionName === '(idle)') continue;
-  busy += dt;
+const busy = forEachBusySample(profile, (leaf, dt) => {
   const stack: string[] = [];
   for (let id: number | undefined = leaf.id; id !== undefined; id = parent.get(id)) stack.push(label(byId.get(id)!));
   const step = STEPS.find(([, re]) => stack.some((f) => re.test(f)))?.[0] ?? OTHER;
   by.set(step, (by.get(step) ?? 0) + dt);
-}
+});
 console.log(`busy main-thread samples: ${(busy / 1000).toFixed(0)} ms`);
 for (const [step, t] of [...by].sort((a, b) => b[1] - a[1])) {
   const share = t / busy;

@@ -8,24 +8,28 @@ import { readFileSync } from 'node:fs';
 import { relative } from 'node:path';
 import { parseArgs } from 'node:util';
 
-interface Node {
+export interface ProfileNode {
   id: number;
   callFrame: { functionName: string; url: string; lineNumber: number };
   children?: number[];
 }
-interface Profile {
-  nodes: Node[];
+export interface Profile {
+  nodes: ProfileNode[];
   startTime: number;
   samples: number[];
   timeDeltas: number[];
 }
 
-export function summarise(
+/**
+ * Every busy sample (idle excluded) within [fromS, toS] seconds of the profile's start: its
+ * leaf node and the time it stands for (µs). Returns the busy time in all (µs).
+ */
+export function forEachBusySample(
   profile: Profile,
-  opts: { top?: number; fromS?: number; toS?: number } = {},
-): { busyMs: number; rows: Array<{ share: number; ms: number; name: string }> } {
+  each: (leaf: ProfileNode, dtUs: number) => void,
+  opts: { fromS?: number; toS?: number } = {},
+): number {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
-  const self = new Map<string, number>();
   let t = 0;
   let busy = 0;
   for (let i = 0; i < profile.samples.length; i++) {
@@ -34,13 +38,27 @@ export function summarise(
     if (opts.fromS !== undefined && t < opts.fromS * 1e6) continue;
     if (opts.toS !== undefined && t > opts.toS * 1e6) break;
     const n = byId.get(profile.samples[i])!;
-    const f = n.callFrame;
-    if (f.functionName === '(idle)') continue;
-    const where = f.url ? ` ${relative(process.cwd(), f.url.replace(/^file:\/\//, ''))}:${f.lineNumber + 1}` : '';
-    const name = `${f.functionName || '(anonymous)'}${where}`;
-    self.set(name, (self.get(name) ?? 0) + dt);
+    if (n.callFrame.functionName === '(idle)') continue;
+    each(n, dt);
     busy += dt;
   }
+  return busy;
+}
+
+export function summarise(
+  profile: Profile,
+  opts: { top?: number; fromS?: number; toS?: number } = {},
+): { busyMs: number; rows: Array<{ share: number; ms: number; name: string }> } {
+  const self = new Map<string, number>();
+  const busy = forEachBusySample(
+    profile,
+    ({ callFrame: f }, dt) => {
+      const where = f.url ? ` ${relative(process.cwd(), f.url.replace(/^file:\/\//, ''))}:${f.lineNumber + 1}` : '';
+      const name = `${f.functionName || '(anonymous)'}${where}`;
+      self.set(name, (self.get(name) ?? 0) + dt);
+    },
+    opts,
+  );
   const rows = [...self.entries()]
     .sort((a, b) => b[1] - a[1])
     .slice(0, opts.top ?? 40)
