@@ -1,12 +1,14 @@
-// `node --import tsx scripts/bench-key-import.ts`: CPU per import of a phone's stored P-256
+// `node --import tsx loadtest/key-import.bench.ts`: CPU per import of a phone's stored P-256
 // key (base64 SPKI) plus one verification with it, by three imports that all reject a point
-// off the curve — WebCrypto's raw import (importDevicePublicKey), a JWK through
-// createPublicKey, and the SPKI DER decoder — in alternating rounds in one process, distinct
+// off the curve — the relay's own import (importDevicePublicKey: WebCrypto's raw point), a JWK
+// through createPublicKey, and the SPKI DER decoder (parseDevicePublicKey) — in alternating rounds in one process, distinct
 // keys, so the shared cores' load moves all three alike (docs/BENCHMARKS.md, "storm").
-import { createPublicKey, KeyObject, webcrypto } from 'node:crypto';
+import { createPublicKey, type KeyObject } from 'node:crypto';
 import {
   generateDeviceKey,
+  importDevicePublicKey,
   loadPrivateKey,
+  parseDevicePublicKey,
   signDevicePayload,
   verifyDeviceSignature,
 } from '../src/crypto/device-auth.ts';
@@ -16,11 +18,14 @@ const keys = Array.from({ length: 256 }, () => generateDeviceKey());
 const payload = Buffer.alloc(120, 7);
 const sigs = keys.map((k) => signDevicePayload(loadPrivateKey(k.privateKeyPem), payload));
 
+function refusedIfUndefined(key: KeyObject | undefined): KeyObject {
+  if (!key) throw new Error('key refused');
+  return key;
+}
+
 const imports: Record<string, (spki: string) => KeyObject | Promise<KeyObject>> = {
   async webcryptoRaw(spki) {
-    const point = Buffer.from(spki, 'base64').subarray(PREFIX);
-    const algo = { name: 'ECDSA', namedCurve: 'P-256' };
-    return KeyObject.from(await webcrypto.subtle.importKey('raw', point, algo, false, ['verify']));
+    return refusedIfUndefined(await importDevicePublicKey(spki));
   },
   jwk(spki) {
     const der = Buffer.from(spki, 'base64');
@@ -28,7 +33,7 @@ const imports: Record<string, (spki: string) => KeyObject | Promise<KeyObject>> 
     const y = der.toString('base64url', PREFIX + 33, PREFIX + 65);
     return createPublicKey({ key: { kty: 'EC', crv: 'P-256', x, y }, format: 'jwk' });
   },
-  spkiDer: (spki) => createPublicKey({ key: Buffer.from(spki, 'base64'), format: 'der', type: 'spki' }),
+  spkiDer: (spki) => refusedIfUndefined(parseDevicePublicKey(spki)),
 };
 
 async function round(f: (spki: string) => KeyObject | Promise<KeyObject>, verify: boolean): Promise<number> {

@@ -1,4 +1,4 @@
-// `node --import tsx scripts/bench-device-keys.ts [OTHER_TREE]`: client CPU per phone-key lookup
+// `node --import tsx loadtest/device-keys.bench.ts [OTHER_TREE]`: client CPU per phone-key lookup
 // (`Store.getDeviceKeys`, 1, 7 and 32 ids, every id a paired device), this tree's store
 // against OTHER_TREE's in alternating rounds in one process — an A/B that does not depend on
 // how busy the shared cores are at a given moment (docs/BENCHMARKS.md, "storm"). Uses a
