@@ -26,10 +26,7 @@ beforeAll(async () => {
   proxy = await tp.proxy('pg', '127.0.0.1:5432');
   dir = mkdtempSync(join(tmpdir(), 'pb-auth-outage-'));
   direct = await openStore({ dataDir: dir, databaseUrl: db.url, role: 'cli' });
-  const url = new URL(db.url);
-  url.hostname = '127.0.0.1';
-  url.port = String(proxy.port);
-  proxied = await openStore({ dataDir: dir, databaseUrl: url.toString(), role: 'cli' });
+  proxied = await openStore({ dataDir: dir, databaseUrl: proxy.through(db.url), role: 'cli' });
 }, 60_000);
 afterAll(async () => {
   await proxied?.close().catch(() => {});

@@ -47,16 +47,12 @@ export async function startFaultCluster(o: {
     const upstream =
       o.via === 'redis' ? `${redis.hostname}:${redis.port || 6379}` : `${pg.hostname}:${pg.port || 5432}`;
     const proxy = await toxiproxy.proxy(o.via, upstream);
-    const through = (u: string) => {
-      const x = new URL(u);
-      x.hostname = '127.0.0.1';
-      x.port = String(proxy.port);
-      return x.toString();
-    };
     tc = await startTestCluster({
       nodes: o.nodes ?? 2,
       serveArgs: ['--request-timeout-ms', String(o.requestTimeoutMs), ...(o.serveArgs ?? [])],
-      ...(o.via === 'redis' ? { nodeRedisUrl: through(REDIS_URL) } : { nodeDatabaseUrl: through }),
+      ...(o.via === 'redis'
+        ? { nodeRedisUrl: proxy.through(REDIS_URL) }
+        : { nodeDatabaseUrl: (u: string) => proxy.through(u) }),
     });
     const [A, B] = tc.nodes;
     const phone = await tc.phone({ node: A, name: 'phone on A' });

@@ -24,13 +24,6 @@ let A: ClusterNode;
 let B: TestRelay;
 const bId = `b-${process.pid}`;
 
-const through = (p: Proxy) => {
-  const u = new URL(REDIS_URL);
-  u.hostname = '127.0.0.1';
-  u.port = String(p.port);
-  return u.toString();
-};
-
 beforeAll(async () => {
   toxiproxy = await startToxiproxy();
   const r = new URL(REDIS_URL);
@@ -39,13 +32,13 @@ beforeAll(async () => {
   pB = await toxiproxy.proxy('redis-b', upstream);
   tc = await startTestCluster({
     nodes: 1,
-    nodeRedisUrl: through(pA),
+    nodeRedisUrl: pA.through(REDIS_URL),
     serveArgs: ['--request-timeout-ms', String(TIMEOUT_MS)],
   });
   [A] = tc.nodes;
   B = await startTestRelay([
     '--redis-url',
-    through(pB),
+    pB.through(REDIS_URL),
     '--redis-prefix',
     tc.prefix,
     '--database-url',

@@ -25,6 +25,8 @@ export interface Proxy {
   /** host:port the proxy listens on. */
   readonly listen: string;
   readonly port: number;
+  /** The same URL (scheme, credentials, path, query) reached through this proxy. */
+  through(url: string): string;
   /** Adds a toxic on one direction (downstream: what the server sends back). Returns its name. */
   add(toxic: Toxic, opts?: { stream?: Stream; name?: string; toxicity?: number }): Promise<string>;
   remove(name: string): Promise<void>;
@@ -107,6 +109,12 @@ export async function startToxiproxy(): Promise<Toxiproxy> {
         name,
         listen: p.listen,
         port: Number(p.listen.split(':').pop()),
+        through(url) {
+          const u = new URL(url);
+          u.hostname = '127.0.0.1';
+          u.port = p.listen.split(':').pop()!;
+          return u.toString();
+        },
         async add(toxic, o = {}) {
           const stream = o.stream ?? 'downstream';
           const tname = o.name ?? `${toxic.type}_${stream}`;
