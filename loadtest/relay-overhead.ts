@@ -714,8 +714,23 @@ async function main(): Promise<void> {
       1.5,
       false,
     );
-    check('added p50 over direct at half baseline peak (ms)', T.relay.openP50Ms - T.direct.openP50Ms, 0.3, true);
-    check('added p99 over direct at half baseline peak (ms)', T.relay.openP99Ms - T.direct.openP99Ms, 2, true);
+    // Against direct only where direct keeps up with that rate: past its peak its queue, not the
+    // relay, sets the difference (a relay "seconds faster" than a server it fronts is no reading).
+    if (T.direct.callsPerSecond >= report.settings.openRate) {
+      check('added p50 over direct at half baseline peak (ms)', T.relay.openP50Ms - T.direct.openP50Ms, 0.3, true);
+      check('added p99 over direct at half baseline peak (ms)', T.relay.openP99Ms - T.direct.openP99Ms, 2, true);
+    } else
+      for (const [what, limit] of [
+        ['p50', 0.3],
+        ['p99', 2],
+      ] as const)
+        report.checks.push({
+          name: `added ${what} over direct at half baseline peak (ms)`,
+          value: null,
+          limit,
+          ok: null,
+          why: `direct peaks at ${T.direct.callsPerSecond} calls/s, below the rate (${report.settings.openRate}/s): see "at half the slowest peak"`,
+        });
     check(
       'added p50 over direct at half the slowest peak (ms)',
       T.relay.lowRateP50Ms - T.direct.lowRateP50Ms,
@@ -803,8 +818,10 @@ async function main(): Promise<void> {
       );
     }
     // Not a target: how far the floor (loadtest/baseline/uws-floor.ts) is from the baseline, and
-    // the relay from the floor. When the floor alone is above a CPU target, so is any relay here.
+    // the relay from the floor. When the floor alone misses a target (CPU, or calls/s: the load
+    // generator and the phone share the cores), so does any relay here.
     report.floor = {
+      callsPerSecondOverBaseline: round2(T.floor.callsPerSecond / T.baseline.callsPerSecond),
       cpuPerCallOverBaseline: round2(T.floor.netServerCpuUsPerCall / T.baseline.netServerCpuUsPerCall),
       relayCpuPerCallOverFloor: round2(T.relay.netServerCpuUsPerCall / T.floor.netServerCpuUsPerCall),
       atTheSameRate: {
@@ -821,9 +838,14 @@ async function main(): Promise<void> {
     mkdirSync(values.out, { recursive: true });
     writeFileSync(join(values.out, 'report.json'), JSON.stringify(report, null, 2));
     console.log(JSON.stringify({ targets: report.targets, floor: report.floor }, null, 2));
-    for (const c of report.checks) console.log(`${c.ok ? 'ok  ' : 'MISS'} ${c.name}: ${c.value} (limit ${c.limit})`);
+    for (const c of report.checks)
+      console.log(
+        c.ok === null
+          ? `n/a  ${c.name}: ${c.why}`
+          : `${c.ok ? 'ok  ' : 'MISS'} ${c.name}: ${c.value} (limit ${c.limit})`,
+      );
     console.log(`report: ${join(values.out, 'report.json')}`);
-    process.exitCode = report.checks.every((c: Json) => c.ok) ? 0 : 1;
+    process.exitCode = report.checks.every((c: Json) => c.ok !== false) ? 0 : 1;
   } finally {
     await stopAll();
   }
