@@ -25,7 +25,7 @@ export interface FormatVersion {
  * release writes the older version.
  */
 export const FORMATS = {
-  /** Node channel messages `m` + JSON header line + payload (src/gateway/router.ts): `v` in the header. */
+  /** Node channel messages `m` + JSON header line + payload (src/gateway/node-messages.ts): `v` in the header. */
   nodeMessage: { write: 1, minRead: 1 },
   /** Supersede notices `s<epoch> <deviceId>` on a node channel (scripts.ts): by shape. */
   supersede: { write: 1, minRead: 1 },

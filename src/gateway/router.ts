@@ -1,6 +1,7 @@
 // Getting a client request to the phone wherever its socket is: on this node (hub), or on
 // the node that owns it (bus). The owner node runs the same DeviceConnection logic either
-// way; the origin only relays the answer back to its HTTP exchange.
+// way (served-requests.ts); the origin only relays the answer back to its HTTP exchange.
+// What the nodes say to each other is node-messages.ts.
 //
 // Phones move between nodes: a draining node (SIGTERM) stops starting new work on its
 // sockets, lets what is in flight finish, then closes each socket with 1012 after marking the
@@ -13,18 +14,18 @@
 import { relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
 import type { JsonRpcId, JsonRpcRequest } from '../protocol/jsonrpc.ts';
 import { BusTimeoutError, BusUnavailableError, type DeviceOwner } from '../bus/index.ts';
-import { decodeNodeMessage, encodeNodeMessage, nodeHeaderLine, UnreadableFormatError } from '../bus/formats.ts';
+import { decodeNodeMessage, nodeHeaderLine, UnreadableFormatError } from '../bus/formats.ts';
 import type { Scope } from '../store/types.ts';
 import type { CallHandle, Caller, DeviceConnection, ReplySink } from './device-connection.ts';
 import { paramsWithCaller, type ClientRequestBytes } from '../protocol/request-bytes.ts';
 import type { GatewayContext } from './context.ts';
 import { matchesCredential, type CredentialMatch } from './hub.ts';
 import { answered, crossNode, goodbyes, reroutes, unreadable } from '../metrics.ts';
-import { contextWith, tracingOn } from '../observability/tracing.ts';
-import { busSendSpan, busServeSpan, endServe } from '../observability/relay-spans.ts';
+import { tracingOn } from '../observability/tracing.ts';
+import { busSendSpan } from '../observability/relay-spans.ts';
+import { encode, farewellMessage, ORIGIN_GRACE_MS, type Header } from './node-messages.ts';
+import { ServedRequests } from './served-requests.ts';
 
-/** Extra time the origin waits beyond the owner's own timeout before giving up itself. */
-const ORIGIN_GRACE_MS = 2_000;
 /**
  * How long a phone closed with 1012 counts as moving for requests that arrive meanwhile: its
  * reconnect (≤ 1 s jitter) plus handshake. A request that saw the mark keeps waiting past it,
@@ -39,8 +40,6 @@ export const MOVE_GRACE_MS = 5_000;
  * (docs/decisions/0210-no-phone-offline-because-redis-was-down.md).
  */
 export const RECLAIM_GRACE_MS = 5_000;
-/** How often an owner retries an answer the bus could not take (it is reconnecting). */
-const REPLY_RETRY_MS = 50;
 /** How often a held request looks for the phone's new owner. */
 const MOVE_POLL_MS = 50;
 /** Remote requests older than this have their owner re-checked (a phone that left a dead node). */
@@ -57,54 +56,6 @@ const DEPARTED_MS = 10_000;
 const MAX_GONE = 2;
 
 export const movingKey = (deviceId: string) => `moving:${deviceId}`;
-
-// Node-to-node messages: one JSON header line, then an optional raw payload (a phone frame
-// travels unescaped). Written and read by src/bus/formats.ts, which versions them.
-type Header =
-  | {
-      t: 'req';
-      from: string;
-      rid: number;
-      deviceId: string;
-      epoch: number;
-      id: JsonRpcRequest['id'];
-      method: string;
-      scopes: Scope[];
-      tokenId?: string;
-      timeoutMs: number;
-      /** The origin's PRODUCER span (W3C traceparent), only while it traces (docs/decisions/0111-trace-context-on-the-bus-and-in-meta.md). */
-      tp?: string;
-      /**
-       * 1: the origin read the request from its bytes, and the payload (params with the caller
-       * context, as always) is forwarded to the phone without a parse
-       * (docs/decisions/0134-cross-node-bytes.md). A node that does not know `b` parses it.
-       */
-      b?: 1;
-      /** With `b`: params.name and wait_for_events' arguments.timeout_s, as the origin read them. */
-      tn?: string;
-      ts?: number;
-    }
-  | { t: 'note'; deviceId: string; method: string }
-  | { t: 'cancel'; from: string; rid: number }
-  | { t: 'orphan'; from: string; rid: number }
-  | { t: 'ccancel'; sessionId: string; requestId: JsonRpcId }
-  | { t: 'res' | 'rel'; rid: number }
-  | { t: 'redo'; rid: number; why: 'moving' | 'gone' }
-  | { t: 'fail'; rid: number; error: JsonRpcErrorObject }
-  | { t: 'bye'; from: string };
-
-const OPEN_BRACE = 0x7b;
-const CLOSE_BRACE = 0x7d;
-const EMPTY = Buffer.alloc(0);
-
-function encode(h: Header, payload = ''): string {
-  return encodeNodeMessage(h, payload);
-}
-
-/** What a node stopping on purpose sends every other node (see Router.farewell). */
-export function farewellMessage(nodeId: string): string {
-  return encode({ t: 'bye', from: nodeId });
-}
 
 /** One client request on its way to the phone; it is also the sink the phone's node answers. */
 class Route implements ReplySink {
@@ -200,14 +151,12 @@ export class Router {
   private readonly active = new Set<Route>();
   /** Origin side: requests this node sent to an owner node. */
   private readonly remote = new Map<number, RemotePending>();
-  /** Owner side: requests other nodes sent here, by `${from}:${rid}`, for cancellation. */
-  private readonly served = new Map<string, Served>();
   /** Devices this node handed over to other nodes (drain): late requests for them are sent back. */
   private readonly handedOver = new Set<string>();
+  /** Owner side: requests other nodes sent here. */
+  private readonly served: ServedRequests;
   private readonly ownerCheck: NodeJS.Timeout;
   private checking = false;
-  /** When another node last sent this node a request (drain waits for that traffic to stop). */
-  lastServedAt = 0;
   private readonly clientCancel: Array<(sessionId: string, requestId: JsonRpcId) => void> = [];
   /** Origin side: recently seen owners of devices held elsewhere. */
   private readonly owners = new Map<string, { owner: DeviceOwner; until: number }>();
@@ -217,6 +166,7 @@ export class Router {
   private reclaimUntil = 0;
 
   constructor(private readonly ctx: GatewayContext) {
+    this.served = new ServedRequests(ctx, this.handedOver);
     const bus = ctx.bus;
     bus.onNodeBytes((m) => this.onMessage(m));
     bus.onNodeDown((node) => {
@@ -256,6 +206,11 @@ export class Router {
   /** Client requests this node is still answering (local or remote, held or sent). */
   get inFlight(): number {
     return this.active.size;
+  }
+
+  /** When another node last sent this node a request (drain waits for that traffic to stop). */
+  get lastServedAt(): number {
+    return this.served.lastServedAt;
   }
 
   /**
@@ -616,21 +571,6 @@ export class Router {
     r.sink.fail(relayError('relay_unavailable', 'the node holding the phone is unreachable'));
   }
 
-  private async sendUntil(node: string, msg: string, until: number, payload?: Buffer, last = false): Promise<void> {
-    for (;;) {
-      try {
-        // A request's last reply: nothing is decided on who heard it (the origin's own timer
-        // and owner check cover a node that left), so the bus may skip Redis' answer to it.
-        if (last) await this.ctx.bus.replyToNode(node, msg, payload);
-        else await this.ctx.bus.sendToNode(node, msg, payload);
-        return;
-      } catch (err) {
-        if (!(err instanceof BusUnavailableError) || Date.now() + REPLY_RETRY_MS >= until) return;
-        await sleep(REPLY_RETRY_MS);
-      }
-    }
-  }
-
   /** Owners remembered on a node that left are stale. */
   private forgetNode(nodeId: string): void {
     for (const [d, e] of this.owners) if (e.owner.nodeId === nodeId) this.owners.delete(d);
@@ -797,7 +737,7 @@ export class Router {
     }
     switch (h.t) {
       case 'req':
-        return void this.serve(h, payload);
+        return void this.served.serve(h, payload);
       case 'note': {
         const conn = this.ctx.hub.device(h.deviceId);
         if (conn && !conn.closed) {
@@ -813,10 +753,10 @@ export class Router {
         return;
       }
       case 'cancel':
-        this.served.get(`${h.from}:${h.rid}`)?.cancel();
+        this.served.cancel(h.from, h.rid);
         return;
       case 'orphan':
-        this.served.get(`${h.from}:${h.rid}`)?.orphan();
+        this.served.orphan(h.from, h.rid);
         return;
       case 'ccancel':
         for (const f of this.clientCancel) f(h.sessionId, h.requestId);
@@ -861,82 +801,7 @@ export class Router {
       }
     }
   }
-
-  // --- owner side ---------------------------------------------------------------------------
-
-  /** Runs a request for another node and sends the answer back to it. */
-  private async serve(h: ReqHeader, payload: Buffer): Promise<void> {
-    this.lastServedAt = Date.now();
-    crossNode.owner.inc();
-    const consumer = tracingOn ? busServeSpan(h.tp, h.method, h.from) : undefined;
-    const sink = new Served(this, h, consumer);
-    const conn = this.ctx.hub.device(h.deviceId);
-    if (!conn || conn.closed || this.ctx.hub.isMoving(conn)) {
-      // Handed over (drain): the origin waits for the phone's next node. Otherwise the origin
-      // had a stale owner: it asks the bus again.
-      consumer?.end();
-      return sink.reply({ t: 'redo', rid: h.rid, why: this.handedOver.has(h.deviceId) ? 'moving' : 'gone' });
-    }
-    // A stale owner never answers: the origin saw a newer claim than this socket's.
-    if (conn.epoch !== undefined && h.epoch > conn.epoch)
-      return sink.fail(relayError('device_offline', 'the phone reconnected elsewhere'));
-    const caller: Caller = { scopes: h.scopes, tokenId: h.tokenId, trace: consumer && contextWith(consumer) };
-    if (h.b) {
-      const req = forwardedBytes(h, payload);
-      if (!req) return sink.fail(relayError('relay_error', 'malformed forwarded request'));
-      if (!conn.isReady) {
-        try {
-          await conn.ready();
-        } catch {
-          return sink.fail(relayError('device_offline', 'the phone did not complete initialize'));
-        }
-      }
-      // The caller context is in the params already (paramsWithCaller on the origin).
-      const relayId = conn.handleClientBytes(req, EMPTY, caller, sink, h.timeoutMs);
-      if (!sink.done && relayId !== 0) this.serving(sink, conn, relayId);
-      return;
-    }
-    let params: Record<string, unknown> | undefined;
-    try {
-      params = payload.length ? (JSON.parse(payload.toString('utf8')) as Record<string, unknown>) : undefined;
-    } catch {
-      return sink.fail(relayError('relay_error', 'malformed forwarded request'));
-    }
-    try {
-      await conn.ready();
-    } catch {
-      return sink.fail(relayError('device_offline', 'the phone did not complete initialize'));
-    }
-    const cancel = conn.handleClientRequest(
-      { jsonrpc: '2.0', id: h.id, method: h.method, params },
-      params,
-      caller,
-      sink,
-      h.timeoutMs,
-    );
-    // Answers from the cache settle synchronously: nothing left to cancel then.
-    if (!sink.done) this.serving(sink, undefined, 0, cancel);
-  }
-
-  private serving(s: Served, conn: DeviceConnection | undefined, relayId: number, handle?: CallHandle): void {
-    s.conn = conn;
-    s.relayId = relayId;
-    s.handle = handle;
-    this.served.set(s.key, s);
-  }
-
-  /** @internal Served: the request is answered, no longer cancellable. */
-  unserve(s: Served): void {
-    if (this.served.get(s.key) === s) this.served.delete(s.key);
-  }
-
-  /** @internal Served's replies, in order; one that meets a bus still reconnecting is retried until `until`. */
-  replyTo(node: string, msg: string, until: number, frame: Buffer | undefined, last: boolean): Promise<void> {
-    return this.sendUntil(node, msg, until, frame, last);
-  }
 }
-
-type ReqHeader = Extract<Header, { t: 'req' }>;
 
 function originTimedOut(router: Router, rid: number, r: Route): void {
   router.timedOut(rid, r);
@@ -945,90 +810,4 @@ function originTimedOut(router: Router, rid: number, r: Route): void {
 /** A publish Redis answered late may have reached the owner: it counts as delivered (see send). */
 function deliveredLate(err: unknown): boolean {
   return err instanceof BusTimeoutError;
-}
-
-/**
- * One request another node sent here, from its start to its answer: the phone's sink, the
- * replies' order and the cancel handle in one object (no closure per role).
- */
-class Served implements ReplySink {
-  readonly key: string;
-  done = false;
-  conn?: DeviceConnection;
-  relayId = 0;
-  handle?: CallHandle;
-  /** Answers go out in order: the previous reply, while it is still being sent. */
-  private outbox?: Promise<void>;
-  private readonly until: number;
-
-  constructor(
-    private readonly router: Router,
-    private readonly h: ReqHeader,
-    private readonly consumer: ReturnType<typeof busServeSpan> | undefined,
-  ) {
-    this.key = `${h.from}:${h.rid}`;
-    this.until = Date.now() + h.timeoutMs + ORIGIN_GRACE_MS;
-  }
-
-  respond(frame: Buffer): void {
-    this.done = true;
-    this.router.unserve(this);
-    this.reply({ t: 'res', rid: this.h.rid }, frame);
-    if (this.consumer) endServe(this.consumer);
-  }
-
-  related(frame: Buffer): void {
-    this.reply({ t: 'rel', rid: this.h.rid }, frame);
-  }
-
-  fail(error: JsonRpcErrorObject): void {
-    this.done = true;
-    this.router.unserve(this);
-    this.reply({ t: 'fail', rid: this.h.rid, error });
-    if (this.consumer) endServe(this.consumer, error);
-  }
-
-  /** The origin's notifications/cancelled or its client gone (`cancel`). */
-  cancel(): void {
-    if (this.conn) this.conn.cancelCall(this.relayId);
-    else this.handle?.();
-  }
-
-  orphan(): void {
-    if (this.conn) this.conn.orphanCall(this.relayId);
-    else this.handle?.orphan?.();
-  }
-
-  reply(header: Header, frame?: Buffer): void {
-    const msg = nodeHeaderLine(header);
-    const prev = this.outbox;
-    const last = header.t !== 'rel';
-    // The first reply (usually the only one) is sent at once; later ones wait for the one
-    // before (answered by Redis, so delivered before it even on another connection).
-    this.outbox = prev
-      ? prev.then(() => this.router.replyTo(this.h.from, msg, this.until, frame, last))
-      : this.router.replyTo(this.h.from, msg, this.until, frame, last);
-  }
-}
-
-/**
- * A forwarded request (Header `b`) to start with handleClientBytes, or undefined if its
- * payload is not a JSON object: the origin checked the client's JSON and UTF-8
- * (src/protocol/request-bytes.ts) and built the payload from it.
- */
-function forwardedBytes(h: Extract<Header, { t: 'req' }>, params: Buffer): ClientRequestBytes | undefined {
-  if (params.length < 2 || params[0] !== OPEN_BRACE || params[params.length - 1] !== CLOSE_BRACE) return undefined;
-  return {
-    id: h.id,
-    method: h.method,
-    toolName: h.tn,
-    timeoutS: h.ts,
-    body: params,
-    methodStart: 0,
-    methodEnd: 0,
-    paramsStart: 0,
-    paramsEnd: params.length,
-    paramsMembers: true,
-    forwarded: true,
-  };
 }

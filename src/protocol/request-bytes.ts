@@ -29,7 +29,7 @@ export interface ClientRequestBytes {
   paramsMembers: boolean;
   /**
    * Another node read the request: `body` is its params with the caller context already in
-   * them (paramsWithCaller), the method is `method` (src/gateway/router.ts, `b`).
+   * them (paramsWithCaller), the method is `method` (src/gateway/node-messages.ts, `b`).
    */
   forwarded?: boolean;
 }

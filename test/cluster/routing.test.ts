@@ -26,7 +26,8 @@ import { createEchoServer, type EchoServerControl } from '../fixtures/echo-serve
 import { decodeNodeMessage } from '../../src/bus/formats.ts';
 import { RedisBus } from '../../src/bus/redis/index.ts';
 import { quietLog, REDIS_URL } from '../../src/bus/redis/test-support.ts';
-import { farewellMessage, MOVE_GRACE_MS, movingKey } from '../../src/gateway/router.ts';
+import { farewellMessage } from '../../src/gateway/node-messages.ts';
+import { MOVE_GRACE_MS, movingKey } from '../../src/gateway/router.ts';
 
 let tc: TestCluster;
 let A: ClusterNode, B: ClusterNode, C: ClusterNode;

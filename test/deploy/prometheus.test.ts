@@ -27,7 +27,7 @@ import { createPairing } from '../../src/provisioning.ts';
 import { createFleetKey } from '../../src/fleet/keys.ts';
 import { RedisBus } from '../../src/bus/redis/index.ts';
 import { quietLog, REDIS_URL } from '../../src/bus/redis/test-support.ts';
-import { farewellMessage } from '../../src/gateway/router.ts';
+import { farewellMessage } from '../../src/gateway/node-messages.ts';
 import { newStreamId } from '../../src/gateway/session-streams.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));

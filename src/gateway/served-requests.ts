@@ -1,0 +1,197 @@
+// The owner side of a cross-node request: another node's client asked for a phone whose
+// socket is on this node. The request runs on the local socket through the same
+// DeviceConnection logic as a local call, and its answers go back to the origin node
+// (router.ts), in order; the origin can cancel or orphan it meanwhile. The messages are
+// node-messages.ts.
+import { relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
+import { BusUnavailableError } from '../bus/index.ts';
+import { nodeHeaderLine } from '../bus/formats.ts';
+import type { CallHandle, Caller, DeviceConnection, ReplySink } from './device-connection.ts';
+import type { GatewayContext } from './context.ts';
+import { crossNode } from '../metrics.ts';
+import { contextWith, tracingOn } from '../observability/tracing.ts';
+import { busServeSpan, endServe } from '../observability/relay-spans.ts';
+import { forwardedBytes, ORIGIN_GRACE_MS, type Header, type ReqHeader } from './node-messages.ts';
+
+/** How often an owner retries an answer the bus could not take (it is reconnecting). */
+const REPLY_RETRY_MS = 50;
+
+const EMPTY = Buffer.alloc(0);
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+export class ServedRequests {
+  /** Requests other nodes sent here, by `${from}:${rid}`, for cancellation. */
+  private readonly served = new Map<string, Served>();
+  /** When another node last sent this node a request (drain waits for that traffic to stop). */
+  lastServedAt = 0;
+
+  /**
+   * @param handedOver Devices this node handed over to other nodes (drain), kept by the
+   *   Router: late requests for them are sent back to wait for the phone's next node.
+   */
+  constructor(
+    private readonly ctx: GatewayContext,
+    private readonly handedOver: ReadonlySet<string>,
+  ) {}
+
+  /** Runs a request for another node and sends the answer back to it. */
+  async serve(h: ReqHeader, payload: Buffer): Promise<void> {
+    this.lastServedAt = Date.now();
+    crossNode.owner.inc();
+    const consumer = tracingOn ? busServeSpan(h.tp, h.method, h.from) : undefined;
+    const sink = new Served(this, h, consumer);
+    const conn = this.ctx.hub.device(h.deviceId);
+    if (!conn || conn.closed || this.ctx.hub.isMoving(conn)) {
+      // Handed over (drain): the origin waits for the phone's next node. Otherwise the origin
+      // had a stale owner: it asks the bus again.
+      consumer?.end();
+      return sink.reply({ t: 'redo', rid: h.rid, why: this.handedOver.has(h.deviceId) ? 'moving' : 'gone' });
+    }
+    // A stale owner never answers: the origin saw a newer claim than this socket's.
+    if (conn.epoch !== undefined && h.epoch > conn.epoch)
+      return sink.fail(relayError('device_offline', 'the phone reconnected elsewhere'));
+    const caller: Caller = { scopes: h.scopes, tokenId: h.tokenId, trace: consumer && contextWith(consumer) };
+    if (h.b) {
+      const req = forwardedBytes(h, payload);
+      if (!req) return sink.fail(relayError('relay_error', 'malformed forwarded request'));
+      if (!conn.isReady) {
+        try {
+          await conn.ready();
+        } catch {
+          return sink.fail(relayError('device_offline', 'the phone did not complete initialize'));
+        }
+      }
+      // The caller context is in the params already (paramsWithCaller on the origin).
+      const relayId = conn.handleClientBytes(req, EMPTY, caller, sink, h.timeoutMs);
+      if (!sink.done && relayId !== 0) this.serving(sink, conn, relayId);
+      return;
+    }
+    let params: Record<string, unknown> | undefined;
+    try {
+      params = payload.length ? (JSON.parse(payload.toString('utf8')) as Record<string, unknown>) : undefined;
+    } catch {
+      return sink.fail(relayError('relay_error', 'malformed forwarded request'));
+    }
+    try {
+      await conn.ready();
+    } catch {
+      return sink.fail(relayError('device_offline', 'the phone did not complete initialize'));
+    }
+    const cancel = conn.handleClientRequest(
+      { jsonrpc: '2.0', id: h.id, method: h.method, params },
+      params,
+      caller,
+      sink,
+      h.timeoutMs,
+    );
+    // Answers from the cache settle synchronously: nothing left to cancel then.
+    if (!sink.done) this.serving(sink, undefined, 0, cancel);
+  }
+
+  /** The origin's notifications/cancelled or its client gone (`cancel`). */
+  cancel(from: string, rid: number): void {
+    this.served.get(`${from}:${rid}`)?.cancel();
+  }
+
+  /** The origin's client is gone for good (`orphan`). */
+  orphan(from: string, rid: number): void {
+    this.served.get(`${from}:${rid}`)?.orphan();
+  }
+
+  private serving(s: Served, conn: DeviceConnection | undefined, relayId: number, handle?: CallHandle): void {
+    s.conn = conn;
+    s.relayId = relayId;
+    s.handle = handle;
+    this.served.set(s.key, s);
+  }
+
+  /** @internal Served: the request is answered, no longer cancellable. */
+  unserve(s: Served): void {
+    if (this.served.get(s.key) === s) this.served.delete(s.key);
+  }
+
+  /** @internal Served's replies, in order; one that meets a bus still reconnecting is retried until `until`. */
+  replyTo(node: string, msg: string, until: number, frame: Buffer | undefined, last: boolean): Promise<void> {
+    return this.sendUntil(node, msg, until, frame, last);
+  }
+
+  private async sendUntil(node: string, msg: string, until: number, payload?: Buffer, last = false): Promise<void> {
+    for (;;) {
+      try {
+        // A request's last reply: nothing is decided on who heard it (the origin's own timer
+        // and owner check cover a node that left), so the bus may skip Redis' answer to it.
+        if (last) await this.ctx.bus.replyToNode(node, msg, payload);
+        else await this.ctx.bus.sendToNode(node, msg, payload);
+        return;
+      } catch (err) {
+        if (!(err instanceof BusUnavailableError) || Date.now() + REPLY_RETRY_MS >= until) return;
+        await sleep(REPLY_RETRY_MS);
+      }
+    }
+  }
+}
+
+/**
+ * One request another node sent here, from its start to its answer: the phone's sink, the
+ * replies' order and the cancel handle in one object (no closure per role).
+ */
+class Served implements ReplySink {
+  readonly key: string;
+  done = false;
+  conn?: DeviceConnection;
+  relayId = 0;
+  handle?: CallHandle;
+  /** Answers go out in order: the previous reply, while it is still being sent. */
+  private outbox?: Promise<void>;
+  private readonly until: number;
+
+  constructor(
+    private readonly owner: ServedRequests,
+    private readonly h: ReqHeader,
+    private readonly consumer: ReturnType<typeof busServeSpan> | undefined,
+  ) {
+    this.key = `${h.from}:${h.rid}`;
+    this.until = Date.now() + h.timeoutMs + ORIGIN_GRACE_MS;
+  }
+
+  respond(frame: Buffer): void {
+    this.done = true;
+    this.owner.unserve(this);
+    this.reply({ t: 'res', rid: this.h.rid }, frame);
+    if (this.consumer) endServe(this.consumer);
+  }
+
+  related(frame: Buffer): void {
+    this.reply({ t: 'rel', rid: this.h.rid }, frame);
+  }
+
+  fail(error: JsonRpcErrorObject): void {
+    this.done = true;
+    this.owner.unserve(this);
+    this.reply({ t: 'fail', rid: this.h.rid, error });
+    if (this.consumer) endServe(this.consumer, error);
+  }
+
+  /** The origin's notifications/cancelled or its client gone (`cancel`). */
+  cancel(): void {
+    if (this.conn) this.conn.cancelCall(this.relayId);
+    else this.handle?.();
+  }
+
+  orphan(): void {
+    if (this.conn) this.conn.orphanCall(this.relayId);
+    else this.handle?.orphan?.();
+  }
+
+  reply(header: Header, frame?: Buffer): void {
+    const msg = nodeHeaderLine(header);
+    const prev = this.outbox;
+    const last = header.t !== 'rel';
+    // The first reply (usually the only one) is sent at once; later ones wait for the one
+    // before (answered by Redis, so delivered before it even on another connection).
+    this.outbox = prev
+      ? prev.then(() => this.owner.replyTo(this.h.from, msg, this.until, frame, last))
+      : this.owner.replyTo(this.h.from, msg, this.until, frame, last);
+  }
+}
