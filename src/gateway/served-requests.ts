@@ -112,11 +112,7 @@ export class ServedRequests {
   }
 
   /** @internal Served's replies, in order; one that meets a bus still reconnecting is retried until `until`. */
-  replyTo(node: string, msg: string, until: number, frame: Buffer | undefined, last: boolean): Promise<void> {
-    return this.sendUntil(node, msg, until, frame, last);
-  }
-
-  private async sendUntil(node: string, msg: string, until: number, payload?: Buffer, last = false): Promise<void> {
+  async replyTo(node: string, msg: string, until: number, payload: Buffer | undefined, last: boolean): Promise<void> {
     for (;;) {
       try {
         // A request's last reply: nothing is decided on who heard it (the origin's own timer
