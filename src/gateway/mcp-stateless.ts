@@ -19,12 +19,12 @@ import {
   honouredFilter,
   parseSubscriptionFilter,
   subscriptionNotification,
-  validateParamHeaders,
   validateStatelessRequest,
   withoutLegacyTask,
   MISSING_REQUIRED_CLIENT_CAPABILITY,
   SUPPORTED_VERSIONS,
 } from '../protocol/stateless.ts';
+import { validateParamHeaders } from '../protocol/tool-headers.ts';
 import { headerTimeoutMs } from '../protocol/timeouts.ts';
 import type { Scope } from '../store/types.ts';
 import { initializeFrom, observeMcpRequest } from '../metrics.ts';

@@ -5,7 +5,8 @@
 // beforehand (validateParamHeaders); otherwise the body decides (docs/decisions/0181-tool-headers.md).
 // wait_for_events declares none: its timeout_s is a number, fractions allowed, which no header
 // can carry (docs/decisions/0184-timeout-s-stays-a-number.md).
-import { H_PARAM_PREFIX, decodeHeaderValue, xMcpHeaders, type Headers } from './stateless.ts';
+import { H_PARAM_PREFIX, decodeHeaderValue, type Headers } from './stateless.ts';
+import { xMcpHeaders } from './tool-headers.ts';
 export const DEFAULT_TIMEOUT_MS = 30_000;
 export const LONG_POLL_GRACE_MS = 15_000;
 export const MAX_TIMEOUT_MS = 615_000;

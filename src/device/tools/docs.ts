@@ -1,6 +1,6 @@
 // Renders docs/TOOLS.md from what the server actually registers (via tools/list), so the
 // reference cannot describe a tool that does not exist or miss one that does.
-import { xMcpHeaders } from '../../protocol/stateless.ts';
+import { xMcpHeaders } from '../../protocol/tool-headers.ts';
 import { SimPhone } from '../sim/model.ts';
 import { ERROR_CODES, SCOPE_META_KEY, SURFACE_VERSION } from './contract.ts';
 import { connect } from './in-memory.ts';
