@@ -5,11 +5,13 @@ import pg from 'pg';
 import type { DatabaseSource } from './database/types.ts';
 import { migrate, readSchemaVersion } from './migrations/index.ts';
 import { advanceTail, formatTailCursor, parseTailCursor, TAIL_START_WINDOW } from './journal-tail.ts';
-import type { AccountsTable, DB, TokensTable } from './schema.ts';
+import type { AccountsTable, DB } from './schema.ts';
 import { observeStoreQuery, observeStoreStatement } from '../metrics.ts';
-import { KyselyFleetStore, credentialsInUse } from './fleet-store.ts';
+import { credentialsInUse, deviceOfAccountKeyShared, toToken } from './credentials.ts';
+import { KyselyFleetStore } from './fleet-store.ts';
 import { toDevice } from './device-row.ts';
 import type { FleetStore } from './fleet-types.ts';
+import { journal } from './journal.ts';
 import type {
   Account,
   AuthorizationCode,
@@ -42,19 +44,6 @@ function toAccount(r: Selectable<AccountsTable>): Account {
     maxKeys: r.max_keys,
     locked: r.locked,
     email: r.email,
-    createdAt: r.created_at,
-  };
-}
-
-function toToken(r: Selectable<TokensTable>): Token {
-  return {
-    id: r.id,
-    accountId: r.account_id,
-    deviceId: r.device_id,
-    scopes: r.scopes as Scope[],
-    via: r.via,
-    grantId: r.grant_id,
-    expiresAt: r.expires_at,
     createdAt: r.created_at,
   };
 }
@@ -943,29 +932,4 @@ async function deleteGrant(trx: Transaction<DB>, grantId: string): Promise<boole
   for (const t of tokens) await journal(trx, { type: 'token_revoked', tokenId: t.id });
   if (r) await journal(trx, { type: 'credential_revoked', credential: grantId, deviceId: r.device_id });
   return !!r;
-}
-
-async function journal(trx: Kysely<DB>, event: ControlEvent): Promise<void> {
-  await trx
-    .insertInto('control_events')
-    .values({ event: JSON.stringify(event) })
-    .execute();
-}
-
-/**
- * The device, if it belongs to the account, locked FOR KEY SHARE: it cannot be removed until
- * the transaction ends, so a token minted for it never outlives it.
- */
-function deviceOfAccountKeyShared(
-  trx: Transaction<DB>,
-  deviceId: string,
-  accountId: string,
-): Promise<{ id: string } | undefined> {
-  return trx
-    .selectFrom('devices')
-    .select('id')
-    .where('id', '=', deviceId)
-    .where('account_id', '=', accountId)
-    .forKeyShare()
-    .executeTakeFirst();
 }
