@@ -155,7 +155,7 @@ async function dashboard(r: HostedRequest, account: Account, windowMs: number, n
   const [allDevices, tokens, grants, labelled, fleetKeys] = await Promise.all([
     store.listDevices(account.id),
     store.listTokens({ accountId: account.id }),
-    store.listOAuthGrants(account.id),
+    store.hosted.listOAuthGrants(account.id),
     store.fleet.listDevices({ accountId: account.id }),
     store.fleet.listKeys(account.id),
   ]);
@@ -373,8 +373,8 @@ function labelChips(labels: Record<string, string>): string {
 
 async function revokeConnection(r: HostedRequest, account: Account, form: URLSearchParams): Promise<void> {
   const id = form.get('grant') ?? '';
-  const grant = (await r.ctx.store.listOAuthGrants(account.id)).find((g) => g.id === id);
-  if (grant && (await r.ctx.store.revokeOAuthGrant(id)))
+  const grant = (await r.ctx.store.hosted.listOAuthGrants(account.id)).find((g) => g.id === id);
+  if (grant && (await r.ctx.store.hosted.revokeOAuthGrant(id)))
     await announce(r, { type: 'credential_revoked', credential: id, deviceId: grant.deviceId });
   r.redirect('/account');
 }

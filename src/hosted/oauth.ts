@@ -3,7 +3,8 @@
 // endpoint. The rules are in oauth-rules.ts; tokens are ordinary device tokens (docs/decisions/0070-hosted-accounts-and-oauth.md).
 import type { TemplatedApp } from '../uws.ts';
 import type { GatewayContext } from '../gateway/context.ts';
-import { SCOPES, type Account, type OAuthClient, type Scope } from '../store/types.ts';
+import type { OAuthClient } from '../store/hosted-types.ts';
+import { SCOPES, type Account, type Scope } from '../store/types.ts';
 import { newApiToken, newId, sha256Hex } from '../crypto/secrets.ts';
 import { BadInput, handle, type HostedRequest } from './request.ts';
 import { rateLimited } from '../metrics.ts';
@@ -126,7 +127,7 @@ async function register(r: HostedRequest): Promise<void> {
   }
   const parsed = parseRegistration(body);
   if (!parsed.ok) return r.jsonResponse(400, { error: parsed.error, error_description: parsed.description }, CORS);
-  const client = await r.ctx.store.registerOAuthClient({
+  const client = await r.ctx.store.hosted.registerOAuthClient({
     id: newId('client'),
     name: parsed.value.clientName,
     redirectUris: parsed.value.redirectUris,
@@ -170,7 +171,7 @@ async function validated(r: HostedRequest, params: URLSearchParams, acted: boole
     }
     client = found.client;
   } else {
-    client = await r.ctx.store.getOAuthClient(clientId);
+    client = await r.ctx.store.hosted.getOAuthClient(clientId);
   }
   const check = checkAuthorizationRequest(params, client, `${r.ctx.config.publicUrl}/mcp`);
   if (check.ok) return { request: check.request, client: client! };
@@ -225,8 +226,9 @@ async function metadataClient(
     return got;
   }
   const { clientId, clientName, redirectUris } = got.client;
-  const stored = got.cached ? await r.ctx.store.getOAuthClient(clientId) : undefined;
-  const client = stored ?? (await r.ctx.store.putMetadataClient({ id: clientId, name: clientName, redirectUris }));
+  const stored = got.cached ? await r.ctx.store.hosted.getOAuthClient(clientId) : undefined;
+  const client =
+    stored ?? (await r.ctx.store.hosted.putMetadataClient({ id: clientId, name: clientName, redirectUris }));
   // The document, not the row, is what this request is checked against.
   return { ok: true, client: { ...client, name: clientName, redirectUris } };
 }
@@ -338,7 +340,7 @@ async function decide(r: HostedRequest, metadata: ClientMetadataFetcher): Promis
     });
   }
   const code = newSecret();
-  await r.ctx.store.createAuthorizationCode({
+  await r.ctx.store.hosted.createAuthorizationCode({
     codeHash: hashSecret('authcode', code),
     clientId: request.clientId,
     redirectUri: request.redirectUri,
@@ -388,7 +390,7 @@ async function token(r: HostedRequest): Promise<void> {
     r.jsonResponse(status, { error, error_description: description }, CORS);
   const grantType = form.get('grant_type');
   const clientId = form.get('client_id') ?? '';
-  const client = clientId ? await r.ctx.store.getOAuthClient(clientId) : undefined;
+  const client = clientId ? await r.ctx.store.hosted.getOAuthClient(clientId) : undefined;
   if (!client) return fail(401, 'invalid_client', 'unknown client_id');
   const resource = form.get('resource');
   if (resource !== null && resource !== `${r.ctx.config.publicUrl}/mcp`)
@@ -424,12 +426,12 @@ async function token(r: HostedRequest): Promise<void> {
     // Consumed before any other check: a code is good for one try, right or wrong.
     const stored =
       code && code.length <= 100
-        ? await r.ctx.store.consumeAuthorizationCode(hashSecret('authcode', code), now)
+        ? await r.ctx.store.hosted.consumeAuthorizationCode(hashSecret('authcode', code), now)
         : undefined;
     if (!stored) {
       // A code presented again: whatever it issued is revoked (OAuth 2.1 §4.1.3). The grant's id
       // is derived from the code, so only a holder of the code can reach it.
-      if (code && code.length <= 100 && (await r.ctx.store.revokeOAuthGrant(grantIdOf(code)))) {
+      if (code && code.length <= 100 && (await r.ctx.store.hosted.revokeOAuthGrant(grantIdOf(code)))) {
         r.ctx.log.warn({ clientId: client.id }, 'authorization code replayed: its grant revoked');
         return fail(400, 'invalid_grant', 'the code was already used; what it issued is revoked');
       }
@@ -441,7 +443,7 @@ async function token(r: HostedRequest): Promise<void> {
     if (!verifierMatches(form.get('code_verifier'), stored.codeChallenge))
       return fail(400, 'invalid_grant', 'code_verifier does not match the code_challenge');
     const p = pair();
-    const issued = await r.ctx.store.issueOAuthGrant({
+    const issued = await r.ctx.store.hosted.issueOAuthGrant({
       grantId: grantIdOf(code),
       accountId: stored.accountId,
       clientId: client.id,
@@ -467,7 +469,7 @@ async function token(r: HostedRequest): Promise<void> {
     const presented = form.get('refresh_token') ?? '';
     if (!presented || presented.length > 200) return fail(400, 'invalid_grant', 'refresh_token is required');
     const p = pair();
-    const result = await r.ctx.store.refreshOAuthGrant({
+    const result = await r.ctx.store.hosted.refreshOAuthGrant({
       refreshHash: hashSecret('refresh', presented),
       clientId: client.id,
       now,

@@ -119,7 +119,7 @@ export class HostedRequest {
   async account(): Promise<Account | undefined> {
     const token = this.cookies[SESSION_COOKIE];
     if (!token || token.length > 200) return undefined;
-    const s = await this.ctx.store.findWebSession(hashSecret('session', token), new Date());
+    const s = await this.ctx.store.hosted.findWebSession(hashSecret('session', token), new Date());
     if (!s) return undefined;
     return this.ctx.store.getAccount(s.accountId);
   }

@@ -95,7 +95,7 @@ async function requestLink(r: HostedRequest, mailer: Mailer): Promise<void> {
   r.cookie(
     setCookie(SIGNIN_BROWSER_COOKIE, browserBinding(code), { secure: r.secure, maxAgeS: SIGNIN_CODE_TTL_MS / 1000 }),
   );
-  await r.ctx.store.createSigninCode({
+  await r.ctx.store.hosted.createSigninCode({
     codeHash: hashSecret('signin', code),
     email,
     nextPath: safeNext(form.get('next')),
@@ -145,7 +145,7 @@ async function waitingClient(r: HostedRequest, next: string): Promise<string> {
   if (!next.startsWith('/account/authorize?')) return '';
   const q = new URLSearchParams(next.slice('/account/authorize?'.length));
   const id = q.get('client_id') ?? '';
-  const client = id && !id.includes('\0') ? await r.ctx.store.getOAuthClient(id) : undefined;
+  const client = id && !id.includes('\0') ? await r.ctx.store.hosted.getOAuthClient(id) : undefined;
   if (!client) return '';
   let host = '';
   try {
@@ -162,7 +162,9 @@ async function waitingClient(r: HostedRequest, next: string): Promise<string> {
  */
 async function linkPage(r: HostedRequest, code: string, status = 200): Promise<void> {
   const target =
-    code && code.length <= 100 ? await r.ctx.store.peekSigninCode(hashSecret('signin', code), new Date()) : undefined;
+    code && code.length <= 100
+      ? await r.ctx.store.hosted.peekSigninCode(hashSecret('signin', code), new Date())
+      : undefined;
   if (!target) return expiredLink(r);
   const current = await r.account();
   const other = current && current.email !== target.email ? current : undefined;
@@ -195,15 +197,15 @@ async function consumeLink(r: HostedRequest): Promise<void> {
     // Signed in as another account and not asked yet: ask (the page names both).
     const [current, target] = await Promise.all([
       r.account(),
-      r.ctx.store.peekSigninCode(hashSecret('signin', code), new Date()),
+      r.ctx.store.hosted.peekSigninCode(hashSecret('signin', code), new Date()),
     ]);
     if (current && target && current.email !== target.email) return linkPage(r, code, 409);
   }
-  const used = await r.ctx.store.consumeSigninCode(hashSecret('signin', code), new Date());
+  const used = await r.ctx.store.hosted.consumeSigninCode(hashSecret('signin', code), new Date());
   if (!used) return expiredLink(r);
   // The account this browser leaves, if any: its session ends here.
   const previous = r.cookies[SESSION_COOKIE];
-  if (previous && previous.length <= 200) await r.ctx.store.deleteWebSession(hashSecret('session', previous));
+  if (previous && previous.length <= 200) await r.ctx.store.hosted.deleteWebSession(hashSecret('session', previous));
   let account = await r.ctx.store.accountByEmail(used.email);
   if (!account) {
     const created = await r.ctx.store.createAccount({ id: newId('acct'), email: used.email, ...DEFAULT_PLAN });
@@ -213,7 +215,7 @@ async function consumeLink(r: HostedRequest): Promise<void> {
     r.ctx.log.info({ accountId: account.id }, 'account created');
   }
   const token = newSecret();
-  await r.ctx.store.createWebSession({
+  await r.ctx.store.hosted.createWebSession({
     tokenHash: hashSecret('session', token),
     accountId: account.id,
     expiresAt: new Date(Date.now() + SESSION_TTL_MS),
@@ -229,7 +231,7 @@ async function signout(r: HostedRequest): Promise<void> {
   const form = await r.checkStateChange();
   if (!form) return;
   const token = r.cookies[SESSION_COOKIE];
-  if (token) await r.ctx.store.deleteWebSession(hashSecret('session', token));
+  if (token) await r.ctx.store.hosted.deleteWebSession(hashSecret('session', token));
   r.cookie(setCookie(SESSION_COOKIE, '', { secure: r.secure, maxAgeS: 0 }));
   r.redirect('/account/signin');
 }

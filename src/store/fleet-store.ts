@@ -3,8 +3,10 @@
 import { sql, type Kysely, type Selectable } from 'kysely';
 import type { AllocationsTable, DB, DevicesTable, EnrollmentsTable, FleetKeysTable } from './schema.ts';
 import type { Allocation, DeviceLabels, Enrollment, FleetKey, FleetStore, LabelledDevice } from './fleet-types.ts';
-import type { ControlEvent, Scope } from './types.ts';
+import type { Scope } from './types.ts';
+import { credentialsInUse } from './credentials.ts';
 import { toDevice } from './device-row.ts';
+import { journal } from './journal.ts';
 
 function toLabelledDevice(r: Selectable<DevicesTable>): LabelledDevice {
   return { ...toDevice(r), labels: r.labels ?? {} };
@@ -53,13 +55,6 @@ function toEnrollment(r: Selectable<EnrollmentsTable>): Enrollment {
     revokedAt: r.revoked_at,
     createdAt: r.created_at,
   };
-}
-
-async function journal(db: Kysely<DB>, event: ControlEvent): Promise<void> {
-  await db
-    .insertInto('control_events')
-    .values({ event: JSON.stringify(event) })
-    .execute();
 }
 
 /** Phones per credential_revoked journal entry of a fleet key (a bounded event size). */
@@ -367,34 +362,4 @@ export class KyselyFleetStore implements FleetStore {
       .executeTakeFirst();
     return r.numUpdatedRows > 0n;
   }
-}
-
-/**
- * The standing credentials of an account that count against its plan's key cap: API keys,
- * fleet keys (docs/decisions/0170-fleet-model.md) and OAuth grants
- * (docs/decisions/0164-grants-count-against-the-key-cap.md). OAuth access tokens are minted on
- * every refresh, so they are not counted; their grant is.
- */
-export async function credentialsInUse(db: Kysely<DB>, accountId: string): Promise<number> {
-  const now = new Date();
-  const [t, f, g] = await Promise.all([
-    db
-      .selectFrom('tokens')
-      .select((eb) => eb.fn.countAll<string>().as('n'))
-      .where('account_id', '=', accountId)
-      .where('via', '=', 'key')
-      .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', now)]))
-      .executeTakeFirstOrThrow(),
-    db
-      .selectFrom('fleet_keys')
-      .select((eb) => eb.fn.countAll<string>().as('n'))
-      .where('account_id', '=', accountId)
-      .executeTakeFirstOrThrow(),
-    db
-      .selectFrom('oauth_grants')
-      .select((eb) => eb.fn.countAll<string>().as('n'))
-      .where('account_id', '=', accountId)
-      .executeTakeFirstOrThrow(),
-  ]);
-  return Number(t.n) + Number(f.n) + Number(g.n);
 }

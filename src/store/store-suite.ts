@@ -627,38 +627,45 @@ export function storeSuite(backend: TestBackend): void {
       it('a sign-in code is single use, expires, and is found only by its hash', async () => {
         const now = new Date();
         const hash = sha256Hex(uid('signin'));
-        await store.createSigninCode({
+        await store.hosted.createSigninCode({
           codeHash: hash,
           email: 'x@example.com',
           nextPath: '/account',
           expiresAt: new Date(now.getTime() + 15 * MIN),
         });
         // Two racing consumers (separate pools): exactly one wins.
-        const both = await Promise.all([store.consumeSigninCode(hash, now), other.consumeSigninCode(hash, now)]);
+        const both = await Promise.all([
+          store.hosted.consumeSigninCode(hash, now),
+          other.hosted.consumeSigninCode(hash, now),
+        ]);
         expect(both.filter(Boolean)).toEqual([{ email: 'x@example.com', nextPath: '/account' }]);
-        expect(await store.consumeSigninCode(hash, now)).toBeUndefined();
+        expect(await store.hosted.consumeSigninCode(hash, now)).toBeUndefined();
         const old = sha256Hex(uid('signin'));
-        await store.createSigninCode({ codeHash: old, email: 'y@example.com', nextPath: null, expiresAt: now });
-        expect(await store.consumeSigninCode(old, now)).toBeUndefined();
+        await store.hosted.createSigninCode({ codeHash: old, email: 'y@example.com', nextPath: null, expiresAt: now });
+        expect(await store.hosted.consumeSigninCode(old, now)).toBeUndefined();
         const plain = uid('plain');
-        await store.createSigninCode({
+        await store.hosted.createSigninCode({
           codeHash: sha256Hex(plain),
           email: 'z@example.com',
           nextPath: null,
           expiresAt: new Date(now.getTime() + MIN),
         });
-        expect(await store.consumeSigninCode(plain, now)).toBeUndefined(); // the plain code is not a key
+        expect(await store.hosted.consumeSigninCode(plain, now)).toBeUndefined(); // the plain code is not a key
       });
 
       it('web sessions are found while unexpired and deleted on sign-out', async () => {
         const acct = await account();
         const hash = sha256Hex(uid('sess'));
         const now = new Date();
-        await store.createWebSession({ tokenHash: hash, accountId: acct.id, expiresAt: new Date(now.getTime() + MIN) });
-        expect(await store.findWebSession(hash, now)).toMatchObject({ accountId: acct.id });
-        expect(await store.findWebSession(hash, new Date(now.getTime() + 2 * MIN))).toBeUndefined();
-        await store.deleteWebSession(hash);
-        expect(await store.findWebSession(hash, now)).toBeUndefined();
+        await store.hosted.createWebSession({
+          tokenHash: hash,
+          accountId: acct.id,
+          expiresAt: new Date(now.getTime() + MIN),
+        });
+        expect(await store.hosted.findWebSession(hash, now)).toMatchObject({ accountId: acct.id });
+        expect(await store.hosted.findWebSession(hash, new Date(now.getTime() + 2 * MIN))).toBeUndefined();
+        await store.hosted.deleteWebSession(hash);
+        expect(await store.hosted.findWebSession(hash, now)).toBeUndefined();
       });
     });
 
@@ -671,7 +678,7 @@ export function storeSuite(backend: TestBackend): void {
       async function setup() {
         const acct = await account();
         const dev = await pairedDevice(acct.id);
-        const client = await store.registerOAuthClient({
+        const client = await store.hosted.registerOAuthClient({
           id: uid('cli'),
           name: 'Test client',
           redirectUris: ['http://127.0.0.1:9/cb'],
@@ -692,24 +699,32 @@ export function storeSuite(backend: TestBackend): void {
           scopes: ['devices:read'] as Scope[],
         };
         const hash = sha256Hex(uid('code'));
-        await store.createAuthorizationCode({ ...code, codeHash: hash, expiresAt: new Date(now.getTime() + 5 * MIN) });
+        await store.hosted.createAuthorizationCode({
+          ...code,
+          codeHash: hash,
+          expiresAt: new Date(now.getTime() + 5 * MIN),
+        });
         const both = await Promise.all([
-          store.consumeAuthorizationCode(hash, now),
-          other.consumeAuthorizationCode(hash, now),
+          store.hosted.consumeAuthorizationCode(hash, now),
+          other.hosted.consumeAuthorizationCode(hash, now),
         ]);
         expect(both.filter(Boolean)).toEqual([code]);
         const late = sha256Hex(uid('code'));
-        await store.createAuthorizationCode({ ...code, codeHash: late, expiresAt: new Date(now.getTime() + 5 * MIN) });
-        expect(await store.consumeAuthorizationCode(late, new Date(now.getTime() + 5 * MIN))).toBeUndefined();
-        expect(await store.getOAuthClient(client.id)).toMatchObject({ name: 'Test client' });
+        await store.hosted.createAuthorizationCode({
+          ...code,
+          codeHash: late,
+          expiresAt: new Date(now.getTime() + 5 * MIN),
+        });
+        expect(await store.hosted.consumeAuthorizationCode(late, new Date(now.getTime() + 5 * MIN))).toBeUndefined();
+        expect(await store.hosted.getOAuthClient(client.id)).toMatchObject({ name: 'Test client' });
       });
 
       it('a metadata client is created, then updated in place (its grants stay)', async () => {
         const acct = await account();
         const dev = await pairedDevice(acct.id);
         const id = `https://app.example/${uid('c')}.json`;
-        await store.putMetadataClient({ id, name: 'First', redirectUris: ['http://127.0.0.1:1/cb'] });
-        const issued = await store.issueOAuthGrant({
+        await store.hosted.putMetadataClient({ id, name: 'First', redirectUris: ['http://127.0.0.1:1/cb'] });
+        const issued = await store.hosted.issueOAuthGrant({
           grantId: uid('grant'),
           accountId: acct.id,
           clientId: id,
@@ -718,16 +733,22 @@ export function storeSuite(backend: TestBackend): void {
           ...pair(),
         });
         expect(issued.ok).toBe(true);
-        const updated = await other.putMetadataClient({ id, name: 'Second', redirectUris: ['https://app.example/cb'] });
+        const updated = await other.hosted.putMetadataClient({
+          id,
+          name: 'Second',
+          redirectUris: ['https://app.example/cb'],
+        });
         expect(updated).toMatchObject({ id, name: 'Second', redirectUris: ['https://app.example/cb'] });
-        expect(await store.getOAuthClient(id)).toMatchObject({ name: 'Second' });
-        expect((await store.listOAuthGrants(acct.id)).map((g) => [g.clientId, g.clientName])).toEqual([[id, 'Second']]);
+        expect(await store.hosted.getOAuthClient(id)).toMatchObject({ name: 'Second' });
+        expect((await store.hosted.listOAuthGrants(acct.id)).map((g) => [g.clientId, g.clientName])).toEqual([
+          [id, 'Second'],
+        ]);
       });
 
       it('issues a grant; refresh rotates; a rotated refresh token revokes the grant and its access tokens', async () => {
         const { acct, dev, client } = await setup();
         const first = pair();
-        const issued = await store.issueOAuthGrant({
+        const issued = await store.hosted.issueOAuthGrant({
           grantId: uid('grant'),
           accountId: acct.id,
           clientId: client.id,
@@ -741,7 +762,7 @@ export function storeSuite(backend: TestBackend): void {
         });
         // Another client cannot use this refresh token.
         expect(
-          await store.refreshOAuthGrant({
+          await store.hosted.refreshOAuthGrant({
             refreshHash: first.refresh.hash,
             clientId: 'other',
             now: new Date(),
@@ -749,7 +770,7 @@ export function storeSuite(backend: TestBackend): void {
           }),
         ).toEqual({ ok: false, error: 'invalid' });
         const second = pair();
-        const rotated = await store.refreshOAuthGrant({
+        const rotated = await store.hosted.refreshOAuthGrant({
           refreshHash: first.refresh.hash,
           clientId: client.id,
           now: new Date(),
@@ -757,12 +778,12 @@ export function storeSuite(backend: TestBackend): void {
         });
         expect(rotated).toMatchObject({ ok: true, token: { scopes: ['devices:read', 'devices:act'] } });
         expect(await store.findTokenByHash(second.access.hash, new Date())).toBeDefined();
-        const grants = await store.listOAuthGrants(acct.id);
+        const grants = await store.hosted.listOAuthGrants(acct.id);
         expect(grants).toMatchObject([{ clientName: 'Test client', deviceId: dev.id }]);
 
         const before = await store.controlEventsAfter(null);
         expect(
-          await store.refreshOAuthGrant({
+          await store.hosted.refreshOAuthGrant({
             refreshHash: first.refresh.hash,
             clientId: client.id,
             now: new Date(),
@@ -771,10 +792,10 @@ export function storeSuite(backend: TestBackend): void {
         ).toEqual({ ok: false, error: 'reused' });
         expect(await store.findTokenByHash(first.access.hash, new Date())).toBeUndefined();
         expect(await store.findTokenByHash(second.access.hash, new Date())).toBeUndefined();
-        expect(await store.listOAuthGrants(acct.id)).toEqual([]);
+        expect(await store.hosted.listOAuthGrants(acct.id)).toEqual([]);
         // The newest refresh token died with the grant.
         expect(
-          await store.refreshOAuthGrant({
+          await store.hosted.refreshOAuthGrant({
             refreshHash: second.refresh.hash,
             clientId: client.id,
             now: new Date(),
@@ -794,7 +815,7 @@ export function storeSuite(backend: TestBackend): void {
         const { acct, dev, client } = await setup();
         const p = pair();
         p.refresh.expiresAt = new Date(Date.now() - 1);
-        await store.issueOAuthGrant({
+        await store.hosted.issueOAuthGrant({
           grantId: uid('grant'),
           accountId: acct.id,
           clientId: client.id,
@@ -803,20 +824,20 @@ export function storeSuite(backend: TestBackend): void {
           ...p,
         });
         expect(
-          await store.refreshOAuthGrant({
+          await store.hosted.refreshOAuthGrant({
             refreshHash: p.refresh.hash,
             clientId: client.id,
             now: new Date(),
             ...pair(),
           }),
         ).toEqual({ ok: false, error: 'invalid' });
-        const [g] = await store.listOAuthGrants(acct.id);
-        expect(await store.revokeOAuthGrant(g.id)).toBe(true);
-        expect(await store.revokeOAuthGrant(g.id)).toBe(false);
+        const [g] = await store.hosted.listOAuthGrants(acct.id);
+        expect(await store.hosted.revokeOAuthGrant(g.id)).toBe(true);
+        expect(await store.hosted.revokeOAuthGrant(g.id)).toBe(false);
         expect(await store.findTokenByHash(p.access.hash, new Date())).toBeUndefined();
 
         const q = pair();
-        await store.issueOAuthGrant({
+        await store.hosted.issueOAuthGrant({
           grantId: uid('grant'),
           accountId: acct.id,
           clientId: client.id,
@@ -825,11 +846,11 @@ export function storeSuite(backend: TestBackend): void {
           ...q,
         });
         expect(await store.removeDevice(dev.id)).toBe(true);
-        expect(await store.listOAuthGrants(acct.id)).toEqual([]);
+        expect(await store.hosted.listOAuthGrants(acct.id)).toEqual([]);
         // A grant for a phone of another account (or no phone) is refused.
         const otherAcct = await account();
         expect(
-          await store.issueOAuthGrant({
+          await store.hosted.issueOAuthGrant({
             grantId: uid('grant'),
             accountId: otherAcct.id,
             clientId: client.id,

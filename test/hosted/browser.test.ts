@@ -426,7 +426,7 @@ describe('hosted mode in a browser', () => {
     });
     expect(refused.status).toBe(400);
     expect(refused.html).toContain('Pick one of your phones');
-    expect(await store.listOAuthGrants((await store.accountByEmail(aEmail))!.id)).toEqual([]);
+    expect(await store.hosted.listOAuthGrants((await store.accountByEmail(aEmail))!.id)).toEqual([]);
     // B's own session still sees its phone on the other node.
     expect((await new WebClient(direct2, FRONT).get('/account')).status).toBe(303);
     const bOnNode2 = new WebClient(direct2, FRONT);

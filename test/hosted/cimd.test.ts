@@ -119,7 +119,7 @@ describe('a client identified by its metadata document', () => {
     await client.close();
 
     // The connection shows on the dashboard under the URL, and refreshing works with the URL as client_id.
-    const grants = await relay.relay.store.store.listOAuthGrants(account.id);
+    const grants = await relay.relay.store.store.hosted.listOAuthGrants(account.id);
     expect(grants.map((g) => [g.clientId, g.clientName])).toEqual([[url, 'Metadata Client']]);
     const refreshed = await fetch(`${relay.url}/oauth/token`, {
       method: 'POST',

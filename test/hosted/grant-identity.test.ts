@@ -151,11 +151,11 @@ describe('the caller of an OAuth client is its grant', () => {
       ok<{ devices: { lease: { state: string } }[] }>(await watcher('list_devices')).devices[0].lease.state;
     expect(await state()).toBe('others');
     const grant = (
-      await node1.relay.store.store.listOAuthGrants(
+      await node1.relay.store.store.hosted.listOAuthGrants(
         (await node1.relay.store.store.getDevice(phone.deviceId))!.accountId,
       )
     )[0];
-    expect(await node1.relay.store.store.revokeOAuthGrant(grant.id)).toBe(true);
+    expect(await node1.relay.store.store.hosted.revokeOAuthGrant(grant.id)).toBe(true);
     await waitFor(async () => (await state()) === 'free', 5_000, 'lease released after the grant was revoked');
   }, 60_000);
 

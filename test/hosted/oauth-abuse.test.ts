@@ -231,7 +231,7 @@ describe('abuse cases', () => {
     const { verifier, challenge } = pkce();
     const code = randomBytes(32).toString('base64url');
     const { hashSecret } = await import('../../src/hosted/web.ts');
-    await relay.relay.store.store.createAuthorizationCode({
+    await relay.relay.store.store.hosted.createAuthorizationCode({
       codeHash: hashSecret('authcode', code),
       clientId: client.body.client_id,
       redirectUri: 'http://127.0.0.1:4567/callback',

@@ -211,7 +211,7 @@ describe('OAuth limits', () => {
     const refused = await allowPage(web, authorizeQuery(client.body.client_id, pkce().challenge), phone.deviceId);
     expect(refused.status).toBe(403);
     expect(refused.html).toContain('limit_reached');
-    expect(await store.listOAuthGrants(account.id)).toHaveLength(1);
+    expect(await store.hosted.listOAuthGrants(account.id)).toHaveLength(1);
     // An API key is over the cap too while the grant lives.
     const csrf = csrfOf((await web.get('/account')).html);
     const key = await web.post('/account/keys', { csrf, device: phone.deviceId, scope: 'devices:read' });
