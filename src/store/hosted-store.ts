@@ -245,6 +245,27 @@ export class KyselyHostedStore implements HostedStore {
 }
 
 /** A new access token and refresh token for a grant, inside the caller's transaction. */
+/**
+ * Part of Store.purgeExpired, in its transaction: expired or used sign-in and authorization
+ * codes, expired web sessions and refresh tokens. Returns how many rows went.
+ */
+export async function purgeHostedExpired(trx: Transaction<DB>, now: Date): Promise<number> {
+  // Rotated refresh tokens stay until they expire: their reuse must still revoke the grant.
+  const rows = await Promise.all([
+    trx
+      .deleteFrom('signin_codes')
+      .where((eb) => eb.or([eb('expires_at', '<=', now), eb('used_at', 'is not', null)]))
+      .executeTakeFirst(),
+    trx
+      .deleteFrom('oauth_codes')
+      .where((eb) => eb.or([eb('expires_at', '<=', now), eb('used_at', 'is not', null)]))
+      .executeTakeFirst(),
+    trx.deleteFrom('web_sessions').where('expires_at', '<=', now).executeTakeFirst(),
+    trx.deleteFrom('oauth_refresh_tokens').where('expires_at', '<=', now).executeTakeFirst(),
+  ]);
+  return Number(rows.reduce((n, r) => n + r.numDeletedRows, 0n));
+}
+
 async function mintPair(
   trx: Transaction<DB>,
   grantId: string,

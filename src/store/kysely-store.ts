@@ -13,7 +13,7 @@ import { credentialsInUse, deviceOfAccountKeyShared, toToken } from './credentia
 import { KyselyFleetStore } from './fleet-store.ts';
 import { toDevice } from './device-row.ts';
 import type { FleetStore } from './fleet-types.ts';
-import { KyselyHostedStore } from './hosted-store.ts';
+import { KyselyHostedStore, purgeHostedExpired } from './hosted-store.ts';
 import type { HostedStore } from './hosted-types.ts';
 import { journal } from './journal.ts';
 import type {
@@ -546,25 +546,13 @@ class KyselyStore implements Store {
         .where((eb) => eb.or([eb('expires_at', '<=', now), eb('used_at', 'is not', null)]))
         .executeTakeFirst();
       const tokens = await trx.deleteFrom('tokens').where('expires_at', '<=', now).executeTakeFirst();
-      // Rotated refresh tokens stay until they expire: their reuse must still revoke the grant.
-      const hosted = await Promise.all([
-        trx
-          .deleteFrom('signin_codes')
-          .where((eb) => eb.or([eb('expires_at', '<=', now), eb('used_at', 'is not', null)]))
-          .executeTakeFirst(),
-        trx
-          .deleteFrom('oauth_codes')
-          .where((eb) => eb.or([eb('expires_at', '<=', now), eb('used_at', 'is not', null)]))
-          .executeTakeFirst(),
-        trx.deleteFrom('web_sessions').where('expires_at', '<=', now).executeTakeFirst(),
-        trx.deleteFrom('oauth_refresh_tokens').where('expires_at', '<=', now).executeTakeFirst(),
-      ]);
+      const hosted = await purgeHostedExpired(trx, now);
       // The journal only needs to outlive the slowest poller.
       await trx
         .deleteFrom('control_events')
         .where('created_at', '<', new Date(now.getTime() - 3600_000))
         .execute();
-      return Number(hosted.reduce((n, r) => n + r.numDeletedRows, codes.numDeletedRows + tokens.numDeletedRows));
+      return Number(codes.numDeletedRows + tokens.numDeletedRows) + hosted;
     });
   }
 

@@ -606,6 +606,27 @@ export function storeSuite(backend: TestBackend): void {
       ]);
     });
 
+    it("purges hosted mode's expired or used sign-in codes and expired web sessions with the rest", async () => {
+      const t = new Date(Date.now() + 60 * MIN);
+      await store.purgeExpired(t);
+      const acct = await account();
+      const code = (name: string) => hashPairingCode(`${name}-${uid('c')}`);
+      const [live, stale, used] = [code('live'), code('stale'), code('used')];
+      const later = new Date(t.getTime() + MIN);
+      await store.hosted.createSigninCode({ codeHash: live, email: 'a@example.com', nextPath: null, expiresAt: later });
+      await store.hosted.createSigninCode({ codeHash: stale, email: 'b@example.com', nextPath: null, expiresAt: t });
+      await store.hosted.createSigninCode({ codeHash: used, email: 'c@example.com', nextPath: null, expiresAt: later });
+      expect(await store.hosted.consumeSigninCode(used, new Date())).toMatchObject({ email: 'c@example.com' });
+      const [keep, lapsed] = [code('session'), code('lapsed')];
+      await store.hosted.createWebSession({ tokenHash: keep, accountId: acct.id, expiresAt: later });
+      await store.hosted.createWebSession({ tokenHash: lapsed, accountId: acct.id, expiresAt: t });
+      expect(await store.purgeExpired(t)).toBe(3);
+      const hashes = (table: string, column: string) =>
+        raw.query(`select ${column} as h from ${table} where ${column} = any($1)`, [[live, stale, used, keep, lapsed]]);
+      expect((await hashes('signin_codes', 'code_hash')).rows).toEqual([{ h: live }]);
+      expect((await hashes('web_sessions', 'token_hash')).rows).toEqual([{ h: keep }]);
+    });
+
     describe('hosted: accounts, sign-in, web sessions', () => {
       it('creates accounts by email (unique), lists them, sets plans, locks only existing ones', async () => {
         const email = `${uid('u')}@example.com`;

@@ -155,7 +155,11 @@ export interface Store {
    */
   tailControlEvents(cursor: string | null, limit?: number): Promise<{ cursor: string; events: ControlEvent[] }>;
 
-  /** Drops expired or used pairing codes and expired tokens. Returns how many rows went. */
+  /**
+   * Drops expired or used pairing codes, expired tokens, hosted mode's expired or used codes,
+   * sessions and refresh tokens (hosted-store.ts), and journal rows older than an hour. Returns
+   * how many codes, tokens, sessions and refresh tokens went.
+   */
   purgeExpired(now: Date): Promise<number>;
   close(): Promise<void>;
 }
