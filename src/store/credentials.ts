@@ -65,3 +65,25 @@ export async function credentialsInUse(db: Kysely<DB>, accountId: string): Promi
   ]);
   return Number(t.n) + Number(f.n) + Number(g.n);
 }
+
+/**
+ * The account's plan caps, its row locked FOR NO KEY UPDATE until the transaction ends: every
+ * creation that a cap limits (API keys, fleet keys, OAuth grants; phones) takes this lock first,
+ * so two concurrent ones cannot both take the last slot. Undefined when there is no such account.
+ */
+export function lockAccountCaps(
+  trx: Transaction<DB>,
+  accountId: string,
+): Promise<{ max_keys: number | null; max_devices: number | null } | undefined> {
+  return trx
+    .selectFrom('accounts')
+    .select(['max_keys', 'max_devices'])
+    .where('id', '=', accountId)
+    .forNoKeyUpdate()
+    .executeTakeFirst();
+}
+
+/** Whether the account's standing credentials have reached its key cap (null: no cap). Under lockAccountCaps. */
+export async function atKeyCap(trx: Transaction<DB>, accountId: string, maxKeys: number | null): Promise<boolean> {
+  return maxKeys !== null && (await credentialsInUse(trx, accountId)) >= maxKeys;
+}

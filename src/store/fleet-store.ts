@@ -4,7 +4,7 @@ import { sql, type Kysely, type Selectable } from 'kysely';
 import type { AllocationsTable, DB, DevicesTable, EnrollmentsTable, FleetKeysTable } from './schema.ts';
 import type { Allocation, DeviceLabels, Enrollment, FleetKey, FleetStore, LabelledDevice } from './fleet-types.ts';
 import type { Scope } from './types.ts';
-import { credentialsInUse } from './credentials.ts';
+import { atKeyCap, lockAccountCaps } from './credentials.ts';
 import { toDevice } from './device-row.ts';
 import { journal } from './journal.ts';
 
@@ -107,14 +107,9 @@ export class KyselyFleetStore implements FleetStore {
   }): Promise<{ ok: true; key: FleetKey } | { ok: false; error: 'limit_reached' | 'no_account' }> {
     return this.db.transaction().execute(async (trx) => {
       // The same lock createToken takes: the key cap holds under concurrency across both kinds.
-      const account = await trx
-        .selectFrom('accounts')
-        .select('max_keys')
-        .where('id', '=', input.accountId)
-        .forNoKeyUpdate()
-        .executeTakeFirst();
+      const account = await lockAccountCaps(trx, input.accountId);
       if (!account) return { ok: false as const, error: 'no_account' as const };
-      if (account.max_keys !== null && (await credentialsInUse(trx, input.accountId)) >= account.max_keys)
+      if (await atKeyCap(trx, input.accountId, account.max_keys))
         return { ok: false as const, error: 'limit_reached' as const };
       const row = await trx
         .insertInto('fleet_keys')

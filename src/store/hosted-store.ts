@@ -3,7 +3,7 @@
 // (kysely-store.ts) over its Kysely instance, as the fleet store is.
 import type { Kysely, Transaction } from 'kysely';
 import type { DB } from './schema.ts';
-import { credentialsInUse, deviceOfAccountKeyShared, toToken } from './credentials.ts';
+import { atKeyCap, deviceOfAccountKeyShared, lockAccountCaps, toToken } from './credentials.ts';
 import { journal } from './journal.ts';
 import type {
   AuthorizationCode,
@@ -146,15 +146,10 @@ export class KyselyHostedStore implements HostedStore {
   ): Promise<{ ok: true; token: Token } | { ok: false; error: 'no_device' | 'limit_reached' }> {
     return this.db.transaction().execute(async (trx) => {
       // The same lock as createToken: keys and grants share the cap, counted under it.
-      const account = await trx
-        .selectFrom('accounts')
-        .select('max_keys')
-        .where('id', '=', input.accountId)
-        .forNoKeyUpdate()
-        .executeTakeFirst();
+      const account = await lockAccountCaps(trx, input.accountId);
       const device = await deviceOfAccountKeyShared(trx, input.deviceId, input.accountId);
       if (!account || !device) return { ok: false as const, error: 'no_device' as const };
-      if (account.max_keys !== null && (await credentialsInUse(trx, input.accountId)) >= account.max_keys)
+      if (await atKeyCap(trx, input.accountId, account.max_keys))
         return { ok: false as const, error: 'limit_reached' as const };
       await trx
         .insertInto('oauth_grants')

@@ -9,7 +9,7 @@ import { migrate, readSchemaVersion } from './migrations/index.ts';
 import { advanceTail, formatTailCursor, parseTailCursor, TAIL_START_WINDOW } from './journal-tail.ts';
 import type { AccountsTable, DB } from './schema.ts';
 import { observeStoreQuery, observeStoreStatement } from '../metrics.ts';
-import { credentialsInUse, deviceOfAccountKeyShared, toToken } from './credentials.ts';
+import { atKeyCap, credentialsInUse, deviceOfAccountKeyShared, lockAccountCaps, toToken } from './credentials.ts';
 import { KyselyFleetStore } from './fleet-store.ts';
 import { toDevice } from './device-row.ts';
 import type { FleetStore } from './fleet-types.ts';
@@ -272,12 +272,7 @@ class KyselyStore implements Store {
       if (code.used_at !== null || code.expires_at.getTime() <= input.now.getTime())
         return { ok: false, error: 'bad_code' };
       // Lock the account row so two different codes of one account cannot both take the last slot.
-      const account = await trx
-        .selectFrom('accounts')
-        .select('max_devices')
-        .where('id', '=', code.account_id)
-        .forNoKeyUpdate()
-        .executeTakeFirst();
+      const account = await lockAccountCaps(trx, code.account_id);
       if (!account) return { ok: false, error: 'bad_code' };
       if (account.max_devices !== null && (await countDevices(trx, code.account_id)) >= account.max_devices) {
         // The code is deliberately NOT consumed: the owner can free a slot (remove a phone or
@@ -408,12 +403,7 @@ class KyselyStore implements Store {
   }): Promise<CreateTokenResult> {
     return this.db.transaction().execute(async (trx): Promise<CreateTokenResult> => {
       // Serialises key creation per account so the cap holds under concurrency.
-      const account = await trx
-        .selectFrom('accounts')
-        .select('max_keys')
-        .where('id', '=', input.accountId)
-        .forNoKeyUpdate()
-        .executeTakeFirst();
+      const account = await lockAccountCaps(trx, input.accountId);
       if (!account) return { ok: false, error: 'no_device' };
       // KEY SHARE keeps the device from being removed between this check and the insert.
       const device = await deviceOfAccountKeyShared(trx, input.deviceId, input.accountId);
@@ -421,10 +411,8 @@ class KyselyStore implements Store {
       // The plan caps standing credentials: API keys and OAuth grants together
       // (docs/decisions/0164-grants-count-against-the-key-cap.md). OAuth access tokens are minted
       // on every refresh, so they are not counted; their grant is.
-      if (input.via === 'key' && account.max_keys !== null) {
-        if ((await credentialsInUse(trx, input.accountId)) >= account.max_keys)
-          return { ok: false, error: 'limit_reached' };
-      }
+      if (input.via === 'key' && (await atKeyCap(trx, input.accountId, account.max_keys)))
+        return { ok: false, error: 'limit_reached' };
       const row = await trx
         .insertInto('tokens')
         .values({
@@ -645,12 +633,7 @@ async function redeemCappedEnrollment(
     code.used >= code.max_phones
   )
     return { ok: false, error: 'bad_code' };
-  const account = await trx
-    .selectFrom('accounts')
-    .select('max_devices')
-    .where('id', '=', code.account_id)
-    .forNoKeyUpdate()
-    .executeTakeFirst();
+  const account = await lockAccountCaps(trx, code.account_id);
   if (!account) return { ok: false, error: 'bad_code' };
   if (account.max_devices !== null && (await countDevices(trx, code.account_id)) >= account.max_devices)
     return { ok: false, error: 'limit_reached' };
