@@ -509,6 +509,7 @@ async function main(): Promise<void> {
     const phonePid = phone.proc.pid!;
     const run = async (t: Target, job: Omit<Job, 'url' | 'headers'>) => {
       const redis0 = await t.redis?.count();
+      const redisCpu0 = await t.redis?.cpuUs();
       const sys0 = t.pids.reduce((s, p) => s + processCpuUs(p).system, 0);
       const cpu0 = t.pids.reduce((s, p) => s + cpuUs(p), 0);
       const phone0 = cpuUs(phonePid);
@@ -517,9 +518,10 @@ async function main(): Promise<void> {
       const sys = t.pids.reduce((s, p) => s + processCpuUs(p).system, 0) - sys0;
       // The phone process is the direct target's server: its CPU is counted there, not here.
       const phoneCpuUs = t.pids.includes(phonePid) ? 0 : cpuUs(phonePid) - phone0;
+      const redisCpuUs = redisCpu0 === undefined ? undefined : (await t.redis!.cpuUs()) - redisCpu0;
       const redis1 = await t.redis?.count();
       const redis = redis0 && redis1 ? perCall(redis0, redis1, r.calls) : undefined;
-      return { ...r, serverCpuUs: cpu, serverSystemCpuUs: sys, phoneCpuUs, redis };
+      return { ...r, serverCpuUs: cpu, serverSystemCpuUs: sys, phoneCpuUs, redis, redisCpuUs };
     };
 
     // Warm-up (JIT, caches), then each target's idle CPU (timers, the store's journal poll: a
@@ -529,15 +531,20 @@ async function main(): Promise<void> {
     // Redis idle too: heartbeats (one script per node per second), replicas' acks.
     const idleRedisPerMs: Record<string, number> = {};
     const idleSentPerMs: Record<string, number> = {};
+    const idleRedisCpuUsPerMs: Record<string, number> = {};
     {
       const c0 = targets.map((t) => t.pids.reduce((s, p) => s + cpuUs(p), 0));
       const r0 = await Promise.all(targets.map((t) => t.redis?.count() ?? Promise.resolve(undefined)));
+      const rc0 = await Promise.all(targets.map((t) => t.redis?.cpuUs() ?? Promise.resolve(undefined)));
       const t0 = performance.now();
       await new Promise((r) => setTimeout(r, 2000));
       const ms = performance.now() - t0;
       const r1 = await Promise.all(targets.map((t) => t.redis?.count() ?? Promise.resolve(undefined)));
+      const rc1 = await Promise.all(targets.map((t) => t.redis?.cpuUs() ?? Promise.resolve(undefined)));
       targets.forEach((t, i) => {
         idleUsPerMs[t.name] = (t.pids.reduce((s, p) => s + cpuUs(p), 0) - c0[i]) / ms;
+        const [rcA, rcB] = [rc0[i], rc1[i]];
+        if (rcA !== undefined && rcB !== undefined) idleRedisCpuUsPerMs[t.name] = (rcB - rcA) / ms;
         const [a, b] = [r0[i], r1[i]];
         if (a && b) {
           idleRedisPerMs[t.name] = perCall(a, b, 1).total / ms;
@@ -674,6 +681,20 @@ async function main(): Promise<void> {
             )
           : null,
         idleRedisSentPerSecond: t.redis ? round2(idleSentPerMs[t.name] * 1000) : null,
+        /**
+         * Redis' own CPU per call (INFO cpu on the masters), net of what it burns idle over the same
+         * time: it shares the cores with the nodes in the closed loop, and sizes Redis per call rate.
+         */
+        netRedisCpuUsPerCall: t.redis
+          ? round2(median(c.map((x) => (x.redisCpuUs! - idleRedisCpuUsPerMs[t.name] * x.ms) / Math.max(1, x.calls))))
+          : null,
+        lowRateNetRedisCpuUsPerCall: t.redis
+          ? round2(
+              median(
+                openLow[t.name].map((x) => (x.redisCpuUs! - idleRedisCpuUsPerMs[t.name] * x.ms) / Math.max(1, x.calls)),
+              ),
+            )
+          : null,
         /** The same with 64 calls in flight (closed loop, 64 connections). */
         inFlight64CallsPerSecond: t.redis
           ? Math.round(median(inFlight64[t.name].map((x) => (x.calls / x.ms) * 1000)))

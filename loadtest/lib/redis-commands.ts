@@ -8,6 +8,11 @@ export interface RedisCounter {
   readonly kind: string;
   /** Commands per name, summed over the masters (INFO itself left out). */
   count(): Promise<Map<string, number>>;
+  /**
+   * CPU Redis has used (user + system, every thread: `INFO cpu`), µs, summed over the masters:
+   * what the bus costs Redis itself. Replicas' replication work is not in it.
+   */
+  cpuUs(): Promise<number>;
   /** Deletes every key under the prefix, master by master (SCAN, load tests only). */
   dropPrefix(prefix: string): Promise<void>;
   close(): void;
@@ -29,6 +34,14 @@ export async function redisCounter(url: string): Promise<RedisCounter> {
           if (name !== 'info') out.set(name, (out.get(name) ?? 0) + Number(calls));
       }
       return out;
+    },
+    async cpuUs() {
+      let us = 0;
+      for (const m of masters()) {
+        const text = await m.info('cpu');
+        for (const [, seconds] of text.matchAll(/^used_cpu_(?:sys|user):([\d.]+)/gm)) us += Number(seconds) * 1e6;
+      }
+      return us;
     },
     async dropPrefix(prefix) {
       for (const m of masters()) {
