@@ -12,9 +12,9 @@ import { fork } from 'node:child_process';
 import { createConnection, createServer, type Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { Redis } from 'ioredis';
 import { RedisBus } from '../src/bus/redis/index.ts';
-import { dropPrefix, quietLog, randomPrefix, REDIS_URL } from '../src/bus/redis/test-support.ts';
+import { quietLog, randomPrefix, REDIS_URL } from '../src/bus/redis/test-support.ts';
+import { redisCounter } from './lib/redis-commands.ts';
 
 const SELF = fileURLToPath(import.meta.url);
 // A small call's forwarded params, about the size the relay sends for `echo`.
@@ -88,13 +88,7 @@ async function origin(): Promise<void> {
     });
   const port = await fromChild<number>('ready');
   const bus = await RedisBus.connect(REDIS_URL, 'hop-origin', quietLog, { prefix });
-  const redis = new Redis(REDIS_URL);
-  const redisCpuUs = async () => {
-    const text = await redis.info('cpu');
-    let us = 0;
-    for (const [, s] of text.matchAll(/^used_cpu_(?:sys|user):([\d.]+)/gm)) us += Number(s) * 1e6;
-    return us;
-  };
+  const redis = await redisCounter(REDIS_URL);
   const tcp = createConnection({ host: '127.0.0.1', port });
   tcp.setNoDelay(true);
   await new Promise<void>((r) => tcp.once('connect', () => r()));
@@ -117,7 +111,7 @@ async function origin(): Promise<void> {
     const lat: number[] = [];
     const cpu0 = cpuUs();
     const child0 = await (child.send({ op: 'cpu' }), fromChild<number>('cpu'));
-    const redis0 = await redisCpuUs();
+    const redis0 = await redis.cpuUs();
     const interval = 1000 / rate;
     const t0 = performance.now();
     const inflight: Array<Promise<void>> = [];
@@ -143,7 +137,7 @@ async function origin(): Promise<void> {
     await Promise.race([Promise.all(inflight), new Promise((r) => setTimeout(r, 5000))]);
     const cpu = cpuUs() - cpu0;
     const childCpu = (await (child.send({ op: 'cpu' }), fromChild<number>('cpu'))) - child0;
-    const redisCpu = (await redisCpuUs()) - redis0;
+    const redisCpu = (await redis.cpuUs()) - redis0;
     lat.sort((a, b) => a - b);
     const n = Math.max(1, lat.length);
     return {
@@ -172,9 +166,9 @@ async function origin(): Promise<void> {
   }
   child.send({ op: 'stop' });
   tcp.destroy();
-  redis.disconnect();
   await bus.close();
-  await dropPrefix(prefix);
+  await redis.dropPrefix(prefix);
+  redis.close();
 }
 
 const role = process.argv.indexOf('--role');
