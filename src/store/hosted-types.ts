@@ -73,7 +73,7 @@ export interface HostedStore {
   consumeAuthorizationCode(codeHash: string, now: Date): Promise<AuthorizationCode | undefined>;
   /**
    * Creates the grant, its first access token and refresh token; no_device when the phone is gone,
-   * limit_reached when the account's live API keys and grants are at its key cap
+   * limit_reached when the account's standing credentials (credentials.ts, credentialsInUse) are at its key cap
    * (docs/decisions/0164-grants-count-against-the-key-cap.md).
    */
   issueOAuthGrant(

@@ -408,9 +408,9 @@ class KyselyStore implements Store {
       // KEY SHARE keeps the device from being removed between this check and the insert.
       const device = await deviceOfAccountKeyShared(trx, input.deviceId, input.accountId);
       if (!device) return { ok: false, error: 'no_device' };
-      // The plan caps standing credentials: API keys and OAuth grants together
-      // (docs/decisions/0164-grants-count-against-the-key-cap.md). OAuth access tokens are minted
-      // on every refresh, so they are not counted; their grant is.
+      // The plan caps standing credentials (credentialsInUse: API keys, fleet keys and OAuth
+      // grants). OAuth access tokens are minted on every refresh, so they are not counted; their
+      // grant is (docs/decisions/0164-grants-count-against-the-key-cap.md).
       if (input.via === 'key' && (await atKeyCap(trx, input.accountId, account.max_keys)))
         return { ok: false, error: 'limit_reached' };
       const row = await trx
