@@ -87,6 +87,11 @@ async function origin(): Promise<void> {
       child.on('message', on);
     });
   const port = await fromChild<number>('ready');
+  const ownerCpuUs = () => {
+    const answer = fromChild<number>('cpu');
+    child.send({ op: 'cpu' });
+    return answer;
+  };
   const bus = await RedisBus.connect(REDIS_URL, 'hop-origin', quietLog, { prefix });
   const redis = await redisCounter(REDIS_URL);
   const tcp = createConnection({ host: '127.0.0.1', port });
@@ -110,7 +115,7 @@ async function origin(): Promise<void> {
   const round = async (way: 'redis' | 'tcp') => {
     const lat: number[] = [];
     const cpu0 = cpuUs();
-    const child0 = await (child.send({ op: 'cpu' }), fromChild<number>('cpu'));
+    const child0 = await ownerCpuUs();
     const redis0 = await redis.cpuUs();
     const interval = 1000 / rate;
     const t0 = performance.now();
@@ -136,7 +141,7 @@ async function origin(): Promise<void> {
     }
     await Promise.race([Promise.all(inflight), new Promise((r) => setTimeout(r, 5000))]);
     const cpu = cpuUs() - cpu0;
-    const childCpu = (await (child.send({ op: 'cpu' }), fromChild<number>('cpu'))) - child0;
+    const childCpu = (await ownerCpuUs()) - child0;
     const redisCpu = (await redis.cpuUs()) - redis0;
     lat.sort((a, b) => a - b);
     const n = Math.max(1, lat.length);
