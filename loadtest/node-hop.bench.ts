@@ -1,9 +1,12 @@
 // `node --import tsx loadtest/node-hop.bench.ts [--rate 1700] [--seconds 4] [--rounds 3]`: what
 // one cross-node hop costs, request and answer, between two processes — the part of a
 // cross-node call that is neither HTTP nor the phone (docs/BENCHMARKS.md, "Where the targets
-// stand"). Two ways, in alternating rounds at the same open-loop rate:
+// stand"). Three ways, in alternating rounds at the same open-loop rate:
 //   redis  the relay's own bus (src/bus/redis): the origin's sendToNode, the owner's
 //          replyToNode (the quiet connection), through a real Redis;
+//   quiet  the same, with the request on the quiet connection too (replyToNode both ways):
+//          what a request costs without Redis' reply to its publish, the receiver count the
+//          origin reads today (docs/decisions/0142-quiet-answers.md);
 //   tcp    the same bytes over one direct TCP connection between the two processes
 //          (newline-framed, one write per message): a path without Redis in between.
 // Reports per round trip: CPU of both processes (and of Redis, from INFO cpu), and p50/p99.
@@ -109,10 +112,15 @@ async function origin(): Promise<void> {
   let seq = 0;
   const send = {
     redis: (msg: string) => void bus.sendToNode('hop-owner', msg),
+    quiet: (msg: string) => void bus.replyToNode('hop-owner', msg),
     tcp: (msg: string) => void tcp.write(`${msg}\n`),
   };
 
-  const round = async (way: 'redis' | 'tcp') => {
+  const WAYS = ['redis', 'quiet', 'tcp'] as const;
+  // The quiet connection is ready once its CLIENT REPLY probe is answered.
+  for (let i = 0; i < 40 && !bus.quietReady; i++) await new Promise((r) => setTimeout(r, 50));
+  if (!bus.quietReady) throw new Error('the quiet connection is not ready (CLIENT REPLY refused?)');
+  const round = async (way: (typeof WAYS)[number]) => {
     const lat: number[] = [];
     const cpu0 = cpuUs();
     const child0 = await ownerCpuUs();
@@ -156,12 +164,11 @@ async function origin(): Promise<void> {
     };
   };
 
-  await round('redis'); // warm-up, both ways
-  await round('tcp');
+  for (const way of WAYS) await round(way); // warm-up, every way
   const results = [];
-  for (let r = 0; r < rounds; r++) for (const way of ['redis', 'tcp'] as const) results.push(await round(way));
+  for (let r = 0; r < rounds; r++) for (const way of WAYS) results.push(await round(way));
   console.log(JSON.stringify({ rate, seconds: ms / 1000, rounds: results }, null, 2));
-  for (const way of ['redis', 'tcp'] as const) {
+  for (const way of WAYS) {
     const rs = results.filter((r) => r.way === way);
     const med = (k: 'nodesCpuUsPerCall' | 'redisCpuUsPerCall' | 'p50Ms' | 'p99Ms') =>
       [...rs.map((r) => r[k])].sort((a, b) => a - b)[Math.floor(rs.length / 2)];

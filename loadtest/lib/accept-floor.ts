@@ -31,6 +31,8 @@ type Request = { id: number; op: 'cpu' | 'counts' } | { id: number; op: 'keys'; 
 type Message = { type: 'ready'; port: number } | { id: number; result: unknown };
 
 const SELF = fileURLToPath(import.meta.url);
+/** How long an issued nonce lasts, as the relay's challenge answers (docs/PROTOCOL.md). */
+const NONCE_TTL_MS = 60_000;
 
 /**
  * `keys`: each phone's id and its public key in the store's encoding (base64 SPKI DER), as
@@ -81,12 +83,14 @@ async function childMain(): Promise<void> {
   const { uws } = await import('../../src/uws.ts');
   const { decodeNonce, importDevicePublicKey, newNonce, signedPayload, verifyDeviceSignature } =
     await import('../../src/crypto/device-auth.ts');
+  const { ExpiringMap } = await import('../../src/bus/expiring-map.ts');
   const counts = { accepts: 0, challenges: 0, upgrades: 0, rejected: 0 };
   // Each phone's stored key encoding (its own string, as read from a store row): the floor
   // keeps no imported key, as a restarted node holds none.
   const storedKeys = new Map<string, string>();
-  // Issued nonces: single use and expiring (docs/PROTOCOL.md), for the device they were issued to.
-  const nonces = new Map<string, { deviceId: string; expiresAt: number }>();
+  // Issued nonces: single use and expiring (docs/PROTOCOL.md), for the device they were issued
+  // to; kept as the in-process bus keeps them, so one never redeemed is dropped when it expires.
+  const nonces = new ExpiringMap<string>();
   let host = '';
   // The three frames the relay sends (src/gateway/device-connection.ts: ready()), built once.
   const INITIALIZE =
@@ -111,14 +115,14 @@ async function childMain(): Promise<void> {
       counts.challenges++;
       // A nonce is 32 random bytes (docs/PROTOCOL.md), cut from the relay's own pool.
       const nonce = typeof deviceId === 'string' ? newNonce().wire : '';
-      if (typeof deviceId === 'string') nonces.set(nonce, { deviceId, expiresAt: Date.now() + 60_000 });
+      if (typeof deviceId === 'string') nonces.set(nonce, deviceId, NONCE_TTL_MS);
       res.cork(() => {
         if (typeof deviceId !== 'string') res.writeStatus('400 Bad Request').end('{"error":"bad_request"}');
         else
           res
             .writeStatus('200 OK')
             .writeHeader('content-type', 'application/json')
-            .end(`{"nonce":"${nonce}","expires_in":60}`);
+            .end(`{"nonce":"${nonce}","expires_in":${NONCE_TTL_MS / 1000}}`);
       });
     });
   });
@@ -148,7 +152,7 @@ async function childMain(): Promise<void> {
       nonces.delete(nonceWire);
       const nonce = decodeNonce(nonceWire);
       const stored = storedKeys.get(deviceId);
-      const fresh = issued !== undefined && issued.deviceId === deviceId && issued.expiresAt > Date.now();
+      const fresh = issued === deviceId;
       void (fresh && nonce && stored ? importDevicePublicKey(stored) : Promise.resolve(undefined)).then((key) => {
         if (aborted) return;
         const ok = key !== undefined && verifyDeviceSignature(key, signedPayload(nonce!, host, ts), sig);

@@ -333,7 +333,7 @@ async function createApiKey(
     return r.page(
       403,
       'Plan limit reached',
-      '<p class="error" role="alert">The account is at its plan limit for API keys and OAuth connections together (limit_reached). Revoke one or change the plan.</p><p><a href="/account">Back</a></p>',
+      '<p class="error" role="alert">The account is at its plan limit for API keys, fleet keys and OAuth connections together (limit_reached). Revoke one or change the plan.</p><p><a href="/account">Back</a></p>',
       signedIn,
     );
   }

@@ -329,7 +329,7 @@ async function decide(r: HostedRequest, metadata: ClientMetadataFetcher): Promis
     return r.page(
       403,
       'Plan limit reached',
-      `<p class="error" role="alert">The account is at its plan limit of ${esc(account.maxKeys)} API keys and OAuth connections together (limit_reached). Revoke one on the <a href="/account">dashboard</a>, or change the plan.</p>`,
+      `<p class="error" role="alert">The account is at its plan limit of ${esc(account.maxKeys)} API keys, fleet keys and OAuth connections together (limit_reached). Revoke one on the <a href="/account">dashboard</a>, or change the plan.</p>`,
       { signedIn: account.email ?? account.id },
     );
   }
@@ -456,7 +456,7 @@ async function token(r: HostedRequest): Promise<void> {
         400,
         'invalid_grant',
         issued.error === 'limit_reached'
-          ? 'the account is at its plan limit for API keys and OAuth connections'
+          ? 'the account is at its plan limit for API keys, fleet keys and OAuth connections'
           : 'the phone of this authorization was removed',
       );
     r.ctx.log.info(

@@ -211,12 +211,15 @@ describe('OAuth limits', () => {
     const refused = await allowPage(web, authorizeQuery(client.body.client_id, pkce().challenge), phone.deviceId);
     expect(refused.status).toBe(403);
     expect(refused.html).toContain('limit_reached');
+    // The page names everything the cap counts, fleet keys included (the store's atKeyCap).
+    expect(refused.html).toContain('plan limit of 1 API keys, fleet keys and OAuth connections together');
     expect(await store.hosted.listOAuthGrants(account.id)).toHaveLength(1);
     // An API key is over the cap too while the grant lives.
     const csrf = csrfOf((await web.get('/account')).html);
     const key = await web.post('/account/keys', { csrf, device: phone.deviceId, scope: 'devices:read' });
     expect(key.status).toBe(403);
     expect(key.html).toContain('limit_reached');
+    expect(key.html).toContain('plan limit for API keys, fleet keys and OAuth connections together');
   });
 
   it('a replayed authorization code revokes what its first exchange issued', async () => {
