@@ -1,48 +1,23 @@
-// One phone socket's protocol, seen from the relay: the relay is the MCP client towards the
-// phone (initialize once per socket, tools/list cached for scope checks), every forwarded
-// request gets a relay-unique id, and the phone's answers go back to whoever asked with the
-// client's id (and progress token) restored.
+// One phone socket's protocol, seen from the relay: every forwarded request gets a
+// relay-unique id, and the phone's answers go back to whoever asked with the client's id (and
+// progress token) restored. What the relay asks the phone itself as its MCP client (initialize
+// once per socket, tools/list kept for scope checks) is its surface, src/gateway/phone-surface.ts.
 import type { WebSocket } from '../uws.ts';
 import { inspectPhoneFrame, withId } from '../protocol/frame.ts';
 import { forwardedFrame, requestFrame, type ClientRequestBytes } from '../protocol/request-bytes.ts';
 import { classify, errorResponse, resultResponse, type JsonRpcId, type JsonRpcRequest } from '../protocol/jsonrpc.ts';
 import { INVALID_PARAMS, METHOD_NOT_FOUND, relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
-import { LATEST_SESSION_REVISION } from '../protocol/revisions.ts';
-import { checkMethod, ToolCatalog, type ToolLike } from '../protocol/scopes.ts';
+import { checkMethod, type ToolCatalog } from '../protocol/scopes.ts';
 import type { Scope } from '../store/types.ts';
 import type { Logger } from '../log.ts';
 import { framesFromDevice, framesTooBig, rateLimited, sentToPhone } from '../metrics.ts';
 import { scheduleWrite, type TurnWriter } from './http.ts';
-import { InternTable, type Shared } from './shared-surface.ts';
+import { PhoneSurface } from './phone-surface.ts';
 import { Deadlines, type Timed } from './deadlines.ts';
 import { endOnAnswer, tracingOn, withTraceparent, type Context } from '../observability/tracing.ts';
 import { phoneCallSpan } from '../observability/relay-spans.ts';
 
 const byteLength = (frame: string | Buffer) => (typeof frame === 'string' ? Buffer.byteLength(frame) : frame.length);
-
-/** Per node: what phones of one fleet share (docs/decisions/0060-shared-phone-surfaces.md). */
-const initResults = new InternTable<Record<string, unknown>>();
-const toolPages = new InternTable<{ tools: ToolLike[]; nextCursor?: string }>();
-const catalogs = new InternTable<ToolCatalog>();
-
-/** The result of the relay's own request, or why the phone refused it. */
-function resultOf(method: string, frame: Buffer): Record<string, unknown> {
-  const parsed = JSON.parse(frame.toString('utf8')) as { result?: Record<string, unknown>; error?: JsonRpcErrorObject };
-  if (!parsed.result) throw new Error(`phone refused ${method}: ${parsed.error?.message ?? 'no result'}`);
-  return parsed.result;
-}
-
-/** Distinct initialize results and catalogs this node holds (tests, load reports). */
-export function sharedSurfaceSizes(): { initResults: number; toolPages: number; catalogs: number } {
-  return { initResults: initResults.size, toolPages: toolPages.size, catalogs: catalogs.size };
-}
-
-/** The relay's initialize request (the same for every socket). */
-const INITIALIZE_PARAMS = {
-  protocolVersion: LATEST_SESSION_REVISION,
-  capabilities: {},
-  clientInfo: { name: 'phonebridge-relay', version: '0.1.0' },
-};
 
 export const MAX_FRAME_BYTES = 256 * 1024;
 /** What uWS may hold unsent for one phone socket (its maxBackpressure); a frame beyond it is refused. */
@@ -154,9 +129,8 @@ export class DeviceConnection implements TurnWriter {
   readonly accountId: string;
   readonly connectedAt = Date.now();
   lastFrameAt = Date.now();
-  initResult: unknown;
-  /** The phone's tools (all pages), for scope checks; undefined if it serves no tools. */
-  tools?: ToolCatalog;
+  /** What the phone serves: its initialize result and tool catalog. */
+  readonly surface: PhoneSurface;
   closed = false;
   /** initialize and the catalog are done (ready() resolved): requests can start at once. */
   isReady = false;
@@ -165,9 +139,6 @@ export class DeviceConnection implements TurnWriter {
   claim?: Promise<number | undefined>;
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
-  private reloading = false;
-  private reloadAgain = false;
-  private toolsChangedFrame?: Buffer;
   /** Per credential: its calls and waits in flight (orphans not counted). */
   private readonly shares = new Map<string, { calls: number; waits: number }>();
   /** Abandoned calls still running, oldest first. */
@@ -178,15 +149,14 @@ export class DeviceConnection implements TurnWriter {
   private outbox: Array<string | Buffer> = [];
   private outboxIds: number[] = [];
   private outboxBytes = 0;
-  private sharedInit?: Shared<Record<string, unknown>>;
-  private sharedTools?: { pages: Shared<unknown>[]; catalog: Shared<ToolCatalog> };
 
   constructor(
     private readonly ws: WebSocket<DeviceSocketData>,
     data: DeviceSocketData,
     private readonly events: DeviceConnectionEvents,
     private readonly log: Logger,
-    private readonly internalTimeoutMs = 30_000,
+    /** The deadline of the relay's own requests (initialize, tools/list). */
+    internalTimeoutMs = 30_000,
     /** Client requests in flight on this socket beyond which new ones are refused (device_busy). */
     private readonly maxInFlight = 2_048,
     limits: Partial<ConnectionLimits> = {},
@@ -198,6 +168,17 @@ export class DeviceConnection implements TurnWriter {
       maxWaitsPerKey: limits.maxWaitsPerKey ?? 4,
       maxOrphans: limits.maxOrphans ?? 256,
     };
+    this.surface = new PhoneSurface(this, events, log, internalTimeoutMs);
+  }
+
+  /** The phone's initialize result, once it answered. */
+  get initResult(): unknown {
+    return this.surface.initResult;
+  }
+
+  /** The phone's tools (all pages), for scope checks; undefined if it serves no tools. */
+  get tools(): ToolCatalog | undefined {
+    return this.surface.tools;
   }
 
   get inFlight(): number {
@@ -217,99 +198,10 @@ export class DeviceConnection implements TurnWriter {
   /** initialize + notifications/initialized, then the tool catalog: once per socket. */
   ready(): Promise<void> {
     this.readyPromise ??= (async () => {
-      this.sharedInit = await this.callFrame('initialize', INITIALIZE_PARAMS, (frame, id) =>
-        initResults.acquire(frame, () => resultOf('initialize', frame), id),
-      );
-      this.initResult = this.sharedInit.value;
-      if (this.closed) this.sharedInit.release();
-      this.notify('notifications/initialized');
-      this.events.initialized(this.deviceId, this.initResult);
-      await this.loadTools();
+      await this.surface.load();
       this.isReady = true;
     })();
     return this.readyPromise;
-  }
-
-  /**
-   * A request of the relay's own to the phone; `file` takes the answer frame as received
-   * (unparsed) and where its id is (none: the frame carries id 0), and the promise resolves
-   * with what it returns. `file` runs while the frame is still uWS's memory (a view valid
-   * during the message callback only, src/gateway/device-socket.ts): it must copy what it
-   * keeps — the intern tables copy a frame only when it is new, so a phone like the previous
-   * ones costs no copy of its 35 KB catalog page (docs/decisions/0144-accept-cuts.md).
-   */
-  private callFrame<T>(
-    method: string,
-    params: Record<string, unknown> | undefined,
-    file: (frame: Buffer, id?: { start: number; end: number }) => T,
-  ): Promise<T> {
-    return new Promise((resolve, reject) => {
-      const take = (frame: Buffer, id?: { start: number; end: number }) => {
-        try {
-          resolve(file(frame, id));
-        } catch (err) {
-          reject(err instanceof Error ? err : new Error(String(err)));
-        }
-      };
-      this.forward(
-        { method, params },
-        0,
-        {
-          respond: (frame) => take(frame), // id already 0
-          respondAsReceived: (frame, start, end) => take(frame, { start, end }),
-          fail: (e) => reject(new Error(`${method}: ${e.message}`)),
-        },
-        this.internalTimeoutMs,
-      );
-    });
-  }
-
-  private async loadTools(): Promise<void> {
-    const caps = (this.initResult as { capabilities?: { tools?: unknown } } | undefined)?.capabilities;
-    if (!caps?.tools) {
-      this.setTools(undefined);
-      return;
-    }
-    const pages: Shared<{ tools: ToolLike[]; nextCursor?: string }>[] = [];
-    try {
-      let cursor: string | undefined;
-      for (let page = 0; page < 100; page++) {
-        const p = await this.callFrame('tools/list', cursor ? { cursor } : undefined, (frame, id) =>
-          toolPages.acquire(
-            frame,
-            () => {
-              const r = resultOf('tools/list', frame);
-              return {
-                tools: (r.tools as ToolLike[] | undefined) ?? [],
-                nextCursor: r.nextCursor as string | undefined,
-              };
-            },
-            id,
-          ),
-        );
-        pages.push(p);
-        cursor = typeof p.value.nextCursor === 'string' ? p.value.nextCursor : undefined;
-        if (!cursor) break;
-      }
-    } catch (err) {
-      for (const p of pages) p.release();
-      throw err;
-    }
-    const catalog = catalogs.acquire(
-      pages.map((p) => p.key).join(' '),
-      () => new ToolCatalog(pages.flatMap((p) => p.value.tools)),
-    );
-    this.setTools({ pages, catalog });
-  }
-
-  private setTools(next: { pages: Shared<unknown>[]; catalog: Shared<ToolCatalog> } | undefined): void {
-    const release = (t: typeof next) => {
-      t?.catalog.release();
-      t?.pages.forEach((p) => p.release());
-    };
-    release(this.sharedTools);
-    this.sharedTools = this.closed ? (release(next), undefined) : next;
-    this.tools = this.sharedTools?.catalog.value;
   }
 
   /**
@@ -372,19 +264,21 @@ export class DeviceConnection implements TurnWriter {
     caller: Caller,
     sink: ReplySink,
   ): boolean | undefined {
-    const capabilities = (this.initResult as { capabilities?: unknown } | undefined)?.capabilities;
+    const surface = this.surface;
+    const capabilities = (surface.initResult as { capabilities?: unknown } | undefined)?.capabilities;
     const allowed = checkMethod(method, capabilities, caller.scopes);
     if (!allowed.ok) {
       if (allowed.reason === 'method_not_found') sink.fail({ code: METHOD_NOT_FOUND, message: allowed.message });
       else sink.fail(insufficientScope(allowed.scope));
       return undefined;
     }
-    if (this.tools && method === 'tools/list') {
-      sink.respond(Buffer.from(resultResponse(id, { tools: this.tools.visibleTo(caller.scopes) })));
+    const tools = surface.tools;
+    if (tools && method === 'tools/list') {
+      sink.respond(Buffer.from(resultResponse(id, { tools: tools.visibleTo(caller.scopes) })));
       return undefined;
     }
-    if (this.tools && allowed.perTool) {
-      const verdict = this.tools.check(hasName ? name : undefined, caller.scopes);
+    if (tools && allowed.perTool) {
+      const verdict = tools.check(hasName ? name : undefined, caller.scopes);
       if (!verdict.ok) {
         if (verdict.reason === 'unknown_tool')
           sink.fail({ code: INVALID_PARAMS, message: `Unknown tool: ${String(hasName ? name : undefined)}` });
@@ -684,36 +578,11 @@ export class DeviceConnection implements TurnWriter {
       }
       // Both keep the frame: a copy of the view.
       case 'notifications/tools/list_changed':
-        this.toolsChanged(Buffer.from(view));
+        this.surface.toolsChanged(Buffer.from(view));
         return;
       default:
         this.events.notification(this.deviceId, Buffer.from(view));
     }
-  }
-
-  /**
-   * Refreshes the catalog first so clients that re-list see the new surface, then tells them.
-   * One reload at a time: list_changed arriving during one asks for one more after it (the
-   * latest surface wins), so a storm costs two reloads, not one each, and the relay's own
-   * requests (in `pending`, counted against --max-in-flight like any other) stay at one.
-   */
-  private toolsChanged(frame: Buffer): void {
-    this.toolsChangedFrame = frame;
-    if (this.reloading) {
-      this.reloadAgain = true;
-      return;
-    }
-    this.reloading = true;
-    void (async () => {
-      do {
-        this.reloadAgain = false;
-        await this.loadTools().catch((err) =>
-          this.log.warn({ deviceId: this.deviceId, err: String(err) }, 'tools/list refresh failed'),
-        );
-      } while (this.reloadAgain && !this.closed);
-      this.reloading = false;
-      if (!this.closed) this.events.notification(this.deviceId, this.toolsChangedFrame!);
-    })();
   }
 
   /**
@@ -723,8 +592,7 @@ export class DeviceConnection implements TurnWriter {
   teardown(reason: TeardownReason, detail?: string): void {
     if (this.closed) return;
     this.closed = true;
-    this.sharedInit?.release();
-    this.setTools(undefined);
+    this.surface.release();
     for (const [id, p] of this.pending) {
       requestDeadlines.cancel(p);
       this.pending.delete(id);

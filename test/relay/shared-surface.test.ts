@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestRelay, waitFor, type TestRelay } from '../helpers/relay.ts';
 import { challenge, openSocket, pairRaw, signedHeaders, type OpenSocket } from '../helpers/raw-device.ts';
-import { sharedSurfaceSizes } from '../../src/gateway/device-connection.ts';
+import { sharedSurfaceSizes } from '../../src/gateway/phone-surface.ts';
 
 const tool = (name: string) => ({
   name,
