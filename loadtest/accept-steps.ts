@@ -15,7 +15,7 @@ const STEPS: Array<[string, RegExp]> = [
   ['challenge and HTTP exchange', /(handleChallenge |newNonce |src\/gateway\/http\.ts)/],
   [
     'handshake: answers filed, frames out',
-    /^(acquire src\/gateway\/shared-surface|loadTools |onFrame |ready src\/gateway\/device-connection|writeQueued src\/gateway\/device-connection|sendQueued )/,
+    /^(acquire src\/gateway\/intern-table|(load|loadTools) src\/gateway\/phone-surface|onFrame |ready src\/gateway\/device-connection|writeQueued src\/gateway\/device-connection|sendQueued )/,
   ],
   ['socket handlers: open, connection, hub, claim', /(DeviceConnection |claimDevice )/],
   ['upgrade: headers, nonce taken, auth bookkeeping', /^authenticateDevice /],

@@ -169,7 +169,7 @@ async function childMain(): Promise<void> {
       if (isBinary) return;
       const d = ws.getUserData();
       // The answers are read (uWS hands them over) but not parsed: the relay parses neither
-      // when they equal a recent one (src/gateway/shared-surface.ts).
+      // when they equal a recent one (src/gateway/intern-table.ts).
       if (d.stage === 0) {
         d.stage = 1;
         ws.cork(() => {

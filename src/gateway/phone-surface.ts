@@ -8,7 +8,7 @@ import type { JsonRpcErrorObject } from '../protocol/errors.ts';
 import { LATEST_SESSION_REVISION } from '../protocol/revisions.ts';
 import { ToolCatalog, type ToolLike } from '../protocol/scopes.ts';
 import type { Logger } from '../log.ts';
-import { InternTable, type Shared } from './shared-surface.ts';
+import { InternTable, type Shared } from './intern-table.ts';
 import type { CallHandle, DeviceConnectionEvents, ReplySink } from './device-connection.ts';
 
 /** Per node: what phones of one fleet share (docs/decisions/0060-shared-phone-surfaces.md). */

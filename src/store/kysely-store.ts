@@ -353,7 +353,7 @@ class KyselyStore implements Store {
     // One row per device: the latest time, and the latest initialize result given for it
     // (0: keep the stored one, -1: clear it, k: the k-th distinct result of this batch).
     const merged = new Map<string, { seen: Date; init: number }>();
-    // Phones of a fleet share one initialize result object (src/gateway/shared-surface.ts):
+    // Phones of a fleet share one initialize result object (src/gateway/intern-table.ts):
     // serialised and sent once per batch, not once per row.
     const distinct = new Map<unknown, number>();
     const texts: string[] = [];

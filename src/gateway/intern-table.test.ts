@@ -1,7 +1,7 @@
 // The intern table's key: a frame equal to a recent one is recognised by comparing bytes,
 // and only equal bytes share a value (docs/decisions/0060-shared-phone-surfaces.md).
 import { describe, expect, it } from 'vitest';
-import { InternTable } from './shared-surface.ts';
+import { InternTable } from './intern-table.ts';
 
 describe('InternTable', () => {
   it('shares one value between equal frames in different buffers, and not with a different frame of the same length', () => {
