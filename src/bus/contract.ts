@@ -53,26 +53,28 @@ export function busContract(drivers: Array<[string, MakeBus]>): void {
       await open();
       const k = uid();
       expect(await bus.peek(k)).toBe(0);
-      const hits = await Promise.all(Array.from({ length: 30 }, () => bus.hit(k, 300)));
+      // Windows of 1 s: what must still be inside one has half a second to spare for a machine
+      // that stalls; what must be past one is certain (sleeps only ever run long).
+      const hits = await Promise.all(Array.from({ length: 30 }, () => bus.hit(k, 1000)));
       expect([...hits].sort((x, y) => x - y)).toEqual(Array.from({ length: 30 }, (_, i) => i + 1));
       expect(await bus.peek(k)).toBe(30);
-      await sleep(150);
-      expect(await bus.hit(k, 300)).toBe(31); // later hits do not move the window's end
-      await sleep(200);
+      await sleep(500);
+      expect(await bus.hit(k, 1000)).toBe(31); // later hits do not move the window's end
+      await sleep(550);
       expect(await bus.peek(k)).toBe(0);
-      expect(await bus.hit(k, 300)).toBe(1);
+      expect(await bus.hit(k, 1000)).toBe(1);
     });
 
     it('mark sets a flag peek reads as 1, and a later mark renews it', async () => {
       await open();
       const k = uid();
-      await bus.mark(k, 300);
+      await bus.mark(k, 1000);
       expect(await bus.peek(k)).toBe(1);
-      await sleep(200);
-      await bus.mark(k, 300); // renewed: lives 300 ms from now, past the first mark's end
-      await sleep(200);
+      await sleep(500);
+      await bus.mark(k, 1000); // renewed: lives 1 s from now, past the first mark's end
+      await sleep(550);
       expect(await bus.peek(k)).toBe(1);
-      await sleep(200);
+      await sleep(500);
       expect(await bus.peek(k)).toBe(0);
     });
 
@@ -81,30 +83,45 @@ export function busContract(drivers: Array<[string, MakeBus]>): void {
       const k = uid();
       await bus.unhit(k);
       expect(await bus.peek(k)).toBe(0);
-      await bus.hit(k, 300);
-      await bus.hit(k, 300);
+      await bus.hit(k, 1000);
+      await bus.hit(k, 1000);
       await bus.unhit(k);
       expect(await bus.peek(k)).toBe(1);
       await bus.unhit(k);
       await bus.unhit(k);
       expect(await bus.peek(k)).toBe(0);
-      expect(await bus.hit(k, 300)).toBe(1);
-      await sleep(350);
+      expect(await bus.hit(k, 1000)).toBe(1);
+      await sleep(1050);
       expect(await bus.peek(k)).toBe(0); // the window opened by the first hit still ends on time
     });
 
     it('sessions: create, touch renews idle time, expiry, delete', async () => {
       await open();
       const id = uid();
-      await bus.sessions.create(session(id, 'd', 't'), 250);
-      await sleep(150);
-      const s = await bus.sessions.touch(id, 250);
-      expect(s).toMatchObject({ id, deviceId: 'd', tokenId: 't', scopes: ['devices:read'] });
+      // Idle time 1 s, touched half-way, then checked past the first deadline: each "alive"
+      // has half a second to spare for a machine that stalls (sleeps only ever run long),
+      // and each "expired" is certain.
+      const IDLE = 1000;
+      const created = performance.now();
+      await bus.sessions.create(session(id, 'd', 't'), IDLE);
+      await sleep(IDLE / 2);
+      const s = await bus.sessions.touch(id, IDLE);
+      const touched = performance.now();
+      expect(s, `touched ${Math.round(touched - created)} ms after create`).toMatchObject({
+        id,
+        deviceId: 'd',
+        tokenId: 't',
+        scopes: ['devices:read'],
+      });
       expect(s!.lastSeenAt).toBeGreaterThan(1);
-      await sleep(150);
-      expect(await bus.sessions.touch(id, 250)).toBeDefined(); // 300 ms after create, alive thanks to the touch
-      await sleep(350);
-      expect(await bus.sessions.touch(id, 250)).toBeUndefined();
+      await sleep(IDLE / 2 + 20);
+      // Past the create's deadline: alive thanks to the touch.
+      expect(
+        await bus.sessions.touch(id, IDLE),
+        `${Math.round(performance.now() - touched)} ms after the touch`,
+      ).toBeDefined();
+      await sleep(IDLE + 50);
+      expect(await bus.sessions.touch(id, IDLE)).toBeUndefined();
 
       const id2 = uid();
       await bus.sessions.create(session(id2, 'd', 't'), 10_000);
@@ -135,12 +152,12 @@ export function busContract(drivers: Array<[string, MakeBus]>): void {
       const [d1, d2] = [uid(), uid()];
       const ids = [uid(), uid(), uid()];
       await bus.sessions.create(session(ids[0], d1, uid()), 10_000);
-      await bus.sessions.create(session(ids[1], d1, uid()), 150);
+      await bus.sessions.create(session(ids[1], d1, uid()), 1000); // room for a stalled machine
       await bus.sessions.create(session(ids[2], d2, uid()), 10_000);
       expect(await bus.sessions.countForDevice(d1)).toBe(2);
       expect(await bus.sessions.countForDevice(d2)).toBe(1);
       expect(await bus.sessions.countForDevice(uid())).toBe(0);
-      await new Promise((r) => setTimeout(r, 300)); // ids[1] expires
+      await sleep(1050); // ids[1] expires
       expect(await bus.sessions.countForDevice(d1)).toBe(1);
       await bus.sessions.delete(ids[0]);
       expect(await bus.sessions.countForDevice(d1)).toBe(0);
