@@ -21,13 +21,14 @@ describe('ExpiringMap', () => {
 
   it('a renewed entry lives on; renewals do not grow the deadline queue', async () => {
     const m = new ExpiringMap<number>();
-    for (let i = 0; i < 5000; i++) m.set('s', i, 150);
+    for (let i = 0; i < 5000; i++) m.set('s', i, 1000);
     expect(m.queued).toBe(1);
-    await sleep(100);
-    m.set('s', 9, 150); // renewed before its first deadline
-    await sleep(100);
+    await sleep(500);
+    m.set('s', 9, 1000); // renewed before its first deadline
+    // Past the first deadline, half a second before the renewed one (room for a stalled machine).
+    await sleep(550);
     expect(m.get('s')).toBe(9);
-    await sleep(200);
+    await sleep(1000);
     expect(m.size).toBe(0);
     m.close();
   });

@@ -32,7 +32,8 @@ describe('RedisBus across nodes', () => {
     b.onControl((e) => got.b.push(e));
     await a.publishControl({ type: 'device_removed', deviceId: 'd1' });
     await b.publishControl({ type: 'account_locked', accountId: 'acc', locked: true });
-    await sleep(100);
+    await waitFor(() => got.a.length >= 2 && got.b.length >= 2, 5000, 'both control events on both nodes');
+    await sleep(100); // a second copy would be here by now
     const all = [
       { type: 'device_removed', deviceId: 'd1' },
       { type: 'account_locked', accountId: 'acc', locked: true },
