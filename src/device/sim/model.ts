@@ -1,6 +1,8 @@
 // A small deterministic model of an Android phone: pure state, no I/O, no timers.
 // The same seed gives the same contacts and messages; the injected clock only stamps events.
 // Everything the tool surface can see is derived from `elements()`, so tests can assert exact states.
+// This file holds the state and what can be done to it; screens.ts lays out each screen from it.
+import { STATUS_H, center, layoutScreen, type PhoneActions, type PhoneView, type UiNode } from './screens.ts';
 
 export const LAUNCHER_PACKAGE = 'com.android.launcher';
 export const SYSTEM_UI_PACKAGE = 'com.android.systemui';
@@ -106,7 +108,7 @@ export interface SimPhoneOptions {
   eventLogSize?: number;
 }
 
-type Route =
+export type Route =
   | { screen: 'home' }
   | { screen: 'settings' }
   | { screen: 'messages' }
@@ -119,29 +121,17 @@ interface Message {
   from: 'me' | 'them';
   text: string;
 }
-interface Thread {
+export interface Thread {
   id: string;
   contact: string;
   messages: Message[];
 }
 
-/** An element plus what a finger does to it; handlers stay inside the model. */
-interface UiNode extends UiElement {
-  onTap?: () => string;
-  onHold?: () => string;
-  scrollBy?: (dy: number) => string;
-}
-
-interface ContextMenu {
+/** An open context menu: where it was opened and what its items do. */
+export interface ContextMenu {
   anchor: Point;
   items: { id: string; text: string; run: () => string }[];
 }
-
-// Layout in screen pixels; derived from the screen size so other sizes still make sense.
-const STATUS_H = 80;
-const NAV_H = 120;
-const ROW_H = 200;
-const MARGIN = 40;
 
 const CONTACTS = [
   'Ada',
@@ -195,7 +185,6 @@ export function packageOf(app: string): string {
 }
 
 const inside = (b: Bounds, p: Point) => p.x >= b.left && p.x < b.right && p.y >= b.top && p.y < b.bottom;
-const center = (b: Bounds): Point => ({ x: Math.floor((b.left + b.right) / 2), y: Math.floor((b.top + b.bottom) / 2) });
 const SINGLE_LINE_FIELDS = new Set(['browser.url', 'thread.compose']);
 
 export class SimPhone {
@@ -225,6 +214,34 @@ export class SimPhone {
   private events: PhoneEvent[] = [];
   private seq = 0;
   private listeners = new Set<(e: PhoneEvent) => void>();
+  /** What a gesture on a screen may do to the phone (screens.ts binds these to elements). */
+  private readonly actions: PhoneActions = {
+    launch: (app) => this.launch(app),
+    openThread: (threadId) => this.push({ screen: 'thread', threadId }),
+    back: () => this.back(),
+    goHome: () => this.goHome(),
+    openMenu: (anchor, items) => this.openMenu(anchor, items),
+    closeMenu: () => this.closeMenu(),
+    focusField: (id) => this.focusField(id),
+    toggle: (name) => this.toggle(name),
+    navigate: (input) => this.navigate(input),
+    send: () => this.send(),
+    scrollList: (offset) => {
+      this.listScroll = offset;
+    },
+    deleteThread: (threadId) => {
+      this.threads = this.threads.filter((t) => t.id !== threadId);
+    },
+    clearNote: () => {
+      this.noteText = '';
+    },
+    dismissNotification: (id) => {
+      this.notifications = this.notifications.filter((n) => n.id !== id);
+    },
+    clearNotifications: () => {
+      this.notifications = [];
+    },
+  };
 
   constructor(opts: SimPhoneOptions = {}) {
     this.seed = opts.seed ?? 1;
@@ -631,337 +648,28 @@ export class SimPhone {
 
   // ---- internals: layout -----------------------------------------------------
 
-  /** The screen as elements in drawing order, each with what a gesture on it does. */
+  /** The screen as elements in drawing order, each with what a gesture on it does (screens.ts). */
   private layout(): UiNode[] {
-    const W = this.width;
-    const H = this.height;
-    const contentTop = STATUS_H;
-    const contentBottom = H - NAV_H;
-    const nodes: UiNode[] = [];
-    const add = (
-      n: Omit<UiNode, 'enabled' | 'focused' | 'parentId'> & Partial<Pick<UiNode, 'enabled' | 'parentId'>>,
-    ) => {
-      nodes.push({ enabled: true, parentId: null, ...n, focused: this.focus === n.id });
-    };
-    const row = (i: number, top = contentTop + ROW_H): Bounds => ({
-      left: 0,
-      top: top + i * ROW_H,
-      right: W,
-      bottom: top + (i + 1) * ROW_H,
-    });
-    const heading = (id: string, text: string) =>
-      add({
-        id,
-        role: 'heading',
-        text,
-        bounds: { left: MARGIN, top: contentTop, right: W - MARGIN, bottom: contentTop + ROW_H },
-      });
-
-    const flags = [
-      this.settings.airplane_mode && 'Airplane mode',
-      this.settings.wifi && 'Wi-Fi',
-      this.settings.bluetooth && 'Bluetooth',
-    ].filter(Boolean);
-    const count = this.notifications.length;
-    add({
-      id: 'status_bar',
-      role: 'statusbar',
-      text: [...flags, `${count} notification${count === 1 ? '' : 's'}`].join(' · '),
-      bounds: { left: 0, top: 0, right: W, bottom: STATUS_H },
-    });
-
-    const r = this.route;
-    switch (r.screen) {
-      case 'home': {
-        const cell = Math.floor(W / APPS.length);
-        APPS.forEach((app, i) => {
-          const bounds = { left: i * cell, top: contentTop + 160, right: (i + 1) * cell, bottom: contentTop + 460 };
-          add({
-            id: `app.${app.key}`,
-            role: 'icon',
-            text: app.label,
-            bounds,
-            onTap: () => {
-              this.launch(app.key);
-              return `opened ${app.package}`;
-            },
-            onHold: () =>
-              this.openMenu(center(bounds), [
-                {
-                  id: 'menu.open',
-                  text: 'Open',
-                  run: () => {
-                    this.launch(app.key);
-                    return `opened ${app.package}`;
-                  },
-                },
-              ]),
-          });
-        });
-        break;
-      }
-      case 'settings': {
-        heading('settings.title', 'Settings');
-        const labels: Record<SettingName, string> = {
-          wifi: 'Wi-Fi',
-          bluetooth: 'Bluetooth',
-          airplane_mode: 'Airplane mode',
-          dark_mode: 'Dark mode',
-        };
-        SETTINGS.forEach((name, i) =>
-          add({
-            id: `settings.${name}`,
-            role: 'toggle',
-            text: labels[name],
-            bounds: row(i),
-            checked: this.settings[name],
-            enabled: !(this.settings.airplane_mode && (name === 'wifi' || name === 'bluetooth')),
-            onTap: () => this.toggle(name),
-          }),
-        );
-        break;
-      }
-      case 'messages': {
-        heading('messages.title', 'Messages');
-        const list: Bounds = { left: 0, top: contentTop + ROW_H, right: W, bottom: contentBottom };
-        const maxScroll = Math.max(0, this.threads.length * ROW_H - (list.bottom - list.top));
-        this.listScroll = Math.min(this.listScroll, maxScroll);
-        add({
-          id: 'messages.list',
-          role: 'list',
-          text: `${this.threads.length} conversations`,
-          bounds: list,
-          scrollBy: (dy) => {
-            const before = this.listScroll;
-            this.listScroll = Math.max(0, Math.min(maxScroll, before + dy));
-            return this.listScroll === before
-              ? 'list is already at its end'
-              : `scrolled messages.list to ${this.listScroll}`;
-          },
-        });
-        this.threads.forEach((t, i) => {
-          const top = list.top + i * ROW_H - this.listScroll;
-          if (top + ROW_H <= list.top || top >= list.bottom) return; // off screen: not in the tree, as on Android
-          const bounds = {
-            left: 0,
-            top: Math.max(top, list.top),
-            right: W,
-            bottom: Math.min(top + ROW_H, list.bottom),
-          };
-          add({
-            id: `messages.thread.${t.id}`,
-            role: 'listitem',
-            parentId: 'messages.list',
-            bounds,
-            text: `${t.contact}: ${t.messages[t.messages.length - 1]?.text ?? ''}`,
-            onTap: () => {
-              this.push({ screen: 'thread', threadId: t.id });
-              return `opened the conversation with ${t.contact}`;
-            },
-            onHold: () =>
-              this.openMenu(center(bounds), [
-                {
-                  id: 'menu.delete',
-                  text: 'Delete',
-                  run: () => {
-                    this.threads = this.threads.filter((x) => x !== t);
-                    return `deleted the conversation with ${t.contact}`;
-                  },
-                },
-              ]),
-          });
-        });
-        break;
-      }
-      case 'thread': {
-        const t = this.thread(r.threadId);
-        heading('thread.title', t.contact);
-        const composeTop = contentBottom - ROW_H;
-        const fit = Math.floor((composeTop - contentTop - ROW_H) / ROW_H);
-        const shown = t.messages.slice(-fit);
-        const first = t.messages.length - shown.length;
-        shown.forEach((m, i) =>
-          add({
-            id: `thread.message.${first + i}`,
-            role: 'text',
-            text: `${m.from === 'me' ? 'Me' : t.contact}: ${m.text}`,
-            bounds: {
-              left: m.from === 'me' ? W / 4 : MARGIN,
-              top: contentTop + ROW_H + i * ROW_H + 20,
-              right: m.from === 'me' ? W - MARGIN : (W * 3) / 4,
-              bottom: contentTop + ROW_H + (i + 1) * ROW_H - 20,
-            },
-          }),
-        );
-        add({
-          id: 'thread.compose',
-          role: 'textfield',
-          text: this.drafts.get(t.id) ?? '',
-          bounds: { left: MARGIN, top: composeTop + 30, right: W - 260, bottom: contentBottom - 30 },
-          onTap: () => this.focusField('thread.compose'),
-        });
-        add({
-          id: 'thread.send',
-          role: 'button',
-          text: 'Send',
-          enabled: !!this.drafts.get(t.id),
-          bounds: { left: W - 220, top: composeTop + 30, right: W - MARGIN, bottom: contentBottom - 30 },
-          onTap: () => this.send(),
-        });
-        break;
-      }
-      case 'notes': {
-        heading('notes.title', 'Notes');
-        add({
-          id: 'notes.body',
-          role: 'textfield',
-          text: this.noteText,
-          bounds: { left: MARGIN, top: contentTop + ROW_H, right: W - MARGIN, bottom: contentBottom - ROW_H - 20 },
-          onTap: () => this.focusField('notes.body'),
-          onHold: () =>
-            this.openMenu({ x: W / 2, y: contentTop + 2 * ROW_H }, [
-              {
-                id: 'menu.clear',
-                text: 'Clear',
-                run: () => {
-                  this.noteText = '';
-                  return 'cleared notes.body';
-                },
-              },
-            ]),
-        });
-        add({
-          id: 'notes.clear',
-          role: 'button',
-          text: 'Clear',
-          enabled: this.noteText.length > 0,
-          bounds: { left: MARGIN, top: contentBottom - ROW_H, right: W / 2, bottom: contentBottom - 40 },
-          onTap: () => {
-            this.noteText = '';
-            return 'cleared notes.body';
-          },
-        });
-        break;
-      }
-      case 'browser': {
-        const bar = contentTop + 20;
-        add({
-          id: 'browser.url',
-          role: 'textfield',
-          text: this.focus === 'browser.url' ? this.urlDraft : this.page.url,
-          bounds: { left: MARGIN, top: bar, right: W - 220, bottom: bar + 140 },
-          onTap: () => this.focusField('browser.url'),
-        });
-        add({
-          id: 'browser.go',
-          role: 'button',
-          text: 'Go',
-          bounds: { left: W - 200, top: bar, right: W - MARGIN, bottom: bar + 140 },
-          onTap: () => this.navigate(this.focus === 'browser.url' ? this.urlDraft : this.page.url),
-        });
-        add({
-          id: 'browser.page.title',
-          role: 'heading',
-          text: this.page.title,
-          bounds: { left: MARGIN, top: bar + 200, right: W - MARGIN, bottom: bar + 340 },
-        });
-        add({
-          id: 'browser.page.body',
-          role: 'text',
-          text: this.page.url === 'about:blank' ? '' : `Content of ${this.page.url}`,
-          bounds: { left: MARGIN, top: bar + 380, right: W - MARGIN, bottom: contentBottom - MARGIN },
-        });
-        break;
-      }
-      case 'shade': {
-        heading('shade.title', 'Notifications');
-        this.notifications
-          .slice(-8)
-          .reverse()
-          .forEach((n, i) =>
-            add({
-              id: `shade.notification.${n.id}`,
-              role: 'listitem',
-              text: `${n.title}: ${n.text}`,
-              bounds: row(i),
-              onTap: () => {
-                this.notifications = this.notifications.filter((x) => x !== n);
-                const app = APPS.find((a) => a.package === n.app);
-                if (!app) {
-                  this.back();
-                  return `dismissed notification ${n.id}`;
-                }
-                this.launch(app.key);
-                return `opened ${app.package} from notification ${n.id}`;
-              },
-            }),
-          );
-        add({
-          id: 'shade.clear',
-          role: 'button',
-          text: 'Clear all',
-          enabled: count > 0,
-          bounds: { left: W / 2, top: contentBottom - ROW_H, right: W - MARGIN, bottom: contentBottom - 40 },
-          onTap: () => {
-            this.notifications = [];
-            return 'cleared all notifications';
-          },
-        });
-        break;
-      }
-    }
-
-    add({
-      id: 'nav.back',
-      role: 'button',
-      text: 'Back',
-      bounds: { left: 0, top: contentBottom, right: W / 2, bottom: H },
-      onTap: () => this.back(),
-    });
-    add({
-      id: 'nav.home',
-      role: 'button',
-      text: 'Home',
-      bounds: { left: W / 2, top: contentBottom, right: W, bottom: H },
-      onTap: () => this.goHome(),
-    });
-
-    if (this.menu) {
-      const menu = this.menu;
-      // The scrim catches taps outside the menu and closes it, as on Android.
-      add({
-        id: 'menu.scrim',
-        role: 'overlay',
-        text: '',
-        bounds: { left: 0, top: 0, right: W, bottom: H },
-        onTap: () => this.closeMenu(),
-      });
-      const left = Math.max(0, Math.min(W - 600, Math.floor(menu.anchor.x - 300)));
-      const top = Math.max(STATUS_H, Math.min(contentBottom - menu.items.length * 160, Math.floor(menu.anchor.y)));
-      add({
-        id: 'menu',
-        role: 'menu',
-        text: '',
-        bounds: { left, top, right: left + 600, bottom: top + menu.items.length * 160 },
-      });
-      menu.items.forEach((item, i) =>
-        add({
-          id: item.id,
-          role: 'menuitem',
-          text: item.text,
-          parentId: 'menu',
-          bounds: { left, top: top + i * 160, right: left + 600, bottom: top + (i + 1) * 160 },
-          onTap: () => {
-            this.menu = null;
-            return item.run();
-          },
-        }),
-      );
-    }
-    return nodes.map((n) => ({ ...n, bounds: roundBounds(n.bounds) }));
+    return layoutScreen(this.view(), this.actions);
   }
-}
 
-function roundBounds(b: Bounds): Bounds {
-  return { left: Math.round(b.left), top: Math.round(b.top), right: Math.round(b.right), bottom: Math.round(b.bottom) };
+  /** What the screens read: the current state, by reference. */
+  private view(): PhoneView {
+    return {
+      width: this.width,
+      height: this.height,
+      route: this.route,
+      focus: this.focus,
+      menu: this.menu,
+      apps: APPS,
+      settings: this.settings,
+      notifications: this.notifications,
+      threads: this.threads,
+      drafts: this.drafts,
+      listScroll: this.listScroll,
+      noteText: this.noteText,
+      urlDraft: this.urlDraft,
+      page: this.page,
+    };
+  }
 }
