@@ -120,6 +120,19 @@ describe('SimPhone', () => {
     expect(phone.findElement('thread.send')?.enabled).toBe(false);
   });
 
+  it('shows only the messages that fit above the compose box, none on a screen too short for one', () => {
+    for (const height of [2400, 777]) {
+      const phone = new SimPhone({ seed: 1, width: 720, height });
+      phone.openApp('com.android.messaging');
+      phone.tap({ elementId: 'messages.thread.t1' });
+      const compose = phone.findElement('thread.compose')!;
+      const messages = phone.elements().filter((e) => e.id.startsWith('thread.message.'));
+      if (height === 2400) expect(messages.length).toBeGreaterThan(0);
+      else expect(messages).toEqual([]);
+      for (const m of messages) expect(m.bounds.bottom).toBeLessThanOrEqual(compose.bounds.top);
+    }
+  });
+
   it('opens a context menu on hold and deletes a conversation', () => {
     const phone = phoneAt();
     phone.openApp('com.android.messaging');

@@ -259,7 +259,9 @@ function threadScreen(f: Frame, view: PhoneView, act: PhoneActions, threadId: st
   f.heading('thread.title', t.contact);
   const composeTop = contentBottom - ROW_H;
   const fit = Math.floor((composeTop - contentTop - ROW_H) / ROW_H);
-  const shown = t.messages.slice(-fit);
+  // The newest that fit above the compose box; none on a screen too short for one (slice(-0)
+  // would be all of them).
+  const shown = fit > 0 ? t.messages.slice(-fit) : [];
   const first = t.messages.length - shown.length;
   shown.forEach((m, i) =>
     f.add({
