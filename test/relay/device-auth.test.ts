@@ -75,6 +75,31 @@ describe('POST /pair', () => {
     expect(r.json.error).toBe('bad_request');
   });
 
+  it('answers a body that is not the {code, public_key, name} object with 400 bad_request, not counted as a failure', async () => {
+    // A fresh relay: its failure window starts empty, so six uncounted refusals leave a good code working.
+    const r2 = await startTestRelay();
+    try {
+      const key = generateDeviceKey().publicKeySpkiBase64;
+      const bodies: unknown[] = [
+        [],
+        [{ code: 'AAAA-AAAA-AAAA-AAAA-AAAA-AAAA-AAAA-AAAA', public_key: key }],
+        { public_key: key, name: 'no code' },
+        { pairing_code: 'AAAA-AAAA-AAAA-AAAA-AAAA-AAAA-AAAA-AAAA', public_key: key },
+        { code: 12345678, public_key: key },
+        { code: null, public_key: key },
+      ];
+      for (const body of bodies) {
+        const r = await postJson(`${r2.url}/pair`, body);
+        expect({ body, status: r.status, error: r.json.error }).toEqual({ body, status: 400, error: 'bad_request' });
+      }
+      const good = await r2.pair();
+      const ok = await postJson(`${r2.url}/pair`, { code: good.code, public_key: key, name: 'x' });
+      expect(ok.status).toBe(200);
+    } finally {
+      await r2.stop();
+    }
+  });
+
   it('rate-limits the sixth failure within ten minutes from one address (429), even with a good code', async () => {
     // X-Forwarded-For is ignored without --trust-proxy, so every try here counts against 127.0.0.1;
     // use a second relay so the other tests' failures do not interfere.
