@@ -1,6 +1,7 @@
 // Pairing and phone-socket authentication: every bad input has its own answer.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestRelay, waitFor, type TestRelay } from '../helpers/relay.ts';
+import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import { connectClient, startTestRelay, waitFor, type TestRelay } from '../helpers/relay.ts';
 import {
   challenge,
   completeHandshake,
@@ -216,6 +217,32 @@ describe('phone socket authentication', () => {
     s.ws.send(frameOf(256 * 1024 + 1));
     const c = await s.closed;
     expect(c.code).toBe(1009);
+  });
+
+  it('fails the call in flight with relay_error when the phone answers over 256 KiB: 1009, or past 1 MiB a dropped socket', async () => {
+    const { token } = await relay.key(phone.deviceId);
+    for (const [bytes, code] of [
+      [256 * 1024 + 1, 1009],
+      [2 * 1024 * 1024, 1006],
+    ]) {
+      const s = await openSocket(relay.url, signedHeaders(phone, await challenge(relay.url, phone.deviceId)));
+      await completeHandshake(s);
+      const list = await s.nextFrame((f) => f.method === 'tools/list');
+      s.ws.send(JSON.stringify({ jsonrpc: '2.0', id: list.id, result: { tools: [] } }));
+      const { client } = await connectClient(relay.mcpUrl, token);
+      const ping = client.ping().catch((e: unknown) => e);
+      const req = await s.nextFrame((f) => f.method === 'ping');
+      s.ws.send(JSON.stringify({ jsonrpc: '2.0', id: req.id, result: { pad: 'x'.repeat(bytes) } }));
+      const err = await ping;
+      expect(err).toBeInstanceOf(McpError);
+      expect({ bytes, code: (err as McpError).code, message: (err as McpError).message }).toMatchObject({
+        bytes,
+        code: -31000,
+        message: expect.stringMatching(/the phone sent a frame over the 256 KiB limit/),
+      });
+      expect((await s.closed).code).toBe(code);
+      await client.close();
+    }
   });
 
   it('closes with 1011 when the phone refuses initialize', async () => {
