@@ -254,6 +254,38 @@ describe('phone socket authentication', () => {
     expect(c.reason).toBe('initialize failed');
   });
 
+  it('closes with 1011 when the initialize result is not an object, and keeps the cached result', async () => {
+    // A good handshake first: its result is what clients are answered from while the phone is away.
+    const good = await openSocket(relay.url, signedHeaders(phone, await challenge(relay.url, phone.deviceId)));
+    await completeHandshake(good);
+    await waitFor(() => !!relay.relay.node.ctx.hub.device(phone.deviceId)?.initResult);
+    good.ws.close();
+    await good.closed;
+    await waitFor(() => !relay.relay.node.ctx.hub.device(phone.deviceId));
+    for (const result of [5, 'x', [], true]) {
+      const s = await openSocket(relay.url, signedHeaders(phone, await challenge(relay.url, phone.deviceId)));
+      const init = await s.nextFrame((f) => f.method === 'initialize');
+      s.ws.send(JSON.stringify({ jsonrpc: '2.0', id: init.id, result }));
+      expect({ result, close: await s.closed }).toEqual({ result, close: { code: 1011, reason: 'initialize failed' } });
+    }
+    const { token } = await relay.key(phone.deviceId);
+    const r = await postJson(
+      relay.mcpUrl,
+      {
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'initialize',
+        params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'c', version: '1' } },
+      },
+      { 'x-api-key': token, accept: 'application/json, text/event-stream' },
+    );
+    expect(r.json.result).toEqual({
+      protocolVersion: '2025-11-25',
+      capabilities: { tools: {} },
+      serverInfo: { name: 'raw', version: '1' },
+    });
+  });
+
   it('answers phone-originated requests with -32601 and never forwards them', async () => {
     const s = await openSocket(relay.url, signedHeaders(phone, await challenge(relay.url, phone.deviceId)));
     await completeHandshake(s);
