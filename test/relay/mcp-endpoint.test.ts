@@ -214,6 +214,20 @@ describe('bad bodies', () => {
     ]);
   });
 
+  it('names a tools/call without a string tool name as such, not as an unknown tool "undefined"', async () => {
+    const sid = await openSession();
+    const headers = { 'x-api-key': token, 'mcp-session-id': sid };
+    for (const params of [undefined, {}, { arguments: {} }, { name: 5 }, { name: null }]) {
+      const r = await rpc({ jsonrpc: '2.0', id: 9, method: 'tools/call', ...(params && { params }) }, headers);
+      expect({ params, error: r.json.error }).toEqual({
+        params,
+        error: { code: -32602, message: 'Invalid params: params.name must be a string (the tool to call)' },
+      });
+    }
+    const unknown = await rpc({ jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'nope' } }, headers);
+    expect(unknown.json.error).toEqual({ code: -32602, message: 'Unknown tool: nope' });
+  });
+
   it('rejects batches after 2025-03-26 and handles them in 2025-03-26', async () => {
     const modern = await openSession('2025-06-18');
     const batch = [
