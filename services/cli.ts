@@ -141,7 +141,8 @@ async function pairCommand(argv: string[]): Promise<void> {
 }
 
 function parseScopes(raw: string | undefined): Scope[] {
-  if (!raw) return [...SCOPES];
+  // Only an absent flag means every scope: `--scopes ""` (an unset shell variable) is refused below.
+  if (raw === undefined) return [...SCOPES];
   const list = raw
     .split(',')
     .map((s) => s.trim())

@@ -281,7 +281,13 @@ export class DeviceConnection implements TurnWriter {
       const verdict = tools.check(hasName ? name : undefined, caller.scopes);
       if (!verdict.ok) {
         if (verdict.reason === 'unknown_tool')
-          sink.fail({ code: INVALID_PARAMS, message: `Unknown tool: ${String(hasName ? name : undefined)}` });
+          sink.fail({
+            code: INVALID_PARAMS,
+            message:
+              hasName && typeof name === 'string'
+                ? `Unknown tool: ${name}`
+                : 'Invalid params: params.name must be a string (the tool to call)',
+          });
         else sink.fail(insufficientScope(verdict.scope));
         return undefined;
       }

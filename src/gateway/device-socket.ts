@@ -41,6 +41,8 @@ export const REJECTED_LOG_LINES = 20;
 export const REJECTED_LOG_WINDOW_MS = 10_000;
 /** Frames up to this size are read and refused with 1009; beyond it uWS drops the socket (1006). */
 const READ_LIMIT = 1024 * 1024;
+/** The close message uWS gives a socket it dropped for a frame over maxPayloadLength. */
+const UWS_TOO_BIG = 'Received too big message';
 
 export function handleChallenge(ctx: GatewayContext) {
   return (res: HttpResponse, req: HttpRequest): void => {
@@ -244,12 +246,17 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
       if (conn) conn.lastFrameAt = Date.now();
     },
 
-    close: (ws: WebSocket<DeviceSocketData>, code: number) => {
+    close: (ws: WebSocket<DeviceSocketData>, code: number, message: ArrayBuffer) => {
       const conn = ws.getUserData().conn;
       countDeviceClose(code);
       if (!conn) return;
       if (tracingOn) traceDisconnect(ws.getUserData().trace, code, conn.connectedAt);
-      conn.teardown('device_offline');
+      // A frame past READ_LIMIT never reaches `message`: uWS drops the socket with 1006 and
+      // this text. Its callers hear the same cause as for a 1009, not that the phone left.
+      if (code === 1006 && !conn.closed && Buffer.from(message).toString('latin1') === UWS_TOO_BIG) {
+        framesTooBig.phone.inc();
+        conn.teardown('relay_error', 'the phone sent a frame over the 256 KiB limit and was disconnected (1006)');
+      } else conn.teardown('device_offline');
       ctx.hub.detach(conn);
       void conn.claim
         ?.then((epoch) => epoch !== undefined && ctx.bus.releaseDevice(conn.deviceId, epoch))

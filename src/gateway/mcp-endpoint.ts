@@ -20,7 +20,13 @@ import { BusUnavailableError } from '../bus/index.ts';
 import { presentedToken, type Credential } from './auth.ts';
 import { classify, errorResponse, parseBody, resultResponse, type JsonRpcRequest } from '../protocol/jsonrpc.ts';
 import { INVALID_REQUEST, relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
-import { allowsBatch, isSessionRevision, negotiateRevision, SESSION_REVISIONS } from '../protocol/revisions.ts';
+import {
+  allowsBatch,
+  isSessionRevision,
+  negotiateRevision,
+  SESSION_REVISIONS,
+  STATELESS_REVISIONS,
+} from '../protocol/revisions.ts';
 import { requestTimeoutMs } from '../protocol/timeouts.ts';
 import { callerContextJson, withCallerContext } from '../protocol/caller.ts';
 import { insufficientScopeChallenge } from '../protocol/scopes.ts';
@@ -266,7 +272,10 @@ class McpEndpoint implements FastPostHost {
         JSON_HEADERS,
         errorResponse(null, {
           code: INVALID_REQUEST,
-          message: `Bad Request: unsupported MCP-Protocol-Version ${versionHeader}; supported: ${SESSION_REVISIONS.join(', ')}`,
+          // A served stateless revision reaches here only with a session-era body (classifyEra).
+          message: (STATELESS_REVISIONS as readonly string[]).includes(versionHeader)
+            ? `Bad Request: MCP-Protocol-Version ${versionHeader} has no sessions, batches or initialize: send each request on its own, without Mcp-Session-Id, its revision in params._meta (session revisions: ${SESSION_REVISIONS.join(', ')})`
+            : `Bad Request: unsupported MCP-Protocol-Version ${versionHeader}; supported: ${SESSION_REVISIONS.join(', ')}`,
         }),
       );
     }

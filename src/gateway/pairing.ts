@@ -113,7 +113,9 @@ async function redeem(ctx: GatewayContext, ex: Exchange, raw: Buffer, span: Span
   let input: { code?: unknown; public_key?: unknown; name?: unknown };
   try {
     input = JSON.parse(raw.toString('utf8')) as typeof input;
-    if (typeof input !== 'object' || input === null) throw new Error();
+    // A body without a string code is a malformed request, not a guess: it is not counted.
+    if (typeof input !== 'object' || input === null || Array.isArray(input) || typeof input.code !== 'string')
+      throw new Error();
   } catch {
     ex.error(400, 'bad_request', 'body must be JSON {"code","public_key","name"}');
     return false;

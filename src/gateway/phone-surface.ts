@@ -18,9 +18,13 @@ const catalogs = new InternTable<ToolCatalog>();
 
 /** The result of the relay's own request, or why the phone refused it. */
 function resultOf(method: string, frame: Buffer): Record<string, unknown> {
-  const parsed = JSON.parse(frame.toString('utf8')) as { result?: Record<string, unknown>; error?: JsonRpcErrorObject };
-  if (!parsed.result) throw new Error(`phone refused ${method}: ${parsed.error?.message ?? 'no result'}`);
-  return parsed.result;
+  const parsed = JSON.parse(frame.toString('utf8')) as { result?: unknown; error?: JsonRpcErrorObject };
+  const r = parsed.result;
+  if (!r) throw new Error(`phone refused ${method}: ${parsed.error?.message ?? 'no result'}`);
+  // A number, string or array is no result of these methods: caching it would hand clients
+  // (and the store's cached initialize result) garbage, so the handshake fails instead.
+  if (typeof r !== 'object' || Array.isArray(r)) throw new Error(`phone answered ${method} with a non-object result`);
+  return r as Record<string, unknown>;
 }
 
 /** Distinct initialize results and catalogs this node holds (tests, load reports). */

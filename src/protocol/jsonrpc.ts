@@ -28,8 +28,10 @@ export type Classified =
   | { kind: 'response'; msg: JsonRpcResponse }
   | { kind: 'invalid'; id: JsonRpcId | null; error: JsonRpcErrorObject };
 
+// MCP ids are strings or integers. Past 2^53 - 1 an integer is not the number JSON.parse gives
+// back, so its answer would carry another id: refused, as the MCP SDK's schema does.
 function isId(v: unknown): v is JsonRpcId {
-  return typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v));
+  return typeof v === 'string' || Number.isSafeInteger(v);
 }
 
 export function classify(value: unknown): Classified {
@@ -57,7 +59,10 @@ export function classify(value: unknown): Classified {
       return {
         kind: 'invalid',
         id: null,
-        error: { code: INVALID_REQUEST, message: 'Invalid Request: id must be a string or number' },
+        error: {
+          code: INVALID_REQUEST,
+          message: 'Invalid Request: id must be a string or an integer within ±(2^53 - 1)',
+        },
       };
     return { kind: 'request', msg: m as unknown as JsonRpcRequest };
   }

@@ -372,7 +372,7 @@ export function readClientRequest(body: Buffer): ClientRequestBytes | undefined 
   const idChar = body[t.id];
   if (idChar !== QUOTE && idChar !== 0x2d && !isDigit(idChar)) return undefined;
   const id = parseSpan(body, t.id, t.idEnd) as JsonRpcId;
-  if (typeof id === 'number' && !Number.isFinite(id)) return undefined;
+  if (typeof id === 'number' && !Number.isSafeInteger(id)) return undefined; // classify() refuses it
   const method = knownMethod(body, t.method, t.methodEnd) ?? (parseSpan(body, t.method, t.methodEnd) as string);
   const req: ClientRequestBytes = {
     id,

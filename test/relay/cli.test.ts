@@ -112,6 +112,18 @@ describe('phonebridge serve + CLI + device run', () => {
       cli(['keys', 'create', '--device', 'dev_x', '--scopes', 'devices:everything', '--data-dir', data]),
     ).rejects.toThrow(/unknown scope/);
   });
+
+  it('refuses an empty --scopes instead of minting a key with every scope', async () => {
+    // `--scopes "$SCOPES"` with an unset variable must not widen the key to all four scopes.
+    const data = dir('pb-cli-');
+    for (const scopes of ['', ',', ' '])
+      await expect(
+        cli(['keys', 'create', '--device', 'dev_x', '--scopes', scopes, '--data-dir', data]),
+      ).rejects.toThrow(/--scopes needs at least one scope/);
+    await expect(cli(['keys', 'create', '--fleet', '--scopes', '', '--data-dir', data])).rejects.toThrow(
+      /--scopes needs at least one scope/,
+    );
+  });
 });
 
 describe('serve --exit-with-parent', () => {

@@ -1,6 +1,7 @@
 // Pairing and phone-socket authentication: every bad input has its own answer.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestRelay, waitFor, type TestRelay } from '../helpers/relay.ts';
+import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import { connectClient, startTestRelay, waitFor, type TestRelay } from '../helpers/relay.ts';
 import {
   challenge,
   completeHandshake,
@@ -73,6 +74,31 @@ describe('POST /pair', () => {
     const r = await postJson(`${relay.url}/pair`, '{"code":');
     expect(r.status).toBe(400);
     expect(r.json.error).toBe('bad_request');
+  });
+
+  it('answers a body that is not the {code, public_key, name} object with 400 bad_request, not counted as a failure', async () => {
+    // A fresh relay: its failure window starts empty, so six uncounted refusals leave a good code working.
+    const r2 = await startTestRelay();
+    try {
+      const key = generateDeviceKey().publicKeySpkiBase64;
+      const bodies: unknown[] = [
+        [],
+        [{ code: 'AAAA-AAAA-AAAA-AAAA-AAAA-AAAA-AAAA-AAAA', public_key: key }],
+        { public_key: key, name: 'no code' },
+        { pairing_code: 'AAAA-AAAA-AAAA-AAAA-AAAA-AAAA-AAAA-AAAA', public_key: key },
+        { code: 12345678, public_key: key },
+        { code: null, public_key: key },
+      ];
+      for (const body of bodies) {
+        const r = await postJson(`${r2.url}/pair`, body);
+        expect({ body, status: r.status, error: r.json.error }).toEqual({ body, status: 400, error: 'bad_request' });
+      }
+      const good = await r2.pair();
+      const ok = await postJson(`${r2.url}/pair`, { code: good.code, public_key: key, name: 'x' });
+      expect(ok.status).toBe(200);
+    } finally {
+      await r2.stop();
+    }
   });
 
   it('rate-limits the sixth failure within ten minutes from one address (429), even with a good code', async () => {
@@ -193,6 +219,32 @@ describe('phone socket authentication', () => {
     expect(c.code).toBe(1009);
   });
 
+  it('fails the call in flight with relay_error when the phone answers over 256 KiB: 1009, or past 1 MiB a dropped socket', async () => {
+    const { token } = await relay.key(phone.deviceId);
+    for (const [bytes, code] of [
+      [256 * 1024 + 1, 1009],
+      [2 * 1024 * 1024, 1006],
+    ]) {
+      const s = await openSocket(relay.url, signedHeaders(phone, await challenge(relay.url, phone.deviceId)));
+      await completeHandshake(s);
+      const list = await s.nextFrame((f) => f.method === 'tools/list');
+      s.ws.send(JSON.stringify({ jsonrpc: '2.0', id: list.id, result: { tools: [] } }));
+      const { client } = await connectClient(relay.mcpUrl, token);
+      const ping = client.ping().catch((e: unknown) => e);
+      const req = await s.nextFrame((f) => f.method === 'ping');
+      s.ws.send(JSON.stringify({ jsonrpc: '2.0', id: req.id, result: { pad: 'x'.repeat(bytes) } }));
+      const err = await ping;
+      expect(err).toBeInstanceOf(McpError);
+      expect({ bytes, code: (err as McpError).code, message: (err as McpError).message }).toMatchObject({
+        bytes,
+        code: -31000,
+        message: expect.stringMatching(/the phone sent a frame over the 256 KiB limit/),
+      });
+      expect((await s.closed).code).toBe(code);
+      await client.close();
+    }
+  });
+
   it('closes with 1011 when the phone refuses initialize', async () => {
     const s = await openSocket(relay.url, signedHeaders(phone, await challenge(relay.url, phone.deviceId)));
     const init = await s.nextFrame((f) => f.method === 'initialize');
@@ -200,6 +252,38 @@ describe('phone socket authentication', () => {
     const c = await s.closed;
     expect(c.code).toBe(1011);
     expect(c.reason).toBe('initialize failed');
+  });
+
+  it('closes with 1011 when the initialize result is not an object, and keeps the cached result', async () => {
+    // A good handshake first: its result is what clients are answered from while the phone is away.
+    const good = await openSocket(relay.url, signedHeaders(phone, await challenge(relay.url, phone.deviceId)));
+    await completeHandshake(good);
+    await waitFor(() => !!relay.relay.node.ctx.hub.device(phone.deviceId)?.initResult);
+    good.ws.close();
+    await good.closed;
+    await waitFor(() => !relay.relay.node.ctx.hub.device(phone.deviceId));
+    for (const result of [5, 'x', [], true]) {
+      const s = await openSocket(relay.url, signedHeaders(phone, await challenge(relay.url, phone.deviceId)));
+      const init = await s.nextFrame((f) => f.method === 'initialize');
+      s.ws.send(JSON.stringify({ jsonrpc: '2.0', id: init.id, result }));
+      expect({ result, close: await s.closed }).toEqual({ result, close: { code: 1011, reason: 'initialize failed' } });
+    }
+    const { token } = await relay.key(phone.deviceId);
+    const r = await postJson(
+      relay.mcpUrl,
+      {
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'initialize',
+        params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'c', version: '1' } },
+      },
+      { 'x-api-key': token, accept: 'application/json, text/event-stream' },
+    );
+    expect(r.json.result).toEqual({
+      protocolVersion: '2025-11-25',
+      capabilities: { tools: {} },
+      serverInfo: { name: 'raw', version: '1' },
+    });
   });
 
   it('answers phone-originated requests with -32601 and never forwards them', async () => {

@@ -187,6 +187,47 @@ describe('bad bodies', () => {
     expect(r.json.error.data.code).toBe('too_large');
   });
 
+  it('refuses a numeric id that is not a safe integer, which could not be echoed back exactly', async () => {
+    // MCP ids are strings or integers; past 2^53 - 1 an integer loses digits once parsed, and the
+    // answer would carry another id than the request (9007199254740993 came back ...992).
+    const sid = await openSession();
+    const headers = { 'x-api-key': token, 'mcp-session-id': sid };
+    const list = (id: string) => `{"jsonrpc":"2.0","id":${id},"method":"tools/list"}`;
+    for (const id of ['9007199254740993', '-9007199254740993', '123456789012345678901234567890', '1.5', '1e400']) {
+      const r = await rpc(list(id), headers);
+      expect({ id, status: r.status, error: r.json.error }).toEqual({
+        id,
+        status: 400,
+        error: { code: -32600, message: 'Invalid Request: id must be a string or an integer within ±(2^53 - 1)' },
+      });
+    }
+    const max = await rpc(list('9007199254740991'), headers);
+    expect(max.status).toBe(200);
+    expect(max.json.id).toBe(Number.MAX_SAFE_INTEGER);
+    // Inside a 2025-03-26 batch the bad id is refused alone.
+    const old = await openSession('2025-03-26');
+    const batch = await rpc(`[${list('9007199254740993')},${list('"ok"')}]`, { ...headers, 'mcp-session-id': old });
+    expect(batch.status).toBe(200);
+    expect(batch.json.map((m: any) => [m.id, m.error?.code ?? 'result'])).toEqual([
+      [null, -32600],
+      ['ok', 'result'],
+    ]);
+  });
+
+  it('names a tools/call without a string tool name as such, not as an unknown tool "undefined"', async () => {
+    const sid = await openSession();
+    const headers = { 'x-api-key': token, 'mcp-session-id': sid };
+    for (const params of [undefined, {}, { arguments: {} }, { name: 5 }, { name: null }]) {
+      const r = await rpc({ jsonrpc: '2.0', id: 9, method: 'tools/call', ...(params && { params }) }, headers);
+      expect({ params, error: r.json.error }).toEqual({
+        params,
+        error: { code: -32602, message: 'Invalid params: params.name must be a string (the tool to call)' },
+      });
+    }
+    const unknown = await rpc({ jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'nope' } }, headers);
+    expect(unknown.json.error).toEqual({ code: -32602, message: 'Unknown tool: nope' });
+  });
+
   it('rejects batches after 2025-03-26 and handles them in 2025-03-26', async () => {
     const modern = await openSession('2025-06-18');
     const batch = [

@@ -145,6 +145,46 @@ describe('2026-07-28', () => {
     expect(r.json.error.code).toBe(-32601);
   });
 
+  it('says why a 2026-07-28 header on a session-era body is refused, not that the revision is unsupported', async () => {
+    // A batch, an initialize or an Mcp-Session-Id picks the session era (classifyEra); the
+    // header then names a revision the relay serves, only not with sessions.
+    const headers = {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'x-api-key': token,
+      'mcp-protocol-version': V,
+    };
+    const init = await fetch(relay.mcpUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': token },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 0,
+        method: 'initialize',
+        params: { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+      }),
+    });
+    const sid = init.headers.get('mcp-session-id')!;
+    const ping = { jsonrpc: '2.0', id: 7, method: 'tools/list' };
+    for (const [what, extra, body] of [
+      ['a batch', {}, [ping]],
+      ['initialize', {}, { jsonrpc: '2.0', id: 7, method: 'initialize', params: {} }],
+      ['a session id', { 'mcp-session-id': sid }, ping],
+    ] as const) {
+      const r = await fetch(relay.mcpUrl, {
+        method: 'POST',
+        headers: { ...headers, ...extra },
+        body: JSON.stringify(body),
+      });
+      const j = await r.json();
+      expect({ what, status: r.status, code: j.error.code }).toEqual({ what, status: 400, code: -32600 });
+      expect(j.error.message).toBe(
+        'Bad Request: MCP-Protocol-Version 2026-07-28 has no sessions, batches or initialize: send each request ' +
+          'on its own, without Mcp-Session-Id, its revision in params._meta (session revisions: 2025-11-25, 2025-06-18, 2025-03-26)',
+      );
+    }
+  });
+
   it('answers GET and DELETE with 405', async () => {
     for (const method of ['GET', 'DELETE']) {
       const r = await fetch(relay.mcpUrl, {
