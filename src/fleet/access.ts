@@ -9,6 +9,19 @@ import type { ResolvedFleetKey } from './keys.ts';
 /** The header an allocation's holder sends with every call on the phone it holds. */
 export const ALLOCATION_HEADER = 'x-phonebridge-allocation';
 
+/** At most this much of a caller's own input goes back in a message. */
+const SHOWN_MAX = 64;
+
+/**
+ * A path segment or header value the caller sent, as a refusal quotes it: control characters
+ * escaped, cut at SHOWN_MAX characters, so a 3,000-character or NUL-laden id is not echoed whole.
+ */
+export function shown(input: string): string {
+  const cut = input.length > SHOWN_MAX ? `${input.slice(0, SHOWN_MAX)}…` : input;
+  // eslint-disable-next-line no-control-regex
+  return cut.replace(/[\u0000-\u001f\u007f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
 /** Hand-set labels and the phone's facts, as selectors see them. */
 export function allLabels(d: Pick<DeviceLabels, 'labels' | 'initResult'>): Record<string, string> {
   return { ...d.labels, ...factLabels(d.initResult) };
@@ -20,7 +33,7 @@ export function deviceKeyOnUrl(cred: Credential, deviceId: string): Credential |
   return {
     status: 403,
     code: 'wrong_device',
-    message: `this key is bound to phone ${cred.token.deviceId}; use it on /mcp (or /mcp/devices/${cred.token.deviceId}), or use a fleet key for ${deviceId}`,
+    message: `this key is bound to phone ${cred.token.deviceId}; use it on /mcp (or /mcp/devices/${cred.token.deviceId}), or use a fleet key for ${shown(deviceId)}`,
   };
 }
 
@@ -37,7 +50,11 @@ export function fleetAccess(
   presented: string | undefined,
 ): Credential | Refusal {
   if (!device || device.accountId !== fk.account.id)
-    return { status: 404, code: 'device_not_found', message: `no phone ${deviceId} in this fleet key's account` };
+    return {
+      status: 404,
+      code: 'device_not_found',
+      message: `no phone ${shown(deviceId)} in this fleet key's account`,
+    };
   if (!matches(fk.selector, allLabels(device)))
     return {
       status: 403,
@@ -54,7 +71,7 @@ export function fleetAccess(
     return {
       status: 409,
       code: 'allocation_ended',
-      message: `allocation ${presented} is not live on phone ${deviceId} (expired, released or revoked); allocate again`,
+      message: `allocation ${shown(presented)} is not live on phone ${deviceId} (expired, released or revoked); allocate again`,
     };
   return {
     token: {
