@@ -18,7 +18,14 @@ import { SseStream } from './sse.ts';
 import { EventStream, newStreamId } from './session-streams.ts';
 import { BusUnavailableError } from '../bus/index.ts';
 import { presentedToken, type Credential } from './auth.ts';
-import { classify, errorResponse, parseBody, resultResponse, type JsonRpcRequest } from '../protocol/jsonrpc.ts';
+import {
+  classify,
+  classifyClientMessage,
+  errorResponse,
+  parseBody,
+  resultResponse,
+  type JsonRpcRequest,
+} from '../protocol/jsonrpc.ts';
 import { INVALID_REQUEST, relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
 import {
   allowsBatch,
@@ -318,12 +325,15 @@ class McpEndpoint implements FastPostHost {
         }),
       );
 
-    if (!isBatch && first.kind === 'request')
+    if (!isBatch && first.kind === 'request') {
+      const checked = classifyClientMessage(items[0]);
+      if (checked.kind === 'invalid') return ex.send(400, JSON_HEADERS, errorResponse(checked.id, checked.error));
       return this.answerOne(ex, h, cred, session, first.msg, started, raw.length);
+    }
 
     const answers: Array<Promise<Buffer>> = [];
     for (const item of items) {
-      const c = classify(item);
+      const c = classifyClientMessage(item);
       if (c.kind === 'invalid') {
         if (!isBatch) return ex.send(400, JSON_HEADERS, errorResponse(c.id, c.error));
         answers.push(Promise.resolve(Buffer.from(errorResponse(c.id, c.error))));

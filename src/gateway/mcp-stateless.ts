@@ -8,7 +8,7 @@ import { SseStream } from './sse.ts';
 import type { Credential } from './auth.ts';
 import type { Listener } from './hub.ts';
 import type { GatewayContext } from './context.ts';
-import { classify, errorResponse, resultResponse, type JsonRpcRequest } from '../protocol/jsonrpc.ts';
+import { classifyClientMessage, errorResponse, resultResponse, type JsonRpcRequest } from '../protocol/jsonrpc.ts';
 import { INVALID_REQUEST, METHOD_NOT_FOUND, type JsonRpcErrorObject } from '../protocol/errors.ts';
 import { insufficientScopeChallenge } from '../protocol/scopes.ts';
 import {
@@ -82,7 +82,7 @@ export class StatelessEndpoint {
     body: unknown,
     started = performance.now(),
   ): Promise<void> {
-    const c = classify(body);
+    const c = classifyClientMessage(body);
     if (c.kind === 'notification') return ex.send(202, {}, undefined); // none defined on HTTP in this revision
     if (c.kind === 'response')
       return ex.send(

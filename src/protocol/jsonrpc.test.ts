@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { classify, parseBody } from './jsonrpc.ts';
+import { classify, classifyClientMessage, parseBody } from './jsonrpc.ts';
 import { requestTimeoutMs } from './timeouts.ts';
 import { withCallerContext } from './caller.ts';
 import { negotiateRevision, allowsBatch } from './revisions.ts';
@@ -26,6 +26,41 @@ describe('classify', () => {
       expect(c.kind).toBe('invalid');
       if (c.kind === 'invalid') expect(c.error.code).toBe(-32600);
     }
+  });
+  it("refuses a client request whose _meta an MCP server would drop unanswered, with -32602 and the request's id", () => {
+    // The phone's SDK drops a frame whose progressToken or related-task breaks the schema: the
+    // client would wait for a timeout instead of learning its mistake.
+    for (const meta of [
+      { progressToken: null },
+      { progressToken: true },
+      { progressToken: { a: 1 } },
+      { progressToken: [1] },
+      { 'io.modelcontextprotocol/related-task': 'x' },
+      { 'io.modelcontextprotocol/related-task': { taskId: 5 } },
+    ]) {
+      const c = classifyClientMessage({
+        jsonrpc: '2.0',
+        id: 4,
+        method: 'tools/call',
+        params: { name: 'x', _meta: meta },
+      });
+      expect(c.kind).toBe('invalid');
+      if (c.kind === 'invalid') {
+        expect(c.id).toBe(4);
+        expect(c.error.code).toBe(-32602);
+        expect(c.error.message).toMatch(/^Invalid params: params\._meta/);
+      }
+    }
+    for (const meta of [{ progressToken: 'a' }, { progressToken: 7 }, { progressToken: 1.5 }, { other: null }]) {
+      expect(classifyClientMessage({ jsonrpc: '2.0', id: 4, method: 'tools/call', params: { _meta: meta } }).kind).toBe(
+        'request',
+      );
+    }
+    // The relay sets _meta itself when it is not an object, and a phone's own frames are not the client's.
+    expect(classifyClientMessage({ jsonrpc: '2.0', id: 4, method: 'x', params: { _meta: 'x' } }).kind).toBe('request');
+    expect(classify({ jsonrpc: '2.0', id: 4, method: 'x', params: { _meta: { progressToken: null } } }).kind).toBe(
+      'request',
+    );
   });
   it('reports a parse error as -32700', () => {
     const r = parseBody('{"a":');

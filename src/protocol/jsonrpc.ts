@@ -1,5 +1,5 @@
 // JSON-RPC 2.0 shapes and the checks the relay applies to what clients send.
-import { INVALID_REQUEST, PARSE_ERROR, type JsonRpcErrorObject } from './errors.ts';
+import { INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, type JsonRpcErrorObject } from './errors.ts';
 
 export type JsonRpcId = string | number;
 
@@ -80,6 +80,38 @@ export function classify(value: unknown): Classified {
     id,
     error: { code: INVALID_REQUEST, message: 'Invalid Request: no method, result or error' },
   };
+}
+
+const RELATED_TASK = 'io.modelcontextprotocol/related-task';
+
+/**
+ * classify() for what a client sends: a request whose `_meta` breaks the MCP schema where an
+ * MCP server checks it (`progressToken` a string or a number, `related-task` an object with a
+ * string `taskId`) is -32602 with its id. The SDK drops such a frame without an answer, so
+ * forwarded it would cost the client a timeout. A `_meta` that is not an object is no such
+ * case: the relay writes its own (the caller context, src/protocol/caller.ts).
+ */
+export function classifyClientMessage(value: unknown): Classified {
+  const c = classify(value);
+  if (c.kind !== 'request') return c;
+  const meta = c.msg.params?._meta;
+  if (typeof meta !== 'object' || meta === null || Array.isArray(meta)) return c;
+  const m = meta as Record<string, unknown>;
+  const bad = (message: string): Classified => ({
+    kind: 'invalid',
+    id: c.msg.id,
+    error: { code: INVALID_PARAMS, message: `Invalid params: params._meta.${message}` },
+  });
+  const token = m.progressToken;
+  if (token !== undefined && typeof token !== 'string' && typeof token !== 'number')
+    return bad('progressToken must be a string or a number');
+  const related = m[RELATED_TASK];
+  if (
+    related !== undefined &&
+    (typeof related !== 'object' || related === null || typeof (related as Record<string, unknown>).taskId !== 'string')
+  )
+    return bad(`["${RELATED_TASK}"] must be an object with a string taskId`);
+  return c;
 }
 
 /** Parses a client body: one message or (for 2025-03-26) a batch. */

@@ -146,6 +146,55 @@ describe('progress', () => {
     await b.client.close();
   });
 
+  it('refuses a progress token that is not a string or a number at once, in both eras; nothing reaches the phone', async () => {
+    const { transport, client } = await connectClient(relay.mcpUrl, fullToken);
+    const before = control.calls.length;
+    const started = Date.now();
+    const r = await post(fullToken, transport.sessionId!, {
+      jsonrpc: '2.0',
+      id: 11,
+      method: 'tools/call',
+      params: { name: 'echo', arguments: { text: 'x' }, _meta: { progressToken: null } },
+    });
+    expect(r.status).toBe(400);
+    expect(await r.json()).toMatchObject({
+      id: 11,
+      error: { code: -32602, message: expect.stringMatching(/progressToken must be a string or a number/) },
+    });
+    const stateless = await fetch(relay.mcpUrl, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'x-api-key': fullToken,
+        'mcp-protocol-version': '2026-07-28',
+        'mcp-method': 'tools/call',
+        'mcp-name': 'echo',
+      },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 12,
+        method: 'tools/call',
+        params: {
+          name: 'echo',
+          arguments: { text: 'x' },
+          _meta: {
+            'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+            'io.modelcontextprotocol/clientCapabilities': {},
+            progressToken: { not: 'a token' },
+          },
+        },
+      }),
+    });
+    expect(stateless.status).toBe(400);
+    expect(await stateless.json()).toMatchObject({ id: 12, error: { code: -32602 } });
+    // Forwarded, the phone's SDK would drop the frame and the client wait 30 s for a timeout.
+    expect(Date.now() - started).toBeLessThan(5000);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(control.calls.length).toBe(before);
+    await client.close();
+  });
+
   it('works with the SDK client onprogress', async () => {
     const { client } = await connectClient(relay.mcpUrl, fullToken);
     const progress: number[] = [];
