@@ -13,6 +13,14 @@ describe('headerTimeoutMs', () => {
     expect(headerTimeoutMs(declared(), { 'mcp-param-timeout': '999999' })).toBe(MAX_TIMEOUT_MS);
     expect(headerTimeoutMs(declared(), { 'mcp-param-timeout': '=?base64?NDA=?=' })).toBe(40_000 + LONG_POLL_GRACE_MS);
   });
+  it('sizes from every value validateParamHeaders lets through as equal to a whole-seconds body', () => {
+    // The header was checked against the body first (integers compared numerically): a value it
+    // accepted must not fall back to the 30 s default of a tool that is not wait_for_events.
+    expect(headerTimeoutMs(declared(), { 'mcp-param-timeout': '120.0' })).toBe(120_000 + LONG_POLL_GRACE_MS);
+    expect(headerTimeoutMs(declared(), { 'mcp-param-timeout': '1000000' })).toBe(MAX_TIMEOUT_MS);
+    expect(headerTimeoutMs(declared(), { 'mcp-param-timeout': '1e3' })).toBe(MAX_TIMEOUT_MS);
+    expect(headerTimeoutMs(declared(), { 'mcp-param-timeout': '90071992547409910' })).toBe(MAX_TIMEOUT_MS);
+  });
   it('is undefined (body fallback) without a declaration, a header, or with a value that is not whole seconds', () => {
     expect(headerTimeoutMs({ type: 'object', properties: {} }, { 'mcp-param-timeout': '40' })).toBeUndefined();
     expect(headerTimeoutMs(declared(), {})).toBeUndefined();

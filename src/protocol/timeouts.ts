@@ -43,6 +43,10 @@ export function headerTimeoutMs(inputSchema: unknown, headers: Headers): number 
   const raw = Object.entries(headers).find(([k]) => k.toLowerCase() === name)?.[1];
   if (raw === undefined) return undefined;
   const decoded = decodeHeaderValue(raw.trim());
-  if (!decoded.ok || !/^\d{1,6}$/.test(decoded.value)) return undefined;
-  return Math.min(Number(decoded.value) * 1000 + LONG_POLL_GRACE_MS, MAX_TIMEOUT_MS);
+  if (!decoded.ok || decoded.value.trim() === '') return undefined;
+  // Read as validateParamHeaders compared it (numerically: "120.0" is 120), so a header it let
+  // through sizes the call, beyond the cap too, instead of falling back to the 30 s default.
+  const seconds = Number(decoded.value);
+  if (!Number.isInteger(seconds) || seconds < 0) return undefined;
+  return Math.min(seconds * 1000 + LONG_POLL_GRACE_MS, MAX_TIMEOUT_MS);
 }
