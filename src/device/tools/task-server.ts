@@ -17,7 +17,7 @@ import {
   TASKS_EXTENSION,
 } from '../../protocol/stateless.ts';
 import { callerFrom, errorResult, type ToolError } from './contract.ts';
-import { TaskAlreadyFinished, TaskNotFound, type PhoneTasks, type TaskInfo } from './tasks.ts';
+import { InvalidCursor, TaskAlreadyFinished, TaskNotFound, type PhoneTasks, type TaskInfo } from './tasks.ts';
 
 export const RELATED_TASK_META_KEY = 'io.modelcontextprotocol/related-task';
 /** What the phone advertises in initialize: tasks for tools/call, listable and cancellable. */
@@ -91,7 +91,7 @@ export function serveTasks(mcp: McpServer, tasks: PhoneTasks, taskTools: Readonl
     try {
       return f();
     } catch (error) {
-      if (error instanceof TaskNotFound || error instanceof TaskAlreadyFinished)
+      if (error instanceof TaskNotFound || error instanceof TaskAlreadyFinished || error instanceof InvalidCursor)
         throw new McpError(ErrorCode.InvalidParams, error.message);
       throw error;
     }
@@ -178,7 +178,7 @@ export function serveTasks(mcp: McpServer, tasks: PhoneTasks, taskTools: Readonl
   handlers.set('tasks/list', (request) => {
     const { params } = request as Req;
     if (isModern(request)) throw new McpError(ErrorCode.MethodNotFound, 'Method not found: tasks/list');
-    return Promise.resolve(tasks.list(credentialOf(params), params?.cursor));
+    return Promise.resolve(known(() => tasks.list(credentialOf(params), params?.cursor)));
   });
 
   handlers.set('tasks/cancel', (request) => {

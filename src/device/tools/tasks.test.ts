@@ -98,6 +98,18 @@ describe('tasks on the phone', () => {
     await client.close();
   });
 
+  it('refuses a tasks/list cursor it never gave out with -32602 instead of listing from the start', async () => {
+    const { rq, client } = await setup();
+    await rq('tools/call', { name: 'wait_for_events', arguments: { timeout_s: 30 }, task: {} });
+    for (const cursor of ['garbage', 5, '-1', ''])
+      await expect(rq('tasks/list', { cursor })).rejects.toMatchObject({
+        code: -32602,
+        message: expect.stringMatching(/cursor/),
+      });
+    expect((await rq('tasks/list', {})).tasks).toHaveLength(1);
+    await client.close();
+  });
+
   it('cancel stops the run at the phone', async () => {
     const { rq, client, phone } = await setup();
     const created = await rq('tools/call', {

@@ -49,6 +49,7 @@ const PAGE = 50;
 
 export class TaskNotFound extends Error {}
 export class TaskAlreadyFinished extends Error {}
+export class InvalidCursor extends Error {}
 
 export class PhoneTasks {
   private readonly tasks = new Map<string, Entry>();
@@ -117,8 +118,12 @@ export class PhoneTasks {
 
   /** The credential's tasks, oldest first, a page at a time (the cursor is an opaque offset). */
   list(credential: string, cursor: unknown): { tasks: TaskInfo[]; nextCursor?: string } {
+    // A cursor this table never gave out is refused (MCP pagination: "Invalid cursors SHOULD
+    // result in an error with code -32602"), not read as the first page.
+    if (cursor !== undefined && !(typeof cursor === 'string' && /^\d{1,9}$/.test(cursor)))
+      throw new InvalidCursor(`invalid cursor ${JSON.stringify(cursor)}: pass a nextCursor from tasks/list`);
     const mine = [...this.tasks.values()].filter((e) => e.credential === credential).map((e) => ({ ...e.info }));
-    const from = typeof cursor === 'string' && /^\d{1,9}$/.test(cursor) ? Number(cursor) : 0;
+    const from = cursor === undefined ? 0 : Number(cursor);
     const tasks = mine.slice(from, from + PAGE);
     return from + PAGE < mine.length ? { tasks, nextCursor: String(from + PAGE) } : { tasks };
   }
