@@ -95,6 +95,12 @@ describe('tasks on the phone', () => {
     // Cancelling a finished task is an error, and changes nothing.
     await expect(rq('tasks/cancel', { taskId: id })).rejects.toMatchObject({ code: -32602 });
     expect((await rq('tasks/get', { taskId: id })).status).toBe('cancelled');
+    // A missing or non-string id says so, not "no task undefined".
+    for (const params of [{}, { taskId: 5 }])
+      await expect(rq('tasks/get', params)).rejects.toMatchObject({
+        code: -32602,
+        message: expect.stringContaining('params.taskId must be a string'),
+      });
     await client.close();
   });
 

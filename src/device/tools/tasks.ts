@@ -167,8 +167,9 @@ export class PhoneTasks {
   }
 
   private entry(credential: string, taskId: unknown): Entry {
-    const entry = typeof taskId === 'string' ? this.tasks.get(taskId) : undefined;
-    if (!entry || entry.credential !== credential) throw new TaskNotFound(`no task ${String(taskId)}`);
+    if (typeof taskId !== 'string') throw new TaskNotFound('params.taskId must be a string (the id tools/call gave)');
+    const entry = this.tasks.get(taskId);
+    if (!entry || entry.credential !== credential) throw new TaskNotFound(`no task ${taskId}`);
     return entry;
   }
 
