@@ -174,6 +174,26 @@ describe('a client generated from it', () => {
   });
 });
 
+describe('malformed input', () => {
+  it('a path that is not valid percent-encoding is a 400 (API) or 404 (phone URL), and the relay keeps serving', async () => {
+    const headers = { authorization: `Bearer ${admin.token}` };
+    for (const raw of ['%E0%A4%A', '%ZZ']) {
+      const r = await fetch(`${relay.url}/api/v1/devices/${raw}`, { headers });
+      expect(r.status).toBe(400);
+      expect(await r.json()).toEqual({ error: 'bad_request', message: 'path.id: not valid percent-encoding' });
+      const mcp = await fetch(`${relay.url}/mcp/devices/${raw}`, {
+        method: 'POST',
+        headers: { ...headers, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }),
+      });
+      expect(mcp.status).toBe(404);
+      expect(((await mcp.json()) as { error: string }).error).toBe('device_not_found');
+    }
+    const after = await fetch(`${relay.url}/api/v1/devices/${phoneIds[0]}`, { headers });
+    expect(after.status).toBe(200);
+  });
+});
+
 describe('the per-key rate limit', () => {
   it('answers 429 rate_limited past the budget, per key', async () => {
     const before = process.env.PHONEBRIDGE_API_REQUESTS_PER_MINUTE;
