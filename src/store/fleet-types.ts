@@ -51,12 +51,18 @@ export interface Enrollment {
 }
 
 export interface FleetStore {
-  /** Sets and removes hand-set labels; the labels after the change, undefined when there is no such device (in the account). */
+  /**
+   * Sets and removes hand-set labels: the labels after the change; `no_device` when there is no
+   * such device (in the account); `too_many` (nothing changed) when the change would leave more
+   * than `change.max` labels and more than the phone has now.
+   */
   updateLabels(
     deviceId: string,
-    change: { set: Record<string, string>; remove: string[] },
+    change: { set: Record<string, string>; remove: string[]; max?: number },
     accountId?: string,
-  ): Promise<Record<string, string> | undefined>;
+  ): Promise<
+    { ok: true; labels: Record<string, string> } | { ok: false; error: 'no_device' | 'too_many'; count?: number }
+  >;
   getDevice(id: string): Promise<LabelledDevice | undefined>;
   /**
    * Devices by id order, after `afterId`, whose labels contain every pair of `contains` (the

@@ -192,6 +192,37 @@ describe('malformed input', () => {
     const after = await fetch(`${relay.url}/api/v1/devices/${phoneIds[0]}`, { headers });
     expect(after.status).toBe(200);
   });
+
+  it('a label patch that would take a phone past 64 labels is bad_label and changes nothing', async () => {
+    const api = createClient<paths>({ baseUrl: relay.url, headers: { authorization: `Bearer ${admin.token}` } });
+    const id = phoneIds[4];
+    const many = (prefix: string, n: number) =>
+      Object.fromEntries(Array.from({ length: n }, (_, i) => [`${prefix}${i}`, 'x']));
+    const first = await api.PATCH('/api/v1/devices/{id}', {
+      params: { path: { id } },
+      body: { labels: many('a', 60) },
+    });
+    expect(first.response.status).toBe(200);
+    const before = first.data!.labels;
+    expect(Object.keys(before)).toHaveLength(62);
+    const over = await api.PATCH('/api/v1/devices/{id}', { params: { path: { id } }, body: { labels: many('b', 3) } });
+    expect(over.response.status).toBe(400);
+    expect(over.error).toEqual({ error: 'bad_label', message: 'at most 64 labels per phone (this change makes 65)' });
+    expect((await api.GET('/api/v1/devices/{id}', { params: { path: { id } } })).data!.labels).toEqual(before);
+    // Removing while adding counts what is left: 62 - 2 + 2 = 62.
+    const swap = await api.PATCH('/api/v1/devices/{id}', {
+      params: { path: { id } },
+      body: { labels: { ...many('b', 2), a0: null, a1: null } },
+    });
+    expect(swap.response.status).toBe(200);
+    const cleared = Object.fromEntries(
+      Object.keys(swap.data!.labels)
+        .filter((k) => k !== 'site' && k !== 'n')
+        .map((k) => [k, null]),
+    );
+    const back = await api.PATCH('/api/v1/devices/{id}', { params: { path: { id } }, body: { labels: cleared } });
+    expect(back.data!.labels).toEqual({ site: 'berlin', n: '4' });
+  });
 });
 
 describe('the per-key rate limit', () => {

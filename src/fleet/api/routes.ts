@@ -13,6 +13,7 @@ import {
   selectorFromObject,
   validateLabels,
   isFactKey,
+  MAX_LABELS,
 } from '../labels.ts';
 import { allLabels } from '../access.ts';
 import { allocate, containsPart, onlineNode } from '../allocations.ts';
@@ -313,9 +314,16 @@ export const ROUTES: ApiRoute[] = [
         if (err instanceof LabelError) throw new ApiError(400, 'bad_label', err.message);
         throw err;
       }
-      const labels = await ctx.store.fleet.updateLabels(d.id, { set, remove }, fk.account.id);
-      if (!labels) throw new ApiError(404, 'device_not_found', `no phone ${params.id}`);
-      return deviceJson(ctx, { ...d, labels }, !!(await ctx.store.fleet.allocationOfDevice(d.id, new Date())));
+      const r = await ctx.store.fleet.updateLabels(d.id, { set, remove, max: MAX_LABELS }, fk.account.id);
+      if (!r.ok)
+        throw r.error === 'too_many'
+          ? new ApiError(400, 'bad_label', `at most ${MAX_LABELS} labels per phone (this change makes ${r.count})`)
+          : new ApiError(404, 'device_not_found', `no phone ${params.id}`);
+      return deviceJson(
+        ctx,
+        { ...d, labels: r.labels },
+        !!(await ctx.store.fleet.allocationOfDevice(d.id, new Date())),
+      );
     },
   }),
   route({
