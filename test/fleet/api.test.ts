@@ -55,6 +55,33 @@ describe('the OpenAPI document', () => {
     expect(doc).toEqual(JSON.parse(JSON.stringify(openApiDocument(ROUTES, relay.url))));
   });
 
+  it('lists each error code under the status the API answers it with', async () => {
+    const doc = (await (await fetch(`${relay.url}/api/v1/openapi.json`)).json()) as {
+      paths: Record<string, Record<string, { responses: Record<string, { description: string }> }>>;
+    };
+    const described = (path: string, method: string) =>
+      Object.fromEntries(Object.entries(doc.paths[path][method].responses).map(([k, v]) => [k, v.description]));
+    const list = described('/api/v1/devices', 'get');
+    expect(list['400']).toContain('bad_selector');
+    expect(list['400']).toContain('bad_cursor');
+    expect(list['403']).toContain('insufficient_scope');
+    expect(list['404']).toBeUndefined();
+    for (const op of Object.values(doc.paths).flatMap((p) => Object.values(p))) {
+      expect(op.responses['401'].description).not.toContain('fleet_key_required');
+      expect(op.responses['403'].description).toContain('fleet_key_required');
+    }
+    const alloc = described('/api/v1/allocations', 'post');
+    expect(alloc['409']).toBe('no_device_available');
+    expect(alloc['400']).toContain('bad_selector');
+    expect(described('/api/v1/enrollments', 'post')['403']).toContain('account_key_required');
+    expect(described('/api/v1/keys', 'post')['404']).toBe('device_not_found');
+    // What the API answers, under those statuses.
+    const bad = await fetch(`${relay.url}/api/v1/devices?selector=site%20in%20(`, {
+      headers: { authorization: `Bearer ${admin.token}` },
+    });
+    expect([bad.status, ((await bad.json()) as { error: string }).error]).toEqual([400, 'bad_selector']);
+  });
+
   it('the checked-in generated client types are current (scripts/gen-api-client.ts)', async () => {
     const current = readFileSync(new URL('./generated/api-v1.ts', import.meta.url), 'utf8');
     expect(current).toBe(await generateApiTypes());
