@@ -290,7 +290,8 @@ export class KyselyFleetStore implements FleetStore {
   async renewAllocation(id: string, keyId: string, expiresAt: Date, now: Date): Promise<Allocation | undefined> {
     const r = await this.db
       .updateTable('allocations')
-      .set({ expires_at: expiresAt })
+      // A new term: the next renewal without a length repeats this one, not the whole time held.
+      .set({ expires_at: expiresAt, created_at: now })
       .where('id', '=', id)
       .where('key_id', '=', keyId)
       .where('expires_at', '>', now)

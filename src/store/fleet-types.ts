@@ -35,6 +35,7 @@ export interface Allocation {
   accountId: string;
   keyId: string;
   expiresAt: Date;
+  /** When its current term began: the allocation, or its latest renewal (a renewal's default length is expiresAt - createdAt). */
   createdAt: Date;
 }
 
@@ -126,7 +127,7 @@ export interface FleetStore {
   /** Device ids of the account's unexpired allocations. */
   allocatedDevices(accountId: string, now: Date): Promise<Set<string>>;
   listAllocations(filter: { accountId?: string; keyId?: string }, now: Date): Promise<Allocation[]>;
-  /** New expiry for the holder's unexpired allocation; undefined when it is not (or no longer) theirs. */
+  /** New expiry for the holder's unexpired allocation, its term starting `now`; undefined when it is not (or no longer) theirs. */
   renewAllocation(id: string, keyId: string, expiresAt: Date, now: Date): Promise<Allocation | undefined>;
   releaseAllocation(id: string, keyId: string): Promise<boolean>;
   /** When the account's next unexpired allocation expires (a waiting allocation wakes then). */

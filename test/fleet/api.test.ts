@@ -155,6 +155,30 @@ describe('a client generated from it', () => {
     expect(badTtl.error).toMatchObject({ error: 'bad_request' });
   });
 
+  it('a renewal without ttl_s lasts as long as the allocation’s last term, however often it is renewed', async () => {
+    const api = client();
+    const a = await api.POST('/api/v1/allocations', {
+      body: { selector: { site: 'paris' }, ttl_s: 60, include_offline: true },
+    });
+    expect(a.response.status).toBe(201);
+    const path = { id: a.data!.id };
+    const left = (r: { data?: { expires_at: string } }) => (Date.parse(r.data!.expires_at) - Date.now()) / 1000;
+    for (let i = 0; i < 3; i++) {
+      await new Promise((res) => setTimeout(res, 1100));
+      const r = await api.POST('/api/v1/allocations/{id}/renew', { params: { path }, body: {} });
+      expect(r.response.status).toBe(200);
+      expect(left(r)).toBeGreaterThan(58);
+      expect(left(r)).toBeLessThanOrEqual(60);
+    }
+    const shorter = await api.POST('/api/v1/allocations/{id}/renew', { params: { path }, body: { ttl_s: 30 } });
+    expect(left(shorter)).toBeLessThanOrEqual(30);
+    await new Promise((res) => setTimeout(res, 1100));
+    const again = await api.POST('/api/v1/allocations/{id}/renew', { params: { path }, body: {} });
+    expect(left(again)).toBeGreaterThan(28);
+    expect(left(again)).toBeLessThanOrEqual(30);
+    expect((await api.DELETE('/api/v1/allocations/{id}', { params: { path } })).response.status).toBe(204);
+  });
+
   it('creates a device key within the fleet key’s scopes, lists and revokes keys; makes enrollment codes', async () => {
     const api = client();
     const k = await api.POST('/api/v1/keys', { body: { device_id: phoneIds[1], scopes: ['devices:read'] } });

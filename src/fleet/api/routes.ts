@@ -406,7 +406,7 @@ export const ROUTES: ApiRoute[] = [
     method: 'post',
     path: '/api/v1/allocations/{id}/renew',
     operationId: 'renewAllocation',
-    summary: 'Extend a live allocation by ttl_s (default: its original length)',
+    summary: 'Renew a live allocation: it ends ttl_s from now (default: as long as its last term)',
     params: Id,
     body: Renew,
     status: 200,

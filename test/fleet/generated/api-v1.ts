@@ -63,7 +63,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Extend a live allocation by ttl_s (default: its original length) */
+        /** Renew a live allocation: it ends ttl_s from now (default: as long as its last term) */
         post: operations["renewAllocation"];
         delete?: never;
         options?: never;
@@ -752,7 +752,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Extend a live allocation by ttl_s (default: its original length) */
+            /** @description Renew a live allocation: it ends ttl_s from now (default: as long as its last term) */
             200: {
                 headers: {
                     [name: string]: unknown;
