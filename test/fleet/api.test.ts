@@ -244,6 +244,19 @@ describe('malformed input', () => {
     expect(after.status).toBe(200);
   });
 
+  it('a body with a field the API does not know (a misspelt "selector") is bad_request, and nothing is allocated', async () => {
+    const headers = { authorization: `Bearer ${admin.token}`, 'content-type': 'application/json' };
+    const r = await fetch(`${relay.url}/api/v1/allocations`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ selctor: { site: 'paris' }, ttl_s: 60, include_offline: true }),
+    });
+    expect(r.status).toBe(400);
+    expect(await r.json()).toEqual({ error: 'bad_request', message: 'body: Unrecognized key: "selctor"' });
+    const live = (await (await fetch(`${relay.url}/api/v1/allocations`, { headers })).json()) as { items: unknown[] };
+    expect(live.items).toEqual([]);
+  });
+
   it('a label patch that would take a phone past 64 labels is bad_label and changes nothing', async () => {
     const api = createClient<paths>({ baseUrl: relay.url, headers: { authorization: `Bearer ${admin.token}` } });
     const id = phoneIds[4];

@@ -49,8 +49,9 @@ const ListQuery = z.object({
   limit: z.coerce.number().int().min(1).max(500).default(100),
 });
 
+// Request bodies are strict: a misspelt field ("selctor") is a 400, not silently ignored.
 const LabelsPatch = z
-  .object({
+  .strictObject({
     labels: z
       .record(z.string(), z.string().nullable())
       .describe('A value sets the label, null removes it (JSON merge patch)'),
@@ -58,7 +59,7 @@ const LabelsPatch = z
   .meta({ id: 'LabelsPatch' });
 
 const AllocationRequest = z
-  .object({
+  .strictObject({
     selector: z.record(z.string(), z.string()).default({}).describe('Labels the phone must have (all of them)'),
     ttl_s: z.number().int().min(5).max(86_400),
     include_offline: z.boolean().default(false).describe('Also hand out phones that are not connected'),
@@ -70,10 +71,10 @@ const Allocation = z
   .object({ id: z.string(), device_id: z.string(), mcp_url: z.string(), expires_at: z.string() })
   .meta({ id: 'Allocation' });
 
-const Renew = z.object({ ttl_s: z.number().int().min(5).max(86_400).optional() }).meta({ id: 'RenewRequest' });
+const Renew = z.strictObject({ ttl_s: z.number().int().min(5).max(86_400).optional() }).meta({ id: 'RenewRequest' });
 
 const KeyCreate = z
-  .object({ device_id: z.string().min(1), scopes: z.array(ScopeEnum).min(1).optional() })
+  .strictObject({ device_id: z.string().min(1), scopes: z.array(ScopeEnum).min(1).optional() })
   .meta({ id: 'KeyCreate' });
 const Key = z
   .object({
@@ -90,7 +91,7 @@ const KeyCreated = z
   .meta({ id: 'KeyCreated' });
 
 const EnrollmentCreate = z
-  .object({
+  .strictObject({
     max_phones: z.number().int().min(1).max(MAX_ENROLL_PHONES),
     expires_s: z
       .number()
