@@ -9,7 +9,7 @@ import createClient from 'openapi-fetch';
 import type { paths } from './generated/api-v1.ts';
 import { generateApiTypes } from './api-types.ts';
 import { createDatabase } from '../cluster/harness.ts';
-import { startTestRelay, type TestRelay } from '../helpers/relay.ts';
+import { startTestRelay, waitFor, type TestRelay } from '../helpers/relay.ts';
 import { pairRaw } from '../helpers/raw-device.ts';
 import { createFleetKey } from '../../src/fleet/keys.ts';
 import { openApiDocument } from '../../src/fleet/api/openapi.ts';
@@ -286,6 +286,24 @@ describe('malformed input', () => {
     );
     const back = await api.PATCH('/api/v1/devices/{id}', { params: { path: { id } }, body: { labels: cleared } });
     expect(back.data!.labels).toEqual({ site: 'berlin', n: '4' });
+  });
+});
+
+describe('a locked account', () => {
+  it('its fleet keys get 402 while it is locked and work again as soon as it is unlocked', async () => {
+    const store = relay.relay.store.store;
+    const made = await store.createAccount({ id: 'acct_locktest', email: null, maxDevices: null, maxKeys: null });
+    expect(made.ok).toBe(true);
+    const k = await createFleetKey(store, { accountId: 'acct_locktest', scopes: ['devices:read'] });
+    const status = async () =>
+      (await fetch(`${relay.url}/api/v1/allocations`, { headers: { 'x-api-key': k.token } })).status;
+    expect(await status()).toBe(200);
+    await store.setAccountLocked('acct_locktest', true);
+    await waitFor(async () => (await status()) === 402, 5_000, 'the locked account answered 402');
+    expect(await status()).toBe(402);
+    await store.setAccountLocked('acct_locktest', false);
+    // The control poll is 250 ms; the key cache lives 30 s, so a cached locked account would still be 402.
+    await waitFor(async () => (await status()) === 200, 3_000, 'the unlocked account answered 200');
   });
 });
 
