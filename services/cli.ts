@@ -8,7 +8,7 @@ import { newId } from '../src/crypto/secrets.ts';
 import { readRelayInfo } from './relay-info.ts';
 import { DEFAULT_PLAN, normalizeEmail } from '../src/hosted/plans.ts';
 import { serve } from './serve.ts';
-import { LabelError, matches, parseLabelArgs, parseLabelList, parseSelector } from '../src/fleet/labels.ts';
+import { LabelError, MAX_LABELS, matches, parseLabelArgs, parseLabelList, parseSelector } from '../src/fleet/labels.ts';
 import { allLabels } from '../src/fleet/access.ts';
 import { createFleetKey } from '../src/fleet/keys.ts';
 import { createEnrollment, enrollmentJson, parseDuration } from '../src/fleet/enroll.ts';
@@ -277,8 +277,12 @@ async function devicesCommand(argv: string[]): Promise<void> {
     const [id, ...args] = positionals;
     if (!id) throw new UsageError('devices label needs a device id, then k=v to set or k- to remove');
     const change = parseLabelArgs(args);
-    const labels = await withStore(values, (store) => store.fleet.updateLabels(id, change));
-    if (!labels) throw new Error(`no device "${id}"`);
+    const r = await withStore(values, (store) => store.fleet.updateLabels(id, { ...change, max: MAX_LABELS }));
+    if (!r.ok)
+      throw r.error === 'too_many'
+        ? new LabelError(`at most ${MAX_LABELS} labels per phone (this change makes ${r.count})`)
+        : new Error(`no device "${id}"`);
+    const labels = r.labels;
     if (values.json) console.log(JSON.stringify({ id, labels }));
     else
       console.log(

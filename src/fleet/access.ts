@@ -22,6 +22,18 @@ export function shown(input: string): string {
   return cut.replace(/[\u0000-\u001f\u007f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
+/**
+ * A URL path segment decoded, or undefined when it is not valid percent-encoding ("%ZZ", a cut
+ * UTF-8 sequence): decodeURIComponent throws on those, and a throw in a uWS handler ends the process.
+ */
+export function decodedSegment(raw: string): string | undefined {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return undefined;
+  }
+}
+
 /** Hand-set labels and the phone's facts, as selectors see them. */
 export function allLabels(d: Pick<DeviceLabels, 'labels' | 'initResult'>): Record<string, string> {
   return { ...d.labels, ...factLabels(d.initResult) };

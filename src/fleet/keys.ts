@@ -57,7 +57,8 @@ const CACHE_MAX = 10_000;
 
 /**
  * Presented fleet keys → their row, parsed selector and account, cached per node like device
- * keys (src/gateway/auth.ts): positive answers only, dropped at once by revocations (hub.onRevoke).
+ * keys (src/gateway/auth.ts): positive answers of unlocked accounts only, dropped at once by
+ * revocations and locks (hub.onRevoke).
  */
 export class FleetKeyLookup {
   private readonly cache = new Map<string, { v: ResolvedFleetKey; until: number }>();
@@ -76,6 +77,9 @@ export class FleetKeyLookup {
       return undefined;
     }
     const v = { key, selector: parseSelector(key.selector), account };
+    // A locked account is read again each time: an unlock reaches no handler here (only
+    // revocations and locks do, hub.onRevoke), and it must work at once, not in 30 s.
+    if (account.locked) return v;
     if (this.cache.size >= CACHE_MAX) this.cache.delete(this.cache.keys().next().value!);
     this.cache.set(token, { v, until: now + CACHE_TTL_MS });
     return v;

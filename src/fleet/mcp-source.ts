@@ -5,7 +5,7 @@ import type { HttpRequest } from '../uws.ts';
 import type { GatewayContext } from '../gateway/context.ts';
 import { isRefusal, type CredentialSource, type Refusal } from '../gateway/features.ts';
 import type { Credential } from '../gateway/auth.ts';
-import { ALLOCATION_HEADER, deviceKeyOnUrl, fleetAccess } from './access.ts';
+import { ALLOCATION_HEADER, decodedSegment, deviceKeyOnUrl, fleetAccess } from './access.ts';
 import { isFleetToken, type FleetKeyLookup } from './keys.ts';
 
 interface Captured {
@@ -17,8 +17,10 @@ export function deviceUrlSource(ctx: GatewayContext, keys: FleetKeyLookup): Cred
   const uses = new KeyUses(ctx);
   return {
     capture(req: HttpRequest): Captured {
+      const raw = req.getParameter(0) ?? '';
       return {
-        deviceId: decodeURIComponent(req.getParameter(0) ?? ''),
+        // Not valid percent-encoding: taken as written, so it names no phone (device_not_found).
+        deviceId: decodedSegment(raw) ?? raw,
         allocation: req.getHeader(ALLOCATION_HEADER) || undefined,
       };
     },

@@ -65,16 +65,31 @@ export class KyselyFleetStore implements FleetStore {
 
   async updateLabels(
     deviceId: string,
-    change: { set: Record<string, string>; remove: string[] },
+    change: { set: Record<string, string>; remove: string[]; max?: number },
     accountId?: string,
-  ): Promise<Record<string, string> | undefined> {
-    let q = this.db
-      .updateTable('devices')
-      .set({ labels: sql`(labels || ${JSON.stringify(change.set)}::jsonb) - ${change.remove}::text[]` as never })
-      .where('id', '=', deviceId);
-    if (accountId !== undefined) q = q.where('account_id', '=', accountId);
-    const r = await q.returning('labels').executeTakeFirst();
-    return r?.labels;
+  ): Promise<
+    { ok: true; labels: Record<string, string> } | { ok: false; error: 'no_device' | 'too_many'; count?: number }
+  > {
+    return this.db.transaction().execute(async (trx) => {
+      // The row is locked while the result is counted, so concurrent changes cannot pass the cap together.
+      let q = trx.selectFrom('devices').select('labels').where('id', '=', deviceId).forUpdate();
+      if (accountId !== undefined) q = q.where('account_id', '=', accountId);
+      const row = await q.executeTakeFirst();
+      if (!row) return { ok: false as const, error: 'no_device' as const };
+      const now = row.labels ?? {};
+      const next = { ...now, ...change.set };
+      for (const k of change.remove) delete next[k];
+      const count = Object.keys(next).length;
+      if (change.max !== undefined && count > change.max && count > Object.keys(now).length)
+        return { ok: false as const, error: 'too_many' as const, count };
+      const r = await trx
+        .updateTable('devices')
+        .set({ labels: sql`(labels || ${JSON.stringify(change.set)}::jsonb) - ${change.remove}::text[]` as never })
+        .where('id', '=', deviceId)
+        .returning('labels')
+        .executeTakeFirstOrThrow();
+      return { ok: true as const, labels: r.labels ?? {} };
+    });
   }
 
   async getDevice(id: string): Promise<LabelledDevice | undefined> {
@@ -275,7 +290,8 @@ export class KyselyFleetStore implements FleetStore {
   async renewAllocation(id: string, keyId: string, expiresAt: Date, now: Date): Promise<Allocation | undefined> {
     const r = await this.db
       .updateTable('allocations')
-      .set({ expires_at: expiresAt })
+      // A new term: the next renewal without a length repeats this one, not the whole time held.
+      .set({ expires_at: expiresAt, created_at: now })
       .where('id', '=', id)
       .where('key_id', '=', keyId)
       .where('expires_at', '>', now)

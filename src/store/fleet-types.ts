@@ -35,6 +35,7 @@ export interface Allocation {
   accountId: string;
   keyId: string;
   expiresAt: Date;
+  /** When its current term began: the allocation, or its latest renewal (a renewal's default length is expiresAt - createdAt). */
   createdAt: Date;
 }
 
@@ -51,12 +52,18 @@ export interface Enrollment {
 }
 
 export interface FleetStore {
-  /** Sets and removes hand-set labels; the labels after the change, undefined when there is no such device (in the account). */
+  /**
+   * Sets and removes hand-set labels: the labels after the change; `no_device` when there is no
+   * such device (in the account); `too_many` (nothing changed) when the change would leave more
+   * than `change.max` labels and more than the phone has now.
+   */
   updateLabels(
     deviceId: string,
-    change: { set: Record<string, string>; remove: string[] },
+    change: { set: Record<string, string>; remove: string[]; max?: number },
     accountId?: string,
-  ): Promise<Record<string, string> | undefined>;
+  ): Promise<
+    { ok: true; labels: Record<string, string> } | { ok: false; error: 'no_device' | 'too_many'; count?: number }
+  >;
   getDevice(id: string): Promise<LabelledDevice | undefined>;
   /**
    * Devices by id order, after `afterId`, whose labels contain every pair of `contains` (the
@@ -120,7 +127,7 @@ export interface FleetStore {
   /** Device ids of the account's unexpired allocations. */
   allocatedDevices(accountId: string, now: Date): Promise<Set<string>>;
   listAllocations(filter: { accountId?: string; keyId?: string }, now: Date): Promise<Allocation[]>;
-  /** New expiry for the holder's unexpired allocation; undefined when it is not (or no longer) theirs. */
+  /** New expiry for the holder's unexpired allocation, its term starting `now`; undefined when it is not (or no longer) theirs. */
   renewAllocation(id: string, keyId: string, expiresAt: Date, now: Date): Promise<Allocation | undefined>;
   releaseAllocation(id: string, keyId: string): Promise<boolean>;
   /** When the account's next unexpired allocation expires (a waiting allocation wakes then). */

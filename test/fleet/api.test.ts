@@ -9,7 +9,7 @@ import createClient from 'openapi-fetch';
 import type { paths } from './generated/api-v1.ts';
 import { generateApiTypes } from './api-types.ts';
 import { createDatabase } from '../cluster/harness.ts';
-import { startTestRelay, type TestRelay } from '../helpers/relay.ts';
+import { startTestRelay, waitFor, type TestRelay } from '../helpers/relay.ts';
 import { pairRaw } from '../helpers/raw-device.ts';
 import { createFleetKey } from '../../src/fleet/keys.ts';
 import { openApiDocument } from '../../src/fleet/api/openapi.ts';
@@ -53,6 +53,33 @@ describe('the OpenAPI document', () => {
     broken.paths['/api/v1/devices'].get.responses['200'] = { content: 'not an object' };
     expect((await new Validator().validate(broken as never)).valid).toBe(false);
     expect(doc).toEqual(JSON.parse(JSON.stringify(openApiDocument(ROUTES, relay.url))));
+  });
+
+  it('lists each error code under the status the API answers it with', async () => {
+    const doc = (await (await fetch(`${relay.url}/api/v1/openapi.json`)).json()) as {
+      paths: Record<string, Record<string, { responses: Record<string, { description: string }> }>>;
+    };
+    const described = (path: string, method: string) =>
+      Object.fromEntries(Object.entries(doc.paths[path][method].responses).map(([k, v]) => [k, v.description]));
+    const list = described('/api/v1/devices', 'get');
+    expect(list['400']).toContain('bad_selector');
+    expect(list['400']).toContain('bad_cursor');
+    expect(list['403']).toContain('insufficient_scope');
+    expect(list['404']).toBeUndefined();
+    for (const op of Object.values(doc.paths).flatMap((p) => Object.values(p))) {
+      expect(op.responses['401'].description).not.toContain('fleet_key_required');
+      expect(op.responses['403'].description).toContain('fleet_key_required');
+    }
+    const alloc = described('/api/v1/allocations', 'post');
+    expect(alloc['409']).toBe('no_device_available');
+    expect(alloc['400']).toContain('bad_selector');
+    expect(described('/api/v1/enrollments', 'post')['403']).toContain('account_key_required');
+    expect(described('/api/v1/keys', 'post')['404']).toBe('device_not_found');
+    // What the API answers, under those statuses.
+    const bad = await fetch(`${relay.url}/api/v1/devices?selector=site%20in%20(`, {
+      headers: { authorization: `Bearer ${admin.token}` },
+    });
+    expect([bad.status, ((await bad.json()) as { error: string }).error]).toEqual([400, 'bad_selector']);
   });
 
   it('the checked-in generated client types are current (scripts/gen-api-client.ts)', async () => {
@@ -128,6 +155,30 @@ describe('a client generated from it', () => {
     expect(badTtl.error).toMatchObject({ error: 'bad_request' });
   });
 
+  it('a renewal without ttl_s lasts as long as the allocation’s last term, however often it is renewed', async () => {
+    const api = client();
+    const a = await api.POST('/api/v1/allocations', {
+      body: { selector: { site: 'paris' }, ttl_s: 60, include_offline: true },
+    });
+    expect(a.response.status).toBe(201);
+    const path = { id: a.data!.id };
+    const left = (r: { data?: { expires_at: string } }) => (Date.parse(r.data!.expires_at) - Date.now()) / 1000;
+    for (let i = 0; i < 3; i++) {
+      await new Promise((res) => setTimeout(res, 1100));
+      const r = await api.POST('/api/v1/allocations/{id}/renew', { params: { path }, body: {} });
+      expect(r.response.status).toBe(200);
+      expect(left(r)).toBeGreaterThan(58);
+      expect(left(r)).toBeLessThanOrEqual(60);
+    }
+    const shorter = await api.POST('/api/v1/allocations/{id}/renew', { params: { path }, body: { ttl_s: 30 } });
+    expect(left(shorter)).toBeLessThanOrEqual(30);
+    await new Promise((res) => setTimeout(res, 1100));
+    const again = await api.POST('/api/v1/allocations/{id}/renew', { params: { path }, body: {} });
+    expect(left(again)).toBeGreaterThan(28);
+    expect(left(again)).toBeLessThanOrEqual(30);
+    expect((await api.DELETE('/api/v1/allocations/{id}', { params: { path } })).response.status).toBe(204);
+  });
+
   it('creates a device key within the fleet key’s scopes, lists and revokes keys; makes enrollment codes', async () => {
     const api = client();
     const k = await api.POST('/api/v1/keys', { body: { device_id: phoneIds[1], scopes: ['devices:read'] } });
@@ -171,6 +222,88 @@ describe('a client generated from it', () => {
     const deviceKey = await relay.key(phoneIds[2]);
     const dk = await fetch(`${relay.url}/api/v1/devices`, { headers: { 'x-api-key': deviceKey.token } });
     expect([dk.status, ((await dk.json()) as { error: string }).error]).toEqual([403, 'fleet_key_required']);
+  });
+});
+
+describe('malformed input', () => {
+  it('a path that is not valid percent-encoding is a 400 (API) or 404 (phone URL), and the relay keeps serving', async () => {
+    const headers = { authorization: `Bearer ${admin.token}` };
+    for (const raw of ['%E0%A4%A', '%ZZ']) {
+      const r = await fetch(`${relay.url}/api/v1/devices/${raw}`, { headers });
+      expect(r.status).toBe(400);
+      expect(await r.json()).toEqual({ error: 'bad_request', message: 'path.id: not valid percent-encoding' });
+      const mcp = await fetch(`${relay.url}/mcp/devices/${raw}`, {
+        method: 'POST',
+        headers: { ...headers, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }),
+      });
+      expect(mcp.status).toBe(404);
+      expect(((await mcp.json()) as { error: string }).error).toBe('device_not_found');
+    }
+    const after = await fetch(`${relay.url}/api/v1/devices/${phoneIds[0]}`, { headers });
+    expect(after.status).toBe(200);
+  });
+
+  it('a body with a field the API does not know (a misspelt "selector") is bad_request, and nothing is allocated', async () => {
+    const headers = { authorization: `Bearer ${admin.token}`, 'content-type': 'application/json' };
+    const r = await fetch(`${relay.url}/api/v1/allocations`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ selctor: { site: 'paris' }, ttl_s: 60, include_offline: true }),
+    });
+    expect(r.status).toBe(400);
+    expect(await r.json()).toEqual({ error: 'bad_request', message: 'body: Unrecognized key: "selctor"' });
+    const live = (await (await fetch(`${relay.url}/api/v1/allocations`, { headers })).json()) as { items: unknown[] };
+    expect(live.items).toEqual([]);
+  });
+
+  it('a label patch that would take a phone past 64 labels is bad_label and changes nothing', async () => {
+    const api = createClient<paths>({ baseUrl: relay.url, headers: { authorization: `Bearer ${admin.token}` } });
+    const id = phoneIds[4];
+    const many = (prefix: string, n: number) =>
+      Object.fromEntries(Array.from({ length: n }, (_, i) => [`${prefix}${i}`, 'x']));
+    const first = await api.PATCH('/api/v1/devices/{id}', {
+      params: { path: { id } },
+      body: { labels: many('a', 60) },
+    });
+    expect(first.response.status).toBe(200);
+    const before = first.data!.labels;
+    expect(Object.keys(before)).toHaveLength(62);
+    const over = await api.PATCH('/api/v1/devices/{id}', { params: { path: { id } }, body: { labels: many('b', 3) } });
+    expect(over.response.status).toBe(400);
+    expect(over.error).toEqual({ error: 'bad_label', message: 'at most 64 labels per phone (this change makes 65)' });
+    expect((await api.GET('/api/v1/devices/{id}', { params: { path: { id } } })).data!.labels).toEqual(before);
+    // Removing while adding counts what is left: 62 - 2 + 2 = 62.
+    const swap = await api.PATCH('/api/v1/devices/{id}', {
+      params: { path: { id } },
+      body: { labels: { ...many('b', 2), a0: null, a1: null } },
+    });
+    expect(swap.response.status).toBe(200);
+    const cleared = Object.fromEntries(
+      Object.keys(swap.data!.labels)
+        .filter((k) => k !== 'site' && k !== 'n')
+        .map((k) => [k, null]),
+    );
+    const back = await api.PATCH('/api/v1/devices/{id}', { params: { path: { id } }, body: { labels: cleared } });
+    expect(back.data!.labels).toEqual({ site: 'berlin', n: '4' });
+  });
+});
+
+describe('a locked account', () => {
+  it('its fleet keys get 402 while it is locked and work again as soon as it is unlocked', async () => {
+    const store = relay.relay.store.store;
+    const made = await store.createAccount({ id: 'acct_locktest', email: null, maxDevices: null, maxKeys: null });
+    expect(made.ok).toBe(true);
+    const k = await createFleetKey(store, { accountId: 'acct_locktest', scopes: ['devices:read'] });
+    const status = async () =>
+      (await fetch(`${relay.url}/api/v1/allocations`, { headers: { 'x-api-key': k.token } })).status;
+    expect(await status()).toBe(200);
+    await store.setAccountLocked('acct_locktest', true);
+    await waitFor(async () => (await status()) === 402, 5_000, 'the locked account answered 402');
+    expect(await status()).toBe(402);
+    await store.setAccountLocked('acct_locktest', false);
+    // The control poll is 250 ms; the key cache lives 30 s, so a cached locked account would still be 402.
+    await waitFor(async () => (await status()) === 200, 3_000, 'the unlocked account answered 200');
   });
 });
 

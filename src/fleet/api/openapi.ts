@@ -2,14 +2,15 @@
 // (z.toJSONSchema), the same ones the handlers validate with.
 import { z } from 'zod';
 import type { ApiRoute } from './routes.ts';
-import { ErrorBody } from './route.ts';
+import { ERROR_STATUS, ErrorBody } from './route.ts';
 
 type Json = Record<string, unknown>;
 
 const COMMON_ERRORS: Record<number, string> = {
   400: 'bad_request: the input does not match the schema',
-  401: 'unauthorized: missing or unknown key; fleet_key_required: a device key was used',
+  401: 'unauthorized: missing or unknown key',
   402: 'subscription_required: the account is locked',
+  403: 'fleet_key_required: a device key was used',
   429: 'rate_limited: too many requests from this key',
 };
 
@@ -75,8 +76,11 @@ export function openApiDocument(routes: readonly ApiRoute[], serverUrl: string):
       ? { description: r.summary, content: { 'application/json': { schema: ref(r.response, 'output') } } }
       : { description: r.summary };
     const errors = { ...COMMON_ERRORS };
-    if (r.errors.length)
-      errors[r.status === 201 && r.errors.includes('no_device_available') ? 409 : 404] = r.errors.join(', ');
+    for (const code of r.errors) {
+      const status = ERROR_STATUS[code];
+      if (status === undefined) throw new Error(`${r.operationId}: no status for error code ${code}`);
+      errors[status] = errors[status] ? `${errors[status]}; ${code}` : code;
+    }
     for (const [status, text] of Object.entries(errors))
       responses[status] = { description: text, content: { 'application/json': { schema: errorRef } } };
     (paths[r.path] ??= {})[r.method] = {

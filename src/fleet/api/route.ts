@@ -17,6 +17,21 @@ export class ApiError extends Error {
   }
 }
 
+/** The status each route-specific error code is answered with (the OpenAPI document lists them under it). */
+export const ERROR_STATUS: Record<string, number> = {
+  bad_selector: 400,
+  bad_label: 400,
+  bad_cursor: 400,
+  insufficient_scope: 403,
+  account_key_required: 403,
+  limit_reached: 403,
+  device_not_found: 404,
+  allocation_not_found: 404,
+  key_not_found: 404,
+  enrollment_not_found: 404,
+  no_device_available: 409,
+};
+
 export const ErrorBody = z
   .object({ error: z.string().describe('A stable machine-readable code'), message: z.string() })
   .meta({ id: 'Error' });

@@ -13,6 +13,7 @@ import {
   selectorFromObject,
   validateLabels,
   isFactKey,
+  MAX_LABELS,
 } from '../labels.ts';
 import { allLabels } from '../access.ts';
 import { allocate, containsPart, onlineNode } from '../allocations.ts';
@@ -48,8 +49,9 @@ const ListQuery = z.object({
   limit: z.coerce.number().int().min(1).max(500).default(100),
 });
 
+// Request bodies are strict: a misspelt field ("selctor") is a 400, not silently ignored.
 const LabelsPatch = z
-  .object({
+  .strictObject({
     labels: z
       .record(z.string(), z.string().nullable())
       .describe('A value sets the label, null removes it (JSON merge patch)'),
@@ -57,7 +59,7 @@ const LabelsPatch = z
   .meta({ id: 'LabelsPatch' });
 
 const AllocationRequest = z
-  .object({
+  .strictObject({
     selector: z.record(z.string(), z.string()).default({}).describe('Labels the phone must have (all of them)'),
     ttl_s: z.number().int().min(5).max(86_400),
     include_offline: z.boolean().default(false).describe('Also hand out phones that are not connected'),
@@ -69,10 +71,10 @@ const Allocation = z
   .object({ id: z.string(), device_id: z.string(), mcp_url: z.string(), expires_at: z.string() })
   .meta({ id: 'Allocation' });
 
-const Renew = z.object({ ttl_s: z.number().int().min(5).max(86_400).optional() }).meta({ id: 'RenewRequest' });
+const Renew = z.strictObject({ ttl_s: z.number().int().min(5).max(86_400).optional() }).meta({ id: 'RenewRequest' });
 
 const KeyCreate = z
-  .object({ device_id: z.string().min(1), scopes: z.array(ScopeEnum).min(1).optional() })
+  .strictObject({ device_id: z.string().min(1), scopes: z.array(ScopeEnum).min(1).optional() })
   .meta({ id: 'KeyCreate' });
 const Key = z
   .object({
@@ -89,7 +91,7 @@ const KeyCreated = z
   .meta({ id: 'KeyCreated' });
 
 const EnrollmentCreate = z
-  .object({
+  .strictObject({
     max_phones: z.number().int().min(1).max(MAX_ENROLL_PHONES),
     expires_s: z
       .number()
@@ -313,9 +315,16 @@ export const ROUTES: ApiRoute[] = [
         if (err instanceof LabelError) throw new ApiError(400, 'bad_label', err.message);
         throw err;
       }
-      const labels = await ctx.store.fleet.updateLabels(d.id, { set, remove }, fk.account.id);
-      if (!labels) throw new ApiError(404, 'device_not_found', `no phone ${params.id}`);
-      return deviceJson(ctx, { ...d, labels }, !!(await ctx.store.fleet.allocationOfDevice(d.id, new Date())));
+      const r = await ctx.store.fleet.updateLabels(d.id, { set, remove, max: MAX_LABELS }, fk.account.id);
+      if (!r.ok)
+        throw r.error === 'too_many'
+          ? new ApiError(400, 'bad_label', `at most ${MAX_LABELS} labels per phone (this change makes ${r.count})`)
+          : new ApiError(404, 'device_not_found', `no phone ${params.id}`);
+      return deviceJson(
+        ctx,
+        { ...d, labels: r.labels },
+        !!(await ctx.store.fleet.allocationOfDevice(d.id, new Date())),
+      );
     },
   }),
   route({
@@ -398,7 +407,7 @@ export const ROUTES: ApiRoute[] = [
     method: 'post',
     path: '/api/v1/allocations/{id}/renew',
     operationId: 'renewAllocation',
-    summary: 'Extend a live allocation by ttl_s (default: its original length)',
+    summary: 'Renew a live allocation: it ends ttl_s from now (default: as long as its last term)',
     params: Id,
     body: Renew,
     status: 200,

@@ -9,6 +9,7 @@ import { ApiError, parseOr400 } from './route.ts';
 import type { ApiRoute } from './routes.ts';
 import type { FleetKeyLookup } from '../keys.ts';
 import { openApiDocument } from './openapi.ts';
+import { decodedSegment } from '../access.ts';
 
 const BODY_LIMIT = 64 * 1024;
 
@@ -38,7 +39,13 @@ export function registerApi(
       const ex = new Exchange(res);
       const h = copyHeaders(req, ['x-api-key', 'authorization']);
       const params: Record<string, string> = {};
-      names.forEach((n, i) => (params[n] = decodeURIComponent(req.getParameter(i) ?? '')));
+      let badParam: string | undefined;
+      names.forEach((n, i) => {
+        const v = decodedSegment(req.getParameter(i) ?? '');
+        if (v === undefined) badParam ??= n;
+        else params[n] = v;
+      });
+      if (badParam !== undefined) return ex.error(400, 'bad_request', `path.${badParam}: not valid percent-encoding`);
       const query = Object.fromEntries(new URLSearchParams(req.getQuery() ?? ''));
       const body = r.body ? ex.body(BODY_LIMIT) : undefined;
       body?.catch(() => {});

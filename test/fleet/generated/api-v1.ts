@@ -63,7 +63,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Extend a live allocation by ttl_s (default: its original length) */
+        /** Renew a live allocation: it ends ttl_s from now (default: as long as its last term) */
         post: operations["renewAllocation"];
         delete?: never;
         options?: never;
@@ -317,7 +317,7 @@ export interface operations {
                     "application/json": components["schemas"]["DeviceList"];
                 };
             };
-            /** @description bad_request: the input does not match the schema */
+            /** @description bad_request: the input does not match the schema; bad_selector; bad_cursor */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -326,7 +326,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description unauthorized: missing or unknown key; fleet_key_required: a device key was used */
+            /** @description unauthorized: missing or unknown key */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -344,8 +344,8 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description bad_selector, bad_cursor, insufficient_scope */
-            404: {
+            /** @description fleet_key_required: a device key was used; insufficient_scope */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -393,7 +393,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description unauthorized: missing or unknown key; fleet_key_required: a device key was used */
+            /** @description unauthorized: missing or unknown key */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -411,7 +411,16 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description device_not_found, insufficient_scope */
+            /** @description fleet_key_required: a device key was used; insufficient_scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description device_not_found */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -458,7 +467,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description unauthorized: missing or unknown key; fleet_key_required: a device key was used */
+            /** @description unauthorized: missing or unknown key */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -469,6 +478,15 @@ export interface operations {
             };
             /** @description subscription_required: the account is locked */
             402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description fleet_key_required: a device key was used */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -520,7 +538,7 @@ export interface operations {
                     "application/json": components["schemas"]["Device"];
                 };
             };
-            /** @description bad_request: the input does not match the schema */
+            /** @description bad_request: the input does not match the schema; bad_label */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -529,7 +547,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description unauthorized: missing or unknown key; fleet_key_required: a device key was used */
+            /** @description unauthorized: missing or unknown key */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -547,7 +565,16 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description device_not_found, bad_label */
+            /** @description fleet_key_required: a device key was used */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description device_not_found */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -594,7 +621,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description unauthorized: missing or unknown key; fleet_key_required: a device key was used */
+            /** @description unauthorized: missing or unknown key */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -605,6 +632,15 @@ export interface operations {
             };
             /** @description subscription_required: the account is locked */
             402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description fleet_key_required: a device key was used */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -645,7 +681,7 @@ export interface operations {
                     "application/json": components["schemas"]["Allocation"];
                 };
             };
-            /** @description bad_request: the input does not match the schema */
+            /** @description bad_request: the input does not match the schema; bad_selector */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -654,7 +690,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description unauthorized: missing or unknown key; fleet_key_required: a device key was used */
+            /** @description unauthorized: missing or unknown key */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -672,7 +708,16 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description no_device_available, bad_selector */
+            /** @description fleet_key_required: a device key was used */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no_device_available */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -707,7 +752,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Extend a live allocation by ttl_s (default: its original length) */
+            /** @description Renew a live allocation: it ends ttl_s from now (default: as long as its last term) */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -725,7 +770,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description unauthorized: missing or unknown key; fleet_key_required: a device key was used */
+            /** @description unauthorized: missing or unknown key */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -736,6 +781,15 @@ export interface operations {
             };
             /** @description subscription_required: the account is locked */
             402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description fleet_key_required: a device key was used */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -790,7 +844,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description unauthorized: missing or unknown key; fleet_key_required: a device key was used */
+            /** @description unauthorized: missing or unknown key */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -801,6 +855,15 @@ export interface operations {
             };
             /** @description subscription_required: the account is locked */
             402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description fleet_key_required: a device key was used */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -855,7 +918,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description unauthorized: missing or unknown key; fleet_key_required: a device key was used */
+            /** @description unauthorized: missing or unknown key */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -873,8 +936,8 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description account_key_required */
-            404: {
+            /** @description fleet_key_required: a device key was used; account_key_required */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -924,7 +987,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description unauthorized: missing or unknown key; fleet_key_required: a device key was used */
+            /** @description unauthorized: missing or unknown key */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -942,7 +1005,16 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description device_not_found, insufficient_scope, limit_reached */
+            /** @description fleet_key_required: a device key was used; insufficient_scope; limit_reached */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description device_not_found */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -989,7 +1061,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description unauthorized: missing or unknown key; fleet_key_required: a device key was used */
+            /** @description unauthorized: missing or unknown key */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1007,7 +1079,16 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description key_not_found, account_key_required */
+            /** @description fleet_key_required: a device key was used; account_key_required */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description key_not_found */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1054,7 +1135,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description unauthorized: missing or unknown key; fleet_key_required: a device key was used */
+            /** @description unauthorized: missing or unknown key */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1072,8 +1153,8 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description account_key_required */
-            404: {
+            /** @description fleet_key_required: a device key was used; account_key_required */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1114,7 +1195,7 @@ export interface operations {
                     "application/json": components["schemas"]["EnrollmentCreated"];
                 };
             };
-            /** @description bad_request: the input does not match the schema */
+            /** @description bad_request: the input does not match the schema; bad_label */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1123,7 +1204,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description unauthorized: missing or unknown key; fleet_key_required: a device key was used */
+            /** @description unauthorized: missing or unknown key */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1141,8 +1222,8 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description account_key_required, bad_label */
-            404: {
+            /** @description fleet_key_required: a device key was used; account_key_required */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1188,7 +1269,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description unauthorized: missing or unknown key; fleet_key_required: a device key was used */
+            /** @description unauthorized: missing or unknown key */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1206,7 +1287,16 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description enrollment_not_found, account_key_required */
+            /** @description fleet_key_required: a device key was used; account_key_required */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description enrollment_not_found */
             404: {
                 headers: {
                     [name: string]: unknown;
