@@ -200,6 +200,18 @@ describe('a client generated from it', () => {
     const outside = await napi.GET('/api/v1/devices/{id}', { params: { path: { id: phoneIds[6] } } });
     expect(outside.error).toMatchObject({ error: 'device_not_found' });
     expect((await napi.GET('/api/v1/enrollments')).error).toMatchObject({ error: 'account_key_required' });
+    // A key that may only read changes no labels and removes no phone.
+    const own = { params: { path: { id: phoneIds[1] } } };
+    const relabel = await napi.PATCH('/api/v1/devices/{id}', { ...own, body: { labels: { site: 'paris' } } });
+    expect(relabel.response.status).toBe(403);
+    expect(relabel.error).toMatchObject({
+      error: 'insufficient_scope',
+      message: expect.stringContaining('devices:act'),
+    });
+    const removal = await napi.DELETE('/api/v1/devices/{id}', own);
+    expect(removal.response.status).toBe(403);
+    expect(removal.error).toMatchObject({ error: 'insufficient_scope' });
+    expect((await api.GET('/api/v1/devices/{id}', own)).data).toMatchObject({ labels: { site: 'berlin' } });
 
     const e = await api.POST('/api/v1/enrollments', {
       body: { max_phones: 3, expires_s: 3600, labels: { rack: 'b' }, name_prefix: 'rack-b-' },

@@ -293,13 +293,14 @@ export const ROUTES: ApiRoute[] = [
     method: 'patch',
     path: '/api/v1/devices/{id}',
     operationId: 'labelDevice',
-    summary: 'Set (value) or remove (null) labels of a phone',
+    summary: 'Set (value) or remove (null) labels of a phone (needs devices:act)',
     params: Id,
     body: LabelsPatch,
     status: 200,
     response: Device,
-    errors: ['device_not_found', 'bad_label'],
+    errors: ['device_not_found', 'bad_label', 'insufficient_scope'],
     async handle(ctx, fk, { params, body }) {
+      needScope(fk, 'devices:act'); // labels decide which keys reach a phone: not a reader's to change
       const d = await reachable(ctx, fk, params.id);
       const set: Record<string, string> = {};
       const remove: string[] = [];
@@ -331,11 +332,12 @@ export const ROUTES: ApiRoute[] = [
     method: 'delete',
     path: '/api/v1/devices/{id}',
     operationId: 'removeDevice',
-    summary: 'Remove a phone (its socket closes, its keys die)',
+    summary: 'Remove a phone: its socket closes, its keys die (needs devices:act)',
     params: Id,
     status: 204,
-    errors: ['device_not_found'],
+    errors: ['device_not_found', 'insufficient_scope'],
     async handle(ctx, fk, { params }) {
+      needScope(fk, 'devices:act');
       const d = await reachable(ctx, fk, params.id);
       if (!(await ctx.store.removeDevice(d.id))) throw new ApiError(404, 'device_not_found', `no phone ${d.id}`);
       await ctx.bus.publishControl({ type: 'device_removed', deviceId: d.id }).catch(() => {});

@@ -28,11 +28,11 @@ export interface paths {
         get: operations["getDevice"];
         put?: never;
         post?: never;
-        /** Remove a phone (its socket closes, its keys die) */
+        /** Remove a phone: its socket closes, its keys die (needs devices:act) */
         delete: operations["removeDevice"];
         options?: never;
         head?: never;
-        /** Set (value) or remove (null) labels of a phone */
+        /** Set (value) or remove (null) labels of a phone (needs devices:act) */
         patch: operations["labelDevice"];
         trace?: never;
     };
@@ -451,7 +451,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Remove a phone (its socket closes, its keys die) */
+            /** @description Remove a phone: its socket closes, its keys die (needs devices:act) */
             204: {
                 headers: {
                     [name: string]: unknown;
@@ -485,7 +485,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description fleet_key_required: a device key was used */
+            /** @description fleet_key_required: a device key was used; insufficient_scope */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -529,7 +529,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Set (value) or remove (null) labels of a phone */
+            /** @description Set (value) or remove (null) labels of a phone (needs devices:act) */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -565,7 +565,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description fleet_key_required: a device key was used */
+            /** @description fleet_key_required: a device key was used; insufficient_scope */
             403: {
                 headers: {
                     [name: string]: unknown;
