@@ -16,8 +16,8 @@ const SHOWN_MAX = 64;
  * A path segment or header value the caller sent, as a refusal quotes it: control characters
  * escaped, cut at SHOWN_MAX characters, so a 3,000-character or NUL-laden id is not echoed whole.
  */
-export function shown(input: string): string {
-  const cut = input.length > SHOWN_MAX ? `${input.slice(0, SHOWN_MAX)}…` : input;
+export function shown(input: string, max = SHOWN_MAX): string {
+  const cut = input.length > max ? `${input.slice(0, max)}…` : input;
   // eslint-disable-next-line no-control-regex
   return cut.replace(/[\u0000-\u001f\u007f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }

@@ -235,6 +235,14 @@ describe('a client generated from it', () => {
     const dk = await fetch(`${relay.url}/api/v1/devices`, { headers: { 'x-api-key': deviceKey.token } });
     expect([dk.status, ((await dk.json()) as { error: string }).error]).toEqual([403, 'fleet_key_required']);
   });
+
+  it('a selector no phone can match: the 409 quotes it cut at 256 characters', async () => {
+    const selector = Object.fromEntries(Array.from({ length: 500 }, (_, i) => [`k${i}`, `v${i}`]));
+    const r = await client().POST('/api/v1/allocations', { body: { selector, ttl_s: 60 } });
+    expect(r.response.status).toBe(409);
+    expect(r.error).toMatchObject({ error: 'no_device_available', message: expect.stringContaining('k0=v0') });
+    expect(r.error!.message.length).toBeLessThan(400);
+  });
 });
 
 describe('malformed input', () => {

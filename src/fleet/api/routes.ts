@@ -15,7 +15,7 @@ import {
   isFactKey,
   MAX_LABELS,
 } from '../labels.ts';
-import { allLabels } from '../access.ts';
+import { allLabels, shown } from '../access.ts';
 import { allocate, containsPart, onlineNode } from '../allocations.ts';
 import type { ResolvedFleetKey } from '../keys.ts';
 import { createEnrollment, enrollmentJson, MAX_ENROLL_PHONES } from '../enroll.ts';
@@ -387,7 +387,7 @@ export const ROUTES: ApiRoute[] = [
       throw new ApiError(
         409,
         'no_device_available',
-        `no ${body.include_offline ? '' : 'online '}phone matching "${formatSelector([...fk.selector, ...wanted])}" is free; retry later or widen the selector`,
+        `no ${body.include_offline ? '' : 'online '}phone matching "${shown(formatSelector([...fk.selector, ...wanted]), 256)}" is free; retry later or widen the selector`,
         { 'Retry-After': '1' },
       );
     },
