@@ -97,4 +97,15 @@ describe('leases', () => {
     expect(ok(await alice('open_app', { packageName: 'com.android.settings' })).leaseId).toBe('lease-1');
     expect(ok(await alice('list_devices')).devices[0].lease.state).toBe('yours');
   });
+
+  it('an act the phone refuses on a free device leaves it free', async () => {
+    const { phone, alice, bob } = await setup();
+    expect(err(await alice('tap', { x: 5000, y: 10 })).code).toBe('out_of_bounds');
+    expect(err(await alice('tap', { elementId: 'nope' })).code).toBe('element_not_found');
+    expect(err(await alice('open_app', { packageName: 'com.nope' })).code).toBe('app_not_found');
+    expect(err(await alice('type_text', { text: 'hi' })).code).toBe('no_focused_field');
+    expect(ok(await alice('list_devices')).devices[0].lease).toEqual({ state: 'free', leaseId: null, expiresAt: null });
+    expect(ok(await bob('take_device')).renewed).toBe(false); // not device_busy: nobody holds it
+    expect(phone.screen).toBe('home');
+  });
 });

@@ -310,8 +310,16 @@ function actTool<I extends z.ZodType<{ leaseId?: string; idempotencyKey?: string
     run(args, ctx) {
       const prior = ctx.replay(name, args);
       if (prior) return prior as s.ActOutput;
+      const wasFree = ctx.control.currentLease(ctx.now()) === null;
       const leaseId = ctx.authorize(args.leaseId, 'act');
-      const effect = performStep(ctx.phone, { ...args, action: name } as Parameters<typeof performStep>[1]);
+      let effect: ActEffect;
+      try {
+        effect = performStep(ctx.phone, { ...args, action: name } as Parameters<typeof performStep>[1]);
+      } catch (error) {
+        // A refused act changes nothing: give back the lease authorize took for it on a free device.
+        if (wasFree && leaseId !== null) ctx.control.release(ctx.caller, leaseId, ctx.now());
+        throw error;
+      }
       const outcome = actOutcome(ctx, name, effect, leaseId);
       ctx.remember(name, args, () => outcome);
       return outcome;
