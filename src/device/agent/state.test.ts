@@ -1,9 +1,9 @@
-import { chmodSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { parseQrPayload } from './pairing.ts';
-import { ensureStateDir, KEY_FILE, loadIdentity, loadOrCreateKey } from './state.ts';
+import { ensureStateDir, IDENTITY_FILE, KEY_FILE, loadIdentity, loadOrCreateKey } from './state.ts';
 
 let root: string;
 beforeEach(() => {
@@ -36,6 +36,12 @@ describe('state dir', () => {
     ensureStateDir(root, (m) => warnings.push(m));
     expect(warnings).toEqual([expect.stringMatching(/accessible to other users/)]);
     expect(mode(root)).toBe(0o755);
+  });
+  it('names the file when device.json is not a JSON object', () => {
+    for (const text of ['{"device_id":', 'null', '[]']) {
+      writeFileSync(join(root, IDENTITY_FILE), text);
+      expect(() => loadIdentity(root)).toThrow(`${join(root, IDENTITY_FILE)} is`);
+    }
   });
 });
 

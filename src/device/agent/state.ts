@@ -101,9 +101,20 @@ export function loadPrivateKeyFrom(dir: string): KeyObject {
 export function loadIdentity(dir: string): DeviceIdentity | undefined {
   const text = readIfExists(join(dir, IDENTITY_FILE));
   if (text === undefined) return undefined;
-  const parsed = JSON.parse(text) as Partial<DeviceIdentity>;
+  const path = join(dir, IDENTITY_FILE);
+  let parsed: Partial<DeviceIdentity> | null;
+  try {
+    parsed = JSON.parse(text) as Partial<DeviceIdentity> | null;
+  } catch (err) {
+    throw new Error(`${path} is not valid JSON (${(err as Error).message}); restore it, or pair a new state dir`, {
+      cause: err,
+    });
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw new Error(`${path} is not a JSON object; restore it, or pair a new state dir`);
+  }
   for (const field of ['device_id', 'relay', 'relay_host', 'name'] as const) {
-    if (typeof parsed[field] !== 'string') throw new Error(`${join(dir, IDENTITY_FILE)} is missing "${field}"`);
+    if (typeof parsed[field] !== 'string') throw new Error(`${path} is missing "${field}"`);
   }
   return parsed as DeviceIdentity;
 }
