@@ -1,9 +1,10 @@
+import { generateKeyPairSync } from 'node:crypto';
 import { chmodSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { parseQrPayload } from './pairing.ts';
-import { ensureStateDir, IDENTITY_FILE, KEY_FILE, loadIdentity, loadOrCreateKey } from './state.ts';
+import { ensureStateDir, IDENTITY_FILE, KEY_FILE, loadIdentity, loadOrCreateKey, loadPrivateKeyFrom } from './state.ts';
 
 let root: string;
 beforeEach(() => {
@@ -41,6 +42,17 @@ describe('state dir', () => {
     for (const text of ['{"device_id":', 'null', '[]']) {
       writeFileSync(join(root, IDENTITY_FILE), text);
       expect(() => loadIdentity(root)).toThrow(`${join(root, IDENTITY_FILE)} is`);
+    }
+  });
+
+  it('names the file when the key is not a P-256 private key, and prints none of it', () => {
+    const ed25519 = generateKeyPairSync('ed25519').privateKey.export({ format: 'pem', type: 'pkcs8' }).toString();
+    for (const pem of ['garbage', ed25519.slice(0, 60), ed25519]) {
+      writeFileSync(join(root, KEY_FILE), pem);
+      for (const load of [() => loadOrCreateKey(root), () => loadPrivateKeyFrom(root)]) {
+        expect(load).toThrow(`${join(root, KEY_FILE)} does not hold a P-256 private key`);
+        expect(load).not.toThrow(pem.slice(30, 50));
+      }
     }
   });
 });

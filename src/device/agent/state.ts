@@ -79,11 +79,33 @@ function readIfExists(path: string): string | undefined {
   }
 }
 
+/**
+ * The stored key as a KeyObject. A key the relay cannot verify (not P-256) is refused here, not
+ * at every signed challenge, where the agent would retry forever. The message never quotes the file.
+ */
+function parseKey(path: string, pem: string): KeyObject {
+  let key: KeyObject;
+  try {
+    key = loadPrivateKey(pem);
+  } catch (err) {
+    throw new Error(
+      `${path} does not hold a P-256 private key in PEM (${(err as Error).message}); restore it, or pair a new state dir`,
+      { cause: err },
+    );
+  }
+  if (key.asymmetricKeyType !== 'ec' || key.asymmetricKeyDetails?.namedCurve !== 'prime256v1') {
+    throw new Error(
+      `${path} does not hold a P-256 private key (its key type is ${key.asymmetricKeyType}); restore it, or pair a new state dir`,
+    );
+  }
+  return key;
+}
+
 /** The stored key, or a new one written to the state dir. */
 export function loadOrCreateKey(dir: string): DeviceKeyPair {
   const pem = readIfExists(join(dir, KEY_FILE));
   if (pem !== undefined) {
-    const spki = createPublicKey(loadPrivateKey(pem)).export({ format: 'der', type: 'spki' });
+    const spki = createPublicKey(parseKey(join(dir, KEY_FILE), pem)).export({ format: 'der', type: 'spki' });
     return { privateKeyPem: pem, publicKeySpkiBase64: spki.toString('base64') };
   }
   const fresh = generateDeviceKey();
@@ -94,7 +116,7 @@ export function loadOrCreateKey(dir: string): DeviceKeyPair {
 export function loadPrivateKeyFrom(dir: string): KeyObject {
   const pem = readIfExists(join(dir, KEY_FILE));
   if (pem === undefined) throw new Error(`no device key in ${dir} (${KEY_FILE} missing); pair first`);
-  return loadPrivateKey(pem);
+  return parseKey(join(dir, KEY_FILE), pem);
 }
 
 /** The stored identity, or undefined if this state dir has never been paired. */
