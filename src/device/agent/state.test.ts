@@ -55,6 +55,14 @@ describe('state dir', () => {
       }
     }
   });
+
+  it('refuses a state dir that is a file', () => {
+    const file = join(root, 'file');
+    writeFileSync(file, '');
+    expect(() => ensureStateDir(file)).toThrow(`state dir ${file} is not a directory`);
+    expect(() => loadIdentity(file)).toThrow(`state dir ${file} is not a directory`);
+    expect(() => loadIdentity(join(file, 'sub'))).toThrow(`state dir ${join(file, 'sub')} is not a directory`);
+  });
 });
 
 describe('QR payload', () => {

@@ -15,7 +15,7 @@ import {
   statSync,
   writeSync,
 } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { generateDeviceKey, loadPrivateKey, type DeviceKeyPair } from '../../crypto/device-auth.ts';
 
 export const KEY_FILE = 'device-key.pem';
@@ -44,6 +44,7 @@ export function ensureStateDir(dir: string, warn: (msg: string) => void = () => 
   } catch {
     existed = false;
   }
+  if (existed && !statSync(dir).isDirectory()) throw notADirectory(dir);
   if (!existed) {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     chmodSync(dir, 0o700); // mkdir's mode is filtered by the umask
@@ -70,11 +71,15 @@ export function writeFileAtomic(path: string, content: string): void {
   }
 }
 
+const notADirectory = (dir: string) => new Error(`state dir ${dir} is not a directory; --state must name a directory`);
+
 function readIfExists(path: string): string | undefined {
   try {
     return readFileSync(path, 'utf8');
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    // The state dir (or a parent of it) is a file.
+    if ((err as NodeJS.ErrnoException).code === 'ENOTDIR') throw notADirectory(dirname(path));
     throw err;
   }
 }
