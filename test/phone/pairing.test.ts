@@ -1,6 +1,7 @@
 // Pairing against the real relay: the QR's one-time code redeemed once per state dir, the key
 // kept in 0600 files, and the relay's refusals explained.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPublicKey } from 'node:crypto';
@@ -77,5 +78,22 @@ describe('pairing with the relay', () => {
     await expect(
       pairDevice({ stateDir: join(scratchDir('pb-state-'), 's'), qr, name: 'second' }),
     ).rejects.toMatchObject({ code: 'bad_code', status: 403 });
+  });
+
+  it('a relay that cannot be reached is named in the error, and the key is kept', async () => {
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const { port } = closed.address() as AddressInfo;
+    await new Promise((resolve) => closed.close(resolve));
+    const dir = join(scratchDir('pb-state-'), 's');
+    const qr = JSON.stringify({ v: 1, relay: `http://127.0.0.1:${port}`, code: 'ABCD-EFGH' });
+    const err = await pairDevice({ stateDir: dir, qr, name: 'a' }).catch((e) => e);
+    expect(err).toBeInstanceOf(PairingError);
+    expect(err).toMatchObject({ code: 'unreachable', status: undefined });
+    expect(err.message).toBe(
+      `pairing failed: cannot reach the relay at http://127.0.0.1:${port} (connect ECONNREFUSED 127.0.0.1:${port}); check the QR's relay URL and that the relay is up`,
+    );
+    expect(loadIdentity(dir)).toBeUndefined();
+    expect(readdirSync(dir)).toEqual([KEY_FILE]);
   });
 });

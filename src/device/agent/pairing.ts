@@ -2,7 +2,7 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { postJson, relayUrl, type FetchLike } from './relay-http.ts';
+import { PinMismatchError, postJson, relayUrl, type FetchLike } from './relay-http.ts';
 import { ensureStateDir, KEY_FILE, loadIdentity, loadOrCreateKey, saveIdentity, type DeviceIdentity } from './state.ts';
 
 const QrPayloadSchema = z.object({
@@ -35,13 +35,14 @@ export function parseQrPayload(input: string | QrPayload): QrPayload {
 }
 
 export class PairingError extends Error {
-  /** `code` is the relay's error string (bad_code, limit_reached, rate_limited, …) or already_paired. */
+  /** `code` is the relay's error string (bad_code, limit_reached, rate_limited, …), already_paired or unreachable. */
   constructor(
     readonly code: string,
     readonly status: number | undefined,
     message: string,
+    options?: ErrorOptions,
   ) {
-    super(message);
+    super(message, options);
     this.name = 'PairingError';
   }
 }
@@ -78,11 +79,22 @@ export async function pairDevice(opts: PairOptions): Promise<DeviceIdentity> {
     opts.log?.warn(`the pairing payload pins a TLS key but ${qr.relay} is not https; nothing to pin`);
 
   const key = loadOrCreateKey(opts.stateDir);
-  const reply = await postJson(
-    relayUrl(qr.relay, '/pair'),
-    { code: qr.code, public_key: key.publicKeySpkiBase64, name: opts.name },
-    { fp: qr.fp, fetchImpl: opts.fetchImpl, timeoutMs: opts.timeoutMs ?? 15_000 },
-  );
+  let reply;
+  try {
+    reply = await postJson(
+      relayUrl(qr.relay, '/pair'),
+      { code: qr.code, public_key: key.publicKeySpkiBase64, name: opts.name },
+      { fp: qr.fp, fetchImpl: opts.fetchImpl, timeoutMs: opts.timeoutMs ?? 15_000 },
+    );
+  } catch (err) {
+    if (err instanceof PinMismatchError) throw err; // says what is wrong already
+    throw new PairingError(
+      'unreachable',
+      undefined,
+      `pairing failed: cannot reach the relay at ${qr.relay} (${(err as Error).message}); check the QR's relay URL and that the relay is up`,
+      { cause: err },
+    );
+  }
   if (reply.status !== 200) {
     const code =
       (reply.body?.error as string | undefined) ?? (reply.status === 429 ? 'rate_limited' : `http_${reply.status}`);
