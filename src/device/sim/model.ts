@@ -186,6 +186,11 @@ export function packageOf(app: string): string {
 
 const inside = (b: Bounds, p: Point) => p.x >= b.left && p.x < b.right && p.y >= b.top && p.y < b.bottom;
 const SINGLE_LINE_FIELDS = new Set(['browser.url', 'thread.compose']);
+/**
+ * A text field holds at most this many characters; more are dropped, as Android's maxLength
+ * does. Unbounded, a few type_text calls made every observe_screen of the screen too_large.
+ */
+export const MAX_FIELD_CHARS = 5000;
 
 export class SimPhone {
   readonly width: number;
@@ -398,8 +403,11 @@ export class SimPhone {
     return this.act(() => {
       if (elementId !== undefined) this.focusField(elementId);
       if (!this.focus) throw new SimError('no_focused_field', 'no text field has focus; tap one or pass elementId');
-      this.insert(text);
-      return { effect: `typed ${text.length} characters into ${this.focus}`, elementId: this.focus, point: null };
+      const dropped = this.insert(text);
+      const effect = dropped
+        ? `typed ${text.length - dropped} of ${text.length} characters into ${this.focus} (it holds at most ${MAX_FIELD_CHARS})`
+        : `typed ${text.length} characters into ${this.focus}`;
+      return { effect, elementId: this.focus, point: null };
     });
   }
 
@@ -561,10 +569,14 @@ export class SimPhone {
     else this.drafts.set((this.route as { threadId: string }).threadId, text);
   }
 
-  private insert(text: string) {
+  /** Inserts at the end of the focused field; returns how many characters the field dropped. */
+  private insert(text: string): number {
     const id = this.focus!;
     const clean = SINGLE_LINE_FIELDS.has(id) ? text.replace(/[\r\n]/g, '') : text;
-    this.setFieldText(id, this.fieldText(id) + clean);
+    const current = this.fieldText(id);
+    const kept = clean.slice(0, Math.max(0, MAX_FIELD_CHARS - current.length));
+    this.setFieldText(id, current + kept);
+    return clean.length - kept.length;
   }
 
   private key(key: Key): string {
@@ -588,7 +600,7 @@ export class SimPhone {
       }
       case 'SPACE':
         if (!this.focus) return 'no focused field';
-        this.insert(' ');
+        if (this.insert(' ')) return `${this.focus} is full`;
         return `typed a space into ${this.focus}`;
       case 'DEL': {
         if (!this.focus) return 'no focused field';
@@ -601,7 +613,7 @@ export class SimPhone {
         if (this.focus === 'browser.url') return this.navigate(this.urlDraft);
         if (this.focus === 'thread.compose') return this.send();
         if (this.focus === 'notes.body') {
-          this.insert('\n');
+          if (this.insert('\n')) return 'notes.body is full';
           return 'new line in notes.body';
         }
         return 'nothing to submit';

@@ -170,12 +170,25 @@ describe('tools/call', () => {
 
   it('refuses any result that would not fit one frame with too_large', async () => {
     const { phone, call } = await setup();
-    phone.openApp('com.phonebridge.notes');
-    phone.typeText('x'.repeat(300_000), 'notes.body'); // the element tree alone is now too big
+    phone.injectNotification({ app: 'notes', title: 'big', text: 'x'.repeat(300_000) });
+    phone.swipe({ x: 500, y: 10 }, { x: 500, y: 1000 }); // the shade: the element tree alone is now too big
     expect(err(await call('observe_screen'))).toMatchObject({
       code: 'too_large',
       message: expect.stringContaining('byte limit'),
     });
+  });
+
+  it('typing never grows a field past what observe_screen can return', async () => {
+    const { phone, call } = await setup();
+    ok(await call('open_app', { packageName: 'com.phonebridge.notes' }));
+    for (let i = 0; i < 60; i++) ok(await call('type_text', { text: 'word '.repeat(1000), elementId: 'notes.body' }));
+    expect(
+      ok(await call('observe_screen')).elements.find((e: { id: string }) => e.id === 'notes.body').text,
+    ).toHaveLength(5000);
+    expect(ok(await call('type_text', { text: 'more' })).effect).toBe(
+      'typed 0 of 4 characters into notes.body (it holds at most 5000)',
+    );
+    expect(phone.snapshot().note).toBe('word '.repeat(1000));
   });
 
   it('errors are envelopes in the text block, never structuredContent', async () => {
