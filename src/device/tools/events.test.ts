@@ -96,4 +96,12 @@ describe('wait_for_events', () => {
     expect(rest).toMatchObject({ cursor: 130, more: false });
     expect(err(await call('wait_for_events', { timeout_s: -1 })).code).toBe('invalid_arguments');
   });
+
+  it('a cursor from before the phone restarted (ahead of its log) gets every event since', async () => {
+    const { phone, call } = await setup(); // a fresh phone: its cursor starts at 0 again
+    phone.injectNotification({ app: 'notes', title: 'after restart', text: '' });
+    const result = ok(await call('wait_for_events', { cursor: 57, timeout_s: 0 }));
+    expect(result).toMatchObject({ cursor: 1, timedOut: false, more: false });
+    expect(result.events.map((e: { title: string }) => e.title)).toEqual(['after restart']);
+  });
 });

@@ -202,7 +202,14 @@ export const observeScreenOutput = z.object({
 });
 
 export const waitForEventsInput = z.strictObject({
-  cursor: z.number().int().min(0).optional().describe('Return events after this cursor; default: only new ones.'),
+  cursor: z
+    .number()
+    .int()
+    .min(0)
+    .optional()
+    .describe(
+      "Return events after this cursor; default: only new ones. A cursor ahead of the phone's (the phone restarted since) returns every event since the restart.",
+    ),
   // Seconds as the surface published them: a number, fractions allowed (the surface is frozen:
   // narrowing it to integers would refuse calls that worked). A tool header may only carry an
   // integer, string or boolean, so this one has none; the relay reads it from the body

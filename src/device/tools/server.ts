@@ -247,7 +247,9 @@ const waitForEvents = tool({
   output: s.waitForEventsOutput,
   async run(args, ctx) {
     ctx.authorize(args.leaseId, 'observe');
-    const cursor = args.cursor ?? ctx.phone.cursor;
+    // A cursor ahead of the phone's log comes from before the agent restarted (the log starts
+    // over with the process): every event of this log is news to that caller.
+    const cursor = args.cursor === undefined ? ctx.phone.cursor : args.cursor > ctx.phone.cursor ? 0 : args.cursor;
     const events = await nextEvents(ctx.phone, cursor, args.types, args.timeout_s * 1000, ctx.extra.signal);
     const batch = events.slice(0, MAX_EVENTS_PER_RESULT);
     const more = events.length > batch.length;
