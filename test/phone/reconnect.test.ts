@@ -72,6 +72,9 @@ describe('relay killed and restarted on the same port and data dir', () => {
 
     // --- the fleet: jittered phones, and a control group with the jitter switched off
     const firstAttempt = new Map<number, number>();
+    // The attempt that got each phone back (its last after the kill): when it left is the
+    // phones' backoff; when the relay finished accepting it is also the relay's pace.
+    const lastAttempt = new Map<number, number>();
     let killedAt = Infinity;
     const stateRoot = mkdtempSync(join(existsShm() ? '/dev/shm' : tmpdir(), 'pb-fleet-'));
     // eslint-disable-next-line @typescript-eslint/require-await -- cleanups are () => Promise<void>
@@ -91,7 +94,9 @@ describe('relay killed and restarted on the same port and data dir', () => {
       stateRoot: join(stateRoot, 'jittered'),
       backoff: FLEET_BACKOFF,
       onRequest: (i, url, at) => {
-        if (at > killedAt && url.endsWith('/device/challenge') && !firstAttempt.has(i)) firstAttempt.set(i, at);
+        if (at <= killedAt || !url.endsWith('/device/challenge')) return;
+        if (!firstAttempt.has(i)) firstAttempt.set(i, at);
+        lastAttempt.set(i, at);
       },
     });
     cleanups.push(() => fleet.stop());
@@ -144,7 +149,12 @@ describe('relay killed and restarted on the same port and data dir', () => {
     const jittered = fleet.phones.map((p) => back.get(p.deviceId));
     expect(jittered.every((t) => t !== undefined && t >= upAt - 1_000)).toBe(true);
     const lastBack = Math.max(...(jittered as number[]));
-    expect(lastBack - upAt).toBeLessThanOrEqual(fleetBound - upAt);
+    // Within the bound, as the phones left: every phone tried again within its backoff cap of
+    // the relay being up. The relay's accepts of 340 phones at once come after, at its pace on a
+    // machine the rest of the suite loads; that they all came is the waitFor above.
+    expect(lastAttempt.size).toBe(N);
+    const lastTry = Math.max(...lastAttempt.values());
+    expect(lastTry - upAt).toBeLessThanOrEqual(fleetBound - upAt);
 
     // Spread: the first attempts after the kill, as they left the phones...
     const attempts = [...firstAttempt.values()].sort((a, b) => a - b);
@@ -166,6 +176,7 @@ describe('relay killed and restarted on the same port and data dir', () => {
       restartMs: upAt - killedAt,
       phoneBackMs: back.get(deviceId)! - upAt,
       fleetLastBackMs: lastBack - upAt,
+      fleetLastTryMs: lastTry - upAt,
       firstAttemptsSpanMs: attempts.at(-1)! - attempts[0],
       attemptSpan5to95Ms: attemptSpan,
       attemptPeakPer100ms: attemptPeak,
