@@ -35,3 +35,27 @@ describe('parseRelayConfig: where the relay listens', () => {
       expect(isLoopback(h), h).toBe(false);
   });
 });
+
+describe('parseRelayConfig: numeric flags', () => {
+  it('refuses a port above 65535 instead of listening on it modulo 65536 (99999 → 34463)', () => {
+    expect(() => parseRelayConfig(['--admin-port', '99999'], {})).toThrow(
+      /--admin-port must be a port number \(0 to 65535\), got "99999"/,
+    );
+    expect(() => parseRelayConfig(['--port', '70000', '--public-url', 'https://r.example'], {})).toThrow(
+      /--port must be a port number/,
+    );
+    expect(() => parseRelayConfig([], { PHONEBRIDGE_ADMIN_PORT: '65536' })).toThrow(ConfigError);
+    expect(parseRelayConfig(['--port', '65535', '--admin-port', '0'], {})).toMatchObject({
+      port: 65535,
+      adminPort: 0,
+    });
+  });
+
+  it('reads integers as plain decimal: hex, exponents and blanks are refused, not read as other numbers', () => {
+    for (const raw of ['0x50', '1e3', ' ', ' 8080', '+80', '8080.0'])
+      expect(() => parseRelayConfig(['--port', raw], {}), JSON.stringify(raw)).toThrow(
+        new ConfigError(`--port must be a non-negative integer, got "${raw}"`),
+      );
+    expect(() => parseRelayConfig([], { PHONEBRIDGE_MAX_BATCH: '0x10' })).toThrow(/--max-batch must be/);
+  });
+});

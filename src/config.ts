@@ -130,8 +130,16 @@ function envName(flag: string): string {
 
 function intValue(name: string, raw: string | undefined, dflt: number): number {
   if (raw === undefined || raw === '') return dflt;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 0) throw new ConfigError(`--${name} must be a non-negative integer, got "${raw}"`);
+  // Digits only: Number() would read "0x50" as 80, "1e3" as 1000 and " " as 0.
+  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(Number(raw)))
+    throw new ConfigError(`--${name} must be a non-negative integer, got "${raw}"`);
+  return Number(raw);
+}
+
+/** uWebSockets.js takes a port modulo 65536 (99999 listens on 34463): refuse what is not a port. */
+function portValue(name: string, raw: string | undefined, dflt: number): number {
+  const n = intValue(name, raw, dflt);
+  if (n > 65535) throw new ConfigError(`--${name} must be a port number (0 to 65535), got "${raw}"`);
   return n;
 }
 
@@ -162,7 +170,7 @@ export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     const v = get(f);
     return typeof v === 'string' && v !== '' ? v : undefined;
   };
-  const port = intValue('port', str('port'), 8080);
+  const port = portValue('port', str('port'), 8080);
   const maxInFlight = Math.max(1, intValue('max-in-flight', str('max-in-flight'), 2_048));
   const host = str('host') ?? '127.0.0.1';
   if (!isLoopback(host) && str('public-url') === undefined)
@@ -208,7 +216,7 @@ export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = proces
   return {
     port,
     host,
-    adminPort: intValue('admin-port', str('admin-port'), 9464),
+    adminPort: portValue('admin-port', str('admin-port'), 9464),
     adminHost: str('admin-host') ?? '127.0.0.1',
     publicUrl,
     publicUrlExplicit: str('public-url') !== undefined,
