@@ -59,3 +59,14 @@ describe('parseRelayConfig: numeric flags', () => {
     expect(() => parseRelayConfig([], { PHONEBRIDGE_MAX_BATCH: '0x10' })).toThrow(/--max-batch must be/);
   });
 });
+
+describe('parseRelayConfig: durations', () => {
+  it('refuses a millisecond flag past 2^31 - 1, which Node timers would run after 1 ms (a journal poll every millisecond)', () => {
+    for (const flag of ['request-timeout-ms', 'device-idle-ms', 'session-idle-ms', 'drain-ms', 'control-poll-ms'])
+      expect(() => parseRelayConfig([`--${flag}`, '3000000000'], {}), flag).toThrow(
+        new ConfigError(`--${flag} must be at most 2147483647 ms (about 24.8 days), got "3000000000"`),
+      );
+    expect(() => parseRelayConfig([], { PHONEBRIDGE_CONTROL_POLL_MS: '2147483648' })).toThrow(/--control-poll-ms/);
+    expect(parseRelayConfig(['--drain-ms', '2147483647'], {}).drainMs).toBe(2147483647);
+  });
+});

@@ -136,6 +136,16 @@ function intValue(name: string, raw: string | undefined, dflt: number): number {
   return Number(raw);
 }
 
+/** The longest delay a Node timer keeps; setTimeout/setInterval run a longer one after 1 ms. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+function msValue(name: string, raw: string | undefined, dflt: number): number {
+  const n = intValue(name, raw, dflt);
+  if (n > MAX_TIMER_MS)
+    throw new ConfigError(`--${name} must be at most ${MAX_TIMER_MS} ms (about 24.8 days), got "${raw}"`);
+  return n;
+}
+
 /** uWebSockets.js takes a port modulo 65536 (99999 listens on 34463): refuse what is not a port. */
 function portValue(name: string, raw: string | undefined, dflt: number): number {
   const n = intValue(name, raw, dflt);
@@ -236,11 +246,11 @@ export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = proces
       .split(',')
       .map((s) => s.trim())
       .filter(Boolean),
-    requestTimeoutMs: intValue('request-timeout-ms', str('request-timeout-ms'), 30_000),
-    deviceIdleMs: intValue('device-idle-ms', str('device-idle-ms'), 25 * 60_000),
-    sessionIdleMs: intValue('session-idle-ms', str('session-idle-ms'), 24 * 3600_000),
-    drainMs: intValue('drain-ms', str('drain-ms'), 25_000),
-    controlPollMs: Math.max(50, intValue('control-poll-ms', str('control-poll-ms'), 250)),
+    requestTimeoutMs: msValue('request-timeout-ms', str('request-timeout-ms'), 30_000),
+    deviceIdleMs: msValue('device-idle-ms', str('device-idle-ms'), 25 * 60_000),
+    sessionIdleMs: msValue('session-idle-ms', str('session-idle-ms'), 24 * 3600_000),
+    drainMs: msValue('drain-ms', str('drain-ms'), 25_000),
+    controlPollMs: Math.max(50, msValue('control-poll-ms', str('control-poll-ms'), 250)),
     logLevel: str('log-level') ?? 'info',
     exitWithParent: boolValue(get('exit-with-parent')),
     maxInFlight,
