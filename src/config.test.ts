@@ -70,3 +70,14 @@ describe('parseRelayConfig: durations', () => {
     expect(parseRelayConfig(['--drain-ms', '2147483647'], {}).drainMs).toBe(2147483647);
   });
 });
+
+describe('parseRelayConfig: --log-level', () => {
+  it("refuses a level pino does not know with the flag's name (it was exit 1 with pino's own words)", () => {
+    expect(() => parseRelayConfig(['--log-level', 'loud'], {})).toThrow(
+      new ConfigError('--log-level must be one of fatal, error, warn, info, debug, trace, silent, got "loud"'),
+    );
+    expect(() => parseRelayConfig([], { PHONEBRIDGE_LOG_LEVEL: 'verbose' })).toThrow(/--log-level must be one of/);
+    for (const level of ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
+      expect(parseRelayConfig(['--log-level', level], {}).logLevel).toBe(level);
+  });
+});

@@ -136,6 +136,9 @@ function intValue(name: string, raw: string | undefined, dflt: number): number {
   return Number(raw);
 }
 
+/** pino's levels; pino throws on any other in its own words ("default level:… must be included in custom levels"). */
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
 /** The longest delay a Node timer keeps; setTimeout/setInterval run a longer one after 1 ms. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
@@ -223,6 +226,9 @@ export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = proces
       if (err instanceof RedisUrlError) throw new ConfigError(err.message);
       throw err;
     }
+  const logLevel = str('log-level') ?? 'info';
+  if (!LOG_LEVELS.includes(logLevel))
+    throw new ConfigError(`--log-level must be one of ${LOG_LEVELS.join(', ')}, got "${logLevel}"`);
   return {
     port,
     host,
@@ -251,7 +257,7 @@ export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     sessionIdleMs: msValue('session-idle-ms', str('session-idle-ms'), 24 * 3600_000),
     drainMs: msValue('drain-ms', str('drain-ms'), 25_000),
     controlPollMs: Math.max(50, msValue('control-poll-ms', str('control-poll-ms'), 250)),
-    logLevel: str('log-level') ?? 'info',
+    logLevel,
     exitWithParent: boolValue(get('exit-with-parent')),
     maxInFlight,
     smtpUrl: str('smtp-url'),
