@@ -1,5 +1,6 @@
 // `phonebridge serve`: one gateway node. SIGTERM drains (readiness fails at once, in-flight
 // requests finish up to --drain-ms, phones are told to reconnect), then exits 0.
+import { accessSync, constants, mkdirSync, statSync } from 'node:fs';
 import { ConfigError, type RelayConfig } from '../src/config.ts';
 import { createLogger, type Logger } from '../src/log.ts';
 import { openStore, type OpenStore } from '../src/store/index.ts';
@@ -23,6 +24,7 @@ export async function startRelay(
   /** Options of the features a program (a test) may set; the CLI sets none. */
   features: { hosted?: HostedOptions } = {},
 ): Promise<RunningRelay> {
+  checkDataDir(config.dataDir);
   // The bus first: a topology that is wrong or not there stops the start with one line (exit 2),
   // what was tried and what answered (RedisBus.connect words it), before the store opens.
   let bus: Bus;
@@ -71,6 +73,29 @@ export async function startRelay(
         await store.close();
       })()),
   };
+}
+
+/**
+ * The data dir holds relay.json (and the embedded database): one that cannot be a directory
+ * stops the start here, before anything listens, not after (relay.json is written last).
+ */
+function checkDataDir(dir: string): void {
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new ConfigError(
+      code === 'EEXIST' || code === 'ENOTDIR'
+        ? `--data-dir ${dir} is not a directory`
+        : `--data-dir ${dir} cannot be created: ${(err as Error).message}`,
+    );
+  }
+  if (!statSync(dir).isDirectory()) throw new ConfigError(`--data-dir ${dir} is not a directory`);
+  try {
+    accessSync(dir, constants.W_OK);
+  } catch {
+    throw new ConfigError(`--data-dir ${dir} is not writable`);
+  }
 }
 
 /**
