@@ -3,7 +3,13 @@
 import { accessSync, constants, mkdirSync, statSync } from 'node:fs';
 import { ConfigError, type RelayConfig } from '../src/config.ts';
 import { createLogger, type Logger } from '../src/log.ts';
-import { openStore, type OpenStore } from '../src/store/index.ts';
+import {
+  DatabaseUrlError,
+  openStore,
+  redactDatabaseUrl,
+  SchemaTooNewError,
+  type OpenStore,
+} from '../src/store/index.ts';
 import { BusUnavailableError, createBus, type Bus } from '../src/bus/index.ts';
 import { startGateway, type GatewayNode } from '../src/gateway/node.ts';
 import { writeRelayInfo } from './relay-info.ts';
@@ -39,7 +45,7 @@ export async function startRelay(
     store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, role: 'server' });
   } catch (err) {
     await bus.close();
-    throw err;
+    throw databaseStartError(config, err);
   }
   let node: GatewayNode;
   try {
@@ -73,6 +79,17 @@ export async function startRelay(
         await store.close();
       })()),
   };
+}
+
+/**
+ * A Postgres the node cannot start on (unreachable, no such database or role, refused TLS) is
+ * a setting to fix, like an unreachable --redis-url: one line naming the flag and the URL
+ * without its password (exit 2), not pg's bare "connect ECONNREFUSED 127.0.0.1:5432" (exit 1).
+ */
+function databaseStartError(config: RelayConfig, err: unknown): unknown {
+  if (err instanceof DatabaseUrlError) return new ConfigError(err.message);
+  if (!config.databaseUrl || !(err instanceof Error) || err instanceof SchemaTooNewError) return err;
+  return new ConfigError(`--database-url: cannot start on ${redactDatabaseUrl(config.databaseUrl)}: ${err.message}`);
 }
 
 /**
