@@ -81,3 +81,18 @@ describe('parseRelayConfig: --log-level', () => {
       expect(parseRelayConfig(['--log-level', level], {}).logLevel).toBe(level);
   });
 });
+
+describe('parseRelayConfig: durations that cannot be zero', () => {
+  it('refuses 0 for the request timeout and the session and phone idle limits (every session ended at once: 404 on the next request)', () => {
+    for (const flag of ['request-timeout-ms', 'session-idle-ms', 'device-idle-ms'])
+      expect(() => parseRelayConfig([`--${flag}`, '0'], {}), flag).toThrow(
+        new ConfigError(`--${flag} must be at least 1 ms, got "0"`),
+      );
+    expect(() => parseRelayConfig([], { PHONEBRIDGE_SESSION_IDLE_MS: '0' })).toThrow(/--session-idle-ms/);
+    // A drain of 0 is an immediate exit, which is a choice.
+    expect(parseRelayConfig(['--drain-ms', '0', '--session-idle-ms', '300'], {})).toMatchObject({
+      drainMs: 0,
+      sessionIdleMs: 300,
+    });
+  });
+});

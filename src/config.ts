@@ -142,8 +142,9 @@ const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'
 /** The longest delay a Node timer keeps; setTimeout/setInterval run a longer one after 1 ms. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
-function msValue(name: string, raw: string | undefined, dflt: number): number {
+function msValue(name: string, raw: string | undefined, dflt: number, min = 0): number {
   const n = intValue(name, raw, dflt);
+  if (n < min) throw new ConfigError(`--${name} must be at least ${min} ms, got "${raw}"`);
   if (n > MAX_TIMER_MS)
     throw new ConfigError(`--${name} must be at most ${MAX_TIMER_MS} ms (about 24.8 days), got "${raw}"`);
   return n;
@@ -252,9 +253,9 @@ export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = proces
       .split(',')
       .map((s) => s.trim())
       .filter(Boolean),
-    requestTimeoutMs: msValue('request-timeout-ms', str('request-timeout-ms'), 30_000),
-    deviceIdleMs: msValue('device-idle-ms', str('device-idle-ms'), 25 * 60_000),
-    sessionIdleMs: msValue('session-idle-ms', str('session-idle-ms'), 24 * 3600_000),
+    requestTimeoutMs: msValue('request-timeout-ms', str('request-timeout-ms'), 30_000, 1),
+    deviceIdleMs: msValue('device-idle-ms', str('device-idle-ms'), 25 * 60_000, 1),
+    sessionIdleMs: msValue('session-idle-ms', str('session-idle-ms'), 24 * 3600_000, 1),
     drainMs: msValue('drain-ms', str('drain-ms'), 25_000),
     controlPollMs: Math.max(50, msValue('control-poll-ms', str('control-poll-ms'), 250)),
     logLevel,
