@@ -1,8 +1,15 @@
 // `phonebridge serve`: one gateway node. SIGTERM drains (readiness fails at once, in-flight
 // requests finish up to --drain-ms, phones are told to reconnect), then exits 0.
+import { accessSync, constants, mkdirSync, statSync } from 'node:fs';
 import { ConfigError, type RelayConfig } from '../src/config.ts';
 import { createLogger, type Logger } from '../src/log.ts';
-import { openStore, type OpenStore } from '../src/store/index.ts';
+import {
+  DatabaseUrlError,
+  openStore,
+  redactDatabaseUrl,
+  SchemaTooNewError,
+  type OpenStore,
+} from '../src/store/index.ts';
 import { BusUnavailableError, createBus, type Bus } from '../src/bus/index.ts';
 import { startGateway, type GatewayNode } from '../src/gateway/node.ts';
 import { writeRelayInfo } from './relay-info.ts';
@@ -23,6 +30,7 @@ export async function startRelay(
   /** Options of the features a program (a test) may set; the CLI sets none. */
   features: { hosted?: HostedOptions } = {},
 ): Promise<RunningRelay> {
+  checkDataDir(config.dataDir);
   // The bus first: a topology that is wrong or not there stops the start with one line (exit 2),
   // what was tried and what answered (RedisBus.connect words it), before the store opens.
   let bus: Bus;
@@ -37,7 +45,7 @@ export async function startRelay(
     store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, role: 'server' });
   } catch (err) {
     await bus.close();
-    throw err;
+    throw databaseStartError(config, err);
   }
   let node: GatewayNode;
   try {
@@ -71,6 +79,40 @@ export async function startRelay(
         await store.close();
       })()),
   };
+}
+
+/**
+ * A Postgres the node cannot start on (unreachable, no such database or role, refused TLS) is
+ * a setting to fix, like an unreachable --redis-url: one line naming the flag and the URL
+ * without its password (exit 2), not pg's bare "connect ECONNREFUSED 127.0.0.1:5432" (exit 1).
+ */
+function databaseStartError(config: RelayConfig, err: unknown): unknown {
+  if (err instanceof DatabaseUrlError) return new ConfigError(err.message);
+  if (!config.databaseUrl || !(err instanceof Error) || err instanceof SchemaTooNewError) return err;
+  return new ConfigError(`--database-url: cannot start on ${redactDatabaseUrl(config.databaseUrl)}: ${err.message}`);
+}
+
+/**
+ * The data dir holds relay.json (and the embedded database): one that cannot be a directory
+ * stops the start here, before anything listens, not after (relay.json is written last).
+ */
+function checkDataDir(dir: string): void {
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new ConfigError(
+      code === 'EEXIST' || code === 'ENOTDIR'
+        ? `--data-dir ${dir} is not a directory`
+        : `--data-dir ${dir} cannot be created: ${(err as Error).message}`,
+    );
+  }
+  if (!statSync(dir).isDirectory()) throw new ConfigError(`--data-dir ${dir} is not a directory`);
+  try {
+    accessSync(dir, constants.W_OK);
+  } catch {
+    throw new ConfigError(`--data-dir ${dir} is not writable`);
+  }
 }
 
 /**

@@ -130,8 +130,30 @@ function envName(flag: string): string {
 
 function intValue(name: string, raw: string | undefined, dflt: number): number {
   if (raw === undefined || raw === '') return dflt;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 0) throw new ConfigError(`--${name} must be a non-negative integer, got "${raw}"`);
+  // Digits only: Number() would read "0x50" as 80, "1e3" as 1000 and " " as 0.
+  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(Number(raw)))
+    throw new ConfigError(`--${name} must be a non-negative integer, got "${raw}"`);
+  return Number(raw);
+}
+
+/** pino's levels; pino throws on any other in its own words ("default level:… must be included in custom levels"). */
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+/** The longest delay a Node timer keeps; setTimeout/setInterval run a longer one after 1 ms. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+function msValue(name: string, raw: string | undefined, dflt: number, min = 0): number {
+  const n = intValue(name, raw, dflt);
+  if (n < min) throw new ConfigError(`--${name} must be at least ${min} ms, got "${raw}"`);
+  if (n > MAX_TIMER_MS)
+    throw new ConfigError(`--${name} must be at most ${MAX_TIMER_MS} ms (about 24.8 days), got "${raw}"`);
+  return n;
+}
+
+/** uWebSockets.js takes a port modulo 65536 (99999 listens on 34463): refuse what is not a port. */
+function portValue(name: string, raw: string | undefined, dflt: number): number {
+  const n = intValue(name, raw, dflt);
+  if (n > 65535) throw new ConfigError(`--${name} must be a port number (0 to 65535), got "${raw}"`);
   return n;
 }
 
@@ -162,7 +184,7 @@ export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     const v = get(f);
     return typeof v === 'string' && v !== '' ? v : undefined;
   };
-  const port = intValue('port', str('port'), 8080);
+  const port = portValue('port', str('port'), 8080);
   const maxInFlight = Math.max(1, intValue('max-in-flight', str('max-in-flight'), 2_048));
   const host = str('host') ?? '127.0.0.1';
   if (!isLoopback(host) && str('public-url') === undefined)
@@ -205,10 +227,13 @@ export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = proces
       if (err instanceof RedisUrlError) throw new ConfigError(err.message);
       throw err;
     }
+  const logLevel = str('log-level') ?? 'info';
+  if (!LOG_LEVELS.includes(logLevel))
+    throw new ConfigError(`--log-level must be one of ${LOG_LEVELS.join(', ')}, got "${logLevel}"`);
   return {
     port,
     host,
-    adminPort: intValue('admin-port', str('admin-port'), 9464),
+    adminPort: portValue('admin-port', str('admin-port'), 9464),
     adminHost: str('admin-host') ?? '127.0.0.1',
     publicUrl,
     publicUrlExplicit: str('public-url') !== undefined,
@@ -228,12 +253,12 @@ export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = proces
       .split(',')
       .map((s) => s.trim())
       .filter(Boolean),
-    requestTimeoutMs: intValue('request-timeout-ms', str('request-timeout-ms'), 30_000),
-    deviceIdleMs: intValue('device-idle-ms', str('device-idle-ms'), 25 * 60_000),
-    sessionIdleMs: intValue('session-idle-ms', str('session-idle-ms'), 24 * 3600_000),
-    drainMs: intValue('drain-ms', str('drain-ms'), 25_000),
-    controlPollMs: Math.max(50, intValue('control-poll-ms', str('control-poll-ms'), 250)),
-    logLevel: str('log-level') ?? 'info',
+    requestTimeoutMs: msValue('request-timeout-ms', str('request-timeout-ms'), 30_000, 1),
+    deviceIdleMs: msValue('device-idle-ms', str('device-idle-ms'), 25 * 60_000, 1),
+    sessionIdleMs: msValue('session-idle-ms', str('session-idle-ms'), 24 * 3600_000, 1),
+    drainMs: msValue('drain-ms', str('drain-ms'), 25_000),
+    controlPollMs: Math.max(50, msValue('control-poll-ms', str('control-poll-ms'), 250)),
+    logLevel,
     exitWithParent: boolValue(get('exit-with-parent')),
     maxInFlight,
     smtpUrl: str('smtp-url'),

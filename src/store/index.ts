@@ -7,10 +7,12 @@ import { LOCAL_ACCOUNT_ID, type Store } from './types.ts';
 export * from './types.ts';
 export type { DatabaseSource } from './database/types.ts';
 export {
+  DatabaseUrlError,
   DataDirBusyError,
   openDatabase,
   openEmbeddedForCli,
   postgresSource,
+  redactDatabaseUrl,
   serveEmbedded,
   type OpenDatabaseOptions,
 } from './database/index.ts';

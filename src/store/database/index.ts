@@ -10,7 +10,7 @@ export {
   socketAnswers,
   type EmbeddedOptions,
 } from './embedded.ts';
-export { postgresSource } from './postgres.ts';
+export { DatabaseUrlError, postgresSource, redactDatabaseUrl } from './postgres.ts';
 
 export interface OpenDatabaseOptions extends EmbeddedOptions {
   /** postgres://… ; absent → embedded PGlite in dataDir. */

@@ -1,0 +1,86 @@
+// What `phonebridge serve` cannot start on: a data dir that is no directory, a database it cannot
+// reach or use. Each is a ConfigError (exit 2) naming the flag, with no password in it, and the
+// relay is not left listening.
+import { afterAll, describe, expect, it } from 'vitest';
+import { rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { createServer } from 'node:net';
+import { startTestRelay, tempDir } from '../helpers/relay.ts';
+import { startChild, type Child } from '../helpers/processes.ts';
+import { ConfigError } from '../../src/config.ts';
+
+const dirs: string[] = [];
+const children: Child[] = [];
+afterAll(async () => {
+  await Promise.all(children.map((c) => c.kill('SIGKILL')));
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+function dir(): string {
+  const d = tempDir('pb-refuse-');
+  dirs.push(d);
+  return d;
+}
+
+/** A 127.0.0.1 port nothing listens on. */
+async function closedPort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const { port } = srv.address() as { port: number };
+  await new Promise((r) => srv.close(r));
+  return port;
+}
+
+const POSTGRES = new URL(process.env.PHONEBRIDGE_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
+
+describe('serve refuses a data dir it cannot use', () => {
+  it('a --data-dir that is a file: exit 2 naming the flag, before anything listens', async () => {
+    const file = join(dir(), 'not-a-dir');
+    writeFileSync(file, 'x');
+    const child = startChild(['serve', '--port', '0', '--admin-port', '0', '--data-dir', file]);
+    children.push(child);
+    expect((await child.exited).code).toBe(2);
+    expect(child.stderr.join('\n')).toBe(`phonebridge: --data-dir ${file} is not a directory`);
+  });
+
+  it('with --database-url too (only relay.json goes there): refused before listening, not after', async () => {
+    const file = join(dir(), 'not-a-dir');
+    writeFileSync(file, 'x');
+    const err = await startTestRelay(['--database-url', POSTGRES.href], { dataDir: file }).catch((e: Error) => e);
+    expect(err).toBeInstanceOf(ConfigError);
+    expect((err as Error).message).toBe(`--data-dir ${file} is not a directory`);
+  });
+});
+
+describe('serve refuses a database it cannot reach or use', () => {
+  it('an unreachable host: exit 2, the flag and the URL without its password', async () => {
+    const port = await closedPort();
+    const url = `postgres://pb:s3cret-pw@127.0.0.1:${port}/pb`;
+    const child = startChild(['serve', '--port', '0', '--admin-port', '0', '--data-dir', dir(), '--database-url', url]);
+    children.push(child);
+    expect((await child.exited).code).toBe(2);
+    const out = child.stderr.join('\n');
+    expect(out).toBe(
+      `phonebridge: --database-url: cannot start on postgres://pb:***@127.0.0.1:${port}/pb: connect ECONNREFUSED 127.0.0.1:${port}`,
+    );
+  });
+
+  it('a database or role that does not exist, and a scheme that is not Postgres, are ConfigErrors naming the flag', async () => {
+    const noDb = new URL(POSTGRES.href);
+    noDb.pathname = '/pb_no_such_database';
+    noDb.password = 'pw-not-logged';
+    for (const [url, words] of [
+      [
+        noDb.href,
+        /^--database-url: cannot start on postgres:\/\/.*:\*\*\*@.*\/pb_no_such_database: database "pb_no_such_database" does not exist$/,
+      ],
+      ['mysql://u:pw-not-logged@127.0.0.1/x', /^--database-url must start with postgres:\/\/ \(got mysql:\/\/\)$/],
+      ['not a url', /^--database-url is not a valid URL/],
+    ] as const) {
+      const err = await startTestRelay(['--database-url', url], { dataDir: dir() }).catch((e: Error) => e);
+      expect(err, url).toBeInstanceOf(ConfigError);
+      expect((err as Error).message, url).toMatch(words);
+      expect((err as Error).message).not.toContain('pw-not-logged');
+    }
+  });
+});
