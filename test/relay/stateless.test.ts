@@ -3,6 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestPhone, startTestRelay, waitFor, type TestPhone, type TestRelay } from '../helpers/relay.ts';
 import { createEchoServer, type EchoServerControl } from '../fixtures/echo-server.ts';
+import { baseHeaders, openSession } from '../helpers/raw-mcp.ts';
 
 let relay: TestRelay;
 let phone: TestPhone;
@@ -148,23 +149,8 @@ describe('2026-07-28', () => {
   it('says why a 2026-07-28 header on a session-era body is refused, not that the revision is unsupported', async () => {
     // A batch, an initialize or an Mcp-Session-Id picks the session era (classifyEra); the
     // header then names a revision the relay serves, only not with sessions.
-    const headers = {
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      'x-api-key': token,
-      'mcp-protocol-version': V,
-    };
-    const init = await fetch(relay.mcpUrl, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-api-key': token },
-      body: JSON.stringify({
-        jsonrpc: '2.0',
-        id: 0,
-        method: 'initialize',
-        params: { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 't', version: '1' } },
-      }),
-    });
-    const sid = init.headers.get('mcp-session-id')!;
+    const headers = baseHeaders(token, V);
+    const sid = (await openSession(relay.mcpUrl, token, '2025-03-26'))['mcp-session-id'];
     const ping = { jsonrpc: '2.0', id: 7, method: 'tools/list' };
     for (const [what, extra, body] of [
       ['a batch', {}, [ping]],
