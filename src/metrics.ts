@@ -37,7 +37,7 @@ export function methodLabel(method: string): string {
 
 /**
  * Every latency histogram: from 0.1 ms (a same-node answer, a Redis command) to 615 s, the
- * longest a forwarded request may take (wait_for_events: its timeout_s + 15 s).
+ * longest a forwarded request may take (wait_for_events: its wait + 15 s).
  */
 export const LATENCY_BUCKETS = [
   0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300,

@@ -35,7 +35,7 @@ export type Header =
        * (docs/decisions/0134-cross-node-bytes.md). A node that does not know `b` parses it.
        */
       b?: 1;
-      /** With `b`: params.name and wait_for_events' arguments.timeout_s, as the origin read them. */
+      /** With `b`: params.name and wait_for_events' wait in seconds (timeout_s, or timeout_ms / 1000), as the origin read them. */
       tn?: string;
       ts?: number;
     }

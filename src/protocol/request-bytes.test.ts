@@ -92,6 +92,22 @@ describe('readClientRequest', () => {
   const token = { id: 'key_1', scopes: ['devices:read', 'devices:act'] as Scope[] };
   const caller = Buffer.from(JSON.stringify({ credential: token.id, scopes: [...token.scopes] }));
 
+  it('reads wait_for_events timeout_ms as seconds, the longer of the two when both come', () => {
+    const read = (args: Record<string, unknown>, name = 'wait_for_events') =>
+      readClientRequest(
+        Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args } })),
+      )!.timeoutS;
+    expect(read({ timeout_ms: 2500 })).toBe(2.5);
+    expect(read({ timeout_ms: 2500, timeout_s: 4 })).toBe(4);
+    expect(read({ timeout_s: 1, timeout_ms: 9000 })).toBe(9);
+    expect(read({ timeout_ms: '9000' })).toBeUndefined();
+    expect(read({ timeout_ms: 9000 }, 'tap')).toBeUndefined();
+    // A duplicate member is left to the full parse, as for timeout_s.
+    const dup =
+      '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"wait_for_events","arguments":{"timeout_ms":1,"timeout_ms":2}}}';
+    expect(readClientRequest(Buffer.from(dup))).toBeUndefined();
+  });
+
   it('reads id, method, tool name and timeout_s, and builds the frame the object path builds', () => {
     for (const body of [
       { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo', arguments: { text: 'hé "q"' } } },

@@ -10,6 +10,7 @@
 // returning undefined means "take the general path", never "invalid".
 import { isUtf8 } from 'node:buffer';
 import type { JsonRpcId } from './jsonrpc.ts';
+import { waitSeconds } from './timeouts.ts';
 import { CLOSE_ARR, CLOSE_OBJ, COLON, COMMA, OPEN_ARR, OPEN_OBJ, QUOTE, BACKSLASH, skipWs } from './json-bytes.ts';
 
 export interface ClientRequestBytes {
@@ -17,7 +18,10 @@ export interface ClientRequestBytes {
   method: string;
   /** params.name, when params has one (it is then a string). */
   toolName?: string;
-  /** params.arguments.timeout_s, when the tool is wait_for_events and it is a number. */
+  /**
+   * wait_for_events' wait in seconds: params.arguments.timeout_s, or timeout_ms / 1000, whichever
+   * is longer (src/protocol/timeouts.ts, waitSeconds), when one is a number.
+   */
   timeoutS?: number;
   body: Buffer;
   methodStart: number;
@@ -277,6 +281,7 @@ const top = {
 };
 const inner = { name: -1, nameEnd: -1, args: -1, argsEnd: -1, meta: false, dup: false };
 const timeout = { at: -1, end: -1, dup: false };
+const timeoutMs = { at: -1, end: -1, dup: false };
 
 function seen(at: number, dupFlag: { dup: boolean }): boolean {
   if (at >= 0) dupFlag.dup = true;
@@ -329,6 +334,10 @@ const visitArgs = (ns: number, ne: number, vs: number, ve: number): boolean => {
     if (!seen(timeout.at, timeout)) return false;
     timeout.at = vs;
     timeout.end = ve;
+  } else if (nameIs(cur, ns, ne, 'timeout_ms')) {
+    if (!seen(timeoutMs.at, timeoutMs)) return false;
+    timeoutMs.at = vs;
+    timeoutMs.end = ve;
   }
   return true;
 };
@@ -352,6 +361,12 @@ function knownMethod(s: Buffer, start: number, end: number): string | undefined 
   for (const k of KNOWN_METHODS)
     if (k.json.length === len && s.compare(k.json, 0, len, start, end) === 0) return k.method;
   return undefined;
+}
+
+/** The number at a member's value span, or undefined when it is absent or not a number. */
+function numberAt(s: Buffer, span: { at: number; end: number }): number | undefined {
+  const c = span.at >= 0 ? s[span.at] : 0;
+  return c === 0x2d || isDigit(c) ? (parseSpan(s, span.at, span.end) as number) : undefined;
 }
 
 function parseSpan(s: Buffer, start: number, end: number): unknown {
@@ -399,11 +414,11 @@ export function readClientRequest(body: Buffer): ClientRequestBytes | undefined 
     req.toolName = parseSpan(body, p.name, p.nameEnd) as string;
   }
   if (req.toolName === WAIT_TOOL && p.args >= 0 && body[p.args] === OPEN_OBJ) {
-    timeout.at = timeout.end = -1;
-    timeout.dup = false;
+    timeout.at = timeout.end = timeoutMs.at = timeoutMs.end = -1;
+    timeout.dup = timeoutMs.dup = false;
     if (members(body, p.args, p.argsEnd, visitArgs) < 0) return undefined;
-    const c = timeout.at >= 0 ? body[timeout.at] : 0;
-    if (c === 0x2d || isDigit(c)) req.timeoutS = parseSpan(body, timeout.at, timeout.end) as number;
+    const wait = waitSeconds(numberAt(body, timeout), numberAt(body, timeoutMs));
+    if (wait !== undefined) req.timeoutS = wait;
   }
   return req;
 }

@@ -7,7 +7,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { LoggingMessageNotificationSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DeviceAgent, silentLogger } from '../../src/device/agent/index.ts';
-import { FRAME_LIMIT_BYTES, REPLAYED_META_KEY, SURFACE_VERSION } from '../../src/device/tools/index.ts';
+import { FRAME_LIMIT_BYTES, LAUNCH_VERSION, REPLAYED_META_KEY, SURFACE_VERSION } from '../../src/device/tools/index.ts';
 import { SCOPES, type Scope } from '../../src/store/types.ts';
 import { connectClient, startTestRelay, waitFor, type TestRelay } from '../helpers/relay.ts';
 import { caller, ok, phoneServerFactory, removeScratch, scratchDir, SimPhone, sleep, toolError } from './helpers.ts';
@@ -105,7 +105,7 @@ describe('tools/list through the relay', () => {
       expect(t.annotations?.openWorldHint).toBe(false);
       expect(t.inputSchema, t.name).toMatchObject({ type: 'object', additionalProperties: false });
       expect(t.outputSchema, t.name).toMatchObject({ type: 'object', properties: expect.any(Object) });
-      expect(t.description, t.name).toMatch(new RegExp(`@since ${SURFACE_VERSION.replace(/\./g, '\\.')}$`));
+      expect(t.description, t.name).toMatch(new RegExp(`@since ${LAUNCH_VERSION.replace(/\./g, '\\.')}$`));
     }
     const named = (pick: (t: (typeof tools)[number]) => unknown) =>
       tools

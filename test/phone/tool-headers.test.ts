@@ -1,9 +1,10 @@
 // Timeouts and tool headers (SEP-2243, revision 2026-07-28) between a client, the relay and a
 // phone. wait_for_events keeps its published `timeout_s` (a number: fractions of a second
-// allowed), which a tool header cannot carry, so the relay sizes its timeout from the body on
-// both revisions; a tool that declares an integer `Timeout` header (here a small phone of the
+// allowed), which a tool header cannot carry, so the relay sizes that from the body on both
+// revisions; its `timeout_ms` (whole milliseconds, surface 2026.12.03) is declared as the tool
+// header `Timeout-Ms`. A tool that declares an integer `Timeout` header (here a small phone of the
 // test's own) gets its timeout from `Mcp-Param-Timeout`, checked against the body first
-// (docs/decisions/0181-tool-headers.md, docs/decisions/0184-timeout-s-stays-a-number.md).
+// (docs/decisions/0181-tool-headers.md, 0184-timeout-s-stays-a-number.md, 0212-timeout-ms-tool-header.md).
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -115,6 +116,69 @@ describe('wait_for_events: timeout_s as published, sized from the body', () => {
       const started = Date.now();
       expect(ok(await call('wait_for_events', { timeout_s: 2 }))).toMatchObject({ timedOut: true });
       expect(Date.now() - started).toBeGreaterThanOrEqual(1900);
+    } finally {
+      await client.close();
+    }
+  }, 20_000);
+});
+
+describe('wait_for_events: timeout_ms, declared as the tool header Timeout-Ms', () => {
+  it('lists timeout_ms as an integer of milliseconds with the header Timeout-Ms', async () => {
+    const { json } = await stateless('tools/list', {});
+    const schema = json.result!.tools!.find((t) => t.name === 'wait_for_events')!.inputSchema;
+    expect(schema.properties.timeout_ms).toMatchObject({
+      type: 'integer',
+      minimum: 0,
+      maximum: 600_000,
+      'x-mcp-header': 'Timeout-Ms',
+    });
+    expect(schema.required ?? []).not.toContain('timeout_ms');
+  });
+
+  it('sizes the relay timeout from Mcp-Param-Timeout-Ms: a 1.5 s wait outlives the 1 s default', async () => {
+    const started = Date.now();
+    const { status, json } = await stateless(
+      'tools/call',
+      { name: 'wait_for_events', arguments: { timeout_ms: 1500 } },
+      { 'mcp-param-timeout-ms': '1500' },
+    );
+    expect(status).toBe(200);
+    expect(json.result?.structuredContent).toMatchObject({ events: [], timedOut: true });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1400);
+  }, 20_000);
+
+  it('refuses timeout_ms without its header, or with a header that disagrees, before the phone sees it', async () => {
+    const missing = await stateless('tools/call', { name: 'wait_for_events', arguments: { timeout_ms: 10 } });
+    expect(missing.status).toBe(400);
+    expect(missing.json.error).toMatchObject({ code: -32020 });
+    expect(missing.json.error!.message).toContain('Mcp-Param-Timeout-Ms header is required');
+    const mismatch = await stateless(
+      'tools/call',
+      { name: 'wait_for_events', arguments: { timeout_ms: 10 } },
+      { 'mcp-param-timeout-ms': '600000' },
+    );
+    expect(mismatch.status).toBe(400);
+    expect(mismatch.json.error!.message).toContain('Mcp-Param-Timeout-Ms');
+  });
+
+  it('the phone refuses timeout_s and timeout_ms together: one wait, one unit', async () => {
+    const { status, json } = await stateless(
+      'tools/call',
+      { name: 'wait_for_events', arguments: { timeout_s: 0, timeout_ms: 0 } },
+      { 'mcp-param-timeout-ms': '0' },
+    );
+    expect(status).toBe(200);
+    expect(JSON.parse(json.result!.content![0].text!)).toMatchObject({ error: { code: 'invalid_arguments' } });
+  });
+
+  it("on a session revision (no tool headers) the body's timeout_ms sizes the timeout", async () => {
+    const { client } = await connectClient(relay.mcpUrl, token);
+    try {
+      const call = caller(client);
+      await client.listTools();
+      const started = Date.now();
+      expect(ok(await call('wait_for_events', { timeout_ms: 1800 }))).toMatchObject({ timedOut: true });
+      expect(Date.now() - started).toBeGreaterThanOrEqual(1700);
     } finally {
       await client.close();
     }

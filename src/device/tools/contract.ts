@@ -5,12 +5,28 @@ import { SCOPES, type Scope } from '../../store/types.ts';
 
 export { SCOPES, type Scope };
 
+/** The launch surface: the baseline every later release only adds to. */
+export const LAUNCH_VERSION = '2026.09.25';
+/** wait_for_events' `timeout_ms`, the tool header of its wait (docs/decisions/0212-timeout-ms-tool-header.md). */
+export const TIMEOUT_MS_SINCE = '2026.12.03';
+
 /**
  * Version of the published tool surface, sent as the server info version. It is the date of the
  * release cycle that last added to the surface (calendar versioning): a client tells surfaces
- * apart by it instead of counting tools. Every tool description ends with `@since <version>`.
+ * apart by it instead of counting tools. Every tool description ends with `@since <version>`,
+ * the release that added the tool; an added parameter's description ends with its own.
  */
-export const SURFACE_VERSION = '2026.09.25';
+export const SURFACE_VERSION = TIMEOUT_MS_SINCE;
+
+/** What each release added, newest first: docs/TOOLS.md prints it as the surface's changelog. */
+export const SURFACE_CHANGES: ReadonlyArray<{ version: string; change: string }> = [
+  {
+    version: TIMEOUT_MS_SINCE,
+    change:
+      '`wait_for_events` takes `timeout_ms` (optional): the wait in whole milliseconds, declared as the tool header `Mcp-Param-Timeout-Ms`.',
+  },
+  { version: LAUNCH_VERSION, change: 'Launch: the baseline surface.' },
+];
 
 export const SCOPE_META_KEY = 'phonebridge/scope';
 export const CALLER_META_KEY = 'phonebridge/caller';

@@ -2,7 +2,7 @@
 // reference cannot describe a tool that does not exist or miss one that does.
 import { xMcpHeaders } from '../../protocol/tool-headers.ts';
 import { SimPhone } from '../sim/model.ts';
-import { ERROR_CODES, SCOPE_META_KEY, SURFACE_VERSION } from './contract.ts';
+import { ERROR_CODES, SCOPE_META_KEY, SURFACE_CHANGES, SURFACE_VERSION } from './contract.ts';
 import { connect } from './in-memory.ts';
 import { IMMEDIATE_RESULT_MS } from './task-server.ts';
 
@@ -33,10 +33,13 @@ export async function renderToolsDoc(): Promise<string> {
     '2025-11-25 client may call it as a task (`params.task`), and a 2026-07-28 client that declares the tasks',
     'extension (`io.modelcontextprotocol/tasks`) may be answered with a task (the phone decides: a call that ends within',
     `${IMMEDIATE_RESULT_MS} ms gets its plain result); \`forbidden\` — always a plain result.`,
-    'Headers are the tool headers a 2026-07-28 client mirrors (`x-mcp-header` → `Mcp-Param-<Name>`: argument). None',
-    "is declared: a header carries only an integer, string or boolean, and `wait_for_events`' `timeout_s` is a number",
-    '(fractions of a second), so the relay reads it from the body (docs/decisions/0184-timeout-s-stays-a-number.md).',
+    'Headers are the tool headers a 2026-07-28 client mirrors (`x-mcp-header` → `Mcp-Param-<Name>`: argument). A header',
+    "carries only an integer, string or boolean: `wait_for_events`' published `timeout_s` is a number (fractions of a",
+    'second) and has none (docs/decisions/0184-timeout-s-stays-a-number.md); its `timeout_ms` sets the same wait in whole',
+    'milliseconds and is declared as `Mcp-Param-Timeout-Ms`, from which the relay sizes its own timeout',
+    '(docs/decisions/0212-timeout-ms-tool-header.md).',
     '',
+
     'Schema portability: every `inputSchema` and `outputSchema` is in the subset of docs/decisions/0180-portable-tool-schemas.md.',
     `The MCP Inspector's report on this catalog through the relay is empty: \`${INSPECTOR_COMMAND}\``,
     '(Inspector 2.12.0, Node 22) prints no finding and exits 0; test/phone/inspector-portability.test.ts runs it.',
@@ -53,6 +56,14 @@ export async function renderToolsDoc(): Promise<string> {
     '| Code | Meaning |',
     '| - | - |',
     ...Object.entries(ERROR_CODES).map(([code, meaning]) => `| \`${code}\` | ${meaning} |`),
+    '',
+    '## Changes',
+    '',
+    'The surface only grows (additive changes); each release that added to it, newest first:',
+    '',
+    '| Version | Added |',
+    '| - | - |',
+    ...SURFACE_CHANGES.map((c) => `| \`${c.version}\` | ${c.change} |`),
     '',
   ];
   for (const t of tools) {

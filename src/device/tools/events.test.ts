@@ -73,6 +73,22 @@ describe('wait_for_events', () => {
     expect(phone.listenerCount).toBe(0);
   });
 
+  it('takes the wait as timeout_ms, whole milliseconds, and refuses both units at once (decision 0212)', async () => {
+    const { phone, call } = await setup();
+    const started = Date.now();
+    expect(ok(await call('wait_for_events', { timeout_ms: 400 }))).toMatchObject({ events: [], timedOut: true });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(390);
+    expect(ok(await call('wait_for_events', { cursor: 0, timeout_ms: 0 })).timedOut).toBe(true);
+    const both = err(await call('wait_for_events', { timeout_s: 1, timeout_ms: 1000 }));
+    expect(both).toMatchObject({
+      code: 'invalid_arguments',
+      message: expect.stringContaining('timeout_s or timeout_ms'),
+    });
+    for (const bad of [1.5, -1, 600_001, '100'])
+      expect(err(await call('wait_for_events', { timeout_ms: bad })).code).toBe('invalid_arguments');
+    expect(phone.listenerCount).toBe(0);
+  });
+
   it('stops waiting when the request is cancelled', async () => {
     const { phone, call } = await setup();
     const controller = new AbortController();

@@ -1,5 +1,6 @@
 export { createPhoneServer, TOOL_CATALOG, TOOL_SCOPES, type PhoneServerOptions } from './server.ts';
 export {
+  LAUNCH_VERSION,
   SURFACE_VERSION,
   SCOPE_META_KEY,
   CALLER_META_KEY,

@@ -1,7 +1,13 @@
 // Input and output schemas of every tool. Inputs are z.strictObject passed whole to the SDK:
 // a raw shape would become a plain z.object, which silently strips unknown keys like `leaseid`.
 import * as z from 'zod';
+import { TIMEOUT_MS_HEADER, X_MCP_HEADER } from '../../protocol/timeouts.ts';
 import { EVENT_TYPES, KEYS } from '../sim/model.ts';
+import { TIMEOUT_MS_SINCE } from './contract.ts';
+
+/** wait_for_events: the wait when the caller names none, and the longest it may name. */
+export const WAIT_DEFAULT_S = 30;
+export const WAIT_MAX_S = 600;
 
 // ---- shared input fields ------------------------------------------------------
 
@@ -212,14 +218,30 @@ export const waitForEventsInput = z.strictObject({
     ),
   // Seconds as the surface published them: a number, fractions allowed (the surface is frozen:
   // narrowing it to integers would refuse calls that worked). A tool header may only carry an
-  // integer, string or boolean, so this one has none; the relay reads it from the body
-  // (docs/decisions/0184-timeout-s-stays-a-number.md).
+  // integer, string or boolean, so this one has none (docs/decisions/0184-timeout-s-stays-a-number.md).
+  // Optional with the default as an annotation rather than `.default(30)`, so the tool can tell
+  // a timeout_s the caller gave from the default when timeout_ms comes too; the published
+  // schema is unchanged.
   timeout_s: z
     .number()
     .min(0)
-    .max(600)
-    .default(30)
+    .max(WAIT_MAX_S)
+    .optional()
+    .meta({ default: WAIT_DEFAULT_S })
     .describe('Wait at most this long when nothing is pending; 0 returns at once.'),
+  // The same wait as whole milliseconds, declared as the tool header Mcp-Param-Timeout-Ms so a
+  // gateway sizes its own timeout without reading the body (an addition of 2026.12.03:
+  // docs/decisions/0212-timeout-ms-tool-header.md).
+  timeout_ms: z
+    .number()
+    .int()
+    .min(0)
+    .max(WAIT_MAX_S * 1000)
+    .optional()
+    .meta({ [X_MCP_HEADER]: TIMEOUT_MS_HEADER })
+    .describe(
+      `The same wait in whole milliseconds, sent again as the tool header Mcp-Param-${TIMEOUT_MS_HEADER} on revision 2026-07-28 so gateways can size their own timeout. Give timeout_s or timeout_ms, not both. @since ${TIMEOUT_MS_SINCE}`,
+    ),
   types: z.array(z.enum(EVENT_TYPES)).min(1).optional(),
   leaseId,
 });

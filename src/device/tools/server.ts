@@ -16,6 +16,7 @@ import {
   RESULT_LIMIT_BYTES,
   REPLAYED_META_KEY,
   SCOPE_META_KEY,
+  LAUNCH_VERSION,
   SURFACE_VERSION,
   ToolError,
   callerFrom,
@@ -143,7 +144,7 @@ const listDevices = tool({
   name: 'list_devices',
   title: 'List devices',
   scope: 'devices:read',
-  since: SURFACE_VERSION,
+  since: LAUNCH_VERSION,
   description:
     'Lists the device(s) this connection reaches, with screen size, foreground app, installed apps, and who holds the lease or a run.',
   annotations: OBSERVES,
@@ -178,7 +179,7 @@ const observeScreen = tool({
   name: 'observe_screen',
   title: 'Observe the screen',
   scope: 'devices:read',
-  since: SURFACE_VERSION,
+  since: LAUNCH_VERSION,
   description:
     'Returns the screen as an element tree (id, role, text, bounds in screen pixels, enabled, focused, checked, parentId) and, if asked, a PNG screenshot as an image block. The screenshot always fits one message; a size beyond the maximum is refused with too_large.',
   annotations: OBSERVES,
@@ -214,7 +215,7 @@ const getOutcome = tool({
   name: 'get_outcome',
   title: 'Look up an outcome',
   scope: 'devices:read',
-  since: SURFACE_VERSION,
+  since: LAUNCH_VERSION,
   description:
     'Looks up the outcome recorded under one of your idempotency keys (act tools and start_run record one), without acting.',
   annotations: OBSERVES,
@@ -238,9 +239,9 @@ const waitForEvents = tool({
   name: 'wait_for_events',
   title: 'Wait for events',
   scope: 'devices:read',
-  since: SURFACE_VERSION,
+  since: LAUNCH_VERSION,
   description:
-    'Returns notifications, app changes and screen changes after `cursor`. If none are pending, waits until one arrives or `timeout_s` passes, then returns an empty list. Pass the returned cursor back to continue.',
+    'Returns notifications, app changes and screen changes after `cursor`. If none are pending, waits until one arrives or the wait (`timeout_s`, or `timeout_ms`) passes, then returns an empty list. Pass the returned cursor back to continue.',
   annotations: OBSERVES,
   requiresUserInteraction: false,
   input: s.waitForEventsInput,
@@ -250,7 +251,7 @@ const waitForEvents = tool({
     // A cursor ahead of the phone's log comes from before the agent restarted (the log starts
     // over with the process): every event of this log is news to that caller.
     const cursor = args.cursor === undefined ? ctx.phone.cursor : args.cursor > ctx.phone.cursor ? 0 : args.cursor;
-    const events = await nextEvents(ctx.phone, cursor, args.types, args.timeout_s * 1000, ctx.extra.signal);
+    const events = await nextEvents(ctx.phone, cursor, args.types, waitMs(args), ctx.extra.signal);
     const batch = events.slice(0, MAX_EVENTS_PER_RESULT);
     const more = events.length > batch.length;
     return {
@@ -261,6 +262,13 @@ const waitForEvents = tool({
     };
   },
 });
+
+/** The wait a call asked for: timeout_s or timeout_ms, one of them at most; else the default. */
+function waitMs(args: { timeout_s?: number; timeout_ms?: number }): number {
+  if (args.timeout_s !== undefined && args.timeout_ms !== undefined)
+    throw new ToolError('invalid_arguments', 'give timeout_s or timeout_ms, not both: they set the same wait');
+  return args.timeout_ms ?? (args.timeout_s ?? s.WAIT_DEFAULT_S) * 1000;
+}
 
 /** Pending events, or the first ones to arrive within the timeout; empty on timeout or cancellation. */
 function nextEvents(
@@ -303,7 +311,7 @@ function actTool<I extends z.ZodType<{ leaseId?: string; idempotencyKey?: string
     name,
     title,
     scope: 'devices:act',
-    since: SURFACE_VERSION,
+    since: LAUNCH_VERSION,
     description: `${description} Accepts leaseId and an idempotencyKey (a retry with the same key replays the outcome).`,
     annotations: ACTS,
     requiresUserInteraction: false,
@@ -390,7 +398,7 @@ const takeDevice = tool({
   name: 'take_device',
   title: 'Take the device',
   scope: 'devices:lease',
-  since: SURFACE_VERSION,
+  since: LAUNCH_VERSION,
   description:
     'Takes exclusive use of the device, or renews the lease you hold. The lease expires after a period without use; every call under it renews it. Refused with device_busy while someone else holds it or a run has it.',
   annotations: ACTS,
@@ -413,7 +421,7 @@ const releaseDevice = tool({
   name: 'release_device',
   title: 'Release the device',
   scope: 'devices:lease',
-  since: SURFACE_VERSION,
+  since: LAUNCH_VERSION,
   description: 'Returns the device. Requires the leaseId; a stale one is refused with lease_mismatch.',
   annotations: ACTS,
   requiresUserInteraction: false,
@@ -431,7 +439,7 @@ const startRun = tool({
   name: 'start_run',
   title: 'Start a run',
   scope: 'runs:start',
-  since: SURFACE_VERSION,
+  since: LAUNCH_VERSION,
   description:
     "Hands the device to an autonomous run that executes a plan of steps (tap, hold, swipe, type_text, press_key, open_app, wait). While it runs, act tools of other callers are refused with device_busy. With wait (default) the call answers when the run ends and sends progress notifications (when the request has a progressToken) and log messages meanwhile; cancelling the call stops the run. Accepts an idempotencyKey: a retry with the same key returns that run's current state instead of starting another.",
   annotations: RUNS,
@@ -464,7 +472,7 @@ const getRun = tool({
   name: 'get_run',
   title: 'Watch a run',
   scope: 'runs:start',
-  since: SURFACE_VERSION,
+  since: LAUNCH_VERSION,
   description: "Returns a run's status and progress: by runId, else the active run, else the latest.",
   annotations: OBSERVES,
   requiresUserInteraction: false,
@@ -482,7 +490,7 @@ const stopRun = tool({
   name: 'stop_run',
   title: 'Stop a run',
   scope: 'runs:start',
-  since: SURFACE_VERSION,
+  since: LAUNCH_VERSION,
   description:
     'Stops a run (by runId, else the active one) after its current step and frees the device. Stopping an ended run changes nothing and returns it.',
   annotations: RUNS,

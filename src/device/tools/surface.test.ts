@@ -3,7 +3,7 @@
 // with the SDK client validating each structuredContent against the published outputSchema.
 import { describe, expect, it } from 'vitest';
 import { SimPhone } from '../sim/model.ts';
-import { FRAME_LIMIT_BYTES, SCOPES, SURFACE_VERSION } from './contract.ts';
+import { FRAME_LIMIT_BYTES, LAUNCH_VERSION, SCOPES, SURFACE_CHANGES, SURFACE_VERSION } from './contract.ts';
 import { callerOf, connect, err, ok } from './in-memory.ts';
 import { TOOL_CATALOG, TOOL_SCOPES } from './server.ts';
 
@@ -50,8 +50,20 @@ describe('tools/list', () => {
       expect(t.annotations?.openWorldHint).toBe(false);
       expect(t.inputSchema).toMatchObject({ type: 'object', additionalProperties: false });
       expect(t.outputSchema).toMatchObject({ type: 'object' });
-      expect(t.description).toMatch(new RegExp(`@since ${SURFACE_VERSION.replace(/\./g, '\\.')}$`));
+      // Every tool came with the launch; what later releases added says its own @since.
+      expect(t.description).toMatch(new RegExp(`@since ${LAUNCH_VERSION.replace(/\./g, '\\.')}$`));
     }
+  });
+
+  it('versions the surface by its newest addition, and every @since in the catalog names a release', async () => {
+    const { client } = await setup();
+    expect(SURFACE_CHANGES[0].version).toBe(SURFACE_VERSION);
+    expect(SURFACE_CHANGES.at(-1)!.version).toBe(LAUNCH_VERSION);
+    const versions = SURFACE_CHANGES.map((c) => c.version);
+    expect([...versions].sort().reverse()).toEqual(versions);
+    const catalog = JSON.stringify((await client.listTools()).tools);
+    const named = new Set([...catalog.matchAll(/@since (\d{4}\.\d{2}\.\d{2})/g)].map((m) => m[1]));
+    expect([...named].sort()).toEqual([...versions].sort());
   });
 
   it('marks exactly the two run tools destructive and needing a person, and observers read-only', async () => {
