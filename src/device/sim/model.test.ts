@@ -120,6 +120,21 @@ describe('SimPhone', () => {
     expect(phone.findElement('thread.send')?.enabled).toBe(false);
   });
 
+  it('keeps the list scroll in range when a conversation is deleted, and observing the screen changes nothing', () => {
+    const phone = phoneAt();
+    phone.openApp('com.android.messaging');
+    expect(phone.swipe({ x: 540, y: 2200 }, { x: 540, y: 200 }).effect).toBe('scrolled messages.list to 400');
+    phone.hold({ elementId: 'messages.thread.t12' });
+    phone.tap({ elementId: 'menu.delete' });
+    // 11 rows of 200 px in a 2000 px list scroll 200 px at most: the state says so at once,
+    // not only after a layout pass has run.
+    const after = phone.snapshot();
+    expect(after.listScroll).toBe(200);
+    expect(phone.elements().find((e) => e.role === 'listitem')?.id).toBe('messages.thread.t2');
+    expect(phone.snapshot()).toEqual(after);
+    expect(phone.swipeElement('messages.list', 'up').effect).toBe('list is already at its end');
+  });
+
   it('shows at most one field of message text per screen: the newest messages, a share of it per preview', () => {
     const phone = phoneAt();
     phone.openApp('com.android.messaging');

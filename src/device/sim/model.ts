@@ -7,6 +7,7 @@ import {
   STATUS_H,
   center,
   layoutScreen,
+  maxListScroll,
   type PhoneActions,
   type PhoneView,
   type UiNode,
@@ -241,6 +242,8 @@ export class SimPhone {
     },
     deleteThread: (threadId) => {
       this.threads = this.threads.filter((t) => t.id !== threadId);
+      // A shorter list is not left scrolled past its end.
+      this.listScroll = Math.min(this.listScroll, maxListScroll(this.height, this.threads.length));
     },
     clearNote: () => {
       this.noteText = '';

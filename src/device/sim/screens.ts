@@ -134,6 +134,12 @@ class Frame {
   }
 }
 
+/** How far the conversation list of `rows` conversations scrolls at most on a screen this high. */
+export function maxListScroll(height: number, rows: number): number {
+  const listHeight = height - NAV_H - (STATUS_H + ROW_H); // below the heading, above the nav bar
+  return Math.max(0, rows * ROW_H - listHeight);
+}
+
 /** The screen as elements in drawing order, each with what a gesture on it does. */
 export function layoutScreen(view: PhoneView, act: PhoneActions): UiNode[] {
   const f = new Frame(view);
@@ -221,12 +227,12 @@ function messagesScreen(f: Frame, view: PhoneView, act: PhoneActions) {
   const { W, contentTop, contentBottom } = f;
   f.heading('messages.title', 'Messages');
   const list: Bounds = { left: 0, top: contentTop + ROW_H, right: W, bottom: contentBottom };
-  const maxScroll = Math.max(0, view.threads.length * ROW_H - (list.bottom - list.top));
+  const maxScroll = maxListScroll(view.height, view.threads.length);
   // At most this many rows show at once (one partly at each end), each preview its share.
   const previewChars = Math.floor(MESSAGE_CHARS_PER_SCREEN / (Math.ceil((list.bottom - list.top) / ROW_H) + 1));
-  // A list that got shorter (a conversation deleted) is not left scrolled past its end.
-  const scroll = Math.min(view.listScroll, maxScroll);
-  act.scrollList(scroll);
+  // In range already: the phone keeps it so when the list gets shorter (model.ts deleteThread);
+  // a layout pass only reads, so observing the screen changes nothing.
+  const scroll = view.listScroll;
   f.add({
     id: 'messages.list',
     role: 'list',
