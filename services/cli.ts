@@ -7,7 +7,7 @@ import { createKey, createPairing } from '../src/provisioning.ts';
 import { newId } from '../src/crypto/secrets.ts';
 import { readRelayInfo } from './relay-info.ts';
 import { DEFAULT_PLAN, normalizeEmail } from '../src/hosted/plans.ts';
-import { serve } from './serve.ts';
+import { databaseStartError, serve } from './serve.ts';
 import { LabelError, MAX_LABELS, matches, parseLabelArgs, parseLabelList, parseSelector } from '../src/fleet/labels.ts';
 import { allLabels } from '../src/fleet/access.ts';
 import { createFleetKey } from '../src/fleet/keys.ts';
@@ -97,7 +97,11 @@ export async function main(argv: string[]): Promise<void> {
 }
 
 async function withStore<T>(values: Record<string, unknown>, fn: (store: Store) => Promise<T>): Promise<T> {
-  const opened = await openStore({ ...storeOptions(values), role: 'cli' });
+  const options = storeOptions(values);
+  // A database the command cannot open is worded (and exits 2) as for serve.
+  const opened = await openStore({ ...options, role: 'cli' }).catch((err: unknown) => {
+    throw databaseStartError(options.databaseUrl, err);
+  });
   try {
     return await fn(opened.store);
   } finally {

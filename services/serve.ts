@@ -45,7 +45,7 @@ export async function startRelay(
     store = await openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, role: 'server' });
   } catch (err) {
     await bus.close();
-    throw databaseStartError(config, err);
+    throw databaseStartError(config.databaseUrl, err);
   }
   let node: GatewayNode;
   try {
@@ -85,11 +85,13 @@ export async function startRelay(
  * A Postgres the node cannot start on (unreachable, no such database or role, refused TLS) is
  * a setting to fix, like an unreachable --redis-url: one line naming the flag and the URL
  * without its password (exit 2), not pg's bare "connect ECONNREFUSED 127.0.0.1:5432" (exit 1).
+ * The one-shot commands that open the store map their openStore failures through this too
+ * (services/cli.ts withStore).
  */
-function databaseStartError(config: RelayConfig, err: unknown): unknown {
+export function databaseStartError(databaseUrl: string | undefined, err: unknown): unknown {
   if (err instanceof DatabaseUrlError) return new ConfigError(err.message);
-  if (!config.databaseUrl || !(err instanceof Error) || err instanceof SchemaTooNewError) return err;
-  return new ConfigError(`--database-url: cannot start on ${redactDatabaseUrl(config.databaseUrl)}: ${err.message}`);
+  if (!databaseUrl || !(err instanceof Error) || err instanceof SchemaTooNewError) return err;
+  return new ConfigError(`--database-url: cannot start on ${redactDatabaseUrl(databaseUrl)}: ${err.message}`);
 }
 
 /**

@@ -84,3 +84,62 @@ describe('serve refuses a database it cannot reach or use', () => {
     }
   });
 });
+
+// The one-shot commands open the same database (services/cli.ts withStore): a URL they cannot
+// use is the same setting to fix as for serve, worded by the same code (services/serve.ts).
+describe('the commands that open the database refuse one they cannot reach or use like serve does', () => {
+  async function run(args: string[], env: Record<string, string> = {}) {
+    const child = startChild([...args, '--data-dir', dir()], env);
+    children.push(child);
+    const { code } = await child.exited;
+    return { code, stderr: child.stderr.join('\n') };
+  }
+
+  it('an unreachable host: exit 2, one line with the flag and the URL without its password', async () => {
+    const port = await closedPort();
+    const url = `postgres://pb:s3cret-pw@127.0.0.1:${port}/pb`;
+    const commands = [
+      ['keys', 'list'],
+      ['keys', 'create', '--device', 'dev_x'],
+      ['keys', 'revoke', 'key_x'],
+      ['devices', 'list'],
+      ['devices', 'remove', 'dev_x'],
+      ['accounts', 'list'],
+      ['pair', '--json'],
+      ['enroll', 'list'],
+    ];
+    const results = await Promise.all(commands.map((c) => run([...c, '--database-url', url])));
+    results.forEach((r, i) => {
+      expect(r, commands[i].join(' ')).toEqual({
+        code: 2,
+        stderr: `phonebridge: --database-url: cannot start on postgres://pb:***@127.0.0.1:${port}/pb: connect ECONNREFUSED 127.0.0.1:${port}`,
+      });
+    });
+  });
+
+  it('PHONEBRIDGE_DATABASE_URL, a missing database and a URL that is not Postgres: exit 2 naming the flag, no password', async () => {
+    const noDb = new URL(POSTGRES.href);
+    noDb.pathname = '/pb_no_such_database';
+    noDb.password = 'pw-not-logged';
+    const cases = [
+      [
+        ['devices', 'list', '--database-url', noDb.href],
+        /^phonebridge: --database-url: cannot start on postgres:\/\/.*:\*\*\*@.*\/pb_no_such_database: database "pb_no_such_database" does not exist$/,
+      ],
+      [
+        ['accounts', 'list', '--database-url', 'mysql://u:pw-not-logged@127.0.0.1/x'],
+        /^phonebridge: --database-url must start with postgres:\/\/ \(got mysql:\/\/\)$/,
+      ],
+      [['keys', 'list', '--database-url', 'not a url'], /^phonebridge: --database-url is not a valid URL/],
+    ] as const;
+    const results = await Promise.all([
+      ...cases.map(([args]) => run([...args])),
+      run(['keys', 'list'], { PHONEBRIDGE_DATABASE_URL: noDb.href }),
+    ]);
+    for (const [i, [args, words]] of [...cases, [['env'], cases[0][1]] as const].entries()) {
+      expect(results[i].code, args.join(' ')).toBe(2);
+      expect(results[i].stderr, args.join(' ')).toMatch(words);
+      expect(results[i].stderr).not.toContain('pw-not-logged');
+    }
+  });
+});

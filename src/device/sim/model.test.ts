@@ -120,6 +120,67 @@ describe('SimPhone', () => {
     expect(phone.findElement('thread.send')?.enabled).toBe(false);
   });
 
+  it('keeps the list scroll in range when a conversation is deleted, and observing the screen changes nothing', () => {
+    const phone = phoneAt();
+    phone.openApp('com.android.messaging');
+    expect(phone.swipe({ x: 540, y: 2200 }, { x: 540, y: 200 }).effect).toBe('scrolled messages.list to 400');
+    phone.hold({ elementId: 'messages.thread.t12' });
+    phone.tap({ elementId: 'menu.delete' });
+    // 11 rows of 200 px in a 2000 px list scroll 200 px at most: the state says so at once,
+    // not only after a layout pass has run.
+    const after = phone.snapshot();
+    expect(after.listScroll).toBe(200);
+    expect(phone.elements().find((e) => e.role === 'listitem')?.id).toBe('messages.thread.t2');
+    expect(phone.snapshot()).toEqual(after);
+    expect(phone.swipeElement('messages.list', 'up').effect).toBe('list is already at its end');
+  });
+
+  it('shows at most one field of message text per screen: the newest messages, a share of it per preview', () => {
+    const phone = phoneAt();
+    phone.openApp('com.android.messaging');
+    phone.tap({ elementId: 'messages.thread.t1' });
+    const contact = phone.title;
+    const seeded = phone.snapshot().threads[0].messages;
+    const send = (text: string) => {
+      phone.typeText(text, 'thread.compose');
+      phone.pressKey('ENTER');
+    };
+    const bubbles = () =>
+      phone
+        .elements()
+        .filter((e) => e.id.startsWith('thread.message.'))
+        .map((e) => [e.id, e.text.length]);
+    send('a'.repeat(3000));
+    expect(bubbles().at(-1)).toEqual([`thread.message.${seeded}`, 'Me: '.length + 3000]);
+    expect(bubbles()).toHaveLength(seeded + 1);
+    send('b'.repeat(2000)); // 5000 in all: the older ones no longer fit
+    expect(bubbles()).toEqual([
+      [`thread.message.${seeded}`, 3004],
+      [`thread.message.${seeded + 1}`, 2004],
+    ]);
+    send('c');
+    expect(bubbles()).toEqual([
+      [`thread.message.${seeded + 1}`, 2004],
+      [`thread.message.${seeded + 2}`, 5],
+    ]);
+    send('d'.repeat(5000));
+    expect(bubbles()).toEqual([[`thread.message.${seeded + 3}`, 5004]]);
+
+    // The list: at most 11 rows at once on this screen (2000 px of 200 px rows, one partly at
+    // each end), so a preview is at most 5000 / 11 = 454 characters, the last an ellipsis.
+    const preview = () => phone.findElement('messages.thread.t1')!.text;
+    phone.pressKey('BACK');
+    expect(preview()).toBe(`${contact}: ${'d'.repeat(453)}…`);
+    phone.tap({ elementId: 'messages.thread.t1' });
+    send('😀'.repeat(2500)); // never cut between the halves of a surrogate pair
+    phone.pressKey('BACK');
+    expect(preview()).toBe(`${contact}: ${'😀'.repeat(226)}…`);
+    phone.tap({ elementId: 'messages.thread.t1' });
+    send('x'.repeat(454));
+    phone.pressKey('BACK');
+    expect(preview()).toBe(`${contact}: ${'x'.repeat(454)}`);
+  });
+
   it('shows only the messages that fit above the compose box, none on a screen too short for one', () => {
     for (const height of [2400, 777]) {
       const phone = new SimPhone({ seed: 1, width: 720, height });

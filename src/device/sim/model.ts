@@ -2,7 +2,18 @@
 // The same seed gives the same contacts and messages; the injected clock only stamps events.
 // Everything the tool surface can see is derived from `elements()`, so tests can assert exact states.
 // This file holds the state and what can be done to it; screens.ts lays out each screen from it.
-import { STATUS_H, center, layoutScreen, type PhoneActions, type PhoneView, type UiNode } from './screens.ts';
+import {
+  MAX_FIELD_CHARS,
+  STATUS_H,
+  center,
+  layoutScreen,
+  maxListScroll,
+  type PhoneActions,
+  type PhoneView,
+  type UiNode,
+} from './screens.ts';
+
+export { MAX_FIELD_CHARS };
 
 export const LAUNCHER_PACKAGE = 'com.android.launcher';
 export const SYSTEM_UI_PACKAGE = 'com.android.systemui';
@@ -186,11 +197,6 @@ export function packageOf(app: string): string {
 
 const inside = (b: Bounds, p: Point) => p.x >= b.left && p.x < b.right && p.y >= b.top && p.y < b.bottom;
 const SINGLE_LINE_FIELDS = new Set(['browser.url', 'thread.compose']);
-/**
- * A text field holds at most this many characters; more are dropped, as Android's maxLength
- * does. Unbounded, a few type_text calls made every observe_screen of the screen too_large.
- */
-export const MAX_FIELD_CHARS = 5000;
 
 export class SimPhone {
   readonly width: number;
@@ -236,6 +242,8 @@ export class SimPhone {
     },
     deleteThread: (threadId) => {
       this.threads = this.threads.filter((t) => t.id !== threadId);
+      // A shorter list is not left scrolled past its end.
+      this.listScroll = Math.min(this.listScroll, maxListScroll(this.height, this.threads.length));
     },
     clearNote: () => {
       this.noteText = '';

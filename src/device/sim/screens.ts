@@ -63,6 +63,23 @@ export interface PhoneActions {
   clearNotifications(): void;
 }
 
+/**
+ * A text field holds at most this many characters; more are dropped, as Android's maxLength
+ * does (model.ts insert). Unbounded, a few type_text calls made every observe_screen of the
+ * screen too_large.
+ */
+export const MAX_FIELD_CHARS = 5000;
+/**
+ * The message text one screen shows, in all: what one field holds. A message is at most a
+ * field long (it was a compose draft), but a screen shows many, and once JSON-escaped a
+ * character costs up to 13 bytes of a result (a control character: 6 in structuredContent, 7
+ * in the text block): four full bubbles of those, or four full previews, made every
+ * observe_screen of the screen too_large. The conversation shows the newest messages within
+ * it (a long message takes the room of several, as on a real screen); the list cuts each
+ * preview to its share.
+ */
+const MESSAGE_CHARS_PER_SCREEN = MAX_FIELD_CHARS;
+
 // Layout in screen pixels; derived from the screen size so other sizes still make sense.
 /** Height of the status bar; a swipe down from it opens the notification shade. */
 export const STATUS_H = 80;
@@ -115,6 +132,12 @@ class Frame {
       bounds: { left: MARGIN, top: this.contentTop, right: this.W - MARGIN, bottom: this.contentTop + ROW_H },
     });
   }
+}
+
+/** How far the conversation list of `rows` conversations scrolls at most on a screen this high. */
+export function maxListScroll(height: number, rows: number): number {
+  const listHeight = height - NAV_H - (STATUS_H + ROW_H); // below the heading, above the nav bar
+  return Math.max(0, rows * ROW_H - listHeight);
 }
 
 /** The screen as elements in drawing order, each with what a gesture on it does. */
@@ -204,10 +227,12 @@ function messagesScreen(f: Frame, view: PhoneView, act: PhoneActions) {
   const { W, contentTop, contentBottom } = f;
   f.heading('messages.title', 'Messages');
   const list: Bounds = { left: 0, top: contentTop + ROW_H, right: W, bottom: contentBottom };
-  const maxScroll = Math.max(0, view.threads.length * ROW_H - (list.bottom - list.top));
-  // A list that got shorter (a conversation deleted) is not left scrolled past its end.
-  const scroll = Math.min(view.listScroll, maxScroll);
-  act.scrollList(scroll);
+  const maxScroll = maxListScroll(view.height, view.threads.length);
+  // At most this many rows show at once (one partly at each end), each preview its share.
+  const previewChars = Math.floor(MESSAGE_CHARS_PER_SCREEN / (Math.ceil((list.bottom - list.top) / ROW_H) + 1));
+  // In range already: the phone keeps it so when the list gets shorter (model.ts deleteThread);
+  // a layout pass only reads, so observing the screen changes nothing.
+  const scroll = view.listScroll;
   f.add({
     id: 'messages.list',
     role: 'list',
@@ -233,7 +258,7 @@ function messagesScreen(f: Frame, view: PhoneView, act: PhoneActions) {
       role: 'listitem',
       parentId: 'messages.list',
       bounds,
-      text: `${t.contact}: ${t.messages[t.messages.length - 1]?.text ?? ''}`,
+      text: `${t.contact}: ${cut(t.messages[t.messages.length - 1]?.text ?? '', previewChars)}`,
       onTap: () => {
         act.openThread(t.id);
         return `opened the conversation with ${t.contact}`;
@@ -259,9 +284,15 @@ function threadScreen(f: Frame, view: PhoneView, act: PhoneActions, threadId: st
   f.heading('thread.title', t.contact);
   const composeTop = contentBottom - ROW_H;
   const fit = Math.floor((composeTop - contentTop - ROW_H) / ROW_H);
-  // The newest that fit above the compose box; none on a screen too short for one (slice(-0)
-  // would be all of them).
-  const shown = fit > 0 ? t.messages.slice(-fit) : [];
+  // The newest that fit above the compose box and within the screen's message text (the newest
+  // always: it was a draft, so it is within it); none on a screen too short for one.
+  const shown: Thread['messages'] = [];
+  let chars = 0;
+  for (let i = t.messages.length - 1; i >= 0 && shown.length < fit; i--) {
+    chars += t.messages[i].text.length;
+    if (chars > MESSAGE_CHARS_PER_SCREEN && shown.length > 0) break;
+    shown.unshift(t.messages[i]);
+  }
   const first = t.messages.length - shown.length;
   shown.forEach((m, i) =>
     f.add({
@@ -438,6 +469,14 @@ function contextMenu(f: Frame, menu: ContextMenu, act: PhoneActions) {
       },
     }),
   );
+}
+
+/** At most `max` characters of `text`, the last of them an ellipsis when it was longer; never half a surrogate pair. */
+function cut(text: string, max: number): string {
+  if (text.length <= max) return text;
+  let end = Math.max(0, max - 1);
+  if (end > 0 && /[\uD800-\uDBFF]/.test(text[end - 1])) end--;
+  return `${text.slice(0, end)}…`;
 }
 
 function roundBounds(b: Bounds): Bounds {

@@ -203,6 +203,34 @@ describe('tools/call', () => {
     expect(phone.snapshot().note).toBe('word '.repeat(1000));
   });
 
+  it('messages never grow the conversation or the conversation list past what observe_screen can return', async () => {
+    const { phone, call } = await setup();
+    // A control character is 6 bytes in structuredContent and 7 in the text block's JSON:
+    // the most a character can cost. Every conversation's nine newest messages are full fields.
+    const worst = '\u0001'.repeat(5000);
+    for (const t of phone.snapshot().threads) {
+      ok(await call('open_app', { packageName: 'com.android.messaging' }));
+      while (!phone.findElement(`messages.thread.${t.id}`))
+        ok(await call('swipe', { elementId: 'messages.list', direction: 'up' }));
+      ok(await call('tap', { elementId: `messages.thread.${t.id}` }));
+      for (let i = 0; i < 9; i++) {
+        ok(await call('type_text', { text: worst, elementId: 'thread.compose' }));
+        ok(await call('press_key', { key: 'ENTER' }));
+      }
+    }
+    ok(await call('type_text', { text: worst, elementId: 'thread.compose' })); // and a full draft
+    const thread = ok(await call('observe_screen')).elements as { id: string; text: string }[];
+    expect(thread.find((e) => e.id === 'thread.compose')?.text).toBe(worst);
+    expect(thread.filter((e) => e.id.startsWith('thread.message.')).map((e) => e.text)).toEqual([`Me: ${worst}`]);
+    ok(await call('open_app', { packageName: 'com.android.messaging' }));
+    for (;;) {
+      const list = ok(await call('observe_screen')).elements as { id: string; text: string }[];
+      expect(list.filter((e) => e.id.startsWith('messages.thread.')).length).toBeGreaterThan(0);
+      const scrolled = ok(await call('swipe', { elementId: 'messages.list', direction: 'up' }));
+      if (scrolled.effect === 'list is already at its end') break;
+    }
+  });
+
   it('errors are envelopes in the text block, never structuredContent', async () => {
     const { call } = await setup();
     const failure = await call('open_app', { packageName: 'com.example.missing' });
