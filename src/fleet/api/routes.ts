@@ -132,6 +132,11 @@ export interface ApiRoute {
   body?: z.ZodType;
   status: number;
   response?: z.ZodType;
+  /**
+   * The scope the fleet key needs, checked before the handler runs (403 insufficient_scope
+   * otherwise) and named in the document (docs/decisions/0175-api-v1.md, 0213-allocations-need-devices-lease.md).
+   */
+  scope?: Scope;
   errors: string[];
   handle(
     ctx: GatewayContext,
@@ -162,7 +167,7 @@ function route<
   return r;
 }
 
-function needScope(fk: ResolvedFleetKey, scope: Scope): void {
+export function needScope(fk: ResolvedFleetKey, scope: Scope): void {
   if (!fk.key.scopes.includes(scope))
     throw new ApiError(403, 'insufficient_scope', `this fleet key lacks the ${scope} scope`);
 }
@@ -241,9 +246,9 @@ export const ROUTES: ApiRoute[] = [
     query: ListQuery,
     status: 200,
     response: DeviceList,
+    scope: 'devices:read',
     errors: ['bad_selector', 'bad_cursor', 'insufficient_scope'],
     async handle(ctx, fk, { query }) {
-      needScope(fk, 'devices:read');
       const sel = [...fk.selector, ...selectorOr400(query.selector)];
       const limit: number = query.limit;
       const now = new Date();
@@ -282,9 +287,9 @@ export const ROUTES: ApiRoute[] = [
     params: Id,
     status: 200,
     response: Device,
+    scope: 'devices:read',
     errors: ['device_not_found', 'insufficient_scope'],
     async handle(ctx, fk, { params }) {
-      needScope(fk, 'devices:read');
       const d = await reachable(ctx, fk, params.id);
       return deviceJson(ctx, d, !!(await ctx.store.fleet.allocationOfDevice(d.id, new Date())));
     },
@@ -293,14 +298,14 @@ export const ROUTES: ApiRoute[] = [
     method: 'patch',
     path: '/api/v1/devices/{id}',
     operationId: 'labelDevice',
-    summary: 'Set (value) or remove (null) labels of a phone (needs devices:act)',
+    summary: 'Set (value) or remove (null) labels of a phone',
     params: Id,
     body: LabelsPatch,
     status: 200,
     response: Device,
+    scope: 'devices:act', // labels decide which keys reach a phone: not a reader's to change
     errors: ['device_not_found', 'bad_label', 'insufficient_scope'],
     async handle(ctx, fk, { params, body }) {
-      needScope(fk, 'devices:act'); // labels decide which keys reach a phone: not a reader's to change
       const d = await reachable(ctx, fk, params.id);
       const set: Record<string, string> = {};
       const remove: string[] = [];
@@ -332,12 +337,12 @@ export const ROUTES: ApiRoute[] = [
     method: 'delete',
     path: '/api/v1/devices/{id}',
     operationId: 'removeDevice',
-    summary: 'Remove a phone: its socket closes, its keys die (needs devices:act)',
+    summary: 'Remove a phone: its socket closes, its keys die',
     params: Id,
     status: 204,
+    scope: 'devices:act',
     errors: ['device_not_found', 'insufficient_scope'],
     async handle(ctx, fk, { params }) {
-      needScope(fk, 'devices:act');
       const d = await reachable(ctx, fk, params.id);
       if (!(await ctx.store.removeDevice(d.id))) throw new ApiError(404, 'device_not_found', `no phone ${d.id}`);
       await ctx.bus.publishControl({ type: 'device_removed', deviceId: d.id }).catch(() => {});
@@ -352,7 +357,10 @@ export const ROUTES: ApiRoute[] = [
     body: AllocationRequest,
     status: 201,
     response: Allocation,
-    errors: ['no_device_available', 'bad_selector'],
+    // Holding a phone exclusively is a lease, as take_device is on the phone
+    // (docs/decisions/0213-allocations-need-devices-lease.md).
+    scope: 'devices:lease',
+    errors: ['no_device_available', 'bad_selector', 'insufficient_scope'],
     async handle(ctx, fk, { body }) {
       let wanted;
       try {
@@ -399,7 +407,8 @@ export const ROUTES: ApiRoute[] = [
     summary: 'Live allocations held by this key',
     status: 200,
     response: z.object({ items: z.array(Allocation) }).meta({ id: 'AllocationList' }),
-    errors: [],
+    scope: 'devices:lease',
+    errors: ['insufficient_scope'],
     async handle(ctx, fk) {
       const list = await ctx.store.fleet.listAllocations({ keyId: fk.key.id }, new Date());
       return { items: list.map((a) => allocationJson(ctx, a)) };
@@ -414,7 +423,8 @@ export const ROUTES: ApiRoute[] = [
     body: Renew,
     status: 200,
     response: Allocation,
-    errors: ['allocation_not_found'],
+    scope: 'devices:lease',
+    errors: ['allocation_not_found', 'insufficient_scope'],
     async handle(ctx, fk, { params, body }) {
       const now = new Date();
       const a = await ctx.store.fleet.getAllocation(params.id, now);
@@ -433,7 +443,8 @@ export const ROUTES: ApiRoute[] = [
     summary: 'Give the phone back to the pool',
     params: Id,
     status: 204,
-    errors: ['allocation_not_found'],
+    scope: 'devices:lease',
+    errors: ['allocation_not_found', 'insufficient_scope'],
     async handle(ctx, fk, { params }) {
       if (!(await ctx.store.fleet.releaseAllocation(params.id, fk.key.id)))
         throw new ApiError(404, 'allocation_not_found', `no allocation ${params.id} held by this key`);
