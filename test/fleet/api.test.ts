@@ -204,6 +204,33 @@ describe('a client generated from it', () => {
     expect((await api.DELETE('/api/v1/allocations/{id}', { params: { path } })).response.status).toBe(204);
   });
 
+  it('an expired allocation is not found, as a released or unknown one: release and renew answer 404 alike', async () => {
+    const api = client();
+    const a = await api.POST('/api/v1/allocations', {
+      body: { selector: { site: 'paris' }, ttl_s: 5, include_offline: true },
+    });
+    expect(a.response.status).toBe(201);
+    const path = { id: a.data!.id };
+    const end = Date.parse(a.data!.expires_at);
+    await waitFor(() => Date.now() > end, 10_000, 'the allocation’s expiry');
+    const notFound = (id: string) => ({
+      error: 'allocation_not_found',
+      message: `no live allocation ${id} held by this key (released, expired or never made)`,
+    });
+    const release = await api.DELETE('/api/v1/allocations/{id}', { params: { path } });
+    expect(release.response.status).toBe(404);
+    expect(release.error).toEqual(notFound(path.id));
+    const renew = await api.POST('/api/v1/allocations/{id}/renew', { params: { path }, body: {} });
+    expect(renew.response.status).toBe(404);
+    expect(renew.error).toEqual(notFound(path.id));
+    const unknown = await api.DELETE('/api/v1/allocations/{id}', { params: { path: { id: 'alloc_nope' } } });
+    expect(unknown.response.status).toBe(404);
+    expect(unknown.error).toEqual(notFound('alloc_nope'));
+    // The phone went back to the pool at the expiry, with or without the release.
+    const d = await api.GET('/api/v1/devices/{id}', { params: { path: { id: a.data!.device_id } } });
+    expect(d.data!.allocated).toBe(false);
+  });
+
   it('a renewal without ttl_s lasts as long as the allocation’s last term, however often it is renewed', async () => {
     const api = client();
     const a = await api.POST('/api/v1/allocations', {

@@ -223,6 +223,19 @@ function allocationJson(ctx: GatewayContext, a: { id: string; deviceId: string; 
   };
 }
 
+/**
+ * Renewing or releasing an allocation that is not live: released, expired, another key's or
+ * never made are one answer, whichever the store still remembers
+ * (docs/decisions/0214-an-ended-allocation-is-not-found.md).
+ */
+function allocationNotFound(id: string): ApiError {
+  return new ApiError(
+    404,
+    'allocation_not_found',
+    `no live allocation ${shown(id, 200)} held by this key (released, expired or never made)`,
+  );
+}
+
 const cursorOf = (id: string) => Buffer.from(id, 'utf8').toString('base64url');
 function fromCursor(c: string | undefined): string | undefined {
   if (c === undefined) return undefined;
@@ -428,11 +441,10 @@ export const ROUTES: ApiRoute[] = [
     async handle(ctx, fk, { params, body }) {
       const now = new Date();
       const a = await ctx.store.fleet.getAllocation(params.id, now);
-      if (!a || a.keyId !== fk.key.id)
-        throw new ApiError(404, 'allocation_not_found', `no live allocation ${params.id} held by this key`);
+      if (!a || a.keyId !== fk.key.id) throw allocationNotFound(params.id);
       const ttl = body.ttl_s ?? (a.expiresAt.getTime() - a.createdAt.getTime()) / 1000;
       const renewed = await ctx.store.fleet.renewAllocation(a.id, fk.key.id, new Date(now.getTime() + ttl * 1000), now);
-      if (!renewed) throw new ApiError(404, 'allocation_not_found', `allocation ${params.id} ended`);
+      if (!renewed) throw allocationNotFound(params.id);
       return allocationJson(ctx, renewed);
     },
   }),
@@ -440,14 +452,14 @@ export const ROUTES: ApiRoute[] = [
     method: 'delete',
     path: '/api/v1/allocations/{id}',
     operationId: 'releaseAllocation',
-    summary: 'Give the phone back to the pool',
+    summary: 'Give a live allocation’s phone back to the pool (an expired or released one is allocation_not_found)',
     params: Id,
     status: 204,
     scope: 'devices:lease',
     errors: ['allocation_not_found', 'insufficient_scope'],
     async handle(ctx, fk, { params }) {
-      if (!(await ctx.store.fleet.releaseAllocation(params.id, fk.key.id)))
-        throw new ApiError(404, 'allocation_not_found', `no allocation ${params.id} held by this key`);
+      if (!(await ctx.store.fleet.releaseAllocation(params.id, fk.key.id, new Date())))
+        throw allocationNotFound(params.id);
       fleetMetrics.releases.inc();
       announce(ctx, { event: 'freed', accountId: fk.account.id });
       return undefined;

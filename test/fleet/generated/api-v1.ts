@@ -103,7 +103,7 @@ export interface paths {
         put?: never;
         post?: never;
         /**
-         * Give the phone back to the pool
+         * Give a live allocation’s phone back to the pool (an expired or released one is allocation_not_found)
          * @description Needs a fleet key with the devices:lease scope (403 insufficient_scope otherwise).
          */
         delete: operations["releaseAllocation"];
@@ -852,7 +852,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Give the phone back to the pool */
+            /** @description Give a live allocation’s phone back to the pool (an expired or released one is allocation_not_found) */
             204: {
                 headers: {
                     [name: string]: unknown;
