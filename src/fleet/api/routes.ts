@@ -1,7 +1,7 @@
 // /api/v1's routes: schemas (the same ones the OpenAPI document is made of) and handlers.
 import { z } from 'zod';
 import { newApiToken, newId, sha256Hex } from '../../crypto/secrets.ts';
-import { SCOPES, type LabelledDevice, type Scope } from '../../store/index.ts';
+import { SCOPES, type LabelledDevice, type Scope, type Token } from '../../store/index.ts';
 import type { GatewayContext } from '../../gateway/context.ts';
 import { ApiError, type Method } from './route.ts';
 import {
@@ -187,6 +187,15 @@ function selectorOr400(text: string | undefined) {
   } catch (err) {
     throw new ApiError(400, 'bad_selector', (err as Error).message);
   }
+}
+
+/**
+ * The account's device keys: its tokens minted as keys. An OAuth access token is a row of the
+ * same table (docs/decisions/0070-hosted-accounts-and-oauth.md) but no key: its grant mints and
+ * ends it (a refresh makes another), so the keys routes neither list nor revoke it.
+ */
+async function deviceKeys(ctx: GatewayContext, accountId: string): Promise<Token[]> {
+  return (await ctx.store.listTokens({ accountId })).filter((t) => t.via === 'key');
 }
 
 /** The phone, if this key reaches it (its account, its selector); else device_not_found. */
@@ -476,21 +485,19 @@ export const ROUTES: ApiRoute[] = [
     async handle(ctx, fk) {
       needAccountWide(fk, 'listing keys');
       const [tokens, fleet] = await Promise.all([
-        ctx.store.listTokens({ accountId: fk.account.id }),
+        deviceKeys(ctx, fk.account.id),
         ctx.store.fleet.listKeys(fk.account.id),
       ]);
       return {
         items: [
-          ...tokens
-            .filter((t) => t.via === 'key')
-            .map((t) => ({
-              id: t.id,
-              kind: 'device' as const,
-              device_id: t.deviceId,
-              selector: null,
-              scopes: t.scopes,
-              created_at: t.createdAt.toISOString(),
-            })),
+          ...tokens.map((t) => ({
+            id: t.id,
+            kind: 'device' as const,
+            device_id: t.deviceId,
+            selector: null,
+            scopes: t.scopes,
+            created_at: t.createdAt.toISOString(),
+          })),
           ...fleet.map((k) => ({
             id: k.id,
             kind: 'fleet' as const,
@@ -536,16 +543,15 @@ export const ROUTES: ApiRoute[] = [
     method: 'delete',
     path: '/api/v1/keys/{id}',
     operationId: 'revokeKey',
-    summary: 'Revoke a device key or fleet key; what it holds ends on every node',
+    summary:
+      'Revoke a device key or fleet key; what it holds ends on every node (an OAuth access token is no key: key_not_found)',
     params: Id,
     status: 204,
     errors: ['key_not_found', 'account_key_required'],
     async handle(ctx, fk, { params }) {
       needAccountWide(fk, 'revoking keys');
       const id: string = params.id;
-      const [token] = await ctx.store
-        .listTokens({ accountId: fk.account.id })
-        .then((l) => l.filter((t) => t.id === id));
+      const token = (await deviceKeys(ctx, fk.account.id)).find((t) => t.id === id);
       const fleet = token ? undefined : await ctx.store.fleet.getKey(id);
       if (!token && (!fleet || fleet.accountId !== fk.account.id))
         throw new ApiError(404, 'key_not_found', `no key ${id} in this account`);

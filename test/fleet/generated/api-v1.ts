@@ -140,7 +140,7 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Revoke a device key or fleet key; what it holds ends on every node */
+        /** Revoke a device key or fleet key; what it holds ends on every node (an OAuth access token is no key: key_not_found) */
         delete: operations["revokeKey"];
         options?: never;
         head?: never;
@@ -1069,7 +1069,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Revoke a device key or fleet key; what it holds ends on every node */
+            /** @description Revoke a device key or fleet key; what it holds ends on every node (an OAuth access token is no key: key_not_found) */
             204: {
                 headers: {
                     [name: string]: unknown;
