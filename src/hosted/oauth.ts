@@ -96,7 +96,22 @@ export function registerOAuthRoutes(app: TemplatedApp, ctx: GatewayContext, meta
   );
   app.post(
     '/oauth/token',
-    handle(ctx, (r) => token(r), { body: true, oauth: { error: 'invalid_request', headers: CORS } }),
+    handle(ctx, (r) => token(r), {
+      body: true,
+      oauth: { error: 'invalid_request', headers: CORS },
+      headers: ['authorization'],
+    }),
+  );
+  // RFC 6749 §3.2: access token requests are POSTs.
+  app.any(
+    '/oauth/token',
+    handle(ctx, (r) =>
+      r.jsonResponse(
+        405,
+        { error: 'invalid_request', error_description: 'the token endpoint takes POST' },
+        { ...CORS, Allow: 'POST, OPTIONS' },
+      ),
+    ),
   );
   app.get(
     '/account/authorize',
@@ -384,16 +399,79 @@ export function grantIdOf(code: string): string {
   return `grant_${hashSecret('grant', code).slice(0, 32)}`;
 }
 
+/** The token request's parameters (RFC 6749 §3.2: none may be sent twice). */
+const TOKEN_PARAMS = [
+  'grant_type',
+  'client_id',
+  'code',
+  'redirect_uri',
+  'code_verifier',
+  'refresh_token',
+  'scope',
+  'resource',
+] as const;
+
+/** RFC 6749 §5.2: what an error_description may hold (printable ASCII but `"` and `\`). */
+const DESCRIBABLE = /^[\x20\x21\x23-\x5b\x5d-\x7e]{1,60}$/;
+const described = (value: string, otherwise: string) => (DESCRIBABLE.test(value) ? value : otherwise);
+
+/** The scheme of an Authorization header (RFC 9110 token), to answer with its challenge. */
+function authScheme(header: string | undefined): string | undefined {
+  if (!header) return undefined;
+  return /^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,40}(?=\s|$)/.exec(header)?.[0] ?? 'Basic';
+}
+
+/**
+ * The token endpoint (RFC 6749 §4.1.3, §6; OAuth 2.1). Errors follow §5.2: the code the RFC names
+ * for each fault, 400 — 401 with a challenge only for a client that tried the Authorization
+ * header —, a specific error_description, never cached. A malformed request (a missing or
+ * repeated parameter, a scope beyond the grant) changes nothing; a presented code is consumed
+ * before it is checked, so a wrong one burns it.
+ */
 async function token(r: HostedRequest): Promise<void> {
+  const fail = (status: number, error: string, description: string, headers: Record<string, string> = {}) =>
+    r.jsonResponse(status, { error, error_description: description }, { ...CORS, ...headers });
+  const type = (r.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
+  if (type !== '' && type !== 'application/x-www-form-urlencoded')
+    return fail(400, 'invalid_request', 'the body must be application/x-www-form-urlencoded');
   const form = await r.form();
-  const fail = (status: number, error: string, description: string) =>
-    r.jsonResponse(status, { error, error_description: description }, CORS);
-  const grantType = form.get('grant_type');
-  const clientId = form.get('client_id') ?? '';
+  for (const name of TOKEN_PARAMS)
+    if (form.getAll(name).length > 1) return fail(400, 'invalid_request', `${name} is repeated`);
+  // RFC 6749 §3.2: a parameter sent without a value is treated as omitted.
+  const param = (name: (typeof TOKEN_PARAMS)[number]) => form.get(name) || undefined;
+  const grantType = param('grant_type');
+  if (!grantType) return fail(400, 'invalid_request', 'grant_type is required');
+  const clientId = param('client_id');
   const client = clientId ? await r.ctx.store.hosted.getOAuthClient(clientId) : undefined;
-  if (!client) return fail(401, 'invalid_client', 'unknown client_id');
-  const resource = form.get('resource');
-  if (resource !== null && resource !== `${r.ctx.config.publicUrl}/mcp`)
+  if (!client) {
+    const unknown = `unknown client_id; register the client at ${r.ctx.config.publicUrl}/oauth/register first`;
+    // A client that tried HTTP authentication is answered 401 with a challenge of its scheme (§5.2).
+    const scheme = authScheme(r.headers.authorization);
+    if (scheme)
+      return fail(
+        401,
+        'invalid_client',
+        clientId
+          ? unknown
+          : 'client authentication in the Authorization header is not supported: send client_id in the body (token_endpoint_auth_method none)',
+        { 'WWW-Authenticate': `${scheme} realm="phonebridge"` },
+      );
+    return fail(
+      400,
+      'invalid_client',
+      clientId
+        ? unknown
+        : 'client_id is required: clients of this server are public and identify themselves with it (token_endpoint_auth_method none)',
+    );
+  }
+  if (grantType !== 'authorization_code' && grantType !== 'refresh_token')
+    return fail(
+      400,
+      'unsupported_grant_type',
+      `grant_type ${described(grantType, 'given')} is not supported; use authorization_code or refresh_token`,
+    );
+  const resource = param('resource');
+  if (resource !== undefined && resource !== `${r.ctx.config.publicUrl}/mcp`)
     return fail(400, 'invalid_target', `resource must be ${r.ctx.config.publicUrl}/mcp`);
   const now = new Date();
   const pair = () => {
@@ -422,25 +500,31 @@ async function token(r: HostedRequest): Promise<void> {
     );
 
   if (grantType === 'authorization_code') {
-    const code = form.get('code') ?? '';
+    const code = param('code');
+    if (!code) return fail(400, 'invalid_request', 'code is required');
+    const redirectUri = param('redirect_uri');
+    if (!redirectUri)
+      return fail(400, 'invalid_request', 'redirect_uri is required: the one the authorization request named');
+    const verifier = param('code_verifier');
+    if (!verifier) return fail(400, 'invalid_request', 'code_verifier is required (PKCE)');
     // Consumed before any other check: a code is good for one try, right or wrong.
     const stored =
-      code && code.length <= 100
+      code.length <= 100
         ? await r.ctx.store.hosted.consumeAuthorizationCode(hashSecret('authcode', code), now)
         : undefined;
     if (!stored) {
       // A code presented again: whatever it issued is revoked (OAuth 2.1 §4.1.3). The grant's id
       // is derived from the code, so only a holder of the code can reach it.
-      if (code && code.length <= 100 && (await r.ctx.store.hosted.revokeOAuthGrant(grantIdOf(code)))) {
+      if (code.length <= 100 && (await r.ctx.store.hosted.revokeOAuthGrant(grantIdOf(code)))) {
         r.ctx.log.warn({ clientId: client.id }, 'authorization code replayed: its grant revoked');
         return fail(400, 'invalid_grant', 'the code was already used; what it issued is revoked');
       }
       return fail(400, 'invalid_grant', 'the code is unknown, expired or already used');
     }
     if (stored.clientId !== client.id) return fail(400, 'invalid_grant', 'the code was issued to another client');
-    if (form.get('redirect_uri') !== stored.redirectUri)
+    if (redirectUri !== stored.redirectUri)
       return fail(400, 'invalid_grant', 'redirect_uri does not match the authorization request');
-    if (!verifierMatches(form.get('code_verifier'), stored.codeChallenge))
+    if (!verifierMatches(verifier, stored.codeChallenge))
       return fail(400, 'invalid_grant', 'code_verifier does not match the code_challenge');
     const p = pair();
     const issued = await r.ctx.store.hosted.issueOAuthGrant({
@@ -465,28 +549,43 @@ async function token(r: HostedRequest): Promise<void> {
     );
     return answer(p.access, p.refresh, stored.scopes);
   }
-  if (grantType === 'refresh_token') {
-    const presented = form.get('refresh_token') ?? '';
-    if (!presented || presented.length > 200) return fail(400, 'invalid_grant', 'refresh_token is required');
-    const p = pair();
-    const result = await r.ctx.store.hosted.refreshOAuthGrant({
-      refreshHash: hashSecret('refresh', presented),
-      clientId: client.id,
-      now,
-      ...p.stored,
-    });
-    if (!result.ok) {
-      if (result.error === 'reused')
-        r.ctx.log.warn({ clientId: client.id }, 'rotated refresh token presented again: grant revoked');
-      return fail(
-        400,
-        'invalid_grant',
-        result.error === 'reused'
-          ? 'the refresh token was already used; the grant is revoked'
-          : 'the refresh token is unknown, expired or revoked',
-      );
-    }
-    return answer(p.access, p.refresh, result.token.scopes);
+  // refresh_token, the one grant type left
+  const presented = param('refresh_token');
+  if (!presented) return fail(400, 'invalid_request', 'refresh_token is required');
+  if (presented.length > 200) return fail(400, 'invalid_grant', 'the refresh token is unknown, expired or revoked');
+  // RFC 6749 §6: a scope may narrow what the grant gave, never widen it; none means all of it.
+  const asked = (param('scope') ?? '').split(' ').filter(Boolean);
+  const unknownScopes = asked.filter((s) => !(SCOPES as readonly string[]).includes(s));
+  if (unknownScopes.length)
+    return fail(
+      400,
+      'invalid_scope',
+      `unknown scope ${described(unknownScopes[0], '(unprintable)')}; scopes are ${SCOPES.join(' ')}`,
+    );
+  const p = pair();
+  const result = await r.ctx.store.hosted.refreshOAuthGrant({
+    refreshHash: hashSecret('refresh', presented),
+    clientId: client.id,
+    now,
+    scopes: asked.length ? SCOPES.filter((s) => asked.includes(s)) : undefined,
+    ...p.stored,
+  });
+  if (!result.ok && result.error === 'scope')
+    return fail(
+      400,
+      'invalid_scope',
+      `scope may only narrow the grant (${result.granted.join(' ')}); not granted: ${SCOPES.filter((s) => asked.includes(s) && !result.granted.includes(s)).join(' ')}`,
+    );
+  if (!result.ok) {
+    if (result.error === 'reused')
+      r.ctx.log.warn({ clientId: client.id }, 'rotated refresh token presented again: grant revoked');
+    return fail(
+      400,
+      'invalid_grant',
+      result.error === 'reused'
+        ? 'the refresh token was already used; the grant is revoked'
+        : 'the refresh token is unknown, expired or revoked',
+    );
   }
-  return fail(400, 'unsupported_grant_type', 'grant_type must be authorization_code or refresh_token');
+  return answer(p.access, p.refresh, result.token.scopes);
 }

@@ -62,9 +62,12 @@ export class HostedRequest {
     return this.ctx.config.publicUrl.startsWith('https:');
   }
 
-  /** Set by `handle` for POSTs (the stream must be attached synchronously). */
-  startBody(ex: Exchange): void {
-    this.bodyP = ex.body(FORM_LIMIT);
+  /**
+   * Set by `handle` for POSTs (the stream must be attached synchronously). `tooLarge`: the 413
+   * for a body over the limit (an OAuth endpoint answers it in its own error shape).
+   */
+  startBody(ex: Exchange, tooLarge?: (limit: number) => { headers: Headers; body: string }): void {
+    this.bodyP = ex.body(FORM_LIMIT, tooLarge && (() => tooLarge(FORM_LIMIT)));
     this.bodyP.catch(() => {});
   }
 
@@ -163,6 +166,7 @@ const STATUS_TEXT: Record<number, string> = {
   401: 'Unauthorized',
   403: 'Forbidden',
   404: 'Not Found',
+  405: 'Method Not Allowed',
   409: 'Conflict',
   413: 'Payload Too Large',
   429: 'Too Many Requests',
@@ -179,17 +183,30 @@ export function handle(
   fn: HostedHandler,
   opts: {
     body?: boolean;
-    /** An OAuth endpoint: bad input is answered as JSON with this error code (and these headers). */
+    /**
+     * An OAuth endpoint: bad input and a body over the limit are answered as JSON in the OAuth
+     * error shape with this error code (and these headers).
+     */
     oauth?: { error: string; headers: Headers };
+    /** Request headers the handler reads besides the pages' (PAGE_HEADERS). */
+    headers?: readonly string[];
   } = {},
 ) {
+  const names = opts.headers ? [...PAGE_HEADERS, ...opts.headers] : PAGE_HEADERS;
+  const oauth = opts.oauth;
+  const tooLarge =
+    oauth &&
+    ((limit: number) => ({
+      headers: { 'Content-Type': 'application/json', 'Cache-Control': 'no-store', ...oauth.headers },
+      body: JSON.stringify({ error: oauth.error, error_description: `the body is larger than ${limit} bytes` }),
+    }));
   return (res: HttpResponse, req: HttpRequest): void => {
     const ex = new Exchange(res);
-    const headers = copyHeaders(req, PAGE_HEADERS);
+    const headers = copyHeaders(req, names);
     const query = req.getQuery() ?? '';
     const ip = clientAddress(res, req, ctx.config);
     const r = new HostedRequest(ctx, ex, headers, query, ip);
-    if (opts.body) r.startBody(ex);
+    if (opts.body) r.startBody(ex, tooLarge);
     new Promise<void>((resolve) => {
       if (hasNul(r.query)) throw new BadInput('a query parameter contains a NUL character');
       resolve(fn(r));

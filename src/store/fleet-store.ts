@@ -300,11 +300,13 @@ export class KyselyFleetStore implements FleetStore {
     return r && toAllocation(r);
   }
 
-  async releaseAllocation(id: string, keyId: string): Promise<boolean> {
+  async releaseAllocation(id: string, keyId: string, now: Date): Promise<boolean> {
+    // An expired row is left alone: it is free already, and the next allocation takes it over.
     const r = await this.db
       .deleteFrom('allocations')
       .where('id', '=', id)
       .where('key_id', '=', keyId)
+      .where('expires_at', '>', now)
       .executeTakeFirst();
     return r.numDeletedRows > 0n;
   }

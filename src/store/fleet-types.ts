@@ -129,7 +129,11 @@ export interface FleetStore {
   listAllocations(filter: { accountId?: string; keyId?: string }, now: Date): Promise<Allocation[]>;
   /** New expiry for the holder's unexpired allocation, its term starting `now`; undefined when it is not (or no longer) theirs. */
   renewAllocation(id: string, keyId: string, expiresAt: Date, now: Date): Promise<Allocation | undefined>;
-  releaseAllocation(id: string, keyId: string): Promise<boolean>;
+  /**
+   * Ends a live allocation of the key; false when there is none (released, expired, taken over
+   * or never made: all alike, docs/decisions/0214-an-ended-allocation-is-not-found.md).
+   */
+  releaseAllocation(id: string, keyId: string, now: Date): Promise<boolean>;
   /** When the account's next unexpired allocation expires (a waiting allocation wakes then). */
   nextAllocationExpiry(accountId: string, now: Date): Promise<Date | undefined>;
   /** Unexpired allocations (a gauge). */

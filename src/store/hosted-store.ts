@@ -167,7 +167,7 @@ export class KyselyHostedStore implements HostedStore {
   }
 
   async refreshOAuthGrant(
-    input: { refreshHash: string; clientId: string; now: Date } & OAuthTokenPair,
+    input: { refreshHash: string; clientId: string; now: Date; scopes?: Scope[] } & OAuthTokenPair,
   ): Promise<RefreshResult> {
     return this.db.transaction().execute(async (trx): Promise<RefreshResult> => {
       // FOR UPDATE: two concurrent uses of one refresh token cannot both rotate it.
@@ -193,12 +193,16 @@ export class KyselyHostedStore implements HostedStore {
         return { ok: false, error: 'reused' };
       }
       if (rt.expires_at.getTime() <= input.now.getTime()) return { ok: false, error: 'invalid' };
+      const granted = rt.scopes as Scope[];
+      // Checked before the rotation: a refused request leaves the refresh token usable.
+      if (input.scopes?.some((s) => !granted.includes(s))) return { ok: false, error: 'scope', granted };
       await trx
         .updateTable('oauth_refresh_tokens')
         .set({ used_at: input.now })
         .where('token_hash', '=', input.refreshHash)
         .execute();
-      const token = await mintPair(trx, rt.grant_id, rt.account_id, rt.device_id, rt.scopes as Scope[], input);
+      const scopes = input.scopes?.length ? input.scopes : granted;
+      const token = await mintPair(trx, rt.grant_id, rt.account_id, rt.device_id, scopes, input);
       return { ok: true, token, grantId: rt.grant_id };
     });
   }

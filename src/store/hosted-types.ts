@@ -47,7 +47,9 @@ export interface OAuthTokenPair {
 export type RefreshResult =
   | { ok: true; token: Token; grantId: string }
   /** invalid: unknown, expired or another client's; reused: a rotated token came back, the grant is gone. */
-  | { ok: false; error: 'invalid' | 'reused' };
+  | { ok: false; error: 'invalid' | 'reused' }
+  /** The asked scopes are not all the grant's: nothing rotated. */
+  | { ok: false; error: 'scope'; granted: Scope[] };
 
 export interface HostedStore {
   // --- Sign-in and web sessions ------------------------------------------------------------
@@ -81,10 +83,12 @@ export interface HostedStore {
   ): Promise<{ ok: true; token: Token } | { ok: false; error: 'no_device' | 'limit_reached' }>;
   /**
    * Rotates a refresh token: the presented one is marked used, a new pair is minted with the
-   * grant's scopes. A used (rotated) one revokes the whole grant, its access tokens included.
+   * grant's scopes, or with `scopes` when asked (RFC 6749 §6: only a narrowing; the grant and the
+   * next refresh keep the whole). A used (rotated) one revokes the whole grant, its access
+   * tokens included.
    */
   refreshOAuthGrant(
-    input: { refreshHash: string; clientId: string; now: Date } & OAuthTokenPair,
+    input: { refreshHash: string; clientId: string; now: Date; scopes?: Scope[] } & OAuthTokenPair,
   ): Promise<RefreshResult>;
   listOAuthGrants(accountId: string): Promise<OAuthGrant[]>;
   /** Deletes the grant, its refresh tokens and access tokens (journalled as token_revoked each). */

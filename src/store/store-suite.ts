@@ -832,6 +832,38 @@ export function storeSuite(backend: TestBackend): void {
         );
       });
 
+      it('a refresh may narrow the access token’s scopes, never widen them; a refused one rotates nothing', async () => {
+        const { acct, dev, client } = await setup();
+        const first = pair();
+        await store.hosted.issueOAuthGrant({
+          grantId: uid('grant'),
+          accountId: acct.id,
+          clientId: client.id,
+          deviceId: dev.id,
+          scopes: ['devices:read', 'devices:act'],
+          ...first,
+        });
+        const refresh = (refreshHash: string, scopes?: Scope[], next = pair()) =>
+          store.hosted.refreshOAuthGrant({ refreshHash, clientId: client.id, now: new Date(), scopes, ...next });
+        expect(await refresh(first.refresh.hash, ['devices:read', 'devices:lease'])).toEqual({
+          ok: false,
+          error: 'scope',
+          granted: ['devices:read', 'devices:act'],
+        });
+        // Not rotated: the same refresh token works once, for a narrower access token.
+        const narrow = pair();
+        expect(await refresh(first.refresh.hash, ['devices:read'], narrow)).toMatchObject({
+          ok: true,
+          token: { scopes: ['devices:read'] },
+        });
+        expect(await store.findTokenByHash(narrow.access.hash, new Date())).toMatchObject({ scopes: ['devices:read'] });
+        // The grant keeps the whole: the next refresh without scopes has both again.
+        expect(await refresh(narrow.refresh.hash)).toMatchObject({
+          ok: true,
+          token: { scopes: ['devices:read', 'devices:act'] },
+        });
+      });
+
       it('an expired refresh token is refused; revokeOAuthGrant and removing the phone end the grant', async () => {
         const { acct, dev, client } = await setup();
         const p = pair();

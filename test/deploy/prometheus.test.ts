@@ -219,7 +219,7 @@ describe.skipIf(!havePrometheus)(`a real Prometheus (${PROMETHEUS}) scraping a t
     const fleetKey = await createFleetKey(tc.store.store, {
       accountId: 'local',
       selector: 'pool=metrics',
-      scopes: ['devices:read', 'devices:act'],
+      scopes: ['devices:read', 'devices:act', 'devices:lease'],
     });
     secrets.push(fleetKey.token);
     const fleetApi = (method: string, path: string, body?: unknown) =>

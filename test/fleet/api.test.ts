@@ -73,6 +73,23 @@ describe('the OpenAPI document', () => {
     const alloc = described('/api/v1/allocations', 'post');
     expect(alloc['409']).toBe('no_device_available');
     expect(alloc['400']).toContain('bad_selector');
+    // Every allocation route needs devices:lease: the security requirement names it as its role.
+    const allocationOps = [
+      ['/api/v1/allocations', 'post'],
+      ['/api/v1/allocations', 'get'],
+      ['/api/v1/allocations/{id}/renew', 'post'],
+      ['/api/v1/allocations/{id}', 'delete'],
+    ];
+    for (const [path, method] of allocationOps) {
+      const op = doc.paths[path][method] as unknown as { security: unknown; description: string };
+      expect(described(path, method)['403']).toContain('insufficient_scope');
+      expect(op.security).toEqual([{ bearer: ['devices:lease'] }, { apiKey: ['devices:lease'] }]);
+      expect(op.description).toContain('devices:lease');
+    }
+    expect((doc.paths['/api/v1/devices'].get as unknown as { security: unknown }).security).toEqual([
+      { bearer: ['devices:read'] },
+      { apiKey: ['devices:read'] },
+    ]);
     expect(described('/api/v1/enrollments', 'post')['403']).toContain('account_key_required');
     expect(described('/api/v1/keys', 'post')['404']).toBe('device_not_found');
     // What the API answers, under those statuses.
@@ -153,6 +170,65 @@ describe('a client generated from it', () => {
     const badTtl = await api.POST('/api/v1/allocations', { body: { ttl_s: 1 } });
     expect(badTtl.response.status).toBe(400);
     expect(badTtl.error).toMatchObject({ error: 'bad_request' });
+  });
+
+  it('allocations need devices:lease: a key without it is refused on every allocation route, and nothing changes', async () => {
+    const api = client();
+    const noLease = await createFleetKey(relay.relay.store.store, {
+      accountId: 'local',
+      scopes: ['devices:read', 'devices:act', 'runs:start'],
+    });
+    const other = createClient<paths>({ baseUrl: relay.url, headers: { 'x-api-key': noLease.token } });
+    const refused = { error: 'insufficient_scope', message: 'this fleet key lacks the devices:lease scope' };
+    const take = await other.POST('/api/v1/allocations', {
+      body: { selector: { site: 'paris' }, ttl_s: 60, include_offline: true },
+    });
+    expect(take.response.status).toBe(403);
+    expect(take.error).toEqual(refused);
+    const paris = await api.GET('/api/v1/devices', { params: { query: { selector: 'site=paris' } } });
+    expect(paris.data!.items.map((d) => d.allocated)).toEqual([false, false]);
+    // One the leasing key holds: the other key can neither see, renew nor release it.
+    const held = await api.POST('/api/v1/allocations', {
+      body: { selector: { site: 'paris' }, ttl_s: 60, include_offline: true },
+    });
+    expect(held.response.status).toBe(201);
+    const path = { id: held.data!.id };
+    const list = await other.GET('/api/v1/allocations');
+    const renew = await other.POST('/api/v1/allocations/{id}/renew', { params: { path }, body: { ttl_s: 600 } });
+    const release = await other.DELETE('/api/v1/allocations/{id}', { params: { path } });
+    for (const r of [list, renew, release]) {
+      expect(r.response.status).toBe(403);
+      expect(r.error).toEqual(refused);
+    }
+    expect((await api.GET('/api/v1/allocations')).data!.items).toEqual([held.data]);
+    expect((await api.DELETE('/api/v1/allocations/{id}', { params: { path } })).response.status).toBe(204);
+  });
+
+  it('an expired allocation is not found, as a released or unknown one: release and renew answer 404 alike', async () => {
+    const api = client();
+    const a = await api.POST('/api/v1/allocations', {
+      body: { selector: { site: 'paris' }, ttl_s: 5, include_offline: true },
+    });
+    expect(a.response.status).toBe(201);
+    const path = { id: a.data!.id };
+    const end = Date.parse(a.data!.expires_at);
+    await waitFor(() => Date.now() > end, 10_000, 'the allocation’s expiry');
+    const notFound = (id: string) => ({
+      error: 'allocation_not_found',
+      message: `no live allocation ${id} held by this key (released, expired or never made)`,
+    });
+    const release = await api.DELETE('/api/v1/allocations/{id}', { params: { path } });
+    expect(release.response.status).toBe(404);
+    expect(release.error).toEqual(notFound(path.id));
+    const renew = await api.POST('/api/v1/allocations/{id}/renew', { params: { path }, body: {} });
+    expect(renew.response.status).toBe(404);
+    expect(renew.error).toEqual(notFound(path.id));
+    const unknown = await api.DELETE('/api/v1/allocations/{id}', { params: { path: { id: 'alloc_nope' } } });
+    expect(unknown.response.status).toBe(404);
+    expect(unknown.error).toEqual(notFound('alloc_nope'));
+    // The phone went back to the pool at the expiry, with or without the release.
+    const d = await api.GET('/api/v1/devices/{id}', { params: { path: { id: a.data!.device_id } } });
+    expect(d.data!.allocated).toBe(false);
   });
 
   it('a renewal without ttl_s lasts as long as the allocation’s last term, however often it is renewed', async () => {
@@ -316,7 +392,7 @@ describe('a locked account', () => {
     expect(made.ok).toBe(true);
     const k = await createFleetKey(store, { accountId: 'acct_locktest', scopes: ['devices:read'] });
     const status = async () =>
-      (await fetch(`${relay.url}/api/v1/allocations`, { headers: { 'x-api-key': k.token } })).status;
+      (await fetch(`${relay.url}/api/v1/devices`, { headers: { 'x-api-key': k.token } })).status;
     expect(await status()).toBe(200);
     await store.setAccountLocked('acct_locktest', true);
     await waitFor(async () => (await status()) === 402, 5_000, 'the locked account answered 402');

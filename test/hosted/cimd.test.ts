@@ -159,7 +159,8 @@ describe('a client identified by its metadata document', () => {
         client_id: `https://${NAME}/never.json`,
       }),
     });
-    expect(token.status).toBe(401);
+    // RFC 6749 §5.2: 400 (a 401 is for a client that tried the Authorization header).
+    expect(token.status).toBe(400);
     expect(await token.json()).toMatchObject({ error: 'invalid_client' });
   });
 

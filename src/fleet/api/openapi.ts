@@ -83,10 +83,16 @@ export function openApiDocument(routes: readonly ApiRoute[], serverUrl: string):
     }
     for (const [status, text] of Object.entries(errors))
       responses[status] = { description: text, content: { 'application/json': { schema: errorRef } } };
+    // The scope a route needs is the security requirement's role (OpenAPI 3.1 allows role names
+    // for any scheme type), and said in words for readers of the document.
+    const roles = r.scope ? [r.scope] : [];
     (paths[r.path] ??= {})[r.method] = {
       operationId: r.operationId,
       summary: r.summary,
-      security: [{ bearer: [] }, { apiKey: [] }],
+      ...(r.scope
+        ? { description: `Needs a fleet key with the ${r.scope} scope (403 insufficient_scope otherwise).` }
+        : {}),
+      security: [{ bearer: roles }, { apiKey: roles }],
       ...(parameters.length ? { parameters } : {}),
       ...(r.body
         ? { requestBody: { required: true, content: { 'application/json': { schema: ref(r.body, 'input') } } } }

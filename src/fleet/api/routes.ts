@@ -1,7 +1,7 @@
 // /api/v1's routes: schemas (the same ones the OpenAPI document is made of) and handlers.
 import { z } from 'zod';
 import { newApiToken, newId, sha256Hex } from '../../crypto/secrets.ts';
-import { SCOPES, type LabelledDevice, type Scope } from '../../store/index.ts';
+import { SCOPES, type LabelledDevice, type Scope, type Token } from '../../store/index.ts';
 import type { GatewayContext } from '../../gateway/context.ts';
 import { ApiError, type Method } from './route.ts';
 import {
@@ -132,6 +132,11 @@ export interface ApiRoute {
   body?: z.ZodType;
   status: number;
   response?: z.ZodType;
+  /**
+   * The scope the fleet key needs, checked before the handler runs (403 insufficient_scope
+   * otherwise) and named in the document (docs/decisions/0175-api-v1.md, 0213-allocations-need-devices-lease.md).
+   */
+  scope?: Scope;
   errors: string[];
   handle(
     ctx: GatewayContext,
@@ -162,7 +167,7 @@ function route<
   return r;
 }
 
-function needScope(fk: ResolvedFleetKey, scope: Scope): void {
+export function needScope(fk: ResolvedFleetKey, scope: Scope): void {
   if (!fk.key.scopes.includes(scope))
     throw new ApiError(403, 'insufficient_scope', `this fleet key lacks the ${scope} scope`);
 }
@@ -182,6 +187,15 @@ function selectorOr400(text: string | undefined) {
   } catch (err) {
     throw new ApiError(400, 'bad_selector', (err as Error).message);
   }
+}
+
+/**
+ * The account's device keys: its tokens minted as keys. An OAuth access token is a row of the
+ * same table (docs/decisions/0070-hosted-accounts-and-oauth.md) but no key: its grant mints and
+ * ends it (a refresh makes another), so the keys routes neither list nor revoke it.
+ */
+async function deviceKeys(ctx: GatewayContext, accountId: string): Promise<Token[]> {
+  return (await ctx.store.listTokens({ accountId })).filter((t) => t.via === 'key');
 }
 
 /** The phone, if this key reaches it (its account, its selector); else device_not_found. */
@@ -218,6 +232,19 @@ function allocationJson(ctx: GatewayContext, a: { id: string; deviceId: string; 
   };
 }
 
+/**
+ * Renewing or releasing an allocation that is not live: released, expired, another key's or
+ * never made are one answer, whichever the store still remembers
+ * (docs/decisions/0214-an-ended-allocation-is-not-found.md).
+ */
+function allocationNotFound(id: string): ApiError {
+  return new ApiError(
+    404,
+    'allocation_not_found',
+    `no live allocation ${shown(id, 200)} held by this key (released, expired or never made)`,
+  );
+}
+
 const cursorOf = (id: string) => Buffer.from(id, 'utf8').toString('base64url');
 function fromCursor(c: string | undefined): string | undefined {
   if (c === undefined) return undefined;
@@ -241,9 +268,9 @@ export const ROUTES: ApiRoute[] = [
     query: ListQuery,
     status: 200,
     response: DeviceList,
+    scope: 'devices:read',
     errors: ['bad_selector', 'bad_cursor', 'insufficient_scope'],
     async handle(ctx, fk, { query }) {
-      needScope(fk, 'devices:read');
       const sel = [...fk.selector, ...selectorOr400(query.selector)];
       const limit: number = query.limit;
       const now = new Date();
@@ -282,9 +309,9 @@ export const ROUTES: ApiRoute[] = [
     params: Id,
     status: 200,
     response: Device,
+    scope: 'devices:read',
     errors: ['device_not_found', 'insufficient_scope'],
     async handle(ctx, fk, { params }) {
-      needScope(fk, 'devices:read');
       const d = await reachable(ctx, fk, params.id);
       return deviceJson(ctx, d, !!(await ctx.store.fleet.allocationOfDevice(d.id, new Date())));
     },
@@ -293,14 +320,14 @@ export const ROUTES: ApiRoute[] = [
     method: 'patch',
     path: '/api/v1/devices/{id}',
     operationId: 'labelDevice',
-    summary: 'Set (value) or remove (null) labels of a phone (needs devices:act)',
+    summary: 'Set (value) or remove (null) labels of a phone',
     params: Id,
     body: LabelsPatch,
     status: 200,
     response: Device,
+    scope: 'devices:act', // labels decide which keys reach a phone: not a reader's to change
     errors: ['device_not_found', 'bad_label', 'insufficient_scope'],
     async handle(ctx, fk, { params, body }) {
-      needScope(fk, 'devices:act'); // labels decide which keys reach a phone: not a reader's to change
       const d = await reachable(ctx, fk, params.id);
       const set: Record<string, string> = {};
       const remove: string[] = [];
@@ -332,12 +359,12 @@ export const ROUTES: ApiRoute[] = [
     method: 'delete',
     path: '/api/v1/devices/{id}',
     operationId: 'removeDevice',
-    summary: 'Remove a phone: its socket closes, its keys die (needs devices:act)',
+    summary: 'Remove a phone: its socket closes, its keys die',
     params: Id,
     status: 204,
+    scope: 'devices:act',
     errors: ['device_not_found', 'insufficient_scope'],
     async handle(ctx, fk, { params }) {
-      needScope(fk, 'devices:act');
       const d = await reachable(ctx, fk, params.id);
       if (!(await ctx.store.removeDevice(d.id))) throw new ApiError(404, 'device_not_found', `no phone ${d.id}`);
       await ctx.bus.publishControl({ type: 'device_removed', deviceId: d.id }).catch(() => {});
@@ -352,7 +379,10 @@ export const ROUTES: ApiRoute[] = [
     body: AllocationRequest,
     status: 201,
     response: Allocation,
-    errors: ['no_device_available', 'bad_selector'],
+    // Holding a phone exclusively is a lease, as take_device is on the phone
+    // (docs/decisions/0213-allocations-need-devices-lease.md).
+    scope: 'devices:lease',
+    errors: ['no_device_available', 'bad_selector', 'insufficient_scope'],
     async handle(ctx, fk, { body }) {
       let wanted;
       try {
@@ -399,7 +429,8 @@ export const ROUTES: ApiRoute[] = [
     summary: 'Live allocations held by this key',
     status: 200,
     response: z.object({ items: z.array(Allocation) }).meta({ id: 'AllocationList' }),
-    errors: [],
+    scope: 'devices:lease',
+    errors: ['insufficient_scope'],
     async handle(ctx, fk) {
       const list = await ctx.store.fleet.listAllocations({ keyId: fk.key.id }, new Date());
       return { items: list.map((a) => allocationJson(ctx, a)) };
@@ -414,15 +445,15 @@ export const ROUTES: ApiRoute[] = [
     body: Renew,
     status: 200,
     response: Allocation,
-    errors: ['allocation_not_found'],
+    scope: 'devices:lease',
+    errors: ['allocation_not_found', 'insufficient_scope'],
     async handle(ctx, fk, { params, body }) {
       const now = new Date();
       const a = await ctx.store.fleet.getAllocation(params.id, now);
-      if (!a || a.keyId !== fk.key.id)
-        throw new ApiError(404, 'allocation_not_found', `no live allocation ${params.id} held by this key`);
+      if (!a || a.keyId !== fk.key.id) throw allocationNotFound(params.id);
       const ttl = body.ttl_s ?? (a.expiresAt.getTime() - a.createdAt.getTime()) / 1000;
       const renewed = await ctx.store.fleet.renewAllocation(a.id, fk.key.id, new Date(now.getTime() + ttl * 1000), now);
-      if (!renewed) throw new ApiError(404, 'allocation_not_found', `allocation ${params.id} ended`);
+      if (!renewed) throw allocationNotFound(params.id);
       return allocationJson(ctx, renewed);
     },
   }),
@@ -430,13 +461,14 @@ export const ROUTES: ApiRoute[] = [
     method: 'delete',
     path: '/api/v1/allocations/{id}',
     operationId: 'releaseAllocation',
-    summary: 'Give the phone back to the pool',
+    summary: 'Give a live allocation’s phone back to the pool (an expired or released one is allocation_not_found)',
     params: Id,
     status: 204,
-    errors: ['allocation_not_found'],
+    scope: 'devices:lease',
+    errors: ['allocation_not_found', 'insufficient_scope'],
     async handle(ctx, fk, { params }) {
-      if (!(await ctx.store.fleet.releaseAllocation(params.id, fk.key.id)))
-        throw new ApiError(404, 'allocation_not_found', `no allocation ${params.id} held by this key`);
+      if (!(await ctx.store.fleet.releaseAllocation(params.id, fk.key.id, new Date())))
+        throw allocationNotFound(params.id);
       fleetMetrics.releases.inc();
       announce(ctx, { event: 'freed', accountId: fk.account.id });
       return undefined;
@@ -453,21 +485,19 @@ export const ROUTES: ApiRoute[] = [
     async handle(ctx, fk) {
       needAccountWide(fk, 'listing keys');
       const [tokens, fleet] = await Promise.all([
-        ctx.store.listTokens({ accountId: fk.account.id }),
+        deviceKeys(ctx, fk.account.id),
         ctx.store.fleet.listKeys(fk.account.id),
       ]);
       return {
         items: [
-          ...tokens
-            .filter((t) => t.via === 'key')
-            .map((t) => ({
-              id: t.id,
-              kind: 'device' as const,
-              device_id: t.deviceId,
-              selector: null,
-              scopes: t.scopes,
-              created_at: t.createdAt.toISOString(),
-            })),
+          ...tokens.map((t) => ({
+            id: t.id,
+            kind: 'device' as const,
+            device_id: t.deviceId,
+            selector: null,
+            scopes: t.scopes,
+            created_at: t.createdAt.toISOString(),
+          })),
           ...fleet.map((k) => ({
             id: k.id,
             kind: 'fleet' as const,
@@ -513,16 +543,15 @@ export const ROUTES: ApiRoute[] = [
     method: 'delete',
     path: '/api/v1/keys/{id}',
     operationId: 'revokeKey',
-    summary: 'Revoke a device key or fleet key; what it holds ends on every node',
+    summary:
+      'Revoke a device key or fleet key; what it holds ends on every node (an OAuth access token is no key: key_not_found)',
     params: Id,
     status: 204,
     errors: ['key_not_found', 'account_key_required'],
     async handle(ctx, fk, { params }) {
       needAccountWide(fk, 'revoking keys');
       const id: string = params.id;
-      const [token] = await ctx.store
-        .listTokens({ accountId: fk.account.id })
-        .then((l) => l.filter((t) => t.id === id));
+      const token = (await deviceKeys(ctx, fk.account.id)).find((t) => t.id === id);
       const fleet = token ? undefined : await ctx.store.fleet.getKey(id);
       if (!token && (!fleet || fleet.accountId !== fk.account.id))
         throw new ApiError(404, 'key_not_found', `no key ${id} in this account`);

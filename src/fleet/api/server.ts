@@ -6,7 +6,7 @@ import { BodyTooLarge, copyHeaders, Exchange } from '../../gateway/http.ts';
 import { presentedToken } from '../../gateway/auth.ts';
 import type { GatewayContext } from '../../gateway/context.ts';
 import { ApiError, parseOr400 } from './route.ts';
-import type { ApiRoute } from './routes.ts';
+import { needScope, type ApiRoute } from './routes.ts';
 import type { FleetKeyLookup } from '../keys.ts';
 import { openApiDocument } from './openapi.ts';
 import { decodedSegment } from '../access.ts';
@@ -107,6 +107,7 @@ async function serve(
     }
     body = parseOr400(r.body, json, 'body');
   }
+  if (r.scope) needScope(fk, r.scope);
   const out = await r.handle(ctx, fk, { params, query, body });
   if (out === undefined) ex.send(r.status, {}, undefined);
   else ex.json(r.status, out);

@@ -7,7 +7,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Phones this key reaches, by id, optionally filtered by a selector */
+        /**
+         * Phones this key reaches, by id, optionally filtered by a selector
+         * @description Needs a fleet key with the devices:read scope (403 insufficient_scope otherwise).
+         */
         get: operations["listDevices"];
         put?: never;
         post?: never;
@@ -24,15 +27,24 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One phone */
+        /**
+         * One phone
+         * @description Needs a fleet key with the devices:read scope (403 insufficient_scope otherwise).
+         */
         get: operations["getDevice"];
         put?: never;
         post?: never;
-        /** Remove a phone: its socket closes, its keys die (needs devices:act) */
+        /**
+         * Remove a phone: its socket closes, its keys die
+         * @description Needs a fleet key with the devices:act scope (403 insufficient_scope otherwise).
+         */
         delete: operations["removeDevice"];
         options?: never;
         head?: never;
-        /** Set (value) or remove (null) labels of a phone (needs devices:act) */
+        /**
+         * Set (value) or remove (null) labels of a phone
+         * @description Needs a fleet key with the devices:act scope (403 insufficient_scope otherwise).
+         */
         patch: operations["labelDevice"];
         trace?: never;
     };
@@ -43,10 +55,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Live allocations held by this key */
+        /**
+         * Live allocations held by this key
+         * @description Needs a fleet key with the devices:lease scope (403 insufficient_scope otherwise).
+         */
         get: operations["listAllocations"];
         put?: never;
-        /** Take a free phone matching the selector, exclusively, for ttl_s seconds */
+        /**
+         * Take a free phone matching the selector, exclusively, for ttl_s seconds
+         * @description Needs a fleet key with the devices:lease scope (403 insufficient_scope otherwise).
+         */
         post: operations["allocate"];
         delete?: never;
         options?: never;
@@ -63,7 +81,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Renew a live allocation: it ends ttl_s from now (default: as long as its last term) */
+        /**
+         * Renew a live allocation: it ends ttl_s from now (default: as long as its last term)
+         * @description Needs a fleet key with the devices:lease scope (403 insufficient_scope otherwise).
+         */
         post: operations["renewAllocation"];
         delete?: never;
         options?: never;
@@ -81,7 +102,10 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Give the phone back to the pool */
+        /**
+         * Give a live allocation’s phone back to the pool (an expired or released one is allocation_not_found)
+         * @description Needs a fleet key with the devices:lease scope (403 insufficient_scope otherwise).
+         */
         delete: operations["releaseAllocation"];
         options?: never;
         head?: never;
@@ -116,7 +140,7 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Revoke a device key or fleet key; what it holds ends on every node */
+        /** Revoke a device key or fleet key; what it holds ends on every node (an OAuth access token is no key: key_not_found) */
         delete: operations["revokeKey"];
         options?: never;
         head?: never;
@@ -451,7 +475,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Remove a phone: its socket closes, its keys die (needs devices:act) */
+            /** @description Remove a phone: its socket closes, its keys die */
             204: {
                 headers: {
                     [name: string]: unknown;
@@ -529,7 +553,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Set (value) or remove (null) labels of a phone (needs devices:act) */
+            /** @description Set (value) or remove (null) labels of a phone */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -639,7 +663,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description fleet_key_required: a device key was used */
+            /** @description fleet_key_required: a device key was used; insufficient_scope */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -708,7 +732,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description fleet_key_required: a device key was used */
+            /** @description fleet_key_required: a device key was used; insufficient_scope */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -788,7 +812,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description fleet_key_required: a device key was used */
+            /** @description fleet_key_required: a device key was used; insufficient_scope */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -828,7 +852,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Give the phone back to the pool */
+            /** @description Give a live allocation’s phone back to the pool (an expired or released one is allocation_not_found) */
             204: {
                 headers: {
                     [name: string]: unknown;
@@ -862,7 +886,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description fleet_key_required: a device key was used */
+            /** @description fleet_key_required: a device key was used; insufficient_scope */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1045,7 +1069,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Revoke a device key or fleet key; what it holds ends on every node */
+            /** @description Revoke a device key or fleet key; what it holds ends on every node (an OAuth access token is no key: key_not_found) */
             204: {
                 headers: {
                     [name: string]: unknown;
