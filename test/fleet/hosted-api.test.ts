@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHostedRelay, signedInWithPhone, type HostedRelay } from '../hosted/hosted-relay.ts';
 import {
+  bearerInitialize,
   allowPage,
   authorizeParams,
   CALLBACK,
@@ -25,16 +26,7 @@ afterAll(async () => {
   await h?.stop();
 });
 
-const mcpInit = (token: string) =>
-  fetch(`${h.url}/mcp`, {
-    method: 'POST',
-    headers: {
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      authorization: `Bearer ${token}`,
-    },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25' } }),
-  }).then((r) => r.status);
+const mcpInit = (token: string) => bearerInitialize(h.url, token).then((r) => r.status);
 
 describe('DELETE /api/v1/keys/{id} on a hosted relay', () => {
   it('an OAuth access token’s id is no key: 404 key_not_found, as an unknown id, and the token keeps working', async () => {

@@ -285,6 +285,19 @@ export async function allowPage(
 }
 
 /** A token endpoint request (form-encoded). */
+/** An initialize on `base`/mcp with a bearer token: what a client does first with a fresh access token. */
+export function bearerInitialize(base: string, token: string): Promise<Response> {
+  return fetch(`${base}/mcp`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      authorization: `Bearer ${token}`,
+    },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25' } }),
+  });
+}
+
 export async function tokenRequest(base: string, params: Record<string, string>) {
   const r = await fetch(`${base}/oauth/token`, {
     method: 'POST',

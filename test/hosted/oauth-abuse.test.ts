@@ -11,6 +11,7 @@ import {
   type HostedRelay,
 } from './hosted-relay.ts';
 import {
+  bearerInitialize,
   allowPage,
   authorizeParams,
   CALLBACK,
@@ -64,17 +65,7 @@ async function tokenRequest(params: Record<string, string>) {
   return { status, body };
 }
 
-async function mcpInit(token: string) {
-  return fetch(`${relay.url}/mcp`, {
-    method: 'POST',
-    headers: {
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      authorization: `Bearer ${token}`,
-    },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25' } }),
-  });
-}
+const mcpInit = (token: string) => bearerInitialize(relay.url, token);
 
 describe('discovery', () => {
   it('401 on /mcp names the protected resource metadata; both metadata documents describe this relay', async () => {

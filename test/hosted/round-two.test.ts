@@ -12,6 +12,7 @@ import {
   type HostedRelay,
 } from './hosted-relay.ts';
 import {
+  bearerInitialize,
   allowPage,
   authorizeParams,
   CALLBACK,
@@ -170,15 +171,7 @@ describe('authorize errors and consent', () => {
 });
 
 async function mcpInit(token: string): Promise<number> {
-  const r = await fetch(`${relay.url}/mcp`, {
-    method: 'POST',
-    headers: {
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      authorization: `Bearer ${token}`,
-    },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25' } }),
-  });
+  const r = await bearerInitialize(relay.url, token);
   await r.text();
   return r.status;
 }
