@@ -12,6 +12,7 @@ import {
   type PhoneView,
   type UiNode,
 } from './screens.ts';
+import { wellFormed } from './text.ts';
 
 export { MAX_FIELD_CHARS };
 
@@ -638,7 +639,8 @@ export class SimPhone {
   }
 
   private navigate(input: string): string {
-    const typed = input.trim();
+    // The model takes any string (its own API has no schema); a URL is made of well-formed text.
+    const typed = wellFormed(input).trim();
     if (!typed) return 'nothing to open';
     let url: URL;
     try {

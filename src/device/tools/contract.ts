@@ -71,7 +71,8 @@ export function callerFrom(meta: Record<string, unknown> | undefined): Caller {
 
 /** Every error code a tool call can return, for docs/TOOLS.md. Add, never rename. */
 export const ERROR_CODES: Readonly<Record<string, string>> = {
-  invalid_arguments: 'The arguments do not match the input schema (unknown key, missing or malformed value).',
+  invalid_arguments:
+    'The arguments do not match the input schema (unknown key, missing or malformed value, text that is not well-formed Unicode).',
   unknown_tool: 'No tool by that name.',
   invalid_caller: 'The caller meta set by the relay is malformed.',
   insufficient_scope: 'The credential lacks the scope of the tool (the relay normally refuses first).',

@@ -3,6 +3,7 @@
 import * as z from 'zod';
 import { TIMEOUT_MS_HEADER, X_MCP_HEADER } from '../../protocol/timeouts.ts';
 import { EVENT_TYPES, KEYS } from '../sim/model.ts';
+import { loneSurrogate } from '../sim/text.ts';
 import { TIMEOUT_MS_SINCE } from './contract.ts';
 
 /** wait_for_events: the wait when the caller names none, and the longest it may name. */
@@ -10,6 +11,21 @@ export const WAIT_DEFAULT_S = 30;
 export const WAIT_MAX_S = 600;
 
 // ---- shared input fields ------------------------------------------------------
+
+/**
+ * Text an agent sends must be well-formed Unicode: half a surrogate pair is no character, and
+ * a result that carried it back could not be parsed by strict JSON readers
+ * (docs/decisions/0218-tool-strings-are-well-formed-unicode.md).
+ */
+const text = (min: number, max: number) =>
+  z
+    .string()
+    .min(min)
+    .max(max)
+    .check((ctx) => {
+      const lone = loneSurrogate(ctx.value);
+      if (lone) ctx.issues.push({ code: 'custom', input: ctx.value, message: `not well-formed Unicode (${lone})` });
+    });
 
 const leaseId = z
   .string()
@@ -76,7 +92,7 @@ const holdFields = {
     .describe('Press length; default 800. The simulator treats every hold as a long press.'),
 };
 const typeFields = {
-  text: z.string().min(1).max(5000),
+  text: text(1, 5000),
   elementId: elementId.optional().describe('Text field to focus first; default: the focused field.'),
 };
 const keyFields = { key: z.enum(KEYS) };

@@ -1,0 +1,18 @@
+// Text the phone holds and hands back is well-formed UTF-16: never half a surrogate pair, which
+// no UTF-8 encoder can write and strict JSON parsers refuse
+// (docs/decisions/0218-tool-strings-are-well-formed-unicode.md).
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** Says where `text` holds half a surrogate pair, e.g. "a lone surrogate U+D800 at index 1"; null when none. */
+export function loneSurrogate(text: string): string | null {
+  const found = LONE_SURROGATE.exec(text);
+  if (!found) return null;
+  const unit = found[0].charCodeAt(0).toString(16).toUpperCase();
+  return `a lone surrogate U+${unit} at index ${found.index}`;
+}
+
+/** `text` with every lone surrogate replaced by U+FFFD, as the URL standard converts a string. */
+export function wellFormed(text: string): string {
+  return text.replace(new RegExp(LONE_SURROGATE, 'g'), '\uFFFD');
+}
