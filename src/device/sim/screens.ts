@@ -236,7 +236,7 @@ function messagesScreen(f: Frame, view: PhoneView, act: PhoneActions) {
   f.add({
     id: 'messages.list',
     role: 'list',
-    text: `${view.threads.length} conversations`,
+    text: `${view.threads.length} conversation${view.threads.length === 1 ? '' : 's'}`,
     bounds: list,
     scrollBy: (dy) => {
       const next = Math.max(0, Math.min(maxScroll, scroll + dy));

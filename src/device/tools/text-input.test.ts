@@ -32,3 +32,24 @@ describe('type_text', () => {
     );
   });
 });
+
+describe('the messages list', () => {
+  it('counts its conversations in words that agree with the number', async () => {
+    const { phone, call } = await setup();
+    ok(await call('open_app', { packageName: 'com.android.messaging' }));
+    const listText = async () =>
+      (ok(await call('observe_screen')).elements as { id: string; text: string }[]).find(
+        (e) => e.id === 'messages.list',
+      )?.text;
+    expect(await listText()).toBe('12 conversations');
+    while (phone.snapshot().threads.length > 1) {
+      const first = phone.elements().find((e) => e.role === 'listitem')!.id;
+      ok(await call('hold', { elementId: first }));
+      ok(await call('tap', { elementId: 'menu.delete' }));
+    }
+    expect(await listText()).toBe('1 conversation');
+    ok(await call('hold', { elementId: phone.elements().find((e) => e.role === 'listitem')!.id }));
+    ok(await call('tap', { elementId: 'menu.delete' }));
+    expect(await listText()).toBe('0 conversations');
+  });
+});
