@@ -12,7 +12,7 @@ import {
   type PhoneView,
   type UiNode,
 } from './screens.ts';
-import { wellFormed } from './text.ts';
+import { head, wellFormed } from './text.ts';
 
 export { MAX_FIELD_CHARS };
 
@@ -583,7 +583,8 @@ export class SimPhone {
     const id = this.focus!;
     const clean = SINGLE_LINE_FIELDS.has(id) ? text.replace(/[\r\n]/g, '') : text;
     const current = this.fieldText(id);
-    const kept = clean.slice(0, Math.max(0, MAX_FIELD_CHARS - current.length));
+    // Whole characters only, as Android's LengthFilter keeps them: never half a surrogate pair.
+    const kept = head(clean, MAX_FIELD_CHARS - current.length);
     this.setFieldText(id, current + kept);
     return clean.length - kept.length;
   }

@@ -13,6 +13,7 @@ import type {
   Thread,
   UiElement,
 } from './model.ts';
+import { head } from './text.ts';
 
 /** An element plus what a finger does to it; `SimPhone.elements()` hands out the element only. */
 export interface UiNode extends UiElement {
@@ -474,9 +475,7 @@ function contextMenu(f: Frame, menu: ContextMenu, act: PhoneActions) {
 /** At most `max` characters of `text`, the last of them an ellipsis when it was longer; never half a surrogate pair. */
 function cut(text: string, max: number): string {
   if (text.length <= max) return text;
-  let end = Math.max(0, max - 1);
-  if (end > 0 && /[\uD800-\uDBFF]/.test(text[end - 1])) end--;
-  return `${text.slice(0, end)}…`;
+  return `${head(text, max - 1)}…`;
 }
 
 function roundBounds(b: Bounds): Bounds {

@@ -16,3 +16,11 @@ export function loneSurrogate(text: string): string | null {
 export function wellFormed(text: string): string {
   return text.replace(new RegExp(LONE_SURROGATE, 'g'), '\uFFFD');
 }
+
+/** The first `max` UTF-16 units of `text` or one fewer: never the first half of a pair without the second. */
+export function head(text: string, max: number): string {
+  const end = Math.max(0, max);
+  if (end >= text.length) return text;
+  const c = text.charCodeAt(end - 1);
+  return text.slice(0, c >= 0xd800 && c <= 0xdbff ? end - 1 : end);
+}

@@ -3,12 +3,20 @@
 // Unicode (docs/decisions/0218-tool-strings-are-well-formed-unicode.md).
 import { describe, expect, it } from 'vitest';
 import { SimPhone } from '../sim/model.ts';
+import { loneSurrogate } from '../sim/text.ts';
 import { callerOf, connect, err, ok } from './in-memory.ts';
 
 const setup = async () => {
   const phone = new SimPhone({ seed: 7, now: () => 1_000 });
   const client = await connect({ phone, deviceId: 'phone-1', now: () => 5_000, runStepDelayMs: 0 });
   return { phone, call: callerOf(client) };
+};
+
+/** Every string in a result, at any depth, is well-formed (no half of a surrogate pair). */
+const loneSurrogates = (value: unknown): string[] => {
+  if (typeof value === 'string') return loneSurrogate(value) ? [value.slice(0, 40)] : [];
+  if (value && typeof value === 'object') return Object.values(value).flatMap(loneSurrogates);
+  return [];
 };
 
 describe('type_text', () => {
@@ -30,6 +38,31 @@ describe('type_text', () => {
     expect(ok(await call('press_key', { key: 'ENTER' })).effect).toBe(
       'loaded https://www.google.com/search?q=a%F0%9F%98%80b',
     );
+  });
+});
+
+describe('a full field', () => {
+  it('keeps whole characters: the last one that does not fit is dropped, not half of it', async () => {
+    const { phone, call } = await setup();
+    ok(await call('open_app', { packageName: 'com.android.browser' }));
+    const text = `x${'😀'.repeat(2500)}`; // 5001 UTF-16 units; the field holds 5000
+    expect(ok(await call('type_text', { text, elementId: 'browser.url' })).effect).toBe(
+      'typed 4999 of 5001 characters into browser.url (it holds at most 5000)',
+    );
+    const observed = ok(await call('observe_screen'));
+    expect(loneSurrogates(observed)).toEqual([]);
+    expect(observed.elements.find((e: { id: string }) => e.id === 'browser.url').text).toBe(`x${'😀'.repeat(2499)}`);
+    expect(ok(await call('press_key', { key: 'ENTER' })).effect).toMatch(
+      /^loaded https:\/\/www\.google\.com\/search\?q=x(%F0%9F%98%80){2499}$/,
+    );
+
+    ok(await call('open_app', { packageName: 'com.phonebridge.notes' }));
+    ok(await call('type_text', { text: 'a'.repeat(4999), elementId: 'notes.body' }));
+    expect(ok(await call('type_text', { text: '😀' })).effect).toBe(
+      'typed 0 of 2 characters into notes.body (it holds at most 5000)',
+    );
+    expect(phone.snapshot().note).toBe('a'.repeat(4999));
+    expect(loneSurrogates(ok(await call('observe_screen')))).toEqual([]);
   });
 });
 
