@@ -616,7 +616,8 @@ export class SimPhone {
         if (!this.focus) return 'no focused field';
         const text = this.fieldText(this.focus);
         if (!text) return 'field already empty';
-        this.setFieldText(this.focus, text.slice(0, -1));
+        // One code point, as Android's backspace deletes: never half a surrogate pair.
+        this.setFieldText(this.focus, head(text, text.length - 1));
         return `deleted one character from ${this.focus}`;
       }
       case 'ENTER':

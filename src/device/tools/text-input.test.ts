@@ -66,6 +66,18 @@ describe('a full field', () => {
   });
 });
 
+describe('press_key DEL', () => {
+  it('deletes the last character whole, both halves of a surrogate pair', async () => {
+    const { phone, call } = await setup();
+    ok(await call('open_app', { packageName: 'com.android.browser' }));
+    ok(await call('type_text', { text: 'a😀', elementId: 'browser.url' }));
+    expect(ok(await call('press_key', { key: 'DEL' })).effect).toBe('deleted one character from browser.url');
+    expect(phone.snapshot().browser.draft).toBe('a');
+    expect(loneSurrogates(ok(await call('observe_screen')))).toEqual([]);
+    expect(ok(await call('press_key', { key: 'ENTER' })).effect).toBe('loaded https://www.google.com/search?q=a');
+  });
+});
+
 describe('the messages list', () => {
   it('counts its conversations in words that agree with the number', async () => {
     const { phone, call } = await setup();
