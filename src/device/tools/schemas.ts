@@ -18,33 +18,23 @@ export const WAIT_MAX_S = 600;
  * (docs/decisions/0218-tool-strings-are-well-formed-unicode.md).
  */
 const text = (min: number, max: number) =>
-  z
-    .string()
-    .min(min)
-    .max(max)
-    .check((ctx) => {
-      const lone = loneSurrogate(ctx.value);
-      if (lone) ctx.issues.push({ code: 'custom', input: ctx.value, message: `not well-formed Unicode (${lone})` });
-    });
+  (min > 0 ? z.string().min(min) : z.string()).max(max).check((ctx) => {
+    const lone = loneSurrogate(ctx.value);
+    if (lone) ctx.issues.push({ code: 'custom', input: ctx.value, message: `not well-formed Unicode (${lone})` });
+  });
 
-const leaseId = z
-  .string()
-  .min(1)
-  .max(200)
+const leaseId = text(1, 200)
   .optional()
   .describe(
     'Lease to act under. Omit to use your current lease, or to take a free device when your credential has devices:lease. A stale id is refused with lease_mismatch.',
   );
-const idempotencyKey = z
-  .string()
-  .min(1)
-  .max(200)
+const idempotencyKey = text(1, 200)
   .optional()
   .describe(
     'Retrying with the same key replays the recorded outcome instead of acting again. Keys are per credential.',
   );
 const pixel = z.number().int().min(0).max(100_000);
-const elementId = z.string().min(1).max(200);
+const elementId = text(1, 200);
 
 const pointTarget = {
   x: pixel.optional().describe('Screen x in pixels (with y).'),
@@ -97,7 +87,7 @@ const typeFields = {
 };
 const keyFields = { key: z.enum(KEYS) };
 const openAppFields = {
-  packageName: z.string().min(1).max(200).describe('Android package name, e.g. com.android.settings.'),
+  packageName: text(1, 200).describe('Android package name, e.g. com.android.settings.'),
 };
 
 const withUse = { leaseId, idempotencyKey };
@@ -288,13 +278,13 @@ export const takeDeviceOutput = z.object({
   ttlS: z.number().int().describe('Every use renews the lease for this long.'),
   renewed: z.boolean().describe('You already held it.'),
 });
-export const releaseDeviceInput = z.strictObject({ leaseId: z.string().min(1).max(200) });
+export const releaseDeviceInput = z.strictObject({ leaseId: text(1, 200) });
 export const releaseDeviceOutput = z.object({ deviceId: z.string(), leaseId: z.string(), released: z.literal(true) });
 
 // ---- runs ---------------------------------------------------------------------
 
 export const startRunInput = z.strictObject({
-  goal: z.string().max(2000).default('').describe('What the run is for, shown in get_run.'),
+  goal: text(0, 2000).default('').describe('What the run is for, shown in get_run.'),
   steps: z.array(runStep).min(1).max(200),
   wait: z
     .boolean()
@@ -316,7 +306,7 @@ export const runInfo = z.object({
   endedAt: z.number().int().nullable(),
   failure: z.object({ code: z.string(), message: z.string() }).nullable(),
 });
-export const getOutcomeInput = z.strictObject({ idempotencyKey: z.string().min(1).max(200) });
+export const getOutcomeInput = z.strictObject({ idempotencyKey: text(1, 200) });
 export const getOutcomeOutput = z.object({
   idempotencyKey: z.string(),
   found: z.boolean(),
@@ -328,8 +318,8 @@ export const getOutcomeOutput = z.object({
 });
 
 export const getRunInput = z.strictObject({
-  runId: z.string().min(1).max(200).optional().describe('Default: the active run, else the latest.'),
+  runId: text(1, 200).optional().describe('Default: the active run, else the latest.'),
 });
 export const stopRunInput = z.strictObject({
-  runId: z.string().min(1).max(200).optional().describe('Default: the active run.'),
+  runId: text(1, 200).optional().describe('Default: the active run.'),
 });

@@ -41,6 +41,50 @@ describe('type_text', () => {
   });
 });
 
+describe('every string argument', () => {
+  it('refuses a lone surrogate with invalid_arguments naming the argument, and changes nothing', async () => {
+    const { phone, call } = await setup();
+    const lone = 'k\uD83D';
+    const calls: [string, Record<string, unknown>, string][] = [
+      ['tap', { elementId: lone }, 'elementId'],
+      ['hold', { elementId: lone }, 'elementId'],
+      ['swipe', { elementId: lone, direction: 'up' }, 'elementId'],
+      ['type_text', { text: 'x', elementId: lone }, 'elementId'],
+      ['open_app', { packageName: lone }, 'packageName'],
+      ['press_key', { key: 'HOME', idempotencyKey: lone }, 'idempotencyKey'],
+      ['press_key', { key: 'HOME', leaseId: lone }, 'leaseId'],
+      ['observe_screen', { leaseId: lone }, 'leaseId'],
+      ['get_outcome', { idempotencyKey: lone }, 'idempotencyKey'],
+      ['release_device', { leaseId: lone }, 'leaseId'],
+      ['start_run', { goal: lone, steps: [{ action: 'press_key', key: 'HOME' }] }, 'goal'],
+      ['start_run', { steps: [{ action: 'open_app', packageName: lone }] }, 'steps[0].packageName'],
+      ['start_run', { steps: [{ action: 'tap', elementId: lone }] }, 'steps[0].elementId'],
+      ['get_run', { runId: lone }, 'runId'],
+      ['stop_run', { runId: lone }, 'runId'],
+    ];
+    const before = phone.snapshot();
+    for (const [tool, args, field] of calls) {
+      const refused = err(await call(tool, args));
+      expect(refused, `${tool} ${field}`).toMatchObject({
+        code: 'invalid_arguments',
+        message: expect.stringContaining(`(a lone surrogate U+D83D at index 1) at ${field}`),
+      });
+      expect(loneSurrogates(refused), `${tool} ${field}`).toEqual([]);
+    }
+    expect(phone.snapshot()).toEqual(before);
+    expect(ok(await call('list_devices')).devices[0].lease.state).toBe('free');
+    expect(err(await call('get_run', {})).code).toBe('run_not_found');
+  });
+
+  it('never echoes half a pair in an error, even in a key or tool name the schema did not expect', async () => {
+    const { call } = await setup();
+    for (const result of [await call('list_devices', { ['x\uDC00']: 1 }), await call('no_such_tool\uD800', {})]) {
+      expect(err(result).code).toMatch(/^(invalid_arguments|unknown_tool)$/);
+      expect(loneSurrogates(err(result))).toEqual([]);
+    }
+  });
+});
+
 describe('a full field', () => {
   it('keeps whole characters: the last one that does not fit is dropped, not half of it', async () => {
     const { phone, call } = await setup();
