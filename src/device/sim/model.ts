@@ -12,7 +12,7 @@ import {
   type PhoneView,
   type UiNode,
 } from './screens.ts';
-import { head, wellFormed } from './text.ts';
+import { cut, head, wellFormed } from './text.ts';
 
 export { MAX_FIELD_CHARS };
 
@@ -173,6 +173,12 @@ const PHRASES = [
   'Happy birthday!',
   'Where are you?',
 ];
+/**
+ * A page title is cut to this many characters. It travels in every screen_changed event, and
+ * wait_for_events answers with up to 100 events at once: a search title of a full address bar
+ * (5000 control characters, 13 bytes each in a result) made four of them too_large.
+ */
+const MAX_TITLE_CHARS = 100;
 const KNOWN_TITLES: Record<string, string> = {
   'example.com': 'Example Domain',
   'www.example.com': 'Example Domain',
@@ -651,10 +657,11 @@ export class SimPhone {
     } catch {
       url = new URL(`https://www.google.com/search?q=${encodeURIComponent(typed)}`);
     }
+    const suffix = ' - Search';
     const title =
       url.searchParams.has('q') && url.hostname === 'www.google.com'
-        ? `${url.searchParams.get('q')} - Search`
-        : (KNOWN_TITLES[url.hostname] ?? url.hostname);
+        ? `${cut(url.searchParams.get('q')!, MAX_TITLE_CHARS - suffix.length)}${suffix}`
+        : cut(KNOWN_TITLES[url.hostname] ?? url.hostname, MAX_TITLE_CHARS);
     this.history.push({ url: url.href, title });
     this.focus = null;
     this.urlDraft = '';

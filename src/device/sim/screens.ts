@@ -13,7 +13,7 @@ import type {
   Thread,
   UiElement,
 } from './model.ts';
-import { head } from './text.ts';
+import { cut } from './text.ts';
 
 /** An element plus what a finger does to it; `SimPhone.elements()` hands out the element only. */
 export interface UiNode extends UiElement {
@@ -470,12 +470,6 @@ function contextMenu(f: Frame, menu: ContextMenu, act: PhoneActions) {
       },
     }),
   );
-}
-
-/** At most `max` characters of `text`, the last of them an ellipsis when it was longer; never half a surrogate pair. */
-function cut(text: string, max: number): string {
-  if (text.length <= max) return text;
-  return `${head(text, max - 1)}…`;
 }
 
 function roundBounds(b: Bounds): Bounds {

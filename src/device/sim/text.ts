@@ -24,3 +24,9 @@ export function head(text: string, max: number): string {
   const c = text.charCodeAt(end - 1);
   return text.slice(0, c >= 0xd800 && c <= 0xdbff ? end - 1 : end);
 }
+
+/** At most `max` characters of `text`, the last of them an ellipsis when it was longer; never half a surrogate pair. */
+export function cut(text: string, max: number): string {
+  if (text.length <= max) return text;
+  return `${head(text, max - 1)}…`;
+}

@@ -122,6 +122,24 @@ describe('press_key DEL', () => {
   });
 });
 
+describe('page titles', () => {
+  it('stay short enough that a full batch of wait_for_events always fits one result', async () => {
+    const { phone, call } = await setup();
+    ok(await call('open_app', { packageName: 'com.android.browser' }));
+    const cursor = phone.cursor;
+    // A control character costs the most bytes in a result (6, and 7 in the text block).
+    for (let i = 0; i < 100; i++) {
+      ok(await call('type_text', { text: `${i}${'\u0001'.repeat(4990)}`, elementId: 'browser.url' }));
+      ok(await call('press_key', { key: 'ENTER' }));
+    }
+    const title = ok(await call('observe_screen')).title as string;
+    expect(title).toBe(`99${'\u0001'.repeat(88)}… - Search`);
+    const batch = ok(await call('wait_for_events', { cursor, timeout_s: 0 }));
+    expect(batch.events).toHaveLength(100);
+    expect(batch.events.at(-1).title).toBe(title);
+  });
+});
+
 describe('the messages list', () => {
   it('counts its conversations in words that agree with the number', async () => {
     const { phone, call } = await setup();
