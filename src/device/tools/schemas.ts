@@ -170,7 +170,9 @@ export const observeScreenInput = z.strictObject({
         .describe('Output size relative to the screen (e.g. 0.5); at most 1. Ignored when width is given.'),
     })
     .optional()
-    .describe('Add a PNG as an image content block. Default size: half the screen. Larger than allowed: too_large.'),
+    .describe(
+      'Add a PNG as an image content block. Default size: half the screen, or smaller when a screen full of text would not fit one message (screenshot.width says). A size asked for that does not fit: too_large.',
+    ),
   leaseId,
 });
 

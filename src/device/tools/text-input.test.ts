@@ -3,7 +3,9 @@
 // Unicode (docs/decisions/0218-tool-strings-are-well-formed-unicode.md).
 import { describe, expect, it } from 'vitest';
 import { SimPhone } from '../sim/model.ts';
+import { SCREENSHOT_BASE64_LIMIT } from '../sim/screenshot.ts';
 import { loneSurrogate } from '../sim/text.ts';
+import { FRAME_LIMIT_BYTES } from './contract.ts';
 import { callerOf, connect, err, ok } from './in-memory.ts';
 
 const setup = async () => {
@@ -137,6 +139,45 @@ describe('page titles', () => {
     const batch = ok(await call('wait_for_events', { cursor, timeout_s: 0 }));
     expect(batch.events).toHaveLength(100);
     expect(batch.events.at(-1).title).toBe(title);
+  });
+});
+
+describe('a screenshot of a screen full of text', () => {
+  /** Deterministic printable text with spaces, 5000 characters: a full field that compresses badly. */
+  const noise = () => {
+    const alphabet = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!@#$%&*()-=[]{};:,.<>/?     ';
+    let seed = 1;
+    return Array.from({ length: 5000 }, () => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return alphabet[(seed >> 8) % alphabet.length];
+    }).join('');
+  };
+
+  it('comes at the default size or smaller, within one message; an explicit size that does not fit is too_large', async () => {
+    const { call } = await setup();
+    ok(await call('open_app', { packageName: 'com.phonebridge.notes' }));
+    ok(await call('type_text', { text: noise(), elementId: 'notes.body' }));
+    ok(await call('open_app', { packageName: 'com.android.browser' }));
+    // The largest element tree text can make: a search of 5000 three-byte characters.
+    ok(await call('type_text', { text: '\u0800'.repeat(5000), elementId: 'browser.url' }));
+    ok(await call('press_key', { key: 'ENTER' }));
+    for (const app of ['com.phonebridge.notes', 'com.android.browser']) {
+      ok(await call('open_app', { packageName: app }));
+      const result = await call('observe_screen', { screenshot: {} });
+      const shot = ok(result).screenshot;
+      expect(shot.width, app).toBeLessThanOrEqual(540);
+      expect(shot.width, app).toBeGreaterThanOrEqual(100);
+      const image = result.content[1] as { type: string; data: string };
+      expect(image.type).toBe('image');
+      expect(image.data.length).toBeLessThanOrEqual(SCREENSHOT_BASE64_LIMIT);
+      const frame = JSON.stringify({ jsonrpc: '2.0', id: 'relay-unique-id-0000000000', result });
+      expect(Buffer.byteLength(frame), app).toBeLessThan(FRAME_LIMIT_BYTES);
+    }
+    ok(await call('open_app', { packageName: 'com.phonebridge.notes' }));
+    expect(err(await call('observe_screen', { screenshot: { scale: 0.5 } }))).toMatchObject({
+      code: 'too_large',
+      message: expect.stringContaining('ask for a smaller width or scale'),
+    });
   });
 });
 
