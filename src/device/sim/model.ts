@@ -12,7 +12,7 @@ import {
   type PhoneView,
   type UiNode,
 } from './screens.ts';
-import { cut, head, wellFormed } from './text.ts';
+import { codePoints, cut, head, wellFormed } from './text.ts';
 
 export { MAX_FIELD_CHARS };
 
@@ -202,6 +202,7 @@ export function packageOf(app: string): string {
   return APPS.find((a) => a.key === app || a.package === app)?.package ?? app;
 }
 
+const characters = (n: number) => `${n} character${n === 1 ? '' : 's'}`;
 const inside = (b: Bounds, p: Point) => p.x >= b.left && p.x < b.right && p.y >= b.top && p.y < b.bottom;
 const SINGLE_LINE_FIELDS = new Set(['browser.url', 'thread.compose']);
 
@@ -418,10 +419,13 @@ export class SimPhone {
     return this.act(() => {
       if (elementId !== undefined) this.focusField(elementId);
       if (!this.focus) throw new SimError('no_focused_field', 'no text field has focus; tap one or pass elementId');
+      // Counted in characters as the tool's maxLength counts them (code points); the field
+      // itself holds UTF-16 units, as Android's maxLength does.
       const dropped = this.insert(text);
+      const sent = codePoints(text);
       const effect = dropped
-        ? `typed ${text.length - dropped} of ${text.length} characters into ${this.focus} (it holds at most ${MAX_FIELD_CHARS})`
-        : `typed ${text.length} characters into ${this.focus}`;
+        ? `typed ${sent - dropped} of ${characters(sent)} into ${this.focus} (it holds at most ${MAX_FIELD_CHARS} UTF-16 units; an emoji takes two)`
+        : `typed ${characters(sent)} into ${this.focus}`;
       return { effect, elementId: this.focus, point: null };
     });
   }
@@ -584,7 +588,7 @@ export class SimPhone {
     else this.drafts.set((this.route as { threadId: string }).threadId, text);
   }
 
-  /** Inserts at the end of the focused field; returns how many characters the field dropped. */
+  /** Inserts at the end of the focused field; returns how many characters (code points) did not fit. */
   private insert(text: string): number {
     const id = this.focus!;
     const clean = SINGLE_LINE_FIELDS.has(id) ? text.replace(/[\r\n]/g, '') : text;
@@ -592,7 +596,7 @@ export class SimPhone {
     // Whole characters only, as Android's LengthFilter keeps them: never half a surrogate pair.
     const kept = head(clean, MAX_FIELD_CHARS - current.length);
     this.setFieldText(id, current + kept);
-    return clean.length - kept.length;
+    return codePoints(clean) - codePoints(kept);
   }
 
   private key(key: Key): string {

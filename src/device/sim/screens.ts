@@ -65,7 +65,7 @@ export interface PhoneActions {
 }
 
 /**
- * A text field holds at most this many characters; more are dropped, as Android's maxLength
+ * A text field holds at most this many UTF-16 units; more are dropped, as Android's maxLength
  * does (model.ts insert). Unbounded, a few type_text calls made every observe_screen of the
  * screen too_large.
  */

@@ -30,3 +30,8 @@ export function cut(text: string, max: number): string {
   if (text.length <= max) return text;
   return `${head(text, max - 1)}…`;
 }
+
+/** How many characters `text` has as JSON Schema's maxLength counts them: code points, a pair is one. */
+export function codePoints(text: string): number {
+  return text.length - (text.match(/[\uD800-\uDBFF][\uDC00-\uDFFF]/g)?.length ?? 0);
+}

@@ -386,7 +386,7 @@ const hold = actTool(
 const typeText = actTool(
   'type_text',
   'Type text',
-  'Types text into the focused text field, or into elementId after focusing it. A field holds at most 5000 characters; the rest is dropped and the effect says how many were typed.',
+  'Types text into the focused text field, or into elementId after focusing it. A field holds at most 5000 UTF-16 units, as on Android (an emoji takes two); the rest is dropped and the effect says how many characters were typed.',
   s.typeTextInput,
 );
 const pressKey = actTool(

@@ -87,13 +87,38 @@ describe('every string argument', () => {
   });
 });
 
+describe('text length', () => {
+  it('says how many characters it typed as the published maxLength counts them: an emoji is one', async () => {
+    const { phone, call } = await setup();
+    const { tools } = await (await connect({ phone, deviceId: 'phone-1' })).listTools();
+    const published = tools.find((t) => t.name === 'type_text')!.inputSchema.properties!.text;
+    expect(published).toMatchObject({ type: 'string', minLength: 1, maxLength: 5000 });
+    ok(await call('open_app', { packageName: 'com.phonebridge.notes' }));
+    // 5000 characters as JSON Schema counts them (10000 UTF-16 units): within the schema.
+    expect(ok(await call('type_text', { text: '😀'.repeat(5000), elementId: 'notes.body' })).effect).toBe(
+      'typed 2500 of 5000 characters into notes.body (it holds at most 5000 UTF-16 units; an emoji takes two)',
+    );
+    expect(phone.snapshot().note).toBe('😀'.repeat(2500));
+    expect(err(await call('type_text', { text: '😀'.repeat(5001) }))).toMatchObject({
+      code: 'invalid_arguments',
+      message: expect.stringContaining('<=5000 characters at text'),
+    });
+    expect(phone.snapshot().note).toBe('😀'.repeat(2500));
+    ok(await call('press_key', { key: 'DEL' }));
+    expect(ok(await call('type_text', { text: 'a' })).effect).toBe('typed 1 character into notes.body');
+    expect(ok(await call('type_text', { text: 'b😀' })).effect).toBe(
+      'typed 1 of 2 characters into notes.body (it holds at most 5000 UTF-16 units; an emoji takes two)',
+    );
+  });
+});
+
 describe('a full field', () => {
   it('keeps whole characters: the last one that does not fit is dropped, not half of it', async () => {
     const { phone, call } = await setup();
     ok(await call('open_app', { packageName: 'com.android.browser' }));
     const text = `x${'😀'.repeat(2500)}`; // 5001 UTF-16 units; the field holds 5000
     expect(ok(await call('type_text', { text, elementId: 'browser.url' })).effect).toBe(
-      'typed 4999 of 5001 characters into browser.url (it holds at most 5000)',
+      'typed 2500 of 2501 characters into browser.url (it holds at most 5000 UTF-16 units; an emoji takes two)',
     );
     const observed = ok(await call('observe_screen'));
     expect(loneSurrogates(observed)).toEqual([]);
@@ -105,7 +130,7 @@ describe('a full field', () => {
     ok(await call('open_app', { packageName: 'com.phonebridge.notes' }));
     ok(await call('type_text', { text: 'a'.repeat(4999), elementId: 'notes.body' }));
     expect(ok(await call('type_text', { text: '😀' })).effect).toBe(
-      'typed 0 of 2 characters into notes.body (it holds at most 5000)',
+      'typed 0 of 1 character into notes.body (it holds at most 5000 UTF-16 units; an emoji takes two)',
     );
     expect(phone.snapshot().note).toBe('a'.repeat(4999));
     expect(loneSurrogates(ok(await call('observe_screen')))).toEqual([]);
