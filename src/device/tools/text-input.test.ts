@@ -2,6 +2,7 @@
 // specific error or a result, never internal_error, and what it returns is well-formed
 // Unicode (docs/decisions/0218-tool-strings-are-well-formed-unicode.md).
 import { describe, expect, it } from 'vitest';
+import { McpError, ResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { SimPhone } from '../sim/model.ts';
 import { SCREENSHOT_BASE64_LIMIT } from '../sim/screenshot.ts';
 import { loneSurrogate } from '../sim/text.ts';
@@ -109,6 +110,20 @@ describe('text length', () => {
     expect(ok(await call('type_text', { text: 'b😀' })).effect).toBe(
       'typed 1 of 2 characters into notes.body (it holds at most 5000 UTF-16 units; an emoji takes two)',
     );
+  });
+});
+
+describe('task requests', () => {
+  it('never echo half a pair of an unknown task id in their error', async () => {
+    const client = await connect({ phone: new SimPhone(), deviceId: 'phone-1' });
+    for (const method of ['tasks/get', 'tasks/result', 'tasks/cancel']) {
+      const error = await client.request({ method, params: { taskId: 'task-\uD800' } }, ResultSchema).then(
+        () => expect.fail(`${method} answered`),
+        (e: unknown) => e as McpError,
+      );
+      expect(error.message, method).toContain('no task task-\uFFFD');
+      expect(loneSurrogate(error.message), method).toBeNull();
+    }
   });
 });
 
