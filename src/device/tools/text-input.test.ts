@@ -2,7 +2,7 @@
 // specific error or a result, never internal_error, and what it returns is well-formed
 // Unicode (docs/decisions/0218-tool-strings-are-well-formed-unicode.md).
 import { describe, expect, it } from 'vitest';
-import { McpError, ResultSchema } from '@modelcontextprotocol/sdk/types.js';
+import { ResultSchema, type McpError } from '@modelcontextprotocol/sdk/types.js';
 import { SimPhone } from '../sim/model.ts';
 import { SCREENSHOT_BASE64_LIMIT } from '../sim/screenshot.ts';
 import { loneSurrogate } from '../sim/text.ts';
