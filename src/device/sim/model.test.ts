@@ -94,6 +94,17 @@ describe('SimPhone', () => {
     expect(phone.screen).toBe('home');
   });
 
+  it('loads a search for any text in the address bar, a lone surrogate as U+FFFD as a URL would', () => {
+    const phone = phoneAt();
+    phone.openApp('com.android.browser');
+    phone.typeText('a\uD800b', 'browser.url');
+    expect(phone.pressKey('ENTER').effect).toBe('loaded https://www.google.com/search?q=a%EF%BF%BDb');
+    expect(phone.title).toBe('a\uFFFDb - Search');
+    phone.typeText('\uDC00', 'browser.url');
+    phone.tap({ elementId: 'browser.go' });
+    expect(phone.snapshot().browser.url).toBe('https://www.google.com/search?q=%EF%BF%BD');
+  });
+
   it('scrolls the messages list, opens a thread and sends a reply', () => {
     const phone = phoneAt();
     phone.openApp('com.android.messaging');

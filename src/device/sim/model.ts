@@ -12,6 +12,7 @@ import {
   type PhoneView,
   type UiNode,
 } from './screens.ts';
+import { codePoints, cut, head, wellFormed } from './text.ts';
 
 export { MAX_FIELD_CHARS };
 
@@ -172,6 +173,12 @@ const PHRASES = [
   'Happy birthday!',
   'Where are you?',
 ];
+/**
+ * A page title is cut to this many characters. It travels in every screen_changed event, and
+ * wait_for_events answers with up to 100 events at once: a search title of a full address bar
+ * (5000 control characters, 13 bytes each in a result) made four of them too_large.
+ */
+const MAX_TITLE_CHARS = 100;
 const KNOWN_TITLES: Record<string, string> = {
   'example.com': 'Example Domain',
   'www.example.com': 'Example Domain',
@@ -195,6 +202,7 @@ export function packageOf(app: string): string {
   return APPS.find((a) => a.key === app || a.package === app)?.package ?? app;
 }
 
+const characters = (n: number) => `${n} character${n === 1 ? '' : 's'}`;
 const inside = (b: Bounds, p: Point) => p.x >= b.left && p.x < b.right && p.y >= b.top && p.y < b.bottom;
 const SINGLE_LINE_FIELDS = new Set(['browser.url', 'thread.compose']);
 
@@ -411,10 +419,13 @@ export class SimPhone {
     return this.act(() => {
       if (elementId !== undefined) this.focusField(elementId);
       if (!this.focus) throw new SimError('no_focused_field', 'no text field has focus; tap one or pass elementId');
+      // Counted in characters as the tool's maxLength counts them (code points); the field
+      // itself holds UTF-16 units, as Android's maxLength does.
       const dropped = this.insert(text);
+      const sent = codePoints(text);
       const effect = dropped
-        ? `typed ${text.length - dropped} of ${text.length} characters into ${this.focus} (it holds at most ${MAX_FIELD_CHARS})`
-        : `typed ${text.length} characters into ${this.focus}`;
+        ? `typed ${sent - dropped} of ${characters(sent)} into ${this.focus} (it holds at most ${MAX_FIELD_CHARS} UTF-16 units; an emoji takes two)`
+        : `typed ${characters(sent)} into ${this.focus}`;
       return { effect, elementId: this.focus, point: null };
     });
   }
@@ -577,14 +588,15 @@ export class SimPhone {
     else this.drafts.set((this.route as { threadId: string }).threadId, text);
   }
 
-  /** Inserts at the end of the focused field; returns how many characters the field dropped. */
+  /** Inserts at the end of the focused field; returns how many characters (code points) did not fit. */
   private insert(text: string): number {
     const id = this.focus!;
     const clean = SINGLE_LINE_FIELDS.has(id) ? text.replace(/[\r\n]/g, '') : text;
     const current = this.fieldText(id);
-    const kept = clean.slice(0, Math.max(0, MAX_FIELD_CHARS - current.length));
+    // Whole characters only, as Android's LengthFilter keeps them: never half a surrogate pair.
+    const kept = head(clean, MAX_FIELD_CHARS - current.length);
     this.setFieldText(id, current + kept);
-    return clean.length - kept.length;
+    return codePoints(clean) - codePoints(kept);
   }
 
   private key(key: Key): string {
@@ -614,7 +626,8 @@ export class SimPhone {
         if (!this.focus) return 'no focused field';
         const text = this.fieldText(this.focus);
         if (!text) return 'field already empty';
-        this.setFieldText(this.focus, text.slice(0, -1));
+        // One code point, as Android's backspace deletes: never half a surrogate pair.
+        this.setFieldText(this.focus, head(text, text.length - 1));
         return `deleted one character from ${this.focus}`;
       }
       case 'ENTER':
@@ -638,7 +651,8 @@ export class SimPhone {
   }
 
   private navigate(input: string): string {
-    const typed = input.trim();
+    // The model takes any string (its own API has no schema); a URL is made of well-formed text.
+    const typed = wellFormed(input).trim();
     if (!typed) return 'nothing to open';
     let url: URL;
     try {
@@ -647,10 +661,11 @@ export class SimPhone {
     } catch {
       url = new URL(`https://www.google.com/search?q=${encodeURIComponent(typed)}`);
     }
+    const suffix = ' - Search';
     const title =
       url.searchParams.has('q') && url.hostname === 'www.google.com'
-        ? `${url.searchParams.get('q')} - Search`
-        : (KNOWN_TITLES[url.hostname] ?? url.hostname);
+        ? `${cut(url.searchParams.get('q')!, MAX_TITLE_CHARS - suffix.length)}${suffix}`
+        : cut(KNOWN_TITLES[url.hostname] ?? url.hostname, MAX_TITLE_CHARS);
     this.history.push({ url: url.href, title });
     this.focus = null;
     this.urlDraft = '';

@@ -13,6 +13,7 @@ import type {
   Thread,
   UiElement,
 } from './model.ts';
+import { cut } from './text.ts';
 
 /** An element plus what a finger does to it; `SimPhone.elements()` hands out the element only. */
 export interface UiNode extends UiElement {
@@ -64,7 +65,7 @@ export interface PhoneActions {
 }
 
 /**
- * A text field holds at most this many characters; more are dropped, as Android's maxLength
+ * A text field holds at most this many UTF-16 units; more are dropped, as Android's maxLength
  * does (model.ts insert). Unbounded, a few type_text calls made every observe_screen of the
  * screen too_large.
  */
@@ -236,7 +237,7 @@ function messagesScreen(f: Frame, view: PhoneView, act: PhoneActions) {
   f.add({
     id: 'messages.list',
     role: 'list',
-    text: `${view.threads.length} conversations`,
+    text: `${view.threads.length} conversation${view.threads.length === 1 ? '' : 's'}`,
     bounds: list,
     scrollBy: (dy) => {
       const next = Math.max(0, Math.min(maxScroll, scroll + dy));
@@ -469,14 +470,6 @@ function contextMenu(f: Frame, menu: ContextMenu, act: PhoneActions) {
       },
     }),
   );
-}
-
-/** At most `max` characters of `text`, the last of them an ellipsis when it was longer; never half a surrogate pair. */
-function cut(text: string, max: number): string {
-  if (text.length <= max) return text;
-  let end = Math.max(0, max - 1);
-  if (end > 0 && /[\uD800-\uDBFF]/.test(text[end - 1])) end--;
-  return `${text.slice(0, end)}…`;
 }
 
 function roundBounds(b: Bounds): Bounds {

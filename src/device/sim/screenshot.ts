@@ -114,25 +114,43 @@ export function screenshotSize(phone: SimPhone, req: ScreenshotRequest): { width
 /**
  * Renders the current screen. Throws SimError('too_large') when the request is wider than the
  * screen (upscaling adds bytes, not information) or the encoding would exceed the frame budget.
+ * The default size (no width or scale asked for) is a target, not a promise: a screen full of
+ * text does not compress, and rather than refuse a caller who asked for no size, it steps down
+ * until the image fits `limit` (the budget left beside the element tree, at most
+ * SCREENSHOT_BASE64_LIMIT); the result says the size it came at.
  */
-export function takeScreenshot(phone: SimPhone, req: ScreenshotRequest = {}): Screenshot {
-  const { width, height } = screenshotSize(phone, req);
+export function takeScreenshot(
+  phone: SimPhone,
+  req: ScreenshotRequest = {},
+  limit = SCREENSHOT_BASE64_LIMIT,
+): Screenshot {
+  let { width, height } = screenshotSize(phone, req);
   if (width > phone.width) {
     throw new SimError(
       'too_large',
       `a ${width} px wide screenshot exceeds the maximum of ${phone.width} px (the screen width); ask for a smaller width or scale`,
     );
   }
-  const png = encodePng(width, height, render(phone, width, height));
-  const base64 = png.toString('base64');
-  if (base64.length > SCREENSHOT_BASE64_LIMIT) {
-    throw new SimError(
-      'too_large',
-      `the screenshot is ${base64.length} bytes of base64, over the ${SCREENSHOT_BASE64_LIMIT} byte limit; ask for a smaller width or scale`,
-    );
+  const budget = Math.min(limit, SCREENSHOT_BASE64_LIMIT);
+  const fitted = req.width === undefined && req.scale === undefined;
+  for (;;) {
+    const png = encodePng(width, height, render(phone, width, height));
+    const base64 = png.toString('base64');
+    if (base64.length <= budget) return { mimeType: 'image/png', width, height, bytes: png.length, base64 };
+    // Text strokes make the size grow about in proportion to the width: aim a little under.
+    const next = Math.floor(width * Math.min(0.9, (0.95 * budget) / base64.length));
+    if (!fitted || next < MIN_FITTED_WIDTH) {
+      throw new SimError(
+        'too_large',
+        `the screenshot is ${base64.length} bytes of base64, over the ${budget} byte limit; ask for a smaller width or scale`,
+      );
+    }
+    ({ width, height } = screenshotSize(phone, { width: next }));
   }
-  return { mimeType: 'image/png', width, height, bytes: png.length, base64 };
 }
+
+/** The default size steps down no further than this; below it a screenshot says too little. */
+const MIN_FITTED_WIDTH = 100;
 
 function render(phone: SimPhone, width: number, height: number): Uint8Array {
   const palette = phone.darkMode ? DARK : LIGHT;

@@ -2,6 +2,7 @@
 // its version, who is calling, and the one error shape every failure takes.
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { SCOPES, type Scope } from '../../store/types.ts';
+import { wellFormed } from '../sim/text.ts';
 
 export { SCOPES, type Scope };
 
@@ -71,7 +72,8 @@ export function callerFrom(meta: Record<string, unknown> | undefined): Caller {
 
 /** Every error code a tool call can return, for docs/TOOLS.md. Add, never rename. */
 export const ERROR_CODES: Readonly<Record<string, string>> = {
-  invalid_arguments: 'The arguments do not match the input schema (unknown key, missing or malformed value).',
+  invalid_arguments:
+    'The arguments do not match the input schema (unknown key, missing or malformed value, text that is not well-formed Unicode).',
   unknown_tool: 'No tool by that name.',
   invalid_caller: 'The caller meta set by the relay is malformed.',
   insufficient_scope: 'The credential lacks the scope of the tool (the relay normally refuses first).',
@@ -103,9 +105,15 @@ export class ToolError extends Error {
   }
 }
 
-/** Errors carry their envelope in the text block and never structuredContent (clients validate that). */
+/**
+ * Errors carry their envelope in the text block and never structuredContent (clients validate that).
+ * The message may quote what the caller sent (an unknown key or tool name): quoted with any half
+ * of a surrogate pair as U+FFFD, so every JSON reader can read the error
+ * (docs/decisions/0218-tool-strings-are-well-formed-unicode.md).
+ */
 export function errorResult(code: string, message: string, details: Record<string, unknown> = {}): CallToolResult {
-  return { isError: true, content: [{ type: 'text', text: JSON.stringify({ error: { code, message, ...details } }) }] };
+  const error = { code, message: wellFormed(message), ...details };
+  return { isError: true, content: [{ type: 'text', text: JSON.stringify({ error }) }] };
 }
 
 /** Success: structuredContent, and the same JSON in a text block for older consumers. */

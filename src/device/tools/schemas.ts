@@ -3,6 +3,7 @@
 import * as z from 'zod';
 import { TIMEOUT_MS_HEADER, X_MCP_HEADER } from '../../protocol/timeouts.ts';
 import { EVENT_TYPES, KEYS } from '../sim/model.ts';
+import { loneSurrogate } from '../sim/text.ts';
 import { TIMEOUT_MS_SINCE } from './contract.ts';
 
 /** wait_for_events: the wait when the caller names none, and the longest it may name. */
@@ -11,24 +12,29 @@ export const WAIT_MAX_S = 600;
 
 // ---- shared input fields ------------------------------------------------------
 
-const leaseId = z
-  .string()
-  .min(1)
-  .max(200)
+/**
+ * Text an agent sends must be well-formed Unicode: half a surrogate pair is no character, and
+ * a result that carried it back could not be parsed by strict JSON readers
+ * (docs/decisions/0218-tool-strings-are-well-formed-unicode.md).
+ */
+const text = (min: number, max: number) =>
+  (min > 0 ? z.string().min(min) : z.string()).max(max).check((ctx) => {
+    const lone = loneSurrogate(ctx.value);
+    if (lone) ctx.issues.push({ code: 'custom', input: ctx.value, message: `not well-formed Unicode (${lone})` });
+  });
+
+const leaseId = text(1, 200)
   .optional()
   .describe(
     'Lease to act under. Omit to use your current lease, or to take a free device when your credential has devices:lease. A stale id is refused with lease_mismatch.',
   );
-const idempotencyKey = z
-  .string()
-  .min(1)
-  .max(200)
+const idempotencyKey = text(1, 200)
   .optional()
   .describe(
     'Retrying with the same key replays the recorded outcome instead of acting again. Keys are per credential.',
   );
 const pixel = z.number().int().min(0).max(100_000);
-const elementId = z.string().min(1).max(200);
+const elementId = text(1, 200);
 
 const pointTarget = {
   x: pixel.optional().describe('Screen x in pixels (with y).'),
@@ -76,12 +82,12 @@ const holdFields = {
     .describe('Press length; default 800. The simulator treats every hold as a long press.'),
 };
 const typeFields = {
-  text: z.string().min(1).max(5000),
+  text: text(1, 5000),
   elementId: elementId.optional().describe('Text field to focus first; default: the focused field.'),
 };
 const keyFields = { key: z.enum(KEYS) };
 const openAppFields = {
-  packageName: z.string().min(1).max(200).describe('Android package name, e.g. com.android.settings.'),
+  packageName: text(1, 200).describe('Android package name, e.g. com.android.settings.'),
 };
 
 const withUse = { leaseId, idempotencyKey };
@@ -164,7 +170,9 @@ export const observeScreenInput = z.strictObject({
         .describe('Output size relative to the screen (e.g. 0.5); at most 1. Ignored when width is given.'),
     })
     .optional()
-    .describe('Add a PNG as an image content block. Default size: half the screen. Larger than allowed: too_large.'),
+    .describe(
+      'Add a PNG as an image content block. Default size: half the screen, or smaller when a screen full of text would not fit one message (screenshot.width says). A size asked for that does not fit: too_large.',
+    ),
   leaseId,
 });
 
@@ -272,13 +280,13 @@ export const takeDeviceOutput = z.object({
   ttlS: z.number().int().describe('Every use renews the lease for this long.'),
   renewed: z.boolean().describe('You already held it.'),
 });
-export const releaseDeviceInput = z.strictObject({ leaseId: z.string().min(1).max(200) });
+export const releaseDeviceInput = z.strictObject({ leaseId: text(1, 200) });
 export const releaseDeviceOutput = z.object({ deviceId: z.string(), leaseId: z.string(), released: z.literal(true) });
 
 // ---- runs ---------------------------------------------------------------------
 
 export const startRunInput = z.strictObject({
-  goal: z.string().max(2000).default('').describe('What the run is for, shown in get_run.'),
+  goal: text(0, 2000).default('').describe('What the run is for, shown in get_run.'),
   steps: z.array(runStep).min(1).max(200),
   wait: z
     .boolean()
@@ -300,7 +308,7 @@ export const runInfo = z.object({
   endedAt: z.number().int().nullable(),
   failure: z.object({ code: z.string(), message: z.string() }).nullable(),
 });
-export const getOutcomeInput = z.strictObject({ idempotencyKey: z.string().min(1).max(200) });
+export const getOutcomeInput = z.strictObject({ idempotencyKey: text(1, 200) });
 export const getOutcomeOutput = z.object({
   idempotencyKey: z.string(),
   found: z.boolean(),
@@ -312,8 +320,8 @@ export const getOutcomeOutput = z.object({
 });
 
 export const getRunInput = z.strictObject({
-  runId: z.string().min(1).max(200).optional().describe('Default: the active run, else the latest.'),
+  runId: text(1, 200).optional().describe('Default: the active run, else the latest.'),
 });
 export const stopRunInput = z.strictObject({
-  runId: z.string().min(1).max(200).optional().describe('Default: the active run.'),
+  runId: text(1, 200).optional().describe('Default: the active run.'),
 });

@@ -74,6 +74,8 @@ interface ToolSpec<I extends z.ZodType = z.ZodType, O extends z.ZodObject = z.Zo
 const tool = <I extends z.ZodType, O extends z.ZodObject>(spec: ToolSpec<I, O>) => spec as unknown as ToolSpec;
 
 const MAX_EVENTS_PER_RESULT = 100;
+/** What an image block and the screenshot's description add to a result, besides the base64. */
+const SCREENSHOT_ENVELOPE_BYTES = 1024;
 
 /** Everything a tool call may use: the caller, the phone, and its shared control state. */
 class CallContext {
@@ -188,14 +190,8 @@ const observeScreen = tool({
   output: s.observeScreenOutput,
   run(args, ctx) {
     const leaseId = ctx.authorize(args.leaseId, 'observe');
-    let screenshot = null;
-    if (args.screenshot?.include) {
-      const shot = takeScreenshot(ctx.phone, { width: args.screenshot.width, scale: args.screenshot.scale });
-      ctx.attachments.push({ type: 'image', data: shot.base64, mimeType: shot.mimeType });
-      screenshot = { mimeType: shot.mimeType, width: shot.width, height: shot.height, bytes: shot.bytes };
-    }
     const { phone } = ctx;
-    return {
+    const value = {
       deviceId: ctx.deviceId,
       app: phone.foregroundApp,
       screen: phone.screen,
@@ -206,8 +202,22 @@ const observeScreen = tool({
       elements: phone.elements(),
       cursor: phone.cursor,
       leaseId,
-      screenshot,
+      screenshot: null as null | { mimeType: 'image/png'; width: number; height: number; bytes: number },
     };
+    if (args.screenshot?.include) {
+      // The tree goes out twice, as structuredContent and as the text block's string: a
+      // default-size screenshot gets what is left of one message (takeScreenshot;
+      // docs/decisions/0219-default-screenshot-fits.md).
+      const json = JSON.stringify(value);
+      const tree = Buffer.byteLength(json) + Buffer.byteLength(JSON.stringify(json));
+      const room = RESULT_LIMIT_BYTES - tree - SCREENSHOT_ENVELOPE_BYTES;
+      if (room <= 0)
+        throw new ToolError('too_large', 'the element tree leaves no room for a screenshot in one message');
+      const shot = takeScreenshot(phone, { width: args.screenshot.width, scale: args.screenshot.scale }, room);
+      ctx.attachments.push({ type: 'image', data: shot.base64, mimeType: shot.mimeType });
+      value.screenshot = { mimeType: shot.mimeType, width: shot.width, height: shot.height, bytes: shot.bytes };
+    }
+    return value;
   },
 });
 
@@ -376,7 +386,7 @@ const hold = actTool(
 const typeText = actTool(
   'type_text',
   'Type text',
-  'Types text into the focused text field, or into elementId after focusing it. A field holds at most 5000 characters; the rest is dropped and the effect says how many were typed.',
+  'Types text into the focused text field, or into elementId after focusing it. A field holds at most 5000 UTF-16 units, as on Android (an emoji takes two); the rest is dropped and the effect says how many characters were typed.',
   s.typeTextInput,
 );
 const pressKey = actTool(

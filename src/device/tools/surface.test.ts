@@ -198,7 +198,7 @@ describe('tools/call', () => {
       ok(await call('observe_screen')).elements.find((e: { id: string }) => e.id === 'notes.body').text,
     ).toHaveLength(5000);
     expect(ok(await call('type_text', { text: 'more' })).effect).toBe(
-      'typed 0 of 4 characters into notes.body (it holds at most 5000)',
+      'typed 0 of 4 characters into notes.body (it holds at most 5000 UTF-16 units; an emoji takes two)',
     );
     expect(phone.snapshot().note).toBe('word '.repeat(1000));
   });

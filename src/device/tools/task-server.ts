@@ -16,6 +16,7 @@ import {
   MISSING_REQUIRED_CLIENT_CAPABILITY,
   TASKS_EXTENSION,
 } from '../../protocol/stateless.ts';
+import { wellFormed } from '../sim/text.ts';
 import { callerFrom, errorResult, type ToolError } from './contract.ts';
 import { InvalidCursor, TaskAlreadyFinished, TaskNotFound, type PhoneTasks, type TaskInfo } from './tasks.ts';
 
@@ -91,8 +92,10 @@ export function serveTasks(mcp: McpServer, tasks: PhoneTasks, taskTools: Readonl
     try {
       return f();
     } catch (error) {
+      // The message quotes the id or cursor sent: never with half a surrogate pair in it
+      // (docs/decisions/0218-tool-strings-are-well-formed-unicode.md).
       if (error instanceof TaskNotFound || error instanceof TaskAlreadyFinished || error instanceof InvalidCursor)
-        throw new McpError(ErrorCode.InvalidParams, error.message);
+        throw new McpError(ErrorCode.InvalidParams, wellFormed(error.message));
       throw error;
     }
   };
