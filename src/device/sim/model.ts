@@ -15,6 +15,8 @@ import {
 import { codePoints, cut, head, wellFormed } from './text.ts';
 
 export { MAX_FIELD_CHARS };
+/** The longest notification title or text the phone keeps, as Android does. */
+export const NOTIFICATION_TEXT_MAX = 5 * 1024;
 
 export const LAUNCHER_PACKAGE = 'com.android.launcher';
 export const SYSTEM_UI_PACKAGE = 'com.android.systemui';
@@ -446,8 +448,12 @@ export class SimPhone {
 
   injectNotification(n: { app: string; title: string; text: string }): PhoneEvent {
     const app = packageOf(n.app);
-    this.notifications.push({ id: this.nextNotificationId++, app, title: n.title, text: n.text });
-    return this.emit({ type: 'notification', app, title: n.title, text: n.text });
+    // Android keeps at most 5 * 1024 characters of a notification's title and text
+    // (Notification.safeCharSequence); so one event always fits one wait_for_events result.
+    const title = wellFormed(head(n.title, NOTIFICATION_TEXT_MAX));
+    const text = wellFormed(head(n.text, NOTIFICATION_TEXT_MAX));
+    this.notifications.push({ id: this.nextNotificationId++, app, title, text });
+    return this.emit({ type: 'notification', app, title, text });
   }
 
   // ---- internals: navigation, events ----------------------------------------

@@ -384,17 +384,23 @@ function browserScreen(f: Frame, view: PhoneView, act: PhoneActions) {
   });
 }
 
+/** The notifications the shade shows, newest first. */
+const SHADE_ROWS = 8;
+
 function shadeScreen(f: Frame, view: PhoneView, act: PhoneActions) {
   const { W, contentBottom } = f;
   f.heading('shade.title', 'Notifications');
+  // Each row gets its share of one screen's text, as the conversation list's previews do: eight
+  // full 5 KiB notifications would make every observe_screen of the shade too_large.
+  const rowChars = Math.floor(MESSAGE_CHARS_PER_SCREEN / SHADE_ROWS);
   view.notifications
-    .slice(-8)
+    .slice(-SHADE_ROWS)
     .reverse()
     .forEach((n, i) =>
       f.add({
         id: `shade.notification.${n.id}`,
         role: 'listitem',
-        text: `${n.title}: ${n.text}`,
+        text: cut(`${n.title}: ${n.text}`, rowChars),
         bounds: f.row(i),
         onTap: () => {
           act.dismissNotification(n.id);

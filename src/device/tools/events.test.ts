@@ -113,6 +113,34 @@ describe('wait_for_events', () => {
     expect(err(await call('wait_for_events', { timeout_s: -1 })).code).toBe('invalid_arguments');
   });
 
+  it('batches by size too: events too big for one result together come over several, none lost', async () => {
+    const { phone, call } = await setup();
+    // 3000 control characters escape to 18 KB of JSON, counted twice in a result: 100 of them
+    // are ten times one message.
+    for (let i = 0; i < 100; i++)
+      phone.injectNotification({ app: 'notes', title: `n${i}`, text: '\u0001'.repeat(3000) });
+    const seen: string[] = [];
+    let cursor = 0;
+    let calls = 0;
+    for (let more = true; more; calls++) {
+      const r = ok(await call('wait_for_events', { cursor, timeout_s: 0 }));
+      expect(r.events.length).toBeGreaterThan(0);
+      seen.push(...r.events.map((e: { title: string }) => e.title));
+      ({ cursor, more } = r);
+    }
+    expect(seen).toEqual(Array.from({ length: 100 }, (_, i) => `n${i}`));
+    expect(calls).toBeGreaterThan(1);
+  });
+
+  it('keeps a notification as Android does (5 KiB of title and text), so even one huge one is delivered', async () => {
+    const { phone, call } = await setup();
+    phone.injectNotification({ app: 'notes', title: '\u0001'.repeat(50_000), text: '\u0001'.repeat(50_000) });
+    const r = ok(await call('wait_for_events', { cursor: 0, timeout_s: 0 }));
+    expect(r.events).toHaveLength(1);
+    expect(r.events[0].title).toHaveLength(5 * 1024);
+    expect(r.events[0].text).toHaveLength(5 * 1024);
+  });
+
   it('a cursor from before the phone restarted (ahead of its log) gets every event since', async () => {
     const { phone, call } = await setup(); // a fresh phone: its cursor starts at 0 again
     phone.injectNotification({ app: 'notes', title: 'after restart', text: '' });

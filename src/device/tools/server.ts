@@ -74,6 +74,8 @@ interface ToolSpec<I extends z.ZodType = z.ZodType, O extends z.ZodObject = z.Zo
 const tool = <I extends z.ZodType, O extends z.ZodObject>(spec: ToolSpec<I, O>) => spec as unknown as ToolSpec;
 
 const MAX_EVENTS_PER_RESULT = 100;
+/** wait_for_events' result around its events: cursor, flags and both envelopes. */
+const EVENTS_ENVELOPE_BYTES = 512;
 /** What an image block and the screenshot's description add to a result, besides the base64. */
 const SCREENSHOT_ENVELOPE_BYTES = 1024;
 
@@ -262,7 +264,7 @@ const waitForEvents = tool({
     // over with the process): every event of this log is news to that caller.
     const cursor = args.cursor === undefined ? ctx.phone.cursor : args.cursor > ctx.phone.cursor ? 0 : args.cursor;
     const events = await nextEvents(ctx.phone, cursor, args.types, waitMs(args), ctx.extra.signal);
-    const batch = events.slice(0, MAX_EVENTS_PER_RESULT);
+    const batch = firstBatch(events);
     const more = events.length > batch.length;
     return {
       events: batch,
@@ -272,6 +274,27 @@ const waitForEvents = tool({
     };
   },
 });
+
+/**
+ * The first events that fit one result: at most MAX_EVENTS_PER_RESULT, and within the message
+ * limit, counting each event twice (structuredContent and the text block carry the same JSON,
+ * the text block's escaped once more).
+ * Always the first event: one event of the sim is far below the limit (its texts are capped),
+ * so a cursor can never get stuck on `too_large`.
+ */
+function firstBatch(events: PhoneEvent[]): PhoneEvent[] {
+  let bytes = EVENTS_ENVELOPE_BYTES;
+  let n = 0;
+  for (const e of events) {
+    if (n === MAX_EVENTS_PER_RESULT) break;
+    const json = JSON.stringify(e);
+    // Once as structuredContent, once inside the text block's string (escaped again), and a comma each.
+    bytes += Buffer.byteLength(json) + Buffer.byteLength(JSON.stringify(json)) - 2 + 2;
+    if (n > 0 && bytes > RESULT_LIMIT_BYTES) break;
+    n++;
+  }
+  return events.slice(0, n);
+}
 
 /** The wait a call asked for: timeout_s or timeout_ms, one of them at most; else the default. */
 function waitMs(args: { timeout_s?: number; timeout_ms?: number }): number {

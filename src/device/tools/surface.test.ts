@@ -181,13 +181,29 @@ describe('tools/call', () => {
   });
 
   it('refuses any result that would not fit one frame with too_large', async () => {
-    const { phone, call } = await setup();
-    phone.injectNotification({ app: 'notes', title: 'big', text: 'x'.repeat(300_000) });
-    phone.swipe({ x: 500, y: 10 }, { x: 500, y: 1000 }); // the shade: the element tree alone is now too big
-    expect(err(await call('observe_screen'))).toMatchObject({
+    const { call } = await setup();
+    ok(await call('open_app', { packageName: 'com.phonebridge.notes' }));
+    ok(
+      await call('type_text', {
+        text: 'The quick brown fox jumps over the lazy dog. '.repeat(110),
+        elementId: 'notes.body',
+      }),
+    );
+    // A screenshot the caller sized itself is not shrunk to fit (docs/decisions/0219-default-screenshot-fits.md).
+    expect(err(await call('observe_screen', { screenshot: { scale: 1 } }))).toMatchObject({
       code: 'too_large',
       message: expect.stringContaining('byte limit'),
     });
+  });
+
+  it('the notification shade stays observable with eight of the largest notifications in it', async () => {
+    const { phone, call } = await setup();
+    for (let i = 0; i < 8; i++)
+      phone.injectNotification({ app: 'notes', title: '\u0001'.repeat(6000), text: '"'.repeat(6000) });
+    phone.swipe({ x: 500, y: 10 }, { x: 500, y: 1000 });
+    const rows = ok(await call('observe_screen')).elements.filter((e: { role: string }) => e.role === 'listitem');
+    expect(rows).toHaveLength(8);
+    for (const r of rows) expect(r.text.length).toBeLessThanOrEqual(5000 / 8);
   });
 
   it('typing never grows a field past what observe_screen can return', async () => {
