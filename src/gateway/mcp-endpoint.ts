@@ -11,6 +11,7 @@ import { SessionLookup } from './session-lookup.ts';
 import { ClientAuth, type Bound } from './client-auth.ts';
 import { limitKey, pickClientAddress } from './client-address.ts';
 import { readClientRequest } from '../protocol/request-bytes.ts';
+import { postMediaRefusal } from '../protocol/media-types.ts';
 import type { LocalRoute } from './router.ts';
 import { cachedInitialize, JSON_HEADERS, SLOW_ANSWER_MS, StatelessEndpoint } from './mcp-stateless.ts';
 import { classifyEra } from '../protocol/stateless.ts';
@@ -140,6 +141,17 @@ class McpEndpoint implements FastPostHost {
     const begun = this.begin(res, req, source);
     if (!begun) return;
     const { ex, h } = begun;
+    // Before anything else, as the MCP SDK's server does: a body not declared JSON is 415, an
+    // Accept that rules out JSON answers 406 (docs/decisions/0215-post-media-types.md).
+    const refused = postMediaRefusal(h['content-type'], h.accept);
+    if (refused) {
+      // The body is read (and dropped) first, so that the connection serves the client's next request.
+      ex.body(MAX_FRAME_BYTES, tooLargeBody).then(
+        () => ex.send(refused.status, JSON_HEADERS, errorResponse(null, refused.error)),
+        () => {}, // over 256 KiB (answered 413) or the client left
+      );
+      return;
+    }
     // The common call, from a key in the cache: read the body into an object, then straight on
     // (fastPost), or the general path below with the body read. Mounted routes resolve their
     // own credentials, on the general path.
