@@ -125,11 +125,14 @@ async function main(): Promise<void> {
     ...(sid ? { 'mcp-session-id': sid } : {}),
   });
   const initialize = (token: string) => initializeSession(relay.mcpUrl, token, 'churn');
+  // Ids unique within each session: a second request with the id of one in flight is refused
+  // (docs/decisions/0216-duplicate-request-ids.md), and the abandoned calls below run beside others.
+  let callId = 0;
   const call = (token: string, sid: string, name: string, args: unknown, signal?: AbortSignal, accept?: string) =>
     fetch(relay.mcpUrl, {
       method: 'POST',
       headers: headers(token, sid, accept),
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args } }),
+      body: JSON.stringify({ jsonrpc: '2.0', id: ++callId, method: 'tools/call', params: { name, arguments: args } }),
       signal,
     })
       .then((r) => r.text())

@@ -299,7 +299,7 @@ export function busContract(drivers: Array<[string, MakeBus]>): void {
       const sid = uid();
       await bus.sessions.create(session(sid, 'd', 't'), 10_000);
       const ids: string[] = [];
-      for (let i = 1; i <= 8; i++) ids.push(await bus.appendEvent(sid, i % 2 ? 'get' : 'post-7', `e${i}`));
+      for (let i = 1; i <= 8; i++) ids.push((await bus.appendEvent(sid, i % 2 ? 'get' : 'post-7', `e${i}`))!);
       expect(new Set(ids).size).toBe(8);
       expect(ids[0]).toBe('get:1');
       expect(ids[1]).toBe('post-7:2');
@@ -322,6 +322,19 @@ export function busContract(drivers: Array<[string, MakeBus]>): void {
 
       await bus.sessions.delete(sid);
       expect(await bus.replayAfter(sid, 'big:1')).toEqual([]);
+    });
+
+    it('an event of a session that ended gets no id and is not kept; a live one’s ids go on', async () => {
+      await open();
+      const sid = uid();
+      await bus.sessions.create(session(sid, 'd', 't'), 10_000);
+      expect(await bus.appendEvent(sid, 's', 'a')).toBe('s:1');
+      expect(await bus.appendEvent(sid, 's', 'b')).toBe('s:2');
+      await bus.sessions.delete(sid);
+      // A count begun anew would say s:1 again, for another event.
+      expect(await bus.appendEvent(sid, 's', 'late')).toBeUndefined();
+      expect(await bus.appendEvent(uid(), 's', 'never')).toBeUndefined();
+      expect(await bus.replayAfter(sid, 's:0')).toEqual([]);
     });
 
     it('replay ids keep growing after the buffer expires while the session lives', async () => {

@@ -157,8 +157,12 @@ export interface Bus {
   subscribeDevice(deviceId: string, handler: (frame: string) => void): Promise<() => void>;
 
   // --- SSE replay buffer (bounded; dropped with the session) ----------------------------------
-  /** Buffers one event of a stream; returns its id (unique within the session, encodes the stream). */
-  appendEvent(sessionId: string, streamId: string, data: string): Promise<string>;
+  /**
+   * Buffers one event of a stream; returns its id (unique within the session, encodes the
+   * stream). Undefined when the session no longer exists: nothing is kept (nothing could resume
+   * it), and the event goes out without an id rather than with one the session already used.
+   */
+  appendEvent(sessionId: string, streamId: string, data: string): Promise<string | undefined>;
   /** Buffered events of `lastEventId`'s stream after it, oldest first; [] if unknown or malformed. */
   replayAfter(sessionId: string, lastEventId: string): Promise<ReplayEvent[]>;
 

@@ -7,7 +7,7 @@ import { inspectPhoneFrame, withId } from '../protocol/frame.ts';
 import { forwardedFrame, requestFrame, type ClientRequestBytes } from '../protocol/request-bytes.ts';
 import { classify, errorResponse, resultResponse, type JsonRpcId, type JsonRpcRequest } from '../protocol/jsonrpc.ts';
 import { INVALID_PARAMS, METHOD_NOT_FOUND, relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
-import { checkMethod, type ToolCatalog } from '../protocol/scopes.ts';
+import { checkMethod, insufficientScopeError, methodRefusal, type ToolCatalog } from '../protocol/scopes.ts';
 import type { Scope } from '../store/types.ts';
 import type { Logger } from '../log.ts';
 import { framesFromDevice, framesTooBig, rateLimited, sentToPhone } from '../metrics.ts';
@@ -116,10 +116,6 @@ export interface DeviceConnectionEvents {
   /** A phone notification for every listening stream of this device. */
   notification(deviceId: string, frame: Buffer): void;
   initialized(deviceId: string, result: unknown): void;
-}
-
-function insufficientScope(scope: Scope): JsonRpcErrorObject {
-  return { ...relayError('insufficient_scope', scope), data: { code: 'insufficient_scope', scope } };
 }
 
 type TeardownReason = 'device_offline' | 'device_removed' | 'superseded' | 'relay_error';
@@ -268,8 +264,7 @@ export class DeviceConnection implements TurnWriter {
     const capabilities = (surface.initResult as { capabilities?: unknown } | undefined)?.capabilities;
     const allowed = checkMethod(method, capabilities, caller.scopes);
     if (!allowed.ok) {
-      if (allowed.reason === 'method_not_found') sink.fail({ code: METHOD_NOT_FOUND, message: allowed.message });
-      else sink.fail(insufficientScope(allowed.scope));
+      sink.fail(methodRefusal(allowed));
       return undefined;
     }
     const tools = surface.tools;
@@ -288,7 +283,7 @@ export class DeviceConnection implements TurnWriter {
                 ? `Unknown tool: ${name}`
                 : 'Invalid params: params.name must be a string (the tool to call)',
           });
-        else sink.fail(insufficientScope(verdict.scope));
+        else sink.fail(insufficientScopeError(verdict.scope));
         return undefined;
       }
     }

@@ -11,6 +11,7 @@ import { SessionLookup } from './session-lookup.ts';
 import { ClientAuth, type Bound } from './client-auth.ts';
 import { limitKey, pickClientAddress } from './client-address.ts';
 import { readClientRequest } from '../protocol/request-bytes.ts';
+import { postMediaRefusal } from '../protocol/media-types.ts';
 import type { LocalRoute } from './router.ts';
 import { cachedInitialize, JSON_HEADERS, SLOW_ANSWER_MS, StatelessEndpoint } from './mcp-stateless.ts';
 import { classifyEra } from '../protocol/stateless.ts';
@@ -21,6 +22,7 @@ import { presentedToken, type Credential } from './auth.ts';
 import {
   classify,
   classifyClientMessage,
+  duplicateRequestId,
   errorResponse,
   parseBody,
   resultResponse,
@@ -139,6 +141,17 @@ class McpEndpoint implements FastPostHost {
     const begun = this.begin(res, req, source);
     if (!begun) return;
     const { ex, h } = begun;
+    // Before anything else, as the MCP SDK's server does: a body not declared JSON is 415, an
+    // Accept that rules out JSON answers 406 (docs/decisions/0215-post-media-types.md).
+    const refused = postMediaRefusal(h['content-type'], h.accept);
+    if (refused) {
+      // The body is read (and dropped) first, so that the connection serves the client's next request.
+      ex.body(MAX_FRAME_BYTES, tooLargeBody).then(
+        () => ex.send(refused.status, JSON_HEADERS, errorResponse(null, refused.error)),
+        () => {}, // over 256 KiB (answered 413) or the client left
+      );
+      return;
+    }
     // The common call, from a key in the cache: read the body into an object, then straight on
     // (fastPost), or the general path below with the body read. Mounted routes resolve their
     // own credentials, on the general path.
@@ -187,6 +200,8 @@ class McpEndpoint implements FastPostHost {
     // (docs/decisions/0133-session-leases.md); undefined sends it to the general path, which asks the bus.
     const session = this.ctx.bus.sessions.touchNow!(h['mcp-session-id'], this.ctx.config.sessionIdleMs);
     if (!session || session.tokenId !== cred.token.id) return false;
+    // Its id is in use in the session: the general path refuses it (forwardTo).
+    if (this.inFlight.has(inFlightKey(session.id, req.id))) return false;
     const deviceId = session.deviceId;
     if (this.ctx.hub.isRevoked({ tokenId: cred.token.id, deviceId, accountId: cred.account.id })) return false;
     const conn = this.ctx.router.readyLocal(deviceId);
@@ -407,6 +422,12 @@ class McpEndpoint implements FastPostHost {
       () => stream !== undefined,
     );
     clearTimeout(early);
+    // The relay's own -32600: the id is in use by a request in flight (forwardTo).
+    if (outcome.refusal?.code === INVALID_REQUEST && !stream) {
+      ex.send(400, JSON_HEADERS, outcome.frame);
+      this.observe(msg.method, started, bytesIn, outcome.frame.length, 'error', ex);
+      return;
+    }
     if (outcome.refusal?.data && (outcome.refusal.data as { code?: string }).code === 'insufficient_scope' && !stream) {
       const scope = (outcome.refusal.data as { scope: Scope }).scope;
       ex.send(403, { ...JSON_HEADERS, 'WWW-Authenticate': insufficientScopeChallenge(scope) }, outcome.frame);
@@ -523,6 +544,12 @@ class McpEndpoint implements FastPostHost {
     headerTimeoutMs?: number,
   ): Promise<{ frame: Buffer; refusal?: JsonRpcErrorObject }> {
     const key = sessionId === undefined ? undefined : inFlightKey(sessionId, msg.id);
+    if (key !== undefined && this.inFlight.has(key)) {
+      // Ids are unique within a session; the first request keeps the id, and its cancellation
+      // (docs/decisions/0216-duplicate-request-ids.md).
+      const e = duplicateRequestId(msg.id);
+      return Promise.resolve({ frame: Buffer.from(errorResponse(msg.id, e)), refusal: e });
+    }
     if (this.ctx.hub.isRevoked({ tokenId: cred.token.id, deviceId, accountId: cred.account.id })) {
       const e = relayError('cancelled', 'the credential was revoked');
       return Promise.resolve({ frame: Buffer.from(errorResponse(msg.id, e)), refusal: e });
@@ -530,6 +557,10 @@ class McpEndpoint implements FastPostHost {
     const traced = tracingOn ? serverSpan(ex, msg, sessionId) : undefined;
     return new Promise((resolve) => {
       let settled = false;
+      // The id is taken from now on (a request with the same id is refused above); a
+      // notifications/cancelled before the router's handle exists cancels once it does.
+      let cancelled = false;
+      if (key !== undefined) this.inFlight.set(key, () => (cancelled = true));
       const settle = (o: { frame: Buffer; refusal?: JsonRpcErrorObject }) => {
         settled = true;
         if (key !== undefined) this.inFlight.delete(key);
@@ -554,6 +585,7 @@ class McpEndpoint implements FastPostHost {
         .then((handle) => {
           if (settled) return;
           if (key !== undefined) this.inFlight.set(key, handle);
+          if (cancelled) return handle();
           // 2026-07-28: closing the response cancels the request, and the phone is told. Session
           // revisions: "disconnection SHOULD NOT be interpreted as the client cancelling its
           // request" — it runs to its end (its timeout bounds it), a streamed answer still reaches

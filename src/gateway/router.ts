@@ -12,6 +12,7 @@
 // phone moving waits for it until its own deadline, however long the phone takes to come back
 // (docs/decisions/0209-a-moving-phone-is-waited-for-until-the-deadline.md). See docs/OPERATIONS.md.
 import { relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
+import { offlineRefusal } from '../protocol/scopes.ts';
 import type { JsonRpcId, JsonRpcRequest } from '../protocol/jsonrpc.ts';
 import { BusTimeoutError, BusUnavailableError, type DeviceOwner } from '../bus/index.ts';
 import { decodeNodeMessage, nodeHeaderLine, UnreadableFormatError } from '../bus/formats.ts';
@@ -54,6 +55,12 @@ const OWNER_CACHE_MS = 2_000;
 const DEPARTED_MS = 10_000;
 /** Re-routes after an owner said the phone is not there, before giving up with device_offline. */
 const MAX_GONE = 2;
+/**
+ * How long a request for a phone that is not connected waits for the phone's cached
+ * capabilities (the store) before it is answered device_offline without them: a store read
+ * takes milliseconds, a stalled store must not hold the answer (docs/decisions/0206-store-stall-is-down.md).
+ */
+const OFFLINE_LOOKUP_MS = 500;
 
 export const movingKey = (deviceId: string) => `moving:${deviceId}`;
 
@@ -476,16 +483,33 @@ export class Router {
             continue;
           }
         }
-        return void r.sink.fail(
-          relayError(
-            'device_offline',
-            r.moving ? 'the phone did not come back from its move within the request deadline' : undefined,
-          ),
+        return await this.failOffline(
+          r,
+          r.moving ? 'the phone did not come back from its move within the request deadline' : undefined,
         );
       }
     } catch (err) {
       r.sink.fail(relayError(err instanceof BusUnavailableError ? 'relay_unavailable' : 'relay_error'));
     }
+  }
+
+  /**
+   * No phone to start the request on: what its socket would refuse (a method it did not
+   * advertise, a scope the key lacks) is refused the same way, from the capabilities of its last
+   * initialize result that the store keeps; the rest is device_offline
+   * (docs/decisions/0217-offline-refusals-from-cached-capabilities.md).
+   */
+  private async failOffline(r: Route, detail?: string): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const initResult = await Promise.race([
+      this.ctx.store.getDevice(r.deviceId).then(
+        (d) => d?.initResult,
+        () => undefined,
+      ),
+      new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), OFFLINE_LOOKUP_MS))),
+    ]);
+    clearTimeout(timer);
+    r.sink.fail(offlineRefusal(r.msg.method, initResult, r.caller.scopes) ?? relayError('device_offline', detail));
   }
 
   private cachedOwner(deviceId: string): DeviceOwner | undefined {
@@ -795,7 +819,7 @@ export class Router {
           r.moving = true;
           return void sleep(MOVE_POLL_MS).then(() => this.route(r));
         }
-        if (++r.gone > MAX_GONE) return void r.sink.fail(relayError('device_offline'));
+        if (++r.gone > MAX_GONE) return void this.failOffline(r);
         void this.route(r);
         return;
       }

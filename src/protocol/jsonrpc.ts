@@ -130,3 +130,15 @@ export function errorResponse(id: JsonRpcId | null, error: JsonRpcErrorObject): 
 export function resultResponse(id: JsonRpcId | null, result: unknown): string {
   return JSON.stringify({ jsonrpc: '2.0', id, result });
 }
+
+/**
+ * A request whose id is that of a request still in flight in its session: MCP has ids unique
+ * within a session, and the relay could not tell the two apart in the client's
+ * notifications/cancelled (docs/decisions/0216-duplicate-request-ids.md).
+ */
+export function duplicateRequestId(id: JsonRpcId): JsonRpcErrorObject {
+  return {
+    code: INVALID_REQUEST,
+    message: `Invalid Request: id ${JSON.stringify(id)} is already in use by a request in flight in this session; request ids must be unique within a session`,
+  };
+}

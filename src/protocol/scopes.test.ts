@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { checkMethod, METHOD_RULES } from './scopes.ts';
+import { checkMethod, METHOD_RULES, offlineRefusal } from './scopes.ts';
 
 const ALL = { tools: {}, resources: { subscribe: true }, prompts: {}, completions: {}, logging: {} };
 
@@ -84,5 +84,39 @@ describe('checkMethod', () => {
 
   it('gives every listed method a scope', () => {
     for (const [m, rule] of Object.entries(METHOD_RULES)) expect(rule.scope, m).toBeTruthy();
+  });
+});
+
+describe('offlineRefusal (a phone that is not connected)', () => {
+  const init = { capabilities: { tools: {}, resources: {} }, serverInfo: { name: 'p', version: '1' } };
+
+  it('refuses from the cached capabilities as the socket would: -32601, then the scope', () => {
+    expect(offlineRefusal('completion/complete', init, ['devices:read'])).toEqual({
+      code: -32601,
+      message: 'Method not found: the phone does not offer completions (completion/complete)',
+    });
+    expect(offlineRefusal('resources/subscribe', init, ['devices:read'])?.code).toBe(-32601);
+    expect(offlineRefusal('resources/read', init, ['devices:lease'])).toEqual({
+      code: -31008,
+      message: 'The credential lacks the scope this request needs: devices:read',
+      data: { code: 'insufficient_scope', scope: 'devices:read' },
+    });
+  });
+
+  it('leaves to the phone (undefined: device_offline) what it would serve', () => {
+    expect(offlineRefusal('resources/read', init, ['devices:read'])).toBeUndefined();
+    expect(offlineRefusal('tools/call', init, [])).toBeUndefined(); // the tool's scope needs the catalog
+    expect(offlineRefusal('ping', init, [])).toBeUndefined();
+  });
+
+  it('without a cached result refuses only what no phone is asked', () => {
+    for (const none of [null, undefined]) {
+      expect(offlineRefusal('phone/anything', none, ['devices:read'])).toEqual({
+        code: -32601,
+        message: 'Method not found: phone/anything',
+      });
+      expect(offlineRefusal('completion/complete', none, ['devices:read'])).toBeUndefined();
+      expect(offlineRefusal('resources/read', none, ['devices:lease'])).toBeUndefined();
+    }
   });
 });

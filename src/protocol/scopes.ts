@@ -3,6 +3,7 @@
 // (docs/decisions/0005-tool-scope-in-meta.md).
 import { SCOPES, type Scope } from '../store/types.ts';
 import { TASKS_EXTENSION } from './stateless.ts';
+import { METHOD_NOT_FOUND, relayError, type JsonRpcErrorObject } from './errors.ts';
 
 export const SCOPE_META_KEY = 'phonebridge/scope';
 
@@ -132,4 +133,34 @@ export function checkMethod(method: string, capabilities: unknown, scopes: reado
   if (rule.scope !== 'any' && rule.scope !== 'per-tool' && !scopes.includes(rule.scope))
     return { ok: false, reason: 'insufficient_scope', scope: rule.scope };
   return { ok: true, perTool: rule.scope === 'per-tool' };
+}
+
+/** The error of a request outside the credential's scopes (-31008, with the scope it needs). */
+export function insufficientScopeError(scope: Scope): JsonRpcErrorObject {
+  return { ...relayError('insufficient_scope', scope), data: { code: 'insufficient_scope', scope } };
+}
+
+/** The error a request checkMethod refused gets. */
+export function methodRefusal(v: Exclude<MethodVerdict, { ok: true }>): JsonRpcErrorObject {
+  return v.reason === 'method_not_found'
+    ? { code: METHOD_NOT_FOUND, message: v.message }
+    : insufficientScopeError(v.scope);
+}
+
+/**
+ * checkMethod for a phone that is not connected, against its last initialize result (the
+ * store's copy): the refusal its socket would give, or undefined when only the phone could
+ * answer (device_offline then). A phone that never connected (`initResult` null or undefined)
+ * has no known capabilities: only methods no phone is ever asked are refused
+ * (docs/decisions/0217-offline-refusals-from-cached-capabilities.md).
+ */
+export function offlineRefusal(
+  method: string,
+  initResult: unknown,
+  scopes: readonly Scope[],
+): JsonRpcErrorObject | undefined {
+  const known = initResult !== null && typeof initResult === 'object';
+  if (!known && Object.hasOwn(METHOD_RULES, method)) return undefined;
+  const v = checkMethod(method, known ? (initResult as { capabilities?: unknown }).capabilities : undefined, scopes);
+  return v.ok ? undefined : methodRefusal(v);
 }

@@ -10,6 +10,7 @@ import {
 } from '../helpers/relay.ts';
 import { createEchoServer, type EchoServerControl } from '../fixtures/echo-server.ts';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import { request as httpRequest } from 'node:http';
 
 let relay: TestRelay;
 let phone: TestPhone;
@@ -44,6 +45,9 @@ async function rpc(
   }
   return { status: r.status, json, headers: r.headers };
 }
+
+const toolCallBody = (id: number, name: string, args: Record<string, unknown>) =>
+  JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args } });
 
 async function openSession(revision = '2025-11-25', t = token): Promise<string> {
   const r = await rpc(
@@ -246,6 +250,155 @@ describe('bad bodies', () => {
       ['a', 'one'],
       ['b', 'two'],
     ]);
+  });
+});
+
+/** A POST with exactly these headers (fetch would add an Accept, and a Content-Type for a string body). */
+function rawPost(
+  headers: Record<string, string>,
+  body: string,
+): Promise<{ status: number; json: any; keepAlive: string | undefined }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(relay.mcpUrl, { method: 'POST', headers }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (text += c));
+      res.on('end', () => {
+        let json: any = text;
+        try {
+          json = JSON.parse(text);
+        } catch {
+          // not JSON: the raw text is the answer
+        }
+        resolve({ status: res.statusCode!, json, keepAlive: res.headers['keep-alive'] as string | undefined });
+      });
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+describe('Content-Type and Accept of POST /mcp (docs/decisions/0215-post-media-types.md)', () => {
+  const call = (text: string) => toolCallBody(1, 'echo', { text });
+  const statelessHeaders = {
+    'mcp-protocol-version': '2026-07-28',
+    'mcp-method': 'tools/call',
+    'mcp-name': 'echo',
+  };
+  const statelessCall = (text: string) =>
+    JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'tools/call',
+      params: {
+        name: 'echo',
+        arguments: { text },
+        _meta: {
+          'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+          'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '1' },
+          'io.modelcontextprotocol/clientCapabilities': {},
+        },
+      },
+    });
+  const ACCEPT = 'application/json, text/event-stream';
+
+  it('refuses a body not declared application/json with 415 and a JSON-RPC error; nothing reaches the phone', async () => {
+    const sid = await openSession();
+    const before = control.calls.length;
+    for (const contentType of [
+      undefined,
+      'text/plain',
+      'application/x-www-form-urlencoded', // curl -d without -H
+      'text/plain; note=application/json',
+      'application/jsonx',
+    ]) {
+      const ct: Record<string, string> = contentType === undefined ? {} : { 'content-type': contentType };
+      for (const [headers, body] of [
+        [{ 'x-api-key': token, 'mcp-session-id': sid, accept: ACCEPT }, call('415 session')],
+        [{ 'x-api-key': token, accept: ACCEPT, ...statelessHeaders }, statelessCall('415 stateless')],
+        [{ 'x-api-key': token, accept: ACCEPT }, JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize' })],
+        [{ accept: ACCEPT }, call('415 unauthenticated')],
+      ] as const) {
+        const r = await rawPost({ ...headers, ...ct }, body);
+        expect({ contentType, status: r.status }).toEqual({ contentType, status: 415 });
+        expect(r.json).toEqual({
+          jsonrpc: '2.0',
+          id: null,
+          error: {
+            code: -32600,
+            message:
+              contentType === undefined
+                ? 'Unsupported Media Type: POST /mcp takes a JSON-RPC message with Content-Type: application/json; this request has no Content-Type'
+                : `Unsupported Media Type: POST /mcp takes a JSON-RPC message with Content-Type: application/json; this request's is ${JSON.stringify(contentType)}`,
+          },
+        });
+        // The body was read: the connection stays usable.
+        expect(r.keepAlive).toBe('timeout=5');
+      }
+    }
+    expect(control.calls.length).toBe(before);
+  });
+
+  it('takes application/json in any case, with parameters', async () => {
+    const sid = await openSession();
+    for (const contentType of [
+      'Application/JSON',
+      'application/json; charset=utf-8',
+      'application/json;charset=UTF-8',
+    ]) {
+      const r = await rawPost(
+        { 'x-api-key': token, 'mcp-session-id': sid, accept: ACCEPT, 'content-type': contentType },
+        call(contentType),
+      );
+      expect({ contentType, status: r.status, text: r.json.result?.content?.[0]?.text }).toEqual({
+        contentType,
+        status: 200,
+        text: contentType,
+      });
+    }
+  });
+
+  it('refuses an Accept that rules out application/json with 406', async () => {
+    const sid = await openSession();
+    const before = control.calls.length;
+    for (const accept of ['text/event-stream', 'text/html', 'application/json;q=0, text/event-stream', 'image/*']) {
+      for (const [headers, body] of [
+        [{ 'x-api-key': token, 'mcp-session-id': sid }, call('406 session')],
+        [{ 'x-api-key': token, ...statelessHeaders }, statelessCall('406 stateless')],
+      ] as const) {
+        const r = await rawPost({ ...headers, 'content-type': 'application/json', accept }, body);
+        expect({ accept, status: r.status }).toEqual({ accept, status: 406 });
+        expect(r.json).toEqual({
+          jsonrpc: '2.0',
+          id: null,
+          error: {
+            code: -32600,
+            message: `Not Acceptable: POST /mcp answers application/json (and text/event-stream when the client lists it too); this request's Accept is ${JSON.stringify(accept)}`,
+          },
+        });
+      }
+    }
+    expect(control.calls.length).toBe(before);
+  });
+
+  it('still serves an Accept without text/event-stream, or none, with JSON answers (docs/decisions/0015-resumable-post-streams.md)', async () => {
+    const sid = await openSession();
+    for (const accept of [undefined, 'application/json', '*/*', 'application/*', 'text/event-stream;q=0, */*;q=0.1']) {
+      const r = await rawPost(
+        {
+          'x-api-key': token,
+          'mcp-session-id': sid,
+          'content-type': 'application/json',
+          ...(accept === undefined ? {} : { accept }),
+        },
+        call(`accept ${accept}`),
+      );
+      expect({ accept, status: r.status, text: r.json.result?.content?.[0]?.text }).toEqual({
+        accept,
+        status: 200,
+        text: `accept ${accept}`,
+      });
+    }
   });
 });
 

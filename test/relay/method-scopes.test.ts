@@ -1,12 +1,15 @@
 // What a client's messages may do at the phone, on one node and across two: every method has a
 // scope and needs the capability the phone advertised (docs/decisions/0030-method-scopes.md),
-// on both /mcp eras; and no message carries a caller context the client wrote.
+// on both /mcp eras; and no message carries a caller context the client wrote. An offline
+// phone's requests get the same refusals, from the capabilities it last advertised
+// (docs/decisions/0217-offline-refusals-from-cached-capabilities.md).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestPhone, startTestRelay, waitFor, type TestPhone, type TestRelay } from '../helpers/relay.ts';
+import { startTestPhone, startTestRelay, tempDir, waitFor, type TestPhone, type TestRelay } from '../helpers/relay.ts';
 import { startTwoNodes, type TwoNodes } from '../helpers/two-nodes.ts';
 import { createSurfaceServer, type SurfaceLog } from '../fixtures/surface-server.ts';
 import type { Scope } from '../../src/store/types.ts';
 import { postJson } from '../helpers/raw-device.ts';
+import { DeviceAgent, silentLogger } from '../../src/device/agent/index.ts';
 
 const SESSION = '2025-11-25';
 const V = '2026-07-28';
@@ -209,4 +212,125 @@ suite('two nodes over Redis (phone on a, client on b)', async () => {
       await nodes.stop();
     },
   };
+});
+
+/** One answer, as a client can compare it: its HTTP status, its error (or that it succeeded), its challenge. */
+const outcome = (r: Awaited<ReturnType<typeof post>>) => ({
+  status: r.status,
+  error: r.json.error ?? (r.json.result ? 'result' : r.json),
+  challenge: r.challenge,
+});
+
+const OFFLINE_CASES: Array<{ key: 'full' | 'lease' | 'read'; method: string; params?: object; stateless?: true }> = [
+  // Refused by the phone's socket: the same from its cached capabilities when it is offline.
+  { key: 'full', method: 'completion/complete', params: { ref: { type: 'ref/prompt', name: 'greet' } } },
+  { key: 'full', method: 'resources/subscribe', params: { uri: 'phone://screen' } },
+  { key: 'full', method: 'logging/setLevel', params: { level: 'debug' } },
+  { key: 'full', method: 'phone/anything' },
+  { key: 'lease', method: 'resources/read', params: { uri: 'phone://screen' } },
+  { key: 'lease', method: 'prompts/list' },
+  {
+    key: 'full',
+    method: 'completion/complete',
+    params: { ref: { type: 'ref/prompt', name: 'greet' }, argument: { name: 'a', value: 'b' } },
+    stateless: true,
+  },
+  { key: 'lease', method: 'resources/read', params: { uri: 'phone://screen' }, stateless: true },
+];
+/** Served by the phone: device_offline while it is away. */
+const SERVED_CASES: Array<{ method: string; params?: object }> = [
+  { method: 'resources/read', params: { uri: 'phone://screen' } },
+  { method: 'tools/call', params: { name: 'look', arguments: {} } },
+  { method: 'ping' },
+];
+
+interface OfflineSetup {
+  phoneNode: TestRelay;
+  client: TestRelay;
+  stop(): Promise<void>;
+}
+
+function offlineSuite(name: string, start: () => Promise<OfflineSetup>) {
+  describe(`${name}: a phone that is offline`, () => {
+    let s: OfflineSetup;
+    beforeAll(async () => {
+      s = await start();
+    });
+    afterAll(async () => {
+      await s?.stop();
+    });
+
+    async function answers(tokens: Record<'full' | 'lease' | 'read', string>) {
+      const calls = {
+        full: await session(s.client.url, tokens.full),
+        lease: await session(s.client.url, tokens.lease),
+        read: await session(s.client.url, tokens.read),
+      };
+      const refused = [];
+      for (const c of OFFLINE_CASES)
+        refused.push(
+          outcome(
+            c.stateless
+              ? await stateless(s.client.url, tokens[c.key], c.method, { ...c.params })
+              : await calls[c.key](c.method, c.params),
+          ),
+        );
+      const served = [];
+      for (const c of SERVED_CASES) served.push(outcome(await calls.read(c.method, c.params)));
+      return { refused, served };
+    }
+
+    it('refuses what the phone refuses connected, the same way (-32601, 403 + challenge); what it serves is device_offline', async () => {
+      const log: SurfaceLog = { requests: [], notifications: [] };
+      const phone = await startTestPhone(s.phoneNode, () => createSurfaceServer(log));
+      const store = s.phoneNode.relay.store.store;
+      const tokens = {
+        full: (await s.phoneNode.key(phone.deviceId)).token,
+        lease: (await s.phoneNode.key(phone.deviceId, ['devices:lease'])).token,
+        read: (await s.phoneNode.key(phone.deviceId, ['devices:read'])).token,
+      };
+      const connected = await answers(tokens);
+      expect(connected.served.map((o) => o.error)).toEqual(['result', 'result', 'result']);
+      await waitFor(async () => !!(await store.getDevice(phone.deviceId))?.initResult, 5000, 'the cached initialize');
+      await phone.stop();
+      await waitFor(
+        async () =>
+          !s.phoneNode.relay.node.ctx.hub.device(phone.deviceId) &&
+          !(await s.phoneNode.relay.node.ctx.bus.ownerOf(phone.deviceId)),
+        5000,
+        'the phone offline',
+      );
+      const before = log.requests.length;
+      const offline = await answers(tokens);
+      expect(offline.refused).toEqual(connected.refused);
+      for (const o of offline.served) expect(o.error).toMatchObject({ code: -31001, data: { code: 'device_offline' } });
+      expect(log.requests.length).toBe(before);
+    });
+
+    it('a phone that never connected: only what no phone is asked is refused; the rest is device_offline', async () => {
+      const qr = await s.phoneNode.pair('never');
+      const id = await DeviceAgent.pair({ stateDir: tempDir('pb-phone-'), qr, name: 'never', log: silentLogger });
+      const token = (await s.phoneNode.key(id.device_id)).token;
+      const call = await session(s.client.url, token);
+      expect((await call('phone/anything')).json.error).toMatchObject({
+        code: -32601,
+        message: 'Method not found: phone/anything',
+      });
+      // Its capabilities are unknown: whether it offers completions is for it to say.
+      expect((await call('completion/complete', { ref: { type: 'ref/prompt', name: 'x' } })).json.error).toMatchObject({
+        code: -31001,
+        data: { code: 'device_offline' },
+      });
+    });
+  });
+}
+
+offlineSuite('one node', async () => {
+  const relay = await startTestRelay();
+  return { phoneNode: relay, client: relay, stop: () => relay.stop() };
+});
+
+offlineSuite('two nodes over Redis (phone on a, client on b)', async () => {
+  const nodes = await startTwoNodes();
+  return { phoneNode: nodes.a, client: nodes.b, stop: () => nodes.stop() };
 });

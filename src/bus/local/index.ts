@@ -146,7 +146,6 @@ class LocalSessions implements SessionStore {
 }
 
 interface ReplayBuffer {
-  seq: number; // used only when there is no session to number events
   bytes: number;
   events: ReplayEntry[];
 }
@@ -170,8 +169,6 @@ export class LocalBus implements Bus {
   private readonly replay = new ExpiringMap<ReplayBuffer>((_id, buf) => this.budget.forget(buf.events));
   private readonly replayLimits: ReplayLimits;
   readonly budget: ReplayBudget;
-  /** Numbers events appended for a session that does not exist (never stored). */
-  private orphanSeq = 0;
   private readonly epochs = new Map<string, number>(); // last epoch handed out per device
   private readonly owned = new Map<string, number>(); // device -> epoch of the socket held here
   private readonly devices = new Map<string, Set<(frame: string) => void>>();
@@ -289,16 +286,17 @@ export class LocalBus implements Bus {
     };
   }
 
-  async appendEvent(sessionId: string, streamId: string, data: string): Promise<string> {
+  async appendEvent(sessionId: string, streamId: string, data: string): Promise<string | undefined> {
     checkStreamId(streamId);
     const { maxEvents, maxBytes, ttlMs } = this.replayLimits;
     const live = this.sessions.nextEventSeq(sessionId);
-    // No such session here (it expired or ended): nothing can resume this stream, keep nothing.
-    if (!live) return eventId(streamId, ++this.orphanSeq);
-    const buf = this.replay.get(sessionId) ?? { seq: 0, bytes: 0, events: [] };
-    const seq = live ? live.seq : ++buf.seq;
+    // No such session here (it expired or ended): nothing can resume this stream, keep nothing,
+    // and give no id: the session's numbers are gone with it, a new count would repeat them.
+    if (!live) return undefined;
+    const buf = this.replay.get(sessionId) ?? { bytes: 0, events: [] };
+    const seq = live.seq;
     const size = Buffer.byteLength(data) + Buffer.byteLength(streamId) + String(seq).length + 2;
-    const entry: ReplayEntry = { seq, streamId, data, size, sessionId, tokenId: live?.tokenId };
+    const entry: ReplayEntry = { seq, streamId, data, size, sessionId, tokenId: live.tokenId };
     buf.events.push(entry);
     buf.bytes += size;
     while (buf.events.length > 1 && (buf.events.length > maxEvents || buf.bytes > maxBytes)) {
@@ -306,7 +304,7 @@ export class LocalBus implements Bus {
       buf.bytes -= old.size;
       this.budget.forget([old]);
     }
-    this.replay.set(sessionId, buf, Math.min(ttlMs, live?.remainingMs ?? ttlMs));
+    this.replay.set(sessionId, buf, Math.min(ttlMs, live.remainingMs));
     this.budget.add(entry); // may evict older events of this or other sessions (never this one)
     return eventId(streamId, seq);
   }

@@ -574,11 +574,11 @@ export class RedisBus implements Bus {
 
   // --- replay buffer ------------------------------------------------------------------------------
 
-  async appendEvent(sessionId: string, streamId: string, data: string): Promise<string> {
+  async appendEvent(sessionId: string, streamId: string, data: string): Promise<string | undefined> {
     checkStreamId(streamId);
     const { maxEvents, maxBytes, ttlMs } = this.replayLimits;
-    const seq = Number(await this.run('append', [sessionId, streamId, data, maxEvents, maxBytes, ttlMs]));
-    return eventId(streamId, seq);
+    const seq = await this.run('append', [sessionId, streamId, data, maxEvents, maxBytes, ttlMs]);
+    return seq == null ? undefined : eventId(streamId, Number(seq)); // nil: the session is gone
   }
   async replayAfter(sessionId: string, lastEventId: string): Promise<ReplayEvent[]> {
     const last = parseEventId(lastEventId);

@@ -10,7 +10,7 @@
 //   sess:<id>            hash rec (JSON), dev, tok, evseq, seen (ms of the last use a touch reported); PX idle
 //   sx:d:<deviceId>      zset sessionId -> expiry ms (index for deleteWhere), PX >= its members
 //   sx:t:<tokenId>       same, by token
-//   ev:<sessionId>       list of "seq\nstreamId\ndata" (replay buffer); evm:<sessionId> hash bytes[, seq]
+//   ev:<sessionId>       list of "seq\nstreamId\ndata" (replay buffer); evm:<sessionId> hash bytes
 //   dev:<deviceId>       hash node, epoch (epoch survives release so it stays monotonic), v; 30 days
 //   owned:<nodeId>       set of devices claimed by the node (to reap them when it dies)
 //   nodes                zset nodeId -> liveness deadline (Redis server clock, ms)
@@ -258,12 +258,14 @@ return 1`,
   alive: `${NOW}
 return redis.call('ZRANGEBYSCORE', ARGV[1] .. 'nodes', now(), '+inf')`,
 
-  // ARGV: p, sid, streamId, data, maxEvents, maxBytes, ttlMs. Returns seq.
-  // seq lives on the session hash so ids never repeat within a session even if the buffer expires.
+  // ARGV: p, sid, streamId, data, maxEvents, maxBytes, ttlMs. Returns seq, or nil (nothing
+  // kept) when the session is gone: nothing could resume the stream, and a count begun anew
+  // would give ids the session already used. seq lives on the session hash so ids never
+  // repeat within a session even if the buffer expires.
   append: `local p, sid = ARGV[1], ARGV[2]
 local list, meta, sess = p .. 'ev:' .. sid, p .. 'evm:' .. sid, p .. 'sess:' .. sid
-local live = redis.call('EXISTS', sess) == 1
-local seq = redis.call('HINCRBY', live and sess or meta, live and 'evseq' or 'seq', 1)
+if redis.call('EXISTS', sess) == 0 then return false end
+local seq = redis.call('HINCRBY', sess, 'evseq', 1)
 local entry = seq .. '\\n' .. ARGV[3] .. '\\n' .. ARGV[4]
 redis.call('RPUSH', list, entry)
 local bytes = redis.call('HINCRBY', meta, 'bytes', #entry)
