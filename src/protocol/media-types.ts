@@ -39,11 +39,15 @@ export function acceptsJson(accept: string | undefined): boolean {
   return best >= 0 && q > 0;
 }
 
+const SDK_ACCEPT = 'application/json, text/event-stream';
+
 /** 415 or 406 with the JSON-RPC error that says why, or undefined when the request may go on. */
 export function postMediaRefusal(
   contentType: string | undefined,
   accept: string | undefined,
 ): { status: 415 | 406; error: JsonRpcErrorObject } | undefined {
+  // What the official SDK clients send on every call: no parsing on the hot path.
+  if (contentType === 'application/json' && (accept === SDK_ACCEPT || accept === 'application/json')) return undefined;
   if (!isJsonContentType(contentType))
     return {
       status: 415,
