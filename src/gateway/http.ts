@@ -164,7 +164,17 @@ export class Exchange implements TurnWriter {
   /** Its responses by status and its body bytes (phonebridge_http_responses_total, phonebridge_bytes_total). */
   readonly route = handlerRoute;
 
-  constructor(readonly res: HttpResponse) {
+  /**
+   * An answer to HEAD: the status and headers `send` is given, Content-Length that of its body,
+   * and no body (one would be read as the start of the next answer on a keep-alive connection).
+   */
+  private readonly headOnly: boolean;
+
+  constructor(
+    readonly res: HttpResponse,
+    opts: { head?: boolean } = {},
+  ) {
+    this.headOnly = opts.head === true;
     res.onAborted(() => {
       this.aborted = true;
       const handlers = this.abortHandlers;
@@ -274,8 +284,22 @@ export class Exchange implements TurnWriter {
     res.writeStatus(STATUS[this.status] ?? `${this.status} Status`);
     for (const k in headers) res.writeHeader(k, headers[k]);
     if (!close) res.writeHeader('Keep-Alive', KEEP_ALIVE_HINT);
-    res.end(this.payload ?? '', close);
-    this.route?.responded(this.status, this.payload);
+    if (this.headOnly) {
+      const p = this.payload;
+      // Both as headers, endWithoutBody() without arguments: uWS 20.30's endWithoutBody(length)
+      // leaves the connection waiting for that many body bytes (the next request on it is never
+      // answered), and an `undefined` length is read as 2^63. The client closes on `Connection: close`.
+      res.writeHeader(
+        'Content-Length',
+        String(p === undefined ? 0 : typeof p === 'string' ? Buffer.byteLength(p) : p.length),
+      );
+      if (close) res.writeHeader('Connection', 'close');
+      res.endWithoutBody();
+      this.route?.responded(this.status);
+    } else {
+      res.end(this.payload ?? '', close);
+      this.route?.responded(this.status, this.payload);
+    }
     this.headers = this.payload = undefined;
   }
 

@@ -106,8 +106,15 @@ export async function startGateway(opts: {
   routes.any('/*', (res) => new Exchange(res).error(404, 'not_found', 'no such endpoint'));
 
   const admin = uws.App();
-  admin.get('/metrics', (res, req) => {
-    const ex = new Exchange(res);
+  /** An admin endpoint: GET, HEAD (the same answer without its body), and 405 for other methods. */
+  const adminRoute = (path: string, answer: (ex: Exchange, req: HttpRequest) => void) => {
+    admin.get(path, (res, req) => answer(new Exchange(res), req));
+    admin.head(path, (res, req) => answer(new Exchange(res, { head: true }), req));
+    admin.any(path, (res) =>
+      new Exchange(res).error(405, 'method_not_allowed', 'use GET or HEAD', { Allow: 'GET, HEAD' }),
+    );
+  };
+  adminRoute('/metrics', (ex, req) => {
     // With tracing on, a scraper that asks for OpenMetrics gets the exemplars (trace ids) too.
     const openMetrics = tracingOn && wantsOpenMetrics(req.getHeader('accept'));
     (openMetrics ? renderOpenMetrics(registry) : registry.metrics()).then(
@@ -115,9 +122,8 @@ export async function startGateway(opts: {
       () => ex.send(500, {}, 'metrics failed'),
     );
   });
-  admin.get('/healthz', (res) => new Exchange(res).json(200, { status: 'ok', node: config.nodeId }));
-  admin.get('/readyz', (res) => {
-    const ex = new Exchange(res);
+  adminRoute('/healthz', (ex) => ex.json(200, { status: 'ok', node: config.nodeId }));
+  adminRoute('/readyz', (ex) => {
     if (ctx.state.draining) return ex.json(503, { status: 'draining' });
     // Ready whatever the store and Redis do: this node still serves what needs neither, and
     // pulling every pod at once on a store blip would turn a partial outage into a full one.
@@ -129,7 +135,13 @@ export async function startGateway(opts: {
       ...(bus.kind === 'local' ? {} : { redis: { up: bus.available, heartbeat_ms: bus.lastRoundTripMs } }),
     });
   });
-  admin.any('/*', (res) => new Exchange(res).error(404, 'not_found', 'admin endpoints: /metrics /healthz /readyz'));
+  admin.any('/*', (res, req) =>
+    new Exchange(res, { head: req.getMethod() === 'head' }).error(
+      404,
+      'not_found',
+      'admin endpoints: /metrics /healthz /readyz',
+    ),
+  );
 
   let listenSocket: us_listen_socket;
   let adminSocket: us_listen_socket;
