@@ -487,22 +487,21 @@ for (const outcome of ['ok', 'error', 'forbidden', 'aborted'])
 latencyCells.set('tools/call', metrics.mcpLatency.cell({ method: 'tools/call' }));
 for (const outcome of ['ok', 'rejected']) metrics.deviceAuth.inc({ outcome }, 0);
 for (const outcome of ['paired', 'bad_code', 'limit_reached', 'rate_limited']) metrics.pairAttempts.inc({ outcome }, 0);
-// The protocol's close codes (docs/PROTOCOL.md) and the two every phone meets: a clean close, a dropped socket.
-for (const code of [1000, 1001, 1006, 1009, 1011, 1012, 4001, 4003, 4004])
-  metrics.deviceCloses.inc({ code: String(code) }, 0);
+// The protocol's close codes (docs/PROTOCOL.md), the two every phone meets (a clean close, a
+// dropped socket) and 1005 (a close frame without a code). A phone chooses the code it closes
+// with: the others are "other", so that no phone can add series of its own.
+const CLOSE_CODES = [1000, 1001, 1003, 1005, 1006, 1009, 1011, 1012, 4001, 4003, 4004];
+for (const code of [...CLOSE_CODES.map(String), 'other']) metrics.deviceCloses.inc({ code }, 0);
 
 // Per phone accept and close: label children looked up once (a labelled inc hashes its labels every time).
 export const deviceAuthOk = metrics.deviceAuth.labels({ outcome: 'ok' });
 export const deviceAuthRejected = metrics.deviceAuth.labels({ outcome: 'rejected' });
-const closeChildren = new Map<number, { inc(): void }>();
+const closeChildren = new Map<number, { inc(): void }>(
+  CLOSE_CODES.map((code) => [code, metrics.deviceCloses.labels({ code: String(code) })]),
+);
+const otherCloses = metrics.deviceCloses.labels({ code: 'other' });
 
-/** One phone socket closed with this code. */
+/** One phone socket closed with this code (the phone's, or the relay's own). */
 export function countDeviceClose(code: number): void {
-  let c = closeChildren.get(code);
-  if (!c) {
-    c = metrics.deviceCloses.labels({ code: String(code) });
-    // Codes come from the peer: a bounded set of children, the rest counted without the cache.
-    if (closeChildren.size < 64) closeChildren.set(code, c);
-  }
-  c.inc();
+  (closeChildren.get(code) ?? otherCloses).inc();
 }
