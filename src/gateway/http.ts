@@ -117,6 +117,7 @@ export interface DrainState {
 // (no per-request patching of `res`). Exchanges outside it (the admin port) count nothing.
 let handlerDrainState: DrainState | undefined;
 let handlerRoute: RouteMetrics | undefined;
+let handlerHead = false;
 
 export function runRoute(
   drain: DrainState,
@@ -124,14 +125,18 @@ export function runRoute(
   res: HttpResponse,
   req: HttpRequest,
   route?: RouteMetrics,
+  /** A HEAD request: its Exchange answers without a body. */
+  head = false,
 ): void {
   handlerDrainState = drain;
   handlerRoute = route;
+  handlerHead = head;
   try {
     handler(res, req);
   } finally {
     handlerDrainState = undefined;
     handlerRoute = undefined;
+    handlerHead = false;
   }
 }
 
@@ -174,7 +179,7 @@ export class Exchange implements TurnWriter {
     readonly res: HttpResponse,
     opts: { head?: boolean } = {},
   ) {
-    this.headOnly = opts.head === true;
+    this.headOnly = opts.head ?? handlerHead;
     res.onAborted(() => {
       this.aborted = true;
       const handlers = this.abortHandlers;

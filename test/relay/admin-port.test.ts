@@ -1,9 +1,9 @@
 // The admin port as monitors and load balancers use it: GET and HEAD on /metrics, /healthz and
 // /readyz (an uptime monitor's default is often HEAD), a clear 405 for any other method, and a
 // HEAD answer that carries no body, so the keep-alive connection it came on stays readable.
-import { connect } from 'node:net';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startTestRelay, type TestRelay } from '../helpers/relay.ts';
+import { headThenGet, responses } from '../helpers/raw-http.ts';
 
 let relay: TestRelay;
 let admin: string;
@@ -14,40 +14,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await relay?.stop();
 });
-
-/**
- * HEAD `path`, then (once its header block is in) GET /healthz on the same connection; returns
- * every byte the relay sent. A body after the HEAD answer would be read as the start of the
- * GET's answer. (Not pipelined: uWS closes a connection that sends a request before the
- * previous one is answered.)
- */
-function headThenGet(port: number, path: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1');
-    let text = '';
-    let sentGet = false;
-    const timer = setTimeout(() => {
-      socket.destroy();
-      reject(new Error(`no complete answer; got ${JSON.stringify(text)}`));
-    }, 5000);
-    socket.on('data', (d) => {
-      text += d.toString('latin1');
-      if (!sentGet && text.includes('\r\n\r\n')) {
-        sentGet = true;
-        socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
-      }
-      if (text.includes('"status":"ok"')) {
-        clearTimeout(timer);
-        socket.destroy();
-        resolve(text);
-      }
-    });
-    socket.on('error', reject);
-    socket.write(`HEAD ${path} HTTP/1.1\r\nHost: x\r\n\r\n`);
-  });
-}
-
-const responses = (text: string) => text.split(/(?=HTTP\/1\.1 \d{3} )/);
 
 it('answers HEAD on each admin endpoint as GET would, without a body, on a connection that stays usable', async () => {
   for (const path of ['/metrics', '/healthz', '/readyz']) {
