@@ -6,7 +6,7 @@
 import type { HttpRequest, HttpResponse } from '../uws.ts';
 import { clientAddress, Exchange, BodyTooLarge } from './http.ts';
 import { hashPairingCode, newId, normalizePairingCode } from '../crypto/secrets.ts';
-import { parseDevicePublicKey } from '../crypto/device-auth.ts';
+import { canonicalDevicePublicKey } from '../crypto/device-auth.ts';
 import { metrics, rateLimited } from '../metrics.ts';
 import type { GatewayContext } from './context.ts';
 import { markFailed, tracingOn, type Span } from '../observability/tracing.ts';
@@ -120,7 +120,8 @@ async function redeem(ctx: GatewayContext, ex: Exchange, raw: Buffer, span: Span
     ex.error(400, 'bad_request', 'body must be JSON {"code","public_key","name"}');
     return false;
   }
-  if (typeof input.public_key !== 'string' || !parseDevicePublicKey(input.public_key)) {
+  const publicKey = typeof input.public_key === 'string' ? canonicalDevicePublicKey(input.public_key) : undefined;
+  if (!publicKey) {
     ex.error(400, 'bad_public_key', 'public_key must be base64 of a P-256 SubjectPublicKeyInfo (DER)');
     return false;
   }
@@ -132,7 +133,7 @@ async function redeem(ctx: GatewayContext, ex: Exchange, raw: Buffer, span: Span
       ? await ctx.store.redeemPairingCode({
           codeHash: hashPairingCode(code),
           deviceId: newId('dev'),
-          publicKey: input.public_key,
+          publicKey,
           name,
           now: new Date(),
         })

@@ -70,6 +70,28 @@ describe('POST /pair', () => {
     expect(ok.status).toBe(200);
   });
 
+  it('refuses a public_key with characters outside base64 (a NUL, junk) as bad_public_key, not as a store outage, and keeps the code', async () => {
+    const qr = await relay.pair();
+    const key = generateDeviceKey().publicKeySpkiBase64;
+    for (const public_key of [key.slice(0, 10) + '\u0000' + key.slice(10), key.slice(0, 10) + '!*!' + key.slice(10)]) {
+      const r = await postJson(
+        `${relay.url}/pair`,
+        { code: qr.code, public_key, name: 'x' },
+        { 'x-forwarded-for': '10.9.8.1' },
+      );
+      expect({ public_key, status: r.status, error: r.json.error }).toEqual({
+        public_key,
+        status: 400,
+        error: 'bad_public_key',
+      });
+    }
+    // Android's Base64.DEFAULT wraps lines: still the key, stored as plain base64 of its DER.
+    const wrapped = key.replace(/(.{76})/g, '$1\n') + '\n';
+    const ok = await postJson(`${relay.url}/pair`, { code: qr.code, public_key: wrapped, name: 'x' });
+    expect(ok.status).toBe(200);
+    expect((await relay.relay.store.store.getDevice(ok.json.device_id))?.publicKey).toBe(key);
+  });
+
   it('answers malformed JSON with 400', async () => {
     const r = await postJson(`${relay.url}/pair`, '{"code":');
     expect(r.status).toBe(400);
