@@ -125,7 +125,7 @@ async function redeem(ctx: GatewayContext, ex: Exchange, raw: Buffer, span: Span
     ex.error(400, 'bad_public_key', 'public_key must be base64 of a P-256 SubjectPublicKeyInfo (DER)');
     return false;
   }
-  const name = typeof input.name === 'string' && input.name.trim() ? input.name.trim().slice(0, MAX_NAME) : 'phone';
+  const name = (typeof input.name === 'string' && phoneName(input.name)) || 'phone';
   const code = normalizePairingCode(input.code);
   let result: Awaited<ReturnType<typeof ctx.store.redeemPairingCode>>;
   try {
@@ -159,6 +159,23 @@ async function redeem(ctx: GatewayContext, ex: Exchange, raw: Buffer, span: Span
   ctx.log.info({ deviceId: result.device.id, accountId: result.device.accountId }, 'device paired');
   ex.json(200, { device_id: result.device.id, relay_host: ctx.config.relayHost });
   return false;
+}
+
+// C0 and C1 controls (NUL, ESC, line breaks, tabs…) and the bidi embedding, override and isolate
+// marks: with any whitespace around them they become one space (docs/decisions/0224-phone-names.md).
+const NAME_CONTROLS = /\s*(?:[\p{Cc}\u202A-\u202E\u2066-\u2069]\s*)+/gu;
+// In a `u` pattern a surrogate range matches only halves without their pair.
+const LONE_SURROGATE = /[\uD800-\uDFFF]/gu;
+
+/**
+ * The name a phone sent, as it is stored and shown: no control characters (Postgres refuses a
+ * NUL; an escape sequence or a line break reaches the terminal of whoever runs `devices list`),
+ * well-formed (a lone surrogate half becomes U+FFFD), at most MAX_NAME characters (code points,
+ * so an emoji is never cut in half), trimmed. '' when nothing is left.
+ */
+export function phoneName(raw: string): string {
+  const clean = raw.replace(NAME_CONTROLS, ' ').replace(LONE_SURROGATE, '\uFFFD').trim();
+  return Array.from(clean).slice(0, MAX_NAME).join('').trimEnd();
 }
 
 /** The database is unreachable: nothing was changed; the phone retries later. */

@@ -92,6 +92,31 @@ describe('POST /pair', () => {
     expect((await relay.relay.store.store.getDevice(ok.json.device_id))?.publicKey).toBe(key);
   });
 
+  it('keeps control characters out of a phone name (a NUL was a 503; escapes reached the operator terminal) and cuts it at 100 characters, not UTF-16 units', async () => {
+    const cases: Array<[string, string]> = [
+      ['pixel\u0000 7', 'pixel 7'],
+      // What `devices list` would have printed as a clear screen and a forged second row.
+      ['x\u001b[2J\ndev_fake  admin\r', 'x [2J dev_fake  admin'],
+      ['\u202Egnp.exe\u202C', 'gnp.exe'],
+      ['\t\u0085 \u007f', 'phone'],
+      ['a' + '😀'.repeat(120), 'a' + '😀'.repeat(99)],
+      ['lone \ud800 half', 'lone \ufffd half'],
+    ];
+    for (const [i, [name, stored]] of cases.entries()) {
+      const qr = await relay.pair();
+      const r = await postJson(
+        `${relay.url}/pair`,
+        { code: qr.code, public_key: generateDeviceKey().publicKeySpkiBase64, name },
+        { 'x-forwarded-for': `10.9.7.${i}` },
+      );
+      expect({ name, status: r.status }).toEqual({ name, status: 200 });
+      expect({ name, stored: (await relay.relay.store.store.getDevice(r.json.device_id))?.name }).toEqual({
+        name,
+        stored,
+      });
+    }
+  });
+
   it('answers malformed JSON with 400', async () => {
     const r = await postJson(`${relay.url}/pair`, '{"code":');
     expect(r.status).toBe(400);
