@@ -51,21 +51,26 @@ async function pair(
   // behind one address, docs/decisions/0173-enrollment.md), which give their slot back.
   let wrongCode = false;
   const deadline = Date.now() + PAIR_GATE_WAIT_MS;
+  const refuse = () => {
+    metrics.pairAttempts.inc({ outcome: 'rate_limited' });
+    rateLimited.pair_failures.inc();
+    span?.setAttribute('phonebridge.pair.outcome', 'rate_limited');
+    if (span) markFailed(span, 'rate_limited');
+    ex.error(429, 'rate_limited', 'too many failed pairing attempts from this address; try again later', {
+      'Retry-After': String(PAIR_FAILURE_WINDOW_MS / 1000),
+    });
+  };
   for (;;) {
+    // Five confirmed wrong codes refuse at once, also when the gate's counter is below the
+    // limit: its window opened at the address's first attempt (perhaps a good pairing) and
+    // can lapse while theirs, opened at the first wrong code, still runs.
+    if ((await ctx.bus.peek(badKey)) >= PAIR_FAILURE_LIMIT) return refuse();
     if ((await ctx.bus.hit(failKey, PAIR_FAILURE_WINDOW_MS)) <= PAIR_FAILURE_LIMIT) break;
     await ctx.bus.unhit(failKey).catch(() => {});
     // Wait until a slot looks free (a read, not a reservation: waiting attempts cost one
     // counter read per poll), then try to take it again.
     for (;;) {
-      if ((await ctx.bus.peek(badKey)) >= PAIR_FAILURE_LIMIT || Date.now() >= deadline || ex.aborted) {
-        metrics.pairAttempts.inc({ outcome: 'rate_limited' });
-        rateLimited.pair_failures.inc();
-        span?.setAttribute('phonebridge.pair.outcome', 'rate_limited');
-        if (span) markFailed(span, 'rate_limited');
-        return ex.error(429, 'rate_limited', 'too many failed pairing attempts from this address; try again later', {
-          'Retry-After': String(PAIR_FAILURE_WINDOW_MS / 1000),
-        });
-      }
+      if ((await ctx.bus.peek(badKey)) >= PAIR_FAILURE_LIMIT || Date.now() >= deadline || ex.aborted) return refuse();
       await slotFreed(failKey);
       if ((await ctx.bus.peek(failKey)) < PAIR_FAILURE_LIMIT) break;
     }
