@@ -7,6 +7,7 @@ import type { HttpRequest, HttpResponse } from '../uws.ts';
 import { clientAddress, Exchange, BodyTooLarge } from './http.ts';
 import { hashPairingCode, newId, normalizePairingCode } from '../crypto/secrets.ts';
 import { canonicalDevicePublicKey } from '../crypto/device-auth.ts';
+import { deviceName } from '../provisioning.ts';
 import { metrics, rateLimited } from '../metrics.ts';
 import type { GatewayContext } from './context.ts';
 import { markFailed, tracingOn, type Span } from '../observability/tracing.ts';
@@ -14,7 +15,6 @@ import { pairSpan } from '../observability/relay-spans.ts';
 
 export const PAIR_FAILURE_LIMIT = 5;
 export const PAIR_FAILURE_WINDOW_MS = 10 * 60_000;
-const MAX_NAME = 100;
 
 export function handlePair(ctx: GatewayContext) {
   return (res: HttpResponse, req: HttpRequest): void => {
@@ -130,7 +130,7 @@ async function redeem(ctx: GatewayContext, ex: Exchange, raw: Buffer, span: Span
     ex.error(400, 'bad_public_key', 'public_key must be base64 of a P-256 SubjectPublicKeyInfo (DER)');
     return false;
   }
-  const name = (typeof input.name === 'string' && phoneName(input.name)) || 'phone';
+  const name = (typeof input.name === 'string' && deviceName(input.name)) || 'phone';
   const code = normalizePairingCode(input.code);
   let result: Awaited<ReturnType<typeof ctx.store.redeemPairingCode>>;
   try {
@@ -164,23 +164,6 @@ async function redeem(ctx: GatewayContext, ex: Exchange, raw: Buffer, span: Span
   ctx.log.info({ deviceId: result.device.id, accountId: result.device.accountId }, 'device paired');
   ex.json(200, { device_id: result.device.id, relay_host: ctx.config.relayHost });
   return false;
-}
-
-// C0 and C1 controls (NUL, ESC, line breaks, tabs…) and the bidi embedding, override and isolate
-// marks: with any whitespace around them they become one space (docs/decisions/0224-phone-names.md).
-const NAME_CONTROLS = /\s*(?:[\p{Cc}\u202A-\u202E\u2066-\u2069]\s*)+/gu;
-// In a `u` pattern a surrogate range matches only halves without their pair.
-const LONE_SURROGATE = /[\uD800-\uDFFF]/gu;
-
-/**
- * The name a phone sent, as it is stored and shown: no control characters (Postgres refuses a
- * NUL; an escape sequence or a line break reaches the terminal of whoever runs `devices list`),
- * well-formed (a lone surrogate half becomes U+FFFD), at most MAX_NAME characters (code points,
- * so an emoji is never cut in half), trimmed. '' when nothing is left.
- */
-export function phoneName(raw: string): string {
-  const clean = raw.replace(NAME_CONTROLS, ' ').replace(LONE_SURROGATE, '\uFFFD').trim();
-  return Array.from(clean).slice(0, MAX_NAME).join('').trimEnd();
 }
 
 /** The database is unreachable: nothing was changed; the phone retries later. */

@@ -117,6 +117,17 @@ describe('POST /pair', () => {
     }
   });
 
+  it("cleans the name the owner gave a code the same way (a hosted dashboard name also reaches the operator's devices list)", async () => {
+    const qr = await relay.pair('rack\u001b]0;owned\u0007 one\n');
+    const r = await postJson(
+      `${relay.url}/pair`,
+      { code: qr.code, public_key: generateDeviceKey().publicKeySpkiBase64, name: 'phone' },
+      { 'x-forwarded-for': '10.9.6.1' },
+    );
+    expect(r.status).toBe(200);
+    expect((await relay.relay.store.store.getDevice(r.json.device_id))?.name).toBe('rack ]0;owned one');
+  });
+
   it('answers malformed JSON with 400', async () => {
     const r = await postJson(`${relay.url}/pair`, '{"code":');
     expect(r.status).toBe(400);
