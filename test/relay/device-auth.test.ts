@@ -246,6 +246,32 @@ describe('phone socket authentication', () => {
     expect((await s.closed).code).toBe(4003);
   });
 
+  it('closes with 4004 a phone removed while its upgrade was being checked, and does not attach it', async () => {
+    const removed = await pairRaw(relay.url, (await relay.pair()).code);
+    const ctx = relay.relay.node.ctx;
+    const keys = ctx.devices.keys;
+    const lookup = keys.get.bind(keys);
+    // The removal lands between the key lookup (which still found the phone) and the socket
+    // opening: the order a removal from the CLI or another node can take.
+    keys.get = async (id) => {
+      const found = await lookup(id);
+      if (id === removed.deviceId) {
+        expect(await relay.relay.store.store.removeDevice(id)).toBe(true);
+        await relay.relay.node.control({ type: 'device_removed', deviceId: id });
+        await waitFor(() => ctx.hub.isRevoked({ deviceId: id }));
+      }
+      return found;
+    };
+    try {
+      const s = await openSocket(relay.url, signedHeaders(removed, await challenge(relay.url, removed.deviceId)));
+      expect(await s.closed).toEqual({ code: 4004, reason: 'device removed' });
+      expect(ctx.hub.device(removed.deviceId)).toBeUndefined();
+      expect(s.frames).toEqual([]);
+    } finally {
+      keys.get = lookup;
+    }
+  });
+
   it('supersedes the older socket with 4001', async () => {
     const a = await openSocket(relay.url, signedHeaders(phone, await challenge(relay.url, phone.deviceId)));
     await completeHandshake(a);
