@@ -11,6 +11,27 @@ export interface QrPayload {
   fp?: string;
 }
 
+/** Longest phone name, in code points (docs/PROTOCOL.md "Pairing"). */
+export const MAX_DEVICE_NAME = 100;
+
+// C0 and C1 controls (NUL, ESC, line breaks, tabs…) and the bidi embedding, override and isolate
+// marks: with any whitespace around them they become one space (docs/decisions/0224-phone-names.md).
+const NAME_CONTROLS = /\s*(?:[\p{Cc}\u202A-\u202E\u2066-\u2069]\s*)+/gu;
+// In a `u` pattern a surrogate range matches only halves without their pair.
+const LONE_SURROGATE = /[\uD800-\uDFFF]/gu;
+
+/**
+ * A phone's name as it is stored and shown, whether the phone sent it to /pair or the owner gave
+ * it to the code (CLI, hosted dashboard): no control characters (Postgres refuses a NUL; an
+ * escape sequence or a line break reaches the terminal of whoever runs `devices list`),
+ * well-formed (a lone surrogate half becomes U+FFFD), at most MAX_DEVICE_NAME code points (an
+ * emoji is never cut in half), trimmed. '' when nothing is left.
+ */
+export function deviceName(raw: string): string {
+  const clean = raw.replace(NAME_CONTROLS, ' ').replace(LONE_SURROGATE, '\uFFFD').trim();
+  return Array.from(clean).slice(0, MAX_DEVICE_NAME).join('').trimEnd();
+}
+
 /** Creates a pairing code; the QR payload is what the phone scans. */
 export async function createPairing(
   store: Store,
@@ -22,7 +43,8 @@ export async function createPairing(
     accountId: opts.accountId ?? 'local',
     codeHash: hashPairingCode(code),
     expiresAt: new Date(now.getTime() + 10 * 60_000),
-    name: opts.name ?? null,
+    // The owner's name wins over the phone's at redemption: cleaned as the phone's would be.
+    name: (opts.name && deviceName(opts.name)) || null,
   });
   if (!r.ok) throw new Error('the account is at its plan limit for phones');
   return { v: 1, relay: opts.relay, code, ...(opts.fp ? { fp: opts.fp } : {}) };

@@ -67,6 +67,18 @@ export function parseDevicePublicKey(spkiBase64: string): KeyObject | undefined 
   }
 }
 
+/**
+ * The key a phone sent to /pair, as the relay stores it: standard base64 of its SPKI DER, or
+ * undefined if it is not a P-256 key in base64. Whitespace is allowed (Android's Base64.DEFAULT
+ * wraps lines); any other character outside the alphabet is refused rather than skipped, as
+ * Buffer's decoder would, so what is stored is exactly the key's DER and nothing else.
+ */
+export function canonicalDevicePublicKey(input: string): string | undefined {
+  const b64 = input.replace(/\s+/g, '');
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(b64)) return undefined;
+  return parseDevicePublicKey(b64)?.export({ format: 'der', type: 'spki' }).toString('base64');
+}
+
 /** DER of a P-256 SubjectPublicKeyInfo up to its uncompressed point (0x04 || X || Y): how phones send their keys. */
 const P256_SPKI_PREFIX = Buffer.from('3059301306072a8648ce3d020106082a8648ce3d030107034200', 'hex');
 const P256_SPKI_BYTES = P256_SPKI_PREFIX.length + 65;

@@ -19,4 +19,6 @@ export interface GatewayContext {
   devices: { keys: DeviceKeyLookup; seen: DeviceSeenWriter };
   log: Logger;
   state: { draining: boolean };
+  /** sha256:<hex> of the TLS leaf's SPKI when this node terminates TLS: the `fp` of every QR it makes. */
+  fingerprint?: string;
 }

@@ -181,6 +181,13 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
         ws.end(data.rejectCode ?? CLOSE.unauthorised, data.rejectReason.slice(0, 120));
         return;
       }
+      // Removed after its key was read (a removal from the CLI or another node lands between
+      // the lookup and here): applyControl found no socket to close, so this one is refused now
+      // instead of being attached until the journal's copy of the removal arrives.
+      if (ctx.hub.isRevoked({ deviceId: data.deviceId })) {
+        ws.end(CLOSE.removed, 'device removed');
+        return;
+      }
       const conn = new DeviceConnection(
         ws,
         data,

@@ -53,6 +53,10 @@ export async function startGateway(opts: {
 }): Promise<GatewayNode> {
   const { config, store, bus, log } = opts;
   const hub = new Hub(bus);
+  // The pin QR payloads carry (docs/PROTOCOL.md "Pairing"), whoever makes them: the CLI reads it
+  // from the data dir, /api/v1 and the dashboard from here.
+  const fingerprint =
+    config.tlsCert && config.tlsKey ? spkiFingerprint(readFileSync(config.tlsCert, 'utf8')) : undefined;
   const ctx = {
     config,
     store,
@@ -63,6 +67,7 @@ export async function startGateway(opts: {
     devices: { keys: new DeviceKeyLookup(store), seen: new DeviceSeenWriter(store, log) },
     log,
     state: { draining: false },
+    fingerprint,
   } as GatewayContext;
   ctx.router = new Router(ctx);
 
@@ -82,10 +87,8 @@ export async function startGateway(opts: {
     redisUp: () => (bus.kind === 'redis' ? bus.available : undefined),
   });
 
-  let fingerprint: string | undefined;
   let app: TemplatedApp;
   if (config.tlsCert && config.tlsKey) {
-    fingerprint = spkiFingerprint(readFileSync(config.tlsCert, 'utf8'));
     app = uws.SSLApp({ cert_file_name: config.tlsCert, key_file_name: config.tlsKey });
   } else {
     app = uws.App();

@@ -6,7 +6,8 @@
 import type { HttpRequest, HttpResponse } from '../uws.ts';
 import { clientAddress, Exchange, BodyTooLarge } from './http.ts';
 import { hashPairingCode, newId, normalizePairingCode } from '../crypto/secrets.ts';
-import { parseDevicePublicKey } from '../crypto/device-auth.ts';
+import { canonicalDevicePublicKey } from '../crypto/device-auth.ts';
+import { deviceName } from '../provisioning.ts';
 import { metrics, rateLimited } from '../metrics.ts';
 import type { GatewayContext } from './context.ts';
 import { markFailed, tracingOn, type Span } from '../observability/tracing.ts';
@@ -14,7 +15,6 @@ import { pairSpan } from '../observability/relay-spans.ts';
 
 export const PAIR_FAILURE_LIMIT = 5;
 export const PAIR_FAILURE_WINDOW_MS = 10 * 60_000;
-const MAX_NAME = 100;
 
 export function handlePair(ctx: GatewayContext) {
   return (res: HttpResponse, req: HttpRequest): void => {
@@ -51,21 +51,26 @@ async function pair(
   // behind one address, docs/decisions/0173-enrollment.md), which give their slot back.
   let wrongCode = false;
   const deadline = Date.now() + PAIR_GATE_WAIT_MS;
+  const refuse = () => {
+    metrics.pairAttempts.inc({ outcome: 'rate_limited' });
+    rateLimited.pair_failures.inc();
+    span?.setAttribute('phonebridge.pair.outcome', 'rate_limited');
+    if (span) markFailed(span, 'rate_limited');
+    ex.error(429, 'rate_limited', 'too many failed pairing attempts from this address; try again later', {
+      'Retry-After': String(PAIR_FAILURE_WINDOW_MS / 1000),
+    });
+  };
   for (;;) {
+    // Five confirmed wrong codes refuse at once, also when the gate's counter is below the
+    // limit: its window opened at the address's first attempt (perhaps a good pairing) and
+    // can lapse while theirs, opened at the first wrong code, still runs.
+    if ((await ctx.bus.peek(badKey)) >= PAIR_FAILURE_LIMIT) return refuse();
     if ((await ctx.bus.hit(failKey, PAIR_FAILURE_WINDOW_MS)) <= PAIR_FAILURE_LIMIT) break;
     await ctx.bus.unhit(failKey).catch(() => {});
     // Wait until a slot looks free (a read, not a reservation: waiting attempts cost one
     // counter read per poll), then try to take it again.
     for (;;) {
-      if ((await ctx.bus.peek(badKey)) >= PAIR_FAILURE_LIMIT || Date.now() >= deadline || ex.aborted) {
-        metrics.pairAttempts.inc({ outcome: 'rate_limited' });
-        rateLimited.pair_failures.inc();
-        span?.setAttribute('phonebridge.pair.outcome', 'rate_limited');
-        if (span) markFailed(span, 'rate_limited');
-        return ex.error(429, 'rate_limited', 'too many failed pairing attempts from this address; try again later', {
-          'Retry-After': String(PAIR_FAILURE_WINDOW_MS / 1000),
-        });
-      }
+      if ((await ctx.bus.peek(badKey)) >= PAIR_FAILURE_LIMIT || Date.now() >= deadline || ex.aborted) return refuse();
       await slotFreed(failKey);
       if ((await ctx.bus.peek(failKey)) < PAIR_FAILURE_LIMIT) break;
     }
@@ -120,11 +125,12 @@ async function redeem(ctx: GatewayContext, ex: Exchange, raw: Buffer, span: Span
     ex.error(400, 'bad_request', 'body must be JSON {"code","public_key","name"}');
     return false;
   }
-  if (typeof input.public_key !== 'string' || !parseDevicePublicKey(input.public_key)) {
+  const publicKey = typeof input.public_key === 'string' ? canonicalDevicePublicKey(input.public_key) : undefined;
+  if (!publicKey) {
     ex.error(400, 'bad_public_key', 'public_key must be base64 of a P-256 SubjectPublicKeyInfo (DER)');
     return false;
   }
-  const name = typeof input.name === 'string' && input.name.trim() ? input.name.trim().slice(0, MAX_NAME) : 'phone';
+  const name = (typeof input.name === 'string' && deviceName(input.name)) || 'phone';
   const code = normalizePairingCode(input.code);
   let result: Awaited<ReturnType<typeof ctx.store.redeemPairingCode>>;
   try {
@@ -132,7 +138,7 @@ async function redeem(ctx: GatewayContext, ex: Exchange, raw: Buffer, span: Span
       ? await ctx.store.redeemPairingCode({
           codeHash: hashPairingCode(code),
           deviceId: newId('dev'),
-          publicKey: input.public_key,
+          publicKey,
           name,
           now: new Date(),
         })

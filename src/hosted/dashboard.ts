@@ -275,7 +275,12 @@ async function pair(r: HostedRequest, account: Account, form: URLSearchParams): 
   const name = (form.get('name') ?? '').trim().slice(0, 100) || null;
   let qr;
   try {
-    qr = await createPairing(r.ctx.store, { accountId: account.id, name, relay: r.ctx.config.publicUrl });
+    qr = await createPairing(r.ctx.store, {
+      accountId: account.id,
+      name,
+      relay: r.ctx.config.publicUrl,
+      fp: r.ctx.fingerprint,
+    });
   } catch (err) {
     if (!/plan limit/.test(String(err))) throw err;
     return r.page(

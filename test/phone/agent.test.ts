@@ -4,6 +4,7 @@ import { execFileSync } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { X509Certificate } from 'node:crypto';
+import { request as httpsRequest } from 'node:https';
 import { once } from 'node:events';
 import { cpSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -19,6 +20,8 @@ import {
 import { KEY_FILE, loadIdentity, saveIdentity } from '../../src/device/agent/state.ts';
 import { PinMismatchError, spkiFingerprint } from '../../src/device/agent/relay-http.ts';
 import { connectClient, startTestRelay, waitFor, type TestRelay } from '../helpers/relay.ts';
+import { createFleetKey } from '../../src/fleet/keys.ts';
+import { SCOPES } from '../../src/store/index.ts';
 import {
   FreezableProxy,
   metricValue,
@@ -411,6 +414,37 @@ describe.skipIf(!haveOpenssl)('TLS pinning against a relay serving https', () =>
       stateDir: join(scratchDir('pb-agent-'), 'state'),
       qr: { ...qr, fp },
       name: 'x',
+      log: silentLogger,
+    });
+    expect(await tlsRelay.relay.store.store.getDevice(identity.device_id)).toBeTruthy();
+  });
+
+  it('an enrollment code made through /api/v1 carries the pin, and a phone pairs with its QR as given', async () => {
+    const { token } = await createFleetKey(tlsRelay.relay.store.store, { accountId: 'local', scopes: [...SCOPES] });
+    const body = JSON.stringify({ max_phones: 2, expires_s: 600 });
+    const created = await new Promise<{ status: number; json: any }>((resolve, reject) => {
+      const req = httpsRequest(
+        `${tlsRelay.url}/api/v1/enrollments`,
+        {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-api-key': token },
+          rejectUnauthorized: false, // this test's own call; the phone below trusts only the pin
+        },
+        (res) => {
+          let text = '';
+          res.on('data', (c: Buffer) => (text += c.toString()));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, json: JSON.parse(text) }));
+        },
+      );
+      req.on('error', reject);
+      req.end(body);
+    });
+    expect(created.status).toBe(201);
+    expect(created.json.qr).toEqual({ v: 1, relay: tlsRelay.url, code: created.json.code, fp });
+    const identity = await DeviceAgent.pair({
+      stateDir: join(scratchDir('pb-agent-'), 'state'),
+      qr: JSON.stringify(created.json.qr),
+      name: 'enrolled',
       log: silentLogger,
     });
     expect(await tlsRelay.relay.store.store.getDevice(identity.device_id)).toBeTruthy();

@@ -70,6 +70,64 @@ describe('POST /pair', () => {
     expect(ok.status).toBe(200);
   });
 
+  it('refuses a public_key with characters outside base64 (a NUL, junk) as bad_public_key, not as a store outage, and keeps the code', async () => {
+    const qr = await relay.pair();
+    const key = generateDeviceKey().publicKeySpkiBase64;
+    for (const public_key of [key.slice(0, 10) + '\u0000' + key.slice(10), key.slice(0, 10) + '!*!' + key.slice(10)]) {
+      const r = await postJson(
+        `${relay.url}/pair`,
+        { code: qr.code, public_key, name: 'x' },
+        { 'x-forwarded-for': '10.9.8.1' },
+      );
+      expect({ public_key, status: r.status, error: r.json.error }).toEqual({
+        public_key,
+        status: 400,
+        error: 'bad_public_key',
+      });
+    }
+    // Android's Base64.DEFAULT wraps lines: still the key, stored as plain base64 of its DER.
+    const wrapped = key.replace(/(.{76})/g, '$1\n') + '\n';
+    const ok = await postJson(`${relay.url}/pair`, { code: qr.code, public_key: wrapped, name: 'x' });
+    expect(ok.status).toBe(200);
+    expect((await relay.relay.store.store.getDevice(ok.json.device_id))?.publicKey).toBe(key);
+  });
+
+  it('keeps control characters out of a phone name (a NUL was a 503; escapes reached the operator terminal) and cuts it at 100 characters, not UTF-16 units', async () => {
+    const cases: Array<[string, string]> = [
+      ['pixel\u0000 7', 'pixel 7'],
+      // What `devices list` would have printed as a clear screen and a forged second row.
+      ['x\u001b[2J\ndev_fake  admin\r', 'x [2J dev_fake  admin'],
+      ['\u202Egnp.exe\u202C', 'gnp.exe'],
+      ['\t\u0085 \u007f', 'phone'],
+      ['a' + '😀'.repeat(120), 'a' + '😀'.repeat(99)],
+      ['lone \ud800 half', 'lone \ufffd half'],
+    ];
+    for (const [i, [name, stored]] of cases.entries()) {
+      const qr = await relay.pair();
+      const r = await postJson(
+        `${relay.url}/pair`,
+        { code: qr.code, public_key: generateDeviceKey().publicKeySpkiBase64, name },
+        { 'x-forwarded-for': `10.9.7.${i}` },
+      );
+      expect({ name, status: r.status }).toEqual({ name, status: 200 });
+      expect({ name, stored: (await relay.relay.store.store.getDevice(r.json.device_id))?.name }).toEqual({
+        name,
+        stored,
+      });
+    }
+  });
+
+  it("cleans the name the owner gave a code the same way (a hosted dashboard name also reaches the operator's devices list)", async () => {
+    const qr = await relay.pair('rack\u001b]0;owned\u0007 one\n');
+    const r = await postJson(
+      `${relay.url}/pair`,
+      { code: qr.code, public_key: generateDeviceKey().publicKeySpkiBase64, name: 'phone' },
+      { 'x-forwarded-for': '10.9.6.1' },
+    );
+    expect(r.status).toBe(200);
+    expect((await relay.relay.store.store.getDevice(r.json.device_id))?.name).toBe('rack ]0;owned one');
+  });
+
   it('answers malformed JSON with 400', async () => {
     const r = await postJson(`${relay.url}/pair`, '{"code":');
     expect(r.status).toBe(400);
@@ -186,6 +244,32 @@ describe('phone socket authentication', () => {
   it('closes with 4003 when headers are missing', async () => {
     const s = await openSocket(relay.url, { 'X-Device-Id': phone.deviceId });
     expect((await s.closed).code).toBe(4003);
+  });
+
+  it('closes with 4004 a phone removed while its upgrade was being checked, and does not attach it', async () => {
+    const removed = await pairRaw(relay.url, (await relay.pair()).code);
+    const ctx = relay.relay.node.ctx;
+    const keys = ctx.devices.keys;
+    const lookup = keys.get.bind(keys);
+    // The removal lands between the key lookup (which still found the phone) and the socket
+    // opening: the order a removal from the CLI or another node can take.
+    keys.get = async (id) => {
+      const found = await lookup(id);
+      if (id === removed.deviceId) {
+        expect(await relay.relay.store.store.removeDevice(id)).toBe(true);
+        await relay.relay.node.control({ type: 'device_removed', deviceId: id });
+        await waitFor(() => ctx.hub.isRevoked({ deviceId: id }));
+      }
+      return found;
+    };
+    try {
+      const s = await openSocket(relay.url, signedHeaders(removed, await challenge(relay.url, removed.deviceId)));
+      expect(await s.closed).toEqual({ code: 4004, reason: 'device removed' });
+      expect(ctx.hub.device(removed.deviceId)).toBeUndefined();
+      expect(s.frames).toEqual([]);
+    } finally {
+      keys.get = lookup;
+    }
   });
 
   it('supersedes the older socket with 4001', async () => {

@@ -593,6 +593,7 @@ export const ROUTES: ApiRoute[] = [
           labels: body.labels,
           namePrefix: body.name_prefix ?? null,
           relay: ctx.config.publicUrl,
+          fp: ctx.fingerprint,
         });
         return { id: e.id, code: e.code, qr: e.qr };
       } catch (err) {
