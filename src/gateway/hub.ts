@@ -20,6 +20,13 @@ export interface CredentialMatch {
   sessionId?: string;
 }
 
+/**
+ * Why a credential lost its right to the phone: what its calls in flight are answered
+ * (`cancelled`, or `device_removed` when the phone itself was removed, the same answer the
+ * phone's own node gives them: docs/PROTOCOL.md "Error codes").
+ */
+export type RevocationReason = 'revoked' | 'device_removed';
+
 /** Something on this node that wants a device's notifications: a session's SSE streams. */
 export interface Listener {
   sessionId: string;
@@ -66,7 +73,7 @@ export class Hub {
   private readonly held = new Set<Held>();
   /** Client streams on this node per key, oldest first. */
   private readonly keyStreams = new Map<string, Set<{ end(): void }>>();
-  private readonly revokeHandlers: Array<(match: CredentialMatch) => void> = [];
+  private readonly revokeHandlers: Array<(match: CredentialMatch, reason: RevocationReason) => void> = [];
   private readonly attachHandlers: Array<(conn: DeviceConnection) => void> = [];
   private readonly revoked = new ExpiringMap<true>();
 
@@ -209,7 +216,7 @@ export class Hub {
   }
 
   /** Runs on every revocation, removal or lock applied on this node (calls in flight, caches). */
-  onRevoke(handler: (match: CredentialMatch) => void): void {
+  onRevoke(handler: (match: CredentialMatch, reason: RevocationReason) => void): void {
     this.revokeHandlers.push(handler);
   }
 
@@ -217,7 +224,7 @@ export class Hub {
    * A credential (or a whole device, or account) lost its right to the phone: every stream it
    * holds open on this node ends, and every onRevoke handler runs. Returns how many streams ended.
    */
-  revoke(match: CredentialMatch): number {
+  revoke(match: CredentialMatch, reason: RevocationReason = 'revoked'): number {
     let ended = 0;
     if (match.sessionId === undefined) for (const k of revokedKeys(match)) this.revoked.set(k, true, REVOKED_MEMORY_MS);
     for (const [deviceId, entry] of [...this.listeners]) {
@@ -236,7 +243,7 @@ export class Hub {
       h.end();
       ended++;
     }
-    for (const f of this.revokeHandlers) f(match);
+    for (const f of this.revokeHandlers) f(match, reason);
     return ended;
   }
 

@@ -430,7 +430,7 @@ function applyControl(ctx: GatewayContext, event: ControlEvent): void {
     case 'device_removed':
       ctx.auth.invalidate({ deviceId: event.deviceId });
       ctx.hub.device(event.deviceId)?.close(CLOSE.removed, 'device removed', 'device_removed');
-      ctx.hub.revoke({ deviceId: event.deviceId });
+      ctx.hub.revoke({ deviceId: event.deviceId }, 'device_removed');
       void ctx.bus.sessions.deleteWhere({ deviceId: event.deviceId }).catch(() => {});
       break;
     case 'token_revoked':

@@ -20,7 +20,7 @@ import type { Scope } from '../store/types.ts';
 import type { CallHandle, Caller, DeviceConnection, ReplySink } from './device-connection.ts';
 import { paramsWithCaller, type ClientRequestBytes } from '../protocol/request-bytes.ts';
 import type { GatewayContext } from './context.ts';
-import { matchesCredential, type CredentialMatch } from './hub.ts';
+import { matchesCredential, type CredentialMatch, type RevocationReason } from './hub.ts';
 import { answered, crossNode, goodbyes, reroutes, unreadable } from '../metrics.ts';
 import { tracingOn } from '../observability/tracing.ts';
 import { busSendSpan } from '../observability/relay-spans.ts';
@@ -191,19 +191,21 @@ export class Router {
     });
     this.ownerCheck = setInterval(() => void this.checkOwners(), OWNER_CHECK_MS);
     this.ownerCheck.unref();
-    ctx.hub.onRevoke((match) => this.cancelWhere(match));
+    ctx.hub.onRevoke((match, reason) => this.cancelWhere(match, reason));
   }
 
   /**
    * Cancels every request this node accepted for a credential (or device, or account) that was
-   * revoked: the phone is told (notifications/cancelled), the client gets `cancelled`.
+   * revoked: the phone is told (notifications/cancelled), the client gets `cancelled`, or
+   * `device_removed` when the phone was removed (whichever node learns of it first answers alike).
    */
-  cancelWhere(match: CredentialMatch): number {
+  cancelWhere(match: CredentialMatch, reason: RevocationReason = 'revoked'): number {
+    const error = reason === 'device_removed' ? relayError('device_removed') : relayError('cancelled');
     let n = 0;
     for (const r of [...this.active]) {
       const who = { deviceId: r.deviceId, tokenId: r.caller.tokenId, accountId: r.caller.accountId };
       if (match.sessionId === undefined && matchesCredential(match, who)) {
-        this.cancel(r);
+        this.cancel(r, error);
         n++;
       }
     }
@@ -611,7 +613,7 @@ export class Router {
     if (this.owners.get(deviceId)?.owner.nodeId === nodeId) this.owners.delete(deviceId);
   }
 
-  private cancel(r: Route): void {
+  private cancel(r: Route, error: JsonRpcErrorObject = relayError('cancelled')): void {
     if (r.done) return;
     if (r.state === 'local') return r.conn ? r.conn.cancelCall(r.relayId) : r.cancelLocal?.();
     if (r.state === 'remote' && r.rid !== undefined) {
@@ -621,7 +623,7 @@ export class Router {
           .sendToNode(p.node, encode({ t: 'cancel', from: this.ctx.bus.nodeId, rid: r.rid }))
           .catch(() => {});
     }
-    r.sink.fail(relayError('cancelled'));
+    r.sink.fail(error);
   }
 
   /** @internal The origin's own deadline for a request sent to another node (send). */
