@@ -141,10 +141,12 @@ export class Upstream {
       if (err instanceof McpError && err.code !== (ErrorCode.ConnectionClosed as number)) {
         throw new RpcError(err.code, err.message.replace(/^MCP error -?\d+: /, ''), err.data);
       }
-      if (err instanceof Error && err.name === 'ZodError') {
+      // A well-formed answer the bridge cannot use: the server is up, only this answer failed.
+      const issues = schemaIssues(err);
+      if (issues) {
         throw new RpcError(
           ErrorCode.InternalError,
-          `the bridged MCP server sent a malformed ${request.method} result: ${err.message}`,
+          `the bridged MCP server sent a malformed ${request.method} result: ${issues}`,
         );
       }
       this.dropped(client, describe(err));
@@ -260,6 +262,19 @@ function isProgress(message: JSONRPCMessage): message is ProgressNotification & 
 
 function progressOf({ progressToken: _token, ...progress }: ProgressNotification['params']): Progress {
   return progress;
+}
+
+/**
+ * The issues of a failed result validation, as `path: message` (the SDK's zod-mini errors are
+ * named `$ZodError`, classic zod's `ZodError`: both have `issues`). Undefined for other errors.
+ */
+function schemaIssues(err: unknown): string | undefined {
+  const issues = (err as { issues?: unknown } | undefined)?.issues;
+  if (!(err instanceof Error) || !Array.isArray(issues)) return undefined;
+  return (issues as { path?: PropertyKey[]; message?: string }[])
+    .slice(0, 5)
+    .map((issue) => `${(issue.path ?? []).map(String).join('.') || '(result)'}: ${issue.message ?? 'invalid'}`)
+    .join('; ');
 }
 
 function describe(err: unknown): string {

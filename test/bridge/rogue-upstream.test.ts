@@ -1,0 +1,60 @@
+// The bridge in front of an upstream that breaks the protocol (test/bridge/rogue-upstream.ts, a
+// real process over stdio): what the MCP client gets, what the operator's log says, and that
+// the bridge keeps its upstream and its socket to the relay when it should.
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { bridgeServerFactory, type BridgeServerFactory } from '../../src/device/bridge/index.ts';
+import type { AgentLogger } from '../../src/device/agent/agent.ts';
+import { connectToBridge, tsxCommand } from './connect.ts';
+/** What every payload of test/bridge/rogue-upstream.ts carries. */
+const SECRET = 'sk-rogue-0123456789';
+
+const ROGUE = fileURLToPath(new URL('./rogue-upstream.ts', import.meta.url));
+
+/** A logger that keeps every line, to check what reaches the operator's log. */
+function recordingLog(): AgentLogger & { lines: string[] } {
+  const lines: string[] = [];
+  return {
+    lines,
+    info: (msg) => void lines.push(msg),
+    warn: (msg) => void lines.push(msg),
+    error: (msg) => void lines.push(msg),
+  };
+}
+
+/** A bridge over the rogue upstream in `mode`, with an in-memory SDK client, for one describe block. */
+function useRogueBridge(mode = 'normal') {
+  const b = { log: recordingLog() } as {
+    log: ReturnType<typeof recordingLog>;
+    factory: BridgeServerFactory;
+    client: Client;
+  };
+  beforeAll(async () => {
+    b.factory = await bridgeServerFactory({ upstreamCmd: `${tsxCommand(ROGUE)} ${mode}`, log: b.log });
+    b.client = await connectToBridge(b.factory);
+  }, 60_000);
+  afterAll(async () => {
+    await b.client?.close();
+    await b.factory?.close();
+  });
+  return b;
+}
+
+describe('an upstream whose tools/list result is malformed', () => {
+  const b = useRogueBridge('bad-list');
+
+  it('gets a clear error and the upstream is kept, not restarted', async () => {
+    const pid = b.factory.upstream.pid;
+    await expect(b.client.listTools()).rejects.toThrow(/the bridged MCP server sent a malformed tools\/list result/);
+    const err = await b.client.listTools().then(
+      () => 'listed',
+      (e: Error) => e.message,
+    );
+    expect(err).toMatch(/malformed tools\/list result: tools: Invalid input: expected array/);
+    expect(err).not.toContain(SECRET);
+    expect(b.factory.upstream.connected).toBe(true);
+    expect(b.factory.upstream.pid).toBe(pid);
+    expect(b.log.lines.filter((line) => line.includes('lost the upstream'))).toEqual([]);
+  });
+});
