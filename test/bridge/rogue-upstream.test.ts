@@ -4,8 +4,10 @@
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { bridgeServerFactory, type BridgeServerFactory } from '../../src/device/bridge/index.ts';
 import type { AgentLogger } from '../../src/device/agent/agent.ts';
+import { connectClient, startTestPhone, startTestRelay, type TestPhone, type TestRelay } from '../helpers/relay.ts';
 import { connectToBridge, tsxCommand } from './connect.ts';
 /** What every payload of test/bridge/rogue-upstream.ts carries. */
 const SECRET = 'sk-rogue-0123456789';
@@ -56,5 +58,48 @@ describe('an upstream whose tools/list result is malformed', () => {
     expect(b.factory.upstream.connected).toBe(true);
     expect(b.factory.upstream.pid).toBe(pid);
     expect(b.log.lines.filter((line) => line.includes('lost the upstream'))).toEqual([]);
+  });
+});
+
+/** The rogue upstream behind a real relay: phone agent on a WebSocket, SDK client over HTTP. */
+function useRogueBehindRelay(mode = 'normal') {
+  const b = { log: recordingLog() } as {
+    log: ReturnType<typeof recordingLog>;
+    relay: TestRelay;
+    factory: BridgeServerFactory;
+    phone: TestPhone;
+    client: Client;
+  };
+  beforeAll(async () => {
+    b.relay = await startTestRelay(['--request-timeout-ms', '3000']);
+    b.factory = await bridgeServerFactory({ upstreamCmd: `${tsxCommand(ROGUE)} ${mode}`, log: b.log });
+    b.phone = await startTestPhone(b.relay, b.factory);
+    ({ client: b.client } = await connectClient(b.relay.mcpUrl, (await b.relay.key(b.phone.deviceId)).token));
+  }, 60_000);
+  afterAll(async () => {
+    await b.client?.close();
+    await b.phone?.stop();
+    await b.factory?.close();
+    await b.relay?.stop();
+  });
+  return b;
+}
+
+const textOf = (result: unknown) => ((result as CallToolResult).content[0] as { text: string }).text;
+
+describe('an upstream that writes what nobody asked for, behind a relay', () => {
+  const b = useRogueBehindRelay();
+
+  it('answers the call and logs what was dropped without its content', async () => {
+    const call = (name: string) => b.client.callTool({ name, arguments: {} }).then(textOf);
+    expect(await call('garbage')).toBe('after garbage'); // a non-JSON line, then a non-JSON-RPC one
+    expect(await call('stray-id')).toBe('after stray'); // an answer to an id never sent
+    expect(await call('twice')).toBe('first'); // the same id answered twice
+    expect(b.phone.agent.connected).toBe(true);
+    expect(b.factory.upstream.connected).toBe(true);
+    const log = b.log.lines.join('\n');
+    expect(log).toMatch(/dropped a line that is not JSON/);
+    expect(log).toMatch(/dropped an answer to a request it did not send or that was already answered/);
+    expect(log).not.toContain(SECRET);
   });
 });

@@ -188,7 +188,7 @@ export class Upstream {
     for (const schema of RELAYED_NOTIFICATIONS) {
       client.setNotificationHandler(schema, (notification) => this.options.onNotification(notification));
     }
-    client.onerror = (err) => this.options.log.warn(`bridge: upstream ${this.label}: ${err.message}`);
+    client.onerror = (err) => this.options.log.warn(`bridge: upstream ${this.label}: ${withoutContent(err)}`);
     const transport = this.transport();
     await client.connect(transport);
     // Progress is routed here, synchronously in arrival order, not through the SDK's onprogress:
@@ -275,6 +275,23 @@ function schemaIssues(err: unknown): string | undefined {
     .slice(0, 5)
     .map((issue) => `${(issue.path ?? []).map(String).join('.') || '(result)'}: ${issue.message ?? 'invalid'}`)
     .join('; ');
+}
+
+/**
+ * What went wrong on the upstream connection, for the operator's log. The SDK's own messages
+ * quote what the server sent (a stray answer in full, the start of a non-JSON line): message
+ * content, which stays out of logs.
+ */
+function withoutContent(err: Error): string {
+  if (err instanceof SyntaxError)
+    return 'dropped a line that is not JSON (a stdio MCP server must write only JSON-RPC to stdout; logs go to stderr)';
+  if (schemaIssues(err)) return 'dropped a message that is not JSON-RPC';
+  if (err.message.startsWith('Received a response for an unknown message ID'))
+    return 'dropped an answer to a request it did not send or that was already answered';
+  if (err.message.startsWith('Received a progress notification for an unknown token'))
+    return 'dropped progress for a token it was not given';
+  if (err.message.startsWith('Unknown message type')) return 'dropped a message of unknown type';
+  return err.message.length > 200 ? `${err.message.slice(0, 200)}…` : err.message;
 }
 
 function describe(err: unknown): string {
