@@ -8,7 +8,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { bridgeServerFactory, type BridgeServerFactory } from '../../src/device/bridge/index.ts';
 import type { AgentLogger } from '../../src/device/agent/agent.ts';
 import { connectClient, startTestPhone, startTestRelay, type TestPhone, type TestRelay } from '../helpers/relay.ts';
-import { connectToBridge, tsxCommand } from './connect.ts';
+import { connectToBridge, tsxCommand, waitFor } from './connect.ts';
 /** What every payload of test/bridge/rogue-upstream.ts carries. */
 const SECRET = 'sk-rogue-0123456789';
 
@@ -101,5 +101,28 @@ describe('an upstream that writes what nobody asked for, behind a relay', () => 
     expect(log).toMatch(/dropped a line that is not JSON/);
     expect(log).toMatch(/dropped an answer to a request it did not send or that was already answered/);
     expect(log).not.toContain(SECRET);
+  });
+});
+
+describe('an upstream that crashes mid-request, behind a relay', () => {
+  const b = useRogueBehindRelay();
+
+  it('fails the call at once with upstream_unavailable, names no command line, and comes back', async () => {
+    const pid = b.factory.upstream.pid;
+    const started = Date.now();
+    const result = (await b.client.callTool({ name: 'crash', arguments: {} })) as CallToolResult;
+    expect(Date.now() - started).toBeLessThan(2_000); // not the relay's 3 s deadline
+    expect(result.isError).toBe(true);
+    const { error } = JSON.parse(textOf(result)) as { error: { code: string; message: string } };
+    expect(error.code).toBe('upstream_unavailable');
+    expect(error.message).toMatch(/^the bridged MCP server is unavailable: the connection closed/);
+    // The command is the operator's (paths, maybe a token in an argument), not the caller's.
+    expect(error.message).not.toContain('rogue-upstream');
+    expect(b.log.lines.some((line) => line.includes('lost the upstream') && line.includes('rogue-upstream'))).toBe(
+      true,
+    );
+    expect(b.phone.agent.connected).toBe(true);
+    await waitFor(() => b.factory.upstream.connected && b.factory.upstream.pid !== pid, 10_000);
+    expect(await b.client.callTool({ name: 'stray-id', arguments: {} }).then(textOf)).toBe('after stray');
   });
 });

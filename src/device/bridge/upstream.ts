@@ -167,9 +167,10 @@ export class Upstream {
     await client?.close();
   }
 
+  /** Goes to the MCP client: without the label, which is the operator's command line or URL. */
   private unavailable(): UpstreamUnavailableError {
     const what = this.closed ? 'the bridge is shutting down' : `${this.downReason}; restarting it with backoff`;
-    return new UpstreamUnavailableError(`the bridged MCP server ${this.label} is unavailable: ${what}`);
+    return new UpstreamUnavailableError(`the bridged MCP server is unavailable: ${what}`);
   }
 
   private async connect(): Promise<Client> {
