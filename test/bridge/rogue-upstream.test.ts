@@ -1,6 +1,9 @@
 // The bridge in front of an upstream that breaks the protocol (test/bridge/rogue-upstream.ts, a
 // real process over stdio): what the MCP client gets, what the operator's log says, and that
 // the bridge keeps its upstream and its socket to the relay when it should.
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -125,4 +128,16 @@ describe('an upstream that crashes mid-request, behind a relay', () => {
     await waitFor(() => b.factory.upstream.connected && b.factory.upstream.pid !== pid, 10_000);
     expect(await b.client.callTool({ name: 'stray-id', arguments: {} }).then(textOf)).toBe('after stray');
   });
+});
+
+describe('an upstream that fails its initialize', () => {
+  it('stops the bridge with a clear error, and the process is gone when it does', async () => {
+    const pidFile = join(mkdtempSync(join(tmpdir(), 'rogue-')), 'pid');
+    await expect(
+      bridgeServerFactory({ upstreamCmd: `${tsxCommand(ROGUE)} bad-init '${pidFile}'`, log: recordingLog() }),
+    ).rejects.toThrow(/could not start the upstream MCP server .*protocol version is not supported: 1999-01-01/);
+    // `device run` exits right after this error: a child still running then would be orphaned.
+    const pid = Number(readFileSync(pidFile, 'utf8'));
+    expect(() => process.kill(pid, 0)).toThrow(/ESRCH/);
+  }, 30_000);
 });

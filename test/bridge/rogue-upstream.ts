@@ -1,13 +1,19 @@
 // A misbehaving stdio MCP server, raw JSON-RPC on stdin/stdout (no SDK, so it can break the
 // protocol): each tool is one failure an operator's upstream can show the bridge. Run:
-//   npx tsx test/bridge/rogue-upstream.ts [exit-at-start | bad-list | bad-tool | huge-list]
+//   npx tsx test/bridge/rogue-upstream.ts [exit-at-start | bad-list | bad-tool | huge-list | bad-init PIDFILE]
 // Every payload carries SECRET (test/bridge/rogue-upstream.test.ts knows it), so a test can check that no log line repeats message content.
 // `cancelled-seen` answers with the ids of the notifications/cancelled it received.
+import { writeFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 
 const SECRET = 'sk-rogue-0123456789';
 const mode = process.argv[2] ?? 'normal';
 if (mode === 'exit-at-start') process.exit(7);
+if (mode === 'bad-init') {
+  // An initialize answer the client must refuse, from a server that outlives its stdin.
+  writeFileSync(process.argv[3], String(process.pid));
+  setInterval(() => {}, 60_000);
+}
 
 type Message = { jsonrpc: '2.0'; id?: number | string; method?: string; params?: any; result?: any; error?: any };
 const write = (message: object) => process.stdout.write(JSON.stringify(message) + '\n');
@@ -100,7 +106,7 @@ for await (const line of createInterface({ input: process.stdin })) {
         jsonrpc: '2.0',
         id: message.id,
         result: {
-          protocolVersion: message.params.protocolVersion,
+          protocolVersion: mode === 'bad-init' ? '1999-01-01' : message.params.protocolVersion,
           capabilities: { tools: {}, logging: {} },
           serverInfo: { name: 'rogue-upstream', version: '6.6.6' },
         },

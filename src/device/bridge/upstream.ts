@@ -191,7 +191,22 @@ export class Upstream {
     }
     client.onerror = (err) => this.options.log.warn(`bridge: upstream ${this.label}: ${withoutContent(err)}`);
     const transport = this.transport();
-    await client.connect(transport);
+    // The SDK closes a client whose initialize failed without waiting for the close (stdin
+    // ended, then SIGTERM, then SIGKILL); the bridge waits, so a server that ignores its closed
+    // stdin is not left running when `device run` exits on the error.
+    const closing: Promise<void>[] = [];
+    const close = transport.close.bind(transport);
+    transport.close = () => {
+      const closed = close();
+      closing.push(closed);
+      return closed;
+    };
+    try {
+      await client.connect(transport);
+    } catch (err) {
+      await Promise.allSettled([client.close(), ...closing]);
+      throw err;
+    }
     // Progress is routed here, synchronously in arrival order, not through the SDK's onprogress:
     // the SDK settles a response at once but defers notifications to a microtask, so the last
     // progress of a request that returns right after it would be lost (typescript-sdk#2580).
