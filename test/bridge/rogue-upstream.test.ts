@@ -105,6 +105,15 @@ describe('an upstream that writes what nobody asked for, behind a relay', () => 
     expect(log).toMatch(/dropped an answer to a request it did not send or that was already answered/);
     expect(log).not.toContain(SECRET);
   });
+
+  it('a call the upstream never answers ends at the relay deadline, and the cancel reaches the upstream', async () => {
+    const started = Date.now();
+    await expect(b.client.callTool({ name: 'hang', arguments: {} })).rejects.toThrow(/did not answer in time/);
+    expect(Date.now() - started).toBeLessThan(6_000); // --request-timeout-ms 3000
+    // The upstream lists the request ids of the notifications/cancelled it received.
+    await waitFor(async () => JSON.parse(await b.client.callTool({ name: 'cancelled-seen' }).then(textOf)).length > 0);
+    expect(b.phone.agent.connected).toBe(true);
+  });
 });
 
 describe('an upstream that crashes mid-request, behind a relay', () => {

@@ -16,7 +16,7 @@ if (mode === 'bad-init') {
 }
 
 type Message = { jsonrpc: '2.0'; id?: number | string; method?: string; params?: any; result?: any; error?: any };
-const write = (message: object) => process.stdout.write(JSON.stringify(message) + '\n');
+const write = (message: object): void => void process.stdout.write(JSON.stringify(message) + '\n');
 const text = (t: string) => ({ content: [{ type: 'text', text: t }] });
 const cancelled: unknown[] = [];
 let serverRequests = 0;
