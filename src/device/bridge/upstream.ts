@@ -141,10 +141,12 @@ export class Upstream {
       if (err instanceof McpError && err.code !== (ErrorCode.ConnectionClosed as number)) {
         throw new RpcError(err.code, err.message.replace(/^MCP error -?\d+: /, ''), err.data);
       }
-      if (err instanceof Error && err.name === 'ZodError') {
+      // A well-formed answer the bridge cannot use: the server is up, only this answer failed.
+      const issues = schemaIssues(err);
+      if (issues) {
         throw new RpcError(
           ErrorCode.InternalError,
-          `the bridged MCP server sent a malformed ${request.method} result: ${err.message}`,
+          `the bridged MCP server sent a malformed ${request.method} result: ${issues}`,
         );
       }
       this.dropped(client, describe(err));
@@ -165,9 +167,10 @@ export class Upstream {
     await client?.close();
   }
 
+  /** Goes to the MCP client: without the label, which is the operator's command line or URL. */
   private unavailable(): UpstreamUnavailableError {
     const what = this.closed ? 'the bridge is shutting down' : `${this.downReason}; restarting it with backoff`;
-    return new UpstreamUnavailableError(`the bridged MCP server ${this.label} is unavailable: ${what}`);
+    return new UpstreamUnavailableError(`the bridged MCP server is unavailable: ${what}`);
   }
 
   private async connect(): Promise<Client> {
@@ -186,9 +189,24 @@ export class Upstream {
     for (const schema of RELAYED_NOTIFICATIONS) {
       client.setNotificationHandler(schema, (notification) => this.options.onNotification(notification));
     }
-    client.onerror = (err) => this.options.log.warn(`bridge: upstream ${this.label}: ${err.message}`);
+    client.onerror = (err) => this.options.log.warn(`bridge: upstream ${this.label}: ${withoutContent(err)}`);
     const transport = this.transport();
-    await client.connect(transport);
+    // The SDK closes a client whose initialize failed without waiting for the close (stdin
+    // ended, then SIGTERM, then SIGKILL); the bridge waits, so a server that ignores its closed
+    // stdin is not left running when `device run` exits on the error.
+    const closing: Promise<void>[] = [];
+    const close = transport.close.bind(transport);
+    transport.close = () => {
+      const closed = close();
+      closing.push(closed);
+      return closed;
+    };
+    try {
+      await client.connect(transport);
+    } catch (err) {
+      await Promise.allSettled([client.close(), ...closing]);
+      throw err;
+    }
     // Progress is routed here, synchronously in arrival order, not through the SDK's onprogress:
     // the SDK settles a response at once but defers notifications to a microtask, so the last
     // progress of a request that returns right after it would be lost (typescript-sdk#2580).
@@ -260,6 +278,36 @@ function isProgress(message: JSONRPCMessage): message is ProgressNotification & 
 
 function progressOf({ progressToken: _token, ...progress }: ProgressNotification['params']): Progress {
   return progress;
+}
+
+/**
+ * The issues of a failed result validation, as `path: message` (the SDK's zod-mini errors are
+ * named `$ZodError`, classic zod's `ZodError`: both have `issues`). Undefined for other errors.
+ */
+function schemaIssues(err: unknown): string | undefined {
+  const issues = (err as { issues?: unknown } | undefined)?.issues;
+  if (!(err instanceof Error) || !Array.isArray(issues)) return undefined;
+  return (issues as { path?: PropertyKey[]; message?: string }[])
+    .slice(0, 5)
+    .map((issue) => `${(issue.path ?? []).map(String).join('.') || '(result)'}: ${issue.message ?? 'invalid'}`)
+    .join('; ');
+}
+
+/**
+ * What went wrong on the upstream connection, for the operator's log. The SDK's own messages
+ * quote what the server sent (a stray answer in full, the start of a non-JSON line): message
+ * content, which stays out of logs.
+ */
+function withoutContent(err: Error): string {
+  if (err instanceof SyntaxError)
+    return 'dropped a line that is not JSON (a stdio MCP server must write only JSON-RPC to stdout; logs go to stderr)';
+  if (schemaIssues(err)) return 'dropped a message that is not JSON-RPC';
+  if (err.message.startsWith('Received a response for an unknown message ID'))
+    return 'dropped an answer to a request it did not send or that was already answered';
+  if (err.message.startsWith('Received a progress notification for an unknown token'))
+    return 'dropped progress for a token it was not given';
+  if (err.message.startsWith('Unknown message type')) return 'dropped a message of unknown type';
+  return err.message.length > 200 ? `${err.message.slice(0, 200)}…` : err.message;
 }
 
 function describe(err: unknown): string {
