@@ -150,3 +150,39 @@ describe('an upstream that fails its initialize', () => {
     expect(() => process.kill(pid, 0)).toThrow(/ESRCH/);
   }, 30_000);
 });
+
+describe('an upstream whose tools/list is over one frame, behind a relay', () => {
+  const b = useRogueBehindRelay('huge-list');
+
+  it('reaches the client whole, in pages of the bridge that each fit a frame, and the phone stays connected', async () => {
+    const { tools } = await b.client.listTools();
+    expect(tools.filter((t) => t.name.startsWith('filler_'))).toHaveLength(3000);
+    expect(new Set(tools.map((t) => t.name)).size).toBe(tools.length);
+    expect(b.phone.agent.connected).toBe(true);
+  });
+
+  it('refuses a cursor the bridge did not give with -32602', async () => {
+    const direct = await connectToBridge(b.factory);
+    try {
+      await expect(direct.listTools({ cursor: 'elsewhere:3' })).rejects.toThrow(/unknown tools\/list cursor/);
+      const first = await direct.listTools();
+      expect(first.nextCursor).toMatch(/^phonebridge-tools:\d+$/);
+      expect(Buffer.byteLength(JSON.stringify(first))).toBeLessThan(256 * 1024);
+    } finally {
+      await direct.close();
+    }
+  });
+});
+
+describe('an upstream whose tools/list has one invalid entry', () => {
+  const b = useRogueBridge('bad-tool');
+
+  it('lists every valid tool and logs which entry it dropped, without its content', async () => {
+    const { tools } = await b.client.listTools();
+    expect(tools.length).toBeGreaterThan(0);
+    expect(tools.every((t) => typeof t.name === 'string')).toBe(true);
+    const log = b.log.lines.join('\n');
+    expect(log).toMatch(/dropped tool #\d+ of the upstream's tools\/list: name: /);
+    expect(log).not.toContain(SECRET);
+  });
+});

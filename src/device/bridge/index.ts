@@ -3,7 +3,7 @@
 // socket gets a low-level SDK Server that forwards to it and relays its notifications back.
 //
 // Proxied: initialize (the upstream's serverInfo, instructions and capabilities), tools/list (all
-// upstream pages in one, each tool scoped), tools/call (with _meta, progress and cancellation),
+// upstream pages merged, each tool scoped, an invalid entry dropped, served again in pages that fit a frame), tools/call (with _meta, progress and cancellation),
 // resources/list, resources/templates/list, resources/read, resources/subscribe/unsubscribe,
 // prompts/list, prompts/get, completion/complete, logging/setLevel; and the notifications
 // message, resources/updated, and tools/prompts/resources list_changed.
@@ -16,6 +16,7 @@
 // results go through as they are (docs/decisions/0183-tasks-extension.md). The `experimental`
 // capability is not advertised.
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { z } from 'zod';
 import type { RequestOptions } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import {
   CallToolRequestSchema,
@@ -35,6 +36,7 @@ import {
   ListToolsRequestSchema,
   ListToolsResultSchema,
   ReadResourceRequestSchema,
+  ToolSchema,
   ResultSchema,
   SetLevelRequestSchema,
   SubscribeRequestSchema,
@@ -120,7 +122,14 @@ export async function bridgeServerFactory(opts: BridgeOptions): Promise<BridgeSe
   await upstream.start();
 
   const factory = () => {
-    const server = createBridgeServer(upstream, scopeMap, subscriptions, owners, (level) => (logLevel = level));
+    const server = createBridgeServer(
+      upstream,
+      scopeMap,
+      subscriptions,
+      owners,
+      (level) => (logLevel = level),
+      opts.log ?? stderrLogger,
+    );
     servers.add(server);
     server.onclose = () => {
       servers.delete(server);
@@ -129,6 +138,43 @@ export async function bridgeServerFactory(opts: BridgeOptions): Promise<BridgeSe
     return server;
   };
   return Object.assign(factory, { upstream, close: () => upstream.close() });
+}
+
+/** An upstream tools/list page read entry by entry: an invalid tool is dropped, not the page. */
+const ListToolsPage = ListToolsResultSchema.extend({ tools: z.array(z.unknown()) });
+/** The bridge's own pages of tools/list stay this far under the relay's 256 KiB frame. */
+const TOOLS_PAGE_BYTES = 192 * 1024;
+const TOOLS_CURSOR = 'phonebridge-tools:';
+
+/** Where a page of the bridge's tools/list starts; a cursor it did not give is -32602. */
+function toolsOffset(cursor: string | undefined): number {
+  if (cursor === undefined) return 0;
+  const n = cursor.startsWith(TOOLS_CURSOR) ? Number(cursor.slice(TOOLS_CURSOR.length)) : NaN;
+  if (!Number.isSafeInteger(n) || n < 0)
+    throw new McpError(ErrorCode.InvalidParams, 'Invalid params: unknown tools/list cursor');
+  return n;
+}
+
+/** The tools from `offset` that fit one page (at least one), and the cursor of the next. */
+function toolsPage(tools: Tool[], offset: number): { tools: Tool[]; nextCursor?: string } {
+  const page: Tool[] = [];
+  let bytes = 0;
+  for (let i = offset; i < tools.length; i++) {
+    const size = Buffer.byteLength(JSON.stringify(tools[i])) + 1;
+    if (page.length > 0 && bytes + size > TOOLS_PAGE_BYTES) break;
+    page.push(tools[i]);
+    bytes += size;
+  }
+  const next = offset + page.length;
+  return next < tools.length ? { tools: page, nextCursor: `${TOOLS_CURSOR}${next}` } : { tools: page };
+}
+
+/** A zod error as paths and messages, without the values. */
+function issuesOf(error: { issues: Array<{ path: PropertyKey[]; message: string }> }): string {
+  return error.issues
+    .slice(0, 5)
+    .map((i) => `${i.path.map(String).join('.') || '(root)'}: ${i.message}`)
+    .join('; ');
 }
 
 // The SDK's request schemas strip unknown params; a bridge must not (2026-07-28 MRTR retries
@@ -149,6 +195,7 @@ function createBridgeServer(
   subscriptions: Subscriptions,
   owners: TaskOwners,
   onLogLevel: (level: LoggingLevel) => void,
+  log: AgentLogger,
 ): Server {
   const { serverInfo, capabilities, instructions } = upstream.info;
   // Created with the upstream's capabilities, the SDK Server accepts exactly the methods it has.
@@ -165,19 +212,28 @@ function createBridgeServer(
 
   if (capabilities.tools) {
     server.setRequestHandler(ListToolsRequestSchema, async (request, extra) => {
-      // All pages in one answer: the relay caches the whole list once per socket.
+      // The upstream's pages merged, then cut again into pages of the bridge's own that each fit
+      // one frame to the relay, which follows nextCursor (src/gateway/phone-surface.ts). A list
+      // over 256 KiB in one answer failed the phone's handshake on every reconnect.
+      const offset = toolsOffset(request.params?.cursor);
       const tools: Tool[] = [];
       let cursor: string | undefined;
       do {
         const page = await upstream.request(
           { ...request, params: { ...request.params, cursor } },
-          ListToolsResultSchema,
+          ListToolsPage,
           forwardOptions(request, extra),
         );
-        tools.push(...page.tools.map((tool) => withScope(tool, scopeMap)));
+        page.tools.forEach((entry, i) => {
+          const tool = ToolSchema.safeParse(entry);
+          if (tool.success) tools.push(withScope(tool.data, scopeMap));
+          else
+            // One bad entry does not take the rest of the catalog with it; the log says which, not what.
+            log.warn(`bridge: dropped tool #${tools.length + i} of the upstream's tools/list: ${issuesOf(tool.error)}`);
+        });
         cursor = page.nextCursor;
       } while (cursor);
-      return { tools };
+      return toolsPage(tools, offset);
     });
     const callTool = async (request: ClientRequest & { method: 'tools/call' }, extra: Extra) => {
       try {
