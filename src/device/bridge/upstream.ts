@@ -89,7 +89,16 @@ export class Upstream {
     private readonly options: UpstreamOptions,
   ) {
     this.backoff = new Backoff({ ...RESTART_BACKOFF, ...options.backoff });
-    this.label = 'url' in target ? target.url : `"${target.cmd}"`;
+    this.label = 'url' in target ? withoutSecrets(target.url) : `"${target.cmd}"`;
+  }
+
+  /** An error as the log may show it: an upstream URL quoted in it (fetch does) as `label`. */
+  private describe(err: unknown): string {
+    return this.scrub(describe(err));
+  }
+
+  private scrub(text: string): string {
+    return 'url' in this.target ? text.split(this.target.url).join(this.label) : text;
   }
 
   /** The first connection; throws, so a wrong command or URL stops `device run` at once. */
@@ -97,7 +106,7 @@ export class Upstream {
     try {
       this.attach(await this.connect());
     } catch (err) {
-      throw new Error(`bridge: could not start the upstream MCP server ${this.label}: ${describe(err)}`, {
+      throw new Error(`bridge: could not start the upstream MCP server ${this.label}: ${this.describe(err)}`, {
         cause: err,
       });
     }
@@ -149,7 +158,7 @@ export class Upstream {
           `the bridged MCP server sent a malformed ${request.method} result: ${issues}`,
         );
       }
-      this.dropped(client, describe(err));
+      this.dropped(client, this.describe(err));
       throw this.unavailable();
     } finally {
       if (progressToken) this.progressRoutes.delete(progressToken);
@@ -189,7 +198,8 @@ export class Upstream {
     for (const schema of RELAYED_NOTIFICATIONS) {
       client.setNotificationHandler(schema, (notification) => this.options.onNotification(notification));
     }
-    client.onerror = (err) => this.options.log.warn(`bridge: upstream ${this.label}: ${withoutContent(err)}`);
+    client.onerror = (err) =>
+      this.options.log.warn(`bridge: upstream ${this.label}: ${this.scrub(withoutContent(err))}`);
     const transport = this.transport();
     // The SDK closes a client whose initialize failed without waiting for the close (stdin
     // ended, then SIGTERM, then SIGKILL); the bridge waits, so a server that ignores its closed
@@ -263,7 +273,7 @@ export class Upstream {
         this.options.log.info(`bridge: the upstream MCP server ${this.label} is back`);
         this.options.onRestart();
       } catch (err) {
-        this.downReason = `restart failed: ${describe(err)}`;
+        this.downReason = `restart failed: ${this.describe(err)}`;
         if (this.closed) return;
         this.options.log.warn(`bridge: ${this.downReason}`);
         this.scheduleRestart();
@@ -308,6 +318,22 @@ function withoutContent(err: Error): string {
     return 'dropped progress for a token it was not given';
   if (err.message.startsWith('Unknown message type')) return 'dropped a message of unknown type';
   return err.message.length > 200 ? `${err.message.slice(0, 200)}…` : err.message;
+}
+
+/**
+ * An upstream URL as the log may show it: without a password (`user:***@`) and without its query,
+ * where tokens travel (`?token=…`); the URL itself is used as given.
+ */
+export function withoutSecrets(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    const query = u.search ? '?…' : '';
+    u.search = '';
+    return `${u.toString()}${query}`;
+  } catch {
+    return '(an unparsable URL)';
+  }
 }
 
 function describe(err: unknown): string {

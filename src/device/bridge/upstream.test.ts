@@ -1,0 +1,42 @@
+import { createServer } from 'node:net';
+import { describe, expect, it } from 'vitest';
+import { bridgeServerFactory } from './index.ts';
+import { withoutSecrets } from './upstream.ts';
+
+describe('the upstream URL in the operator’s log', () => {
+  it('keeps no password and no query', () => {
+    expect(withoutSecrets('https://bob:hunter2@mcp.example.com/mcp?token=s3cret&x=1')).toBe(
+      'https://bob:***@mcp.example.com/mcp?…',
+    );
+    expect(withoutSecrets('http://127.0.0.1:9/mcp')).toBe('http://127.0.0.1:9/mcp');
+    expect(withoutSecrets('not a url hunter2')).toBe('(an unparsable URL)');
+  });
+
+  it('a bridge that cannot reach its upstream says so without the URL’s secrets', async () => {
+    // A port nothing listens on: taken, then released.
+    const port = await new Promise<number>((resolve) => {
+      const s = createServer().listen(0, '127.0.0.1', () => {
+        const p = (s.address() as { port: number }).port;
+        s.close(() => resolve(p));
+      });
+    });
+    const lines: string[] = [];
+    const log = {
+      info: (m: string) => void lines.push(m),
+      warn: (m: string) => void lines.push(m),
+      error: (m: string) => void lines.push(m),
+    };
+    const err = await bridgeServerFactory({
+      upstreamUrl: `http://bob:hunter2@127.0.0.1:${port}/mcp?token=s3cret`,
+      log,
+    }).then(
+      (f) => f.close().then(() => 'started'),
+      (e: Error) => e.message,
+    );
+    expect(err).toMatch(/could not start the upstream MCP server http:\/\/bob:\*\*\*@127\.0\.0\.1:\d+\/mcp\?…/);
+    for (const text of [err, ...lines]) {
+      expect(text).not.toContain('hunter2');
+      expect(text).not.toContain('s3cret');
+    }
+  });
+});
