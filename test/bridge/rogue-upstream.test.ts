@@ -11,7 +11,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { bridgeServerFactory, type BridgeServerFactory } from '../../src/device/bridge/index.ts';
 import type { AgentLogger } from '../../src/device/agent/agent.ts';
 import { connectClient, startTestPhone, startTestRelay, type TestPhone, type TestRelay } from '../helpers/relay.ts';
-import { connectToBridge, tsxCommand, waitFor } from './connect.ts';
+import { connectToBridge, tsxCommand, useBridge, waitFor } from './connect.ts';
 /** What every payload of test/bridge/rogue-upstream.ts carries. */
 const SECRET = 'sk-rogue-0123456789';
 
@@ -30,20 +30,8 @@ function recordingLog(): AgentLogger & { lines: string[] } {
 
 /** A bridge over the rogue upstream in `mode`, with an in-memory SDK client, for one describe block. */
 function useRogueBridge(mode = 'normal') {
-  const b = { log: recordingLog() } as {
-    log: ReturnType<typeof recordingLog>;
-    factory: BridgeServerFactory;
-    client: Client;
-  };
-  beforeAll(async () => {
-    b.factory = await bridgeServerFactory({ upstreamCmd: `${tsxCommand(ROGUE)} ${mode}`, log: b.log });
-    b.client = await connectToBridge(b.factory);
-  }, 60_000);
-  afterAll(async () => {
-    await b.client?.close();
-    await b.factory?.close();
-  });
-  return b;
+  const log = recordingLog();
+  return Object.assign(useBridge(`${tsxCommand(ROGUE)} ${mode}`, log), { log });
 }
 
 describe('an upstream whose tools/list result is malformed', () => {
