@@ -25,6 +25,7 @@ import {
 import { esc, hashSecret, hidden, newSecret } from './web.ts';
 import type { ClientMetadataFetcher } from './client-metadata.ts';
 import { FETCH_LIMIT, FETCH_WINDOW_MS, isMetadataClientId } from './client-metadata-rules.ts';
+import { essence } from '../protocol/media-types.ts';
 
 export const PROTECTED_RESOURCE_PATH = '/.well-known/oauth-protected-resource/mcp';
 
@@ -431,7 +432,7 @@ function authScheme(header: string | undefined): string | undefined {
 async function token(r: HostedRequest): Promise<void> {
   const fail = (status: number, error: string, description: string, headers: Record<string, string> = {}) =>
     r.jsonResponse(status, { error, error_description: description }, { ...CORS, ...headers });
-  const type = (r.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
+  const type = essence(r.headers['content-type'] ?? '');
   if (type !== '' && type !== 'application/x-www-form-urlencoded')
     return fail(400, 'invalid_request', 'the body must be application/x-www-form-urlencoded');
   const form = await r.form();

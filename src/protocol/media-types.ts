@@ -9,7 +9,7 @@ function quoted(value: string): string {
 }
 
 /** `type/subtype` of a media type or range, lower case, without parameters. */
-function essence(value: string): string {
+export function essence(value: string): string {
   return value.split(';', 1)[0].trim().toLowerCase();
 }
 
