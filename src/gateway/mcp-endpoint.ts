@@ -201,7 +201,8 @@ class McpEndpoint implements FastPostHost {
     const session = this.ctx.bus.sessions.touchNow!(h['mcp-session-id'], this.ctx.config.sessionIdleMs);
     if (!session || session.tokenId !== cred.token.id) return false;
     // Its id is in use in the session: the general path refuses it (forwardTo).
-    if (this.inFlight.has(inFlightKey(session.id, req.id))) return false;
+    const key = inFlightKey(session.id, req.id);
+    if (this.inFlight.has(key)) return false;
     const deviceId = session.deviceId;
     if (this.ctx.hub.isRevoked({ tokenId: cred.token.id, deviceId, accountId: cred.account.id })) return false;
     const conn = this.ctx.router.readyLocal(deviceId);
@@ -223,8 +224,8 @@ class McpEndpoint implements FastPostHost {
       : this.ctx.router.startRemote(deviceId, owner!, req, callerJson, call.caller(), call, timeoutMs);
     if (!route.done) {
       call.route = route;
-      call.key = inFlightKey(session.id, req.id);
-      this.inFlight.set(call.key, call);
+      call.key = key;
+      this.inFlight.set(key, call);
       call.ex.onAbort(call);
     }
     return true;
