@@ -12,7 +12,7 @@ import {
   type PhoneView,
   type UiNode,
 } from './screens.ts';
-import { codePoints, cut, head, wellFormed } from './text.ts';
+import { codePoints, cut, head, wellFormed } from '../text.ts';
 
 export { MAX_FIELD_CHARS };
 /** The longest notification title or text the phone keeps, as Android does. */

@@ -13,7 +13,7 @@ import type {
   Thread,
   UiElement,
 } from './model.ts';
-import { cut } from './text.ts';
+import { cut } from '../text.ts';
 
 /** An element plus what a finger does to it; `SimPhone.elements()` hands out the element only. */
 export interface UiNode extends UiElement {

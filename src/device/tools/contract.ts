@@ -2,7 +2,7 @@
 // its version, who is calling, and the one error shape every failure takes.
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { SCOPES, type Scope } from '../../store/types.ts';
-import { wellFormed } from '../sim/text.ts';
+import { wellFormed } from '../text.ts';
 
 export { SCOPES, type Scope };
 

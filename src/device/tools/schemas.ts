@@ -3,7 +3,7 @@
 import * as z from 'zod';
 import { TIMEOUT_MS_HEADER, X_MCP_HEADER } from '../../protocol/timeouts.ts';
 import { EVENT_TYPES, KEYS } from '../sim/model.ts';
-import { loneSurrogate } from '../sim/text.ts';
+import { loneSurrogate } from '../text.ts';
 import { TIMEOUT_MS_SINCE } from './contract.ts';
 
 /** wait_for_events: the wait when the caller names none, and the longest it may name. */

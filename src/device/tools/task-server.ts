@@ -16,7 +16,7 @@ import {
   MISSING_REQUIRED_CLIENT_CAPABILITY,
   TASKS_EXTENSION,
 } from '../../protocol/stateless.ts';
-import { wellFormed } from '../sim/text.ts';
+import { wellFormed } from '../text.ts';
 import { callerFrom, errorResult, type ToolError } from './contract.ts';
 import { InvalidCursor, TaskAlreadyFinished, TaskNotFound, type PhoneTasks, type TaskInfo } from './tasks.ts';
 

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { ResultSchema, type McpError } from '@modelcontextprotocol/sdk/types.js';
 import { SimPhone } from '../sim/model.ts';
 import { SCREENSHOT_BASE64_LIMIT } from '../sim/screenshot.ts';
-import { loneSurrogate } from '../sim/text.ts';
+import { loneSurrogate } from '../text.ts';
 import { FRAME_LIMIT_BYTES } from './contract.ts';
 import { callerOf, connect, err, ok } from './in-memory.ts';
 
