@@ -74,6 +74,19 @@ describe('metric cells', () => {
     expect(text).toContain('# TYPE lat_seconds histogram');
   });
 
+  it('counts one reading for several observations at once (a batch one reply confirmed)', async () => {
+    const registry = new client.Registry();
+    const h = new CellHistogram({ name: 'batch_seconds', help: 'h', buckets: [0.001, 1], registers: [registry] });
+    const cell = h.cell();
+    cell.observeTimes(0.5, 3);
+    cell.observeTimes(0.0005, 1);
+    const text = await registry.metrics();
+    expect(text).toContain('batch_seconds_bucket{le="0.001"} 1');
+    expect(text).toContain('batch_seconds_bucket{le="1"} 4');
+    expect(text).toContain('batch_seconds_sum 1.5005');
+    expect(text).toContain('batch_seconds_count 4');
+  });
+
   it('reads a gauge at scrape time, and exports none when there is nothing to report', async () => {
     const registry = new client.Registry();
     let up: number | undefined;

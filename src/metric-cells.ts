@@ -103,6 +103,14 @@ export class Timing {
     return i;
   }
 
+  /** Counts `seconds` `times` times (messages one reply answered together). */
+  observeTimes(seconds: number, times: number): void {
+    const i = this.observe(seconds);
+    this.counts[i] += times - 1;
+    this.sum += seconds * (times - 1);
+    this.count += times - 1;
+  }
+
   /** Counts `seconds` and keeps it, with `labelSet`, as its bucket's exemplar. */
   observeWithExemplar(seconds: number, labelSet: Labels): void {
     const i = this.observe(seconds);

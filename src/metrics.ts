@@ -265,10 +265,14 @@ export const busRoundTrip: Timing = histogram(
   "Origin node to the phone's node and back: from publishing a request until its answer arrives (the phone's own time included)",
 ).cell();
 
-/** A node-to-node publish on Redis, until Redis acknowledged it. */
+/**
+ * A node-to-node publish on Redis, until Redis acknowledged it. Messages sent without their
+ * replies (src/bus/redis/quiet.ts) count once each, with the time Redis took to confirm their
+ * batch: the same question (how long Redis takes to answer this node) without a reply apiece.
+ */
 export const busPublish: Timing = histogram(
   'phonebridge_bus_publish_duration_seconds',
-  'Publishing one node-to-node message on the bus (Redis PUBLISH) until Redis answered',
+  "Publishing one node-to-node message on the bus (Redis PUBLISH) until Redis answered it, or confirmed the batch it went in (messages sent without Redis' reply)",
 ).cell();
 
 /** Every Redis command of the bus (scripts included). */

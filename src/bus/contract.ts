@@ -259,6 +259,24 @@ export function busContract(drivers: Array<[string, MakeBus]>): void {
       expect(got).toEqual(['before', `{"t":"res","rid":4}\n${frame.toString()}`]);
     });
 
+    it('a request nobody hears says so (false at once, or its bounce comes back); one heard bounces nothing', async () => {
+      await open();
+      const got: string[] = [];
+      let ended!: () => void;
+      const end = new Promise<void>((r) => (ended = r));
+      bus.onNodeMessage((m) => {
+        got.push(m);
+        if (m === 'end') ended();
+      });
+      const frame = Buffer.from('{"name":"echo"}');
+      expect(await bus.sendOrBounce(bus.nodeId, '{"t":"req","rid":1}\n', frame, 'bounce 1')).toBe(true);
+      const heard = await bus.sendOrBounce('nobody', '{"t":"req","rid":2}\n', frame, 'bounce 2');
+      // Sent after both on a connection that reads its reply: it arrives after any bounce of theirs.
+      expect(await bus.sendToNode(bus.nodeId, 'end')).toBe(true);
+      await end;
+      expect(got).toEqual([`{"t":"req","rid":1}\n${frame.toString()}`, ...(heard ? ['bounce 2'] : []), 'end']);
+    });
+
     it('a node message with a byte payload arrives whole, as bytes and as a string', async () => {
       await open();
       const strings: string[] = [];

@@ -145,6 +145,14 @@ export interface Bus {
    * sent, send again; BusTimeoutError: it may have been delivered).
    */
   replyToNode(nodeId: string, msg: string, payload?: Buffer): Promise<void>;
+  /**
+   * sendToNode for a message whose sender must learn when nobody heard it, but need not wait
+   * to know that it was heard (a request to another node): false if the driver knows at once
+   * that nobody heard it; true once the bus has taken it, and then, if nobody heard it after
+   * all, `bounce` reaches this node's own onNodeMessage handlers instead. A driver may skip the
+   * per-message reply this way (docs/decisions/0225-quiet-requests.md). Rejects as sendToNode.
+   */
+  sendOrBounce(nodeId: string, msg: string, payload: Buffer | undefined, bounce: string): Promise<boolean>;
   onNodeMessage(handler: (msg: string) => void): void;
   /** onNodeMessage as bytes: the message as it came off the wire, without a string copy. */
   onNodeBytes(handler: (msg: Buffer) => void): void;

@@ -257,6 +257,9 @@ export class LocalBus implements Bus {
   async replyToNode(nodeId: string, msg: string, payload?: Buffer): Promise<void> {
     await this.sendToNode(nodeId, msg, payload);
   }
+  sendOrBounce(nodeId: string, msg: string, payload: Buffer | undefined): Promise<boolean> {
+    return this.sendToNode(nodeId, msg, payload);
+  }
   onNodeMessage(handler: (msg: string) => void): void {
     this.nodeMessages.add(handler);
   }

@@ -535,6 +535,17 @@ export class RedisBus implements Bus {
     if (this.quiet?.ready) return this.quiet.publish(this.layout.node(nodeId), 'm' + msg, payload);
     await this.sendToNode(nodeId, msg, payload);
   }
+  async sendOrBounce(nodeId: string, msg: string, payload: Buffer | undefined, bounce: string): Promise<boolean> {
+    if (!this.quiet?.bounceReady) return this.sendToNode(nodeId, msg, payload);
+    try {
+      await this.quiet.publishOrBounce(this.layout.node(nodeId), 'm' + msg, payload, this.chSelf, 'm' + bounce);
+    } catch (err) {
+      // Written, then its connection closed before Redis confirmed it: it may have run (and been
+      // heard), so it is in doubt, as a publish whose reply came too late.
+      throw new BusTimeoutError('cluster bus connection closed before Redis confirmed the message', { cause: err });
+    }
+    return true;
+  }
   onNodeMessage(handler: (msg: string) => void): void {
     this.on.nodeMessage.add(handler);
   }

@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { busPublish } from '../../metrics.ts';
 import { BusTimeoutError, BusUnavailableError } from '../errors.ts';
 import { RedisBus, type RedisBusOptions } from './index.ts';
 import { dropPrefix, quietLog, randomPrefix, REDIS_URL, ScratchRedis, sleep, waitFor } from './test-support.ts';
@@ -185,6 +186,85 @@ describe('RedisBus across nodes', () => {
       await waitFor(() => got.length === 3, 2000, 'the third reply');
       expect(got[2]).toBe('third');
     } finally {
+      admin.disconnect();
+    }
+  });
+
+  it('a request sent without its Redis reply: heard, it arrives and bounces nothing; unheard, its bounce comes back', async () => {
+    const [a, b] = [await node(), await node()];
+    await waitFor(() => b.quietReady, 2000, 'the quiet connection');
+    const atA: Buffer[] = [];
+    const atB: string[] = [];
+    a.onNodeBytes((m) => atA.push(Buffer.from(m)));
+    b.onNodeMessage((m) => atB.push(m));
+    const frame = Buffer.from('{"name":"echo","arguments":{"text":"héllo ✓"}}');
+    const sends = [0, 16 * 1024, 200 * 1024].map((n, i) =>
+      b.sendOrBounce(a.nodeId, `{"t":"req","rid":${i}}\n`, n ? Buffer.alloc(n, 120) : frame, `{"t":"unheard","rid":${i}}\n`),
+    );
+    // A follow-up on the connection answers take (a cancel) comes after the request it is about.
+    void b.replyToNode(a.nodeId, '{"t":"cancel","rid":2}\n');
+    expect(await Promise.all(sends)).toEqual([true, true, true]);
+    // On one Redis the sender learns of nobody hearing it only from the bounce.
+    const timed = busPublish.count;
+    expect(await b.sendOrBounce('nobody', '{"t":"req","rid":3}\n', frame, '{"t":"unheard","rid":3}\n')).toBe(true);
+    expect(busPublish.count).toBe(timed + 1); // timed by its batch's confirmation
+    await waitFor(() => atA.length === 4 && atB.length === 1, 2000, 'the requests and the bounce');
+    expect(atA.map((m) => m.subarray(0, m.indexOf(0x0a) + 1).toString())).toEqual([
+      '{"t":"req","rid":0}\n',
+      '{"t":"req","rid":1}\n',
+      '{"t":"req","rid":2}\n',
+      '{"t":"cancel","rid":2}\n',
+    ]);
+    expect(atA[0].subarray(atA[0].indexOf(0x0a) + 1).toString()).toBe(frame.toString());
+    expect(atA[2].length).toBe('{"t":"req","rid":2}\n'.length + 200 * 1024);
+    expect(atB).toEqual(['{"t":"unheard","rid":3}\n']);
+  });
+
+  it('a request sent without its reply whose connection closes before Redis confirmed it is in doubt (BusTimeoutError), not unsent', async () => {
+    const [a, b] = [await node(), await node(`n-${uid()}`, { ...fast, quietConfirmMs: 60_000 })];
+    await waitFor(() => b.quietReady, 2000, 'the quiet connection');
+    const got: string[] = [];
+    a.onNodeMessage((m) => got.push(m));
+    const admin = new Redis(REDIS_URL);
+    try {
+      const line = String(await admin.client('LIST'))
+        .split('\n')
+        .find((l) => l.includes(`name=phonebridge:${b.nodeId}:quiet`));
+      const id = /\bid=(\d+)/.exec(line ?? '')?.[1];
+      expect(id).toBeDefined();
+      const outcome = b.sendOrBounce(a.nodeId, 'req', undefined, 'unheard').then(
+        () => 'resolved',
+        (err: unknown) => err,
+      );
+      await waitFor(() => got.length === 1, 2000, 'the request'); // heard, not yet confirmed
+      await admin.client('KILL', 'ID', id!);
+      const err = await outcome;
+      expect(err).toBeInstanceOf(BusTimeoutError);
+      expect((err as Error).message).toMatch(/before Redis confirmed/);
+    } finally {
+      admin.disconnect();
+    }
+  });
+
+  it('a server that refuses EVAL gets requests with their replies: nobody hearing one is known at once', async () => {
+    const a = await node(); // loads the bus's scripts, which the restricted user runs by their digest
+    const admin = new Redis(REDIS_URL);
+    const user = `pb-noeval-${uid()}`;
+    try {
+      await admin.acl('SETUSER', user, 'on', '>pw', '~*', '&*', '+@all', '-eval');
+      const url = new URL(REDIS_URL);
+      url.username = user;
+      url.password = 'pw';
+      const b = await node(`n-${uid()}`, fast, url.toString());
+      await waitFor(() => b.quietReady, 2000, 'the quiet connection (answers)');
+      const got: string[] = [];
+      a.onNodeMessage((m) => got.push(m));
+      expect(await b.sendOrBounce('nobody', 'req', undefined, 'unheard')).toBe(false);
+      expect(await b.sendOrBounce(a.nodeId, 'req', undefined, 'unheard')).toBe(true);
+      await waitFor(() => got.length === 1, 2000, 'the request');
+      expect(got).toEqual(['req']);
+    } finally {
+      await admin.acl('DELUSER', user);
       admin.disconnect();
     }
   });
