@@ -188,11 +188,12 @@ async function origin(): Promise<void> {
   const send = {
     redis: (msg: string) => void bus.sendToNode('hop-owner', msg),
     quiet: (msg: string) => void bus.replyToNode('hop-owner', msg),
+    bounce: (msg: string) => void bus.sendOrBounce('hop-owner', msg, undefined, `${msg.slice(0, msg.indexOf(' '))} unheard`),
     raw: (msg: string) => raw.publish(`${prefix}raw:owner`, msg),
     tcp: (msg: string) => void tcp.write(`${msg}\n`),
   };
 
-  const WAYS = ['redis', 'quiet', 'raw', 'tcp'] as const;
+  const WAYS = ['redis', 'quiet', 'bounce', 'raw', 'tcp'] as const;
   // The quiet connection is ready once its CLIENT REPLY probe is answered.
   for (let i = 0; i < 40 && !bus.quietReady; i++) await new Promise((r) => setTimeout(r, 50));
   if (!bus.quietReady) throw new Error('the quiet connection is not ready (CLIENT REPLY refused?)');

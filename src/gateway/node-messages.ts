@@ -45,6 +45,8 @@ export type Header =
   | { t: 'ccancel'; sessionId: string; requestId: JsonRpcId }
   | { t: 'res' | 'rel'; rid: number }
   | { t: 'redo'; rid: number; why: 'moving' | 'gone' }
+  /** Redis' own word, to the origin, that nobody heard its `req` (bus sendOrBounce). */
+  | { t: 'unheard'; rid: number }
   | { t: 'fail'; rid: number; error: JsonRpcErrorObject }
   | { t: 'bye'; from: string };
 

@@ -148,6 +148,14 @@ interface RemotePending {
   sentAt: number;
   timer: NodeJS.Timeout;
   cached: boolean;
+  /** The request was waiting for a moving phone when it was sent (see unheard). */
+  moving: boolean;
+  /**
+   * Settles once the bus has taken the request. Whatever the origin says about it later
+   * (cancel, orphan) waits for this: the request may have gone on another Redis connection,
+   * and a cancel must not overtake it (docs/decisions/0225-quiet-requests.md).
+   */
+  sent?: Promise<unknown>;
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -370,10 +378,14 @@ export class Router {
 
   private sendOrphan(r: Route): void {
     const p = r.rid === undefined ? undefined : this.remote.get(r.rid);
-    if (!p) return;
-    void this.ctx.bus
-      .sendToNode(p.node, encode({ t: 'orphan', from: this.ctx.bus.nodeId, rid: r.rid! }))
-      .catch(() => {});
+    if (p) this.followUp(p, encode({ t: 'orphan', from: this.ctx.bus.nodeId, rid: r.rid! }));
+  }
+
+  /** A message about a request already sent to `p.node`: after the request, never before it. */
+  private followUp(p: RemotePending, msg: string): void {
+    const go = () => this.ctx.bus.replyToNode(p.node, msg).catch(() => {});
+    if (p.sent) void p.sent.then(go);
+    else void go();
   }
 
   /** A client notification for the phone (not answered). */
@@ -544,7 +556,16 @@ export class Router {
     const timer = setTimeout(originTimedOut, timeoutMs + ORIGIN_GRACE_MS, this, rid, r);
     r.state = 'remote';
     r.rid = rid;
-    this.remote.set(rid, { route: r, node: owner.nodeId, epoch: owner.epoch, sentAt: Date.now(), timer, cached });
+    const pending: RemotePending = {
+      route: r,
+      node: owner.nodeId,
+      epoch: owner.epoch,
+      sentAt: Date.now(),
+      timer,
+      cached,
+      moving: wasMoving,
+    };
+    this.remote.set(rid, pending);
     r.sentPerf = performance.now();
     const b = r.bytes;
     if (b) r.payloadBytes ??= paramsWithCaller(b, r.callerJson!);
@@ -571,17 +592,35 @@ export class Router {
     crossNode.origin.inc();
     // A publish Redis answered late may have reached the owner (BusTimeoutError): it stays
     // pending, settled by the owner's answer, the owner check, the bus going down or its timer.
-    const delivered = await this.ctx.bus
-      .sendToNode(owner.nodeId, b ? nodeHeaderLine(header) : encode(header, r.payload), r.payloadBytes)
+    // Heard by nobody: false now, or (sent without Redis' reply) an `unheard` back later.
+    const sent = this.ctx.bus
+      .sendOrBounce(
+        owner.nodeId,
+        b ? nodeHeaderLine(header) : encode(header, r.payload),
+        r.payloadBytes,
+        encode({ t: 'unheard', rid }),
+      )
       .catch(deliveredLate);
+    pending.sent = sent;
+    const delivered = await sent;
     producer?.end(delivered);
-    if (delivered && r.orphaned) this.sendOrphan(r);
-    if (delivered || !this.settle(rid)) return;
-    this.forgetOwner(r.deviceId, owner.nodeId);
+    if (!delivered) return this.unheard(rid);
+    if (r.orphaned && r.rid === rid) this.sendOrphan(r);
+  }
+
+  /**
+   * Nobody heard request `rid` (its owner stopped listening, or is leaving): route it again
+   * while that can still help, else fail it. Nobody ran it, so running it elsewhere is safe.
+   */
+  private async unheard(rid: number): Promise<void> {
+    const p = this.settle(rid);
+    if (!p || p.route.done) return;
+    const r = p.route;
+    this.forgetOwner(r.deviceId, p.node);
     const leaving =
       Date.now() + MOVE_POLL_MS < r.deadline &&
-      (wasMoving || this.departed.has(owner.nodeId) || (await this.isMoving(r.deviceId).catch(() => false)));
-    if (cached || leaving) {
+      (p.moving || this.departed.has(p.node) || (await this.isMoving(r.deviceId).catch(() => false)));
+    if (p.cached || leaving) {
       reroutes.unreachable.inc();
       // A remembered owner that stopped listening, or an owner that stopped listening on its
       // way out (it had stopped starting work on the phone): look for the phone again, until
@@ -618,10 +657,7 @@ export class Router {
     if (r.state === 'local') return r.conn ? r.conn.cancelCall(r.relayId) : r.cancelLocal?.();
     if (r.state === 'remote' && r.rid !== undefined) {
       const p = this.settle(r.rid);
-      if (p)
-        void this.ctx.bus
-          .sendToNode(p.node, encode({ t: 'cancel', from: this.ctx.bus.nodeId, rid: r.rid }))
-          .catch(() => {});
+      if (p) this.followUp(p, encode({ t: 'cancel', from: this.ctx.bus.nodeId, rid: r.rid }));
     }
     r.sink.fail(error);
   }
@@ -807,6 +843,9 @@ export class Router {
         void this.nodeGone(h.from, 'bye');
         return;
       }
+      case 'unheard':
+        void this.unheard(h.rid);
+        return;
       case 'redo': {
         // The owner did not start the request: the phone is moving away from it (drain), or
         // is not there at all (a stale owner): route it again.

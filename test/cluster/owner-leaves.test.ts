@@ -81,7 +81,7 @@ async function bareNode(id = `z-${process.pid}-${Date.now()}`) {
 }
 
 /** A bus node in its own process, so it can be killed -9; it claims `deviceId`. */
-async function childNode(id: string, deviceId: string): Promise<ChildProcess> {
+async function childNode(id: string, deviceId: string, ttlMs = 3000): Promise<ChildProcess> {
   const child = spawn(
     process.execPath,
     ['--import', 'tsx', fileURLToPath(new URL('../../src/bus/redis/test-node.ts', import.meta.url))],
@@ -92,7 +92,7 @@ async function childNode(id: string, deviceId: string): Promise<ChildProcess> {
         PREFIX: tc.prefix,
         NODE_ID: id,
         DEVICE: deviceId,
-        NODE_TTL_MS: '3000',
+        NODE_TTL_MS: String(ttlMs),
         HEARTBEAT_MS: '1000',
       },
       stdio: ['ignore', 'pipe', 'inherit'],
@@ -286,6 +286,29 @@ describe('an owner that hands its phone over (drain)', () => {
       z.kill('SIGKILL');
       await client.close();
       await phone.stop();
+    }
+  }, 60_000);
+});
+
+describe('an owner killed while its liveness has not lapsed', () => {
+  it('a request published to its channel comes back unheard at once: relay_unavailable, not a wait until the deadline', async () => {
+    const phone = await offlinePhone('owner killed, still alive on the bus');
+    // Alive on the bus for a minute after the kill: only the request's own bounce (or its
+    // publish's receiver count) can tell the origin nobody heard it
+    // (docs/decisions/0225-quiet-requests.md).
+    const z = await childNode(`z-unheard-${process.pid}`, phone.deviceId, 60_000);
+    const client = await rawClient(O.url, phone.token);
+    try {
+      z.kill('SIGKILL');
+      await new Promise((r) => z.once('exit', r));
+      const answer = await client.call(O.url, 1, 'echo', { text: 'to a dead owner' });
+      expect(outcomeWithReason(answer)).toMatch(/^error:relay_unavailable \(.*the node holding the phone is unreachable\)$/);
+      expect(phone.control.calls).toEqual([]);
+    } finally {
+      z.kill('SIGKILL');
+      await client.close();
+      await phone.stop();
+      await tc.redis.zrem(`${tc.prefix}nodes`, `z-unheard-${process.pid}`);
     }
   }, 60_000);
 });

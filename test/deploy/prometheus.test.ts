@@ -439,9 +439,9 @@ describe.skipIf(!havePrometheus)(`a real Prometheus (${PROMETHEUS}) scraping a t
       [`sum(phonebridge_cross_node_requests_total{${sel}, instance="${nodeB}", role="origin"})`, 50],
       [`sum(phonebridge_cross_node_requests_total{${sel}, instance="${nodeA}", role="owner"})`, 50],
       [`sum(phonebridge_bus_round_trip_seconds_count{${sel}, instance="${nodeB}"})`, 50],
-      // Each cross-node call publishes its request; answers leave on the quiet connection, whose
-      // publishes wait for no reply and are not timed (docs/decisions/0142-quiet-answers.md).
-      [`sum(phonebridge_bus_publish_duration_seconds_count{${sel}})`, 50],
+      // Each cross-node call publishes its request and its answer, both on the quiet connection:
+      // each counts once its batch is confirmed (docs/decisions/0225-quiet-requests.md).
+      [`sum(phonebridge_bus_publish_duration_seconds_count{${sel}})`, 100],
       [`sum(phonebridge_redis_command_duration_seconds_count{${sel}})`, 100],
       [`sum(phonebridge_store_query_duration_seconds_count{${sel}, outcome="ok"})`, 10],
       [`sum(phonebridge_reroutes_total{${sel}, instance="${nodeA}", reason="moving"})`, 1],
