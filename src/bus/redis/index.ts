@@ -88,6 +88,28 @@ function uncorkTurn(bus: RedisBus): void {
   bus.uncork();
 }
 
+/**
+ * Requests of one turn sent without their replies, at most. The script costs Redis about
+ * 4.4 µs more per request than a PUBLISH (redis-benchmark, pipelined: 175k EVAL/s against 780k
+ * PUBLISH/s), and the replies' wake-up costs this process 20–30 µs on a quiet node
+ * (docs/BENCHMARKS.md, "Quiet requests"): past four requests the scripts cost more.
+ */
+export const QUIET_REQUESTS_PER_TURN = 4;
+
+function sendTurnRequests(bus: RedisBus): void {
+  bus.sendTurnRequests();
+}
+
+/** A sendOrBounce request waiting for the end of its turn. */
+interface TurnRequest {
+  nodeId: string;
+  msg: string;
+  payload: Buffer | undefined;
+  bounce: string;
+  resolve: (heard: boolean) => void;
+  reject: (err: unknown) => void;
+}
+
 export class RedisBus implements Bus {
   readonly kind = 'redis' as const;
   readonly sessions: RedisSessions;
@@ -128,6 +150,8 @@ export class RedisBus implements Bus {
   /** The last connection error ioredis reported: what answered, when a start fails. */
   private lastError?: string;
   private corkedStream?: NonNullable<ReturnType<Connector['stream']>>;
+  /** sendOrBounce requests of this turn, sent together at its end. */
+  private turnRequests: TurnRequest[] = [];
 
   private readonly on: {
     control: Handlers<[ControlEvent]>;
@@ -535,16 +559,41 @@ export class RedisBus implements Bus {
     if (this.quiet?.ready) return this.quiet.publish(this.layout.node(nodeId), 'm' + msg, payload);
     await this.sendToNode(nodeId, msg, payload);
   }
-  async sendOrBounce(nodeId: string, msg: string, payload: Buffer | undefined, bounce: string): Promise<boolean> {
+  /**
+   * A turn's first QUIET_REQUESTS_PER_TURN requests go without Redis' replies (the replies
+   * would wake this process for them alone); a busier turn's go with theirs, which arrive
+   * together in one read and cost Redis less than a script each
+   * (docs/decisions/0225-quiet-requests.md).
+   */
+  sendOrBounce(nodeId: string, msg: string, payload: Buffer | undefined, bounce: string): Promise<boolean> {
     if (!this.quiet?.bounceReady) return this.sendToNode(nodeId, msg, payload);
-    try {
-      await this.quiet.publishOrBounce(this.layout.node(nodeId), 'm' + msg, payload, this.chSelf, 'm' + bounce);
-    } catch (err) {
-      // Written, then its connection closed before Redis confirmed it: it may have run (and been
-      // heard), so it is in doubt, as a publish whose reply came too late.
-      throw new BusTimeoutError('cluster bus connection closed before Redis confirmed the message', { cause: err });
+    return new Promise<boolean>((resolve, reject) => {
+      if (this.turnRequests.push({ nodeId, msg, payload, bounce, resolve, reject }) === 1)
+        setImmediate(sendTurnRequests, this);
+    });
+  }
+
+  /** @internal The turn's sendOrBounce requests leave, and the sockets they went to are uncorked. */
+  sendTurnRequests(): void {
+    const batch = this.turnRequests;
+    this.turnRequests = [];
+    const quiet = this.quiet;
+    if (batch.length <= QUIET_REQUESTS_PER_TURN && quiet?.bounceReady) {
+      for (const r of batch)
+        quiet.publishOrBounce(this.layout.node(r.nodeId), 'm' + r.msg, r.payload, this.chSelf, 'm' + r.bounce).then(
+          () => r.resolve(true),
+          // Written, then its connection closed before Redis confirmed it: it may have run (and
+          // been heard), so it is in doubt, as a publish whose reply came too late.
+          (err: unknown) =>
+            r.reject(
+              new BusTimeoutError('cluster bus connection closed before Redis confirmed the message', { cause: err }),
+            ),
+        );
+      quiet.uncork();
+      return;
     }
-    return true;
+    for (const r of batch) this.sendToNode(r.nodeId, r.msg, r.payload).then(r.resolve, r.reject);
+    this.uncork();
   }
   onNodeMessage(handler: (msg: string) => void): void {
     this.on.nodeMessage.add(handler);

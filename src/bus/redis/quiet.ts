@@ -117,7 +117,13 @@ export class QuietPublisher {
    * reply to every publish (docs/decisions/0225-quiet-requests.md). As `publish` otherwise;
    * only when `bounceReady`.
    */
-  publishOrBounce(channel: string, head: string, payload: Buffer | undefined, back: string, bounce: string): Promise<void> {
+  publishOrBounce(
+    channel: string,
+    head: string,
+    payload: Buffer | undefined,
+    back: string,
+    bounce: string,
+  ): Promise<void> {
     return this.write(
       `*7\r\n$4\r\nEVAL\r\n${BOUNCE_SCRIPT}$1\r\n0\r\n$${Buffer.byteLength(channel)}\r\n${channel}\r\n`,
       head,

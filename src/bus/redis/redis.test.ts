@@ -6,7 +6,7 @@ import { Redis } from 'ioredis';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { busPublish } from '../../metrics.ts';
 import { BusTimeoutError, BusUnavailableError } from '../errors.ts';
-import { RedisBus, type RedisBusOptions } from './index.ts';
+import { QUIET_REQUESTS_PER_TURN, RedisBus, type RedisBusOptions } from './index.ts';
 import { dropPrefix, quietLog, randomPrefix, REDIS_URL, ScratchRedis, sleep, waitFor } from './test-support.ts';
 
 const prefix = randomPrefix();
@@ -190,7 +190,7 @@ describe('RedisBus across nodes', () => {
     }
   });
 
-  it('a request sent without its Redis reply: heard, it arrives and bounces nothing; unheard, its bounce comes back', async () => {
+  it('a request alone in its turn goes without its Redis reply: heard, it arrives and bounces nothing; unheard, its bounce comes back', async () => {
     const [a, b] = [await node(), await node()];
     await waitFor(() => b.quietReady, 2000, 'the quiet connection');
     const atA: Buffer[] = [];
@@ -198,13 +198,18 @@ describe('RedisBus across nodes', () => {
     a.onNodeBytes((m) => atA.push(Buffer.from(m)));
     b.onNodeMessage((m) => atB.push(m));
     const frame = Buffer.from('{"name":"echo","arguments":{"text":"héllo ✓"}}');
-    const sends = [0, 16 * 1024, 200 * 1024].map((n, i) =>
-      b.sendOrBounce(a.nodeId, `{"t":"req","rid":${i}}\n`, n ? Buffer.alloc(n, 120) : frame, `{"t":"unheard","rid":${i}}\n`),
-    );
-    // A follow-up on the connection answers take (a cancel) comes after the request it is about.
-    void b.replyToNode(a.nodeId, '{"t":"cancel","rid":2}\n');
-    expect(await Promise.all(sends)).toEqual([true, true, true]);
-    // On one Redis the sender learns of nobody hearing it only from the bounce.
+    for (const [i, n] of [0, 16 * 1024, 200 * 1024].entries())
+      expect(
+        await b.sendOrBounce(
+          a.nodeId,
+          `{"t":"req","rid":${i}}\n`,
+          n ? Buffer.alloc(n, 120) : frame,
+          `{"t":"unheard","rid":${i}}\n`,
+        ),
+      ).toBe(true);
+    // A follow-up sent once its request was taken (as the router sends a cancel) comes after it.
+    await b.replyToNode(a.nodeId, '{"t":"cancel","rid":2}\n');
+    // Alone in its turn, a request to nobody resolves true: the sender hears of it from the bounce.
     const timed = busPublish.count;
     expect(await b.sendOrBounce('nobody', '{"t":"req","rid":3}\n', frame, '{"t":"unheard","rid":3}\n')).toBe(true);
     expect(busPublish.count).toBe(timed + 1); // timed by its batch's confirmation
@@ -218,6 +223,51 @@ describe('RedisBus across nodes', () => {
     expect(atA[0].subarray(atA[0].indexOf(0x0a) + 1).toString()).toBe(frame.toString());
     expect(atA[2].length).toBe('{"t":"req","rid":2}\n'.length + 200 * 1024);
     expect(atB).toEqual(['{"t":"unheard","rid":3}\n']);
+  });
+
+  it('requests of a busy turn go with their Redis replies: nobody hearing one is known at once, and nothing bounces', async () => {
+    const [a, b] = [await node(), await node()];
+    await waitFor(() => b.quietReady, 2000, 'the quiet connection');
+    const atA: string[] = [];
+    const atB: string[] = [];
+    let ended!: () => void;
+    const end = new Promise<void>((r) => (ended = r));
+    a.onNodeMessage((m) => atA.push(m));
+    b.onNodeMessage((m) => {
+      atB.push(m);
+      if (m === 'end') ended();
+    });
+    const n = QUIET_REQUESTS_PER_TURN + 1;
+    const heard = await Promise.all(
+      Array.from({ length: n }, (_, i) =>
+        b.sendOrBounce(i === 1 ? 'nobody' : a.nodeId, `req ${i}`, undefined, `unheard ${i}`),
+      ),
+    );
+    expect(heard).toEqual(Array.from({ length: n }, (_, i) => i !== 1));
+    expect(await b.sendToNode(b.nodeId, 'end')).toBe(true); // after any bounce of theirs
+    await end;
+    expect(atB).toEqual(['end']);
+    await waitFor(() => atA.length === n - 1, 2000, 'the heard requests');
+    expect(atA).toEqual(Array.from({ length: n }, (_, i) => `req ${i}`).filter((_, i) => i !== 1));
+  });
+
+  it('requests of a quiet turn all go without their replies: the unheard one bounces', async () => {
+    const [a, b] = [await node(), await node()];
+    await waitFor(() => b.quietReady, 2000, 'the quiet connection');
+    const atA: string[] = [];
+    const atB: string[] = [];
+    a.onNodeMessage((m) => atA.push(m));
+    b.onNodeMessage((m) => atB.push(m));
+    const n = QUIET_REQUESTS_PER_TURN;
+    const heard = await Promise.all(
+      Array.from({ length: n }, (_, i) =>
+        b.sendOrBounce(i === 1 ? 'nobody' : a.nodeId, `req ${i}`, undefined, `unheard ${i}`),
+      ),
+    );
+    expect(heard).toEqual(Array.from({ length: n }, () => true));
+    await waitFor(() => atA.length === n - 1 && atB.length === 1, 2000, 'the heard requests and the bounce');
+    expect(atA).toEqual(Array.from({ length: n }, (_, i) => `req ${i}`).filter((_, i) => i !== 1));
+    expect(atB).toEqual(['unheard 1']);
   });
 
   it('a request sent without its reply whose connection closes before Redis confirmed it is in doubt (BusTimeoutError), not unsent', async () => {
