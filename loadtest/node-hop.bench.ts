@@ -1,12 +1,15 @@
 // `node --import tsx loadtest/node-hop.bench.ts [--rate 1700] [--seconds 4] [--rounds 3]`: what
 // one cross-node hop costs, request and answer, between two processes — the part of a
 // cross-node call that is neither HTTP nor the phone (docs/BENCHMARKS.md, "Where the targets
-// stand"). Four ways, in alternating rounds at the same open-loop rate:
-//   redis  the relay's own bus (src/bus/redis): the origin's sendToNode, the owner's
-//          replyToNode (the quiet connection), through a real Redis;
+// stand"). Five ways, in alternating rounds at the same open-loop rate:
+//   redis  the relay's own bus (src/bus/redis): the origin's sendToNode (waiting for Redis'
+//          reply, as before 0225), the owner's replyToNode (the quiet connection), through a
+//          real Redis;
 //   quiet  the same, with the request on the quiet connection too (replyToNode both ways):
-//          what a request costs without Redis' reply to its publish, the receiver count the
-//          origin reads today (docs/decisions/0142-quiet-answers.md);
+//          what a request costs without Redis' reply to its publish, the receiver count
+//          (docs/decisions/0142-quiet-answers.md), and without any word of nobody hearing it;
+//   bounce the request as the relay sends it since docs/decisions/0225-quiet-requests.md
+//          (sendOrBounce: quiet, one EVAL that tells the origin when nobody heard it);
 //   raw    Redis pub/sub as in quiet, through a minimal RESP writer and reader of this file
 //          instead of ioredis: what of the hop is the client library, what is Redis;
 //   tcp    the same bytes over one direct TCP connection between the two processes
@@ -188,7 +191,8 @@ async function origin(): Promise<void> {
   const send = {
     redis: (msg: string) => void bus.sendToNode('hop-owner', msg),
     quiet: (msg: string) => void bus.replyToNode('hop-owner', msg),
-    bounce: (msg: string) => void bus.sendOrBounce('hop-owner', msg, undefined, `${msg.slice(0, msg.indexOf(' '))} unheard`),
+    bounce: (msg: string) =>
+      void bus.sendOrBounce('hop-owner', msg, undefined, `${msg.slice(0, msg.indexOf(' '))} unheard`),
     raw: (msg: string) => raw.publish(`${prefix}raw:owner`, msg),
     tcp: (msg: string) => void tcp.write(`${msg}\n`),
   };

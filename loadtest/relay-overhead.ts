@@ -375,6 +375,9 @@ async function main(): Promise<void> {
       'round-ms': { type: 'string', default: '3000' },
       conns: { type: 'string', default: '32' },
       'no-cluster': { type: 'boolean', default: false },
+      // The open-loop rate of the "same rate" rounds, fixed (calls/s), instead of half the
+      // slowest target's closed-loop peak: for A/B runs, whose peaks differ run to run.
+      'low-rate': { type: 'string' },
       // Redis topologies for the two-node targets, repeatable (one Redis, Sentinel, Cluster: see
       // src/bus/redis/topology.ts): per URL, a cross-node target and a same-node one.
       'redis-url': { type: 'string', multiple: true },
@@ -577,10 +580,12 @@ async function main(): Promise<void> {
     // The direct path (the SDK's own Streamable HTTP server) may not sustain half the baseline's
     // peak: added latency is also measured at half of the slowest target's peak, a rate every
     // target sustains, so the floor is a floor.
-    const lowRate = Math.max(
-      50,
-      Math.round(Math.min(...targets.map((t) => median(closed[t.name].map((x) => (x.calls / x.ms) * 1000)))) / 2),
-    );
+    const lowRate = values['low-rate']
+      ? Math.max(50, Math.min(20_000, Number(values['low-rate'])))
+      : Math.max(
+          50,
+          Math.round(Math.min(...targets.map((t) => median(closed[t.name].map((x) => (x.calls / x.ms) * 1000)))) / 2),
+        );
     const openLow: Record<string, Array<Awaited<ReturnType<typeof run>>>> = {};
     for (let r = 0; r < rounds; r++)
       for (const t of targets)

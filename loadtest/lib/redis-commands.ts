@@ -93,7 +93,11 @@ export function perCall(
   const r = (x: number) => Math.round((x / Math.max(1, calls)) * 1000) / 1000;
   const total = diff.reduce((s, [, n]) => s + n, 0);
   // commandstats names subcommands `client|reply`: counted by their command.
-  const sent = diff.reduce((s, [name, n]) => s + (SENT.has(name.split('|')[0]) ? n : 0), 0);
+  // EVAL is the bus's request script (docs/decisions/0225-quiet-requests.md): Redis counts its
+  // PUBLISH again under `publish`, although the bus did not send that one.
+  const ofDiff = (name: string) => diff.find(([n]) => n === name)?.[1] ?? 0;
+  const insideEval = Math.min(ofDiff('eval'), ofDiff('publish'));
+  const sent = diff.reduce((s, [name, n]) => s + (SENT.has(name.split('|')[0]) ? n : 0), 0) - insideEval;
   return {
     total: r(total),
     sent: r(sent),
