@@ -2,7 +2,7 @@
 // key lookups that arrive while one is in flight go together in the next query, and last-seen
 // times and initialize results are written together a moment later. A reconnect storm of
 // thousands of phones then costs the store tens of statements, not two per phone.
-import type { DeviceKey, DeviceSeen, Store } from '../store/types.ts';
+import type { DeviceKey, DeviceSeen, RemovedDevice, Store } from '../store/types.ts';
 import type { Logger } from '../log.ts';
 
 /** Most ids in one lookup or rows in one write (well under Postgres' parameter and statement limits). */
@@ -10,12 +10,15 @@ export const MAX_BATCH = 500;
 /** How long a last-seen write waits for others to join it. */
 export const SEEN_DELAY_MS = 50;
 
-type Waiter = { resolve(v: DeviceKey | undefined): void; reject(e: unknown): void };
+type Waiter = { resolve(v: DeviceKey | RemovedDevice | undefined): void; reject(e: unknown): void };
 
 /**
  * getDeviceKeys for one id at a time, batched: the first lookup goes out at the end of its
  * turn; lookups that arrive while it runs wait for it and go in one query after it. An idle
- * node answers as soon as one query can; a busy one sends fewer, larger queries.
+ * node answers as soon as one query can; a busy one sends fewer, larger queries. Ids it did
+ * not find are looked up among removed devices in a second query of the same batch (only a
+ * batch with such ids pays for it): a removed device's key comes back with `removedAt`
+ * (docs/decisions/0230-removed-devices-are-remembered.md).
  */
 export class DeviceKeyLookup {
   private queue = new Map<string, Waiter[]>();
@@ -24,9 +27,9 @@ export class DeviceKeyLookup {
   /** Queries sent and ids looked up so far (load reports: the batch size is their ratio). */
   readonly counts = { queries: 0, ids: 0 };
 
-  constructor(private readonly store: Pick<Store, 'getDeviceKeys'>) {}
+  constructor(private readonly store: Pick<Store, 'getDeviceKeys' | 'getRemovedDevices'>) {}
 
-  get(id: string): Promise<DeviceKey | undefined> {
+  get(id: string): Promise<DeviceKey | RemovedDevice | undefined> {
     return new Promise((resolve, reject) => {
       const waiters = this.queue.get(id);
       if (waiters) waiters.push({ resolve, reject });
@@ -53,8 +56,18 @@ export class DeviceKeyLookup {
         this.counts.ids += batch.size;
         try {
           const found = await this.store.getDeviceKeys([...batch.keys()]);
-          for (const [id, ws] of batch) for (const w of ws) w.resolve(found.get(id));
+          const missing: string[] = [];
+          for (const [id, ws] of batch) {
+            const key = found.get(id);
+            if (key) for (const w of ws) w.resolve(key);
+            else missing.push(id);
+          }
+          if (missing.length > 0) {
+            const removed = await this.store.getRemovedDevices(missing);
+            for (const id of missing) for (const w of batch.get(id)!) w.resolve(removed.get(id));
+          }
         } catch (err) {
+          // Lookups already answered keep their answer (a settled promise ignores this).
           for (const ws of batch.values()) for (const w of ws) w.reject(err);
         }
       }

@@ -105,7 +105,7 @@ export interface DeviceSocketData {
   accountId: string;
   /** Set when auth failed: the socket is closed as soon as it opens, with this reason... */
   rejectReason?: string;
-  /** ...and this code: 4003 (unauthorised) or 1011 (the relay could not check). */
+  /** ...and this code: 4003 (unauthorised), 4004 (a removed device signed) or 1011 (the relay could not check). */
   rejectCode?: number;
   conn?: DeviceConnection;
   /** The socket's authentication span, while tracing is on: its handshake and close join that trace. */

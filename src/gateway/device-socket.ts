@@ -1,6 +1,7 @@
 // Phone sockets: POST /device/challenge, then GET /device/ws with a signature over the
-// challenge. Auth failures still upgrade and close at once with 4003 so the phone learns
-// why; success attaches a DeviceConnection, superseding any older socket with 4001.
+// challenge. Auth failures still upgrade and close at once with 4003 (4004 for a removed
+// device's phone) so the phone learns why; success attaches a DeviceConnection, superseding
+// any older socket with 4001.
 import type { HttpRequest, HttpResponse, WebSocket } from '../uws.ts';
 import type { WebSocketBehavior, us_socket_context_t } from 'uWebSockets.js';
 import { clientAddress, copyHeaders, Exchange, BodyTooLarge } from './http.ts';
@@ -86,11 +87,11 @@ const WS_HEADERS = [
   'sec-websocket-extensions',
 ] as const;
 
-/** Checks the five headers; returns the device's account or why it failed. */
+/** Checks the five headers; returns the device's account or why it failed (and the close code, if not 4003). */
 async function authenticateDevice(
   ctx: GatewayContext,
   h: Record<string, string>,
-): Promise<{ ok: true; accountId: string } | { ok: false; reason: string }> {
+): Promise<{ ok: true; accountId: string } | { ok: false; reason: string; code?: number }> {
   const deviceId = h['x-device-id'];
   const nonceWire = h['x-device-nonce'];
   const tsRaw = h['x-device-ts'];
@@ -105,7 +106,8 @@ async function authenticateDevice(
   const issuedFor = await ctx.bus.takeNonce(nonceWire);
   if (issuedFor === undefined) return { ok: false, reason: 'unknown, expired or reused nonce' };
   if (issuedFor !== deviceId) return { ok: false, reason: 'nonce was issued for another device' };
-  // Batched with the other accepts of the moment (src/gateway/device-batch.ts).
+  // Batched with the other accepts of the moment (src/gateway/device-batch.ts); a removed
+  // device's key too, kept for this check.
   const device = await ctx.devices.keys.get(deviceId);
   const key = device ? await importDevicePublicKey(device.publicKey) : undefined;
   // Verify against our own host from --public-url, never the Host header
@@ -113,6 +115,9 @@ async function authenticateDevice(
   if (!device || !key || !verifyDeviceSignature(key, signedPayload(nonce, ctx.config.relayHost, tsRaw), sig)) {
     return { ok: false, reason: 'bad signature' };
   }
+  // Only after the signature verified: a caller without the phone's key hears "bad signature"
+  // for a removed id as for one never paired (docs/decisions/0230-removed-devices-are-remembered.md).
+  if ('removedAt' in device) return { ok: false, reason: 'device removed', code: CLOSE.removed };
   return { ok: true, accountId: device.accountId };
 }
 
@@ -149,7 +154,7 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
                 deviceId: logValue(h['x-device-id']) ?? '',
                 accountId: '',
                 rejectReason: auth.reason,
-                rejectCode: 'relayFault' in auth ? CLOSE.relayError : CLOSE.unauthorised,
+                rejectCode: 'relayFault' in auth ? CLOSE.relayError : (auth.code ?? CLOSE.unauthorised),
               };
           if (span) data.trace = endDeviceAuth(span, auth.ok, auth.ok ? undefined : auth.reason);
           if (!auth.ok) {
@@ -177,7 +182,8 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
     open: (ws: WebSocket<DeviceSocketData>) => {
       const data = ws.getUserData();
       if (data.rejectReason) {
-        // 4003 tells the phone to stop; a fault of ours (database down) is 1011: retry later.
+        // 4003 tells the phone to stop, 4004 that its device was removed; a fault of ours
+        // (database down) is 1011: retry later.
         ws.end(data.rejectCode ?? CLOSE.unauthorised, data.rejectReason.slice(0, 120));
         return;
       }

@@ -24,10 +24,12 @@ import type {
   DeviceKey,
   DeviceSeen,
   RedeemResult,
+  RemovedDevice,
   Scope,
   Store,
   Token,
 } from './types.ts';
+import { REMOVED_DEVICE_RETENTION_MS } from './types.ts';
 
 export interface CreateStoreOptions {
   /** pg pool size. PGlite runs one query at a time, so a few connections are plenty there. */
@@ -316,8 +318,26 @@ class KyselyStore implements Store {
     return this.db.transaction().execute(async (trx) => {
       // The foreign key cascades too; deleting explicitly keeps this correct even if it is ever relaxed.
       await trx.deleteFrom('tokens').where('device_id', '=', id).execute();
-      const r = await trx.deleteFrom('devices').where('id', '=', id).executeTakeFirst();
-      if (r.numDeletedRows === 0n) return false;
+      const gone = await trx
+        .deleteFrom('devices')
+        .where('id', '=', id)
+        .returning(['account_id', 'public_key'])
+        .executeTakeFirst();
+      if (!gone) return false;
+      // Its phone may come back later (offline now, or a copy of its state dir): it is told it
+      // was removed (docs/decisions/0230-removed-devices-are-remembered.md). Ids are the relay's
+      // own and never reused; should one be removed twice all the same, the latest removal wins.
+      await trx
+        .insertInto('removed_devices')
+        .values({ id, account_id: gone.account_id, public_key: gone.public_key })
+        .onConflict((oc) =>
+          oc.column('id').doUpdateSet((eb) => ({
+            account_id: eb.ref('excluded.account_id'),
+            public_key: eb.ref('excluded.public_key'),
+            removed_at: eb.ref('excluded.removed_at'),
+          })),
+        )
+        .execute();
       await journal(trx, { type: 'device_removed', deviceId: id });
       return true;
     });
@@ -346,6 +366,16 @@ class KyselyStore implements Store {
     const { rows } = await sql<{ id: string; account_id: string; public_key: string }>`
       select id, account_id, public_key from devices where id = any(${[...new Set(ids)]}::text[])`.execute(this.db);
     for (const r of rows) out.set(r.id, { accountId: r.account_id, publicKey: r.public_key });
+    return out;
+  }
+
+  async getRemovedDevices(ids: readonly string[]): Promise<Map<string, RemovedDevice>> {
+    const out = new Map<string, RemovedDevice>();
+    if (ids.length === 0) return out;
+    const { rows } = await sql<{ id: string; account_id: string; public_key: string; removed_at: Date }>`
+      select id, account_id, public_key, removed_at from removed_devices
+       where id = any(${[...new Set(ids)]}::text[])`.execute(this.db);
+    for (const r of rows) out.set(r.id, { accountId: r.account_id, publicKey: r.public_key, removedAt: r.removed_at });
     return out;
   }
 
@@ -539,6 +569,10 @@ class KyselyStore implements Store {
       await trx
         .deleteFrom('control_events')
         .where('created_at', '<', new Date(now.getTime() - 3600_000))
+        .execute();
+      await trx
+        .deleteFrom('removed_devices')
+        .where('removed_at', '<', new Date(now.getTime() - REMOVED_DEVICE_RETENTION_MS))
         .execute();
       return Number(codes.numDeletedRows + tokens.numDeletedRows) + hosted;
     });

@@ -27,6 +27,15 @@ export interface DevicesTable {
   created_at: ColumnType<Date, Date | undefined, never>;
 }
 
+/** What is kept of a removed device (migration 006, docs/decisions/0230-removed-devices-are-remembered.md). */
+export interface RemovedDevicesTable {
+  id: string;
+  account_id: string;
+  /** base64 P-256 SPKI DER, as devices.public_key: what a returning phone's signature is checked against. */
+  public_key: string;
+  removed_at: ColumnType<Date, Date | undefined, Date>;
+}
+
 export interface TokensTable {
   id: string;
   account_id: string;
@@ -162,6 +171,7 @@ export interface EnrollmentsTable {
 export interface DB {
   accounts: AccountsTable;
   devices: DevicesTable;
+  removed_devices: RemovedDevicesTable;
   tokens: TokensTable;
   pairing_codes: PairingCodesTable;
   schema_version: SchemaVersionTable;

@@ -6,8 +6,16 @@ import { hashPairingCode, newApiToken, newPairingCode, sha256Hex } from '../cryp
 import type { DatabaseSource } from './database/types.ts';
 import { createStore, LATEST_SCHEMA_VERSION, migrate, openStore, type MigrateResult } from './index.ts';
 import { MIGRATIONS, type Migration } from './migrations/index.ts';
+import { migration006 } from './migrations/006_removed_devices.ts';
 import { uid, type TestBackend } from './test-support.ts';
-import { LOCAL_ACCOUNT_ID, SchemaTooNewError, SCOPES, type Scope, type Store } from './types.ts';
+import {
+  LOCAL_ACCOUNT_ID,
+  REMOVED_DEVICE_RETENTION_MS,
+  SchemaTooNewError,
+  SCOPES,
+  type Scope,
+  type Store,
+} from './types.ts';
 
 const MIN = 60_000;
 
@@ -183,6 +191,28 @@ export function storeSuite(backend: TestBackend): void {
         expect((await raw.query('select version, min_release from schema_version')).rows).toEqual([
           { version: LATEST_SCHEMA_VERSION, min_release: latestRelease },
         ]);
+      });
+
+      it('migration 006 brings a database of the release before to removed_devices, its devices kept', async () => {
+        const acct = await account();
+        const dev = await pairedDevice(acct.id);
+        // The schema as the release before left it: version 5, no removed_devices.
+        const before = MIGRATIONS[migration006.version - 2];
+        await raw.query('drop table removed_devices');
+        await raw.query('update schema_version set version = $1, min_release = $2', [before.version, before.release]);
+        const k = kyselyOn();
+        try {
+          expect(await migrate(k)).toEqual({ from: before.version, to: LATEST_SCHEMA_VERSION });
+        } finally {
+          await k.destroy();
+        }
+        expect((await raw.query('select version, min_release from schema_version')).rows).toEqual([
+          { version: LATEST_SCHEMA_VERSION, min_release: MIGRATIONS[MIGRATIONS.length - 1].release },
+        ]);
+        expect(await store.getDevice(dev.id)).toMatchObject({ id: dev.id, accountId: acct.id });
+        // A removal after the upgrade is remembered.
+        expect(await store.removeDevice(dev.id)).toBe(true);
+        expect((await store.getRemovedDevices([dev.id])).get(dev.id)).toMatchObject({ accountId: acct.id });
       });
     });
 
@@ -397,6 +427,31 @@ export function storeSuite(backend: TestBackend): void {
         expect((await store.getDeviceKeys([])).size).toBe(0);
       });
 
+      it('remembers a removed device: its id, account, public key and when, nothing else', async () => {
+        const acct = await account();
+        const dev = await pairedDevice(acct.id);
+        const live = await pairedDevice(acct.id);
+        expect((await store.getRemovedDevices([dev.id, live.id])).size).toBe(0);
+        const t0 = Date.now();
+        expect(await store.removeDevice(dev.id)).toBe(true);
+        // Another store (another node or the CLI) reads it; live and unknown ids are absent.
+        const got = await other.getRemovedDevices([dev.id, live.id, uid('nope'), dev.id]);
+        expect([...got.keys()]).toEqual([dev.id]);
+        const removed = got.get(dev.id)!;
+        expect(removed).toEqual({ accountId: acct.id, publicKey: dev.publicKey, removedAt: expect.any(Date) });
+        // The database's clock wrote it: within a minute of this process's.
+        expect(Math.abs(removed.removedAt.getTime() - t0)).toBeLessThan(MIN);
+        expect((await store.getDeviceKeys([dev.id])).size).toBe(0);
+        // A second removal finds nothing and changes nothing.
+        expect(await store.removeDevice(dev.id)).toBe(false);
+        expect((await store.getRemovedDevices([dev.id])).get(dev.id)).toEqual(removed);
+        expect((await store.getRemovedDevices([])).size).toBe(0);
+        const columns = await raw.query(
+          `select column_name from information_schema.columns where table_name = 'removed_devices' order by 1`,
+        );
+        expect(columns.rows.map((r) => r.column_name)).toEqual(['account_id', 'id', 'public_key', 'removed_at']);
+      });
+
       it('records many devices seen in one call: latest time wins, never moves back, init kept unless given', async () => {
         const acct = await account();
         const a = await pairedDevice(acct.id);
@@ -604,6 +659,23 @@ export function storeSuite(backend: TestBackend): void {
       expect((await raw.query('select code_hash from pairing_codes where account_id = $1', [acct.id])).rows).toEqual([
         { code_hash: live },
       ]);
+    });
+
+    it('purges removal records older than the retention with the rest', async () => {
+      const acct = await account();
+      const [old, recent] = [await pairedDevice(acct.id), await pairedDevice(acct.id)];
+      for (const d of [old, recent]) expect(await store.removeDevice(d.id)).toBe(true);
+      const now = new Date();
+      await raw.query('update removed_devices set removed_at = $2 where id = $1', [
+        old.id,
+        new Date(now.getTime() - REMOVED_DEVICE_RETENTION_MS - 1000),
+      ]);
+      await raw.query('update removed_devices set removed_at = $2 where id = $1', [
+        recent.id,
+        new Date(now.getTime() - REMOVED_DEVICE_RETENTION_MS + MIN),
+      ]);
+      await store.purgeExpired(now);
+      expect([...(await store.getRemovedDevices([old.id, recent.id])).keys()]).toEqual([recent.id]);
     });
 
     it("purges hosted mode's expired or used sign-in codes and expired web sessions with the rest", async () => {

@@ -42,6 +42,18 @@ export interface DeviceKey {
   publicKey: string;
 }
 
+/**
+ * What is kept of a removed device, for REMOVED_DEVICE_RETENTION_MS: its key, so that its phone
+ * coming back is told it was removed once its signature verifies, and when
+ * (docs/decisions/0230-removed-devices-are-remembered.md).
+ */
+export interface RemovedDevice extends DeviceKey {
+  removedAt: Date;
+}
+
+/** How long a removed device is remembered (purgeExpired drops older records): a year. */
+export const REMOVED_DEVICE_RETENTION_MS = 365 * 24 * 3600_000;
+
 export interface DeviceSeen {
   id: string;
   seenAt: Date;
@@ -115,12 +127,17 @@ export interface Store {
 
   getDevice(id: string): Promise<Device | undefined>;
   listDevices(accountId?: string): Promise<Device[]>;
-  /** Deletes the device and every token bound to it. false if it did not exist. */
+  /**
+   * Deletes the device and every token bound to it, and remembers it as removed (getRemovedDevices).
+   * false if it did not exist.
+   */
   removeDevice(id: string): Promise<boolean>;
   saveDeviceInitResult(id: string, initResult: unknown, seenAt: Date): Promise<void>;
   touchDevice(id: string, seenAt: Date): Promise<void>;
   /** What a phone's signed upgrade is checked against, for many devices in one query; unknown ids are absent. */
   getDeviceKeys(ids: readonly string[]): Promise<Map<string, DeviceKey>>;
+  /** The removed devices among `ids` (removed within REMOVED_DEVICE_RETENTION_MS), in one query; others are absent. */
+  getRemovedDevices(ids: readonly string[]): Promise<Map<string, RemovedDevice>>;
   /**
    * Many phones' last-seen times (and, where given, initialize results) in one statement
    * (docs/decisions/0140-cheaper-device-accepts.md). Per device the latest time wins and
@@ -157,8 +174,9 @@ export interface Store {
 
   /**
    * Drops expired or used pairing codes, expired tokens, hosted mode's expired or used codes,
-   * sessions and refresh tokens (hosted-store.ts), and journal rows older than an hour. Returns
-   * how many codes, tokens, sessions and refresh tokens went.
+   * sessions and refresh tokens (hosted-store.ts), journal rows older than an hour, and removed
+   * devices' records older than REMOVED_DEVICE_RETENTION_MS. Returns how many codes, tokens,
+   * sessions and refresh tokens went.
    */
   purgeExpired(now: Date): Promise<number>;
   close(): Promise<void>;

@@ -206,6 +206,22 @@ describe('DeviceAgent against the relay', () => {
     expect(await run).toMatchObject({ reason: 'stopped' });
   });
 
+  it('stops on 4004, not 4003, when its device was removed while it was not running, and remembers it', async () => {
+    const { stateDir, deviceId } = await pairedPhone();
+    const first = startAgent(stateDir);
+    await online(deviceId);
+    await first.stop();
+    await waitFor(() => !relay().relay.node.ctx.hub.device(deviceId), 5000, 'the phone gone from the relay');
+
+    // Removed while the phone was away: nobody held its socket to close.
+    expect(await relay().relay.store.store.removeDevice(deviceId)).toBe(true);
+    const info = await startAgent(stateDir).whenStopped();
+    expect(info).toMatchObject({ reason: 'removed', code: 4004 });
+    expect(info.message).toMatch(/removed from the relay.*; close 4004 \(device removed\)/);
+    expect(loadIdentity(stateDir)!.removed_at).toBeTruthy();
+    expect(relay().relay.node.ctx.hub.device(deviceId)).toBeUndefined();
+  });
+
   it('stop() closes the socket with 1000 and does not reconnect', async () => {
     const { stateDir, deviceId } = await pairedPhone();
     const agent = startAgent(stateDir);

@@ -27,7 +27,7 @@ beforeAll(async () => {
 afterAll(async () => relay?.stop());
 
 /** The real store, with its calls to `method` recorded (each call's argument). */
-function recording<K extends 'getDeviceKeys' | 'recordDevicesSeen'>(method: K) {
+function recording<K extends 'getDeviceKeys' | 'getRemovedDevices' | 'recordDevicesSeen'>(method: K) {
   const calls: unknown[][] = [];
   const real = store[method].bind(store) as (arg: never) => Promise<unknown>;
   const wrapped = { [method]: (arg: never) => (calls.push([...(arg as unknown[])]), real(arg)) } as unknown as Pick<
@@ -37,21 +37,47 @@ function recording<K extends 'getDeviceKeys' | 'recordDevicesSeen'>(method: K) {
   return { store: wrapped, calls };
 }
 
+/** Both lookups of the real store, each recorded. */
+function recordingLookups() {
+  const keys = recording('getDeviceKeys');
+  const removed = recording('getRemovedDevices');
+  return { store: { ...keys.store, ...removed.store }, calls: keys.calls, removedCalls: removed.calls };
+}
+
 describe('DeviceKeyLookup', () => {
-  it('answers the lookups of one turn with one query, unknown ids as undefined', async () => {
-    const r = recording('getDeviceKeys');
+  it('answers the lookups of one turn with one query, unknown ids as undefined after one more query for them', async () => {
+    const r = recordingLookups();
     const lookup = new DeviceKeyLookup(r.store);
     const ids = [phones[0].deviceId, 'dev_nobody', phones[1].deviceId, phones[0].deviceId];
     const got = await Promise.all(ids.map((id) => lookup.get(id)));
     expect(r.calls).toHaveLength(1);
     expect(new Set(r.calls[0])).toEqual(new Set([phones[0].deviceId, 'dev_nobody', phones[1].deviceId]));
+    expect(r.removedCalls).toEqual([['dev_nobody']]);
     expect(got[0]).toEqual({ accountId: expect.any(String), publicKey: phones[0].key.publicKeySpkiBase64 });
     expect(got[1]).toBeUndefined();
     expect(got[3]).toEqual(got[0]);
   });
 
+  it("answers a removed device's key with when it was removed; a batch of known phones asks nothing more", async () => {
+    const gone = await pairRaw(relay.url, (await relay.pair()).code);
+    expect(await store.removeDevice(gone.deviceId)).toBe(true);
+    const r = recordingLookups();
+    const lookup = new DeviceKeyLookup(r.store);
+    const [live, removed] = await Promise.all([lookup.get(phones[0].deviceId), lookup.get(gone.deviceId)]);
+    expect(live).toEqual({ accountId: expect.any(String), publicKey: phones[0].key.publicKeySpkiBase64 });
+    expect(removed).toEqual({
+      accountId: expect.any(String),
+      publicKey: gone.key.publicKeySpkiBase64,
+      removedAt: expect.any(Date),
+    });
+    expect(r.removedCalls).toEqual([[gone.deviceId]]);
+    await Promise.all([lookup.get(phones[1].deviceId), lookup.get(phones[2].deviceId)]);
+    expect(r.calls).toHaveLength(2);
+    expect(r.removedCalls).toHaveLength(1);
+  });
+
   it('sends lookups that arrive while one is in flight together, after it', async () => {
-    const r = recording('getDeviceKeys');
+    const r = recordingLookups();
     const lookup = new DeviceKeyLookup(r.store);
     const first = lookup.get(phones[0].deviceId);
     await new Promise((res) => setImmediate(res)); // the first query is on its way
@@ -68,11 +94,25 @@ describe('DeviceKeyLookup', () => {
     let fail = true;
     const lookup = new DeviceKeyLookup({
       getDeviceKeys: (ids) => (fail ? Promise.reject(new Error('store down')) : store.getDeviceKeys(ids)),
+      getRemovedDevices: (ids) => store.getRemovedDevices(ids),
     });
     const failed = await Promise.allSettled([lookup.get(phones[0].deviceId), lookup.get(phones[1].deviceId)]);
     expect(failed.map((f) => f.status)).toEqual(['rejected', 'rejected']);
     fail = false;
     expect((await lookup.get(phones[0].deviceId))?.publicKey).toBe(phones[0].key.publicKeySpkiBase64);
+  });
+
+  it('fails only the unknown ids when the removed-device query fails: the keys it found stand', async () => {
+    const lookup = new DeviceKeyLookup({
+      getDeviceKeys: (ids) => store.getDeviceKeys(ids),
+      getRemovedDevices: () => Promise.reject(new Error('store down')),
+    });
+    const [found, unknown] = await Promise.allSettled([lookup.get(phones[0].deviceId), lookup.get('dev_nobody')]);
+    expect(found).toEqual({
+      status: 'fulfilled',
+      value: { accountId: expect.any(String), publicKey: phones[0].key.publicKeySpkiBase64 },
+    });
+    expect(unknown.status).toBe('rejected');
   });
 });
 

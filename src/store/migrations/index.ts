@@ -10,11 +10,19 @@ import { migration002 } from './002_control_events.ts';
 import { migration003 } from './003_hosted.ts';
 import { migration004 } from './004_fleets.ts';
 import { migration005 } from './005_fleet_key_devices.ts';
+import { migration006 } from './006_removed_devices.ts';
 import type { Migration } from './types.ts';
 
 export type { Migration } from './types.ts';
 
-export const MIGRATIONS: readonly Migration[] = [migration001, migration002, migration003, migration004, migration005];
+export const MIGRATIONS: readonly Migration[] = [
+  migration001,
+  migration002,
+  migration003,
+  migration004,
+  migration005,
+  migration006,
+];
 export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1].version;
 
 // Arbitrary constant ("phon") so concurrent migrators (several gateways starting at once, the
