@@ -10,6 +10,31 @@ import { CellCounter, CellHistogram, ReadGauge, type Count, type Timing } from '
 export const registry = new client.Registry();
 client.collectDefaultMetrics({ register: registry, prefix: 'phonebridge_process_' });
 
+// prom-client's defaults also name three gauges `…_total`, the suffix Prometheus keeps for
+// counters (`promtool check metrics` flags them, and a rate() of one would look right and mean
+// nothing). Their readings are exported as `…_all` instead, read at scrape as prom-client read
+// them (docs/decisions/0228-process-totals-are-not-counters.md).
+const PROCESS_TOTALS: Array<[kind: string, read: (() => number) | undefined, what: string]> = [
+  ['handles', activeCount('_getActiveHandles'), 'libuv handles'],
+  ['requests', activeCount('_getActiveRequests'), 'libuv requests'],
+  ['resources', () => process.getActiveResourcesInfo().length, 'resources keeping the event loop alive'],
+];
+for (const [kind, read, what] of PROCESS_TOTALS) {
+  const family = `phonebridge_process_nodejs_active_${kind}`;
+  registry.removeSingleMetric(`${family}_total`);
+  if (read)
+    new ReadGauge(
+      { name: `${family}_all`, help: `Active ${what}, all types (the sum of ${family})`, registers: [registry] },
+      () => [[{}, read()]],
+    );
+}
+
+/** A count of Node's internal process._getActive* lists (prom-client reads the same), if this Node has it. */
+function activeCount(fn: '_getActiveHandles' | '_getActiveRequests'): (() => number) | undefined {
+  const get = (process as unknown as Record<string, (() => unknown[]) | undefined>)[fn];
+  return typeof get === 'function' ? () => get.call(process).length : undefined;
+}
+
 const KNOWN_METHODS = new Set([
   'initialize',
   'ping',

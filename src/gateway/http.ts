@@ -173,7 +173,7 @@ export class Exchange implements TurnWriter {
    * An answer to HEAD: the status and headers `send` is given, Content-Length that of its body,
    * and no body (one would be read as the start of the next answer on a keep-alive connection).
    */
-  private readonly headOnly: boolean;
+  readonly headOnly: boolean;
 
   constructor(
     readonly res: HttpResponse,

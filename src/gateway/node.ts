@@ -310,13 +310,14 @@ function closingWhileDraining(
 ): TemplatedApp {
   type Handler = (res: HttpResponse, req: HttpRequest) => void;
   // The Exchange made in the handler reads `state` when it writes (src/gateway/http.ts runRoute).
-  // No route serves HEAD: it reaches the `any` handlers (404, 405), whose answer then goes
-  // without its body. Only they ask for the method, off the per-request path of the others.
+  // A HEAD reaches a `head` handler (hosted mode's pages) or an `any` one (404, 405), whose answer
+  // then goes without its body. Only `any` handlers ask for the method, off the per-request path
+  // of the others.
   const wrap =
-    (handler: Handler, route: RouteMetrics, any: boolean): Handler =>
+    (handler: Handler, route: RouteMetrics, verb: string): Handler =>
     (res, req) => {
       traffic.lastRequestAt = Date.now();
-      runRoute(state, handler, res, req, route, any && req.getMethod() === 'head');
+      runRoute(state, handler, res, req, route, verb === 'head' || (verb === 'any' && req.getMethod() === 'head'));
     };
   const proxy: TemplatedApp = new Proxy(app, {
     get(target, prop) {
@@ -324,7 +325,7 @@ function closingWhileDraining(
         return (pattern: string, handler: Handler) => {
           (target as unknown as Record<string, (p: string, h: Handler) => void>)[prop](
             pattern,
-            wrap(handler, routeMetrics(pattern), prop === 'any'),
+            wrap(handler, routeMetrics(pattern), prop),
           );
           return proxy;
         };

@@ -1,11 +1,10 @@
 // The dashboard: server-rendered, usable without JavaScript. Every action is a POST with the
 // session cookie, the CSRF token and a same-origin check, and touches only rows of the signed-in
 // account. Changes go through the store, which journals them for every node (src/gateway/node.ts).
-import type { TemplatedApp } from '../uws.ts';
 import type { GatewayContext } from '../gateway/context.ts';
 import { SCOPES, type Account, type ControlEvent, type Scope } from '../store/types.ts';
 import { createKey, createPairing } from '../provisioning.ts';
-import { handle, type HostedRequest } from './request.ts';
+import { handle, type HostedRequest, type HostedRoutes } from './request.ts';
 import { qrDataUri } from './qr.ts';
 import { esc, hidden } from './web.ts';
 import { factLabels, formatSelector, LabelError, matches, parseSelector, type Selector } from '../fleet/labels.ts';
@@ -23,7 +22,7 @@ export interface DashboardOptions {
 /** Ten minutes: longer than an agent's pause between calls, far shorter than the 24 h session expiry. */
 export const ACTIVE_WINDOW_MS = 10 * 60_000;
 
-export function registerDashboardRoutes(app: TemplatedApp, ctx: GatewayContext, opts: DashboardOptions = {}): void {
+export function registerDashboardRoutes(app: HostedRoutes, ctx: GatewayContext, opts: DashboardOptions = {}): void {
   const windowMs = opts.activeClientWindowMs ?? ACTIVE_WINDOW_MS;
   app.get(
     '/account/assets/style.css',

@@ -7,6 +7,7 @@ import { registerSigninRoutes } from './signin.ts';
 import { registerDashboardRoutes, type DashboardOptions } from './dashboard.ts';
 import { registerOAuthRoutes, resourceMetadataUrl } from './oauth.ts';
 import { ClientMetadataFetcher, type ClientMetadataOptions } from './client-metadata.ts';
+import { HostedRoutes } from './request.ts';
 
 export { resourceMetadataUrl } from './oauth.ts';
 
@@ -22,9 +23,11 @@ export function hostedFeature(opts: HostedOptions = {}): GatewayFeature {
     start({ app, ctx, mcp }) {
       const mailer = createMailer(ctx.config, ctx.log);
       const metadata = new ClientMetadataFetcher(opts.clientMetadata);
-      registerSigninRoutes(app, ctx, mailer);
-      registerDashboardRoutes(app, ctx, opts);
-      registerOAuthRoutes(app, ctx, metadata);
+      const routes = new HostedRoutes(app);
+      registerSigninRoutes(routes, ctx, mailer);
+      registerDashboardRoutes(routes, ctx, opts);
+      registerOAuthRoutes(routes, ctx, metadata);
+      routes.finish();
       // The public URL is final only once the node listens (port 0), so it is read per answer.
       mcp.offerOAuth(() => resourceMetadataUrl(ctx.config.publicUrl));
       return { close: () => metadata.close() };

@@ -1,12 +1,11 @@
 // The OAuth 2.1 authorization server for MCP clients (MCP authorization, revision 2025-11-25):
 // discovery (RFC 9728, RFC 8414), dynamic registration (RFC 7591), the consent page and the token
 // endpoint. The rules are in oauth-rules.ts; tokens are ordinary device tokens (docs/decisions/0070-hosted-accounts-and-oauth.md).
-import type { TemplatedApp } from '../uws.ts';
 import type { GatewayContext } from '../gateway/context.ts';
 import type { OAuthClient } from '../store/hosted-types.ts';
 import { SCOPES, type Account, type Scope } from '../store/types.ts';
 import { newApiToken, newId, sha256Hex } from '../crypto/secrets.ts';
-import { BadInput, handle, type HostedRequest } from './request.ts';
+import { BadInput, handle, type HostedRequest, type HostedRoutes } from './request.ts';
 import { rateLimited } from '../metrics.ts';
 import {
   ACCESS_TOKEN_TTL_MS,
@@ -42,7 +41,7 @@ export function resourceMetadataUrl(publicUrl: string): string {
   return `${publicUrl}${PROTECTED_RESOURCE_PATH}`;
 }
 
-export function registerOAuthRoutes(app: TemplatedApp, ctx: GatewayContext, metadata: ClientMetadataFetcher): void {
+export function registerOAuthRoutes(app: HostedRoutes, ctx: GatewayContext, metadata: ClientMetadataFetcher): void {
   const base = () => ctx.config.publicUrl;
   const resourceMetadata = handle(ctx, (r) =>
     r.jsonResponse(
@@ -104,7 +103,7 @@ export function registerOAuthRoutes(app: TemplatedApp, ctx: GatewayContext, meta
     }),
   );
   // RFC 6749 §3.2: access token requests are POSTs.
-  app.any(
+  app.otherMethods(
     '/oauth/token',
     handle(ctx, (r) =>
       r.jsonResponse(

@@ -1,6 +1,6 @@
 // One hosted-mode request, with the uWS rules applied once (src/gateway/http.ts): the Exchange is
 // made and the headers, query and body stream are taken synchronously, before any await.
-import type { HttpRequest, HttpResponse } from '../uws.ts';
+import type { HttpRequest, HttpResponse, TemplatedApp } from '../uws.ts';
 import { BodyTooLarge, clientAddress, copyHeaders, Exchange, type Headers } from '../gateway/http.ts';
 import type { GatewayContext } from '../gateway/context.ts';
 import type { Account } from '../store/types.ts';
@@ -135,7 +135,14 @@ export class HostedRequest {
       ex.res.writeStatus(`${status} ${STATUS_TEXT[status] ?? 'Status'}`);
       for (const k in headers) ex.res.writeHeader(k, headers[k]);
       for (const c of this.setCookies) ex.res.writeHeader('Set-Cookie', c);
-      ex.res.end(body ?? '');
+      if (ex.headOnly) {
+        // HEAD: GET's status and headers, no body (Exchange.writeNow: the length as a header, as
+        // uWS 20.30's endWithoutBody(length) leaves the connection waiting for that many bytes).
+        ex.res.writeHeader('Content-Length', String(body === undefined ? 0 : Buffer.byteLength(body)));
+        ex.res.endWithoutBody();
+      } else {
+        ex.res.end(body ?? '');
+      }
     });
   }
 
@@ -226,4 +233,61 @@ export function handle(
       );
     });
   };
+}
+
+type Route = (res: HttpResponse, req: HttpRequest) => void;
+const METHOD_ORDER = ['GET', 'HEAD', 'POST', 'OPTIONS'];
+
+/**
+ * Hosted mode's routes on the client port. A path answers HEAD wherever it answers GET (the same
+ * answer without its body: the gateway gives a `head` handler's Exchange `headOnly`), and any
+ * method it does not serve with 405 and `Allow` (without a body for HEAD), as /mcp and the admin
+ * port do: a body after a HEAD answer would be read as the start of the next answer on the
+ * keep-alive connection.
+ */
+export class HostedRoutes {
+  /** The methods each path serves; false once a path has its own answer to the others. */
+  private readonly served = new Map<string, string[] | false>();
+
+  constructor(private readonly app: TemplatedApp) {}
+
+  get(path: string, handler: Route): void {
+    this.app.get(path, handler);
+    this.app.head(path, handler);
+    this.note(path, 'GET', 'HEAD');
+  }
+
+  post(path: string, handler: Route): void {
+    this.app.post(path, handler);
+    this.note(path, 'POST');
+  }
+
+  options(path: string, handler: Route): void {
+    this.app.options(path, handler);
+    this.note(path, 'OPTIONS');
+  }
+
+  /** The path's own answer to the methods it does not serve (instead of the generic 405). */
+  otherMethods(path: string, handler: Route): void {
+    this.app.any(path, handler);
+    this.served.set(path, false);
+  }
+
+  /** The generic 405 for every path without its own; call once every route is registered. */
+  finish(): void {
+    for (const [path, methods] of this.served) {
+      if (!methods) continue;
+      const sorted = METHOD_ORDER.filter((m) => methods.includes(m));
+      const allow = sorted.join(', ');
+      const use = sorted.length === 1 ? sorted[0] : `${sorted.slice(0, -1).join(', ')} or ${sorted.at(-1)}`;
+      this.app.any(path, (res) => new Exchange(res).error(405, 'method_not_allowed', `use ${use}`, { Allow: allow }));
+    }
+  }
+
+  private note(path: string, ...methods: string[]): void {
+    const served = this.served.get(path);
+    if (served === false) return;
+    if (served) served.push(...methods);
+    else this.served.set(path, methods);
+  }
 }

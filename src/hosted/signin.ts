@@ -2,12 +2,11 @@
 // a "Sign in" button (mail scanners that prefetch links cannot burn the code); its POST consumes
 // the code (single use, 15 minutes, stored hashed), creates the account on first sign-in and
 // starts a web session (HttpOnly, SameSite=Lax cookie, Secure on https).
-import type { TemplatedApp } from '../uws.ts';
 import type { GatewayContext } from '../gateway/context.ts';
 import { DEFAULT_PLAN, normalizeEmail } from './plans.ts';
 import { newId } from '../crypto/secrets.ts';
 import type { Mailer } from './mail.ts';
-import { handle, type HostedRequest } from './request.ts';
+import { handle, type HostedRequest, type HostedRoutes } from './request.ts';
 import { rateLimited } from '../metrics.ts';
 import { timingSafeEqual } from 'node:crypto';
 import {
@@ -37,7 +36,7 @@ export const SIGNIN_LIMIT_PER_EMAIL = 5;
 export const SIGNIN_EMAIL_WINDOW_MS = 3600_000;
 export const SIGNIN_LIMIT_PER_EMAIL_ALL = 30;
 
-export function registerSigninRoutes(app: TemplatedApp, ctx: GatewayContext, mailer: Mailer): void {
+export function registerSigninRoutes(app: HostedRoutes, ctx: GatewayContext, mailer: Mailer): void {
   app.get(
     '/account/signin',
     handle(ctx, (r) => signinForm(r)),

@@ -12,6 +12,7 @@ import { createKey, createPairing, type QrPayload } from '../../src/provisioning
 import { DeviceAgent, silentLogger, type McpServerLike } from '../../src/device/agent/index.ts';
 import type { Scope } from '../../src/store/types.ts';
 import type { HostedOptions } from '../../src/hosted/index.ts';
+import { createEchoServer, type EchoServerControl } from '../fixtures/echo-server.ts';
 
 export function tempDir(prefix = 'pb-test-'): string {
   return mkdtempSync(join(tmpdir(), prefix));
@@ -83,6 +84,36 @@ export async function startTestPhone(
       await agent.stop();
     },
   };
+}
+
+/** A relay with one echo phone paired and connected, and a key for that phone. */
+export interface EchoRelay {
+  relay: TestRelay;
+  phone: TestPhone;
+  /** A key for the phone with every scope. */
+  token: string;
+}
+
+/**
+ * The common set-up of the relay tests: a relay started with `flags`, an echo phone
+ * (test/fixtures/echo-server.ts, recording into `control` when given) paired and initialized,
+ * and a key for it. If the phone or the key fails, the relay is stopped before the error goes on.
+ */
+export async function startEchoRelay(
+  flags: string[] = [],
+  opts: { control?: EchoServerControl } = {},
+): Promise<EchoRelay> {
+  const relay = await startTestRelay(flags);
+  let phone: TestPhone | undefined;
+  try {
+    phone = await startTestPhone(relay, () => createEchoServer(opts.control));
+    const { token } = await relay.key(phone.deviceId);
+    return { relay, phone, token };
+  } catch (err) {
+    await phone?.stop();
+    await relay.stop();
+    throw err;
+  }
 }
 
 export async function connectClient(

@@ -3,17 +3,14 @@
 // whole body. Raw sockets, so the test sees exactly when the relay hangs up.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect } from 'node:net';
-import { startTestPhone, startTestRelay, type TestPhone, type TestRelay } from '../helpers/relay.ts';
-import { createEchoServer } from '../fixtures/echo-server.ts';
+import { startEchoRelay, type TestPhone, type TestRelay } from '../helpers/relay.ts';
 
 let relay: TestRelay;
 let phone: TestPhone;
 let token: string;
 
 beforeAll(async () => {
-  relay = await startTestRelay();
-  phone = await startTestPhone(relay, () => createEchoServer());
-  token = (await relay.key(phone.deviceId)).token;
+  ({ relay, phone, token } = await startEchoRelay());
 });
 afterAll(async () => {
   await phone?.stop();

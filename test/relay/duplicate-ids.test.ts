@@ -4,8 +4,8 @@
 // no phone; the first completes, and the client's notifications/cancelled for that id still
 // names the first (docs/decisions/0216-duplicate-request-ids.md). Real relay, real phone.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestPhone, startTestRelay, waitFor, type TestPhone, type TestRelay } from '../helpers/relay.ts';
-import { createEchoServer, type EchoServerControl } from '../fixtures/echo-server.ts';
+import { startEchoRelay, waitFor, type TestPhone, type TestRelay } from '../helpers/relay.ts';
+import type { EchoServerControl } from '../fixtures/echo-server.ts';
 import { openSession, post, toolCall } from '../helpers/raw-mcp.ts';
 
 let relay: TestRelay;
@@ -14,9 +14,7 @@ let token: string;
 const control: EchoServerControl = { calls: [], cancellations: 0 };
 
 beforeAll(async () => {
-  relay = await startTestRelay();
-  phone = await startTestPhone(relay, () => createEchoServer(control));
-  token = (await relay.key(phone.deviceId)).token;
+  ({ relay, phone, token } = await startEchoRelay([], { control }));
 });
 afterAll(async () => {
   await phone?.stop();

@@ -1,24 +1,14 @@
 // The spine, end to end on one node: a real phone, the official SDK client, each revision.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
-import {
-  connectClient,
-  startTestPhone,
-  startTestRelay,
-  waitFor,
-  type TestPhone,
-  type TestRelay,
-} from '../helpers/relay.ts';
-import { createEchoServer } from '../fixtures/echo-server.ts';
+import { connectClient, startEchoRelay, waitFor, type TestPhone, type TestRelay } from '../helpers/relay.ts';
 
 let relay: TestRelay;
 let phone: TestPhone;
 let token: string;
 
 beforeAll(async () => {
-  relay = await startTestRelay();
-  phone = await startTestPhone(relay, () => createEchoServer());
-  token = (await relay.key(phone.deviceId)).token;
+  ({ relay, phone, token } = await startEchoRelay());
 });
 afterAll(async () => {
   await phone?.stop();

@@ -2,6 +2,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   connectClient,
+  startEchoRelay,
   startTestPhone,
   startTestRelay,
   waitFor,
@@ -18,9 +19,7 @@ let token: string;
 const control: EchoServerControl = { calls: [], cancellations: 0 };
 
 beforeAll(async () => {
-  relay = await startTestRelay(['--request-timeout-ms', '800']);
-  phone = await startTestPhone(relay, () => createEchoServer(control));
-  token = (await relay.key(phone.deviceId)).token;
+  ({ relay, phone, token } = await startEchoRelay(['--request-timeout-ms', '800'], { control }));
 });
 afterAll(async () => {
   await phone?.stop();

@@ -5,8 +5,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import pg from 'pg';
 import { randomBytes } from 'node:crypto';
-import { connectClient, startTestPhone, startTestRelay, type TestPhone, type TestRelay } from '../helpers/relay.ts';
-import { createEchoServer } from '../fixtures/echo-server.ts';
+import { connectClient, startEchoRelay, type TestPhone, type TestRelay } from '../helpers/relay.ts';
 import { generateDeviceKey } from '../../src/crypto/device-auth.ts';
 import { postJson } from '../helpers/raw-device.ts';
 import { sample, waitForSample } from '../helpers/metrics.ts';
@@ -59,9 +58,7 @@ beforeAll(async () => {
   const url = new URL(ADMIN);
   url.port = String(proxy.port);
   url.pathname = `/${dbName}`;
-  relay = await startTestRelay(['--database-url', url.toString()]);
-  phone = await startTestPhone(relay, () => createEchoServer());
-  token = (await relay.key(phone.deviceId)).token;
+  ({ relay, phone, token } = await startEchoRelay(['--database-url', url.toString()]));
 });
 
 afterAll(async () => {

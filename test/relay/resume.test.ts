@@ -7,13 +7,12 @@ import {
   connectClient,
   firstProgressEventId,
   sseMessages,
-  startTestPhone,
-  startTestRelay,
+  startEchoRelay,
   waitFor,
   type TestPhone,
   type TestRelay,
 } from '../helpers/relay.ts';
-import { createEchoServer, type EchoServerControl } from '../fixtures/echo-server.ts';
+import type { EchoServerControl } from '../fixtures/echo-server.ts';
 import { openSession } from '../helpers/raw-mcp.ts';
 import type { SessionChannel } from '../../src/gateway/session-streams.ts';
 
@@ -23,9 +22,7 @@ let token: string;
 const control: EchoServerControl = { calls: [], cancellations: 0 };
 
 beforeAll(async () => {
-  relay = await startTestRelay();
-  phone = await startTestPhone(relay, () => createEchoServer(control));
-  token = (await relay.key(phone.deviceId)).token;
+  ({ relay, phone, token } = await startEchoRelay([], { control }));
 });
 afterAll(async () => {
   await phone?.stop();

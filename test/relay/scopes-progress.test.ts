@@ -2,15 +2,8 @@
 // its own stream (docs/decisions/0007-what-the-relay-rewrites.md).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
-import {
-  connectClient,
-  startTestPhone,
-  startTestRelay,
-  waitFor,
-  type TestPhone,
-  type TestRelay,
-} from '../helpers/relay.ts';
-import { createEchoServer, type EchoServerControl } from '../fixtures/echo-server.ts';
+import { connectClient, startEchoRelay, waitFor, type TestPhone, type TestRelay } from '../helpers/relay.ts';
+import type { EchoServerControl } from '../fixtures/echo-server.ts';
 
 let relay: TestRelay;
 let phone: TestPhone;
@@ -19,9 +12,7 @@ let readToken: string;
 const control: EchoServerControl = { calls: [], cancellations: 0 };
 
 beforeAll(async () => {
-  relay = await startTestRelay();
-  phone = await startTestPhone(relay, () => createEchoServer(control));
-  fullToken = (await relay.key(phone.deviceId)).token;
+  ({ relay, phone, token: fullToken } = await startEchoRelay([], { control }));
   readToken = (await relay.key(phone.deviceId, ['devices:read'])).token;
 });
 afterAll(async () => {

@@ -1,8 +1,8 @@
 // Revision 2026-07-28 on the same /mcp: each bad input has its own answer; discover comes
 // from the cache; closing a response stream cancels the request at the phone.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestPhone, startTestRelay, waitFor, type TestPhone, type TestRelay } from '../helpers/relay.ts';
-import { createEchoServer, type EchoServerControl } from '../fixtures/echo-server.ts';
+import { startEchoRelay, waitFor, type TestPhone, type TestRelay } from '../helpers/relay.ts';
+import type { EchoServerControl } from '../fixtures/echo-server.ts';
 import { baseHeaders, openSession } from '../helpers/raw-mcp.ts';
 
 let relay: TestRelay;
@@ -17,9 +17,7 @@ const meta = {
 };
 
 beforeAll(async () => {
-  relay = await startTestRelay();
-  phone = await startTestPhone(relay, () => createEchoServer(control));
-  token = (await relay.key(phone.deviceId)).token;
+  ({ relay, phone, token } = await startEchoRelay([], { control }));
 });
 afterAll(async () => {
   await phone?.stop();
