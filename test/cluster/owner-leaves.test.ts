@@ -302,7 +302,9 @@ describe('an owner killed while its liveness has not lapsed', () => {
       z.kill('SIGKILL');
       await new Promise((r) => z.once('exit', r));
       const answer = await client.call(O.url, 1, 'echo', { text: 'to a dead owner' });
-      expect(outcomeWithReason(answer)).toMatch(/^error:relay_unavailable \(.*the node holding the phone is unreachable\)$/);
+      expect(outcomeWithReason(answer)).toMatch(
+        /^error:relay_unavailable \(.*the node holding the phone is unreachable\)$/,
+      );
       expect(phone.control.calls).toEqual([]);
     } finally {
       z.kill('SIGKILL');
