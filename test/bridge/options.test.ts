@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { silentLogger } from '../../src/device/agent/agent.ts';
 import { bridgeServerFactory, loadScopeMap, scopeFor } from '../../src/device/bridge/index.ts';
+import { startChild } from '../helpers/processes.ts';
 
 const tool = (name: string, readOnlyHint?: boolean): Tool => ({
   name,
@@ -28,12 +29,44 @@ describe('bridge options', () => {
   });
 
   it('fails clearly when the upstream cannot start', async () => {
-    await expect(bridgeServerFactory({ upstreamCmd: 'no-such-mcp-server --flag', log: silentLogger })).rejects.toThrow(
-      /could not start the upstream MCP server "no-such-mcp-server --flag": .*closed/i,
+    const lines: string[] = [];
+    const log = { info: (m: string) => void lines.push(m), warn: (m: string) => void lines.push(m), error() {} };
+    await expect(bridgeServerFactory({ upstreamCmd: 'no-such-mcp-server --token sk-0123', log })).rejects.toThrow(
+      /^bridge: could not start the upstream MCP server "no-such-mcp-server": command not found \(ENOENT; exit status 127 before initialize\)$/,
+    );
+    expect(lines).toEqual([]); // not the write to its stdin that failed (EPIPE) as well
+    const notExecutable = scopeMapFile('{}'); // a file without the x bit
+    await expect(bridgeServerFactory({ upstreamCmd: `'${notExecutable}' --x`, log })).rejects.toThrow(
+      `bridge: could not start the upstream MCP server "${notExecutable}": not executable (EACCES; exit status 126 before initialize)`,
+    );
+    // The shell takes a NAME=value first word for the program; its value may be a secret.
+    await expect(bridgeServerFactory({ upstreamCmd: 'API_KEY=sk-0123 server', log })).rejects.toThrow(
+      /server "API_KEY=…": command not found/,
     );
     await expect(bridgeServerFactory({ upstreamUrl: 'http://127.0.0.1:1/mcp', log: silentLogger })).rejects.toThrow(
       /could not start the upstream MCP server http:\/\/127\.0\.0\.1:1\/mcp/,
     );
+  });
+
+  it('`device run` exits non-zero with one line that names the program and none of its arguments', async () => {
+    const state = mkdtempSync(join(tmpdir(), 'bridge-state-'));
+    const child = startChild([
+      'device',
+      'run',
+      '--state',
+      state,
+      '--backend',
+      'bridge',
+      '--upstream-cmd',
+      'no-such-mcp-server --token sk-0123',
+    ]);
+    const { code } = await child.exited;
+    expect(code).toBe(1);
+    // The shell's own diagnostic comes on the upstream's stderr, which the bridge passes through.
+    expect(child.stderr.filter((line) => !line.startsWith('sh:'))).toEqual([
+      'phonebridge: bridge: could not start the upstream MCP server "no-such-mcp-server": command not found (ENOENT; exit status 127 before initialize)',
+    ]);
+    expect(child.stderr.join('\n')).not.toContain('sk-0123');
   });
 
   it('checks the scope map file', () => {

@@ -137,6 +137,37 @@ describe('an upstream that fails its initialize', () => {
     const pid = Number(readFileSync(pidFile, 'utf8'));
     expect(() => process.kill(pid, 0)).toThrow(/ESRCH/);
   }, 30_000);
+
+  it('one that never answers is given up after the bound, named without its arguments, and is gone', async () => {
+    const pidFile = join(mkdtempSync(join(tmpdir(), 'rogue-')), 'pid');
+    const log = recordingLog();
+    const started = Date.now();
+    const err = await bridgeServerFactory({
+      upstreamCmd: `${tsxCommand(ROGUE)} silent-init '${pidFile}'`,
+      log,
+      initializeTimeoutMs: 500,
+    }).then(
+      (f) => f.close().then(() => 'started'),
+      (e: Error) => e.message,
+    );
+    // The program only: the arguments are the operator's (paths, maybe a token).
+    expect(err).toBe(
+      `bridge: could not start the upstream MCP server "${process.execPath}": the upstream did not answer initialize within 0.5 s`,
+    );
+    // The bound, then the close (stdin ended, 2 s, SIGTERM): not the SDK's 60 s.
+    expect(Date.now() - started).toBeLessThan(10_000);
+    const pid = Number(readFileSync(pidFile, 'utf8'));
+    expect(() => process.kill(pid, 0)).toThrow(/ESRCH/);
+    expect(log.lines).toEqual([]);
+  }, 30_000);
+
+  it('one that exits before answering says so, with its exit status', async () => {
+    await expect(
+      bridgeServerFactory({ upstreamCmd: `${tsxCommand(ROGUE)} exit-at-start`, log: recordingLog() }),
+    ).rejects.toThrow(
+      `bridge: could not start the upstream MCP server "${process.execPath}": it exited with status 7 before answering initialize`,
+    );
+  });
 });
 
 describe('an upstream whose tools/list is over one frame, behind a relay', () => {

@@ -1,6 +1,6 @@
 // A misbehaving stdio MCP server, raw JSON-RPC on stdin/stdout (no SDK, so it can break the
 // protocol): each tool is one failure an operator's upstream can show the bridge. Run:
-//   npx tsx test/bridge/rogue-upstream.ts [exit-at-start | bad-list | bad-tool | huge-list | bad-init PIDFILE]
+//   npx tsx test/bridge/rogue-upstream.ts [exit-at-start | bad-list | bad-tool | huge-list | bad-init PIDFILE | silent-init PIDFILE]
 // Every payload carries SECRET (test/bridge/rogue-upstream.test.ts knows it), so a test can check that no log line repeats message content.
 // `cancelled-seen` answers with the ids of the notifications/cancelled it received.
 import { writeFileSync } from 'node:fs';
@@ -9,8 +9,8 @@ import { createInterface } from 'node:readline';
 const SECRET = 'sk-rogue-0123456789';
 const mode = process.argv[2] ?? 'normal';
 if (mode === 'exit-at-start') process.exit(7);
-if (mode === 'bad-init') {
-  // An initialize answer the client must refuse, from a server that outlives its stdin.
+if (mode === 'bad-init' || mode === 'silent-init') {
+  // An initialize answer the client must refuse (or none at all), from a server that outlives its stdin.
   writeFileSync(process.argv[3], String(process.pid));
   setInterval(() => {}, 60_000);
 }
@@ -102,6 +102,7 @@ for await (const line of createInterface({ input: process.stdin })) {
   }
   switch (message.method) {
     case 'initialize':
+      if (mode === 'silent-init') break;
       write({
         jsonrpc: '2.0',
         id: message.id,

@@ -72,6 +72,8 @@ export interface BridgeOptions {
   log?: AgentLogger;
   /** Restart backoff after the upstream goes away. */
   backoff?: BackoffOptions;
+  /** How long the upstream has to answer initialize (INITIALIZE_TIMEOUT_MS, 30 s, unless given). */
+  initializeTimeoutMs?: number;
 }
 
 /** Called once per relay socket; also stops the shared upstream. */
@@ -98,6 +100,7 @@ export async function bridgeServerFactory(opts: BridgeOptions): Promise<BridgeSe
   const upstream: Upstream = new Upstream(opts.upstreamCmd ? { cmd: opts.upstreamCmd } : { url: opts.upstreamUrl! }, {
     log: opts.log ?? stderrLogger,
     backoff: opts.backoff,
+    initializeTimeoutMs: opts.initializeTimeoutMs,
     onNotification: (notification) => {
       const targets =
         notification.method === 'notifications/resources/updated'

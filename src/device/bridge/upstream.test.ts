@@ -1,7 +1,17 @@
 import { createServer } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { bridgeServerFactory } from './index.ts';
-import { withoutSecrets } from './upstream.ts';
+import { programOf, withoutSecrets } from './upstream.ts';
+
+describe('the program of an --upstream-cmd, for start-up errors', () => {
+  it('is the first word as the shell reads it, without the arguments', () => {
+    expect(programOf('  mcp-server --token s3cret')).toBe('mcp-server');
+    expect(programOf(`'/opt/my server/bin' --x`)).toBe('/opt/my server/bin');
+    expect(programOf(`"/opt/a \\"b\\"/srv"`)).toBe('/opt/a "b"/srv');
+    expect(programOf('my\\ server;echo')).toBe('my server');
+    expect(programOf('API_KEY=s3cret server')).toBe('API_KEY=…');
+  });
+});
 
 describe('the upstream URL in the operator’s log', () => {
   it('keeps no password and no query', () => {

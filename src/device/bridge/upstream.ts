@@ -1,6 +1,7 @@
 // The one MCP client connection to the bridged server, shared by every relay socket. When the
 // server goes away it is restarted (stdio) or reconnected (HTTP) with backoff; calls made
 // meanwhile fail at once with a clear error rather than hang.
+import type { ChildProcess } from 'node:child_process';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -64,9 +65,18 @@ const RELAYED_NOTIFICATIONS = [
 /** Quick first retries (a local process that crashed once), widening to 30 s for one that keeps failing. */
 const RESTART_BACKOFF: BackoffOptions = { baseMs: 250, dropWindowMs: 250, capMs: 30_000 };
 
+/**
+ * How long a new upstream has to answer initialize, at start and at each restart: a local
+ * server answers in well under a second once its runtime is up
+ * (docs/decisions/0226-bridge-upstream-start.md).
+ */
+export const INITIALIZE_TIMEOUT_MS = 30_000;
+
 export interface UpstreamOptions {
   log: AgentLogger;
   backoff?: BackoffOptions;
+  /** INITIALIZE_TIMEOUT_MS unless given. */
+  initializeTimeoutMs?: number;
   onNotification: (notification: ServerNotification) => void;
   /** After a restart: the new server knows nothing of earlier subscriptions, log level or lists. */
   onRestart: () => void;
@@ -82,6 +92,9 @@ export class Upstream {
   private progressTokens = 0;
   private readonly backoff: Backoff;
   readonly label: string;
+  /** The upstream in a start-up error: a command's program only, without its arguments. */
+  private readonly startLabel: string;
+  private readonly initializeTimeoutMs: number;
   info: UpstreamInfo = { serverInfo: { name: 'unknown', version: '0' }, capabilities: {} };
 
   constructor(
@@ -90,6 +103,8 @@ export class Upstream {
   ) {
     this.backoff = new Backoff({ ...RESTART_BACKOFF, ...options.backoff });
     this.label = 'url' in target ? withoutSecrets(target.url) : `"${target.cmd}"`;
+    this.startLabel = 'url' in target ? this.label : `"${programOf(target.cmd)}"`;
+    this.initializeTimeoutMs = options.initializeTimeoutMs ?? INITIALIZE_TIMEOUT_MS;
   }
 
   /** An error as the log may show it: an upstream URL quoted in it (fetch does) as `label`. */
@@ -106,7 +121,7 @@ export class Upstream {
     try {
       this.attach(await this.connect());
     } catch (err) {
-      throw new Error(`bridge: could not start the upstream MCP server ${this.label}: ${this.describe(err)}`, {
+      throw new Error(`bridge: could not start the upstream MCP server ${this.startLabel}: ${this.describe(err)}`, {
         cause: err,
       });
     }
@@ -198,8 +213,12 @@ export class Upstream {
     for (const schema of RELAYED_NOTIFICATIONS) {
       client.setNotificationHandler(schema, (notification) => this.options.onNotification(notification));
     }
-    client.onerror = (err) =>
+    client.onerror = (err) => {
+      // Writing to a server that has exited: the exit itself is what gets reported (a start-up
+      // error, or "lost the upstream").
+      if ((err as NodeJS.ErrnoException).code === 'EPIPE') return;
       this.options.log.warn(`bridge: upstream ${this.label}: ${this.scrub(withoutContent(err))}`);
+    };
     const transport = this.transport();
     // The SDK closes a client whose initialize failed without waiting for the close (stdin
     // ended, then SIGTERM, then SIGKILL); the bridge waits, so a server that ignores its closed
@@ -212,10 +231,10 @@ export class Upstream {
       return closed;
     };
     try {
-      await client.connect(transport);
+      await client.connect(transport, { timeout: this.initializeTimeoutMs });
     } catch (err) {
       await Promise.allSettled([client.close(), ...closing]);
-      throw err;
+      throw this.startFailure(err, transport);
     }
     // Progress is routed here, synchronously in arrival order, not through the SDK's onprogress:
     // the SDK settles a response at once but defers notifications to a microtask, so the last
@@ -229,6 +248,24 @@ export class Upstream {
     return client;
   }
 
+  /** Why a new connection failed, in words the operator can act on (no command line in them). */
+  private startFailure(err: unknown, transport: Transport): unknown {
+    if (!(err instanceof McpError)) return err;
+    if (err.code === (ErrorCode.RequestTimeout as number))
+      return new Error(`the upstream did not answer initialize within ${this.initializeTimeoutMs / 1000} s`);
+    // The connection closed because the process ended. The command runs as `sh -c 'exec CMD'`:
+    // a program the shell cannot exec ends it with 127 (not found) or 126 (not executable).
+    const exit =
+      err.code === (ErrorCode.ConnectionClosed as number) && transport instanceof StdioUpstreamTransport
+        ? transport.exit
+        : undefined;
+    if (exit?.code === 127) return new Error('command not found (ENOENT; exit status 127 before initialize)');
+    if (exit?.code === 126) return new Error('not executable (EACCES; exit status 126 before initialize)');
+    if (exit?.code != null) return new Error(`it exited with status ${exit.code} before answering initialize`);
+    if (exit?.signal) return new Error(`it was ended by ${exit.signal} before answering initialize`);
+    return err;
+  }
+
   private transport(): Transport {
     if ('url' in this.target) return new StreamableHTTPClientTransport(new URL(this.target.url));
     // A shell so the command works as typed (quotes, $VARS, ~); `exec` makes the server itself the
@@ -237,7 +274,12 @@ export class Upstream {
     const env = Object.fromEntries(
       Object.entries(process.env).filter((e): e is [string, string] => e[1] !== undefined),
     );
-    return new StdioClientTransport({ command: 'sh', args: ['-c', `exec ${this.target.cmd}`], env, stderr: 'inherit' });
+    return new StdioUpstreamTransport({
+      command: 'sh',
+      args: ['-c', `exec ${this.target.cmd}`],
+      env,
+      stderr: 'inherit',
+    });
   }
 
   private attach(client: Client): void {
@@ -280,6 +322,46 @@ export class Upstream {
       }
     }, delayMs);
   }
+}
+
+/**
+ * The SDK's stdio transport, keeping how the child ended: the SDK drops the exit status
+ * (client/stdio.js, its 'close' handler), and the status tells a command the shell could not
+ * run from a server that exited on its own.
+ */
+class StdioUpstreamTransport extends StdioClientTransport {
+  exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
+
+  override async start(): Promise<void> {
+    await super.start();
+    // The child is private in the SDK's types. start() resolves on 'spawn', before any 'exit'.
+    const child = (this as unknown as { _process?: ChildProcess })._process;
+    child?.once('exit', (code, signal) => (this.exit = { code, signal }));
+  }
+}
+
+/**
+ * The program of an --upstream-cmd: its first word as the shell reads it, quotes removed, for
+ * messages that must not carry the arguments (paths, tokens). A `NAME=value` first word, which
+ * `exec` takes for the program, is shown as `NAME=…`: its value may be a secret.
+ */
+export function programOf(cmd: string): string {
+  let word = '';
+  let quote: string | undefined;
+  const text = cmd.trimStart();
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (quote) {
+      if (c === quote) quote = undefined;
+      else if (quote === '"' && c === '\\' && '"\\$`'.includes(text[i + 1] ?? '')) word += text[++i];
+      else word += c;
+    } else if (c === "'" || c === '"') quote = c;
+    else if (c === '\\' && i + 1 < text.length) word += text[++i];
+    else if (/[\s;&|<>()]/.test(c)) break;
+    else word += c;
+  }
+  const assignment = /^([A-Za-z_][A-Za-z0-9_]*)=/.exec(word);
+  return assignment ? `${assignment[1]}=…` : word;
 }
 
 function isProgress(message: JSONRPCMessage): message is ProgressNotification & JSONRPCMessage {
