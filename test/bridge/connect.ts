@@ -5,7 +5,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { afterAll, beforeAll } from 'vitest';
 import { silentLogger, type AgentLogger } from '../../src/device/agent/agent.ts';
-import { bridgeServerFactory, type BridgeServerFactory } from '../../src/device/bridge/index.ts';
+import { bridgeServerFactory, type BridgeOptions, type BridgeServerFactory } from '../../src/device/bridge/index.ts';
 
 export async function connectToBridge(factory: BridgeServerFactory): Promise<Client> {
   const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
@@ -45,10 +45,14 @@ export interface BridgeUnderTest {
  * A bridge over `upstreamCmd` with one SDK client connected, for the calling test file: started in
  * its beforeAll, closed in its afterAll. Read the fields inside tests, once beforeAll has run.
  */
-export function useBridge(upstreamCmd: string, log: AgentLogger = silentLogger): BridgeUnderTest {
+export function useBridge(
+  upstreamCmd: string,
+  log: AgentLogger = silentLogger,
+  options: Omit<BridgeOptions, 'upstreamCmd' | 'log'> = {},
+): BridgeUnderTest {
   const b = {} as BridgeUnderTest;
   beforeAll(async () => {
-    b.factory = await bridgeServerFactory({ upstreamCmd, log });
+    b.factory = await bridgeServerFactory({ ...options, upstreamCmd, log });
     b.client = await connectToBridge(b.factory);
   }, 60_000);
   afterAll(async () => {

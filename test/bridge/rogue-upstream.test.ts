@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { bridgeServerFactory, type BridgeServerFactory } from '../../src/device/bridge/index.ts';
+import { bridgeServerFactory, type BridgeOptions, type BridgeServerFactory } from '../../src/device/bridge/index.ts';
 import type { AgentLogger } from '../../src/device/agent/agent.ts';
 import { connectClient, startTestPhone, startTestRelay, type TestPhone, type TestRelay } from '../helpers/relay.ts';
 import { connectToBridge, tsxCommand, useBridge, waitFor } from './connect.ts';
@@ -29,9 +29,9 @@ function recordingLog(): AgentLogger & { lines: string[] } {
 }
 
 /** A bridge over the rogue upstream in `mode`, with an in-memory SDK client, for one describe block. */
-function useRogueBridge(mode = 'normal') {
+function useRogueBridge(mode = 'normal', options: Omit<BridgeOptions, 'upstreamCmd' | 'log'> = {}) {
   const log = recordingLog();
-  return Object.assign(useBridge(`${tsxCommand(ROGUE)} ${mode}`, log), { log });
+  return Object.assign(useBridge(`${tsxCommand(ROGUE)} ${mode}`, log, options), { log });
 }
 
 describe('an upstream whose tools/list result is malformed', () => {
@@ -49,6 +49,25 @@ describe('an upstream whose tools/list result is malformed', () => {
     expect(b.factory.upstream.connected).toBe(true);
     expect(b.factory.upstream.pid).toBe(pid);
     expect(b.log.lines.filter((line) => line.includes('lost the upstream'))).toEqual([]);
+  });
+});
+
+describe('an upstream that writes its logs to stdout', () => {
+  const b = useRogueBridge('normal', { dropWarnings: { first: 3, summaryEveryMs: 100 } });
+
+  it('gets a warning for the first few lines, then counts of the rest, without their content', async () => {
+    const result = await b.client.callTool({ name: 'garbage-flood', arguments: {} });
+    expect(textOf(result)).toBe('after 1000 lines');
+    const warnings = () => b.log.lines.filter((line) => line.includes('dropped a line that is not JSON'));
+    const counted = () =>
+      b.log.lines
+        .map((line) => /dropped (\d+) more non-JSON lines?$/.exec(line))
+        .reduce((sum, m) => sum + (m ? Number(m[1]) : 0), 0);
+    await waitFor(() => warnings().length + counted() === 1000);
+    expect(warnings()).toHaveLength(3);
+    expect(b.log.lines.length).toBeLessThan(10); // counts come every 100 ms here, not one per line
+    expect(b.log.lines.join('\n')).not.toContain(SECRET);
+    expect(b.factory.upstream.connected).toBe(true);
   });
 });
 

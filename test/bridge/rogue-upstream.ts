@@ -25,6 +25,7 @@ const awaiting = new Map<number, (answer: Message) => void>();
 const TOOLS = [
   'crash',
   'garbage',
+  'garbage-flood',
   'partial-line',
   'stray-id',
   'twice',
@@ -56,6 +57,9 @@ async function call(id: Message['id'], name: string): Promise<void> {
         `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info"},"x":"${SECRET}"\n`,
       );
       return write({ jsonrpc: '2.0', id, result: text('after garbage') });
+    case 'garbage-flood':
+      for (let i = 0; i < 1000; i++) process.stdout.write(`log line ${i} ${SECRET}\n`);
+      return write({ jsonrpc: '2.0', id, result: text('after 1000 lines') });
     case 'partial-line':
       process.stdout.write(
         `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":{"content":[{"type":"text","text":"${SECRET}`,

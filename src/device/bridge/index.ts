@@ -53,6 +53,7 @@ import {
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import { stderrLogger, type AgentLogger, type McpServerLike } from '../agent/agent.ts';
 import type { BackoffOptions } from '../agent/backoff.ts';
+import type { DropWarningOptions } from './drop-warnings.ts';
 import { errorResult } from '../tools/contract.ts';
 import { classifyEra, TASKS_EXTENSION } from '../../protocol/stateless.ts';
 import { loadScopeMap, withScope, type ScopeMap } from './scopes.ts';
@@ -74,6 +75,8 @@ export interface BridgeOptions {
   backoff?: BackoffOptions;
   /** How long the upstream has to answer initialize (INITIALIZE_TIMEOUT_MS, 30 s, unless given). */
   initializeTimeoutMs?: number;
+  /** How warnings about what was dropped from the upstream are limited (the first 3, then a count every 30 s). */
+  dropWarnings?: DropWarningOptions;
 }
 
 /** Called once per relay socket; also stops the shared upstream. */
@@ -101,6 +104,7 @@ export async function bridgeServerFactory(opts: BridgeOptions): Promise<BridgeSe
     log: opts.log ?? stderrLogger,
     backoff: opts.backoff,
     initializeTimeoutMs: opts.initializeTimeoutMs,
+    dropWarnings: opts.dropWarnings,
     onNotification: (notification) => {
       const targets =
         notification.method === 'notifications/resources/updated'

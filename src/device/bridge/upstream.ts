@@ -26,6 +26,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { AGENT_VERSION, type AgentLogger } from '../agent/agent.ts';
 import { Backoff, type BackoffOptions } from '../agent/backoff.ts';
+import { DropWarnings, type DropKind, type DropWarningOptions } from './drop-warnings.ts';
 
 export type UpstreamTarget = { cmd: string } | { url: string };
 
@@ -77,6 +78,8 @@ export interface UpstreamOptions {
   backoff?: BackoffOptions;
   /** INITIALIZE_TIMEOUT_MS unless given. */
   initializeTimeoutMs?: number;
+  /** How the warnings about what was dropped from the upstream are limited. */
+  dropWarnings?: DropWarningOptions;
   onNotification: (notification: ServerNotification) => void;
   /** After a restart: the new server knows nothing of earlier subscriptions, log level or lists. */
   onRestart: () => void;
@@ -95,6 +98,8 @@ export class Upstream {
   /** The upstream in a start-up error: a command's program only, without its arguments. */
   private readonly startLabel: string;
   private readonly initializeTimeoutMs: number;
+  /** Shared by every connection: a restarted server that floods stdout again is still counted. */
+  private readonly drops: DropWarnings;
   info: UpstreamInfo = { serverInfo: { name: 'unknown', version: '0' }, capabilities: {} };
 
   constructor(
@@ -105,6 +110,10 @@ export class Upstream {
     this.label = 'url' in target ? withoutSecrets(target.url) : `"${target.cmd}"`;
     this.startLabel = 'url' in target ? this.label : `"${programOf(target.cmd)}"`;
     this.initializeTimeoutMs = options.initializeTimeoutMs ?? INITIALIZE_TIMEOUT_MS;
+    this.drops = new DropWarnings(
+      (message) => options.log.warn(`bridge: upstream ${this.label}: ${message}`),
+      options.dropWarnings,
+    );
   }
 
   /** An error as the log may show it: an upstream URL quoted in it (fetch does) as `label`. */
@@ -183,6 +192,7 @@ export class Upstream {
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.restartTimer);
+    this.drops.close();
     const client = this.client;
     this.client = undefined;
     // An HTTP server keeps a session until told; a stdio server is ended by closing its stdin.
@@ -217,7 +227,9 @@ export class Upstream {
       // Writing to a server that has exited: the exit itself is what gets reported (a start-up
       // error, or "lost the upstream").
       if ((err as NodeJS.ErrnoException).code === 'EPIPE') return;
-      this.options.log.warn(`bridge: upstream ${this.label}: ${this.scrub(withoutContent(err))}`);
+      const dropped = droppedKind(err);
+      if (dropped) this.drops.dropped(dropped);
+      else this.options.log.warn(`bridge: upstream ${this.label}: ${this.scrub(withoutContent(err))}`);
     };
     const transport = this.transport();
     // The SDK closes a client whose initialize failed without waiting for the close (stdin
@@ -385,20 +397,52 @@ function schemaIssues(err: unknown): string | undefined {
     .join('; ');
 }
 
+/** What the bridge drops from an upstream, warned about the first few times, then counted. */
+const DROPPED = {
+  notJson: {
+    warning:
+      'dropped a line that is not JSON (a stdio MCP server must write only JSON-RPC to stdout; logs go to stderr)',
+    one: 'non-JSON line',
+    many: 'non-JSON lines',
+  },
+  notJsonRpc: {
+    warning: 'dropped a message that is not JSON-RPC',
+    one: 'message that is not JSON-RPC',
+    many: 'messages that are not JSON-RPC',
+  },
+  strayAnswer: {
+    warning: 'dropped an answer to a request it did not send or that was already answered',
+    one: 'answer to a request it did not send or that was already answered',
+    many: 'answers to requests it did not send or that were already answered',
+  },
+  strayProgress: {
+    warning: 'dropped progress for a token it was not given',
+    one: 'progress notification for a token it was not given',
+    many: 'progress notifications for tokens it was not given',
+  },
+  unknownType: {
+    warning: 'dropped a message of unknown type',
+    one: 'message of unknown type',
+    many: 'messages of unknown type',
+  },
+} satisfies Record<string, DropKind>;
+
 /**
- * What went wrong on the upstream connection, for the operator's log. The SDK's own messages
- * quote what the server sent (a stray answer in full, the start of a non-JSON line): message
- * content, which stays out of logs.
+ * What the SDK reported dropping, if it is a drop. Its own messages quote what the server sent
+ * (a stray answer in full, the start of a non-JSON line): message content, which stays out of
+ * logs.
  */
+function droppedKind(err: Error): DropKind | undefined {
+  if (err instanceof SyntaxError) return DROPPED.notJson;
+  if (schemaIssues(err)) return DROPPED.notJsonRpc;
+  if (err.message.startsWith('Received a response for an unknown message ID')) return DROPPED.strayAnswer;
+  if (err.message.startsWith('Received a progress notification for an unknown token')) return DROPPED.strayProgress;
+  if (err.message.startsWith('Unknown message type')) return DROPPED.unknownType;
+  return undefined;
+}
+
+/** Any other error on the upstream connection, for the operator's log: cut short. */
 function withoutContent(err: Error): string {
-  if (err instanceof SyntaxError)
-    return 'dropped a line that is not JSON (a stdio MCP server must write only JSON-RPC to stdout; logs go to stderr)';
-  if (schemaIssues(err)) return 'dropped a message that is not JSON-RPC';
-  if (err.message.startsWith('Received a response for an unknown message ID'))
-    return 'dropped an answer to a request it did not send or that was already answered';
-  if (err.message.startsWith('Received a progress notification for an unknown token'))
-    return 'dropped progress for a token it was not given';
-  if (err.message.startsWith('Unknown message type')) return 'dropped a message of unknown type';
   return err.message.length > 200 ? `${err.message.slice(0, 200)}…` : err.message;
 }
 
