@@ -10,6 +10,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { bridgeServerFactory, type BridgeOptions, type BridgeServerFactory } from '../../src/device/bridge/index.ts';
 import type { AgentLogger } from '../../src/device/agent/agent.ts';
+import { SHARED_LINE_ANSWER } from '../../src/device/bridge/line-reader.ts';
 import { connectClient, startTestPhone, startTestRelay, type TestPhone, type TestRelay } from '../helpers/relay.ts';
 import { connectToBridge, tsxCommand, useBridge, waitFor } from './connect.ts';
 /** What every payload of test/bridge/rogue-upstream.ts carries. */
@@ -110,6 +111,25 @@ describe('an upstream that writes what nobody asked for, behind a relay', () => 
     const log = b.log.lines.join('\n');
     expect(log).toMatch(/dropped a line that is not JSON/);
     expect(log).toMatch(/dropped an answer to a request it did not send or that was already answered/);
+    expect(log).not.toContain(SECRET);
+  });
+
+  it('a call whose answer shares its line with what follows fails at once, saying why', async () => {
+    for (const name of ['run-together', 'run-into-log']) {
+      const started = Date.now();
+      const err = await b.client.callTool({ name, arguments: {} }).then(
+        () => 'answered',
+        (e: Error) => e.message,
+      );
+      expect(err).toBe(`MCP error -32603: ${SHARED_LINE_ANSWER}`);
+      expect(Date.now() - started).toBeLessThan(2_000); // not the relay's 3 s deadline
+    }
+    // The next line is read as usual.
+    expect(await b.client.callTool({ name: 'stray-id', arguments: {} }).then(textOf)).toBe('after stray');
+    expect(b.phone.agent.connected).toBe(true);
+    expect(b.factory.upstream.connected).toBe(true);
+    const log = b.log.lines.join('\n');
+    expect(log).toMatch(/dropped a line that held a message and more output/);
     expect(log).not.toContain(SECRET);
   });
 

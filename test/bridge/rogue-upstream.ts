@@ -27,6 +27,8 @@ const TOOLS = [
   'garbage',
   'garbage-flood',
   'partial-line',
+  'run-together',
+  'run-into-log',
   'stray-id',
   'twice',
   'huge',
@@ -65,6 +67,12 @@ async function call(id: Message['id'], name: string): Promise<void> {
         `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":{"content":[{"type":"text","text":"${SECRET}`,
       );
       return; // and no newline, ever
+    case 'run-together': // the answer without its newline, then a notification on the same line
+      process.stdout.write(JSON.stringify({ jsonrpc: '2.0', id, result: text(SECRET) }));
+      return write({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: SECRET } });
+    case 'run-into-log': // the answer without its newline, then a log line
+      process.stdout.write(JSON.stringify({ jsonrpc: '2.0', id, result: text(SECRET) }));
+      return void process.stdout.write(`listening ${SECRET}\n`);
     case 'stray-id':
       write({ jsonrpc: '2.0', id: 987654, result: text(`stray ${SECRET}`) });
       return write({ jsonrpc: '2.0', id, result: text('after stray') });

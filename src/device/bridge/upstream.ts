@@ -3,7 +3,7 @@
 // meanwhile fail at once with a clear error rather than hang.
 import type { ChildProcess } from 'node:child_process';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StdioClientTransport, type StdioServerParameters } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { RequestOptions } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
@@ -27,6 +27,7 @@ import {
 import { AGENT_VERSION, type AgentLogger } from '../agent/agent.ts';
 import { Backoff, type BackoffOptions } from '../agent/backoff.ts';
 import { DropWarnings, type DropKind, type DropWarningOptions } from './drop-warnings.ts';
+import { LineReader, SharedLineError } from './line-reader.ts';
 
 export type UpstreamTarget = { cmd: string } | { url: string };
 
@@ -339,10 +340,17 @@ export class Upstream {
 /**
  * The SDK's stdio transport, keeping how the child ended: the SDK drops the exit status
  * (client/stdio.js, its 'close' handler), and the status tells a command the shell could not
- * run from a server that exited on its own.
+ * run from a server that exited on its own. Its stdout is read by a LineReader.
  */
 class StdioUpstreamTransport extends StdioClientTransport {
   exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
+
+  constructor(server: StdioServerParameters) {
+    super(server);
+    // The SDK's ReadBuffer, private in its types, replaced with one that fails the request
+    // whose answer shared its line (docs/decisions/0227-an-answer-that-shares-its-line.md).
+    (this as unknown as { _readBuffer: LineReader })._readBuffer = new LineReader(server.maxBufferSize);
+  }
 
   override async start(): Promise<void> {
     await super.start();
@@ -399,6 +407,12 @@ function schemaIssues(err: unknown): string | undefined {
 
 /** What the bridge drops from an upstream, warned about the first few times, then counted. */
 const DROPPED = {
+  sharedLine: {
+    warning:
+      'dropped a line that held a message and more output (a stdio MCP server must end every message with a newline); the requests answered on it fail saying so',
+    one: 'line that held a message and more output',
+    many: 'lines that held a message and more output',
+  },
   notJson: {
     warning:
       'dropped a line that is not JSON (a stdio MCP server must write only JSON-RPC to stdout; logs go to stderr)',
@@ -433,6 +447,7 @@ const DROPPED = {
  * logs.
  */
 function droppedKind(err: Error): DropKind | undefined {
+  if (err instanceof SharedLineError) return DROPPED.sharedLine;
   if (err instanceof SyntaxError) return DROPPED.notJson;
   if (schemaIssues(err)) return DROPPED.notJsonRpc;
   if (err.message.startsWith('Received a response for an unknown message ID')) return DROPPED.strayAnswer;
