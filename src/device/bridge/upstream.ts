@@ -95,9 +95,8 @@ export class Upstream {
   private readonly progressRoutes = new Map<string, (progress: Progress) => void>();
   private progressTokens = 0;
   private readonly backoff: Backoff;
+  /** The upstream in log lines and errors: a URL without secrets, a command's program only. */
   readonly label: string;
-  /** The upstream in a start-up error: a command's program only, without its arguments. */
-  private readonly startLabel: string;
   private readonly initializeTimeoutMs: number;
   /** Shared by every connection: a restarted server that floods stdout again is still counted. */
   private readonly drops: DropWarnings;
@@ -108,8 +107,8 @@ export class Upstream {
     private readonly options: UpstreamOptions,
   ) {
     this.backoff = new Backoff({ ...RESTART_BACKOFF, ...options.backoff });
-    this.label = 'url' in target ? withoutSecrets(target.url) : `"${target.cmd}"`;
-    this.startLabel = 'url' in target ? this.label : `"${programOf(target.cmd)}"`;
+    // A command's arguments (paths, tokens) stay out of the operator's log as well.
+    this.label = 'url' in target ? withoutSecrets(target.url) : `"${programOf(target.cmd)}"`;
     this.initializeTimeoutMs = options.initializeTimeoutMs ?? INITIALIZE_TIMEOUT_MS;
     this.drops = new DropWarnings(
       (message) => options.log.warn(`bridge: upstream ${this.label}: ${message}`),
@@ -131,7 +130,7 @@ export class Upstream {
     try {
       this.attach(await this.connect());
     } catch (err) {
-      throw new Error(`bridge: could not start the upstream MCP server ${this.startLabel}: ${this.describe(err)}`, {
+      throw new Error(`bridge: could not start the upstream MCP server ${this.label}: ${this.describe(err)}`, {
         cause: err,
       });
     }
