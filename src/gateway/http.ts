@@ -394,6 +394,22 @@ function defaultTooLarge(limit: number) {
   });
 }
 
+/** The order an `Allow` header names methods in. */
+const METHOD_ORDER = ['GET', 'HEAD', 'POST', 'PATCH', 'PUT', 'DELETE', 'OPTIONS'];
+
+/**
+ * The answer of a path to a method it does not serve: 405 with `Allow` naming the methods it does
+ * (RFC 9110 §15.5.6) and `{"error":"method_not_allowed","message":"use …"}` — without the body for
+ * HEAD, as a route wrapper's `any` handler makes a headOnly Exchange for it (src/gateway/node.ts).
+ * Register it with `any` on the path once its methods are registered.
+ */
+export function methodNotAllowed(served: readonly string[]): (res: HttpResponse) => void {
+  const sorted = METHOD_ORDER.filter((m) => served.includes(m));
+  const allow = sorted.join(', ');
+  const use = sorted.length === 1 ? sorted[0] : `${sorted.slice(0, -1).join(', ')} or ${sorted.at(-1)}`;
+  return (res) => new Exchange(res).error(405, 'method_not_allowed', `use ${use}`, { Allow: allow });
+}
+
 /**
  * The rate-limit key of the request's client: its address as src/gateway/client-address.ts
  * decides it (X-Forwarded-For only as far as the operator trusts it), IPv6 by /64. Call it

@@ -1,7 +1,7 @@
 // One hosted-mode request, with the uWS rules applied once (src/gateway/http.ts): the Exchange is
 // made and the headers, query and body stream are taken synchronously, before any await.
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../uws.ts';
-import { BodyTooLarge, clientAddress, copyHeaders, Exchange, type Headers } from '../gateway/http.ts';
+import { BodyTooLarge, clientAddress, copyHeaders, Exchange, methodNotAllowed, type Headers } from '../gateway/http.ts';
 import type { GatewayContext } from '../gateway/context.ts';
 import type { Account } from '../store/types.ts';
 import {
@@ -212,7 +212,6 @@ export function handle(
 }
 
 type Route = (res: HttpResponse, req: HttpRequest) => void;
-const METHOD_ORDER = ['GET', 'HEAD', 'POST', 'OPTIONS'];
 
 /**
  * Hosted mode's routes on the client port. A path answers HEAD wherever it answers GET (the same
@@ -252,11 +251,7 @@ export class HostedRoutes {
   /** The generic 405 for every path without its own; call once every route is registered. */
   finish(): void {
     for (const [path, methods] of this.served) {
-      if (!methods) continue;
-      const sorted = METHOD_ORDER.filter((m) => methods.includes(m));
-      const allow = sorted.join(', ');
-      const use = sorted.length === 1 ? sorted[0] : `${sorted.slice(0, -1).join(', ')} or ${sorted.at(-1)}`;
-      this.app.any(path, (res) => new Exchange(res).error(405, 'method_not_allowed', `use ${use}`, { Allow: allow }));
+      if (methods) this.app.any(path, methodNotAllowed(methods));
     }
   }
 

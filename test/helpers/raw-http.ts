@@ -7,7 +7,14 @@ import { connect, type Socket } from 'node:net';
  * as the start of the GET's answer. (Not pipelined: uWS closes a connection that sends a request before the
  * previous one is answered.)
  */
-export function headThenGet(port: number, path: string, next = '/healthz', until = '"status":"ok"'): Promise<string> {
+export function headThenGet(
+  port: number,
+  path: string,
+  next = '/healthz',
+  until = '"status":"ok"',
+  /** Sent with the HEAD (a credential). */
+  headers: Record<string, string> = {},
+): Promise<string> {
   return new Promise((resolve, reject) => {
     const socket = connect(port, '127.0.0.1');
     let text = '';
@@ -29,7 +36,10 @@ export function headThenGet(port: number, path: string, next = '/healthz', until
       }
     });
     socket.on('error', reject);
-    socket.write(`HEAD ${path} HTTP/1.1\r\nHost: x\r\n\r\n`);
+    const extra = Object.entries(headers)
+      .map(([k, v]) => `${k}: ${v}\r\n`)
+      .join('');
+    socket.write(`HEAD ${path} HTTP/1.1\r\nHost: x\r\n${extra}\r\n`);
   });
 }
 
