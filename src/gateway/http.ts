@@ -70,6 +70,7 @@ export const STATUS: Record<number, string> = {
   404: '404 Not Found',
   405: '405 Method Not Allowed',
   406: '406 Not Acceptable',
+  409: '409 Conflict',
   413: '413 Payload Too Large',
   415: '415 Unsupported Media Type',
   429: '429 Too Many Requests',
@@ -163,6 +164,8 @@ export class Exchange implements TurnWriter {
   private abortHandlers?: Array<(() => void) | AbortTarget>;
   private status = 0;
   private headers?: Headers;
+  /** Headers a name may repeat in (`Set-Cookie`), as name, value, name, value…; most answers have none. */
+  private repeated?: string[];
   private payload?: string | Buffer;
   private closeConnection = false;
   private readonly drain = handlerDrainState;
@@ -242,6 +245,15 @@ export class Exchange implements TurnWriter {
     });
   }
 
+  /**
+   * A header of the response `send` will write, besides its `headers`: for a name that may come
+   * more than once (each `Set-Cookie` is its own header line, RFC 6265 §3).
+   */
+  appendHeader(name: string, value: string): void {
+    if (this.aborted || this.finished) return;
+    (this.repeated ??= []).push(name, value);
+  }
+
   /** A complete response, written at the end of this turn; a no-op after an abort or a previous end. */
   send(status: number, headers: Headers, body?: string | Buffer, closeConnection = false): void {
     if (this.aborted || this.finished) return;
@@ -288,6 +300,8 @@ export class Exchange implements TurnWriter {
     const close = this.closeConnection || this.closing;
     res.writeStatus(STATUS[this.status] ?? `${this.status} Status`);
     for (const k in headers) res.writeHeader(k, headers[k]);
+    const repeated = this.repeated;
+    if (repeated) for (let i = 0; i < repeated.length; i += 2) res.writeHeader(repeated[i], repeated[i + 1]);
     if (!close) res.writeHeader('Keep-Alive', KEEP_ALIVE_HINT);
     if (this.headOnly) {
       const p = this.payload;
@@ -305,7 +319,7 @@ export class Exchange implements TurnWriter {
       res.end(this.payload ?? '', close);
       this.route?.responded(this.status, this.payload);
     }
-    this.headers = this.payload = undefined;
+    this.headers = this.payload = this.repeated = undefined;
   }
 
   json(status: number, value: unknown, headers: Headers = {}): void {
@@ -378,6 +392,22 @@ function defaultTooLarge(limit: number) {
     headers: { 'Content-Type': 'application/json' },
     body: JSON.stringify({ error: 'too_large', message: new BodyTooLarge(limit).message }),
   });
+}
+
+/** The order an `Allow` header names methods in. */
+const METHOD_ORDER = ['GET', 'HEAD', 'POST', 'PATCH', 'PUT', 'DELETE', 'OPTIONS'];
+
+/**
+ * The answer of a path to a method it does not serve: 405 with `Allow` naming the methods it does
+ * (RFC 9110 §15.5.6) and `{"error":"method_not_allowed","message":"use …"}` — without the body for
+ * HEAD, as a route wrapper's `any` handler makes a headOnly Exchange for it (src/gateway/node.ts).
+ * Register it with `any` on the path once its methods are registered.
+ */
+export function methodNotAllowed(served: readonly string[]): (res: HttpResponse) => void {
+  const sorted = METHOD_ORDER.filter((m) => served.includes(m));
+  const allow = sorted.join(', ');
+  const use = sorted.length === 1 ? sorted[0] : `${sorted.slice(0, -1).join(', ')} or ${sorted.at(-1)}`;
+  return (res) => new Exchange(res).error(405, 'method_not_allowed', `use ${use}`, { Allow: allow });
 }
 
 /**

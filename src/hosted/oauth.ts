@@ -56,9 +56,17 @@ export function registerOAuthRoutes(app: HostedRoutes, ctx: GatewayContext, meta
       CORS,
     ),
   );
-  app.get(PROTECTED_RESOURCE_PATH, resourceMetadata);
-  app.get('/.well-known/oauth-protected-resource', resourceMetadata);
-  app.get(
+  // A CORS preflight answered wherever the CORS headers are: a browser asks before a GET with a
+  // header outside the safelisted ones (Mcp-Protocol-Version), and without a 204 never sends it.
+  const preflight = handle(ctx, (r) => r.send(204, CORS));
+  /** A document read cross-origin: its GET and the preflight for it. */
+  const corsGet = (path: string, handler: ReturnType<typeof handle>) => {
+    app.get(path, handler);
+    app.options(path, preflight);
+  };
+  corsGet(PROTECTED_RESOURCE_PATH, resourceMetadata);
+  corsGet('/.well-known/oauth-protected-resource', resourceMetadata);
+  corsGet(
     '/.well-known/oauth-authorization-server',
     handle(ctx, (r) =>
       r.jsonResponse(
@@ -80,16 +88,7 @@ export function registerOAuthRoutes(app: HostedRoutes, ctx: GatewayContext, meta
       ),
     ),
   );
-  for (const path of [
-    PROTECTED_RESOURCE_PATH,
-    '/.well-known/oauth-authorization-server',
-    '/oauth/register',
-    '/oauth/token',
-  ])
-    app.options(
-      path,
-      handle(ctx, (r) => r.send(204, CORS)),
-    );
+  for (const path of ['/oauth/register', '/oauth/token']) app.options(path, preflight);
   app.post(
     '/oauth/register',
     handle(ctx, (r) => register(r), { body: true, oauth: { error: 'invalid_client_metadata', headers: CORS } }),

@@ -1,7 +1,7 @@
 // One hosted-mode request, with the uWS rules applied once (src/gateway/http.ts): the Exchange is
 // made and the headers, query and body stream are taken synchronously, before any await.
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../uws.ts';
-import { BodyTooLarge, clientAddress, copyHeaders, Exchange, type Headers } from '../gateway/http.ts';
+import { BodyTooLarge, clientAddress, copyHeaders, Exchange, methodNotAllowed, type Headers } from '../gateway/http.ts';
 import type { GatewayContext } from '../gateway/context.ts';
 import type { Account } from '../store/types.ts';
 import {
@@ -127,23 +127,16 @@ export class HostedRequest {
     return this.ctx.store.getAccount(s.accountId);
   }
 
+  /**
+   * The answer, through the gateway's Exchange like every other route's: counted per route
+   * (phonebridge_http_responses_total, phonebridge_bytes_total), with the keep-alive hint, and
+   * `Connection: close` while the node drains; HEAD gets the headers without the body.
+   */
   send(status: number, headers: Headers, body?: string): void {
     const ex = this.ex;
     if (ex.aborted || ex.finished) return;
-    ex.finished = true;
-    ex.res.cork(() => {
-      ex.res.writeStatus(`${status} ${STATUS_TEXT[status] ?? 'Status'}`);
-      for (const k in headers) ex.res.writeHeader(k, headers[k]);
-      for (const c of this.setCookies) ex.res.writeHeader('Set-Cookie', c);
-      if (ex.headOnly) {
-        // HEAD: GET's status and headers, no body (Exchange.writeNow: the length as a header, as
-        // uWS 20.30's endWithoutBody(length) leaves the connection waiting for that many bytes).
-        ex.res.writeHeader('Content-Length', String(body === undefined ? 0 : Buffer.byteLength(body)));
-        ex.res.endWithoutBody();
-      } else {
-        ex.res.end(body ?? '');
-      }
-    });
+    for (const c of this.setCookies) ex.appendHeader('Set-Cookie', c);
+    ex.send(status, headers, body);
   }
 
   page(status: number, title: string, body: string, opts: { signedIn?: string; head?: string } = {}): void {
@@ -163,23 +156,6 @@ export class HostedRequest {
     );
   }
 }
-
-const STATUS_TEXT: Record<number, string> = {
-  200: 'OK',
-  201: 'Created',
-  204: 'No Content',
-  303: 'See Other',
-  400: 'Bad Request',
-  401: 'Unauthorized',
-  403: 'Forbidden',
-  404: 'Not Found',
-  405: 'Method Not Allowed',
-  409: 'Conflict',
-  413: 'Payload Too Large',
-  429: 'Too Many Requests',
-  500: 'Internal Server Error',
-  503: 'Service Unavailable',
-};
 
 /** A page handler; a synchronous throw is handled like a rejection (see handle). */
 export type HostedHandler = (r: HostedRequest) => void | Promise<void>;
@@ -236,7 +212,6 @@ export function handle(
 }
 
 type Route = (res: HttpResponse, req: HttpRequest) => void;
-const METHOD_ORDER = ['GET', 'HEAD', 'POST', 'OPTIONS'];
 
 /**
  * Hosted mode's routes on the client port. A path answers HEAD wherever it answers GET (the same
@@ -276,11 +251,7 @@ export class HostedRoutes {
   /** The generic 405 for every path without its own; call once every route is registered. */
   finish(): void {
     for (const [path, methods] of this.served) {
-      if (!methods) continue;
-      const sorted = METHOD_ORDER.filter((m) => methods.includes(m));
-      const allow = sorted.join(', ');
-      const use = sorted.length === 1 ? sorted[0] : `${sorted.slice(0, -1).join(', ')} or ${sorted.at(-1)}`;
-      this.app.any(path, (res) => new Exchange(res).error(405, 'method_not_allowed', `use ${use}`, { Allow: allow }));
+      if (methods) this.app.any(path, methodNotAllowed(methods));
     }
   }
 
