@@ -27,7 +27,7 @@ it('sends every call every way and reports CPU and latency for each', () => {
       p50Ms: number;
     }>;
   };
-  expect(report.rounds.map((r) => r.way).sort()).toEqual(['quiet', 'raw', 'redis', 'tcp']);
+  expect(report.rounds.map((r) => r.way).sort()).toEqual(['bounce', 'quiet', 'raw', 'redis', 'tcp']);
   for (const r of report.rounds) {
     // 200/s for 0.5 s, started on a 1 ms timer: about 100 calls, none unanswered.
     expect(r.calls).toBeGreaterThanOrEqual(90);
@@ -35,7 +35,7 @@ it('sends every call every way and reports CPU and latency for each', () => {
     expect(r.nodesCpuUsPerCall).toBeGreaterThan(0);
     expect(r.p50Ms).toBeGreaterThan(0);
   }
-  for (const way of ['redis', 'quiet', 'raw'])
+  for (const way of ['redis', 'quiet', 'bounce', 'raw'])
     expect(report.rounds.find((r) => r.way === way)!.redisCpuUsPerCall).toBeGreaterThan(0);
   expect(run.stdout).toMatch(/^redis at 200\/s: both processes [\d.]+ µs per round trip/m);
 });
