@@ -6,12 +6,13 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startTestRelay, type TestRelay } from '../helpers/relay.ts';
 import { pairRaw } from '../helpers/raw-device.ts';
-import { headThenGet, responses } from '../helpers/raw-http.ts';
+import { headerOf as header, headOnClientPort } from '../helpers/raw-http.ts';
 import { createFleetKey } from '../../src/fleet/keys.ts';
 import { SCOPES } from '../../src/store/index.ts';
 
 let relay: TestRelay;
 let key: string;
+const head = (path: string, headers?: Record<string, string>) => headOnClientPort(relay.relay.node.port, path, headers);
 let phoneId: string;
 beforeAll(async () => {
   relay = await startTestRelay();
@@ -21,22 +22,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await relay?.stop();
 });
-
-const NOT_FOUND = JSON.stringify({ error: 'not_found', message: 'no such endpoint' });
-
-/** HEAD `path`, then a GET on the same connection: the HEAD answer's text, after checking both. */
-async function head(path: string, headers: Record<string, string> = {}): Promise<string> {
-  const [answer, next, ...rest] = responses(
-    await headThenGet(relay.relay.node.port, path, '/nothing', NOT_FOUND, headers),
-  );
-  expect(answer.endsWith('\r\n\r\n'), `${path}: HEAD answered with a body: ${JSON.stringify(answer)}`).toBe(true);
-  expect(next, path).toMatch(/^HTTP\/1\.1 404 Not Found\r\n/);
-  expect(rest, path).toEqual([]);
-  return answer;
-}
-
-const header = (answer: string, name: string) =>
-  new RegExp(`\\r\\n${name}: ([^\\r]*)\\r\\n`, 'i').exec(answer)?.[1] ?? null;
 
 it('answers HEAD of every GET route as GET would, without the body', async () => {
   const auth = { 'x-api-key': key };

@@ -1,5 +1,6 @@
 // Raw HTTP/1.1 on one connection, for what fetch hides: a HEAD answer's bytes, and what follows it.
 import { connect, type Socket } from 'node:net';
+import { expect } from 'vitest';
 
 /**
  * HEAD `path`, then (once its header block is in) GET `next` on the same connection; returns
@@ -45,6 +46,29 @@ export function headThenGet(
 
 /** The answers in `text`, split at each status line. */
 export const responses = (text: string) => text.split(/(?=HTTP\/1\.1 \d{3} )/);
+
+/** What the client port answers a path no route serves: the GET after a HEAD waits for it. */
+const CLIENT_NOT_FOUND = JSON.stringify({ error: 'not_found', message: 'no such endpoint' });
+
+/**
+ * HEAD `path` on the client port, then a GET of a path nothing serves on the same connection:
+ * the HEAD answer's text, once checked to carry no body (the 404 comes next, and nothing else).
+ */
+export async function headOnClientPort(
+  port: number,
+  path: string,
+  headers: Record<string, string> = {},
+): Promise<string> {
+  const [answer, next, ...rest] = responses(await headThenGet(port, path, '/nothing', CLIENT_NOT_FOUND, headers));
+  expect(answer.endsWith('\r\n\r\n'), `${path}: HEAD answered with a body: ${JSON.stringify(answer)}`).toBe(true);
+  expect(next, path).toMatch(/^HTTP\/1\.1 404 Not Found\r\n/);
+  expect(rest, path).toEqual([]);
+  return answer;
+}
+
+/** A header's value in a raw answer's text (case-insensitive name), or null. */
+export const headerOf = (answer: string, name: string) =>
+  new RegExp(`\\r\\n${name}: ([^\\r]*)\\r\\n`, 'i').exec(answer)?.[1] ?? null;
 
 /** One answer read off a raw connection: its status, its headers (lower-case names, repeated ones joined by `\n`), its body. */
 export interface RawAnswer {

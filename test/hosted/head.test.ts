@@ -4,29 +4,16 @@
 // HEAD answer would be read as the start of the next answer on the keep-alive connection.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startHostedRelay, type HostedRelay } from './hosted-relay.ts';
-import { headThenGet, responses } from '../helpers/raw-http.ts';
+import { headerOf as header, headOnClientPort } from '../helpers/raw-http.ts';
 
 let h: HostedRelay;
+const head = (path: string) => headOnClientPort(h.relay.relay.node.port, path);
 beforeAll(async () => {
   h = await startHostedRelay();
 }, 60_000);
 afterAll(async () => {
   await h?.stop();
 });
-
-const NOT_FOUND = JSON.stringify({ error: 'not_found', message: 'no such endpoint' });
-
-/** HEAD `path`, then a GET on the same connection: the HEAD answer's text, after checking both. */
-async function head(path: string): Promise<string> {
-  const [answer, next, ...rest] = responses(await headThenGet(h.relay.relay.node.port, path, '/nothing', NOT_FOUND));
-  expect(answer.endsWith('\r\n\r\n'), `${path}: HEAD answered with a body: ${JSON.stringify(answer)}`).toBe(true);
-  expect(next, path).toMatch(/^HTTP\/1\.1 404 Not Found\r\n/);
-  expect(rest, path).toEqual([]);
-  return answer;
-}
-
-const header = (answer: string, name: string) =>
-  new RegExp(`\\r\\n${name}: ([^\\r]*)\\r\\n`, 'i').exec(answer)?.[1] ?? null;
 
 it('answers HEAD of every page and document GET serves as GET would, without the body', async () => {
   for (const path of [

@@ -25,6 +25,16 @@ afterEach(async () => {
 });
 afterAll(() => dropPrefix(prefix));
 
+/** Redis' id for `bus`'s quiet connection (CLIENT LIST), to kill it. */
+async function quietClientId(admin: Redis, bus: RedisBus): Promise<string> {
+  const line = String(await admin.client('LIST'))
+    .split('\n')
+    .find((l) => l.includes(`name=phonebridge:${bus.nodeId}:quiet`));
+  const id = /\bid=(\d+)/.exec(line ?? '')?.[1];
+  expect(id).toBeDefined();
+  return id!;
+}
+
 describe('RedisBus across nodes', () => {
   it('control events reach every node, the publisher included, exactly once', async () => {
     const [a, b] = [await node(), await node()];
@@ -162,18 +172,14 @@ describe('RedisBus across nodes', () => {
     a.onNodeMessage((m) => got.push(m));
     const admin = new Redis(REDIS_URL);
     try {
-      const line = String(await admin.client('LIST'))
-        .split('\n')
-        .find((l) => l.includes(`name=phonebridge:${b.nodeId}:quiet`));
-      const id = /\bid=(\d+)/.exec(line ?? '')?.[1];
-      expect(id).toBeDefined();
+      const id = await quietClientId(admin, b);
       const pending = b.replyToNode(a.nodeId, 'first');
       const outcome = pending.then(
         () => 'resolved',
         (err: unknown) => err,
       );
       await waitFor(() => got.length === 1, 2000, 'the first reply'); // delivered, not yet confirmed
-      await admin.client('KILL', 'ID', id!);
+      await admin.client('KILL', 'ID', id);
       // Unconfirmed when its connection went: the caller must send it again (as after a
       // publish whose reply never came).
       expect(await outcome).toBeInstanceOf(BusUnavailableError);
@@ -277,17 +283,13 @@ describe('RedisBus across nodes', () => {
     a.onNodeMessage((m) => got.push(m));
     const admin = new Redis(REDIS_URL);
     try {
-      const line = String(await admin.client('LIST'))
-        .split('\n')
-        .find((l) => l.includes(`name=phonebridge:${b.nodeId}:quiet`));
-      const id = /\bid=(\d+)/.exec(line ?? '')?.[1];
-      expect(id).toBeDefined();
+      const id = await quietClientId(admin, b);
       const outcome = b.sendOrBounce(a.nodeId, 'req', undefined, 'unheard').then(
         () => 'resolved',
         (err: unknown) => err,
       );
       await waitFor(() => got.length === 1, 2000, 'the request'); // heard, not yet confirmed
-      await admin.client('KILL', 'ID', id!);
+      await admin.client('KILL', 'ID', id);
       const err = await outcome;
       expect(err).toBeInstanceOf(BusTimeoutError);
       expect((err as Error).message).toMatch(/before Redis confirmed/);
