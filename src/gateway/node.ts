@@ -21,7 +21,7 @@ import { OPENMETRICS_CONTENT_TYPE, renderOpenMetrics, wantsOpenMetrics } from '.
 import { Hub } from './hub.ts';
 import { Authenticator } from './auth.ts';
 import { DeviceKeyLookup, DeviceSeenWriter } from './device-batch.ts';
-import { Exchange, runRoute } from './http.ts';
+import { Exchange, methodNotAllowed, runRoute } from './http.ts';
 import { handlePair } from './pairing.ts';
 import { deviceSocketBehavior, handleChallenge, sweepIdleDevices } from './device-socket.ts';
 import { registerMcpRoutes } from './mcp-endpoint.ts';
@@ -113,9 +113,7 @@ export async function startGateway(opts: {
   const adminRoute = (path: string, answer: (ex: Exchange, req: HttpRequest) => void) => {
     admin.get(path, (res, req) => answer(new Exchange(res), req));
     admin.head(path, (res, req) => answer(new Exchange(res, { head: true }), req));
-    admin.any(path, (res) =>
-      new Exchange(res).error(405, 'method_not_allowed', 'use GET or HEAD', { Allow: 'GET, HEAD' }),
-    );
+    admin.any(path, methodNotAllowed(['GET', 'HEAD']));
   };
   adminRoute('/metrics', (ex, req) => {
     // With tracing on, a scraper that asks for OpenMetrics gets the exemplars (trace ids) too.
