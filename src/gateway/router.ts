@@ -155,7 +155,7 @@ interface RemotePending {
    * (cancel, orphan) waits for this: the request may have gone on another Redis connection,
    * and a cancel must not overtake it (docs/decisions/0225-quiet-requests.md).
    */
-  sent?: Promise<unknown>;
+  sent: Promise<boolean>;
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -383,9 +383,7 @@ export class Router {
 
   /** A message about a request already sent to `p.node`: after the request, never before it. */
   private followUp(p: RemotePending, msg: string): void {
-    const go = () => this.ctx.bus.replyToNode(p.node, msg).catch(() => {});
-    if (p.sent) void p.sent.then(go);
-    else void go();
+    void p.sent.then(() => this.ctx.bus.replyToNode(p.node, msg).catch(() => {}));
   }
 
   /** A client notification for the phone (not answered). */
@@ -556,16 +554,6 @@ export class Router {
     const timer = setTimeout(originTimedOut, timeoutMs + ORIGIN_GRACE_MS, this, rid, r);
     r.state = 'remote';
     r.rid = rid;
-    const pending: RemotePending = {
-      route: r,
-      node: owner.nodeId,
-      epoch: owner.epoch,
-      sentAt: Date.now(),
-      timer,
-      cached,
-      moving: wasMoving,
-    };
-    this.remote.set(rid, pending);
     r.sentPerf = performance.now();
     const b = r.bytes;
     if (b) r.payloadBytes ??= paramsWithCaller(b, r.callerJson!);
@@ -601,7 +589,17 @@ export class Router {
         encode({ t: 'unheard', rid }),
       )
       .catch(deliveredLate);
-    pending.sent = sent;
+    // Nothing about the request arrives before this turn ends: recorded after its send started.
+    this.remote.set(rid, {
+      route: r,
+      node: owner.nodeId,
+      epoch: owner.epoch,
+      sentAt: Date.now(),
+      timer,
+      cached,
+      moving: wasMoving,
+      sent,
+    });
     const delivered = await sent;
     producer?.end(delivered);
     if (!delivered) return this.unheard(rid);
