@@ -1,7 +1,7 @@
 // uWebSockets.js HTTP plumbing. The rules that keep uWS from crashing or losing data live
 // here once: onAborted before any await, body chunks copied, every write corked and skipped
 // after an abort, backpressure honoured on streams, one syscall per answer (docs/decisions/0050-one-write-per-answer.md).
-import type { HttpRequest, HttpResponse } from '../uws.ts';
+import type { HttpRequest, HttpResponse, TemplatedApp } from '../uws.ts';
 import { limitKey, pickClientAddress, type ProxyTrust } from './client-address.ts';
 import type { RouteMetrics } from '../metrics.ts';
 
@@ -408,6 +408,68 @@ export function methodNotAllowed(served: readonly string[]): (res: HttpResponse)
   const allow = sorted.join(', ');
   const use = sorted.length === 1 ? sorted[0] : `${sorted.slice(0, -1).join(', ')} or ${sorted.at(-1)}`;
   return (res) => new Exchange(res).error(405, 'method_not_allowed', `use ${use}`, { Allow: allow });
+}
+
+type Route = (res: HttpResponse, req: HttpRequest) => void;
+
+/**
+ * Routes registered by method, so that a path answers HEAD wherever it answers GET (the same
+ * answer without its body: the gateway gives a `head` handler's Exchange `headOnly`), and any
+ * method it does not serve with 405 and `Allow` (methodNotAllowed, without a body for HEAD): a
+ * body after a HEAD answer would be read as the start of the next answer on the keep-alive
+ * connection. For a feature that registers several paths of its own.
+ */
+export class MethodRoutes {
+  /** The methods each path serves; false once a path has its own answer to the others. */
+  private readonly served = new Map<string, string[] | false>();
+
+  constructor(private readonly app: TemplatedApp) {}
+
+  get(path: string, handler: Route): void {
+    this.app.get(path, handler);
+    this.app.head(path, handler);
+    this.note(path, 'GET', 'HEAD');
+  }
+
+  post(path: string, handler: Route): void {
+    this.app.post(path, handler);
+    this.note(path, 'POST');
+  }
+
+  patch(path: string, handler: Route): void {
+    this.app.patch(path, handler);
+    this.note(path, 'PATCH');
+  }
+
+  del(path: string, handler: Route): void {
+    this.app.del(path, handler);
+    this.note(path, 'DELETE');
+  }
+
+  options(path: string, handler: Route): void {
+    this.app.options(path, handler);
+    this.note(path, 'OPTIONS');
+  }
+
+  /** The path's own answer to the methods it does not serve (instead of the generic 405). */
+  otherMethods(path: string, handler: Route): void {
+    this.app.any(path, handler);
+    this.served.set(path, false);
+  }
+
+  /** The generic 405 for every path without its own; call once every route is registered. */
+  finish(): void {
+    for (const [path, methods] of this.served) {
+      if (methods) this.app.any(path, methodNotAllowed(methods));
+    }
+  }
+
+  private note(path: string, ...methods: string[]): void {
+    const served = this.served.get(path);
+    if (served === false) return;
+    if (served) served.push(...methods);
+    else this.served.set(path, methods);
+  }
 }
 
 /**

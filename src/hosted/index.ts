@@ -7,7 +7,7 @@ import { registerSigninRoutes } from './signin.ts';
 import { registerDashboardRoutes, type DashboardOptions } from './dashboard.ts';
 import { registerOAuthRoutes, resourceMetadataUrl } from './oauth.ts';
 import { ClientMetadataFetcher, type ClientMetadataOptions } from './client-metadata.ts';
-import { HostedRoutes } from './request.ts';
+import { MethodRoutes } from '../gateway/http.ts';
 
 export { resourceMetadataUrl } from './oauth.ts';
 
@@ -23,7 +23,7 @@ export function hostedFeature(opts: HostedOptions = {}): GatewayFeature {
     start({ app, ctx, mcp }) {
       const mailer = createMailer(ctx.config, ctx.log);
       const metadata = new ClientMetadataFetcher(opts.clientMetadata);
-      const routes = new HostedRoutes(app);
+      const routes = new MethodRoutes(app);
       registerSigninRoutes(routes, ctx, mailer);
       registerDashboardRoutes(routes, ctx, opts);
       registerOAuthRoutes(routes, ctx, metadata);

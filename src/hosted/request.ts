@@ -1,7 +1,14 @@
 // One hosted-mode request, with the uWS rules applied once (src/gateway/http.ts): the Exchange is
 // made and the headers, query and body stream are taken synchronously, before any await.
-import type { HttpRequest, HttpResponse, TemplatedApp } from '../uws.ts';
-import { BodyTooLarge, clientAddress, copyHeaders, Exchange, methodNotAllowed, type Headers } from '../gateway/http.ts';
+import type { HttpRequest, HttpResponse } from '../uws.ts';
+import {
+  BodyTooLarge,
+  clientAddress,
+  copyHeaders,
+  Exchange,
+  type Headers,
+  type MethodRoutes,
+} from '../gateway/http.ts';
 import type { GatewayContext } from '../gateway/context.ts';
 import type { Account } from '../store/types.ts';
 import {
@@ -211,54 +218,5 @@ export function handle(
   };
 }
 
-type Route = (res: HttpResponse, req: HttpRequest) => void;
-
-/**
- * Hosted mode's routes on the client port. A path answers HEAD wherever it answers GET (the same
- * answer without its body: the gateway gives a `head` handler's Exchange `headOnly`), and any
- * method it does not serve with 405 and `Allow` (without a body for HEAD), as /mcp and the admin
- * port do: a body after a HEAD answer would be read as the start of the next answer on the
- * keep-alive connection.
- */
-export class HostedRoutes {
-  /** The methods each path serves; false once a path has its own answer to the others. */
-  private readonly served = new Map<string, string[] | false>();
-
-  constructor(private readonly app: TemplatedApp) {}
-
-  get(path: string, handler: Route): void {
-    this.app.get(path, handler);
-    this.app.head(path, handler);
-    this.note(path, 'GET', 'HEAD');
-  }
-
-  post(path: string, handler: Route): void {
-    this.app.post(path, handler);
-    this.note(path, 'POST');
-  }
-
-  options(path: string, handler: Route): void {
-    this.app.options(path, handler);
-    this.note(path, 'OPTIONS');
-  }
-
-  /** The path's own answer to the methods it does not serve (instead of the generic 405). */
-  otherMethods(path: string, handler: Route): void {
-    this.app.any(path, handler);
-    this.served.set(path, false);
-  }
-
-  /** The generic 405 for every path without its own; call once every route is registered. */
-  finish(): void {
-    for (const [path, methods] of this.served) {
-      if (methods) this.app.any(path, methodNotAllowed(methods));
-    }
-  }
-
-  private note(path: string, ...methods: string[]): void {
-    const served = this.served.get(path);
-    if (served === false) return;
-    if (served) served.push(...methods);
-    else this.served.set(path, methods);
-  }
-}
+/** Hosted mode's routes on the client port: HEAD wherever GET, 405 with `Allow` for the rest. */
+export type HostedRoutes = MethodRoutes;

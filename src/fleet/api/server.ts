@@ -2,7 +2,7 @@
 // counted on the bus (so it holds across nodes), input parsed with the route's schemas, JSON
 // errors with stable codes.
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../../uws.ts';
-import { BodyTooLarge, copyHeaders, Exchange, methodNotAllowed } from '../../gateway/http.ts';
+import { BodyTooLarge, copyHeaders, Exchange, MethodRoutes } from '../../gateway/http.ts';
 import { presentedToken } from '../../gateway/auth.ts';
 import type { GatewayContext } from '../../gateway/context.ts';
 import { ApiError, parseOr400 } from './route.ts';
@@ -25,18 +25,11 @@ export function registerApi(
   routes: readonly ApiRoute[],
   opts: ApiOptions,
 ): void {
-  // The methods each uWS pattern serves: any other is 405 with Allow. A GET route answers HEAD
-  // too, with the same checks and headers and no body (the route wrapper makes its Exchange
-  // headOnly), as the client port's other routes do (docs/decisions/0229-head-on-the-fleet-api.md).
-  const served = new Map<string, string[]>();
-  const register = (verb: 'get' | 'post' | 'patch' | 'del', pattern: string, handler: Route) => {
-    app[verb](pattern, handler);
-    if (verb === 'get') app.head(pattern, handler);
-    const methods = verb === 'get' ? ['GET', 'HEAD'] : [verb === 'del' ? 'DELETE' : verb.toUpperCase()];
-    served.set(pattern, [...(served.get(pattern) ?? []), ...methods]);
-  };
+  // A GET route answers HEAD too, with the same checks and headers and no body; any other
+  // method is 405 with Allow (docs/decisions/0229-head-on-the-fleet-api.md).
+  const methods = new MethodRoutes(app);
   let doc: string | undefined;
-  register('get', '/api/v1/openapi.json', (res) => {
+  methods.get('/api/v1/openapi.json', (res) => {
     const ex = new Exchange(res);
     // Built on first use: the public URL is final only once the node listens.
     doc ??= JSON.stringify(openApiDocument(routes, `${ctx.config.publicUrl}`));
@@ -46,7 +39,7 @@ export function registerApi(
     const names = [...r.path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]);
     const pattern = r.path.replace(/\{(\w+)\}/g, ':$1');
     const verb = r.method === 'delete' ? 'del' : r.method;
-    register(verb, pattern, (res: HttpResponse, req: HttpRequest) => {
+    methods[verb](pattern, (res: HttpResponse, req: HttpRequest) => {
       const ex = new Exchange(res);
       const h = copyHeaders(req, ['x-api-key', 'authorization']);
       const params: Record<string, string> = {};
@@ -63,13 +56,11 @@ export function registerApi(
       serve(ctx, keys, opts, r, ex, h, params, query, body).catch((err) => answerError(ctx, ex, err));
     });
   }
-  for (const [pattern, methods] of served) app.any(pattern, methodNotAllowed(methods));
+  methods.finish();
   app.any('/api/v1/*', (res) =>
     new Exchange(res).error(404, 'not_found', 'no such endpoint; see /api/v1/openapi.json'),
   );
 }
-
-type Route = (res: HttpResponse, req: HttpRequest) => void;
 
 async function serve(
   ctx: GatewayContext,
