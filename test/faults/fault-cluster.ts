@@ -97,13 +97,16 @@ export interface FaultResult extends FaultSummary {
   detectedMs: number | null;
   /** What /readyz of the phone's node answered while the fault was on. */
   readyzDuring: unknown;
-  /** Mean of the store's (or Redis') command duration during the fault, from /metrics. */
+  /** Mean of the store's (or Redis') command duration during the fault once settled (SETTLE_MS), from /metrics. */
   meanCommandMsDuring: number | null;
   calls_: Call[];
   t0: number;
   onAt: number;
   offAt: number;
 }
+
+/** Longer than the slowest injected latency (250 ms), so every command timed after it met the fault. */
+const SETTLE_MS = 400;
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -144,15 +147,19 @@ export async function runFault(
   const load = runSdkLoad(fc.clients, { clientTimeoutMs: fc.requestTimeoutMs + 10_000 });
   const t0 = Date.now();
   await sleep(w.beforeMs);
-  const h0 = histogram(await metricsText(A.adminPort), durMetric);
   const onAt = Date.now();
   const added: string[] = [];
   for (const t of spec.toxics ?? []) added.push(await fc.proxy.add(t.toxic, { stream: t.stream }));
   if (spec.disable) await fc.proxy.setEnabled(false);
   let detectedMs: number | null = null;
   let readyzDuring: unknown;
+  // The command-time window opens once the fault has settled: a command that finished before
+  // the toxic was in place (or whose reply had already passed the proxy) would count its
+  // healthy time and pull the mean down by how busy the machine was while the toxic was added.
+  let h0: { sum: number; count: number } | undefined;
   const until = Date.now() + w.faultMs;
   while (Date.now() < until) {
+    if (h0 === undefined && Date.now() - onAt >= SETTLE_MS) h0 = histogram(await metricsText(A.adminPort), durMetric);
     if (detectedMs === null) {
       const ups = await Promise.all(
         fc.tc.nodes.map(async (n) => metricValue(await metricsText(n.adminPort), upMetric)),
@@ -174,12 +181,12 @@ export async function runFault(
   ).catch(() => {}); // reported as recoveredMs: null, asserted by the caller
   await sleep(w.afterMs);
   const calls = await load.stop();
-  const dc = h1.count - h0.count;
+  const dc = h0 === undefined ? 0 : h1.count - h0.count;
   return {
     ...summarize(spec.name, calls, onAt, offAt),
     detectedMs,
     readyzDuring,
-    meanCommandMsDuring: dc > 0 ? Math.round(((h1.sum - h0.sum) / dc) * 1000 * 10) / 10 : null,
+    meanCommandMsDuring: h0 && dc > 0 ? Math.round(((h1.sum - h0.sum) / dc) * 1000 * 10) / 10 : null,
     calls_: calls,
     t0,
     onAt,
