@@ -10,7 +10,7 @@
 //          (docs/decisions/0142-quiet-answers.md), and without any word of nobody hearing it;
 //   bounce the request as the relay sends it since docs/decisions/0225-quiet-requests.md
 //          (sendOrBounce: quiet, one EVAL that tells the origin when nobody heard it);
-//   raw    Redis pub/sub as in quiet, through a minimal RESP writer and reader of this file
+//   raw    Redis pub/sub as in quiet, through a minimal RESP writer and reader (loadtest/lib/raw-pubsub.ts)
 //          instead of ioredis: what of the hop is the client library, what is Redis;
 //   tcp    the same bytes over one direct TCP connection between the two processes
 //          (newline-framed, one write per message): a path without Redis in between.
@@ -22,6 +22,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { RedisBus } from '../src/bus/redis/index.ts';
 import { quietLog, randomPrefix, REDIS_URL } from '../src/bus/redis/test-support.ts';
+import { rawPubSub } from './lib/raw-pubsub.ts';
 import { redisCounter } from './lib/redis-commands.ts';
 
 const SELF = fileURLToPath(import.meta.url);
@@ -52,83 +53,12 @@ function lines(socket: Socket, on: (line: string) => void): void {
   });
 }
 
-/** A bulk string in RESP. */
-const bulk = (s: string) => `$${Buffer.byteLength(s)}\r\n${s}\r\n`;
-
-/**
- * Redis pub/sub without a client library: one connection publishing with replies off
- * (CLIENT REPLY OFF, as src/bus/redis/quiet.ts), one subscribed to `listen`, whose messages
- * reach `on`. A measurement aid: no reconnect, no confirmation, nothing but a message's bytes.
- */
-async function rawPubSub(
-  listen: string,
-  on: (msg: string) => void,
-): Promise<{ publish: (channel: string, msg: string) => void; close: () => void }> {
-  const { hostname, port } = new URL(REDIS_URL);
-  const open = async () => {
-    const s = createConnection({ host: hostname, port: Number(port || 6379) });
-    s.setNoDelay(true);
-    await new Promise<void>((r) => s.once('connect', () => r()));
-    return s;
-  };
-  const pub = await open();
-  pub.write(`*3\r\n${bulk('CLIENT')}${bulk('REPLY')}${bulk('OFF')}`);
-  const sub = await open();
-  let buf: Buffer = Buffer.alloc(0);
-  let subscribed: () => void = () => {};
-  const ready = new Promise<void>((r) => (subscribed = r));
-  // Each push is *3 of bulk strings: message, channel, payload (or subscribe, channel, :count).
-  const line = (at: number) => {
-    const end = buf.indexOf('\r\n', at);
-    return end < 0 ? undefined : { text: buf.toString('latin1', at, end), next: end + 2 };
-  };
-  sub.on('data', (chunk: Buffer) => {
-    buf = buf.length === 0 ? chunk : Buffer.concat([buf, chunk]);
-    let at = 0;
-    for (;;) {
-      const head = line(at);
-      if (!head || head.text !== '*3') break;
-      const parts: string[] = [];
-      let next = head.next;
-      for (let i = 0; i < 3 && next >= 0; i++) {
-        const h = line(next);
-        if (!h) next = -1;
-        else if (h.text[0] === ':') {
-          parts.push(h.text.slice(1));
-          next = h.next;
-        } else {
-          const n = Number(h.text.slice(1));
-          if (buf.length < h.next + n + 2) next = -1;
-          else {
-            parts.push(buf.toString('utf8', h.next, h.next + n));
-            next = h.next + n + 2;
-          }
-        }
-      }
-      if (next < 0) break;
-      at = next;
-      if (parts[0] === 'message') on(parts[2]);
-      else if (parts[0] === 'subscribe') subscribed();
-    }
-    buf = at === buf.length ? Buffer.alloc(0) : buf.subarray(at);
-  });
-  sub.write(`*2\r\n${bulk('SUBSCRIBE')}${bulk(listen)}`);
-  await ready;
-  return {
-    publish: (channel, msg) => void pub.write(`*3\r\n${bulk('PUBLISH')}${bulk(channel)}${bulk(msg)}`),
-    close: () => {
-      pub.destroy();
-      sub.destroy();
-    },
-  };
-}
-
 // ---- the owner: answers every request it hears, both ways ------------------------------
 
 async function owner(prefix: string): Promise<void> {
   const bus = await RedisBus.connect(REDIS_URL, 'hop-owner', quietLog, { prefix });
   bus.onNodeMessage((m) => void bus.replyToNode('hop-origin', m).catch(() => {}));
-  const raw = await rawPubSub(`${prefix}raw:owner`, (m) => raw.publish(`${prefix}raw:origin`, m));
+  const raw = await rawPubSub(REDIS_URL, `${prefix}raw:owner`, (m) => raw.publish(`${prefix}raw:origin`, m));
   const server = createServer((s) => {
     s.setNoDelay(true);
     lines(s, (m) => s.write(`${m}\n`));
@@ -185,7 +115,7 @@ async function origin(): Promise<void> {
     waiting.delete(id);
   };
   bus.onNodeMessage(answered);
-  const raw = await rawPubSub(`${prefix}raw:origin`, answered);
+  const raw = await rawPubSub(REDIS_URL, `${prefix}raw:origin`, answered);
   lines(tcp, answered);
   let seq = 0;
   const send = {

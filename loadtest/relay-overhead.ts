@@ -427,7 +427,15 @@ async function main(): Promise<void> {
     cleanup.push(() => baseline.stop());
     const baselineReady = await baseline.next('ready');
     const floorCode = randomBytes(6).toString('hex');
-    const floor = child(join(ROOT, 'loadtest/baseline/uws-floor.ts'), ['--code', floorCode], relayOpts.execArgv);
+    const redisUrls = values['redis-url']?.length ? values['redis-url'] : [REDIS_URL];
+    // With the cluster targets, the floor also listens on Redis: the owner of the two-node floor.
+    const floorChannel = `pbo:floor:${randomBytes(4).toString('hex')}:`;
+    const floorBus = values['no-cluster'] ? [] : ['--redis-url', redisUrls[0], '--channel', `${floorChannel}owner`];
+    const floor = child(
+      join(ROOT, 'loadtest/baseline/uws-floor.ts'),
+      ['--code', floorCode, ...floorBus],
+      relayOpts.execArgv,
+    );
     cleanup.push(() => floor.stop());
     const floorReady = await floor.next('ready');
     const phone = child(SELF, ['--role', 'phone']);
@@ -468,7 +476,6 @@ async function main(): Promise<void> {
       { name: 'direct', url: directUrl, headers: await session(directUrl, {}), pids: [phone.proc.pid!] },
     ];
 
-    const redisUrls = values['redis-url']?.length ? values['redis-url'] : [REDIS_URL];
     if (!values['no-cluster'])
       for (const [u, redisUrl] of redisUrls.entries()) {
         const counter = await redisCounter(redisUrl);
@@ -503,6 +510,26 @@ async function main(): Promise<void> {
           url: a.mcpUrl,
           headers: await session(a.mcpUrl, { 'x-api-key': ct }),
           pids: [a.child.pid!, b.child.pid!],
+          redis: counter,
+        });
+        if (u > 0) continue;
+        // The two-node floor (docs/decisions/0231-the-two-node-floor.md): a call to a second
+        // floor process crosses Redis to the floor that holds the phone, and back.
+        const floorOrigin = child(
+          join(ROOT, 'loadtest/baseline/uws-floor.ts'),
+          [
+            ...['--code', randomBytes(6).toString('hex'), '--redis-url', redisUrl],
+            ...['--channel', `${floorChannel}origin`, '--owner-channel', `${floorChannel}owner`],
+          ],
+          relayOpts.execArgv,
+        );
+        cleanup.push(() => floorOrigin.stop());
+        const { url: originUrl } = await floorOrigin.next('ready');
+        targets.push({
+          name: 'floor-cluster',
+          url: `${originUrl}/mcp`,
+          headers: await session(`${originUrl}/mcp`, {}),
+          pids: [floor.proc.pid!, floorOrigin.proc.pid!],
           redis: counter,
         });
       }
@@ -822,7 +849,7 @@ async function main(): Promise<void> {
     // Redis per call (docs/decisions/0151-redis-key-and-channel-layout.md): at the same rate,
     // steady state, and with 64 calls in flight, on every topology given.
     for (const t of targets) {
-      if (!t.redis) continue;
+      if (!t.redis || t.name === 'floor-cluster') continue;
       const limit = t.name.startsWith('same-node') ? 0.2 : 3;
       check(
         `${t.name}: Redis commands sent per call, 64 in flight, net of idle`,
@@ -859,16 +886,50 @@ async function main(): Promise<void> {
       },
       kernelShareOfFloor: round2(T.floor.serverSystemCpuUsPerCall / T.floor.serverCpuUsPerCall),
     };
+    // Not a target either: the two-node floor against the one-node floor, the same figures the
+    // cluster targets read (docs/decisions/0231-the-two-node-floor.md). Where the floors' own
+    // ratio misses a cluster target, no relay that routes through Redis pub/sub meets it here;
+    // the hop's CPU (two nodes less one) says how much of the relay's is its own.
+    if (T['floor-cluster'] && T.cluster) {
+      const F = T['floor-cluster'];
+      report.clusterFloor = {
+        cpuPerCallOverOneNodeAtSameRate: round2(F.lowRateNetServerCpuUsPerCall / T.floor.lowRateNetServerCpuUsPerCall),
+        relayCpuPerCallOverOneNodeAtSameRate: round2(
+          T.cluster.lowRateNetServerCpuUsPerCall / T.relay.lowRateNetServerCpuUsPerCall,
+        ),
+        hopCpuUsPerCallAtSameRate: round2(F.lowRateNetServerCpuUsPerCall - T.floor.lowRateNetServerCpuUsPerCall),
+        relayHopCpuUsPerCallAtSameRate: round2(
+          T.cluster.lowRateNetServerCpuUsPerCall - T['same-node'].lowRateNetServerCpuUsPerCall,
+        ),
+        redisCpuUsPerCallAtSameRate: F.lowRateNetRedisCpuUsPerCall,
+        relayRedisCpuUsPerCallAtSameRate: T.cluster.lowRateNetRedisCpuUsPerCall,
+        addedP50MsAtSameRate: round2(F.lowRateP50Ms - T.floor.lowRateP50Ms),
+        relayAddedP50MsAtSameRate: round2(T.cluster.lowRateP50Ms - T['same-node'].lowRateP50Ms),
+        closedLoopCallsPerSecondShare: round2(F.callsPerSecond / T.floor.callsPerSecond),
+        relayClosedLoopCallsPerSecondShare: round2(T.cluster.callsPerSecond / T['same-node'].callsPerSecond),
+      };
+    }
     for (const t of Object.keys(T))
       if (T[t].errors > 0) report.checks.push({ name: `${t}: no errors`, value: T[t].errors, limit: 0, ok: false });
     mkdirSync(values.out, { recursive: true });
     writeFileSync(join(values.out, 'report.json'), JSON.stringify(report, null, 2));
-    console.log(JSON.stringify({ targets: report.targets, floor: report.floor }, null, 2));
+    console.log(
+      JSON.stringify({ targets: report.targets, floor: report.floor, clusterFloor: report.clusterFloor }, null, 2),
+    );
     for (const c of report.checks)
       console.log(
         c.ok === null
           ? `n/a  ${c.name}: ${c.why}`
           : `${c.ok ? 'ok  ' : 'MISS'} ${c.name}: ${c.value} (limit ${c.limit})`,
+      );
+    const cf = report.clusterFloor;
+    if (cf)
+      console.log(
+        [
+          `two-node floor at the same rate (relay beside it): two nodes ÷ one node ${cf.cpuPerCallOverOneNodeAtSameRate} (${cf.relayCpuPerCallOverOneNodeAtSameRate}),`,
+          `the hop's CPU ${cf.hopCpuUsPerCallAtSameRate} µs (${cf.relayHopCpuUsPerCallAtSameRate}), added p50 ${cf.addedP50MsAtSameRate} ms (${cf.relayAddedP50MsAtSameRate});`,
+          `closed loop: cross ÷ one node's calls/s ${cf.closedLoopCallsPerSecondShare} (${cf.relayClosedLoopCallsPerSecondShare})`,
+        ].join(' '),
       );
     console.log(`report: ${join(values.out, 'report.json')}`);
     process.exitCode = report.checks.every((c: Json) => c.ok !== false) ? 0 : 1;

@@ -12,13 +12,30 @@
 // above this per call is what its protocol work costs; what this costs is uWS, V8's callbacks
 // and the kernel's loopback TCP, the same for any relay here.
 //
+// Two of them make the two-node floor: the same per-call work, with Redis pub/sub between the
+// node a client calls (the origin) and the node that holds the phone (the owner), as the
+// relay's cluster routes (docs/decisions/0231-the-two-node-floor.md). The origin publishes the
+// frame to the owner's channel; the owner gives it an id of its own, and publishes the answer
+// back with the origin's id restored. Through loadtest/lib/raw-pubsub.ts (no client library,
+// the publishing connection with replies off), a turn's messages in one write.
+//
 //   fork('loadtest/baseline/uws-floor.ts', ['--code', CODE]) → IPC { type: 'ready', port, url }
+//   owner:  … ['--code', CODE, '--redis-url', URL, '--channel', A]
+//   origin: … ['--code', OTHER, '--redis-url', URL, '--channel', B, '--owner-channel', A]
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { uws, type HttpResponse, type WebSocket } from '../../src/uws.ts';
+import { rawPubSub } from '../lib/raw-pubsub.ts';
 import { BenchControlPlane, INITIALIZED_FRAME, initializeFrame } from './control-plane.ts';
 
-const { values } = parseArgs({ options: { code: { type: 'string' } } });
+const { values } = parseArgs({
+  options: {
+    code: { type: 'string' },
+    'redis-url': { type: 'string' },
+    channel: { type: 'string' },
+    'owner-channel': { type: 'string' },
+  },
+});
 const control = new BenchControlPlane(values.code!);
 
 interface Waiting {
@@ -30,7 +47,29 @@ interface Waiting {
 let phone: WebSocket<object> | undefined;
 const sessions = new Set<string>();
 const waiting = new Map<number, Waiting>();
+/** On the owner: a request another node sent, by this node's id for it. */
+const remote = new Map<number, { origin: string; originId: string }>();
 let nextId = 1;
+
+// ---- between nodes (the two-node floor) ----------------------------------------------------
+// `q<origin channel>\n<frame>` is a request to the owner, `a<frame>` an answer to the origin.
+const channel = values.channel ?? '';
+const ownerChannel = values['owner-channel'];
+const bus = values['redis-url']
+  ? await rawPubSub(values['redis-url'], channel, fromNode, { perTurn: true })
+  : undefined;
+
+function fromNode(msg: string): void {
+  if (msg[0] === 'a') return fromPhone(msg.slice(1));
+  const nl = msg.indexOf('\n');
+  const frame = msg.slice(nl + 1);
+  const span = findId(frame, 'start');
+  if (!span) return;
+  const relayId = nextId++;
+  remote.set(relayId, { origin: msg.slice(1, nl), originId: frame.slice(span.start, span.end) });
+  frames.push(frame.slice(0, span.start) + relayId + frame.slice(span.end));
+  schedule();
+}
 
 // ---- end-of-turn writes ------------------------------------------------------------------
 
@@ -87,7 +126,9 @@ function forward(res: HttpResponse, body: string, w: Waiting): void {
   const relayId = nextId++;
   w.clientId = body.slice(span.start, span.end);
   waiting.set(relayId, w);
-  frames.push(body.slice(0, span.start) + relayId + body.slice(span.end));
+  const frame = body.slice(0, span.start) + relayId + body.slice(span.end);
+  if (bus && ownerChannel && !phone) return bus.publish(ownerChannel, `q${channel}\n${frame}`);
+  frames.push(frame);
   schedule();
 }
 
@@ -95,6 +136,12 @@ function fromPhone(text: string): void {
   const span = findId(text, 'end');
   if (!span) return;
   const relayId = Number(text.slice(span.start, span.end));
+  const from = remote.get(relayId);
+  if (from && bus) {
+    remote.delete(relayId);
+    bus.publish(from.origin, `a${text.slice(0, span.start)}${from.originId}${text.slice(span.end)}`);
+    return;
+  }
   const w = waiting.get(relayId);
   if (!w) return;
   waiting.delete(relayId);
