@@ -21,7 +21,6 @@ export type RelayRequest =
   | { op: 'stats' }
   | { op: 'profile'; label: string }
   | { op: 'cpu' }
-  | { op: 'crossNodeRequests' }
   | { op: 'stop' };
 
 /** What the child sends back: `ready` once, then one answer per request id. */
@@ -73,8 +72,6 @@ export interface RelayChild {
   stats(): Promise<RelayStats>;
   /** CPU time used so far, ms (no GC first, unlike stats). */
   cpu(): Promise<{ cpuMs: number; cpuSystemMs: number; mainThreadCpuMs?: number }>;
-  /** Requests this node has sent to other nodes so far (phonebridge_cross_node_requests_total, origin). */
-  crossNodeRequests(): Promise<number>;
   /**
    * With PHONEBRIDGE_LOADTEST_RELAY_PROFILE_DIR set, the relay profiles its CPU from start-up:
    * this writes what it has so far to DIR/<label>-<pid>.cpuprofile and starts afresh (so a
@@ -155,7 +152,6 @@ export function startRelayChild(
         stats: () => request({ op: 'stats' }),
         profile: (label) => request({ op: 'profile', label }),
         cpu: () => request({ op: 'cpu' }),
-        crossNodeRequests: () => request({ op: 'crossNodeRequests' }),
         async kill() {
           if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
           await exited;
@@ -289,10 +285,6 @@ async function childMain(argv: string[]): Promise<void> {
             cpuSystemMs: cpu.system / 1000,
             mainThreadCpuMs: await mainThreadCpuMs(),
           });
-        }
-        case 'crossNodeRequests': {
-          const { crossNode } = await import('../src/metrics.ts');
-          return answer(crossNode.origin.value);
         }
         case 'profile': {
           if (!profiler || !profileDir) return answer(null);

@@ -268,7 +268,7 @@ interface Target {
   /** Processes whose CPU is the target's cost (the relay nodes; for direct, the server). */
   pids: number[];
   /** phonebridge nodes: with PHONEBRIDGE_LOADTEST_RELAY_PROFILE_DIR, each profiles its small-call rounds alone. */
-  nodes?: Array<{ profile(label: string): Promise<string | null>; crossNodeRequests(): Promise<number> }>;
+  nodes?: Array<{ profile(label: string): Promise<string | null> }>;
   /** The Redis topology the target's nodes share: its commands are counted per call. */
   redis?: RedisCounter;
 }
@@ -392,9 +392,8 @@ async function main(): Promise<void> {
   const conns = Math.max(1, Math.min(256, Number(values.conns)));
   const started = Date.now();
   const loadavgAtStart = (await import('node:os')).loadavg();
-  // Eight minutes (the targets, the floors and the cluster: about five on a quiet machine), and
-  // two more for each further Redis topology.
-  const boundMin = 8 + 2 * Math.max(0, (values['redis-url']?.length ?? 1) - 1);
+  // Five minutes, and two more for each further Redis topology.
+  const boundMin = 5 + 2 * Math.max(0, (values['redis-url']?.length ?? 1) - 1);
   const hardStop = setTimeout(() => {
     console.error(`relay-overhead: over ${boundMin} minutes, giving up`);
     process.exit(2);
@@ -539,10 +538,6 @@ async function main(): Promise<void> {
       console.log(`cpu profiles in ${profDir}: ${targets.map((t) => `${t.name} ${t.pids.join('+')}`).join(', ')}`);
     const phonePid = phone.proc.pid!;
     const run = async (t: Target, job: Omit<Job, 'url' | 'headers'>) => {
-      // Requests the nodes sent each other: what of Redis' `publish` count ran inside their scripts.
-      const requests = async () =>
-        t.nodes ? (await Promise.all(t.nodes.map((n) => n.crossNodeRequests()))).reduce((a, b) => a + b, 0) : 0;
-      const requests0 = t.redis ? await requests() : 0;
       const redis0 = await t.redis?.count();
       const redisCpu0 = await t.redis?.cpuUs();
       const sys0 = t.pids.reduce((s, p) => s + processCpuUs(p).system, 0);
@@ -555,7 +550,7 @@ async function main(): Promise<void> {
       const phoneCpuUs = t.pids.includes(phonePid) ? 0 : cpuUs(phonePid) - phone0;
       const redisCpuUs = redisCpu0 === undefined ? undefined : (await t.redis!.cpuUs()) - redisCpu0;
       const redis1 = await t.redis?.count();
-      const redis = redis0 && redis1 ? perCall(redis0, redis1, r.calls, (await requests()) - requests0) : undefined;
+      const redis = redis0 && redis1 ? perCall(redis0, redis1, r.calls) : undefined;
       return { ...r, serverCpuUs: cpu, serverSystemCpuUs: sys, phoneCpuUs, redis, redisCpuUs };
     };
 

@@ -87,8 +87,6 @@ export function perCall(
   before: Map<string, number>,
   after: Map<string, number>,
   calls: number,
-  /** Requests the nodes sent each other meanwhile (phonebridge_cross_node_requests_total, origin). */
-  requests?: number,
 ): { total: number; sent: number; top: Record<string, number> } {
   const diff: Array<[string, number]> = [];
   for (const [name, n] of after) diff.push([name, n - (before.get(name) ?? 0)]);
@@ -96,13 +94,9 @@ export function perCall(
   const total = diff.reduce((s, [, n]) => s + n, 0);
   // commandstats names subcommands `client|reply`: counted by their command.
   // EVAL is the bus's request script (docs/decisions/0225-quiet-requests.md): Redis counts its
-  // PUBLISHes again under `publish`, although the bus did not send those. One script carries a
-  // turn's requests (0232): where any ran, every request the nodes sent (`requests`, their own
-  // count) went in one, as the bus uses it whenever the server runs it. Without that count, one
-  // per script: what is left as sent is then an upper bound.
+  // PUBLISH again under `publish`, although the bus did not send that one.
   const ofDiff = (name: string) => diff.find(([n]) => n === name)?.[1] ?? 0;
-  const evals = ofDiff('eval');
-  const insideEval = evals > 0 ? Math.min(ofDiff('publish'), Math.max(evals, requests ?? 0)) : 0;
+  const insideEval = Math.min(ofDiff('eval'), ofDiff('publish'));
   const sent = diff.reduce((s, [name, n]) => s + (SENT.has(name.split('|')[0]) ? n : 0), 0) - insideEval;
   return {
     total: r(total),

@@ -15,7 +15,7 @@ import type { Bus, ControlEvent, DeviceOwner, ReplayEvent } from '../types.ts';
 import { checkStreamId, DEFAULT_REPLAY, eventId, Handlers, parseEventId, type ReplayLimits } from '../util.ts';
 import { GROUP, lua, type ScriptName } from './scripts.ts';
 import { connectorFor, type Connector, type KeyLayout, type RedisClient } from './connector.ts';
-import { QuietPublisher, type QuietRequest } from './quiet.ts';
+import { QuietPublisher } from './quiet.ts';
 import { RedisSessions } from './sessions.ts';
 import { busPublish, redisCommand, unreadable } from '../../metrics.ts';
 import {
@@ -89,24 +89,23 @@ function uncorkTurn(bus: RedisBus): void {
 }
 
 /**
- * Message bytes per request script: a turn's requests past it go in another script, so one
- * script never holds Redis for more than about a frame's worth of publishes.
+ * Requests of one turn sent without their replies, at most. The script costs Redis about
+ * 4.4 µs more per request than a PUBLISH (redis-benchmark, pipelined: 175k EVAL/s against 780k
+ * PUBLISH/s), and the replies' wake-up costs this process 20–30 µs on a quiet node
+ * (docs/BENCHMARKS.md, "Quiet requests"): past four requests the scripts cost more.
  */
-export const REQUEST_SCRIPT_BYTES = 256 * 1024;
-
-/** A request's message bytes, as REQUEST_SCRIPT_BYTES counts them (its head's UTF-16 length). */
-function requestBytes(r: QuietRequest): number {
-  return r.head.length + (r.payload?.length ?? 0);
-}
+export const QUIET_REQUESTS_PER_TURN = 4;
 
 function sendTurnRequests(bus: RedisBus): void {
   bus.sendTurnRequests();
 }
 
-/** A sendOrBounce request waiting for the end of its turn (`head`: its message as the bus tags it). */
-interface TurnRequest extends QuietRequest {
+/** A sendOrBounce request waiting for the end of its turn. */
+interface TurnRequest {
   nodeId: string;
   msg: string;
+  payload: Buffer | undefined;
+  bounce: string;
   resolve: (heard: boolean) => void;
   reject: (err: unknown) => void;
 }
@@ -561,16 +560,16 @@ export class RedisBus implements Bus {
     await this.sendToNode(nodeId, msg, payload);
   }
   /**
-   * A turn's requests go without Redis' replies (which would wake this process for them), in
-   * one script that tells this node of any nobody heard (docs/decisions/0225-quiet-requests.md,
-   * 0232-one-request-script-per-turn.md).
+   * A turn's first QUIET_REQUESTS_PER_TURN requests go without Redis' replies (the replies
+   * would wake this process for them alone); a busier turn's go with theirs, which arrive
+   * together in one read and cost Redis less than a script each
+   * (docs/decisions/0225-quiet-requests.md).
    */
   sendOrBounce(nodeId: string, msg: string, payload: Buffer | undefined, bounce: string): Promise<boolean> {
     if (!this.quiet?.bounceReady) return this.sendToNode(nodeId, msg, payload);
     return new Promise<boolean>((resolve, reject) => {
-      const channel = this.layout.node(nodeId);
-      const r: TurnRequest = { nodeId, msg, channel, head: 'm' + msg, payload, bounce: 'm' + bounce, resolve, reject };
-      if (this.turnRequests.push(r) === 1) setImmediate(sendTurnRequests, this);
+      if (this.turnRequests.push({ nodeId, msg, payload, bounce, resolve, reject }) === 1)
+        setImmediate(sendTurnRequests, this);
     });
   }
 
@@ -579,34 +578,22 @@ export class RedisBus implements Bus {
     const batch = this.turnRequests;
     this.turnRequests = [];
     const quiet = this.quiet;
-    if (!quiet?.bounceReady) {
-      for (const r of batch) this.sendToNode(r.nodeId, r.msg, r.payload).then(r.resolve, r.reject);
-      this.uncork();
+    if (batch.length <= QUIET_REQUESTS_PER_TURN && quiet?.bounceReady) {
+      for (const r of batch)
+        quiet.publishOrBounce(this.layout.node(r.nodeId), 'm' + r.msg, r.payload, this.chSelf, 'm' + r.bounce).then(
+          () => r.resolve(true),
+          // Written, then its connection closed before Redis confirmed it: it may have run (and
+          // been heard), so it is in doubt, as a publish whose reply came too late.
+          (err: unknown) =>
+            r.reject(
+              new BusTimeoutError('cluster bus connection closed before Redis confirmed the message', { cause: err }),
+            ),
+        );
+      quiet.uncork();
       return;
     }
-    let from = 0;
-    let bytes = 0;
-    for (let i = 0; i < batch.length; i++) {
-      bytes += requestBytes(batch[i]);
-      if (bytes < REQUEST_SCRIPT_BYTES && i < batch.length - 1) continue;
-      const part = from === 0 && i === batch.length - 1 ? batch : batch.slice(from, i + 1);
-      quiet.publishOrBounce(this.chSelf, part).then(
-        () => {
-          for (const r of part) r.resolve(true);
-        },
-        // Written, then its connection closed before Redis confirmed it: it may have run (and
-        // been heard), so it is in doubt, as a publish whose reply came too late.
-        (err: unknown) => {
-          const doubt = new BusTimeoutError('cluster bus connection closed before Redis confirmed the message', {
-            cause: err,
-          });
-          for (const r of part) r.reject(doubt);
-        },
-      );
-      from = i + 1;
-      bytes = 0;
-    }
-    quiet.uncork();
+    for (const r of batch) this.sendToNode(r.nodeId, r.msg, r.payload).then(r.resolve, r.reject);
+    this.uncork();
   }
   onNodeMessage(handler: (msg: string) => void): void {
     this.on.nodeMessage.add(handler);

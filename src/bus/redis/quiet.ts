@@ -21,11 +21,8 @@ export const CONFIRM_MS = 100;
 export const CONFIRM_BYTES = 1 << 20;
 
 const OFF = Buffer.from('*3\r\n$6\r\nCLIENT\r\n$5\r\nREPLY\r\n$3\r\nOFF\r\n');
-// KEYS none; ARGV[1]: the sender's own channel; then, per request: its channel, the message,
-// and what to tell the sender if nobody heard it. A turn's requests go in one script, whose
-// call Redis pays once (docs/decisions/0232-one-request-script-per-turn.md).
-const BOUNCE =
-  "for i=2,#ARGV,3 do if redis.call('PUBLISH',ARGV[i],ARGV[i+1])==0 then redis.call('PUBLISH',ARGV[1],ARGV[i+2]) end end";
+// KEYS none; ARGV: channel, message, the sender's own channel, what to tell it if nobody heard.
+const BOUNCE = "if redis.call('PUBLISH',ARGV[1],ARGV[2])==0 then redis.call('PUBLISH',ARGV[3],ARGV[4]) end";
 const BOUNCE_SCRIPT = `$${BOUNCE.length}\r\n${BOUNCE}\r\n`;
 /** A channel nobody listens on, for the script's trial run. */
 const PROBE = 'phonebridge:probe';
@@ -33,19 +30,7 @@ const PROBE = 'phonebridge:probe';
 interface Waiter {
   resolve(): void;
   reject(err: Error): void;
-  /** Messages it stands for (a request script carries several). */
-  messages: number;
 }
-
-/** A request for publishOrBounce: PUBLISH `head` + `payload` on `channel`, or tell the sender `bounce`. */
-export interface QuietRequest {
-  channel: string;
-  head: string;
-  payload: Buffer | undefined;
-  bounce: string;
-}
-
-const bulk = (s: string) => `$${Buffer.byteLength(s)}\r\n${s}\r\n`;
 
 function confirmNow(q: QuietPublisher): void {
   q.confirm();
@@ -98,32 +83,25 @@ export class QuietPublisher {
    * write), resolved once Redis is known to have read it. Only when `ready`.
    */
   publish(channel: string, head: string, payload?: Buffer): Promise<void> {
-    const s = this.corkTurn();
-    const n = Buffer.byteLength(head) + (payload?.length ?? 0);
-    const before = `*3\r\n$7\r\nPUBLISH\r\n${bulk(channel)}$${n}\r\n${head}`;
-    if (payload?.length) {
-      s.write(before);
-      s.write(payload);
-      s.write('\r\n');
-    } else s.write(`${before}\r\n`);
-    return this.written(n, 1);
+    return this.write(`*3\r\n$7\r\nPUBLISH\r\n$${Buffer.byteLength(channel)}\r\n${channel}\r\n`, head, payload, '\r\n');
   }
 
-  /** The socket, corked until the end of the turn: the turn's messages leave in one write. */
-  private corkTurn(): Socket {
+  /** A command whose last-but-one argument is the bulk string `head` + `payload`: `before` it, `after` it. */
+  private write(before: string, head: string, payload: Buffer | undefined, after: string): Promise<void> {
     const s = this.client.stream;
+    const n = Buffer.byteLength(head) + (payload?.length ?? 0);
     if (!this.corked) {
       s.cork();
       this.corked = s;
       setImmediate(uncork, this);
     }
-    return s;
-  }
-
-  /** Waits for the confirmation of what was just written: `bytes` of `messages` messages. */
-  private written(bytes: number, messages: number): Promise<void> {
-    this.bytes += bytes;
-    const p = new Promise<void>((resolve, reject) => this.waiting.push({ resolve, reject, messages }));
+    if (payload?.length) {
+      s.write(`${before}$${n}\r\n${head}`);
+      s.write(payload);
+      s.write(after);
+    } else s.write(`${before}$${n}\r\n${head}${after}`);
+    this.bytes += n;
+    const p = new Promise<void>((resolve, reject) => this.waiting.push({ resolve, reject }));
     if (this.bytes >= CONFIRM_BYTES) {
       if (!this.soon) {
         this.soon = true;
@@ -134,29 +112,24 @@ export class QuietPublisher {
   }
 
   /**
-   * Each request: PUBLISH on its channel, or, when nobody is subscribed there, PUBLISH its
-   * `bounce` on `back` instead. One EVAL for them all, so a message nobody heard still says
-   * so, without Redis' reply to every publish (docs/decisions/0225-quiet-requests.md), and
-   * Redis runs one script for the lot (0232). As `publish` otherwise; only when `bounceReady`.
+   * PUBLISH channel (`head` + `payload`), or, when nobody is subscribed there, PUBLISH `bounce`
+   * on `back` instead: one EVAL, so a message nobody heard still says so, without Redis'
+   * reply to every publish (docs/decisions/0225-quiet-requests.md). As `publish` otherwise;
+   * only when `bounceReady`.
    */
-  publishOrBounce(back: string, requests: readonly QuietRequest[]): Promise<void> {
-    const s = this.corkTurn();
-    let out = `*${4 + 3 * requests.length}\r\n$4\r\nEVAL\r\n${BOUNCE_SCRIPT}$1\r\n0\r\n${bulk(back)}`;
-    let bytes = 0;
-    for (const r of requests) {
-      const n = Buffer.byteLength(r.head) + (r.payload?.length ?? 0);
-      bytes += n;
-      out += `${bulk(r.channel)}$${n}\r\n${r.head}`;
-      if (r.payload?.length) {
-        // A payload is written as it is (up to a frame's size), not copied into the string.
-        s.write(out);
-        s.write(r.payload);
-        out = '';
-      }
-      out += `\r\n${bulk(r.bounce)}`;
-    }
-    s.write(out);
-    return this.written(bytes, requests.length);
+  publishOrBounce(
+    channel: string,
+    head: string,
+    payload: Buffer | undefined,
+    back: string,
+    bounce: string,
+  ): Promise<void> {
+    return this.write(
+      `*7\r\n$4\r\nEVAL\r\n${BOUNCE_SCRIPT}$1\r\n0\r\n$${Buffer.byteLength(channel)}\r\n${channel}\r\n`,
+      head,
+      payload,
+      `\r\n$${Buffer.byteLength(back)}\r\n${back}\r\n$${Buffer.byteLength(bounce)}\r\n${bounce}\r\n`,
+    );
   }
 
   /** @internal Ends the turn's cork: its messages leave in one write. */
@@ -183,10 +156,7 @@ export class QuietPublisher {
     const asked = performance.now();
     this.client.call('CLIENT', 'REPLY', 'ON').then(
       () => {
-        busPublish.observeTimes(
-          (performance.now() - asked) / 1000,
-          batch.reduce((n, w) => n + w.messages, 0),
-        );
+        busPublish.observeTimes((performance.now() - asked) / 1000, batch.length);
         settle(batch);
       },
       (err: unknown) => settle(batch, this.asError(err)),
@@ -216,7 +186,7 @@ export class QuietPublisher {
     const s = this.client.stream;
     // The script too: with replies off, a refused EVAL (an ACL without it) would lose every
     // request silently; such a server gets requests with their replies, on the command connection.
-    const bounces = this.client.call('EVAL', BOUNCE, 0, PROBE, PROBE, '', '').then(
+    const bounces = this.client.call('EVAL', BOUNCE, 0, PROBE, '', PROBE, '').then(
       () => true,
       () => false,
     );

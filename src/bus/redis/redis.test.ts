@@ -3,11 +3,10 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
-import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { busPublish } from '../../metrics.ts';
 import { BusTimeoutError, BusUnavailableError } from '../errors.ts';
-import { REQUEST_SCRIPT_BYTES, RedisBus, type RedisBusOptions } from './index.ts';
-import { QuietPublisher } from './quiet.ts';
+import { QUIET_REQUESTS_PER_TURN, RedisBus, type RedisBusOptions } from './index.ts';
 import { dropPrefix, quietLog, randomPrefix, REDIS_URL, ScratchRedis, sleep, waitFor } from './test-support.ts';
 
 const prefix = randomPrefix();
@@ -232,56 +231,49 @@ describe('RedisBus across nodes', () => {
     expect(atB).toEqual(['{"t":"unheard","rid":3}\n']);
   });
 
-  it("a turn's requests go in one script without their replies: each heard one arrives in order, the unheard one bounces", async () => {
+  it('requests of a busy turn go with their Redis replies: nobody hearing one is known at once, and nothing bounces', async () => {
+    const [a, b] = [await node(), await node()];
+    await waitFor(() => b.quietReady, 2000, 'the quiet connection');
+    const atA: string[] = [];
+    const atB: string[] = [];
+    let ended!: () => void;
+    const end = new Promise<void>((r) => (ended = r));
+    a.onNodeMessage((m) => atA.push(m));
+    b.onNodeMessage((m) => {
+      atB.push(m);
+      if (m === 'end') ended();
+    });
+    const n = QUIET_REQUESTS_PER_TURN + 1;
+    const heard = await Promise.all(
+      Array.from({ length: n }, (_, i) =>
+        b.sendOrBounce(i === 1 ? 'nobody' : a.nodeId, `req ${i}`, undefined, `unheard ${i}`),
+      ),
+    );
+    expect(heard).toEqual(Array.from({ length: n }, (_, i) => i !== 1));
+    expect(await b.sendToNode(b.nodeId, 'end')).toBe(true); // after any bounce of theirs
+    await end;
+    expect(atB).toEqual(['end']);
+    await waitFor(() => atA.length === n - 1, 2000, 'the heard requests');
+    expect(atA).toEqual(Array.from({ length: n }, (_, i) => `req ${i}`).filter((_, i) => i !== 1));
+  });
+
+  it('requests of a quiet turn all go without their replies: the unheard one bounces', async () => {
     const [a, b] = [await node(), await node()];
     await waitFor(() => b.quietReady, 2000, 'the quiet connection');
     const atA: string[] = [];
     const atB: string[] = [];
     a.onNodeMessage((m) => atA.push(m));
     b.onNodeMessage((m) => atB.push(m));
-    const scripts = vi.spyOn(QuietPublisher.prototype, 'publishOrBounce');
-    try {
-      const n = 12;
-      const timed = busPublish.count;
-      const heard = await Promise.all(
-        Array.from({ length: n }, (_, i) =>
-          b.sendOrBounce(i === 1 ? 'nobody' : a.nodeId, `req ${i}`, undefined, `unheard ${i}`),
-        ),
-      );
-      expect(heard).toEqual(Array.from({ length: n }, () => true));
-      expect(scripts.mock.calls.map(([, requests]) => requests.length)).toEqual([n]);
-      expect(busPublish.count).toBe(timed + n); // every message timed, by its script's confirmation
-      await waitFor(() => atA.length === n - 1 && atB.length === 1, 2000, 'the heard requests and the bounce');
-      expect(atA).toEqual(Array.from({ length: n }, (_, i) => `req ${i}`).filter((_, i) => i !== 1));
-      expect(atB).toEqual(['unheard 1']);
-    } finally {
-      scripts.mockRestore();
-    }
-  });
-
-  it("a turn's requests past REQUEST_SCRIPT_BYTES go in further scripts, in order, payloads whole", async () => {
-    const [a, b] = [await node(), await node()];
-    await waitFor(() => b.quietReady, 2000, 'the quiet connection');
-    const atA: Buffer[] = [];
-    a.onNodeBytes((m) => atA.push(Buffer.from(m)));
-    const scripts = vi.spyOn(QuietPublisher.prototype, 'publishOrBounce');
-    try {
-      const sizes = [100 * 1024, 100 * 1024, 100 * 1024, 10, 260 * 1024, 10];
-      await Promise.all(
-        sizes.map((n, i) => b.sendOrBounce(a.nodeId, `req ${i}\n`, Buffer.alloc(n, 97 + i), `unheard ${i}`)),
-      );
-      // The third request takes the first script past the limit; the fifth, the second.
-      expect(scripts.mock.calls.map(([, requests]) => requests.length)).toEqual([3, 2, 1]);
-      expect(REQUEST_SCRIPT_BYTES).toBe(256 * 1024);
-      await waitFor(() => atA.length === sizes.length, 2000, 'every request');
-      atA.forEach((m, i) => {
-        const nl = m.indexOf(0x0a);
-        expect(m.subarray(0, nl).toString()).toBe(`req ${i}`);
-        expect(m.subarray(nl + 1).equals(Buffer.alloc(sizes[i], 97 + i))).toBe(true);
-      });
-    } finally {
-      scripts.mockRestore();
-    }
+    const n = QUIET_REQUESTS_PER_TURN;
+    const heard = await Promise.all(
+      Array.from({ length: n }, (_, i) =>
+        b.sendOrBounce(i === 1 ? 'nobody' : a.nodeId, `req ${i}`, undefined, `unheard ${i}`),
+      ),
+    );
+    expect(heard).toEqual(Array.from({ length: n }, () => true));
+    await waitFor(() => atA.length === n - 1 && atB.length === 1, 2000, 'the heard requests and the bounce');
+    expect(atA).toEqual(Array.from({ length: n }, (_, i) => `req ${i}`).filter((_, i) => i !== 1));
+    expect(atB).toEqual(['unheard 1']);
   });
 
   it('a request sent without its reply whose connection closes before Redis confirmed it is in doubt (BusTimeoutError), not unsent', async () => {
