@@ -541,17 +541,26 @@ async function main(): Promise<void> {
       const redis0 = await t.redis?.count();
       const redisCpu0 = await t.redis?.cpuUs();
       const sys0 = t.pids.reduce((s, p) => s + processCpuUs(p).system, 0);
-      const cpu0 = t.pids.reduce((s, p) => s + cpuUs(p), 0);
+      const each0 = t.pids.map((p) => cpuUs(p));
       const phone0 = cpuUs(phonePid);
       const r: JobResult = await load.call({ op: 'run', job: { ...job, url: t.url, headers: t.headers } });
-      const cpu = t.pids.reduce((s, p) => s + cpuUs(p), 0) - cpu0;
+      const each = t.pids.map((p, i) => cpuUs(p) - each0[i]);
+      const cpu = each.reduce((s, x) => s + x, 0);
       const sys = t.pids.reduce((s, p) => s + processCpuUs(p).system, 0) - sys0;
       // The phone process is the direct target's server: its CPU is counted there, not here.
       const phoneCpuUs = t.pids.includes(phonePid) ? 0 : cpuUs(phonePid) - phone0;
       const redisCpuUs = redisCpu0 === undefined ? undefined : (await t.redis!.cpuUs()) - redisCpu0;
       const redis1 = await t.redis?.count();
       const redis = redis0 && redis1 ? perCall(redis0, redis1, r.calls) : undefined;
-      return { ...r, serverCpuUs: cpu, serverSystemCpuUs: sys, phoneCpuUs, redis, redisCpuUs };
+      return {
+        ...r,
+        serverCpuUs: cpu,
+        serverCpuUsByProcess: each,
+        serverSystemCpuUs: sys,
+        phoneCpuUs,
+        redis,
+        redisCpuUs,
+      };
     };
 
     // Warm-up (JIT, caches), then each target's idle CPU (timers, the store's journal poll: a
@@ -665,6 +674,13 @@ async function main(): Promise<void> {
         serverCpuUsPerCall: round2(median(c.map((x) => x.serverCpuUs / Math.max(1, x.calls)))),
         /** The kernel's share (stime) of the server CPU: syscalls and the loopback TCP they drive. */
         serverSystemCpuUsPerCall: round2(median(c.map((x) => x.serverSystemCpuUs / Math.max(1, x.calls)))),
+        /** Per server process, in `pids` order (a cluster's phone node first), gross: which node a cost is on. */
+        serverCpuUsPerCallByProcess: t.pids.map((_, i) =>
+          round2(median(c.map((x) => x.serverCpuUsByProcess[i] / Math.max(1, x.calls)))),
+        ),
+        lowRateServerCpuUsPerCallByProcess: t.pids.map((_, i) =>
+          round2(median(openLow[t.name].map((x) => x.serverCpuUsByProcess[i] / Math.max(1, x.calls)))),
+        ),
         loadCpuUsPerCall: round2(median(c.map((x) => x.cpuUs / Math.max(1, x.calls)))),
         /** The phone process (the reference agent) per call, for what shares the cores. */
         phoneCpuUsPerCall: round2(median(c.map((x) => x.phoneCpuUs / Math.max(1, x.calls)))),
