@@ -183,13 +183,16 @@ async function childMain(argv: string[]): Promise<void> {
   const profiler = profileDir ? new Session() : undefined;
   // With PHONEBRIDGE_LOADTEST_RELAY_HEAP_PROFILE=1 as well: a sampling heap profile per window
   // (DIR/<label>-<pid>.heapprofile), counting objects the GC has collected since, so it shows
-  // what a window allocated, not only what it kept.
-  const heapSampling = !!profileDir && process.env.PHONEBRIDGE_LOADTEST_RELAY_HEAP_PROFILE === '1';
+  // what a window allocated, not only what it kept. With `=promoted`: only what outlived a
+  // scavenge (kept, or collected by a full collection since), the objects that make
+  // scavenges slow and full collections necessary.
+  const heapMode = process.env.PHONEBRIDGE_LOADTEST_RELAY_HEAP_PROFILE;
+  const heapSampling = !!profileDir && (heapMode === '1' || heapMode === 'promoted');
   const startHeapSampling = () =>
     profiler!.post('HeapProfiler.startSampling', {
       samplingInterval: 8192,
       includeObjectsCollectedByMajorGC: true,
-      includeObjectsCollectedByMinorGC: true,
+      includeObjectsCollectedByMinorGC: heapMode !== 'promoted',
     } as never);
   if (profiler) {
     profiler.connect();
