@@ -181,12 +181,12 @@ export async function runFault(
   ).catch(() => {}); // reported as recoveredMs: null, asserted by the caller
   await sleep(w.afterMs);
   const calls = await load.stop();
-  const dc = h0 === undefined ? 0 : h1.count - h0.count;
+  const during = h0 && { sum: h1.sum - h0.sum, count: h1.count - h0.count };
   return {
     ...summarize(spec.name, calls, onAt, offAt),
     detectedMs,
     readyzDuring,
-    meanCommandMsDuring: h0 && dc > 0 ? Math.round(((h1.sum - h0.sum) / dc) * 1000 * 10) / 10 : null,
+    meanCommandMsDuring: during && during.count > 0 ? Math.round((during.sum / during.count) * 1000 * 10) / 10 : null,
     calls_: calls,
     t0,
     onAt,
