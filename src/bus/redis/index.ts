@@ -15,6 +15,7 @@ import type { Bus, ControlEvent, DeviceOwner, ReplayEvent } from '../types.ts';
 import { checkStreamId, DEFAULT_REPLAY, eventId, Handlers, parseEventId, type ReplayLimits } from '../util.ts';
 import { GROUP, lua, type ScriptName } from './scripts.ts';
 import { connectorFor, type Connector, type KeyLayout, type RedisClient } from './connector.ts';
+import { readPushesDirectly } from './push-reader.ts';
 import { QuietPublisher } from './quiet.ts';
 import { RedisSessions } from './sessions.ts';
 import { busPublish, redisCommand, unreadable } from '../../metrics.ts';
@@ -198,6 +199,8 @@ export class RedisBus implements Bus {
     };
     this.cmd = connector.client('cmd', { ...common, connectionName: `phonebridge:${nodeId}:cmd` });
     this.sub = connector.client('sub', { ...common, connectionName: `phonebridge:${nodeId}:sub` });
+    // Before anything is subscribed on a new connection (recover, below, resubscribes later).
+    this.sub.on('ready', () => this.readMessagesDirectly());
     for (const c of [this.cmd, this.sub]) {
       c.on('error', (err: Error) => {
         this.lastError = err.message;
@@ -430,6 +433,17 @@ export class RedisBus implements Bus {
       return lapsed;
     })().finally(() => (this.beating = undefined));
     return this.beating;
+  }
+
+  /**
+   * Node and device messages are cut from the subscriber's socket here instead of by ioredis
+   * (push-reader.ts), where the topology has one such socket; ioredis delivers them otherwise.
+   */
+  private readMessagesDirectly(): void {
+    const socket = this.connector.stream(this.sub);
+    if (!socket) return;
+    if (!readPushesDirectly(socket, (channel, msg) => this.dispatchBytes(channel, msg)))
+      this.log.debug('redis subscriber: messages left to ioredis (its decoder was not found)');
   }
 
   private dispatchBytes(channel: Buffer, msg: Buffer): void {

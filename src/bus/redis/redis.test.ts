@@ -25,15 +25,18 @@ afterEach(async () => {
 });
 afterAll(() => dropPrefix(prefix));
 
-/** Redis' id for `bus`'s quiet connection (CLIENT LIST), to kill it. */
-async function quietClientId(admin: Redis, bus: RedisBus): Promise<string> {
+/** Redis' id for the connection named `name` (CLIENT LIST), to kill it. */
+async function clientId(admin: Redis, name: string): Promise<string> {
   const line = String(await admin.client('LIST'))
     .split('\n')
-    .find((l) => l.includes(`name=phonebridge:${bus.nodeId}:quiet`));
+    .find((l) => l.includes(`name=${name} `));
   const id = /\bid=(\d+)/.exec(line ?? '')?.[1];
   expect(id).toBeDefined();
   return id!;
 }
+
+/** Redis' id for `bus`'s quiet connection. */
+const quietClientId = (admin: Redis, bus: RedisBus) => clientId(admin, `phonebridge:${bus.nodeId}:quiet`);
 
 describe('RedisBus across nodes', () => {
   it('control events reach every node, the publisher included, exactly once', async () => {
@@ -349,6 +352,41 @@ describe('RedisBus across nodes', () => {
     );
     raw.disconnect();
     expect(await a.publishDevice(d, 'n2')).toBe(0);
+  });
+
+  it("messages are read off the subscriber's socket directly, also after it reconnects, with (un)subscribes between them", async () => {
+    const [a, b] = [await node(), await node()];
+    // ioredis's own message events: silent while push-reader.ts reads the messages.
+    const sub = (b as unknown as { sub: Redis }).sub;
+    let viaIoredis = 0;
+    sub.on('messageBuffer', () => viaIoredis++);
+    const atB: Buffer[] = [];
+    b.onNodeBytes((m) => atB.push(Buffer.from(m)));
+    const big = Buffer.alloc(300 * 1024, 'y');
+    const roundOfMessages = async (tag: string) => {
+      atB.length = 0;
+      const d = uid();
+      const frames: string[] = [];
+      const sent = [`${tag}1`, `${tag}2\r\n`, big.toString(), `${tag}3`];
+      // A subscribe's reply lands among the messages: ioredis still gets it (the await resolves).
+      const pending = sent.map((m) => a.sendToNode(b.nodeId, m));
+      const off = await b.subscribeDevice(d, (f) => frames.push(f));
+      expect(await Promise.all(pending)).toEqual([true, true, true, true]);
+      expect(await a.publishDevice(d, `${tag}-frame`)).toBe(1);
+      await waitFor(() => atB.length === 4 && frames.length === 1, 2000, 'messages');
+      expect(atB.map(String)).toEqual(sent);
+      expect(frames).toEqual([`${tag}-frame`]);
+      off();
+    };
+    await roundOfMessages('first');
+
+    const admin = new Redis(REDIS_URL);
+    const up = new Promise<void>((r) => b.onReconnected(r));
+    await admin.client('KILL', 'ID', await clientId(admin, `phonebridge:${b.nodeId}:sub`));
+    admin.disconnect();
+    await up;
+    await roundOfMessages('again');
+    expect(viaIoredis).toBe(0);
   });
 
   it('a killed node (kill -9) is reported down and its devices become unowned within a few seconds', async () => {

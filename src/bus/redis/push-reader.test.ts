@@ -1,0 +1,147 @@
+import { describe, expect, it } from 'vitest';
+import { frameEnd, messageAt, PushReader, type MessageAt } from './push-reader.ts';
+
+const bulk = (s: string | Buffer) => {
+  const b = Buffer.from(s);
+  return Buffer.concat([Buffer.from(`$${b.length}\r\n`), b, Buffer.from('\r\n')]);
+};
+const push = (kind: string, channel: string, payload: string | Buffer, type = '>') =>
+  Buffer.concat([Buffer.from(`${type}3\r\n`), bulk(kind), bulk(channel), bulk(payload)]);
+
+/** A stream as a subscriber connection sees one: messages between replies ioredis waits for. */
+const frames: Array<{ bytes: Buffer; message?: [string, string] }> = [
+  { bytes: Buffer.from('>3\r\n$9\r\nsubscribe\r\n$6\r\nch:one\r\n:1\r\n') },
+  {
+    bytes: push('message', 'ch:one', 'm{"v":1,"t":"res","rid":7}\n{"id":1}'),
+    message: ['ch:one', 'm{"v":1,"t":"res","rid":7}\n{"id":1}'],
+  },
+  { bytes: push('smessage', 'ch:{n}', 'x\r\ny'), message: ['ch:{n}', 'x\r\ny'] },
+  { bytes: push('message', 'ch:two', '', '*'), message: ['ch:two', ''] },
+  { bytes: Buffer.from('+PONG\r\n') },
+  { bytes: Buffer.from('-ERR unknown command\r\n') },
+  { bytes: Buffer.from('*2\r\n$4\r\npong\r\n$0\r\n\r\n') },
+  { bytes: Buffer.from('%2\r\n+a\r\n:1\r\n+b\r\n*2\r\n$-1\r\n_\r\n') },
+  { bytes: Buffer.from('|1\r\n+ttl\r\n:3\r\n+OK\r\n') },
+  { bytes: Buffer.from('>3\r\n$11\r\nunsubscribe\r\n$6\r\nch:one\r\n:0\r\n') },
+  { bytes: push('message', 'ch:big', 'z'.repeat(70_000)), message: ['ch:big', 'z'.repeat(70_000)] },
+];
+const stream = Buffer.concat(frames.map((f) => f.bytes));
+
+function feed(chunks: Buffer[]) {
+  const messages: Array<[string, string]> = [];
+  const other: Buffer[] = [];
+  const r = new PushReader(
+    (c, p) => messages.push([c.toString(), p.toString()]),
+    (b) => other.push(Buffer.from(b)),
+  );
+  for (const c of chunks) r.write(c);
+  return { messages, other: Buffer.concat(other) };
+}
+
+describe('frameEnd', () => {
+  it('finds the end of every RESP2 and RESP3 frame, and how much more an unfinished one needs', () => {
+    let i = 0;
+    for (const f of frames) {
+      expect(frameEnd(stream, i)).toBe(i + f.bytes.length);
+      i += f.bytes.length;
+    }
+    const big = frames[frames.length - 1].bytes;
+    // The bulk string's length is known once its header is in: the whole frame is asked for.
+    expect(frameEnd(big.subarray(0, 100), 0)).toBe(-big.length);
+    expect(frameEnd(Buffer.from('$5\r\nab'), 0)).toBe(-11);
+    expect(frameEnd(Buffer.from(':12'), 0)).toBe(-4);
+  });
+
+  it('throws on bytes that start no frame', () => {
+    expect(() => frameEnd(Buffer.from('hello\r\n'), 0)).toThrow(/not a RESP frame/);
+  });
+});
+
+describe('messageAt', () => {
+  const at: MessageAt = { channelStart: 0, channelEnd: 0, payloadStart: 0, payloadEnd: 0 };
+  const fields = (b: Buffer) => [
+    b.toString('utf8', at.channelStart, at.channelEnd),
+    b.toString('utf8', at.payloadStart, at.payloadEnd),
+  ];
+
+  it('finds message and smessage pushes and their fields', () => {
+    for (const [kind, type] of [
+      ['message', '>'],
+      ['smessage', '>'],
+      ['message', '*'],
+    ]) {
+      const b = Buffer.concat([Buffer.from('+OK\r\n'), push(kind, 'ch', 'pay\r\nload', type)]);
+      expect(messageAt(b, 5, at)).toBe(b.length);
+      expect(fields(b)).toEqual(['ch', 'pay\r\nload']);
+    }
+  });
+
+  it('is 0 for every other frame, also three-element ones', () => {
+    for (const s of [
+      '>3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n',
+      '*3\r\n$8\r\npmessage\r\n$1\r\np\r\n$1\r\nc\r\n',
+      '*3\r\n$7\r\nmessage\r\n$-1\r\n$1\r\nc\r\n',
+      '*2\r\n$4\r\npong\r\n$0\r\n\r\n',
+      ':3\r\n',
+    ])
+      expect(messageAt(Buffer.from(s), 0, at)).toBe(0);
+  });
+
+  it('asks for more bytes for a message cut short, wherever the cut is', () => {
+    const b = push('message', 'ch', 'payload');
+    for (let cut = 1; cut < b.length; cut++) {
+      const need = -messageAt(b.subarray(0, cut), 0, at);
+      expect(need).toBeGreaterThan(cut);
+      expect(need).toBeLessThanOrEqual(b.length);
+    }
+  });
+});
+
+describe('PushReader', () => {
+  const wantMessages = frames.filter((f) => f.message).map((f) => f.message);
+  const wantOther = Buffer.concat(frames.filter((f) => !f.message).map((f) => f.bytes));
+
+  it('passes messages on and every other frame whole, in one chunk', () => {
+    const { messages, other } = feed([stream]);
+    expect(messages).toEqual(wantMessages);
+    expect(other.equals(wantOther)).toBe(true);
+  });
+
+  it('gives the same, whichever byte a read ends at', () => {
+    const small = stream.subarray(0, stream.length - frames[frames.length - 1].bytes.length);
+    const smallMessages = wantMessages.slice(0, -1);
+    for (let cut = 1; cut < small.length; cut++) {
+      const { messages, other } = feed([small.subarray(0, cut), small.subarray(cut)]);
+      expect(messages).toEqual(smallMessages);
+      expect(other.equals(wantOther)).toBe(true);
+    }
+  });
+
+  it('hands the other decoder only whole frames', () => {
+    const seen: Buffer[] = [];
+    const r = new PushReader(
+      () => {},
+      (b) => seen.push(Buffer.from(b)),
+    );
+    for (let i = 0; i < stream.length; i += 3) r.write(stream.subarray(i, i + 3));
+    for (const b of seen) {
+      let i = 0;
+      while (i < b.length) i = frameEnd(b, i);
+      expect(i).toBe(b.length);
+    }
+    expect(Buffer.concat(seen).equals(wantOther)).toBe(true);
+  });
+
+  it('gathers a large message read in many small chunks', () => {
+    const chunks: Buffer[] = [];
+    for (let i = 0; i < stream.length; i += 1024) chunks.push(stream.subarray(i, i + 1024));
+    expect(feed(chunks).messages).toEqual(wantMessages);
+  });
+
+  it('after bytes that are not RESP, passes everything on for the other decoder to report', () => {
+    const bad = Buffer.concat([push('message', 'a', 'b'), Buffer.from('garbage'), push('message', 'c', 'd')]);
+    const { messages, other } = feed([bad.subarray(0, 20), bad.subarray(20)]);
+    expect(messages).toEqual([['a', 'b']]);
+    expect(other.toString()).toBe(Buffer.concat([Buffer.from('garbage'), push('message', 'c', 'd')]).toString());
+  });
+});

@@ -1,0 +1,229 @@
+// The subscriber connection's pub/sub messages, read off the socket without the client
+// library's reply decoder (docs/decisions/0233-pub-sub-messages-read-directly.md). Every
+// cross-node request and answer arrives as one such message; ioredis decodes each into an
+// array of Buffers through a general RESP decoder, a closure per reply and two events, which
+// cost a cross-node call about 5 µs of the two nodes' CPU (docs/BENCHMARKS.md, "Pub/sub
+// messages read directly").
+//
+// The socket's bytes are cut into whole RESP frames here. A `message` / `smessage` push goes
+// straight to `onMessage` (channel and payload as views of what was read, no copy); every other
+// frame (replies to SUBSCRIBE, UNSUBSCRIBE, PING, errors) goes to ioredis's own decoder,
+// always whole, so its decoder is never left half-way through a frame and its command queue
+// sees every reply it waits for.
+import type { Socket } from 'node:net';
+
+const CR = 0x0d;
+/** RESP3 push `>` and RESP2 array `*`: a message is one of these of three bulk strings. */
+const PUSH = 0x3e;
+const ARRAY = 0x2a;
+const BULK = 0x24;
+
+/**
+ * Where the RESP frame starting at `i` ends (the index after it), or, if `b` does not hold all
+ * of it yet, minus the least length `b` must reach before it can (as far as is known: at
+ * least one more byte). Throws on a byte that starts no RESP type.
+ */
+export function frameEnd(b: Buffer, i: number): number {
+  const t = b[i];
+  const line = lineEnd(b, i + 1);
+  if (line < 0) return -(b.length + 1);
+  switch (t) {
+    case 0x2b: // + simple string
+    case 0x2d: // - error
+    case 0x3a: // : integer
+    case 0x5f: // _ null
+    case 0x2c: // , double
+    case 0x23: // # boolean
+    case 0x28: // ( big number
+      return line;
+    case BULK:
+    case 0x21: // ! bulk error
+    case 0x3d: {
+      // = verbatim string
+      const n = lengthAt(b, i + 1, line);
+      if (n < 0) return line; // $-1: null
+      const end = line + n + 2;
+      return end <= b.length ? end : -end;
+    }
+    case ARRAY:
+    case PUSH:
+    case 0x7e: // ~ set
+    case 0x25: // % map
+    case 0x7c: {
+      // | attribute (its pairs, then the value it describes)
+      const n = lengthAt(b, i + 1, line);
+      let count = n < 0 ? 0 : t === 0x25 || t === 0x7c ? 2 * n : n;
+      if (t === 0x7c) count++;
+      let j = line;
+      for (let k = 0; k < count; k++) {
+        if (j >= b.length) return -(j + 1);
+        const e = frameEnd(b, j);
+        if (e < 0) return e;
+        j = e;
+      }
+      return j;
+    }
+    default:
+      throw new Error(`not a RESP frame: byte ${t} at ${i}`);
+  }
+}
+
+/** The index after the CRLF of the line starting at `i`, or -1 if it is not all there. */
+function lineEnd(b: Buffer, i: number): number {
+  const cr = b.indexOf(CR, i);
+  return cr < 0 || cr + 1 >= b.length ? -1 : cr + 2;
+}
+
+/** The signed decimal between `i` and the CRLF before `end`. */
+function lengthAt(b: Buffer, i: number, end: number): number {
+  let n = 0;
+  let neg = false;
+  for (let k = i; k < end - 2; k++) {
+    const c = b[k];
+    if (c === 0x2d) neg = true;
+    else n = n * 10 + (c - 0x30);
+  }
+  return neg ? -n : n;
+}
+
+const MESSAGE = Buffer.from('$7\r\nmessage\r\n');
+const SMESSAGE = Buffer.from('$8\r\nsmessage\r\n');
+
+/** Where a pub/sub message's fields are, as `messageAt` found them. */
+export interface MessageAt {
+  channelStart: number;
+  channelEnd: number;
+  payloadStart: number;
+  payloadEnd: number;
+}
+
+/**
+ * If a `message` or `smessage` push starts at `i`: where it ends, its fields put in `at`.
+ * 0 if what starts there is some other frame; minus the least length `b` must reach, as
+ * frameEnd, if it may be a message not all read yet.
+ */
+export function messageAt(b: Buffer, i: number, at: MessageAt): number {
+  if (b[i] !== PUSH && b[i] !== ARRAY) return 0;
+  if (i + 4 > b.length) return -(i + 4);
+  if (b[i + 1] !== 0x33 || b[i + 2] !== CR) return 0;
+  let j = i + 4;
+  const kind = b[j + 1] === 0x37 ? MESSAGE : SMESSAGE;
+  for (let k = 0; k < kind.length; k++, j++) {
+    if (j >= b.length) return -(j + 1);
+    if (b[j] !== kind[k]) return 0;
+  }
+  const channel = bulkAt(b, j);
+  if (channel <= 0) return channel;
+  at.channelStart = bulkStart;
+  at.channelEnd = channel - 2;
+  const payload = bulkAt(b, channel);
+  if (payload <= 0) return payload;
+  at.payloadStart = bulkStart;
+  at.payloadEnd = payload - 2;
+  return payload;
+}
+
+/** Where bulkAt found the string's first byte. */
+let bulkStart = 0;
+
+/** The end of the bulk string at `i` (its bytes from `bulkStart`), 0 if none is there, or minus the length needed. */
+function bulkAt(b: Buffer, i: number): number {
+  if (i >= b.length) return -(i + 1);
+  if (b[i] !== BULK) return 0;
+  const line = lineEnd(b, i + 1);
+  if (line < 0) return -(b.length + 1);
+  const length = lengthAt(b, i + 1, line);
+  if (length < 0) return 0;
+  bulkStart = line;
+  const end = line + length + 2;
+  return end <= b.length ? end : -end;
+}
+
+/**
+ * Cuts a byte stream into RESP frames: messages to `onMessage`, the rest (whole frames) to
+ * `other`. Bytes of an unfinished frame wait for the next chunk, gathered without copying
+ * until the frame's known length has arrived.
+ */
+export class PushReader {
+  private held: Buffer[] = [];
+  private heldBytes = 0;
+  /** Bytes the unfinished frame needs at least. */
+  private need = 0;
+  /** After bytes that are not RESP, everything goes to `other` (its decoder reports them). */
+  private broken = false;
+  private readonly at: MessageAt = { channelStart: 0, channelEnd: 0, payloadStart: 0, payloadEnd: 0 };
+
+  constructor(
+    private readonly onMessage: (channel: Buffer, payload: Buffer) => void,
+    private readonly other: (frames: Buffer) => void,
+  ) {}
+
+  write(chunk: Buffer): void {
+    if (this.broken) return this.other(chunk);
+    let b = chunk;
+    if (this.heldBytes) {
+      this.held.push(chunk);
+      this.heldBytes += chunk.length;
+      if (this.heldBytes < this.need) return;
+      b = Buffer.concat(this.held, this.heldBytes);
+      this.held = [];
+      this.heldBytes = 0;
+    }
+    let i = 0;
+    // Consecutive frames for `other` go to it together.
+    let otherFrom = -1;
+    const at = this.at;
+    while (i < b.length) {
+      let end = messageAt(b, i, at);
+      if (end > 0) {
+        if (otherFrom >= 0) {
+          this.other(b.subarray(otherFrom, i));
+          otherFrom = -1;
+        }
+        this.onMessage(b.subarray(at.channelStart, at.channelEnd), b.subarray(at.payloadStart, at.payloadEnd));
+        i = end;
+        continue;
+      }
+      if (end === 0)
+        try {
+          end = frameEnd(b, i);
+        } catch {
+          this.broken = true;
+          return this.other(b.subarray(otherFrom < 0 ? i : otherFrom));
+        }
+      if (end < 0) {
+        if (otherFrom >= 0) this.other(b.subarray(otherFrom, i));
+        this.need = -end - i;
+        // A copy: the rest of a large read is not kept alive by a small unfinished frame.
+        const rest = Buffer.from(b.subarray(i));
+        this.held = [rest];
+        this.heldBytes = rest.length;
+        return;
+      }
+      if (otherFrom < 0) otherFrom = i;
+      i = end;
+    }
+    if (otherFrom >= 0) this.other(b.subarray(otherFrom));
+  }
+}
+
+/**
+ * Puts a PushReader in front of ioredis's decoder on `socket`, a subscriber connection that
+ * has just become ready (nothing is in flight on it then: subscriptions are made after this).
+ * ioredis 6 prepends its decoder to the socket's `data` listeners; if that is not what is
+ * found, nothing is changed and ioredis goes on delivering messages itself. Returns whether
+ * the reader was put in place.
+ */
+export function readPushesDirectly(socket: Socket, onMessage: (channel: Buffer, payload: Buffer) => void): boolean {
+  if (readDirectly.has(socket)) return true;
+  const [decoder] = socket.listeners('data') as Array<(chunk: Buffer) => void>;
+  if (typeof decoder !== 'function') return false;
+  const reader = new PushReader(onMessage, decoder);
+  socket.removeListener('data', decoder);
+  socket.prependListener('data', (chunk: Buffer) => reader.write(chunk));
+  readDirectly.add(socket);
+  return true;
+}
+
+/** Sockets a PushReader already reads (a second `ready` on one socket changes nothing). */
+const readDirectly = new WeakSet<Socket>();
