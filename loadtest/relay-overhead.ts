@@ -392,8 +392,9 @@ async function main(): Promise<void> {
   const conns = Math.max(1, Math.min(256, Number(values.conns)));
   const started = Date.now();
   const loadavgAtStart = (await import('node:os')).loadavg();
-  // Five minutes, and two more for each further Redis topology.
-  const boundMin = 5 + 2 * Math.max(0, (values['redis-url']?.length ?? 1) - 1);
+  // A run with the two-node floor takes about five minutes: eight, and two more for each
+  // further Redis topology.
+  const boundMin = 8 + 2 * Math.max(0, (values['redis-url']?.length ?? 1) - 1);
   const hardStop = setTimeout(() => {
     console.error(`relay-overhead: over ${boundMin} minutes, giving up`);
     process.exit(2);
