@@ -71,6 +71,8 @@ export function checkVersion(format: FormatName, v: unknown): number {
 }
 
 const NL = 0x0a;
+const CLOSE_BRACE = 0x7d;
+const ZERO = 0x30;
 
 // --- node channel messages --------------------------------------------------------------------
 
@@ -87,6 +89,15 @@ export function encodeNodeMessage(h: object, payload = ''): string {
   return nodeHeaderLine(h) + payload;
 }
 
+/**
+ * The header line of `{ t, rid }`, the answers' and bounces' whole header, written without
+ * JSON.stringify: the same bytes as `nodeHeaderLine({ t, rid })` for a type that needs no
+ * escaping and an integer `rid`.
+ */
+export function ridHeaderLine(t: 'res' | 'rel' | 'unheard', rid: number): string {
+  return `${NODE_HEAD}"t":"${t}","rid":${rid}}\n`;
+}
+
 export interface NodeMessage<H> {
   header: H & { v?: number };
   /** A view of the message after the header line (no copy). */
@@ -99,6 +110,8 @@ export interface NodeMessage<H> {
  */
 export function decodeNodeMessage<H extends { t: string }>(raw: Buffer): NodeMessage<H> {
   const nl = raw.indexOf(NL);
+  const short = ridHeader(raw, nl);
+  if (short) return { header: short as unknown as H & { v?: number }, payload: raw.subarray(nl + 1) };
   let h: H & { v?: number };
   try {
     h = JSON.parse(raw.toString('utf8', 0, nl < 0 ? raw.length : nl)) as H & { v?: number };
@@ -109,6 +122,40 @@ export function decodeNodeMessage<H extends { t: string }>(raw: Buffer): NodeMes
     throw new UnreadableFormatError('nodeMessage', undefined, 'header has no type');
   checkVersion('nodeMessage', h.v);
   return { header: h, payload: nl < 0 ? raw.subarray(raw.length) : raw.subarray(nl + 1) };
+}
+
+/** `{"v":<this release's version>,"t":"` */
+const RID_HEAD = Buffer.from(`${NODE_HEAD}"t":"`);
+const RID_TYPES = ['res', 'rel', 'unheard'] as const;
+const RID_TYPE_BYTES = RID_TYPES.map((t) => Buffer.from(`${t}","rid":`));
+
+/**
+ * The header `raw[0..nl)` if it is exactly what ridHeaderLine writes (what most messages
+ * are), read without JSON.parse; undefined for any other header, which JSON.parse then reads.
+ */
+function ridHeader(raw: Buffer, nl: number): { v: number; t: (typeof RID_TYPES)[number]; rid: number } | undefined {
+  if (nl < RID_HEAD.length + 12 || nl > 64 || raw[nl - 1] !== CLOSE_BRACE) return undefined;
+  for (let k = 0; k < RID_HEAD.length; k++) if (raw[k] !== RID_HEAD[k]) return undefined;
+  let i = RID_HEAD.length;
+  let type = -1;
+  for (let n = 0; n < RID_TYPES.length && type < 0; n++) {
+    const want = RID_TYPE_BYTES[n];
+    let k = 0;
+    while (k < want.length && raw[i + k] === want[k]) k++;
+    if (k === want.length) type = n;
+  }
+  if (type < 0) return undefined;
+  i += RID_TYPE_BYTES[type].length;
+  // An integer as JSON writes one: no sign, no leading zero, at most 15 digits.
+  const digits = nl - 1 - i;
+  if (digits < 1 || digits > 15 || (raw[i] === ZERO && digits > 1)) return undefined;
+  let rid = 0;
+  for (; i < nl - 1; i++) {
+    const d = raw[i] - ZERO;
+    if (d < 0 || d > 9) return undefined;
+    rid = rid * 10 + d;
+  }
+  return { v: FORMATS.nodeMessage.write, t: RID_TYPES[type], rid };
 }
 
 // --- supersede notices ------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import { relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
 import { offlineRefusal } from '../protocol/scopes.ts';
 import type { JsonRpcId, JsonRpcRequest } from '../protocol/jsonrpc.ts';
 import { BusTimeoutError, BusUnavailableError, type DeviceOwner } from '../bus/index.ts';
-import { decodeNodeMessage, nodeHeaderLine, UnreadableFormatError } from '../bus/formats.ts';
+import { decodeNodeMessage, nodeHeaderLine, ridHeaderLine, UnreadableFormatError } from '../bus/formats.ts';
 import type { Scope } from '../store/types.ts';
 import type { CallHandle, Caller, DeviceConnection, ReplySink } from './device-connection.ts';
 import { paramsWithCaller, type ClientRequestBytes } from '../protocol/request-bytes.ts';
@@ -586,7 +586,7 @@ export class Router {
         owner.nodeId,
         b ? nodeHeaderLine(header) : encode(header, r.payload),
         r.payloadBytes,
-        encode({ t: 'unheard', rid }),
+        ridHeaderLine('unheard', rid),
       )
       .catch(deliveredLate);
     // Nothing about the request arrives before this turn ends: recorded after its send started.

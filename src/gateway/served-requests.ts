@@ -5,7 +5,7 @@
 // node-messages.ts.
 import { relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
 import { BusUnavailableError } from '../bus/index.ts';
-import { nodeHeaderLine } from '../bus/formats.ts';
+import { nodeHeaderLine, ridHeaderLine } from '../bus/formats.ts';
 import type { CallHandle, Caller, DeviceConnection, ReplySink } from './device-connection.ts';
 import type { GatewayContext } from './context.ts';
 import { crossNode } from '../metrics.ts';
@@ -46,7 +46,13 @@ export class ServedRequests {
       // Handed over (drain): the origin waits for the phone's next node. Otherwise the origin
       // had a stale owner: it asks the bus again.
       consumer?.end();
-      return sink.reply({ t: 'redo', rid: h.rid, why: this.handedOver.has(h.deviceId) ? 'moving' : 'gone' });
+      return sink.reply(
+        nodeHeaderLine({
+          t: 'redo',
+          rid: h.rid,
+          why: this.handedOver.has(h.deviceId) ? 'moving' : 'gone',
+        } satisfies Header),
+      );
     }
     // A stale owner never answers: the origin saw a newer claim than this socket's.
     if (conn.epoch !== undefined && h.epoch > conn.epoch)
@@ -154,18 +160,18 @@ class Served implements ReplySink {
   respond(frame: Buffer): void {
     this.done = true;
     this.owner.unserve(this);
-    this.reply({ t: 'res', rid: this.h.rid }, frame);
+    this.reply(ridHeaderLine('res', this.h.rid), frame);
     if (this.consumer) endServe(this.consumer);
   }
 
   related(frame: Buffer): void {
-    this.reply({ t: 'rel', rid: this.h.rid }, frame);
+    this.reply(ridHeaderLine('rel', this.h.rid), frame, false);
   }
 
   fail(error: JsonRpcErrorObject): void {
     this.done = true;
     this.owner.unserve(this);
-    this.reply({ t: 'fail', rid: this.h.rid, error });
+    this.reply(nodeHeaderLine({ t: 'fail', rid: this.h.rid, error } satisfies Header));
     if (this.consumer) endServe(this.consumer, error);
   }
 
@@ -180,10 +186,9 @@ class Served implements ReplySink {
     else this.handle?.orphan?.();
   }
 
-  reply(header: Header, frame?: Buffer): void {
-    const msg = nodeHeaderLine(header);
+  /** Sends a reply's header line `msg`; `last` unless more replies follow (`rel`). */
+  reply(msg: string, frame?: Buffer, last = true): void {
     const prev = this.outbox;
-    const last = header.t !== 'rel';
     // The first reply (usually the only one) is sent at once; later ones wait for the one
     // before (answered by Redis, so delivered before it even on another connection).
     this.outbox = prev

@@ -20,6 +20,8 @@ import {
   encodeNodeMessage,
   encodeSession,
   FORMATS,
+  nodeHeaderLine,
+  ridHeaderLine,
   UnreadableFormatError,
 } from '../../src/bus/formats.ts';
 import { RedisBus } from '../../src/bus/redis/index.ts';
@@ -83,6 +85,45 @@ it('a version older than a format reads is refused, a missing one is version 1',
   expect(() => decodeDeviceFrame('v\n{}')).toThrow(UnreadableFormatError);
   expect(decodeBoot('abc')).toEqual({ boot: 'abc', v: 1 });
   expect(decodeBoot('abc.v1')).toEqual({ boot: 'abc', v: 1 });
+});
+
+it("answers' and bounces' headers are written and read without JSON, byte for byte as JSON would be", () => {
+  for (const t of ['res', 'rel', 'unheard'] as const)
+    for (const rid of [0, 7, 1234567, Number.MAX_SAFE_INTEGER]) {
+      const line = ridHeaderLine(t, rid);
+      expect(line).toBe(nodeHeaderLine({ t, rid }));
+      const m = decodeNodeMessage(Buffer.from(`${line}{"id":1}`));
+      expect(m.header).toEqual(JSON.parse(line));
+      expect(m.payload.toString()).toBe('{"id":1}');
+    }
+  // Near misses are read by JSON.parse, as every header was: the same result or the same refusal.
+  const v = FORMATS.nodeMessage.write;
+  for (const head of [
+    `{"v":${v},"t":"res","rid":7,"x":1}`,
+    `{"v":${v},"t":"res","rid":-7}`,
+    `{"v":${v},"t":"res","rid":07}`,
+    `{"v":${v},"t":"res","rid":7.5}`,
+    `{"v":${v},"t":"res","rid":1e3}`,
+    `{"v":${v},"t":"resx","rid":7}`,
+    `{"v":${v},"t":"res","rid":}`,
+    `{"v":${v},"t":"fail","rid":7,"error":{"code":1,"message":"m"}}`,
+    `{"t":"res","rid":7}`,
+  ]) {
+    let want: unknown;
+    try {
+      want = JSON.parse(head);
+    } catch {
+      want = 'refused';
+    }
+    let got: unknown;
+    try {
+      got = decodeNodeMessage(Buffer.from(`${head}\n`)).header;
+    } catch (err) {
+      expect(err).toBeInstanceOf(UnreadableFormatError);
+      got = 'refused';
+    }
+    expect(got, head).toEqual(want);
+  }
 });
 
 it('what this release writes is the previous format with a version added, and reads back', () => {
