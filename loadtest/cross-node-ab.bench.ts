@@ -23,6 +23,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { RelayChild, startRelayChild as StartRelayChild } from './fleet-relay.ts';
 import { processCpuUs } from './lib/proc-cpu.ts';
+import { probedSession } from './lib/probed-session.ts';
 
 type Json = any;
 
@@ -31,7 +32,6 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const ROLES = join(ROOT, 'loadtest/relay-overhead.ts');
 const REDIS_URL = process.env.PHONEBRIDGE_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const PG_ADMIN_URL = process.env.PHONEBRIDGE_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-const REVISION = '2025-11-25';
 
 const { values } = parseArgs({
   options: {
@@ -91,46 +91,7 @@ function child(args: string[]) {
   };
 }
 
-async function post(url: string, headers: Record<string, string>, body: Json) {
-  const r = await fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
-    body: JSON.stringify(body),
-  });
-  return { status: r.status, headers: r.headers, text: await r.text() };
-}
-
-/** initialize + notifications/initialized + one probe call: the headers every later call carries. */
-async function session(url: string, key: string): Promise<Record<string, string>> {
-  const init = await post(
-    url,
-    { 'x-api-key': key },
-    {
-      jsonrpc: '2.0',
-      id: 0,
-      method: 'initialize',
-      params: { protocolVersion: REVISION, capabilities: {}, clientInfo: { name: 'cross-node-ab', version: '1' } },
-    },
-  );
-  const sid = init.headers.get('mcp-session-id');
-  if (init.status !== 200 || !sid) throw new Error(`initialize at ${url}: HTTP ${init.status} ${init.text}`);
-  const h = {
-    'x-api-key': key,
-    'content-type': 'application/json',
-    accept: 'application/json, text/event-stream',
-    'mcp-session-id': sid,
-    'mcp-protocol-version': REVISION,
-  };
-  await post(url, h, { jsonrpc: '2.0', method: 'notifications/initialized' });
-  const probe = await post(url, h, {
-    jsonrpc: '2.0',
-    id: 1,
-    method: 'tools/call',
-    params: { name: 'echo', arguments: { text: 'probe' } },
-  });
-  if (!probe.text.includes('probe')) throw new Error(`probe at ${url}: ${probe.text.slice(0, 200)}`);
-  return h;
-}
+const session = (url: string, key: string) => probedSession(url, { 'x-api-key': key }, 'cross-node-ab');
 
 interface Target {
   name: string;

@@ -22,6 +22,7 @@ import { parseArgs } from 'node:util';
 import { processCpuUs } from './lib/proc-cpu.ts';
 import { traceSyscalls } from './lib/strace.ts';
 import { perCall, redisCounter, type RedisCounter } from './lib/redis-commands.ts';
+import { probedSession } from './lib/probed-session.ts';
 
 const SELF = fileURLToPath(import.meta.url);
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -273,44 +274,7 @@ interface Target {
   redis?: RedisCounter;
 }
 
-async function post(url: string, headers: Record<string, string>, body: Json) {
-  const r = await fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
-    body: JSON.stringify(body),
-  });
-  return { status: r.status, headers: r.headers, text: await r.text() };
-}
-
-/** initialize + notifications/initialized: the headers every later call carries. */
-async function session(url: string, headers: Record<string, string>): Promise<Record<string, string>> {
-  const init = await post(url, headers, {
-    jsonrpc: '2.0',
-    id: 0,
-    method: 'initialize',
-    params: { protocolVersion: REVISION, capabilities: {}, clientInfo: { name: 'relay-overhead', version: '1' } },
-  });
-  if (init.status !== 200) throw new Error(`initialize at ${url}: HTTP ${init.status} ${init.text.slice(0, 200)}`);
-  const sid = init.headers.get('mcp-session-id');
-  if (!sid) throw new Error(`initialize at ${url}: no Mcp-Session-Id`);
-  const h = {
-    ...headers,
-    'content-type': 'application/json',
-    accept: 'application/json, text/event-stream',
-    'mcp-session-id': sid,
-    'mcp-protocol-version': REVISION,
-  };
-  await post(url, h, { jsonrpc: '2.0', method: 'notifications/initialized' });
-  const probe = await post(url, h, {
-    jsonrpc: '2.0',
-    id: 1,
-    method: 'tools/call',
-    params: { name: 'echo', arguments: { text: 'probe' } },
-  });
-  if (probe.status !== 200 || !probe.text.includes('probe'))
-    throw new Error(`probe call at ${url}: HTTP ${probe.status} ${probe.text.slice(0, 200)}`);
-  return h;
-}
+const session = (url: string, headers: Record<string, string>) => probedSession(url, headers, 'relay-overhead');
 
 const haveStrace = spawnSync('strace', ['-V']).status === 0;
 
