@@ -5,7 +5,7 @@ const bulk = (s: string | Buffer) => {
   const b = Buffer.from(s);
   return Buffer.concat([Buffer.from(`$${b.length}\r\n`), b, Buffer.from('\r\n')]);
 };
-const push = (kind: string, channel: string, payload: string | Buffer, type = '>') =>
+const push = (kind: string, channel: string | Buffer, payload: string | Buffer, type = '>') =>
   Buffer.concat([Buffer.from(`${type}3\r\n`), bulk(kind), bulk(channel), bulk(payload)]);
 
 /** A stream as a subscriber connection sees one: messages between replies ioredis waits for. */
@@ -143,5 +143,75 @@ describe('PushReader', () => {
     const { messages, other } = feed([bad.subarray(0, 20), bad.subarray(20)]);
     expect(messages).toEqual([['a', 'b']]);
     expect(other.toString()).toBe(Buffer.concat([Buffer.from('garbage'), push('message', 'c', 'd')]).toString());
+  });
+
+  it('gives the same for random frames read in random chunks (seeded)', () => {
+    let seed = 0x9e3779b9;
+    const rand = (n: number) => {
+      seed = (Math.imul(seed ^ (seed >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) >>> 0;
+      return seed % n;
+    };
+    const text = () => Buffer.from(Array.from({ length: rand(40) }, () => rand(256)));
+    const frame = (depth: number): Buffer => {
+      switch (rand(depth > 2 ? 5 : 8)) {
+        case 0:
+          return Buffer.from(`+${'ok'.repeat(rand(3))}\r\n`);
+        case 1:
+          return Buffer.from(`:${rand(1e6) - 5e5}\r\n`);
+        case 2:
+          return bulk(text());
+        case 3:
+          return Buffer.from('$-1\r\n');
+        case 4:
+          return Buffer.from('-ERR x\r\n');
+        default: {
+          const n = rand(4);
+          // An array, set or push of n frames, or a map of n pairs.
+          const [type, count] = [
+            ['*', n],
+            ['~', n],
+            ['>', n],
+            ['%', 2 * n],
+          ][rand(4)] as [string, number];
+          const items = Array.from({ length: count }, () => frame(depth + 1));
+          return Buffer.concat([Buffer.from(`${type}${n}\r\n`), ...items]);
+        }
+      }
+    };
+    for (let trial = 0; trial < 50; trial++) {
+      const parts: Array<{ bytes: Buffer; message?: [string, string] }> = [];
+      for (let k = 0; k < 30; k++) {
+        if (rand(3) === 0) {
+          const [c, p] = [text().toString('latin1'), text().toString('latin1')];
+          parts.push({
+            bytes: push(
+              rand(2) ? 'message' : 'smessage',
+              Buffer.from(c, 'latin1'),
+              Buffer.from(p, 'latin1'),
+              rand(2) ? '>' : '*',
+            ),
+            message: [c, p],
+          });
+        } else parts.push({ bytes: frame(0) });
+      }
+      const all = Buffer.concat(parts.map((x) => x.bytes));
+      const chunks: Buffer[] = [];
+      for (let i = 0; i < all.length;) {
+        const n = 1 + rand(rand(4) ? 16 : 400);
+        chunks.push(all.subarray(i, i + n));
+        i += n;
+      }
+      const messages: Array<[string, string]> = [];
+      const other: Buffer[] = [];
+      const r = new PushReader(
+        (c, p) => messages.push([c.toString('latin1'), p.toString('latin1')]),
+        (b) => other.push(Buffer.from(b)),
+      );
+      for (const c of chunks) r.write(c);
+      expect(messages).toEqual(parts.filter((x) => x.message).map((x) => x.message));
+      expect(Buffer.concat(other).equals(Buffer.concat(parts.filter((x) => !x.message).map((x) => x.bytes)))).toBe(
+        true,
+      );
+    }
   });
 });
