@@ -134,17 +134,12 @@ const RID_TYPE_BYTES = RID_TYPES.map((t) => Buffer.from(`${t}","rid":`));
  * are), read without JSON.parse; undefined for any other header, which JSON.parse then reads.
  */
 function ridHeader(raw: Buffer, nl: number): { v: number; t: (typeof RID_TYPES)[number]; rid: number } | undefined {
-  if (nl < RID_HEAD.length + 12 || nl > 64 || raw[nl - 1] !== CLOSE_BRACE) return undefined;
-  for (let k = 0; k < RID_HEAD.length; k++) if (raw[k] !== RID_HEAD[k]) return undefined;
+  if (nl < RID_HEAD.length + 12 || nl > 64 || raw[nl - 1] !== CLOSE_BRACE || !bytesAt(raw, 0, RID_HEAD))
+    return undefined;
   let i = RID_HEAD.length;
-  let type = -1;
-  for (let n = 0; n < RID_TYPES.length && type < 0; n++) {
-    const want = RID_TYPE_BYTES[n];
-    let k = 0;
-    while (k < want.length && raw[i + k] === want[k]) k++;
-    if (k === want.length) type = n;
-  }
-  if (type < 0) return undefined;
+  let type = 0;
+  while (type < RID_TYPES.length && !bytesAt(raw, i, RID_TYPE_BYTES[type])) type++;
+  if (type === RID_TYPES.length) return undefined;
   i += RID_TYPE_BYTES[type].length;
   // An integer as JSON writes one: no sign, no leading zero, at most 15 digits.
   const digits = nl - 1 - i;
@@ -156,6 +151,12 @@ function ridHeader(raw: Buffer, nl: number): { v: number; t: (typeof RID_TYPES)[
     rid = rid * 10 + d;
   }
   return { v: FORMATS.nodeMessage.write, t: RID_TYPES[type], rid };
+}
+
+/** Whether `raw` holds `want` from `at`. */
+function bytesAt(raw: Buffer, at: number, want: Buffer): boolean {
+  for (let k = 0; k < want.length; k++) if (raw[at + k] !== want[k]) return false;
+  return true;
 }
 
 // --- supersede notices ------------------------------------------------------------------------

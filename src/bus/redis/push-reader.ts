@@ -38,13 +38,8 @@ export function frameEnd(b: Buffer, i: number): number {
       return line;
     case BULK:
     case 0x21: // ! bulk error
-    case 0x3d: {
-      // = verbatim string
-      const n = lengthAt(b, i + 1, line);
-      if (n < 0) return line; // $-1: null
-      const end = line + n + 2;
-      return end <= b.length ? end : -end;
-    }
+    case 0x3d: // = verbatim string
+      return bulkEnd(b, i, line);
     case ARRAY:
     case PUSH:
     case 0x7e: // ~ set
@@ -72,6 +67,17 @@ export function frameEnd(b: Buffer, i: number): number {
 function lineEnd(b: Buffer, i: number): number {
   const cr = b.indexOf(CR, i);
   return cr < 0 || cr + 1 >= b.length ? -1 : cr + 2;
+}
+
+/**
+ * The end of the bulk string at `i` whose header line ends at `line` (`line` itself for a
+ * null), or minus the length `b` must reach.
+ */
+function bulkEnd(b: Buffer, i: number, line: number): number {
+  const n = lengthAt(b, i + 1, line);
+  if (n < 0) return line; // $-1: null
+  const end = line + n + 2;
+  return end <= b.length ? end : -end;
 }
 
 /** The signed decimal between `i` and the CRLF before `end`. */
@@ -112,31 +118,31 @@ export function messageAt(b: Buffer, i: number, at: MessageAt): number {
     if (j >= b.length) return -(j + 1);
     if (b[j] !== kind[k]) return 0;
   }
-  const channel = bulkAt(b, j);
-  if (channel <= 0) return channel;
-  at.channelStart = bulkStart;
-  at.channelEnd = channel - 2;
-  const payload = bulkAt(b, channel);
-  if (payload <= 0) return payload;
-  at.payloadStart = bulkStart;
-  at.payloadEnd = payload - 2;
-  return payload;
+  const channelStart = bulkStart(b, j);
+  if (channelStart <= 0) return channelStart;
+  const channelEnd = bulkEnd(b, j, channelStart);
+  if (channelEnd < 0) return channelEnd;
+  const payloadStart = bulkStart(b, channelEnd);
+  if (payloadStart <= 0) return payloadStart;
+  const payloadEnd = bulkEnd(b, channelEnd, payloadStart);
+  if (payloadEnd < 0) return payloadEnd;
+  at.channelStart = channelStart;
+  at.channelEnd = channelEnd - 2;
+  at.payloadStart = payloadStart;
+  at.payloadEnd = payloadEnd - 2;
+  return payloadEnd;
 }
 
-/** Where bulkAt found the string's first byte. */
-let bulkStart = 0;
-
-/** The end of the bulk string at `i` (its bytes from `bulkStart`), 0 if none is there, or minus the length needed. */
-function bulkAt(b: Buffer, i: number): number {
+/**
+ * Where the bytes of the non-null bulk string at `i` start; 0 if there is none there, or
+ * minus the length `b` must reach to tell.
+ */
+function bulkStart(b: Buffer, i: number): number {
   if (i >= b.length) return -(i + 1);
   if (b[i] !== BULK) return 0;
   const line = lineEnd(b, i + 1);
   if (line < 0) return -(b.length + 1);
-  const length = lengthAt(b, i + 1, line);
-  if (length < 0) return 0;
-  bulkStart = line;
-  const end = line + length + 2;
-  return end <= b.length ? end : -end;
+  return lengthAt(b, i + 1, line) < 0 ? 0 : line;
 }
 
 /**
