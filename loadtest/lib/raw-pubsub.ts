@@ -4,6 +4,7 @@
 // (CLIENT REPLY OFF, as src/bus/redis/quiet.ts does), one is subscribed to a channel. No
 // reconnect, no confirmation, no TLS: nothing but a message's bytes.
 import { createConnection, type Socket } from 'node:net';
+import { PushReader } from '../../src/bus/redis/push-reader.ts';
 
 export interface RawPubSub {
   publish(channel: string, msg: string): void;
@@ -37,44 +38,15 @@ export async function rawPubSub(
   const pub = await open();
   pub.write(`*3\r\n${bulk('CLIENT')}${bulk('REPLY')}${bulk('OFF')}`);
   const sub = await open();
-  let buf: Buffer = Buffer.alloc(0);
   let subscribed: () => void = () => {};
   const ready = new Promise<void>((r) => (subscribed = r));
-  // Each push is *3 of bulk strings: message, channel, payload (or subscribe, channel, :count).
-  const line = (at: number) => {
-    const end = buf.indexOf('\r\n', at);
-    return end < 0 ? undefined : { text: buf.toString('latin1', at, end), next: end + 2 };
-  };
-  sub.on('data', (chunk: Buffer) => {
-    buf = buf.length === 0 ? chunk : Buffer.concat([buf, chunk]);
-    let at = 0;
-    for (;;) {
-      const head = line(at);
-      if (!head || head.text !== '*3') break;
-      const parts: string[] = [];
-      let next = head.next;
-      for (let i = 0; i < 3 && next >= 0; i++) {
-        const h = line(next);
-        if (!h) next = -1;
-        else if (h.text[0] === ':') {
-          parts.push(h.text.slice(1));
-          next = h.next;
-        } else {
-          const n = Number(h.text.slice(1));
-          if (buf.length < h.next + n + 2) next = -1;
-          else {
-            parts.push(buf.toString('utf8', h.next, h.next + n));
-            next = h.next + n + 2;
-          }
-        }
-      }
-      if (next < 0) break;
-      at = next;
-      if (parts[0] === 'message') on(parts[2]);
-      else if (parts[0] === 'subscribe') subscribed();
-    }
-    buf = at === buf.length ? Buffer.alloc(0) : buf.subarray(at);
-  });
+  // The relay's own reader (src/bus/redis/push-reader.ts): messages to `on`, and the only
+  // other frame this connection gets, SUBSCRIBE's reply, means it is listening.
+  const reader = new PushReader(
+    (_channel, payload) => on(payload.toString('utf8')),
+    () => subscribed(),
+  );
+  sub.on('data', (chunk: Buffer) => reader.write(chunk));
   sub.write(`*2\r\n${bulk('SUBSCRIBE')}${bulk(listen)}`);
   await ready;
 
