@@ -16,12 +16,12 @@
 //   PHONEBRIDGE_LOADTEST_RELAY_PROFILE_DIR=DIR [PHONEBRIDGE_LOADTEST_RELAY_HEAP_PROFILE=…]
 //                        a CPU (and heap) profile per node and measured run, named
 //                        p-<target>-<closed|rate>-<phone|origin>-calls<N>-<pid>
-import { fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { RelayChild, startRelayChild as StartRelayChild } from './fleet-relay.ts';
+import { forkChild } from './lib/ipc-child.ts';
 import { processCpuUs } from './lib/proc-cpu.ts';
 import { probedSession } from './lib/probed-session.ts';
 
@@ -63,33 +63,7 @@ const cpuUs = (pid: number) => {
   return c.user + c.system;
 };
 
-function child(args: string[]) {
-  const proc = fork(ROLES, args, { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-  let seq = 1;
-  const waiting = new Map<number, (m: Json) => void>();
-  const early: Json[] = [];
-  const typed: Array<{ type: string; resolve: (m: Json) => void }> = [];
-  proc.on('message', (m: Json) => {
-    if (m?.reply !== undefined) return waiting.get(m.reply)?.(m);
-    const i = typed.findIndex((t) => t.type === m?.type);
-    if (i >= 0) typed.splice(i, 1)[0].resolve(m);
-    else early.push(m);
-  });
-  return {
-    proc,
-    call: (msg: Json) =>
-      new Promise<Json>((resolve, reject) => {
-        const id = seq++;
-        waiting.set(id, (m) => (m.error ? reject(new Error(m.error)) : resolve(m.result)));
-        proc.send({ ...msg, id });
-      }),
-    next: (type: string) => {
-      const i = early.findIndex((m) => m?.type === type);
-      if (i >= 0) return Promise.resolve(early.splice(i, 1)[0]);
-      return new Promise<Json>((resolve) => typed.push({ type, resolve }));
-    },
-  };
-}
+const child = (args: string[]) => forkChild(ROLES, args);
 
 const session = (url: string, key: string) => probedSession(url, { 'x-api-key': key }, 'cross-node-ab');
 
@@ -205,7 +179,7 @@ try {
     }
 } finally {
   for (const c of cleanup.reverse()) await c().catch(() => {});
-  phone.proc.kill();
-  load.proc.kill();
+  await phone.stop();
+  await load.stop();
 }
 process.exit(0);

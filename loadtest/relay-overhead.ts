@@ -11,7 +11,7 @@
 // MB/s. Four processes: the targets, one phone process (the reference agent, one socket per
 // relay, plus the direct server), one load generator, and this one. 127.0.0.1 only; bounded.
 // Exits non-zero when a target of docs/BENCHMARKS.md is missed; writes DIR/report.json.
-import { fork, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent, createServer, request } from 'node:http';
@@ -19,6 +19,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { forkChild, serveParent } from './lib/ipc-child.ts';
 import { processCpuUs } from './lib/proc-cpu.ts';
 import { traceSyscalls } from './lib/strace.ts';
 import { perCall, redisCounter, type RedisCounter } from './lib/redis-commands.ts';
@@ -33,76 +34,6 @@ const REDIS_URL = process.env.PHONEBRIDGE_TEST_REDIS_URL ?? 'redis://127.0.0.1:6
 const PG_ADMIN_URL = process.env.PHONEBRIDGE_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
 type Json = any;
-
-// ---- IPC children -----------------------------------------------------------------
-
-interface Child {
-  proc: ChildProcess;
-  call<T = Json>(msg: Json, timeoutMs?: number): Promise<T>;
-  next<T = Json>(type: string, timeoutMs?: number): Promise<T>;
-  stop(): Promise<void>;
-}
-
-function child(file: string, args: string[], execArgv: string[] = []): Child {
-  const proc = fork(file, args, {
-    execArgv: ['--import', 'tsx', ...execArgv],
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  });
-  let seq = 1;
-  const waiting = new Map<number, (m: Json) => void>();
-  const typed: Array<{ type: string; resolve: (m: Json) => void }> = [];
-  const seen: Json[] = [];
-  proc.on('message', (m: Json) => {
-    if (m?.reply !== undefined) return waiting.get(m.reply)?.(m);
-    const i = typed.findIndex((t) => t.type === m?.type);
-    if (i >= 0) typed.splice(i, 1)[0].resolve(m);
-    else seen.push(m);
-  });
-  const exited = new Promise<void>((r) => proc.once('exit', () => r()));
-  const bounded = <T>(p: Promise<T>, ms: number, what: string) =>
-    Promise.race([
-      p,
-      new Promise<never>((_, rej) => setTimeout(() => rej(new Error(`${what} timed out`)), ms).unref()),
-      exited.then(() => Promise.reject(new Error(`${file} exited during ${what}`))),
-    ]);
-  return {
-    proc,
-    call: (msg, timeoutMs = 120_000) => {
-      const id = seq++;
-      const p = new Promise<Json>((resolve) => waiting.set(id, resolve));
-      proc.send({ ...msg, id });
-      return bounded(p, timeoutMs, msg.op).then((m) => {
-        waiting.delete(id);
-        if (m.error) throw new Error(m.error);
-        return m.result;
-      });
-    },
-    next: (type, timeoutMs = 60_000) => {
-      const i = seen.findIndex((m) => m?.type === type);
-      if (i >= 0) return Promise.resolve(seen.splice(i, 1)[0]);
-      return bounded(new Promise((resolve) => typed.push({ type, resolve })), timeoutMs, `waiting for ${type}`);
-    },
-    async stop() {
-      if (proc.exitCode !== null || proc.signalCode !== null) return;
-      proc.kill('SIGTERM');
-      await Promise.race([exited, new Promise((r) => setTimeout(r, 5000).unref())]);
-      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
-      await exited;
-    },
-  };
-}
-
-function serve(handlers: Record<string, (m: Json) => Promise<unknown>>): void {
-  process.on('message', (m: Json) => {
-    const h = handlers[m.op];
-    if (!h) return;
-    h(m).then(
-      (result) => process.send!({ reply: m.id, result }),
-      (err) => process.send!({ reply: m.id, error: String((err as Error).stack ?? err) }),
-    );
-  });
-  process.on('disconnect', () => process.exit(0));
-}
 
 // ---- the phone process: reference agents (one per relay) and the direct server ----------
 
@@ -143,7 +74,7 @@ async function phoneMain(): Promise<void> {
   });
   direct.keepAliveTimeout = 60_000;
   await new Promise<void>((r) => direct.listen(0, '127.0.0.1', r));
-  serve({
+  serveParent({
     async pair(m) {
       const stateDir = join(dir, `s${agents.length}`);
       const identity = await DeviceAgent.pair({ stateDir, qr: m.qr, name: 'bench phone', log: silentLogger });
@@ -191,7 +122,7 @@ function cpuUs(pid: number | 'self'): number {
 }
 
 function loadMain(): Promise<void> {
-  serve({ run: (m) => runJob(m.job as Job) });
+  serveParent({ run: (m) => runJob(m.job as Job) });
   return Promise.resolve();
 }
 
@@ -384,7 +315,7 @@ async function main(): Promise<void> {
     cleanup.push(() => ours.stop());
     const code = randomBytes(6).toString('hex');
     const key = `pb_${randomBytes(24).toString('base64url')}`;
-    const baseline = child(
+    const baseline = forkChild(
       join(ROOT, 'loadtest/baseline/relay.ts'),
       ['--code', code, '--key', key],
       relayOpts.execArgv,
@@ -396,17 +327,17 @@ async function main(): Promise<void> {
     // With the cluster targets, the floor also listens on Redis: the owner of the two-node floor.
     const floorChannel = `pbo:floor:${randomBytes(4).toString('hex')}:`;
     const floorBus = values['no-cluster'] ? [] : ['--redis-url', redisUrls[0], '--channel', `${floorChannel}owner`];
-    const floor = child(
+    const floor = forkChild(
       join(ROOT, 'loadtest/baseline/uws-floor.ts'),
       ['--code', floorCode, ...floorBus],
       relayOpts.execArgv,
     );
     cleanup.push(() => floor.stop());
     const floorReady = await floor.next('ready');
-    const phone = child(SELF, ['--role', 'phone']);
+    const phone = forkChild(SELF, ['--role', 'phone']);
     cleanup.push(() => phone.stop());
     const { directUrl } = await phone.next('ready');
-    const load = child(SELF, ['--role', 'load']);
+    const load = forkChild(SELF, ['--role', 'load']);
     cleanup.push(() => load.stop());
 
     const [qr] = await ours.pair(1);
@@ -480,7 +411,7 @@ async function main(): Promise<void> {
         if (u > 0) continue;
         // The two-node floor (docs/decisions/0231-the-two-node-floor.md): a call to a second
         // floor process crosses Redis to the floor that holds the phone, and back.
-        const floorOrigin = child(
+        const floorOrigin = forkChild(
           join(ROOT, 'loadtest/baseline/uws-floor.ts'),
           [
             ...['--code', randomBytes(6).toString('hex'), '--redis-url', redisUrl],
