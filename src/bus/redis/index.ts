@@ -1,5 +1,6 @@
 // Redis driver of the cluster bus: shared state lives in Redis (atomic Lua), node-to-node traffic
-// goes over pub/sub. Two connections: commands, and a subscriber (subscriber mode needs its own).
+// goes over pub/sub. Two connections: commands, and a subscriber (subscriber mode needs its own);
+// where the topology allows, a third carries node messages (quiet.ts).
 //
 // Failure model: no offline queue and no command retries, so while Redis is unreachable every call
 // rejects at once (or after commandTimeoutMs if Redis hangs: BusTimeoutError, the command may have
@@ -211,7 +212,7 @@ export class RedisBus implements Bus {
       connector.watch(c, (why) => this.markDown(why));
     }
     const quiet = connector.quietClient({ ...common, connectionName: `phonebridge:${nodeId}:quiet` });
-    if (quiet) this.quiet = new QuietPublisher(quiet, asBusError, opts.quietConfirmMs);
+    if (quiet) this.quiet = new QuietPublisher(quiet, asBusError, this.o.commandTimeoutMs, opts.quietConfirmMs);
     // As bytes: a node message's payload (a phone frame) goes on as a view of what was read.
     const onMessage = (channel: Buffer, msg: Buffer) => this.dispatchBytes(channel, msg);
     this.sub.on('messageBuffer', onMessage);
@@ -557,6 +558,9 @@ export class RedisBus implements Bus {
   // --- messaging ----------------------------------------------------------------------------------
 
   async sendToNode(nodeId: string, msg: string, payload?: Buffer): Promise<boolean> {
+    // Its receiver count read off the quiet connection, not through ioredis's command queue
+    // (docs/decisions/0234-counted-publishes-on-the-quiet-connection.md).
+    if (this.quiet?.ready) return (await this.quiet.publishCounted(this.layout.node(nodeId), 'm' + msg, payload)) > 0;
     const started = performance.now();
     const body = payload === undefined ? 'm' + msg : nodeMessage(msg, payload);
     try {
@@ -607,6 +611,7 @@ export class RedisBus implements Bus {
       return;
     }
     for (const r of batch) this.sendToNode(r.nodeId, r.msg, r.payload).then(r.resolve, r.reject);
+    quiet?.uncork();
     this.uncork();
   }
   onNodeMessage(handler: (msg: string) => void): void {

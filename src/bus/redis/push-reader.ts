@@ -46,7 +46,7 @@ export function frameEnd(b: Buffer, i: number): number {
     case 0x25: // % map
     case 0x7c: {
       // | attribute (its pairs, then the value it describes)
-      const n = lengthAt(b, i + 1, line);
+      const n = decimalAt(b, i + 1, line);
       let count = n < 0 ? 0 : t === 0x25 || t === 0x7c ? 2 * n : n;
       if (t === 0x7c) count++;
       let j = line;
@@ -74,14 +74,14 @@ function lineEnd(b: Buffer, i: number): number {
  * null), or minus the length `b` must reach.
  */
 function bulkEnd(b: Buffer, i: number, line: number): number {
-  const n = lengthAt(b, i + 1, line);
+  const n = decimalAt(b, i + 1, line);
   if (n < 0) return line; // $-1: null
   const end = line + n + 2;
   return end <= b.length ? end : -end;
 }
 
 /** The signed decimal between `i` and the CRLF before `end`. */
-function lengthAt(b: Buffer, i: number, end: number): number {
+export function decimalAt(b: Buffer, i: number, end: number): number {
   let n = 0;
   let neg = false;
   for (let k = i; k < end - 2; k++) {
@@ -142,12 +142,12 @@ function bulkStart(b: Buffer, i: number): number {
   if (b[i] !== BULK) return 0;
   const line = lineEnd(b, i + 1);
   if (line < 0) return -(b.length + 1);
-  return lengthAt(b, i + 1, line) < 0 ? 0 : line;
+  return decimalAt(b, i + 1, line) < 0 ? 0 : line;
 }
 
 /**
- * Cuts a byte stream into RESP frames: messages to `onMessage`, the rest (whole frames) to
- * `other`. Bytes of an unfinished frame wait for the next chunk, gathered without copying
+ * Cuts a byte stream into RESP frames: messages to `onMessage` (if given), the rest (whole
+ * frames) to `other`. Bytes of an unfinished frame wait for the next chunk, gathered without copying
  * until the frame's known length has arrived.
  */
 export class PushReader {
@@ -160,7 +160,7 @@ export class PushReader {
   private readonly at: MessageAt = { channelStart: 0, channelEnd: 0, payloadStart: 0, payloadEnd: 0 };
 
   constructor(
-    private readonly onMessage: (channel: Buffer, payload: Buffer) => void,
+    private readonly onMessage: ((channel: Buffer, payload: Buffer) => void) | undefined,
     private readonly other: (frames: Buffer) => void,
   ) {}
 
@@ -179,14 +179,15 @@ export class PushReader {
     // Consecutive frames for `other` go to it together.
     let otherFrom = -1;
     const at = this.at;
+    const onMessage = this.onMessage;
     while (i < b.length) {
-      let end = messageAt(b, i, at);
-      if (end > 0) {
+      let end = onMessage ? messageAt(b, i, at) : 0;
+      if (end > 0 && onMessage) {
         if (otherFrom >= 0) {
           this.other(b.subarray(otherFrom, i));
           otherFrom = -1;
         }
-        this.onMessage(b.subarray(at.channelStart, at.channelEnd), b.subarray(at.payloadStart, at.payloadEnd));
+        onMessage(b.subarray(at.channelStart, at.channelEnd), b.subarray(at.payloadStart, at.payloadEnd));
         i = end;
         continue;
       }
@@ -216,20 +217,31 @@ export class PushReader {
 /**
  * Puts a PushReader in front of ioredis's decoder on `socket`, a subscriber connection that
  * has just become ready (nothing is in flight on it then: subscriptions are made after this).
- * ioredis 6 prepends its decoder to the socket's `data` listeners; if that is not what is
- * found, nothing is changed and ioredis goes on delivering messages itself. Returns whether
- * the reader was put in place.
+ * If ioredis's decoder is not found, nothing is changed and ioredis goes on delivering
+ * messages itself. Returns whether the reader was put in place.
  */
 export function readPushesDirectly(socket: Socket, onMessage: (channel: Buffer, payload: Buffer) => void): boolean {
+  return readBefore(socket, (decoder) => new PushReader(onMessage, decoder));
+}
+
+/**
+ * Makes `make`'s reader the first to read `socket`'s bytes, given ioredis's decoder to pass on
+ * to. ioredis 6 prepends its decoder to the socket's `data` listeners; if that is not what is
+ * found, nothing is changed and false returned. A second call on one socket changes nothing.
+ */
+export function readBefore(
+  socket: Socket,
+  make: (decoder: (chunk: Buffer) => void) => { write(chunk: Buffer): void },
+): boolean {
   if (readDirectly.has(socket)) return true;
   const [decoder] = socket.listeners('data') as Array<(chunk: Buffer) => void>;
   if (typeof decoder !== 'function') return false;
-  const reader = new PushReader(onMessage, decoder);
+  const reader = make(decoder);
   socket.removeListener('data', decoder);
   socket.prependListener('data', (chunk: Buffer) => reader.write(chunk));
   readDirectly.add(socket);
   return true;
 }
 
-/** Sockets a PushReader already reads (a second `ready` on one socket changes nothing). */
+/** Sockets a reader of ours already reads (a second `ready` on one socket changes nothing). */
 const readDirectly = new WeakSet<Socket>();

@@ -10,10 +10,17 @@
 // most CONFIRM_MS after the first unconfirmed message, or at the end of the turn past
 // CONFIRM_BYTES — and rejects with BusUnavailableError if the connection closes first, so the
 // caller sends it again exactly as after a publish whose reply never came.
+//
+// Publishes whose receiver count is wanted (`publishCounted`: a busy turn's requests, every
+// sendToNode) go here too, between `CLIENT REPLY ON` and `OFF`, and their replies are read by
+// replies.ts instead of ioredis's command queue
+// (docs/decisions/0234-counted-publishes-on-the-quiet-connection.md). Once replies are off,
+// every command on this connection is written here and its reply read there, in order.
 import type { Socket } from 'node:net';
 import type { Redis } from 'ioredis';
-import { busPublish } from '../../metrics.ts';
-import { BusUnavailableError } from '../errors.ts';
+import { busPublish, redisCommand } from '../../metrics.ts';
+import { BusTimeoutError, BusUnavailableError } from '../errors.ts';
+import { integerReply, okReply, readRepliesDirectly, ReplyQueue, type Awaited } from './replies.ts';
 
 /** Longest a message waits for its confirmation on a connection that stays up. */
 export const CONFIRM_MS = 100;
@@ -21,6 +28,7 @@ export const CONFIRM_MS = 100;
 export const CONFIRM_BYTES = 1 << 20;
 
 const OFF = Buffer.from('*3\r\n$6\r\nCLIENT\r\n$5\r\nREPLY\r\n$3\r\nOFF\r\n');
+const ON = Buffer.from('*3\r\n$6\r\nCLIENT\r\n$5\r\nREPLY\r\n$2\r\nON\r\n');
 // KEYS none; ARGV: channel, message, the sender's own channel, what to tell it if nobody heard.
 const BOUNCE = "if redis.call('PUBLISH',ARGV[1],ARGV[2])==0 then redis.call('PUBLISH',ARGV[3],ARGV[4]) end";
 const BOUNCE_SCRIPT = `$${BOUNCE.length}\r\n${BOUNCE}\r\n`;
@@ -30,6 +38,46 @@ const PROBE = 'phonebridge:probe';
 interface Waiter {
   resolve(): void;
   reject(err: Error): void;
+}
+
+/** `CLIENT REPLY ON`'s +OK: Redis read every quiet message written before it. */
+class Confirmation implements Awaited {
+  readonly asked = performance.now();
+  constructor(private readonly batch: Waiter[]) {}
+  reply(b: Buffer, start: number, end: number): void {
+    const err = okReply(b, start, end);
+    if (err) return settle(this.batch, new BusUnavailableError(`cluster bus unavailable: ${err.message}`));
+    if (this.batch.length) busPublish.observeTimes((performance.now() - this.asked) / 1000, this.batch.length);
+    settle(this.batch);
+  }
+  fail(err: Error): void {
+    settle(this.batch, err);
+  }
+}
+
+/** A PUBLISH's reply: how many subscribers received the message. */
+class Counted implements Awaited {
+  readonly asked = performance.now();
+  constructor(
+    private readonly resolve: (receivers: number) => void,
+    private readonly reject: (err: Error) => void,
+    private readonly asError: (err: unknown) => Error,
+  ) {}
+  reply(b: Buffer, start: number, end: number): void {
+    const n = integerReply(b, start, end);
+    busPublish.since(this.asked);
+    redisCommand.since(this.asked);
+    if (typeof n === 'number') this.resolve(n);
+    else this.reject(this.asError(n));
+  }
+  fail(err: Error): void {
+    // Written, then no reply: it may have been published (and heard), so it is in doubt.
+    this.reject(
+      err instanceof BusTimeoutError
+        ? err
+        : new BusTimeoutError('cluster bus connection closed before Redis answered the message', { cause: err }),
+    );
+  }
 }
 
 function confirmNow(q: QuietPublisher): void {
@@ -50,11 +98,17 @@ export class QuietPublisher {
   /** The socket the bounce script was found to run on (see turnOff). */
   private bouncesOn?: Socket;
   private corked?: Socket;
+  /** The replies awaited on `offOn`, read there directly (replies.ts). */
+  private replies?: ReplyQueue;
+  /** Whether replies are on at the point written so far (a turn's counted publishes). */
+  private repliesOn = false;
 
   constructor(
     private readonly client: Redis,
     /** The bus's reading of a failed command (unavailable, timed out, or a bug). */
     private readonly asError: (err: unknown) => Error,
+    /** Longest a reply is waited for (the bus's command timeout). */
+    private readonly timeoutMs: number,
     private readonly confirmMs = CONFIRM_MS,
   ) {
     client.on('ready', () => this.turnOff());
@@ -83,32 +137,26 @@ export class QuietPublisher {
    * write), resolved once Redis is known to have read it. Only when `ready`.
    */
   publish(channel: string, head: string, payload?: Buffer): Promise<void> {
-    return this.write(`*3\r\n$7\r\nPUBLISH\r\n$${Buffer.byteLength(channel)}\r\n${channel}\r\n`, head, payload, '\r\n');
+    return this.quietly(
+      `*3\r\n$7\r\nPUBLISH\r\n$${Buffer.byteLength(channel)}\r\n${channel}\r\n`,
+      head,
+      payload,
+      '\r\n',
+    );
   }
 
-  /** A command whose last-but-one argument is the bulk string `head` + `payload`: `before` it, `after` it. */
-  private write(before: string, head: string, payload: Buffer | undefined, after: string): Promise<void> {
-    const s = this.client.stream;
-    const n = Buffer.byteLength(head) + (payload?.length ?? 0);
-    if (!this.corked) {
-      s.cork();
-      this.corked = s;
-      setImmediate(uncork, this);
-    }
-    if (payload?.length) {
-      s.write(`${before}$${n}\r\n${head}`);
-      s.write(payload);
-      s.write(after);
-    } else s.write(`${before}$${n}\r\n${head}${after}`);
-    this.bytes += n;
-    const p = new Promise<void>((resolve, reject) => this.waiting.push({ resolve, reject }));
-    if (this.bytes >= CONFIRM_BYTES) {
-      if (!this.soon) {
-        this.soon = true;
-        setImmediate(confirmNow, this);
-      }
-    } else this.timer ??= setTimeout(confirmNow, this.confirmMs, this);
-    return p;
+  /**
+   * PUBLISH channel (`head` + `payload`) with Redis' reply: how many subscribers received it.
+   * Written with this turn's others, replies on around them. BusTimeoutError if the connection
+   * closes or Redis does not answer in time (in doubt: it may have been heard). Only when `ready`.
+   */
+  publishCounted(channel: string, head: string, payload?: Buffer): Promise<number> {
+    const replies = this.replies;
+    if (!replies) return Promise.reject(new BusUnavailableError('cluster bus unavailable: connection not ready'));
+    const s = this.cork();
+    if (!this.repliesOn) this.repliesOnAt(s, replies);
+    this.put(s, `*3\r\n$7\r\nPUBLISH\r\n$${Buffer.byteLength(channel)}\r\n${channel}\r\n`, head, payload, '\r\n');
+    return new Promise<number>((resolve, reject) => replies.push(new Counted(resolve, reject, this.asError)));
   }
 
   /**
@@ -124,7 +172,7 @@ export class QuietPublisher {
     back: string,
     bounce: string,
   ): Promise<void> {
-    return this.write(
+    return this.quietly(
       `*7\r\n$4\r\nEVAL\r\n${BOUNCE_SCRIPT}$1\r\n0\r\n$${Buffer.byteLength(channel)}\r\n${channel}\r\n`,
       head,
       payload,
@@ -132,11 +180,68 @@ export class QuietPublisher {
     );
   }
 
-  /** @internal Ends the turn's cork: its messages leave in one write. */
+  /** A command with replies off, resolved by a later confirmation. */
+  private quietly(before: string, head: string, payload: Buffer | undefined, after: string): Promise<void> {
+    const s = this.cork();
+    if (this.repliesOn) {
+      s.write(OFF);
+      this.repliesOn = false;
+    }
+    this.bytes += this.put(s, before, head, payload, after);
+    const p = new Promise<void>((resolve, reject) => this.waiting.push({ resolve, reject }));
+    if (this.bytes >= CONFIRM_BYTES) {
+      if (!this.soon) {
+        this.soon = true;
+        setImmediate(confirmNow, this);
+      }
+    } else this.timer ??= setTimeout(confirmNow, this.confirmMs, this);
+    return p;
+  }
+
+  /** The socket, corked until the end of the turn: the turn's commands leave in one write. */
+  private cork(): Socket {
+    const s = this.client.stream;
+    if (!this.corked) {
+      s.cork();
+      this.corked = s;
+      setImmediate(uncork, this);
+    }
+    return s;
+  }
+
+  /** Writes a command whose last-but-one argument is the bulk string `head` + `payload`; its size. */
+  private put(s: Socket, before: string, head: string, payload: Buffer | undefined, after: string): number {
+    const n = Buffer.byteLength(head) + (payload?.length ?? 0);
+    if (payload?.length) {
+      s.write(`${before}$${n}\r\n${head}`);
+      s.write(payload);
+      s.write(after);
+    } else s.write(`${before}$${n}\r\n${head}${after}`);
+    return n;
+  }
+
+  /** Replies on from here; their +OK confirms the quiet messages written so far. */
+  private repliesOnAt(s: Socket, replies: ReplyQueue): void {
+    const batch = this.waiting;
+    this.waiting = [];
+    this.bytes = 0;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    s.write(ON);
+    replies.push(new Confirmation(batch));
+    this.repliesOn = true;
+  }
+
+  /** @internal Ends the turn's cork (replies off again first): its commands leave in one write. */
   uncork(): void {
     const s = this.corked;
     this.corked = undefined;
-    if (s && !s.destroyed) s.uncork();
+    if (!s || s.destroyed) return;
+    if (this.repliesOn) {
+      s.write(OFF);
+      this.repliesOn = false;
+    }
+    s.uncork();
   }
 
   /** @internal Asks Redis to confirm everything written so far. */
@@ -144,26 +249,22 @@ export class QuietPublisher {
     clearTimeout(this.timer);
     this.timer = undefined;
     this.soon = false;
-    const batch = this.waiting;
-    if (batch.length === 0) return;
-    this.waiting = [];
-    this.bytes = 0;
-    if (!this.ready) return settle(batch, new BusUnavailableError('cluster bus unavailable: connection not ready'));
+    if (this.waiting.length === 0) return;
+    const replies = this.replies;
+    if (!this.ready || !replies) {
+      const batch = this.waiting;
+      this.waiting = [];
+      this.bytes = 0;
+      return settle(batch, new BusUnavailableError('cluster bus unavailable: connection not ready'));
+    }
+    // Its +OK comes after every message written before it; replies go off again behind it, in
+    // the same write (or the turn's, if this turn has corked the socket: corks are counted).
     const s = this.client.stream;
-    if (!this.corked) s.cork();
-    // Its +OK comes after every publish written before it; replies go off again behind it,
-    // in the same write.
-    const asked = performance.now();
-    this.client.call('CLIENT', 'REPLY', 'ON').then(
-      () => {
-        busPublish.observeTimes((performance.now() - asked) / 1000, batch.length);
-        settle(batch);
-      },
-      (err: unknown) => settle(batch, this.asError(err)),
-    );
+    s.cork();
+    this.repliesOnAt(s, replies);
     s.write(OFF);
-    if (this.corked) this.uncork();
-    else s.uncork();
+    this.repliesOn = false;
+    s.uncork();
   }
 
   /** Messages not yet confirmed are treated as unsent: the connection went away. */
@@ -175,6 +276,10 @@ export class QuietPublisher {
     this.waiting = [];
     this.bytes = 0;
     this.offOn = undefined;
+    this.corked = undefined;
+    this.repliesOn = false;
+    this.replies?.close(err);
+    this.replies = undefined;
     settle(batch, err);
   }
 
@@ -193,8 +298,13 @@ export class QuietPublisher {
     this.client.call('CLIENT', 'REPLY', 'ON').then(
       async () => {
         const canBounce = await bounces;
-        if (this.client.stream !== s || this.client.status !== 'ready') return;
+        if (this.client.stream !== s || this.client.status !== 'ready' || this.offOn === s) return;
+        // ioredis's last command here has been answered: from now on every reply is read here.
+        let replies: ReplyQueue | undefined;
+        readRepliesDirectly(s, (other) => (replies = new ReplyQueue(this.timeoutMs, other)));
+        if (!replies) return; // ioredis's decoder not found: the connection stays unused
         s.write(OFF);
+        this.replies = replies;
         this.offOn = s;
         if (canBounce) this.bouncesOn = s;
       },

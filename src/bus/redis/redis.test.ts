@@ -324,6 +324,72 @@ describe('RedisBus across nodes', () => {
     }
   });
 
+  it('publishes whose receiver count is wanted go on the quiet connection between CLIENT REPLY ON and OFF, in order with the quiet ones', async () => {
+    const [a, b] = [await node(), await node()];
+    await waitFor(() => b.quietReady, 2000, 'the quiet connection');
+    const admin = new Redis(REDIS_URL);
+    const monitor = await admin.duplicate().monitor();
+    try {
+      const [quietAddr, cmdAddr] = await Promise.all(
+        ['quiet', 'cmd'].map(async (c) => {
+          const line = String(await admin.client('LIST'))
+            .split('\n')
+            .find((l) => l.includes(`name=phonebridge:${b.nodeId}:${c} `));
+          return /\baddr=(\S+)/.exec(line ?? '')?.[1];
+        }),
+      );
+      expect(quietAddr).toBeDefined();
+      const seen: Array<{ source: string; args: string[] }> = [];
+      monitor.on('monitor', (_time: string, args: string[], source: string) => seen.push({ source, args }));
+      await sleep(50); // MONITOR is on
+      const atA: string[] = [];
+      a.onNodeMessage((m) => atA.push(m));
+      const n = QUIET_REQUESTS_PER_TURN + 1;
+      // One turn: answers (quiet), notes (counted), then a busy turn's requests (counted).
+      const outcomes = await Promise.all([
+        b.replyToNode(a.nodeId, 'answer 0'),
+        b.sendToNode(a.nodeId, 'note 1'),
+        b.sendToNode('nobody', 'note 2'),
+        b.replyToNode(a.nodeId, 'answer 3'),
+        ...Array.from({ length: n }, (_, i) =>
+          b.sendOrBounce(i === 1 ? 'nobody' : a.nodeId, `req ${i}`, undefined, `unheard ${i}`),
+        ),
+      ]);
+      expect(outcomes).toEqual([undefined, true, false, undefined, ...Array.from({ length: n }, (_, i) => i !== 1)]);
+      const heard = ['answer 0', 'note 1', 'answer 3', ...Array.from({ length: n }, (_, i) => `req ${i}`)].filter(
+        (m) => m !== 'req 1',
+      );
+      await waitFor(() => atA.length === heard.length, 2000, 'every message heard');
+      expect(atA).toEqual(heard);
+      await waitFor(
+        () => seen.some((c) => c.args.some((x) => x.endsWith(`req ${n - 1}`))),
+        2000,
+        'MONITOR to see them',
+      );
+      await sleep(50);
+      const channel = (id: string) => `${prefix}ch:node:${id}`.toLowerCase();
+      const pub = (to: string, m: string) => `publish ${channel(to)} m${m}`;
+      // Exactly these commands, in this order: the answers' confirmation is the +OK of the
+      // CLIENT REPLY ON that the counted publishes need anyway.
+      expect(seen.filter((c) => c.source === quietAddr).map((c) => c.args.join(' ').toLowerCase())).toEqual([
+        pub(a.nodeId, 'answer 0'),
+        'client reply on',
+        pub(a.nodeId, 'note 1'),
+        pub('nobody', 'note 2'),
+        'client reply off',
+        pub(a.nodeId, 'answer 3'),
+        'client reply on',
+        ...Array.from({ length: n }, (_, i) => pub(i === 1 ? 'nobody' : a.nodeId, `req ${i}`)),
+        'client reply off',
+      ]);
+      // Nothing of it on the command connection.
+      expect(seen.filter((c) => c.source === cmdAddr && c.args[0] === 'PUBLISH')).toEqual([]);
+    } finally {
+      monitor.disconnect();
+      admin.disconnect();
+    }
+  });
+
   it('sendToNode and device frames cross nodes; unsubscribing stops delivery', async () => {
     const [a, b] = [await node(), await node()];
     const atA: string[] = [];
@@ -533,6 +599,7 @@ describe('RedisBus during a Redis outage', () => {
     b.onUnavailable(() => downs.push('b'));
     const atA: string[] = [];
     a.onNodeMessage((m) => atA.push(m));
+    await waitFor(() => b.quietReady, 2000, 'the quiet connection'); // where sendToNode publishes
     const admin = new Redis(redis.url);
     try {
       await admin.client('PAUSE', 800, 'ALL'); // several heartbeats time out meanwhile
@@ -542,7 +609,43 @@ describe('RedisBus during a Redis outage', () => {
       await sleep(300); // a heartbeat or two after the pause
       expect(downs).toEqual([]);
       expect(a.available && b.available).toBe(true);
+      // The late publish's reply (1) was its own, not taken for the next one's.
+      expect(await b.sendToNode('nobody', 'unheard')).toBe(false);
       expect(await b.sendToNode('a', 'after')).toBe(true);
+    } finally {
+      admin.disconnect();
+    }
+  });
+
+  it('a counted publish whose connection closes before Redis answered is in doubt (BusTimeoutError) at once, and the next goes', async () => {
+    redis = await ScratchRedis.start();
+    const [a, b] = [
+      await node('a', fast, redis.url),
+      await node('b', { ...fast, commandTimeoutMs: 10_000 }, redis.url),
+    ];
+    await waitFor(() => b.quietReady, 2000, 'the quiet connection');
+    const admin = new Redis(redis.url);
+    try {
+      const id = await quietClientId(admin, b);
+      await admin.client('PAUSE', 3000, 'WRITE'); // holds PUBLISH, not CLIENT KILL
+      const t0 = performance.now();
+      const outcome = b.sendToNode('a', 'held').then(
+        () => 'resolved',
+        (err: unknown) => err,
+      );
+      await sleep(100);
+      await admin.client('KILL', 'ID', id);
+      const err = await outcome;
+      expect(err).toBeInstanceOf(BusTimeoutError);
+      expect((err as Error).message).toMatch(/closed before Redis answered/);
+      expect(performance.now() - t0).toBeLessThan(2000); // not the 10 s command timeout
+      await admin.client('UNPAUSE');
+      await waitFor(() => b.quietReady, 5000, 'the quiet connection back');
+      const got: string[] = [];
+      a.onNodeMessage((m) => got.push(m));
+      expect(await b.sendToNode('nobody', 'x')).toBe(false);
+      expect(await b.sendToNode('a', 'next')).toBe(true);
+      await waitFor(() => got.includes('next'), 2000, 'the next message');
     } finally {
       admin.disconnect();
     }
