@@ -11,6 +11,11 @@
 // Faster than relay-overhead (about a minute for six rounds), with none of its other targets:
 // for A/B rounds of a change to the cross-node path. Each checkout needs its node_modules
 // (a symlink to this one's will do). One DIR alone measures that checkout.
+//
+// With the same-node rounds in, the first checkout reads up to 20 µs more per closed-loop
+// call than the second even when both are one commit (cause not found; docs/BENCHMARKS.md,
+// "Counted publishes on the quiet connection"). Run an A/B in both orders and average, and
+// take CPU per call from XONLY=cross, which showed no such bias.
 //   XONLY=cross|same     only those targets
 //   XNODE_ARGS='…'       node flags for the relay children (e.g. --trace-gc)
 //   PHONEBRIDGE_LOADTEST_RELAY_PROFILE_DIR=DIR [PHONEBRIDGE_LOADTEST_RELAY_HEAP_PROFILE=…]
