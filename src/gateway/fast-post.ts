@@ -3,7 +3,7 @@
 // in-flight entry. McpEndpoint decides whether a call may take it (FastPostHost.fastPost).
 import type { AbortTarget, BodyTarget, Exchange } from './http.ts';
 import { Deadlines, type Timed } from './deadlines.ts';
-import type { LocalRoute } from './router.ts';
+import type { LocalRoute } from './route.ts';
 import type { Caller, ReplySink } from './device-connection.ts';
 import type { ClientRequestBytes } from '../protocol/request-bytes.ts';
 import { JSON_HEADERS, SLOW_ANSWER_MS } from './mcp-stateless.ts';

@@ -12,7 +12,7 @@ import { ClientAuth, type Bound } from './client-auth.ts';
 import { limitKey, pickClientAddress } from './client-address.ts';
 import { readClientRequest } from '../protocol/request-bytes.ts';
 import { postMediaRefusal } from '../protocol/media-types.ts';
-import type { LocalRoute } from './router.ts';
+import type { LocalRoute } from './route.ts';
 import { cachedInitialize, JSON_HEADERS, SLOW_ANSWER_MS, StatelessEndpoint } from './mcp-stateless.ts';
 import { classifyEra } from '../protocol/stateless.ts';
 import { SseStream } from './sse.ts';

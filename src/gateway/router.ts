@@ -1,7 +1,8 @@
 // Getting a client request to the phone wherever its socket is: on this node (hub), or on
 // the node that owns it (bus). The owner node runs the same DeviceConnection logic either
 // way (served-requests.ts); the origin only relays the answer back to its HTTP exchange.
-// What the nodes say to each other is node-messages.ts.
+// What the nodes say to each other is node-messages.ts; one request's state on the origin is
+// route.ts, and what the origin remembers of other nodes (owners, goodbyes) peer-directory.ts.
 //
 // Phones move between nodes: a draining node (SIGTERM) stops starting new work on its
 // sockets, lets what is in flight finish, then closes each socket with 1012 after marking the
@@ -26,6 +27,8 @@ import { tracingOn } from '../observability/tracing.ts';
 import { busSendSpan } from '../observability/relay-spans.ts';
 import { encode, farewellMessage, ORIGIN_GRACE_MS, type Header } from './node-messages.ts';
 import { ServedRequests } from './served-requests.ts';
+import { Route, type LocalRoute, type RemotePending } from './route.ts';
+import { PeerDirectory } from './peer-directory.ts';
 
 /**
  * How long a phone closed with 1012 counts as moving for requests that arrive meanwhile: its
@@ -45,14 +48,6 @@ export const RECLAIM_GRACE_MS = 5_000;
 const MOVE_POLL_MS = 50;
 /** Remote requests older than this have their owner re-checked (a phone that left a dead node). */
 const OWNER_CHECK_MS = 500;
-/**
- * How long an origin reuses a device's owner without asking Redis (one round trip saved per
- * request). A stale entry costs one extra hop: the old owner answers `redo` and the origin
- * asks again.
- */
-const OWNER_CACHE_MS = 2_000;
-/** How long a goodbye counts: a node restarted under the same id after that is a new node. */
-const DEPARTED_MS = 10_000;
 /** Re-routes after an owner said the phone is not there, before giving up with device_offline. */
 const MAX_GONE = 2;
 /**
@@ -63,100 +58,6 @@ const MAX_GONE = 2;
 const OFFLINE_LOOKUP_MS = 500;
 
 export const movingKey = (deviceId: string) => `moving:${deviceId}`;
-
-/** One client request on its way to the phone; it is also the sink the phone's node answers. */
-class Route implements ReplySink {
-  /** params as JSON, encoded once even if the request is sent more than once. */
-  payload?: string;
-  /** The same for a `bytes` request (paramsWithCaller). */
-  payloadBytes?: Buffer;
-  /** A request read from its bytes (startLocal, startRemote): it travels and starts as those bytes. */
-  bytes?: ClientRequestBytes;
-  callerJson?: Buffer;
-  done = false;
-  state: 'routing' | 'local' | 'remote' = 'routing';
-  cancelLocal?: CallHandle;
-  /** A request started by `startLocal`: its relay id on `conn` (cancel and orphan go there). */
-  conn?: DeviceConnection;
-  relayId = 0;
-  rid?: number;
-  /** Its client is gone for good (docs/decisions/0042-abandoned-calls.md); told to the phone's node once it runs. */
-  orphaned?: boolean;
-  /** Times an owner said the phone was not there; the next lookup skips the cache. */
-  gone = 0;
-  fresh?: boolean;
-  /**
-   * The phone was seen moving (its mark, its owner's `redo` or goodbye): until the request is
-   * sent to the phone's next owner, a phone with no owner is waited for until the request's own
-   * deadline, not only while the mark lives — a phone's reconnect after a failed first attempt
-   * backs off for seconds (src/device/agent/backoff.ts), and a loaded new node is slow to
-   * accept it (docs/decisions/0209-a-moving-phone-is-waited-for-until-the-deadline.md). Set
-   * also when the node it was sent to left on purpose: its goodbye can reach this node after
-   * the request went out and after the phone was released (docs/decisions/0080-drain-rerouting.md).
-   */
-  moving = false;
-  /** performance.now() when it was last sent to an owner node (phonebridge_bus_round_trip_seconds). */
-  sentPerf = 0;
-  readonly deadline: number;
-  /** What the phone's node answers: the route itself (answers count once, then it is done). */
-  get sink(): ReplySink {
-    return this;
-  }
-
-  constructor(
-    private readonly active: Set<Route>,
-    readonly deviceId: string,
-    readonly msg: JsonRpcRequest,
-    readonly params: Record<string, unknown> | undefined,
-    readonly caller: Caller,
-    private readonly out: ReplySink,
-    timeoutMs: number,
-  ) {
-    this.deadline = Date.now() + timeoutMs;
-    active.add(this);
-  }
-
-  private finish(): boolean {
-    if (this.done) return false;
-    this.done = true;
-    this.active.delete(this);
-    return true;
-  }
-
-  respond(frame: Buffer): void {
-    if (this.finish()) this.out.respond(frame);
-  }
-
-  /** Progress and the like; dropped once the request is answered, or when its caller takes none. */
-  related(frame: Buffer): void {
-    if (!this.done) this.out.related?.(frame);
-  }
-
-  fail(error: JsonRpcErrorObject): void {
-    if (this.finish()) this.out.fail(error);
-  }
-}
-
-/** A request `startLocal` started: cancel or orphan it with Router.cancelRoute / orphanRoute. */
-export type LocalRoute = Route;
-
-interface RemotePending {
-  route: Route;
-  node: string;
-  /** The owner's claim the request was addressed to: tells a restarted owner from its predecessor. */
-  epoch: number;
-  sentAt: number;
-  timer: NodeJS.Timeout;
-  cached: boolean;
-  /** The request was waiting for a moving phone when it was sent (see unheard). */
-  moving: boolean;
-  /**
-   * Settles once the bus has taken the request. Whatever the origin says about it later
-   * (cancel, orphan) waits for this: the request may have gone on another Redis connection,
-   * and a cancel must not overtake it (docs/decisions/0225-quiet-requests.md).
-   */
-  sent: Promise<boolean>;
-}
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -173,27 +74,26 @@ export class Router {
   private readonly ownerCheck: NodeJS.Timeout;
   private checking = false;
   private readonly clientCancel: Array<(sessionId: string, requestId: JsonRpcId) => void> = [];
-  /** Origin side: recently seen owners of devices held elsewhere. */
-  private readonly owners = new Map<string, { owner: DeviceOwner; until: number }>();
-  /** Nodes that said goodbye (drained or stopped on purpose), for a while after. */
-  private readonly departed = new Map<string, NodeJS.Timeout>();
+  /** Origin side: owners of phones held elsewhere, and nodes that said goodbye, for a while. */
+  private readonly peers: PeerDirectory;
   /** Until then, a phone with no owner may be one a peer is reclaiming after a Redis outage (RECLAIM_GRACE_MS). */
   private reclaimUntil = 0;
 
   constructor(private readonly ctx: GatewayContext) {
     this.served = new ServedRequests(ctx, this.handedOver);
+    this.peers = new PeerDirectory(ctx.bus);
     const bus = ctx.bus;
     bus.onNodeBytes((m) => this.onMessage(m));
     bus.onNodeDown((node) => {
-      this.forgetNode(node);
+      this.peers.forgetNode(node);
       void this.nodeGone(node, 'down');
     });
     bus.onUnavailable(() => {
-      this.owners.clear();
+      this.peers.forgetOwners();
       this.failWhere(() => true, relayError('relay_unavailable'));
     });
     bus.onReconnected(() => {
-      this.owners.clear();
+      this.peers.forgetOwners();
       // Peers lost Redis too, and may not have renewed and reclaimed their phones yet.
       this.reclaimUntil = Date.now() + RECLAIM_GRACE_MS;
     });
@@ -247,7 +147,7 @@ export class Router {
 
   close(): void {
     clearInterval(this.ownerCheck);
-    for (const t of this.departed.values()) clearTimeout(t);
+    this.peers.close();
   }
 
   /**
@@ -314,12 +214,12 @@ export class Router {
 
   /**
    * The owner to send a request to at once: the phone is not on this node, its owner on
-   * another node is remembered (OWNER_CACHE_MS), and the bus is whole. Undefined otherwise
+   * another node is remembered (peer-directory.ts), and the bus is whole. Undefined otherwise
    * (the general path decides: `request`).
    */
   knownRemoteOwner(deviceId: string): DeviceOwner | undefined {
     if (!this.ctx.bus.available || this.ctx.hub.device(deviceId)) return undefined;
-    return this.cachedOwner(deviceId);
+    return this.peers.cachedOwner(deviceId);
   }
 
   /**
@@ -481,8 +381,8 @@ export class Router {
         // reconnecting (commands back, subscription not yet) it could be published to no one
         // and the request would wait out its timeout, so fail it at once.
         if (!this.ctx.bus.available) return void r.sink.fail(relayError('relay_unavailable'));
-        const cached = r.fresh ? undefined : this.cachedOwner(r.deviceId);
-        const owner = cached ?? (await this.lookupOwner(r.deviceId));
+        const cached = r.fresh ? undefined : this.peers.cachedOwner(r.deviceId);
+        const owner = cached ?? (await this.peers.lookupOwner(r.deviceId));
         r.fresh = false;
         if (r.done) return;
         if (owner && owner.nodeId !== this.ctx.bus.nodeId) return await this.send(r, owner, cached !== undefined);
@@ -522,23 +422,6 @@ export class Router {
     ]);
     clearTimeout(timer);
     r.sink.fail(offlineRefusal(r.msg.method, initResult, r.caller.scopes) ?? relayError('device_offline', detail));
-  }
-
-  private cachedOwner(deviceId: string): DeviceOwner | undefined {
-    const e = this.owners.get(deviceId);
-    if (!e) return undefined;
-    if (e.until > Date.now()) return e.owner;
-    this.owners.delete(deviceId);
-    return undefined;
-  }
-
-  /** Asks the bus; remembers owners on other nodes for OWNER_CACHE_MS. */
-  private async lookupOwner(deviceId: string): Promise<DeviceOwner | undefined> {
-    const owner = await this.ctx.bus.ownerOf(deviceId);
-    if (owner && owner.nodeId !== this.ctx.bus.nodeId)
-      this.owners.set(deviceId, { owner, until: Date.now() + OWNER_CACHE_MS });
-    else this.owners.delete(deviceId);
-    return owner;
   }
 
   private remaining(r: Route): number {
@@ -614,10 +497,10 @@ export class Router {
     const p = this.settle(rid);
     if (!p || p.route.done) return;
     const r = p.route;
-    this.forgetOwner(r.deviceId, p.node);
+    this.peers.forgetOwner(r.deviceId, p.node);
     const leaving =
       Date.now() + MOVE_POLL_MS < r.deadline &&
-      (p.moving || this.departed.has(p.node) || (await this.isMoving(r.deviceId).catch(() => false)));
+      (p.moving || this.peers.hasDeparted(p.node) || (await this.isMoving(r.deviceId).catch(() => false)));
     if (p.cached || leaving) {
       reroutes.unreachable.inc();
       // A remembered owner that stopped listening, or an owner that stopped listening on its
@@ -632,22 +515,6 @@ export class Router {
       return this.route(r);
     }
     r.sink.fail(relayError('relay_unavailable', 'the node holding the phone is unreachable'));
-  }
-
-  /** Owners remembered on a node that left are stale. */
-  private forgetNode(nodeId: string): void {
-    for (const [d, e] of this.owners) if (e.owner.nodeId === nodeId) this.owners.delete(d);
-  }
-
-  private forgetDeparture(nodeId: string): void {
-    const t = this.departed.get(nodeId);
-    if (t === undefined) return;
-    clearTimeout(t);
-    this.departed.delete(nodeId);
-  }
-
-  private forgetOwner(deviceId: string, nodeId: string): void {
-    if (this.owners.get(deviceId)?.owner.nodeId === nodeId) this.owners.delete(deviceId);
   }
 
   private cancel(r: Route, error: JsonRpcErrorObject = relayError('cancelled')): void {
@@ -680,7 +547,7 @@ export class Router {
    * node that says goodbye has answered everything it started.
    */
   private async nodeGone(node: string, how: 'bye' | 'down'): Promise<void> {
-    const departure = this.departed.get(node);
+    const departure = this.peers.departure(node);
     const saidBye = departure !== undefined;
     try {
       await this.settleGone(node, how, saidBye);
@@ -690,7 +557,7 @@ export class Router {
       // once every request waiting on the node is decided: until then the owner check
       // (checkOwners) must still see that the node left on purpose, or it fails a request the
       // goodbye means to route again.
-      if (how === 'down' && this.departed.get(node) === departure) this.forgetDeparture(node);
+      if (how === 'down') this.peers.endDeparture(node, departure);
     }
   }
 
@@ -762,13 +629,13 @@ export class Router {
         byDevice.set(e[1].route.deviceId, list);
       }
       for (const [deviceId, list] of byDevice) {
-        const owner = await this.lookupOwner(deviceId);
+        const owner = await this.peers.lookupOwner(deviceId);
         let moving: boolean | undefined;
         for (const [rid, p] of list) {
           if (owner?.nodeId === p.node) continue;
           // A phone handed over on purpose: its old node had stopped starting work on it, so its
           // answer, its `redo`, its goodbye or its departure decides (nodeGone), not a guess.
-          if (this.departed.has(p.node)) continue;
+          if (this.peers.hasDeparted(p.node)) continue;
           moving ??= await this.isMoving(deviceId);
           if (moving) continue;
           this.settle(rid)?.route.sink.fail(
@@ -832,12 +699,7 @@ export class Router {
         return;
       case 'bye': {
         goodbyes.received.inc();
-        clearTimeout(this.departed.get(h.from));
-        // Long enough to cover the node's liveness lapsing; a restart under the same id says nothing.
-        const t = setTimeout(() => this.departed.delete(h.from), DEPARTED_MS);
-        t.unref();
-        this.departed.set(h.from, t);
-        this.forgetNode(h.from);
+        this.peers.saidBye(h.from);
         void this.nodeGone(h.from, 'bye');
         return;
       }
@@ -851,7 +713,7 @@ export class Router {
         if (!p || p.route.done) return;
         const r = p.route;
         reroutes[h.why].inc();
-        this.forgetOwner(r.deviceId, p.node);
+        this.peers.forgetOwner(r.deviceId, p.node);
         r.state = 'routing';
         r.fresh = true;
         if (h.why === 'moving') {
