@@ -2,7 +2,7 @@
 // [--rate 1200] [--conns 32]`: a cross-node call's cost in two checkouts of this repository,
 // side by side in one run (docs/BENCHMARKS.md, "Pub/sub messages read directly"). Per
 // checkout, two phonebridge nodes on the same Redis and Postgres (each checkout's own
-// loadtest/fleet-relay.ts, so each runs its own src/), the reference phone on the first; per
+// loadtest/fleet-relay.ts, so each runs its own src/), a reference phone on the first; per
 // round and checkout, a closed loop and a fixed open-loop rate, the client on the second node
 // (`cross`) and on the first (`same`), in alternating order. Reports the two nodes' CPU per
 // call (phone's node, origin), calls/s and p50; the closed-loop share and added p50 as
@@ -12,10 +12,10 @@
 // for A/B rounds of a change to the cross-node path. Each checkout needs its node_modules
 // (a symlink to this one's will do). One DIR alone measures that checkout.
 //
-// With the same-node rounds in, the first checkout reads up to 20 µs more per closed-loop
-// call than the second even when both are one commit (cause not found; docs/BENCHMARKS.md,
-// "Counted publishes on the quiet connection"). Run an A/B in both orders and average, and
-// take CPU per call from XONLY=cross, which showed no such bias.
+// Each checkout has its own phone process. With one phone serving both, the first checkout read
+// up to 20 µs more per closed-loop call than the second even when both were one commit
+// (docs/BENCHMARKS.md, "Counted publishes on the quiet connection"); with a phone each, 4 µs,
+// inside the spread between rounds. Run an A/B in both orders of the checkouts all the same.
 //   XONLY=cross|same     only those targets
 //   XNODE_ARGS='…'       node flags for the relay children (e.g. --trace-gc)
 //   PHONEBRIDGE_LOADTEST_RELAY_PROFILE_DIR=DIR [PHONEBRIDGE_LOADTEST_RELAY_HEAP_PROFILE=…]
@@ -88,8 +88,9 @@ interface Result {
   errors: number;
 }
 
-const phone = child(['--role', 'phone']);
-await phone.next('ready');
+// A phone process per checkout: one process serving both would carry one checkout's calls
+// on the socket it opened first.
+const phones: Array<ReturnType<typeof child>> = [];
 const load = child(['--role', 'load']);
 const pg = (await import('pg')).default;
 const cleanup: Array<() => Promise<unknown>> = [];
@@ -120,6 +121,9 @@ try {
     const b = await startRelayChild([...flags, '--node-id', `ab-b${i}`], { execArgv });
     cleanup.push(() => b.stop());
     const [qr] = await a.pair(1);
+    const phone = child(['--role', 'phone']);
+    phones.push(phone);
+    await phone.next('ready');
     const deviceId: string = await phone.call({ op: 'pair', qr });
     const [{ token }] = await a.keys([deviceId]);
     for (let k = 0; k < 100 && !(await a.connections()).some((c) => c.initialized); k++)
@@ -184,7 +188,7 @@ try {
     }
 } finally {
   for (const c of cleanup.reverse()) await c().catch(() => {});
-  await phone.stop();
+  for (const phone of phones) await phone.stop();
   await load.stop();
 }
 process.exit(0);
