@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { BusTimeoutError } from '../errors.ts';
+import { prng } from '../../prng.ts';
 import { PushReader } from './push-reader.ts';
 import { integerReply, okReply, ReplyError, ReplyQueue, type Awaited } from './replies.ts';
 
@@ -19,20 +20,9 @@ function awaiting(asked = performance.now()): Awaited & { got: Array<number | st
   };
 }
 
-/** A seeded generator (mulberry32): the same cases on every run. */
-function random(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 describe('ReplyQueue', () => {
   it('matches replies to commands in order, across any cut of the bytes', () => {
-    const next = random(7);
+    const next = prng(7);
     for (let round = 0; round < 40; round++) {
       const kinds = Array.from({ length: 1 + Math.floor(next() * 40) }, () => Math.floor(next() * 4));
       const wire = kinds.map((k, i) => [`+OK\r\n`, `:${i * 37}\r\n`, `-ERR no ${i}\r\n`, `:-${i}\r\n`][k]).join('');

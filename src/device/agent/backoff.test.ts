@@ -1,15 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { Backoff, BACKOFF_DEFAULTS } from './backoff.ts';
+import { prng } from '../../prng.ts';
 
 /** Deterministic uniform [0, 1) so the distribution tests never flake. */
-function seeded(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const seeded = prng;
 
 /** The largest share of `times` inside any window of `widthMs` (sliding, not bucketed). */
 function densestShare(times: number[], widthMs: number): number {

@@ -13,6 +13,7 @@ import {
   type UiNode,
 } from './screens.ts';
 import { codePoints, cut, head, wellFormed } from '../text.ts';
+import { prng } from '../../prng.ts';
 
 export { MAX_FIELD_CHARS };
 /** The longest notification title or text the phone keeps, as Android does. */
@@ -187,18 +188,6 @@ const KNOWN_TITLES: Record<string, string> = {
   'phonebridge.dev': 'phonebridge',
   'news.ycombinator.com': 'Hacker News',
 };
-
-/** mulberry32: tiny, fast, good enough to pick names deterministically. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 export function packageOf(app: string): string {
   return APPS.find((a) => a.key === app || a.package === app)?.package ?? app;
