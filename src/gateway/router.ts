@@ -2,7 +2,9 @@
 // the node that owns it (bus). The owner node runs the same DeviceConnection logic either
 // way (served-requests.ts); the origin only relays the answer back to its HTTP exchange.
 // What the nodes say to each other is node-messages.ts; one request's state on the origin is
-// route.ts, and what the origin remembers of other nodes (owners, goodbyes) peer-directory.ts.
+// route.ts, the requests it has out at other nodes (and what becomes of them when a node
+// leaves or dies) remote-requests.ts, and what it remembers of other nodes (owners, goodbyes)
+// peer-directory.ts.
 //
 // Phones move between nodes: a draining node (SIGTERM) stops starting new work on its
 // sockets, lets what is in flight finish, then closes each socket with 1012 after marking the
@@ -29,6 +31,7 @@ import { encode, farewellMessage, ORIGIN_GRACE_MS, type Header } from './node-me
 import { ServedRequests } from './served-requests.ts';
 import { Route, type LocalRoute, type RemotePending } from './route.ts';
 import { PeerDirectory } from './peer-directory.ts';
+import { RemoteRequests } from './remote-requests.ts';
 
 /**
  * How long a phone closed with 1012 counts as moving for requests that arrive meanwhile: its
@@ -46,8 +49,6 @@ export const MOVE_GRACE_MS = 5_000;
 export const RECLAIM_GRACE_MS = 5_000;
 /** How often a held request looks for the phone's new owner. */
 const MOVE_POLL_MS = 50;
-/** Remote requests older than this have their owner re-checked (a phone that left a dead node). */
-const OWNER_CHECK_MS = 500;
 /** Re-routes after an owner said the phone is not there, before giving up with device_offline. */
 const MAX_GONE = 2;
 /**
@@ -66,13 +67,11 @@ export class Router {
   /** Requests this node accepted from its clients and has not answered yet. */
   private readonly active = new Set<Route>();
   /** Origin side: requests this node sent to an owner node. */
-  private readonly remote = new Map<number, RemotePending>();
+  private readonly remote: RemoteRequests;
   /** Devices this node handed over to other nodes (drain): late requests for them are sent back. */
   private readonly handedOver = new Set<string>();
   /** Owner side: requests other nodes sent here. */
   private readonly served: ServedRequests;
-  private readonly ownerCheck: NodeJS.Timeout;
-  private checking = false;
   private readonly clientCancel: Array<(sessionId: string, requestId: JsonRpcId) => void> = [];
   /** Origin side: owners of phones held elsewhere, and nodes that said goodbye, for a while. */
   private readonly peers: PeerDirectory;
@@ -82,23 +81,25 @@ export class Router {
   constructor(private readonly ctx: GatewayContext) {
     this.served = new ServedRequests(ctx, this.handedOver);
     this.peers = new PeerDirectory(ctx.bus);
+    this.remote = new RemoteRequests(ctx, this.peers, {
+      routeAgain: (r) => this.routeAgain(r),
+      isMoving: (deviceId) => this.isMoving(deviceId),
+    });
     const bus = ctx.bus;
     bus.onNodeBytes((m) => this.onMessage(m));
     bus.onNodeDown((node) => {
       this.peers.forgetNode(node);
-      void this.nodeGone(node, 'down');
+      void this.remote.nodeGone(node, 'down');
     });
     bus.onUnavailable(() => {
       this.peers.forgetOwners();
-      this.failWhere(() => true, relayError('relay_unavailable'));
+      this.remote.failAll(relayError('relay_unavailable'));
     });
     bus.onReconnected(() => {
       this.peers.forgetOwners();
       // Peers lost Redis too, and may not have renewed and reclaimed their phones yet.
       this.reclaimUntil = Date.now() + RECLAIM_GRACE_MS;
     });
-    this.ownerCheck = setInterval(() => void this.checkOwners(), OWNER_CHECK_MS);
-    this.ownerCheck.unref();
     ctx.hub.onRevoke((match, reason) => this.cancelWhere(match, reason));
   }
 
@@ -146,7 +147,7 @@ export class Router {
   }
 
   close(): void {
-    clearInterval(this.ownerCheck);
+    this.remote.close();
     this.peers.close();
   }
 
@@ -473,7 +474,7 @@ export class Router {
       )
       .catch(deliveredLate);
     // Nothing about the request arrives before this turn ends: recorded after its send started.
-    this.remote.set(rid, {
+    this.remote.add(rid, {
       route: r,
       node: owner.nodeId,
       epoch: owner.epoch,
@@ -494,7 +495,7 @@ export class Router {
    * while that can still help, else fail it. Nobody ran it, so running it elsewhere is safe.
    */
   private async unheard(rid: number): Promise<void> {
-    const p = this.settle(rid);
+    const p = this.remote.settle(rid);
     if (!p || p.route.done) return;
     const r = p.route;
     this.peers.forgetOwner(r.deviceId, p.node);
@@ -517,11 +518,22 @@ export class Router {
     r.sink.fail(relayError('relay_unavailable', 'the node holding the phone is unreachable'));
   }
 
+  /**
+   * A request whose node left before running it (a goodbye, or a phone moving away): the phone
+   * may have no owner for a moment, whatever told this node first, so it is held as moving.
+   */
+  private routeAgain(r: Route): void {
+    r.state = 'routing';
+    r.fresh = true;
+    r.moving = true;
+    void this.route(r);
+  }
+
   private cancel(r: Route, error: JsonRpcErrorObject = relayError('cancelled')): void {
     if (r.done) return;
     if (r.state === 'local') return r.conn ? r.conn.cancelCall(r.relayId) : r.cancelLocal?.();
     if (r.state === 'remote' && r.rid !== undefined) {
-      const p = this.settle(r.rid);
+      const p = this.remote.settle(r.rid);
       if (p) this.followUp(p, encode({ t: 'cancel', from: this.ctx.bus.nodeId, rid: r.rid }));
     }
     r.sink.fail(error);
@@ -529,125 +541,7 @@ export class Router {
 
   /** @internal The origin's own deadline for a request sent to another node (send). */
   timedOut(rid: number, r: Route): void {
-    if (this.settle(rid)) r.sink.fail(relayError('timeout', 'no answer from the node holding the phone'));
-  }
-
-  private settle(rid: number): RemotePending | undefined {
-    const p = this.remote.get(rid);
-    if (!p) return undefined;
-    clearTimeout(p.timer);
-    this.remote.delete(rid);
-    return p;
-  }
-
-  /**
-   * Requests still waiting on a node that left: it said goodbye (`bye`), or the bus saw its
-   * process go (`down`: liveness lapsed, left, or restarted under the same id). See
-   * afterNodeDown for what each request needs; a goodbye settles them all at once, since a
-   * node that says goodbye has answered everything it started.
-   */
-  private async nodeGone(node: string, how: 'bye' | 'down'): Promise<void> {
-    const departure = this.peers.departure(node);
-    const saidBye = departure !== undefined;
-    try {
-      await this.settleGone(node, how, saidBye);
-    } finally {
-      // The departure is complete once the bus sees the process gone: a process that announces
-      // this id later is a new node, whose requests are judged on their own. Forgotten only
-      // once every request waiting on the node is decided: until then the owner check
-      // (checkOwners) must still see that the node left on purpose, or it fails a request the
-      // goodbye means to route again.
-      if (how === 'down') this.peers.endDeparture(node, departure);
-    }
-  }
-
-  private async settleGone(node: string, how: 'bye' | 'down', saidBye: boolean): Promise<void> {
-    const owners = new Map<string, Promise<DeviceOwner | undefined>>();
-    for (const [rid, p] of [...this.remote]) {
-      if (p.node !== node) continue;
-      const d = p.route.deviceId;
-      if (!owners.has(d))
-        owners.set(
-          d,
-          this.ctx.bus.ownerOf(d).catch(() => undefined),
-        );
-      const next = how === 'bye' ? 'route again' : await this.afterNodeDown(p, await owners.get(d)!, saidBye);
-      if (next === 'wait') continue;
-      if (!this.settle(rid) || p.route.done) continue;
-      const r = p.route;
-      if (next === 'route again') {
-        reroutes.node_left.inc();
-        // Its node left on purpose (or the phone was moving away from it): the phone may have
-        // no owner for a moment, whatever told this node first (the goodbye, or the bus).
-        r.state = 'routing';
-        r.fresh = true;
-        r.moving = true;
-        void this.route(r);
-      } else {
-        r.sink.fail(relayError('device_offline', 'the relay node holding the phone stopped'));
-      }
-    }
-  }
-
-  /**
-   * A request was waiting on a node whose process the bus saw go. If the node's id holds the
-   * very claim the request was addressed to, that claim is the live process's (a restart under
-   * the same id reaps its predecessor's claims before anyone hears of it): the request is
-   * there, so wait for its answer. Otherwise the request was never started if the node said
-   * goodbye or the phone was moving away from it (it had stopped starting work on the phone):
-   * route it again. A crashed node may have run it: fail it, clearly.
-   */
-  private async afterNodeDown(
-    p: RemotePending,
-    owner: DeviceOwner | undefined,
-    saidBye: boolean,
-  ): Promise<'wait' | 'route again' | 'fail'> {
-    if (owner?.nodeId === p.node && owner.epoch === p.epoch) return 'wait';
-    if (saidBye || (await this.isMoving(p.route.deviceId).catch(() => false))) return 'route again';
-    return 'fail';
-  }
-
-  private failWhere(match: (p: RemotePending) => boolean, error: JsonRpcErrorObject): void {
-    for (const [rid, p] of this.remote) if (match(p)) this.settle(rid)?.route.sink.fail(error);
-  }
-
-  /**
-   * A node killed without a goodbye is declared dead only after its liveness lapses (≈ 4 s),
-   * but its phones reconnect elsewhere within about a second. Requests sent to it that have
-   * waited a while are failed as soon as their phone is owned by another node (or by none).
-   */
-  private async checkOwners(): Promise<void> {
-    if (this.checking || this.remote.size === 0 || !this.ctx.bus.available) return;
-    this.checking = true;
-    try {
-      const old = Date.now() - OWNER_CHECK_MS;
-      const byDevice = new Map<string, Array<[number, RemotePending]>>();
-      for (const e of this.remote) {
-        if (e[1].sentAt > old) continue;
-        const list = byDevice.get(e[1].route.deviceId) ?? [];
-        list.push(e);
-        byDevice.set(e[1].route.deviceId, list);
-      }
-      for (const [deviceId, list] of byDevice) {
-        const owner = await this.peers.lookupOwner(deviceId);
-        let moving: boolean | undefined;
-        for (const [rid, p] of list) {
-          if (owner?.nodeId === p.node) continue;
-          // A phone handed over on purpose: its old node had stopped starting work on it, so its
-          // answer, its `redo`, its goodbye or its departure decides (nodeGone), not a guess.
-          if (this.peers.hasDeparted(p.node)) continue;
-          moving ??= await this.isMoving(deviceId);
-          if (moving) continue;
-          this.settle(rid)?.route.sink.fail(
-            relayError('device_offline', 'the phone left the relay node that was serving the request'),
-          );
-        }
-      }
-    } catch {
-      // bus trouble: onUnavailable fails them
-    } finally {
-      this.checking = false;
-    }
+    if (this.remote.settle(rid)) r.sink.fail(relayError('timeout', 'no answer from the node holding the phone'));
   }
 
   private onMessage(raw: Buffer): void {
@@ -689,18 +583,18 @@ export class Router {
         for (const f of this.clientCancel) f(h.sessionId, h.requestId);
         return;
       case 'res':
-        answered(this.settle(h.rid))?.route.sink.respond(payload);
+        answered(this.remote.settle(h.rid))?.route.sink.respond(payload);
         return;
       case 'rel':
         this.remote.get(h.rid)?.route.sink.related?.(payload);
         return;
       case 'fail':
-        answered(this.settle(h.rid))?.route.sink.fail(h.error);
+        answered(this.remote.settle(h.rid))?.route.sink.fail(h.error);
         return;
       case 'bye': {
         goodbyes.received.inc();
         this.peers.saidBye(h.from);
-        void this.nodeGone(h.from, 'bye');
+        void this.remote.nodeGone(h.from, 'bye');
         return;
       }
       case 'unheard':
@@ -709,7 +603,7 @@ export class Router {
       case 'redo': {
         // The owner did not start the request: the phone is moving away from it (drain), or
         // is not there at all (a stale owner): route it again.
-        const p = this.settle(h.rid);
+        const p = this.remote.settle(h.rid);
         if (!p || p.route.done) return;
         const r = p.route;
         reroutes[h.why].inc();
