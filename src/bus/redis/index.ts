@@ -86,6 +86,11 @@ function nodeMessage(msg: string, payload: Buffer): Buffer {
   return out;
 }
 
+/** A publish's receiver count: whether anybody heard it. */
+function heard(receivers: number): boolean {
+  return receivers > 0;
+}
+
 function uncorkTurn(bus: RedisBus): void {
   bus.uncork();
 }
@@ -557,10 +562,15 @@ export class RedisBus implements Bus {
 
   // --- messaging ----------------------------------------------------------------------------------
 
-  async sendToNode(nodeId: string, msg: string, payload?: Buffer): Promise<boolean> {
+  sendToNode(nodeId: string, msg: string, payload?: Buffer): Promise<boolean> {
     // Its receiver count read off the quiet connection, not through ioredis's command queue
     // (docs/decisions/0234-counted-publishes-on-the-quiet-connection.md).
-    if (this.quiet?.ready) return (await this.quiet.publishCounted(this.layout.node(nodeId), 'm' + msg, payload)) > 0;
+    if (this.quiet?.ready) return this.quiet.publishCounted(this.layout.node(nodeId), 'm' + msg, payload).then(heard);
+    return this.publishWithReply(nodeId, msg, payload);
+  }
+
+  /** sendToNode through ioredis, on the command connection. */
+  private async publishWithReply(nodeId: string, msg: string, payload?: Buffer): Promise<boolean> {
     const started = performance.now();
     const body = payload === undefined ? 'm' + msg : nodeMessage(msg, payload);
     try {

@@ -20,7 +20,7 @@ import type { Socket } from 'node:net';
 import type { Redis } from 'ioredis';
 import { busPublish, redisCommand } from '../../metrics.ts';
 import { BusTimeoutError, BusUnavailableError } from '../errors.ts';
-import { integerReply, okReply, readRepliesDirectly, ReplyQueue, type Awaited } from './replies.ts';
+import { integerReply, okReply, readRepliesDirectly, type Awaited, type ReplyQueue } from './replies.ts';
 
 /** Longest a message waits for its confirmation on a connection that stays up. */
 export const CONFIRM_MS = 100;
@@ -65,8 +65,9 @@ class Counted implements Awaited {
   ) {}
   reply(b: Buffer, start: number, end: number): void {
     const n = integerReply(b, start, end);
-    busPublish.since(this.asked);
-    redisCommand.since(this.asked);
+    const seconds = (performance.now() - this.asked) / 1000;
+    busPublish.observe(seconds);
+    redisCommand.observe(seconds);
     if (typeof n === 'number') this.resolve(n);
     else this.reject(this.asError(n));
   }
@@ -78,6 +79,11 @@ class Counted implements Awaited {
         : new BusTimeoutError('cluster bus connection closed before Redis answered the message', { cause: err }),
     );
   }
+}
+
+/** `PUBLISH channel` up to its message, as RESP. */
+function publishBefore(channel: string): string {
+  return `*3\r\n$7\r\nPUBLISH\r\n$${Buffer.byteLength(channel)}\r\n${channel}\r\n`;
 }
 
 function confirmNow(q: QuietPublisher): void {
@@ -137,12 +143,7 @@ export class QuietPublisher {
    * write), resolved once Redis is known to have read it. Only when `ready`.
    */
   publish(channel: string, head: string, payload?: Buffer): Promise<void> {
-    return this.quietly(
-      `*3\r\n$7\r\nPUBLISH\r\n$${Buffer.byteLength(channel)}\r\n${channel}\r\n`,
-      head,
-      payload,
-      '\r\n',
-    );
+    return this.quietly(publishBefore(channel), head, payload, '\r\n');
   }
 
   /**
@@ -155,7 +156,7 @@ export class QuietPublisher {
     if (!replies) return Promise.reject(new BusUnavailableError('cluster bus unavailable: connection not ready'));
     const s = this.cork();
     if (!this.repliesOn) this.repliesOnAt(s, replies);
-    this.put(s, `*3\r\n$7\r\nPUBLISH\r\n$${Buffer.byteLength(channel)}\r\n${channel}\r\n`, head, payload, '\r\n');
+    this.put(s, publishBefore(channel), head, payload, '\r\n');
     return new Promise<number>((resolve, reject) => replies.push(new Counted(resolve, reject, this.asError)));
   }
 
@@ -300,8 +301,7 @@ export class QuietPublisher {
         const canBounce = await bounces;
         if (this.client.stream !== s || this.client.status !== 'ready' || this.offOn === s) return;
         // ioredis's last command here has been answered: from now on every reply is read here.
-        let replies: ReplyQueue | undefined;
-        readRepliesDirectly(s, (other) => (replies = new ReplyQueue(this.timeoutMs, other)));
+        const replies = readRepliesDirectly(s, this.timeoutMs);
         if (!replies) return; // ioredis's decoder not found: the connection stays unused
         s.write(OFF);
         this.replies = replies;

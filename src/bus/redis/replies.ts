@@ -104,7 +104,7 @@ export class ReplyQueue {
       i = end;
     }
     if (this.head === this.slots.length) {
-      this.slots = [];
+      this.slots.length = 0;
       this.head = 0;
     } else if (this.head > 1024 && this.head * 2 > this.slots.length) {
       this.slots = this.slots.slice(this.head);
@@ -141,13 +141,16 @@ export class ReplyQueue {
 }
 
 /**
- * Reads `socket`'s replies into `make`'s queue from now on, in front of ioredis's decoder
- * (which gets what no command here waits for). Only when nothing of ioredis's is in flight on
- * it. False if ioredis's decoder was not found (nothing changed then).
+ * Reads `socket`'s replies from now on, in front of ioredis's decoder (which gets what no
+ * command here waits for): the queue to await them in. Only when nothing of ioredis's is in
+ * flight on it. Undefined if ioredis's decoder was not found, or this socket is read already
+ * (nothing changed then).
  */
-export function readRepliesDirectly(socket: Socket, make: (other: (frames: Buffer) => void) => ReplyQueue): boolean {
-  return readBefore(socket, (decoder) => {
-    const queue = make(decoder);
-    return new PushReader(undefined, (frames) => queue.frames(frames));
+export function readRepliesDirectly(socket: Socket, timeoutMs: number): ReplyQueue | undefined {
+  let queue: ReplyQueue | undefined;
+  readBefore(socket, (decoder) => {
+    const q = (queue = new ReplyQueue(timeoutMs, decoder));
+    return new PushReader(undefined, (frames) => q.frames(frames));
   });
+  return queue;
 }
