@@ -1,59 +1,39 @@
-// /mcp for the session revisions (2025-03-26, 2025-06-18, 2025-11-25): authenticate, bind
-// the session, answer what the relay answers itself (initialize, notifications/initialized),
-// forward the rest to the phone and bring its answer back to this HTTP exchange.
-import { randomBytes } from 'node:crypto';
+// /mcp for the session revisions (2025-03-26, 2025-06-18, 2025-11-25): which handler takes a
+// request. Copy its headers and check its Origin, authenticate, bind the session; then a POST
+// takes the fast path (fast-post.ts) or the general one below, which reads the body and hands
+// initialize to session-opener.ts, one request to single-answer.ts, a batch's requests to
+// in-flight.ts, and answers notifications itself; GET and DELETE act on the session.
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../uws.ts';
 import { BodyTooLarge, Exchange } from './http.ts';
-import { collectHeaders, FORWARDED_CHAIN, type McpHeaders } from './mcp-headers.ts';
-import { cancelEntry, FastPost, inFlightKey, type FastPostHost } from './fast-post.ts';
+import { collectHeaders, type McpHeaders } from './mcp-headers.ts';
+import { FastPost, inFlightKey, type FastPostHost } from './fast-post.ts';
+import { InFlightCalls } from './in-flight.ts';
+import { SessionOpener } from './session-opener.ts';
+import { answerOne, type AnswerHost } from './single-answer.ts';
 import { GetStreams } from './get-streams.ts';
 import { SessionLookup } from './session-lookup.ts';
 import { ClientAuth, type Bound } from './client-auth.ts';
-import { limitKey, pickClientAddress } from './client-address.ts';
 import { readClientRequest } from '../protocol/request-bytes.ts';
 import { postMediaRefusal } from '../protocol/media-types.ts';
 import type { LocalRoute } from './route.ts';
-import { cachedInitialize, JSON_HEADERS, SLOW_ANSWER_MS, StatelessEndpoint } from './mcp-stateless.ts';
+import { JSON_HEADERS, StatelessEndpoint } from './mcp-stateless.ts';
 import { classifyEra } from '../protocol/stateless.ts';
 import { SseStream } from './sse.ts';
 import { EventStream, newStreamId } from './session-streams.ts';
 import { BusUnavailableError } from '../bus/index.ts';
-import { presentedToken, type Credential } from './auth.ts';
-import {
-  classify,
-  classifyClientMessage,
-  duplicateRequestId,
-  errorResponse,
-  parseBody,
-  resultResponse,
-  type JsonRpcRequest,
-} from '../protocol/jsonrpc.ts';
-import { INVALID_REQUEST, relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
-import {
-  allowsBatch,
-  isSessionRevision,
-  negotiateRevision,
-  SESSION_REVISIONS,
-  STATELESS_REVISIONS,
-} from '../protocol/revisions.ts';
+import { presentedToken } from './auth.ts';
+import { classify, classifyClientMessage, errorResponse, parseBody } from '../protocol/jsonrpc.ts';
+import { INVALID_REQUEST, relayError } from '../protocol/errors.ts';
+import { allowsBatch, isSessionRevision, SESSION_REVISIONS, STATELESS_REVISIONS } from '../protocol/revisions.ts';
 import { requestTimeoutMs } from '../protocol/timeouts.ts';
 import { callerContextJson, withCallerContext } from '../protocol/caller.ts';
-import { insufficientScopeChallenge } from '../protocol/scopes.ts';
-import type { Scope } from '../store/types.ts';
 import { MAX_FRAME_BYTES } from './device-connection.ts';
-import { framesTooBig, methodLabel, metrics, observeMcpRequest, rateLimited } from '../metrics.ts';
+import { framesTooBig, methodLabel, observeMcpRequest } from '../metrics.ts';
 import type { SessionRecord } from '../bus/types.ts';
-import { clientInfoOf } from '../protocol/client-info.ts';
 import type { GatewayContext } from './context.ts';
 import type { CredentialSource, McpMount } from './features.ts';
-import { endOnAnswer, tracingOn } from '../observability/tracing.ts';
-import {
-  answeredSpan,
-  exemplarTraceId,
-  noteHttpRequest,
-  requestLogFields,
-  serverSpan,
-} from '../observability/relay-spans.ts';
+import { tracingOn } from '../observability/tracing.ts';
+import { exemplarTraceId, noteHttpRequest, requestLogFields } from '../observability/relay-spans.ts';
 
 export function registerMcpRoutes(
   app: TemplatedApp,
@@ -80,7 +60,7 @@ export function registerMcpRoutes(
   };
 }
 
-class McpEndpoint implements FastPostHost {
+class McpEndpoint implements FastPostHost, AnswerHost {
   private allowedOriginSet?: Set<string>;
   private readonly sessions: SessionLookup;
   /** Who is calling: keys, mounted routes' sources, features' explanations. */
@@ -88,22 +68,21 @@ class McpEndpoint implements FastPostHost {
   /** GET streams of this node's sessions. */
   private readonly getStreams: GetStreams;
   /** Requests in flight on this node, by session and client id, for notifications/cancelled. */
-  private readonly inFlight = new Map<string, (() => void) | FastPost>();
+  readonly calls: InFlightCalls;
+  private readonly opener: SessionOpener;
 
   private readonly stateless: StatelessEndpoint;
   /** Requests on mounted routes, by their copied headers (begin() binds them). */
   private readonly bound = new WeakMap<McpHeaders, Bound>();
 
-  constructor(private readonly ctx: GatewayContext) {
+  constructor(readonly ctx: GatewayContext) {
     this.getStreams = new GetStreams(ctx);
     this.sessions = new SessionLookup(ctx);
     this.clientAuth = new ClientAuth(ctx);
+    this.calls = new InFlightCalls(ctx);
+    this.opener = new SessionOpener(ctx, this.sessions, (...a) => this.observe(...a));
     this.stateless = new StatelessEndpoint(ctx, (ex, cred, deviceId, msg, related, timeoutMs) =>
-      this.forwardTo(ex, cred, deviceId, undefined, msg, related, undefined, timeoutMs),
-    );
-    // A client's notifications/cancelled may land on another node than its request.
-    ctx.router.onClientCancel((sessionId, requestId) =>
-      cancelEntry(this.inFlight.get(inFlightKey(sessionId, requestId))),
+      this.calls.forward(ex, cred, deviceId, undefined, msg, related, undefined, timeoutMs),
     );
   }
 
@@ -200,9 +179,9 @@ class McpEndpoint implements FastPostHost {
     // (docs/decisions/0133-session-leases.md); undefined sends it to the general path, which asks the bus.
     const session = this.ctx.bus.sessions.touchNow!(h['mcp-session-id'], this.ctx.config.sessionIdleMs);
     if (!session || session.tokenId !== cred.token.id) return false;
-    // Its id is in use in the session: the general path refuses it (forwardTo).
+    // Its id is in use in the session: the general path refuses it (InFlightCalls.forward).
     const key = inFlightKey(session.id, req.id);
-    if (this.inFlight.has(key)) return false;
+    if (this.calls.has(key)) return false;
     const deviceId = session.deviceId;
     if (this.ctx.hub.isRevoked({ tokenId: cred.token.id, deviceId, accountId: cred.account.id })) return false;
     const conn = this.ctx.router.readyLocal(deviceId);
@@ -225,7 +204,7 @@ class McpEndpoint implements FastPostHost {
     if (!route.done) {
       call.route = route;
       call.key = key;
-      this.inFlight.set(key, call);
+      this.calls.add(key, call);
       call.ex.onAbort(call);
     }
     return true;
@@ -233,7 +212,7 @@ class McpEndpoint implements FastPostHost {
 
   /** A FastPost's request is answered (or failed): no longer cancellable by the client. */
   settled(call: FastPost): void {
-    if (call.key !== undefined) this.inFlight.delete(call.key);
+    if (call.key !== undefined) this.calls.delete(call.key);
   }
 
   /** Opens a FastPost's SSE stream: the answer is slow, or something related came first. */
@@ -315,7 +294,7 @@ class McpEndpoint implements FastPostHost {
           }),
         );
       }
-      return this.initialize(ex, h, cred, first.msg, started, raw.length);
+      return this.opener.open(ex, h, cred, first.msg, started, raw.length);
     }
 
     const session = await this.sessions.find(ex, h, cred);
@@ -344,7 +323,7 @@ class McpEndpoint implements FastPostHost {
     if (!isBatch && first.kind === 'request') {
       const checked = classifyClientMessage(items[0]);
       if (checked.kind === 'invalid') return ex.send(400, JSON_HEADERS, errorResponse(checked.id, checked.error));
-      return this.answerOne(ex, h, cred, session, first.msg, started, raw.length);
+      return answerOne(this, ex, h, cred, session, first.msg, started, raw.length);
     }
 
     const answers: Array<Promise<Buffer>> = [];
@@ -365,7 +344,7 @@ class McpEndpoint implements FastPostHost {
               ),
             ),
           );
-        else answers.push(this.forward(ex, cred, session, c.msg).then((o) => o.frame));
+        else answers.push(this.calls.forward(ex, cred, session.deviceId, session.id, c.msg).then((o) => o.frame));
       } else if (c.kind === 'notification') {
         this.clientNotification(session, c.msg.method, c.msg.params);
       }
@@ -377,228 +356,6 @@ class McpEndpoint implements FastPostHost {
     this.observe('batch', started, raw.length, out.length, ex.aborted ? 'aborted' : 'ok', ex);
   }
 
-  /**
-   * One request, one POST. JSON when the answer is ready within SLOW_ANSWER_MS; otherwise,
-   * when the client accepts it, an SSE stream (keep-alives so idle proxies do not cut a long
-   * call, event ids so a dropped one resumes). A request carrying a progress token is always
-   * an SSE stream (its progress travels on it only,
-   * docs/decisions/0007-what-the-relay-rewrites.md). A call outside the
-   * credential's scopes is a 403 with the scope challenge.
-   */
-  private async answerOne(
-    ex: Exchange,
-    h: McpHeaders,
-    cred: Credential,
-    session: SessionRecord,
-    msg: JsonRpcRequest,
-    started: number,
-    bytesIn: number,
-  ): Promise<void> {
-    const meta = msg.params?._meta as Record<string, unknown> | undefined;
-    const sseOk = (h.accept ?? '').includes('text/event-stream');
-    const streamed = meta?.progressToken !== undefined && sseOk;
-    // The stream opens on the first progress or related message, or once the answer is slow;
-    // a refusal decided before that can still be a plain 403.
-    let stream: EventStream | undefined;
-    const open = () => {
-      if (stream) return stream;
-      stream = new EventStream(
-        this.ctx.bus,
-        session.id,
-        newStreamId({
-          deadline: Date.now() + requestTimeoutMs(msg.method, msg.params, this.ctx.config.requestTimeoutMs),
-        }),
-        new SseStream(ex, {}),
-      );
-      if (session.revision === '2025-11-25') void stream.prime();
-      return stream;
-    };
-    const early = sseOk ? setTimeout(() => ex.aborted || open(), SLOW_ANSWER_MS) : undefined;
-    const outcome = await this.forward(
-      ex,
-      cred,
-      session,
-      msg,
-      (frame) => void open().send(frame),
-      () => stream !== undefined,
-    );
-    clearTimeout(early);
-    // The relay's own -32600: the id is in use by a request in flight (forwardTo).
-    if (outcome.refusal?.code === INVALID_REQUEST && !stream) {
-      ex.send(400, JSON_HEADERS, outcome.frame);
-      this.observe(msg.method, started, bytesIn, outcome.frame.length, 'error', ex);
-      return;
-    }
-    if (outcome.refusal?.data && (outcome.refusal.data as { code?: string }).code === 'insufficient_scope' && !stream) {
-      const scope = (outcome.refusal.data as { scope: Scope }).scope;
-      ex.send(403, { ...JSON_HEADERS, 'WWW-Authenticate': insufficientScopeChallenge(scope) }, outcome.frame);
-      this.observe(msg.method, started, bytesIn, outcome.frame.length, 'forbidden', ex);
-      return;
-    }
-    // A client gone before its stream opened never learnt the stream's id: nothing to buffer for.
-    if (stream || (streamed && !ex.aborted)) {
-      const s = open();
-      void s.send(outcome.frame);
-      await s.end();
-    } else {
-      ex.send(200, JSON_HEADERS, outcome.frame);
-    }
-    this.observe(
-      msg.method,
-      started,
-      bytesIn,
-      outcome.frame.length,
-      ex.aborted ? 'aborted' : outcome.refusal ? 'error' : 'ok',
-      ex,
-    );
-  }
-
-  private async initialize(
-    ex: Exchange,
-    h: McpHeaders,
-    cred: Credential,
-    msg: JsonRpcRequest,
-    started: number,
-    bytesIn: number,
-  ): Promise<void> {
-    const { initializePerMinute, initializePerMinutePerAddress, maxSessionsPerKey } = this.ctx.config.budgets;
-    if (ex.aborted) return; // the client's address is read from its response, valid until it goes
-    // Keyed here, not per call: only initialize counts per address.
-    const chain = h[FORWARDED_CHAIN];
-    const address = limitKey(
-      pickClientAddress(
-        Buffer.from(ex.res.getRemoteAddressAsText()).toString(),
-        chain === undefined ? [] : [chain],
-        this.ctx.config,
-      ),
-    );
-    // Counted on the bus, so the limits hold across nodes; the key's first, then the address's.
-    const [byKey, byAddress] = await Promise.all([
-      this.ctx.bus.hit(`init:k:${cred.token.id}`, 60_000),
-      this.ctx.bus.hit(`init:a:${address}`, 60_000),
-    ]);
-    if (byKey > initializePerMinute || byAddress > initializePerMinutePerAddress) {
-      rateLimited[byKey > initializePerMinute ? 'initialize_per_key' : 'initialize_per_address'].inc();
-      const who = byKey > initializePerMinute ? 'this key' : 'this address';
-      return ex.send(
-        429,
-        { ...JSON_HEADERS, 'Retry-After': '60' },
-        errorResponse(msg.id, {
-          code: INVALID_REQUEST,
-          message: `Too many sessions created by ${who} in the last minute; reuse a session or retry later`,
-        }),
-      );
-    }
-    const revision = negotiateRevision(msg.params?.protocolVersion);
-    const deviceId = cred.token.deviceId;
-    const cached = await cachedInitialize(this.ctx, deviceId, true);
-    const now = Date.now();
-    const client = clientInfoOf(msg.params);
-    const session: SessionRecord = {
-      id: randomBytes(18).toString('base64url'),
-      tokenId: cred.token.id,
-      deviceId,
-      accountId: cred.account.id,
-      revision,
-      scopes: cred.token.scopes,
-      createdAt: now,
-      lastSeenAt: now,
-      ...(client ? { client } : {}),
-    };
-    const evicted = await this.ctx.bus.sessions.create(session, this.ctx.config.sessionIdleMs, maxSessionsPerKey);
-    // The key's least recently used sessions beyond its cap are gone: so are their streams, on every node.
-    // Awaited: once the client has its new session, the evicted ones are refused on every node
-    // (their leases there end on this broadcast: docs/decisions/0133-session-leases.md).
-    if (evicted.length > 0)
-      await this.ctx.bus.publishControl({ type: 'sessions_ended', sessionIds: evicted }).catch(() => {});
-    this.sessions.remember(session);
-    metrics.sessionsCreated.inc();
-    const out = resultResponse(msg.id, { ...cached, protocolVersion: revision });
-    if (tracingOn) answeredSpan(ex, msg, session.id, started);
-    ex.send(200, { ...JSON_HEADERS, 'Mcp-Session-Id': session.id }, out);
-    this.observe('initialize', started, bytesIn, out.length, 'ok', ex);
-  }
-
-  /** Sends one request to the phone, wherever it is; resolves with the answer (client id restored). */
-  private forward(
-    ex: Exchange,
-    cred: Credential,
-    session: SessionRecord,
-    msg: JsonRpcRequest,
-    related?: (frame: Buffer) => void,
-    resumable?: () => boolean,
-  ): Promise<{ frame: Buffer; refusal?: JsonRpcErrorObject }> {
-    return this.forwardTo(ex, cred, session.deviceId, session.id, msg, related, resumable);
-  }
-
-  /** `sessionId` undefined (2026-07-28): closing the response is the only way to cancel the request. */
-  private forwardTo(
-    ex: Exchange,
-    cred: Credential,
-    deviceId: string,
-    sessionId: string | undefined,
-    msg: JsonRpcRequest,
-    related?: (frame: Buffer) => void,
-    /** Whether a GET could still resume the answer once the client is gone (its SSE stream opened). */
-    resumable?: () => boolean,
-    /** Sized from a tool header (docs/decisions/0181-tool-headers.md); else from the body. */
-    headerTimeoutMs?: number,
-  ): Promise<{ frame: Buffer; refusal?: JsonRpcErrorObject }> {
-    const key = sessionId === undefined ? undefined : inFlightKey(sessionId, msg.id);
-    if (key !== undefined && this.inFlight.has(key)) {
-      // Ids are unique within a session; the first request keeps the id, and its cancellation
-      // (docs/decisions/0216-duplicate-request-ids.md).
-      const e = duplicateRequestId(msg.id);
-      return Promise.resolve({ frame: Buffer.from(errorResponse(msg.id, e)), refusal: e });
-    }
-    if (this.ctx.hub.isRevoked({ tokenId: cred.token.id, deviceId, accountId: cred.account.id })) {
-      const e = relayError('cancelled', 'the credential was revoked');
-      return Promise.resolve({ frame: Buffer.from(errorResponse(msg.id, e)), refusal: e });
-    }
-    const traced = tracingOn ? serverSpan(ex, msg, sessionId) : undefined;
-    return new Promise((resolve) => {
-      let settled = false;
-      // The id is taken from now on (a request with the same id is refused above); a
-      // notifications/cancelled before the router's handle exists cancels once it does.
-      let cancelled = false;
-      if (key !== undefined) this.inFlight.set(key, () => (cancelled = true));
-      const settle = (o: { frame: Buffer; refusal?: JsonRpcErrorObject }) => {
-        settled = true;
-        if (key !== undefined) this.inFlight.delete(key);
-        resolve(o);
-      };
-      let sink = {
-        respond: (frame: Buffer) => settle({ frame }),
-        related,
-        fail: (e: JsonRpcErrorObject) => settle({ frame: Buffer.from(errorResponse(msg.id, e)), refusal: e }),
-      };
-      if (traced) sink = endOnAnswer(sink, traced.span);
-      const timeoutMs = headerTimeoutMs ?? requestTimeoutMs(msg.method, msg.params, this.ctx.config.requestTimeoutMs);
-      void this.ctx.router
-        .request(
-          deviceId,
-          msg,
-          withCallerContext(msg.params, cred.token),
-          { scopes: cred.token.scopes, tokenId: cred.token.id, accountId: cred.account.id, trace: traced?.ctx },
-          sink,
-          timeoutMs,
-        )
-        .then((handle) => {
-          if (settled) return;
-          if (key !== undefined) this.inFlight.set(key, handle);
-          if (cancelled) return handle();
-          // 2026-07-28: closing the response cancels the request, and the phone is told. Session
-          // revisions: "disconnection SHOULD NOT be interpreted as the client cancelling its
-          // request" — it runs to its end (its timeout bounds it), a streamed answer still reaches
-          // the replay buffer, and the client's notifications/cancelled still cancels it. A call
-          // no GET can resume (its stream never opened) is an orphan: it stops counting against
-          // its key and is bounded per phone (docs/decisions/0042-abandoned-calls.md).
-          if (sessionId === undefined) ex.onAbort(handle);
-          else ex.onAbort(() => resumable?.() || handle.orphan?.());
-        });
-    });
-  }
-
   private clientNotification(
     session: SessionRecord,
     method: string,
@@ -608,9 +365,8 @@ class McpEndpoint implements FastPostHost {
     if (method === 'notifications/cancelled') {
       const requestId = params?.requestId;
       if (typeof requestId !== 'string' && typeof requestId !== 'number') return;
-      const cancel = this.inFlight.get(inFlightKey(session.id, requestId));
-      if (cancel) cancelEntry(cancel);
-      else void this.ctx.router.broadcastCancel(session.id, requestId); // the request is on another node
+      // Not here: the request is on another node.
+      if (!this.calls.cancel(session.id, requestId)) void this.ctx.router.broadcastCancel(session.id, requestId);
       return;
     }
     // As on requests (docs/decisions/0006-caller-context.md): the phone learns who sent it, and a client cannot say otherwise.
