@@ -1,6 +1,7 @@
 // Redis driver of the cluster bus: shared state lives in Redis (atomic Lua), node-to-node traffic
 // goes over pub/sub. Two connections: commands, and a subscriber (subscriber mode needs its own);
-// where the topology allows, a third carries node messages (quiet.ts).
+// where the topology allows, a third carries node messages (quiet.ts; which message goes which
+// way is node-outbox.ts).
 //
 // Failure model: no offline queue and no command retries, so while Redis is unreachable every call
 // rejects at once (or after commandTimeoutMs if Redis hangs: BusTimeoutError, the command may have
@@ -18,8 +19,9 @@ import { GROUP, lua, type ScriptName } from './scripts.ts';
 import { connectorFor, type Connector, type KeyLayout, type RedisClient } from './connector.ts';
 import { readPushesDirectly } from './push-reader.ts';
 import { QuietPublisher } from './quiet.ts';
+import { NODE_MESSAGE, NodeOutbox } from './node-outbox.ts';
 import { RedisSessions } from './sessions.ts';
-import { busPublish, redisCommand, unreadable } from '../../metrics.ts';
+import { redisCommand, unreadable } from '../../metrics.ts';
 import {
   bootRecord,
   decodeControl,
@@ -73,48 +75,8 @@ interface DeviceSub {
   subscribed: Promise<unknown>;
 }
 
-/** `m`: the first byte of a node message on a node's channel (scripts.ts, "Channels"). */
-const M = 0x6d;
-
-/** `m` + msg + payload, in one allocation. */
-function nodeMessage(msg: string, payload: Buffer): Buffer {
-  const head = Buffer.byteLength(msg);
-  const out = Buffer.allocUnsafe(1 + head + payload.length);
-  out[0] = M;
-  out.write(msg, 1, 'utf8');
-  payload.copy(out, 1 + head);
-  return out;
-}
-
-/** A publish's receiver count: whether anybody heard it. */
-function heard(receivers: number): boolean {
-  return receivers > 0;
-}
-
 function uncorkTurn(bus: RedisBus): void {
   bus.uncork();
-}
-
-/**
- * Requests of one turn sent without their replies, at most. The script costs Redis about
- * 4.4 µs more per request than a PUBLISH (redis-benchmark, pipelined: 175k EVAL/s against 780k
- * PUBLISH/s), and the replies' wake-up costs this process 20–30 µs on a quiet node
- * (docs/BENCHMARKS.md, "Quiet requests"): past four requests the scripts cost more.
- */
-export const QUIET_REQUESTS_PER_TURN = 4;
-
-function sendTurnRequests(bus: RedisBus): void {
-  bus.sendTurnRequests();
-}
-
-/** A sendOrBounce request waiting for the end of its turn. */
-interface TurnRequest {
-  nodeId: string;
-  msg: string;
-  payload: Buffer | undefined;
-  bounce: string;
-  resolve: (heard: boolean) => void;
-  reject: (err: unknown) => void;
 }
 
 export class RedisBus implements Bus {
@@ -157,8 +119,8 @@ export class RedisBus implements Bus {
   /** The last connection error ioredis reported: what answered, when a start fails. */
   private lastError?: string;
   private corkedStream?: NonNullable<ReturnType<Connector['stream']>>;
-  /** sendOrBounce requests of this turn, sent together at its end. */
-  private turnRequests: TurnRequest[] = [];
+  /** Node messages out: which connection, counted or quiet (node-outbox.ts). */
+  private readonly outbox: NodeOutbox;
 
   private readonly on: {
     control: Handlers<[ControlEvent]>;
@@ -218,6 +180,10 @@ export class RedisBus implements Bus {
     }
     const quiet = connector.quietClient({ ...common, connectionName: `phonebridge:${nodeId}:quiet` });
     if (quiet) this.quiet = new QuietPublisher(quiet, asBusError, this.o.commandTimeoutMs, opts.quietConfirmMs);
+    this.outbox = new NodeOutbox(this.layout, this.chSelf, this.quiet, {
+      publish: (channel, body) => this.op((r) => this.connector.publish(r, channel, body)),
+      uncork: () => this.uncork(),
+    });
     // As bytes: a node message's payload (a phone frame) goes on as a view of what was read.
     const onMessage = (channel: Buffer, msg: Buffer) => this.dispatchBytes(channel, msg);
     this.sub.on('messageBuffer', onMessage);
@@ -453,7 +419,7 @@ export class RedisBus implements Bus {
   }
 
   private dispatchBytes(channel: Buffer, msg: Buffer): void {
-    if (msg[0] === M && channel.equals(this.chSelfBytes)) {
+    if (msg[0] === NODE_MESSAGE && channel.equals(this.chSelfBytes)) {
       const body = msg.subarray(1);
       if (!this.on.nodeBytes.empty) this.on.nodeBytes.emit(body);
       if (!this.on.nodeMessage.empty) this.on.nodeMessage.emit(body.toString('utf8'));
@@ -563,66 +529,17 @@ export class RedisBus implements Bus {
   // --- messaging ----------------------------------------------------------------------------------
 
   sendToNode(nodeId: string, msg: string, payload?: Buffer): Promise<boolean> {
-    // Its receiver count read off the quiet connection, not through ioredis's command queue
-    // (docs/decisions/0234-counted-publishes-on-the-quiet-connection.md).
-    if (this.quiet?.ready) return this.quiet.publishCounted(this.layout.node(nodeId), 'm' + msg, payload).then(heard);
-    return this.publishWithReply(nodeId, msg, payload);
-  }
-
-  /** sendToNode through ioredis, on the command connection. */
-  private async publishWithReply(nodeId: string, msg: string, payload?: Buffer): Promise<boolean> {
-    const started = performance.now();
-    const body = payload === undefined ? 'm' + msg : nodeMessage(msg, payload);
-    try {
-      return (await this.op((r) => this.connector.publish(r, this.layout.node(nodeId), body))) > 0;
-    } finally {
-      busPublish.since(started);
-    }
+    return this.outbox.sendToNode(nodeId, msg, payload);
   }
   /** @internal Whether replies go out without Redis' answers now (tests). */
   get quietReady(): boolean {
-    return this.quiet?.ready ?? false;
+    return this.outbox.quietReady;
   }
-  async replyToNode(nodeId: string, msg: string, payload?: Buffer): Promise<void> {
-    if (this.quiet?.ready) return this.quiet.publish(this.layout.node(nodeId), 'm' + msg, payload);
-    await this.sendToNode(nodeId, msg, payload);
+  replyToNode(nodeId: string, msg: string, payload?: Buffer): Promise<void> {
+    return this.outbox.replyToNode(nodeId, msg, payload);
   }
-  /**
-   * A turn's first QUIET_REQUESTS_PER_TURN requests go without Redis' replies (the replies
-   * would wake this process for them alone); a busier turn's go with theirs, which arrive
-   * together in one read and cost Redis less than a script each
-   * (docs/decisions/0225-quiet-requests.md).
-   */
   sendOrBounce(nodeId: string, msg: string, payload: Buffer | undefined, bounce: string): Promise<boolean> {
-    if (!this.quiet?.bounceReady) return this.sendToNode(nodeId, msg, payload);
-    return new Promise<boolean>((resolve, reject) => {
-      if (this.turnRequests.push({ nodeId, msg, payload, bounce, resolve, reject }) === 1)
-        setImmediate(sendTurnRequests, this);
-    });
-  }
-
-  /** @internal The turn's sendOrBounce requests leave, and the sockets they went to are uncorked. */
-  sendTurnRequests(): void {
-    const batch = this.turnRequests;
-    this.turnRequests = [];
-    const quiet = this.quiet;
-    if (batch.length <= QUIET_REQUESTS_PER_TURN && quiet?.bounceReady) {
-      for (const r of batch)
-        quiet.publishOrBounce(this.layout.node(r.nodeId), 'm' + r.msg, r.payload, this.chSelf, 'm' + r.bounce).then(
-          () => r.resolve(true),
-          // Written, then its connection closed before Redis confirmed it: it may have run (and
-          // been heard), so it is in doubt, as a publish whose reply came too late.
-          (err: unknown) =>
-            r.reject(
-              new BusTimeoutError('cluster bus connection closed before Redis confirmed the message', { cause: err }),
-            ),
-        );
-      quiet.uncork();
-      return;
-    }
-    for (const r of batch) this.sendToNode(r.nodeId, r.msg, r.payload).then(r.resolve, r.reject);
-    quiet?.uncork();
-    this.uncork();
+    return this.outbox.sendOrBounce(nodeId, msg, payload, bounce);
   }
   onNodeMessage(handler: (msg: string) => void): void {
     this.on.nodeMessage.add(handler);

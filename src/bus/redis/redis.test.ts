@@ -6,7 +6,8 @@ import { Redis } from 'ioredis';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { busPublish } from '../../metrics.ts';
 import { BusTimeoutError, BusUnavailableError } from '../errors.ts';
-import { QUIET_REQUESTS_PER_TURN, RedisBus, type RedisBusOptions } from './index.ts';
+import { RedisBus, type RedisBusOptions } from './index.ts';
+import { QUIET_REQUESTS_PER_TURN } from './node-outbox.ts';
 import { dropPrefix, quietLog, randomPrefix, REDIS_URL, ScratchRedis, sleep, waitFor } from './test-support.ts';
 
 const prefix = randomPrefix();
