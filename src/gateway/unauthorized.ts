@@ -7,11 +7,15 @@ import { Exchange, type Headers } from './http.ts';
 const HOW_LOCAL =
   'send the API key as the X-Api-Key header (or Authorization: Bearer); `phonebridge keys create` makes one';
 
-/** The 401 on /mcp: `invalid_token` (RFC 6750 §3.1) when a credential was presented and failed. */
+/**
+ * The 401 on /mcp: `invalid_token` (RFC 6750 §3.1) when a credential was presented and failed.
+ * `oauthOffered`: a feature serves OAuth here (McpMount.offerOAuth), so the challenge names its
+ * resource metadata.
+ */
 export function unauthorized(
   challenge: string,
   presented: boolean,
-  hosted: boolean,
+  oauthOffered: boolean,
 ): { headers: Headers; body: string } {
   if (presented) {
     const description = 'the API key or access token is unknown, expired or revoked';
@@ -20,7 +24,7 @@ export function unauthorized(
       body: JSON.stringify({ error: 'invalid_token', error_description: description, message: description }),
     };
   }
-  const description = hosted
+  const description = oauthOffered
     ? 'send an API key as X-Api-Key, or connect with OAuth (see WWW-Authenticate resource_metadata)'
     : HOW_LOCAL;
   return {
@@ -30,7 +34,7 @@ export function unauthorized(
 }
 
 /**
- * A relay without --hosted has no authorization server. A client that falls into OAuth discovery
+ * A relay whose features offer no OAuth has no authorization server. A client that falls into OAuth discovery
  * gets a 404 whose JSON says how to authenticate, instead of a bare "not found" it reports as a
  * failed registration.
  */
