@@ -3,6 +3,7 @@
 // the bus so that every node serves it.
 import { randomBytes } from 'node:crypto';
 import type { Exchange } from './http.ts';
+import type { ObserveCall } from './single-answer.ts';
 import { FORWARDED_CHAIN, type McpHeaders } from './mcp-headers.ts';
 import type { SessionLookup } from './session-lookup.ts';
 import { limitKey, pickClientAddress } from './client-address.ts';
@@ -22,14 +23,7 @@ export class SessionOpener {
   constructor(
     private readonly ctx: GatewayContext,
     private readonly sessions: SessionLookup,
-    private readonly observe: (
-      method: string,
-      started: number,
-      bytesIn: number,
-      bytesOut: number,
-      outcome: string,
-      ex?: Exchange,
-    ) => void,
+    private readonly observe: ObserveCall,
   ) {}
 
   async open(

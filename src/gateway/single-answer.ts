@@ -16,10 +16,20 @@ import { requestTimeoutMs } from '../protocol/timeouts.ts';
 import { insufficientScopeChallenge } from '../protocol/scopes.ts';
 import type { Scope } from '../store/types.ts';
 
+/** Counts an answered request in the metrics (and the debug log): McpEndpoint.observe. */
+export type ObserveCall = (
+  method: string,
+  started: number,
+  bytesIn: number,
+  bytesOut: number,
+  outcome: string,
+  ex?: Exchange,
+) => void;
+
 export interface AnswerHost {
   readonly ctx: GatewayContext;
   readonly calls: InFlightCalls;
-  observe(method: string, started: number, bytesIn: number, bytesOut: number, outcome: string, ex?: Exchange): void;
+  readonly observe: ObserveCall;
 }
 
 /**
