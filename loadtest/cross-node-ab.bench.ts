@@ -15,7 +15,9 @@
 // Each checkout has its own phone process. With one phone serving both, the first checkout read
 // up to 20 µs more per closed-loop call than the second even when both were one commit
 // (docs/BENCHMARKS.md, "Counted publishes on the quiet connection"); with a phone each, 4 µs,
-// inside the spread between rounds. Run an A/B in both orders of the checkouts all the same.
+// inside the spread between rounds. Run an A/B in both orders of the checkouts all the same:
+// with cross-node rounds alone the second checkout's origin has also read 1–25 µs dearer,
+// whichever commit it held (docs/BENCHMARKS.md, "Two harnesses, one commit").
 //   XONLY=cross|same     only those targets
 //   XNODE_ARGS='…'       node flags for the relay children (e.g. --trace-gc)
 //   PHONEBRIDGE_LOADTEST_RELAY_PROFILE_DIR=DIR [PHONEBRIDGE_LOADTEST_RELAY_HEAP_PROFILE=…]

@@ -2,9 +2,6 @@ import { describe, expect, it } from 'vitest';
 import { Backoff, BACKOFF_DEFAULTS } from './backoff.ts';
 import { prng } from '../../prng.ts';
 
-/** Deterministic uniform [0, 1) so the distribution tests never flake. */
-const seeded = prng;
-
 /** The largest share of `times` inside any window of `widthMs` (sliding, not bucketed). */
 function densestShare(times: number[], widthMs: number): number {
   const sorted = [...times].sort((a, b) => a - b);
@@ -18,7 +15,7 @@ function densestShare(times: number[], widthMs: number): number {
 
 describe('Backoff', () => {
   it('draws each delay uniformly from [0, min(cap, base·2^n)]', () => {
-    const random = seeded(1);
+    const random = prng(1); // seeded: the distribution tests never flake
     const windows: number[] = [];
     for (let n = 0; n < 10; n++) {
       const samples = Array.from({ length: 2000 }, () => {
@@ -56,7 +53,7 @@ describe('Backoff', () => {
   });
 
   it('1,000 phones dropped at once by a relay restart do not come back in one burst', () => {
-    const random = seeded(42);
+    const random = prng(42);
     const firstDelays = Array.from({ length: 1000 }, () => {
       const phone = new Backoff({ random });
       phone.connected();
@@ -73,7 +70,7 @@ describe('Backoff', () => {
   it.each([1_000, 5_000, 20_000])(
     'while the relay is down for %i ms, phones keep retrying and arrive spread, within down time + cap',
     (downMs) => {
-      const random = seeded(downMs);
+      const random = prng(downMs);
       const arrivals = Array.from({ length: 1000 }, () => {
         const phone = new Backoff({ random });
         phone.connected();
