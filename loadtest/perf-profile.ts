@@ -78,13 +78,13 @@ export function attribute(frames: string[], by: 'function' | 'file' = 'function'
 
 export function summarisePerf(
   samples: PerfSample[],
-  opts: { by?: 'function' | 'file'; mainTid?: number } = {},
+  opts: { by?: 'function' | 'file' } = {},
 ): { totalNs: number; mainNs: number; rows: Array<{ name: string; ns: number }> } {
   // The main thread is the one with the most samples (the process's pid, which perf script
   // gives as its tid).
   const perTid = new Map<number, number>();
   for (const s of samples) perTid.set(s.tid, (perTid.get(s.tid) ?? 0) + s.periodNs);
-  const mainTid = opts.mainTid ?? [...perTid.entries()].sort((a, b) => b[1] - a[1])[0]?.[0];
+  const mainTid = [...perTid.entries()].sort((a, b) => b[1] - a[1])[0]?.[0];
   const rows = new Map<string, number>();
   let total = 0;
   for (const s of samples) {

@@ -34,9 +34,9 @@ export function unauthorized(
 }
 
 /**
- * A relay whose features offer no OAuth has no authorization server. A client that falls into OAuth discovery
- * gets a 404 whose JSON says how to authenticate, instead of a bare "not found" it reports as a
- * failed registration.
+ * A relay whose features offer no OAuth has no authorization server. A client that falls into
+ * OAuth discovery gets a 404 whose JSON says how to authenticate, instead of a bare "not found"
+ * it reports as a failed registration.
  */
 export function registerLocalAuthHelp(app: TemplatedApp): void {
   const body = {
