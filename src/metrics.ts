@@ -508,6 +508,20 @@ new ReadGauge(
   () => all((n) => n.redisUp(), false),
 );
 
+let answerBuffersHeld = (): number => 0;
+/** The answer buffer pool (src/gateway/buffer-pool.ts) tells the gauge below how to read it. */
+export function readAnswerBuffersWith(read: () => number): void {
+  answerBuffersHeld = read;
+}
+new ReadGauge(
+  {
+    name: 'phonebridge_answer_buffers_bytes',
+    help: 'Bytes of answer buffers this process keeps for reuse (at most 8 MiB)',
+    registers: [registry],
+  },
+  () => [[{}, answerBuffersHeld()]],
+);
+
 // The label values known in advance are exported at zero from the start, so that every family
 // exists on a node's first scrape (dashboards show 0, not "No data"; rate() has a start). The
 // cell families bind theirs above (cellsBy); the MCP families bind the method clients call most.

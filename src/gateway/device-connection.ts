@@ -46,12 +46,13 @@ export interface ReplySink {
   /** The response frame (UTF-8 JSON), with the client's id already restored. */
   respond(frame: Buffer): void;
   /**
-   * Instead of respond, for the relay's own requests (nobody's id to restore): the phone's
-   * frame as received, its id at [idStart, idEnd) — a view of uWS's memory, valid during this
-   * call only: copy what is kept. Spares a copy of each 35 KB catalog page
-   * (docs/decisions/0141-accept-floor.md, 0144-accept-cuts.md).
+   * Instead of respond: the phone's frame as received, its relay id at [idStart, idEnd) where
+   * respond's frame would carry `clientId` — a view of uWS's memory, valid during this call
+   * only: copy what is kept. Spares the relay's own requests a copy of each 35 KB catalog page
+   * (docs/decisions/0141-accept-floor.md, 0144-accept-cuts.md), and lets an answer written at
+   * the end of the turn be copied into a reused buffer (docs/decisions/0235-pooled-answer-buffers.md).
    */
-  respondAsReceived?(frame: Buffer, idStart: number, idEnd: number): void;
+  respondAsReceived?(frame: Buffer, idStart: number, idEnd: number, clientId: JsonRpcId): void;
   /** A message about this request that travels before its response (progress). */
   related?(frame: Buffer): void;
   fail(error: JsonRpcErrorObject): void;
@@ -534,7 +535,7 @@ export class DeviceConnection implements TurnWriter {
     if (f.kind === 'response') {
       const p = typeof f.id === 'number' ? this.settle(f.id) : undefined;
       // Unknown ids are late answers to cancelled or timed-out requests: dropped by design.
-      if (p?.sink.respondAsReceived) p.sink.respondAsReceived(view, f.idStart, f.idEnd);
+      if (p?.sink.respondAsReceived) p.sink.respondAsReceived(view, f.idStart, f.idEnd, p.clientId);
       else if (p) p.sink.respond(withId(view, f.idStart, f.idEnd, p.clientId));
       return;
     }

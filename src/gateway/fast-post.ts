@@ -4,7 +4,10 @@
 import type { AbortTarget, BodyTarget, Exchange } from './http.ts';
 import { Deadlines, type Timed } from './deadlines.ts';
 import type { LocalRoute } from './route.ts';
-import type { Caller, ReplySink } from './device-connection.ts';
+import { MAX_FRAME_BYTES, type Caller, type ReplySink } from './device-connection.ts';
+import { BufferPool } from './buffer-pool.ts';
+import { readAnswerBuffersWith } from '../metrics.ts';
+import { withId } from '../protocol/frame.ts';
 import type { ClientRequestBytes } from '../protocol/request-bytes.ts';
 import { JSON_HEADERS, SLOW_ANSWER_MS } from './mcp-stateless.ts';
 import type { EventStream } from './session-streams.ts';
@@ -37,6 +40,15 @@ export function cancelEntry(e: (() => void) | FastPost | undefined): void {
 
 /** A cached credential's caller, made once: the auth cache replaces the credential when it changes. */
 const fastCallers = new WeakMap<Credential, Caller>();
+
+/**
+ * The buffers answers are copied into when they go out whole at the end of the turn: any answer
+ * (a phone's frame with the client's id, which may be long), 8 MiB kept for reuse
+ * (docs/decisions/0235-pooled-answer-buffers.md).
+ */
+const answerBuffers = new BufferPool(2 * MAX_FRAME_BYTES, 8 * 1024 * 1024);
+const takeAnswerBuffer = (bytes: number) => answerBuffers.take(bytes);
+readAnswerBuffersWith(() => answerBuffers.heldBytes);
 
 /** FastPosts that may still open an SSE stream: their answer is slow (SLOW_ANSWER_MS). */
 const slowAnswers = new Deadlines<FastPost>((call) => {
@@ -115,6 +127,16 @@ export class FastPost implements BodyTarget, ReplySink, AbortTarget, Timed {
     this.answer(frame, undefined);
   }
 
+  /**
+   * The phone's answer on this node (`view` valid during this call only). Sent whole in this
+   * turn's write, it is copied into a reused buffer; on a stream, which keeps what it sends for
+   * a resuming client, into one of its own.
+   */
+  respondAsReceived(view: Buffer, idStart: number, idEnd: number, clientId: JsonRpcId): void {
+    if (this.stream) this.answer(withId(view, idStart, idEnd, clientId), undefined);
+    else this.answer(withId(view, idStart, idEnd, clientId, takeAnswerBuffer), undefined, answerBuffers);
+  }
+
   related(frame: Buffer): void {
     void this.open().send(frame);
   }
@@ -133,7 +155,8 @@ export class FastPost implements BodyTarget, ReplySink, AbortTarget, Timed {
     if (this.stream === undefined && this.route) this.endpoint.orphanRoute(this.route);
   }
 
-  private answer(frame: Buffer, refusal: JsonRpcErrorObject | undefined): void {
+  /** `pool`: the frame is `pool`'s, given back once written (never with a stream or a refusal). */
+  private answer(frame: Buffer, refusal: JsonRpcErrorObject | undefined, pool?: BufferPool): void {
     slowAnswers.cancel(this);
     this.endpoint.settled(this);
     const ex = this.ex;
@@ -160,8 +183,9 @@ export class FastPost implements BodyTarget, ReplySink, AbortTarget, Timed {
         );
       return;
     }
-    ex.send(200, JSON_HEADERS, frame);
-    this.endpoint.observe(this.method, this.started, this.bytesIn, frame.length, ex.aborted ? 'aborted' : outcome);
+    const bytesOut = frame.length;
+    ex.send(200, JSON_HEADERS, frame, false, pool);
+    this.endpoint.observe(this.method, this.started, this.bytesIn, bytesOut, ex.aborted ? 'aborted' : outcome);
   }
 }
 

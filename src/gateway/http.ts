@@ -4,6 +4,7 @@
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../uws.ts';
 import { limitKey, pickClientAddress, type ProxyTrust } from './client-address.ts';
 import type { RouteMetrics } from '../metrics.ts';
+import type { BufferPool } from './buffer-pool.ts';
 
 /**
  * Something with bytes to hand to uWS at the end of this event-loop turn. uWS 20.30 corks one
@@ -167,6 +168,8 @@ export class Exchange implements TurnWriter {
   /** Headers a name may repeat in (`Set-Cookie`), as name, value, name, value…; most answers have none. */
   private repeated?: string[];
   private payload?: string | Buffer;
+  /** Where `payload` goes back once written or dropped (BufferPool); unset for a payload the caller keeps. */
+  private payloadPool?: BufferPool;
   private closeConnection = false;
   private readonly drain = handlerDrainState;
   /** Its responses by status and its body bytes (phonebridge_http_responses_total, phonebridge_bytes_total). */
@@ -254,13 +257,20 @@ export class Exchange implements TurnWriter {
     (this.repeated ??= []).push(name, value);
   }
 
-  /** A complete response, written at the end of this turn; a no-op after an abort or a previous end. */
-  send(status: number, headers: Headers, body?: string | Buffer, closeConnection = false): void {
-    if (this.aborted || this.finished) return;
+  /**
+   * A complete response, written at the end of this turn; a no-op after an abort or a previous
+   * end. A `body` taken from `pool` is given back to it once uWS has copied it, or dropped.
+   */
+  send(status: number, headers: Headers, body?: string | Buffer, closeConnection = false, pool?: BufferPool): void {
+    if (this.aborted || this.finished) {
+      if (pool && body instanceof Buffer) pool.release(body);
+      return;
+    }
     this.finished = true;
     this.status = status;
     this.headers = headers;
     this.payload = body;
+    this.payloadPool = pool;
     this.closeConnection = closeConnection;
     scheduleWrite(this);
   }
@@ -287,10 +297,20 @@ export class Exchange implements TurnWriter {
   }
 
   writeQueued(): void {
-    if (this.aborted) return;
-    // eslint-disable-next-line @typescript-eslint/no-this-alias -- the writer being flushed, read by the write path to tell its own cork from a foreign one
-    corking = this;
-    this.res.cork(writeCorking);
+    const pool = this.payloadPool;
+    const payload = this.payload;
+    try {
+      if (this.aborted) return;
+      // eslint-disable-next-line @typescript-eslint/no-this-alias -- the writer being flushed, read by the write path to tell its own cork from a foreign one
+      corking = this;
+      this.res.cork(writeCorking);
+    } finally {
+      // uWS copies what the socket does not take at once: the payload is no longer read.
+      if (pool) {
+        this.payloadPool = this.payload = undefined;
+        pool.release(payload as Buffer);
+      }
+    }
   }
 
   /** Inside this response's cork. */

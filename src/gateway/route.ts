@@ -2,7 +2,8 @@
 // where it is (routing, on this node's phone, or sent to the phone's node) and what it needs
 // to be sent again. The router (router.ts) moves it between those states.
 import type { JsonRpcErrorObject } from '../protocol/errors.ts';
-import type { JsonRpcRequest } from '../protocol/jsonrpc.ts';
+import type { JsonRpcId, JsonRpcRequest } from '../protocol/jsonrpc.ts';
+import { withId } from '../protocol/frame.ts';
 import type { ClientRequestBytes } from '../protocol/request-bytes.ts';
 import type { CallHandle, Caller, DeviceConnection, ReplySink } from './device-connection.ts';
 
@@ -67,6 +68,13 @@ export class Route implements ReplySink {
 
   respond(frame: Buffer): void {
     if (this.finish()) this.out.respond(frame);
+  }
+
+  /** The phone's answer on this node (DeviceConnection.onFrame): passed on as received when `out` takes it so. */
+  respondAsReceived(view: Buffer, idStart: number, idEnd: number, clientId: JsonRpcId): void {
+    if (!this.finish()) return;
+    if (this.out.respondAsReceived) this.out.respondAsReceived(view, idStart, idEnd, clientId);
+    else this.out.respond(withId(view, idStart, idEnd, clientId));
   }
 
   /** Progress and the like; dropped once the request is answered, or when its caller takes none. */

@@ -122,12 +122,20 @@ function parseWhole(s: Buffer): PhoneFrame {
   }
 }
 
-/** The frame with the id value at [start, end) replaced by the client's own id: one copy. */
-export function withId(frame: Buffer, start: number, end: number, id: JsonRpcId | null): Buffer {
+const allocUnsafe = (bytes: number) => Buffer.allocUnsafe(bytes);
+
+/** The frame with the id value at [start, end) replaced by the client's own id: one copy (into `alloc`'s buffer). */
+export function withId(
+  frame: Buffer,
+  start: number,
+  end: number,
+  id: JsonRpcId | null,
+  alloc: (bytes: number) => Buffer = allocUnsafe,
+): Buffer {
   // The id's JSON written straight into the answer: no Buffer of its own.
   const idJson = JSON.stringify(id);
   const idLength = Buffer.byteLength(idJson, 'utf8');
-  const out = Buffer.allocUnsafe(frame.length - (end - start) + idLength);
+  const out = alloc(frame.length - (end - start) + idLength);
   frame.copy(out, 0, 0, start);
   out.write(idJson, start, idLength, 'utf8');
   frame.copy(out, start + idLength, end);
