@@ -489,6 +489,8 @@ async function main(): Promise<void> {
     }
     const closed: Record<string, Array<Awaited<ReturnType<typeof run>>>> = {};
     const blob: Record<string, number[]> = {};
+    // Server CPU per 256 KiB answer (docs/decisions/0235-pooled-answer-buffers.md: what a large answer's buffers cost).
+    const blobCpu: Record<string, number[]> = {};
     const inFlight64: Record<string, Array<Awaited<ReturnType<typeof run>>>> = {};
     for (let r = 0; r < rounds; r++) {
       for (const t of targets) {
@@ -503,6 +505,7 @@ async function main(): Promise<void> {
           (inFlight64[t.name] ??= []).push(await run(t, { tool: 'echo', ms: Math.max(500, roundMs / 2), conns: 64 }));
         const b = await run(t, { tool: 'blob', ms: Math.max(500, roundMs / 2), conns: 8 });
         (blob[t.name] ??= []).push(b.bytes / 1e6 / (b.ms / 1000));
+        (blobCpu[t.name] ??= []).push(b.serverCpuUs / Math.max(1, b.calls));
       }
     }
     const rate = Math.round(median(closed.baseline.map((x) => (x.calls / x.ms) * 1000)) / 2);
@@ -607,6 +610,7 @@ async function main(): Promise<void> {
         lowRateNetEpollWaitsPerCall:
           lowRateNetEpollWaits[t.name] !== undefined ? round2(lowRateNetEpollWaits[t.name]) : null,
         blobMBps: round2(median(blob[t.name])),
+        blobServerCpuUsPerAnswer: round2(median(blobCpu[t.name])),
         /** Redis commands per call on every master (INFO commandstats; script-internal ones included). */
         redisCommandsPerCall: t.redis ? round2(median(c.map((x) => x.redis!.total))) : null,
         lowRateRedisCommandsPerCall: t.redis ? round2(median(openLow[t.name].map((x) => x.redis!.total))) : null,

@@ -27,10 +27,20 @@ describe('BufferPool', () => {
     expect(large.length).toBe(300_000);
     pool.release(large);
     expect(pool.heldBytes).toBe(0);
-    // A slice that does not start its ArrayBuffer is not one of ours either.
-    const whole = pool.take(8192);
-    pool.release(whole.subarray(16));
+  });
+
+  it("never takes in a slice of Node's shared pool, even one at offset 0 of an 8 KiB ArrayBuffer", () => {
+    const pool = new BufferPool(512 * 1024, 8 * 1024 * 1024);
+    // Two of these fill one of Node's 8 KiB pools: within three, one starts a fresh pool.
+    let first: Buffer | undefined;
+    for (let i = 0; i < 3 && !first; i++) {
+      const b = pool.take(POOLED_MIN_BYTES - 1);
+      if (b.byteOffset === 0 && b.buffer.byteLength === Buffer.poolSize) first = b;
+    }
+    expect(first).toBeDefined();
+    pool.release(first!);
     expect(pool.heldBytes).toBe(0);
+    expect(pool.take(Buffer.poolSize).buffer).not.toBe(first!.buffer);
   });
 
   it('keeps no more than its budget: what comes back past it is dropped', () => {

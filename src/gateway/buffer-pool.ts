@@ -11,6 +11,11 @@ export const POOLED_MIN_BYTES = 4096;
 export class BufferPool {
   private readonly free: Buffer[][] = [];
   private freeBytes = 0;
+  /**
+   * The ArrayBuffers this pool made. Only these come back: a small Buffer is a slice of Node's
+   * shared pool, which may start at offset 0 of an 8 KiB ArrayBuffer that Node goes on slicing.
+   */
+  private readonly own = new WeakSet<ArrayBufferLike>();
 
   /**
    * @param maxBytes the largest buffer pooled; larger ones are plain allocations
@@ -38,16 +43,16 @@ export class BufferPool {
       this.freeBytes -= b.buffer.byteLength;
       return b.subarray(0, n);
     }
-    // Its own ArrayBuffer, whole (allocUnsafeSlow): release tells a pooled buffer by its size.
-    return Buffer.allocUnsafeSlow(1 << cls).subarray(0, n);
+    const made = Buffer.allocUnsafeSlow(1 << cls);
+    this.own.add(made.buffer);
+    return made.subarray(0, n);
   }
 
   /** Gives back a buffer `take` returned; nothing may read it afterwards. Others are ignored. */
   release(b: Buffer): void {
     const whole = b.buffer;
+    if (!this.own.has(whole)) return;
     const size = whole.byteLength;
-    // Only the whole ArrayBuffer of a size class goes back: never a slice of Node's shared pool.
-    if (b.byteOffset !== 0 || size < POOLED_MIN_BYTES || size > 2 * this.maxBytes || (size & (size - 1)) !== 0) return;
     if (this.freeBytes + size > this.keepBytes) return;
     this.freeBytes += size;
     (this.free[Math.log2(size)] ??= []).push(Buffer.from(whole, 0, size));
