@@ -4,9 +4,9 @@
 import type { AbortTarget, BodyTarget, Exchange } from './http.ts';
 import { Deadlines, type Timed } from './deadlines.ts';
 import type { LocalRoute } from './route.ts';
-import { MAX_FRAME_BYTES, type Caller, type ReplySink } from './device-connection.ts';
-import { BufferPool } from './buffer-pool.ts';
-import { readAnswerBuffersWith } from '../metrics.ts';
+import type { Caller, ReplySink } from './device-connection.ts';
+import type { BufferPool } from './buffer-pool.ts';
+import { answerPoolOf, takeAnswerBuffer } from './answer-buffers.ts';
 import { withId } from '../protocol/frame.ts';
 import type { ClientRequestBytes } from '../protocol/request-bytes.ts';
 import { JSON_HEADERS, SLOW_ANSWER_MS } from './mcp-stateless.ts';
@@ -40,15 +40,6 @@ export function cancelEntry(e: (() => void) | FastPost | undefined): void {
 
 /** A cached credential's caller, made once: the auth cache replaces the credential when it changes. */
 const fastCallers = new WeakMap<Credential, Caller>();
-
-/**
- * The buffers answers are copied into when they go out whole at the end of the turn: any answer
- * (a phone's frame with the client's id, which may be long), 8 MiB kept for reuse
- * (docs/decisions/0235-pooled-answer-buffers.md).
- */
-const answerBuffers = new BufferPool(2 * MAX_FRAME_BYTES, 8 * 1024 * 1024);
-const takeAnswerBuffer = (bytes: number) => answerBuffers.take(bytes);
-readAnswerBuffersWith(() => answerBuffers.heldBytes);
 
 /** FastPosts that may still open an SSE stream: their answer is slow (SLOW_ANSWER_MS). */
 const slowAnswers = new Deadlines<FastPost>((call) => {
@@ -134,7 +125,10 @@ export class FastPost implements BodyTarget, ReplySink, AbortTarget, Timed {
    */
   respondAsReceived(view: Buffer, idStart: number, idEnd: number, clientId: JsonRpcId): void {
     if (this.stream) this.answer(withId(view, idStart, idEnd, clientId), undefined);
-    else this.answer(withId(view, idStart, idEnd, clientId, takeAnswerBuffer), undefined, answerBuffers);
+    else {
+      const frame = withId(view, idStart, idEnd, clientId, takeAnswerBuffer);
+      this.answer(frame, undefined, answerPoolOf(frame));
+    }
   }
 
   related(frame: Buffer): void {

@@ -12,6 +12,10 @@ import { crossNode } from '../metrics.ts';
 import { contextWith, tracingOn } from '../observability/tracing.ts';
 import { busServeSpan, endServe } from '../observability/relay-spans.ts';
 import { forwardedBytes, ORIGIN_GRACE_MS, type Header, type ReqHeader } from './node-messages.ts';
+import type { BufferPool } from './buffer-pool.ts';
+import { answerPoolOf, takeAnswerBuffer } from './answer-buffers.ts';
+import { withId } from '../protocol/frame.ts';
+import type { JsonRpcId } from '../protocol/jsonrpc.ts';
 
 /** How often an owner retries an answer the bus could not take (it is reconnecting). */
 const REPLY_RETRY_MS = 50;
@@ -117,17 +121,27 @@ export class ServedRequests {
     if (this.served.get(s.key) === s) this.served.delete(s.key);
   }
 
-  /** @internal Served's replies, in order; one that meets a bus still reconnecting is retried until `until`. */
-  async replyTo(node: string, msg: string, until: number, payload: Buffer | undefined, last: boolean): Promise<void> {
-    for (;;) {
+  /**
+   * @internal Served's replies, in order; one that meets a bus still reconnecting is retried
+   * until `until`. True when the first attempt went through (Redis has read it, and no other
+   * attempt left a copy on a connection), false after a retry or when it was given up.
+   */
+  async replyTo(
+    node: string,
+    msg: string,
+    until: number,
+    payload: Buffer | undefined,
+    last: boolean,
+  ): Promise<boolean> {
+    for (let attempt = 0; ; attempt++) {
       try {
         // A request's last reply: nothing is decided on who heard it (the origin's own timer
         // and owner check cover a node that left), so the bus may skip Redis' answer to it.
         if (last) await this.ctx.bus.replyToNode(node, msg, payload);
         else await this.ctx.bus.sendToNode(node, msg, payload);
-        return;
+        return attempt === 0;
       } catch (err) {
-        if (!(err instanceof BusUnavailableError) || Date.now() + REPLY_RETRY_MS >= until) return;
+        if (!(err instanceof BusUnavailableError) || Date.now() + REPLY_RETRY_MS >= until) return false;
         await sleep(REPLY_RETRY_MS);
       }
     }
@@ -145,7 +159,7 @@ class Served implements ReplySink {
   relayId = 0;
   handle?: CallHandle;
   /** Answers go out in order: the previous reply, while it is still being sent. */
-  private outbox?: Promise<void>;
+  private outbox?: Promise<unknown>;
   private readonly until: number;
 
   constructor(
@@ -158,9 +172,24 @@ class Served implements ReplySink {
   }
 
   respond(frame: Buffer): void {
+    this.answered(frame);
+  }
+
+  /**
+   * The phone's answer (`view` valid during this call only), copied into a reused buffer. It
+   * goes back once Redis has read it at the first attempt; a reply retried or given up may still
+   * sit in a socket's queue, so its buffer is left to the collector
+   * (docs/decisions/0235-pooled-answer-buffers.md).
+   */
+  respondAsReceived(view: Buffer, idStart: number, idEnd: number, clientId: JsonRpcId): void {
+    const frame = withId(view, idStart, idEnd, clientId, takeAnswerBuffer);
+    this.answered(frame, answerPoolOf(frame));
+  }
+
+  private answered(frame: Buffer, pool?: BufferPool): void {
     this.done = true;
     this.owner.unserve(this);
-    this.reply(ridHeaderLine('res', this.h.rid), frame);
+    this.reply(ridHeaderLine('res', this.h.rid), frame, true, pool);
     if (this.consumer) endServe(this.consumer);
   }
 
@@ -186,13 +215,17 @@ class Served implements ReplySink {
     else this.handle?.orphan?.();
   }
 
-  /** Sends a reply's header line `msg`; `last` unless more replies follow (`rel`). */
-  reply(msg: string, frame?: Buffer, last = true): void {
+  /**
+   * Sends a reply's header line `msg`; `last` unless more replies follow (`rel`). A `frame`
+   * taken from `pool` goes back to it once sent.
+   */
+  reply(msg: string, frame?: Buffer, last = true, pool?: BufferPool): void {
     const prev = this.outbox;
     // The first reply (usually the only one) is sent at once; later ones wait for the one
     // before (answered by Redis, so delivered before it even on another connection).
-    this.outbox = prev
+    const sent = prev
       ? prev.then(() => this.owner.replyTo(this.h.from, msg, this.until, frame, last))
       : this.owner.replyTo(this.h.from, msg, this.until, frame, last);
+    this.outbox = pool && frame ? sent.then((first) => first && pool.release(frame)) : sent;
   }
 }

@@ -1,6 +1,7 @@
 // Requests crossing nodes: three `phonebridge serve` processes on one Redis and one Postgres,
 // a phone on node A, clients on B and C. Calls, notifications, progress, cancellation,
 // sessions that move between nodes, id collisions under concurrency, removal from the CLI.
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -285,6 +286,38 @@ describe('no cross-talk', () => {
     await Promise.all(clients.map(({ c }) => c.close()));
     await phone2.stop();
   }, 90_000);
+});
+
+describe('large answers across nodes', () => {
+  it('reach clients on B intact, 24 at a time, out of reused buffers on A (docs/decisions/0235-pooled-answer-buffers.md)', async () => {
+    const transport = new StreamableHTTPClientTransport(new URL(`${B.url}/mcp`), {
+      requestInit: { headers: { 'X-Api-Key': token } },
+    });
+    const client = new Client({ name: 'large-answers', version: '1.0.0' });
+    await client.connect(transport);
+    for (let round = 0; round < 3; round++)
+      await Promise.all(
+        Array.from({ length: 24 }, async (_, i) => {
+          // Half small (a slice of Node's shared pool), a quarter 4 to 8 KiB, a quarter up to 124 KiB.
+          const k = round * 24 + i;
+          const n = k % 2 ? 50 + k : k % 4 ? 4096 + ((k * 37) % 3900) : 4096 + ((k * 7919) % (120 * 1024));
+          const text = randomBytes(n).toString('base64').slice(0, n);
+          const r = await client.callTool({ name: 'echo', arguments: { text } });
+          expect((r.content as Array<{ text: string }>)[0].text === text).toBe(true);
+        }),
+      );
+    await client.close();
+    // A keeps the buffers its answers went out of once Redis confirms it read them (within the
+    // quiet connection's 100 ms), after the clients have their answers.
+    const held = async () =>
+      Number(
+        /^phonebridge_answer_buffers_bytes (\d+)/m.exec(
+          await (await fetch(`http://127.0.0.1:${A.adminPort}/metrics`)).text(),
+        )?.[1],
+      );
+    await waitFor(async () => (await held()) > 0, 5000, 'answer buffers back on A');
+    expect(await held()).toBeLessThanOrEqual(8 * 1024 * 1024);
+  }, 60_000);
 });
 
 describe('device removal from the CLI', () => {
