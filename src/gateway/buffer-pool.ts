@@ -2,8 +2,8 @@
 // A fresh Buffer of 4 KiB or more is an ArrayBuffer of its own, outside V8's heap: hundreds of
 // them between two scavenges (256 KiB screenshots at a few hundred answers a second) count as
 // external memory pressure, and V8 answers that with a full mark-compact of the whole heap,
-// several a second. A buffer taken here goes back once uWS has copied it (Exchange), so the
-// same few stay in use.
+// several a second. A buffer taken here goes back once nothing reads it (Exchange: after uWS
+// copied it; Served: after Redis read it), so the same few stay in use.
 
 /** Below this Node's own pool serves `Buffer.allocUnsafe` (Buffer.poolSize >>> 1): nothing to gain. */
 export const POOLED_MIN_BYTES = 4096;
