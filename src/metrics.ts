@@ -509,7 +509,7 @@ new ReadGauge(
 );
 
 let answerBuffersHeld = (): number => 0;
-/** The answer buffer pool (src/gateway/buffer-pool.ts) tells the gauge below how to read it. */
+/** The process's answer buffers (src/gateway/answer-buffers.ts) tell the gauge below how to read them. */
 export function readAnswerBuffersWith(read: () => number): void {
   answerBuffersHeld = read;
 }

@@ -177,9 +177,8 @@ export class FastPost implements BodyTarget, ReplySink, AbortTarget, Timed {
         );
       return;
     }
-    const bytesOut = frame.length;
     ex.send(200, JSON_HEADERS, frame, false, pool);
-    this.endpoint.observe(this.method, this.started, this.bytesIn, bytesOut, ex.aborted ? 'aborted' : outcome);
+    this.endpoint.observe(this.method, this.started, this.bytesIn, frame.length, ex.aborted ? 'aborted' : outcome);
   }
 }
 
