@@ -2,6 +2,7 @@
 // relay-unique id, and the phone's answers go back to whoever asked with the client's id (and
 // progress token) restored. What the relay asks the phone itself as its MCP client (initialize
 // once per socket, tools/list kept for scope checks) is its surface, src/gateway/phone-surface.ts.
+import { byFirst, idTable } from './slot-table.ts';
 import type { WebSocket } from '../uws.ts';
 import { inspectPhoneFrame, withId } from '../protocol/frame.ts';
 import { forwardedFrame, requestFrame, type ClientRequestBytes } from '../protocol/request-bytes.ts';
@@ -20,6 +21,9 @@ import { phoneCallSpan } from '../observability/relay-spans.ts';
 const byteLength = (frame: string | Buffer) => (typeof frame === 'string' ? Buffer.byteLength(frame) : frame.length);
 
 export const MAX_FRAME_BYTES = 256 * 1024;
+
+/** Credentials' shares kept at zero calls per socket; past this many, a share at zero goes. */
+const SHARES_KEPT = 16;
 /** What uWS may hold unsent for one phone socket (its maxBackpressure); a frame beyond it is refused. */
 export const MAX_BACKPRESSURE_BYTES = 8 * 1024 * 1024;
 
@@ -135,8 +139,12 @@ export class DeviceConnection implements TurnWriter {
   epoch?: number;
   claim?: Promise<number | undefined>;
   private nextId = 1;
-  private readonly pending = new Map<number, Pending>();
-  /** Per credential: its calls and waits in flight (orphans not counted). */
+  /** By relay id; a table that does not churn (docs/decisions/0236-tables-that-do-not-churn.md). */
+  private readonly pending = idTable<Pending>();
+  /**
+   * Per credential: its calls and waits in flight (orphans not counted). A share at zero is kept
+   * while there are few (a delete per call would churn the Map: decision 0236).
+   */
   private readonly shares = new Map<string, { calls: number; waits: number }>();
   /** Abandoned calls still running, oldest first. */
   private readonly orphans = new Set<number>();
@@ -446,7 +454,7 @@ export class DeviceConnection implements TurnWriter {
     if (!share) return;
     share.calls--;
     if (p.wait) share.waits--;
-    if (share.calls <= 0) this.shares.delete(p.tokenId);
+    if (share.calls <= 0 && this.shares.size > SHARES_KEPT) this.shares.delete(p.tokenId);
   }
 
   /** Fire-and-forget notification to the phone. */
@@ -595,7 +603,7 @@ export class DeviceConnection implements TurnWriter {
     if (this.closed) return;
     this.closed = true;
     this.surface.release();
-    for (const [id, p] of this.pending) {
+    for (const [id, p] of this.pending.entries().sort(byFirst)) {
       requestDeadlines.cancel(p);
       this.pending.delete(id);
       p.sink.fail(relayError(reason, detail));

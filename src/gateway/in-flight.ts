@@ -14,6 +14,7 @@ import { requestTimeoutMs } from '../protocol/timeouts.ts';
 import { withCallerContext } from '../protocol/caller.ts';
 import { endOnAnswer, tracingOn } from '../observability/tracing.ts';
 import { serverSpan } from '../observability/relay-spans.ts';
+import { keyTable } from './slot-table.ts';
 
 /** A forwarded request's answer (client id restored), and the relay's refusal if it made one. */
 export interface Outcome {
@@ -25,7 +26,8 @@ export interface Outcome {
 type Entry = (() => void) | FastPost;
 
 export class InFlightCalls {
-  private readonly entries = new Map<string, Entry>();
+  /** A table that does not churn (docs/decisions/0236-tables-that-do-not-churn.md). */
+  private readonly entries = keyTable<Entry>();
 
   constructor(private readonly ctx: GatewayContext) {
     // A client's notifications/cancelled may land on another node than its request.

@@ -8,6 +8,7 @@ import { reroutes } from '../metrics.ts';
 import type { GatewayContext } from './context.ts';
 import type { PeerDirectory } from './peer-directory.ts';
 import type { RemotePending, Route } from './route.ts';
+import { byFirst, idTable } from './slot-table.ts';
 
 /** Remote requests older than this have their owner re-checked (a phone that left a dead node). */
 const OWNER_CHECK_MS = 500;
@@ -21,7 +22,8 @@ export interface RemoteRequestsHost {
 }
 
 export class RemoteRequests {
-  private readonly pending = new Map<number, RemotePending>();
+  /** By request id; a table that does not churn (docs/decisions/0236-tables-that-do-not-churn.md). */
+  private readonly pending = idTable<RemotePending>();
   private readonly ownerCheck: NodeJS.Timeout;
   private checking = false;
 
@@ -54,7 +56,7 @@ export class RemoteRequests {
 
   /** Fails every unsettled request (the bus is gone: no answer can come back). */
   failAll(error: JsonRpcErrorObject): void {
-    for (const rid of [...this.pending.keys()]) this.settle(rid)?.route.sink.fail(error);
+    for (const [rid] of this.pending.entries().sort(byFirst)) this.settle(rid)?.route.sink.fail(error);
   }
 
   close(): void {
@@ -84,7 +86,7 @@ export class RemoteRequests {
 
   private async settleGone(node: string, how: 'bye' | 'down', saidBye: boolean): Promise<void> {
     const owners = new Map<string, Promise<DeviceOwner | undefined>>();
-    for (const [rid, p] of [...this.pending]) {
+    for (const [rid, p] of this.pending.entries().sort(byFirst)) {
       if (p.node !== node) continue;
       const d = p.route.deviceId;
       if (!owners.has(d))
@@ -133,7 +135,7 @@ export class RemoteRequests {
     try {
       const old = Date.now() - OWNER_CHECK_MS;
       const byDevice = new Map<string, Array<[number, RemotePending]>>();
-      for (const e of this.pending) {
+      for (const e of this.pending.entries().sort(byFirst)) {
         if (e[1].sentAt > old) continue;
         const list = byDevice.get(e[1].route.deviceId) ?? [];
         list.push(e);

@@ -6,9 +6,14 @@ import type { JsonRpcId, JsonRpcRequest } from '../protocol/jsonrpc.ts';
 import { withId } from '../protocol/frame.ts';
 import type { ClientRequestBytes } from '../protocol/request-bytes.ts';
 import type { CallHandle, Caller, DeviceConnection, ReplySink } from './device-connection.ts';
+import type { SlotTable } from './slot-table.ts';
+
+let nextSeq = 1;
 
 /** One client request on its way to the phone; it is also the sink the phone's node answers. */
 export class Route implements ReplySink {
+  /** Its key among the router's active routes. */
+  private readonly seq = nextSeq++;
   /** params as JSON, encoded once even if the request is sent more than once. */
   payload?: string;
   /** The same for a `bytes` request (paramsWithCaller). */
@@ -47,7 +52,7 @@ export class Route implements ReplySink {
   }
 
   constructor(
-    private readonly active: Set<Route>,
+    private readonly active: SlotTable<number, Route>,
     readonly deviceId: string,
     readonly msg: JsonRpcRequest,
     readonly params: Record<string, unknown> | undefined,
@@ -56,13 +61,13 @@ export class Route implements ReplySink {
     timeoutMs: number,
   ) {
     this.deadline = Date.now() + timeoutMs;
-    active.add(this);
+    active.set(this.seq, this);
   }
 
   private finish(): boolean {
     if (this.done) return false;
     this.done = true;
-    this.active.delete(this);
+    this.active.delete(this.seq);
     return true;
   }
 

@@ -32,6 +32,7 @@ import { ServedRequests } from './served-requests.ts';
 import { Route, type LocalRoute, type RemotePending } from './route.ts';
 import { PeerDirectory } from './peer-directory.ts';
 import { RemoteRequests } from './remote-requests.ts';
+import { byFirst, idTable } from './slot-table.ts';
 
 /**
  * How long a phone closed with 1012 counts as moving for requests that arrive meanwhile: its
@@ -65,7 +66,7 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 export class Router {
   private nextRid = 1;
   /** Requests this node accepted from its clients and has not answered yet. */
-  private readonly active = new Set<Route>();
+  private readonly active = idTable<Route>();
   /** Origin side: requests this node sent to an owner node. */
   private readonly remote: RemoteRequests;
   /** Devices this node handed over to other nodes (drain): late requests for them are sent back. */
@@ -111,7 +112,7 @@ export class Router {
   cancelWhere(match: CredentialMatch, reason: RevocationReason = 'revoked'): number {
     const error = reason === 'device_removed' ? relayError('device_removed') : relayError('cancelled');
     let n = 0;
-    for (const r of [...this.active]) {
+    for (const [, r] of this.active.entries().sort(byFirst)) {
       const who = { deviceId: r.deviceId, tokenId: r.caller.tokenId, accountId: r.caller.accountId };
       if (match.sessionId === undefined && matchesCredential(match, who)) {
         this.cancel(r, error);
@@ -138,7 +139,7 @@ export class Router {
    */
   failHeld(): number {
     let n = 0;
-    for (const r of [...this.active]) {
+    for (const [, r] of this.active.entries().sort(byFirst)) {
       if (r.state !== 'routing') continue;
       r.sink.fail(relayError('device_offline', 'the phone did not come back before this relay node stopped'));
       n++;

@@ -15,6 +15,7 @@ import { forwardedBytes, ORIGIN_GRACE_MS, type Header, type ReqHeader } from './
 import type { BufferPool } from './buffer-pool.ts';
 import { answerPoolOf, takeAnswerBuffer } from './answer-buffers.ts';
 import { withId } from '../protocol/frame.ts';
+import { keyTable } from './slot-table.ts';
 import type { JsonRpcId } from '../protocol/jsonrpc.ts';
 
 /** How often an owner retries an answer the bus could not take (it is reconnecting). */
@@ -26,7 +27,7 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 export class ServedRequests {
   /** Requests other nodes sent here, by `${from}:${rid}`, for cancellation. */
-  private readonly served = new Map<string, Served>();
+  private readonly served = keyTable<Served>(); // docs/decisions/0236-tables-that-do-not-churn.md
   /** When another node last sent this node a request (drain waits for that traffic to stop). */
   lastServedAt = 0;
 

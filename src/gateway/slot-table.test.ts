@@ -1,0 +1,102 @@
+import { describe, expect, it } from 'vitest';
+import { idTable, keyTable, type SlotTable } from './slot-table.ts';
+
+/** A small deterministic generator (mulberry32), so a failure replays. */
+function random(seed: number): () => number {
+  let a = seed;
+  return () => {
+    a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function sameAs<K extends number | string>(table: SlotTable<K, { v: number }>, map: Map<K, { v: number }>): void {
+  expect(table.size).toBe(map.size);
+  for (const [k, v] of map) expect(table.get(k)).toBe(v);
+  expect(new Map(table.entries())).toEqual(map);
+}
+
+describe('SlotTable', () => {
+  it('behaves as a Map under ids handed out in order, settled out of order, across growth', () => {
+    const rnd = random(7);
+    const table = idTable<{ v: number }>(2);
+    const map = new Map<number, { v: number }>();
+    let next = 1;
+    for (let step = 0; step < 20_000; step++) {
+      const live = [...map.keys()];
+      // Up to ~300 in flight at the peak, down to none: the table grows several times.
+      const target = step % 4000 < 2000 ? 300 : 0;
+      if (live.length < target && rnd() < 0.7) {
+        const value = { v: next };
+        table.set(next, value);
+        map.set(next, value);
+        next++;
+      } else if (live.length) {
+        const id = live[Math.floor(rnd() * live.length)];
+        expect(table.delete(id)).toBe(true);
+        map.delete(id);
+        expect(table.get(id)).toBeUndefined();
+      }
+      if (step % 997 === 0) sameAs(table, map);
+    }
+    sameAs(table, map);
+  });
+
+  it('finds entries whose ids collide on their home slot, after deletes in the run between them', () => {
+    const table = idTable<{ v: number }>(4); // 8 slots
+    const ids = [3, 11, 19, 4, 27, 12]; // 3, 11, 19, 27 share slot 3; 4 and 12 share slot 4
+    for (const id of ids) table.set(id, { v: id });
+    const deleted: number[] = [];
+    for (const gone of [11, 4, 3]) {
+      expect(table.delete(gone)).toBe(true);
+      expect(table.delete(gone)).toBe(false);
+      deleted.push(gone);
+      for (const id of ids) expect(table.get(id)?.v).toBe(deleted.includes(id) ? undefined : id);
+    }
+    expect(table.size).toBe(3);
+    expect(
+      table
+        .entries()
+        .map(([k]) => k)
+        .sort((a, b) => a - b),
+    ).toEqual([12, 19, 27]);
+  });
+
+  it('replaces the value of an id set twice, and takes ids past 2^32', () => {
+    const table = idTable<{ v: number }>();
+    const big = 2 ** 40 + 5;
+    table.set(5, { v: 1 });
+    table.set(big, { v: 2 });
+    table.set(5, { v: 3 });
+    expect(table.size).toBe(2);
+    expect(table.get(5)?.v).toBe(3);
+    expect(table.get(big)?.v).toBe(2);
+    expect(table.has(2 ** 40 + 6)).toBe(false);
+    table.clear();
+    expect(table.size).toBe(0);
+    expect(table.get(5)).toBeUndefined();
+  });
+
+  it('behaves as a Map under string keys (a session and a client id), with the same churn', () => {
+    const rnd = random(11);
+    const table = keyTable<{ v: number }>();
+    const map = new Map<string, { v: number }>();
+    const sessions = ['4f1c2a9e-0b7d-4c61-9f0e-2d3b5a6c7e8f', 'a', ''];
+    for (let step = 0; step < 20_000; step++) {
+      const key = `${sessions[step % 3]}\u0000number:${Math.floor(rnd() * 400)}`;
+      if (map.has(key) && rnd() < 0.6) {
+        expect(table.delete(key)).toBe(true);
+        map.delete(key);
+      } else {
+        const value = { v: step };
+        table.set(key, value);
+        map.set(key, value);
+      }
+      expect(table.get(key)).toBe(map.get(key));
+      if (step % 997 === 0) sameAs(table, map);
+    }
+    sameAs(table, map);
+  });
+});

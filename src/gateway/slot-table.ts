@@ -1,0 +1,148 @@
+/**
+ * A table of calls in flight that allocates nothing once it has room for what is in flight
+ * (docs/decisions/0236-tables-that-do-not-churn.md): a phone socket's calls by relay id, the
+ * origin's requests by request id, a node's client requests by session and client id.
+ *
+ * A long-lived `Map` with one entry added and one deleted per call allocates a new hash table
+ * in V8's old space every few calls: each time it empties (it shrinks) and each time its
+ * deleted entries fill it (it rehashes), 50–154 bytes a call that only a full mark-compact
+ * frees. Here the slots are arrays made once: open addressing with linear probing from the
+ * key's home slot, and a delete that shifts the entries after it back instead of leaving a
+ * tombstone. The arrays grow (double) when more than half full and never shrink: their size
+ * follows the most calls ever in flight at once, which their owners already bound.
+ */
+export class SlotTable<K extends number | string, V extends object> {
+  private keys: K[];
+  private values: Array<V | undefined>;
+  private mask: number;
+  private count = 0;
+
+  /**
+   * @param hash The key's hash (any integer; its low bits pick the home slot): `byId` for ids
+   *   handed out in order, which then spread over the slots without collisions; `hashString`.
+   * @param blank A key of K's type for the slots never used (keeps the arrays of one kind).
+   */
+  constructor(
+    private readonly hash: (key: K) => number,
+    private readonly blank: K,
+    capacity = 16,
+  ) {
+    let size = 8;
+    while (size < capacity * 2) size *= 2;
+    this.keys = new Array<K>(size).fill(blank);
+    this.values = new Array<V | undefined>(size).fill(undefined);
+    this.mask = size - 1;
+  }
+
+  get size(): number {
+    return this.count;
+  }
+
+  get(key: K): V | undefined {
+    const { keys, values, mask } = this;
+    for (let i = this.hash(key) & mask; ; i = (i + 1) & mask) {
+      const v = values[i];
+      if (v === undefined) return undefined;
+      if (keys[i] === key) return v;
+    }
+  }
+
+  has(key: K): boolean {
+    return this.get(key) !== undefined;
+  }
+
+  /** Adds or replaces the entry of `key`. */
+  set(key: K, value: V): this {
+    if ((this.count + 1) * 2 > this.keys.length) this.grow();
+    const { keys, values, mask } = this;
+    for (let i = this.hash(key) & mask; ; i = (i + 1) & mask) {
+      if (values[i] === undefined) {
+        keys[i] = key;
+        values[i] = value;
+        this.count++;
+        return this;
+      }
+      if (keys[i] === key) {
+        values[i] = value;
+        return this;
+      }
+    }
+  }
+
+  /** Removes `key`'s entry; false when there was none. */
+  delete(key: K): boolean {
+    const { keys, values, mask } = this;
+    let i = this.hash(key) & mask;
+    for (; ; i = (i + 1) & mask) {
+      if (values[i] === undefined) return false;
+      if (keys[i] === key) break;
+    }
+    // Backward shift: an entry after the hole moves into it unless its home slot lies
+    // (cyclically) after the hole and up to where it sits, where a lookup still finds it.
+    for (let j = (i + 1) & mask; values[j] !== undefined; j = (j + 1) & mask) {
+      const home = this.hash(keys[j]) & mask;
+      const stays = i <= j ? i < home && home <= j : i < home || home <= j;
+      if (stays) continue;
+      keys[i] = keys[j];
+      values[i] = values[j];
+      i = j;
+    }
+    keys[i] = this.blank;
+    values[i] = undefined;
+    this.count--;
+    return true;
+  }
+
+  /** The entries, in no particular order (a copy: the caller may settle them as it goes). */
+  entries(): Array<[K, V]> {
+    const out: Array<[K, V]> = [];
+    const { keys, values } = this;
+    for (let i = 0; i < values.length; i++) {
+      const v = values[i];
+      if (v !== undefined) out.push([keys[i], v]);
+    }
+    return out;
+  }
+
+  clear(): void {
+    this.keys.fill(this.blank);
+    this.values.fill(undefined);
+    this.count = 0;
+  }
+
+  private grow(): void {
+    const { keys, values } = this;
+    const size = keys.length * 2;
+    this.keys = new Array<K>(size).fill(this.blank);
+    this.values = new Array<V | undefined>(size).fill(undefined);
+    this.mask = size - 1;
+    this.count = 0;
+    for (let i = 0; i < values.length; i++) {
+      const v = values[i];
+      if (v !== undefined) this.set(keys[i], v);
+    }
+  }
+}
+
+/** The hash of an id handed out in order: the id itself. */
+export const byId = (id: number): number => id;
+
+/** FNV-1a over the string's UTF-16 code units. */
+export function hashString(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
+  return h;
+}
+
+/** A table keyed by ids handed out in order. */
+export function idTable<V extends object>(capacity?: number): SlotTable<number, V> {
+  return new SlotTable<number, V>(byId, 0, capacity);
+}
+
+/** A table keyed by strings. */
+export function keyTable<V extends object>(capacity?: number): SlotTable<string, V> {
+  return new SlotTable<string, V>(hashString, '', capacity);
+}
+
+/** Orders `entries()` by key, where the order things were settled in should not change. */
+export const byFirst = (a: [number, unknown], b: [number, unknown]): number => a[0] - b[0];
