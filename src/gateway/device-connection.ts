@@ -2,7 +2,6 @@
 // relay-unique id, and the phone's answers go back to whoever asked with the client's id (and
 // progress token) restored. What the relay asks the phone itself as its MCP client (initialize
 // once per socket, tools/list kept for scope checks) is its surface, src/gateway/phone-surface.ts.
-import { byFirst, idTable } from './slot-table.ts';
 import type { WebSocket } from '../uws.ts';
 import { inspectPhoneFrame, withId } from '../protocol/frame.ts';
 import { forwardedFrame, requestFrame, type ClientRequestBytes } from '../protocol/request-bytes.ts';
@@ -17,11 +16,11 @@ import { PhoneSurface } from './phone-surface.ts';
 import { Deadlines, type Timed } from './deadlines.ts';
 import { endOnAnswer, tracingOn, withTraceparent, type Context } from '../observability/tracing.ts';
 import { phoneCallSpan } from '../observability/relay-spans.ts';
+import { byFirst, idTable } from './slot-table.ts';
 
 const byteLength = (frame: string | Buffer) => (typeof frame === 'string' ? Buffer.byteLength(frame) : frame.length);
 
 export const MAX_FRAME_BYTES = 256 * 1024;
-
 /** Credentials' shares kept at zero calls per socket; past this many, a share at zero goes. */
 const SHARES_KEPT = 16;
 /** What uWS may hold unsent for one phone socket (its maxBackpressure); a frame beyond it is refused. */
@@ -143,7 +142,8 @@ export class DeviceConnection implements TurnWriter {
   private readonly pending = idTable<Pending>();
   /**
    * Per credential: its calls and waits in flight (orphans not counted). A share at zero is kept
-   * while there are few (a delete per call would churn the Map: decision 0236).
+   * while there are few: a delete per call would churn the Map
+   * (docs/decisions/0236-tables-that-do-not-churn.md).
    */
   private readonly shares = new Map<string, { calls: number; waits: number }>();
   /** Abandoned calls still running, oldest first. */
