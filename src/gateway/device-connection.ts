@@ -16,13 +16,11 @@ import { PhoneSurface } from './phone-surface.ts';
 import { Deadlines, type Timed } from './deadlines.ts';
 import { endOnAnswer, tracingOn, withTraceparent, type Context } from '../observability/tracing.ts';
 import { phoneCallSpan } from '../observability/relay-spans.ts';
-import { byFirst, idTable } from './slot-table.ts';
+import { byFirst, idTable, keyTable } from './slot-table.ts';
 
 const byteLength = (frame: string | Buffer) => (typeof frame === 'string' ? Buffer.byteLength(frame) : frame.length);
 
 export const MAX_FRAME_BYTES = 256 * 1024;
-/** Credentials' shares kept at zero calls per socket; past this many, a share at zero goes. */
-const SHARES_KEPT = 16;
 /** What uWS may hold unsent for one phone socket (its maxBackpressure); a frame beyond it is refused. */
 export const MAX_BACKPRESSURE_BYTES = 8 * 1024 * 1024;
 
@@ -140,12 +138,8 @@ export class DeviceConnection implements TurnWriter {
   private nextId = 1;
   /** By relay id; a table that does not churn (docs/decisions/0236-tables-that-do-not-churn.md). */
   private readonly pending = idTable<Pending>();
-  /**
-   * Per credential: its calls and waits in flight (orphans not counted). A share at zero is kept
-   * while there are few: a delete per call would churn the Map
-   * (docs/decisions/0236-tables-that-do-not-churn.md).
-   */
-  private readonly shares = new Map<string, { calls: number; waits: number }>();
+  /** Per credential: its calls and waits in flight (orphans not counted); a table as `pending`. */
+  private readonly shares = keyTable<{ calls: number; waits: number }>();
   /** Abandoned calls still running, oldest first. */
   private readonly orphans = new Set<number>();
   private readonly limits: ConnectionLimits;
@@ -454,7 +448,7 @@ export class DeviceConnection implements TurnWriter {
     if (!share) return;
     share.calls--;
     if (p.wait) share.waits--;
-    if (share.calls <= 0 && this.shares.size > SHARES_KEPT) this.shares.delete(p.tokenId);
+    if (share.calls <= 0) this.shares.delete(p.tokenId);
   }
 
   /** Fire-and-forget notification to the phone. */

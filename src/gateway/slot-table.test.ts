@@ -1,16 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { idTable, keyTable, type SlotTable } from './slot-table.ts';
-
-/** A small deterministic generator (mulberry32), so a failure replays. */
-function random(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { prng } from '../prng.ts';
 
 function sameAs<K extends number | string>(table: SlotTable<K, { v: number }>, map: Map<K, { v: number }>): void {
   expect(table.size).toBe(map.size);
@@ -20,7 +10,7 @@ function sameAs<K extends number | string>(table: SlotTable<K, { v: number }>, m
 
 describe('SlotTable', () => {
   it('behaves as a Map under ids handed out in order, settled out of order, across growth', () => {
-    const rnd = random(7);
+    const rnd = prng(7);
     const table = idTable<{ v: number }>(2);
     const map = new Map<number, { v: number }>();
     let next = 1;
@@ -80,7 +70,7 @@ describe('SlotTable', () => {
   });
 
   it('behaves as a Map under string keys (a session and a client id), with the same churn', () => {
-    const rnd = random(11);
+    const rnd = prng(11);
     const table = keyTable<{ v: number }>();
     const map = new Map<string, { v: number }>();
     const sessions = ['4f1c2a9e-0b7d-4c61-9f0e-2d3b5a6c7e8f', 'a', ''];

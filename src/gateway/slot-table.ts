@@ -1,11 +1,11 @@
 /**
  * A table of calls in flight that allocates nothing once it has room for what is in flight
- * (docs/decisions/0236-tables-that-do-not-churn.md): a phone socket's calls by relay id, the
- * origin's requests by request id, a node's client requests by session and client id.
+ * (docs/decisions/0236-tables-that-do-not-churn.md): the tables every call is entered in and
+ * taken out of, by an id handed out in order or by a string.
  *
  * A long-lived `Map` with one entry added and one deleted per call allocates a new hash table
  * in V8's old space every few calls: each time it empties (it shrinks) and each time its
- * deleted entries fill it (it rehashes), 50–154 bytes a call that only a full mark-compact
+ * deleted entries fill it (it rehashes), 56–153 bytes a call that only a full mark-compact
  * frees. Here the slots are arrays made once: open addressing with linear probing from the
  * key's home slot, and a delete that shifts the entries after it back instead of leaving a
  * tombstone. The arrays grow (double) when more than half full and never shrink: their size
