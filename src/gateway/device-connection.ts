@@ -392,8 +392,9 @@ export class DeviceConnection implements TurnWriter {
     requestDeadlines.start(p, timeoutMs);
     this.pending.set(relayId, p);
     if (tokenId !== undefined) {
-      let share = this.shares.get(tokenId);
-      if (!share) this.shares.set(tokenId, (share = { calls: 0, waits: 0 }));
+      const h = this.shares.hashOf(tokenId);
+      let share = this.shares.get(tokenId, h);
+      if (!share) this.shares.set(tokenId, (share = { calls: 0, waits: 0 }), h);
       share.calls++;
       if (wait) share.waits++;
     }
@@ -444,11 +445,12 @@ export class DeviceConnection implements TurnWriter {
   /** Gives a request's place in its credential's share back. */
   private release(p: Pending): void {
     if (p.orphan || p.tokenId === undefined) return;
-    const share = this.shares.get(p.tokenId);
+    const h = this.shares.hashOf(p.tokenId);
+    const share = this.shares.get(p.tokenId, h);
     if (!share) return;
     share.calls--;
     if (p.wait) share.waits--;
-    if (share.calls <= 0) this.shares.delete(p.tokenId);
+    if (share.calls <= 0) this.shares.delete(p.tokenId, h);
   }
 
   /** Fire-and-forget notification to the phone. */

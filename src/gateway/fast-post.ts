@@ -60,7 +60,9 @@ export class FastPost implements BodyTarget, ReplySink, AbortTarget, Timed {
   dueList: object | undefined = undefined;
   session?: SessionRecord;
   route?: LocalRoute;
+  /** Its entry in InFlightCalls, and the key's hash there. */
   key?: string;
+  keyHash = 0;
   timeoutMs = 0;
   private stream?: EventStream;
   private method = '';

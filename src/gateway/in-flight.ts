@@ -34,17 +34,22 @@ export class InFlightCalls {
     ctx.router.onClientCancel((sessionId, requestId) => this.cancel(sessionId, requestId));
   }
 
-  has(key: string): boolean {
-    return this.entries.has(key);
+  /** The hash `has`, `add` and `delete` take: a FastPost's key is hashed once per call. */
+  hashOf(key: string): number {
+    return this.entries.hashOf(key);
+  }
+
+  has(key: string, h: number): boolean {
+    return this.entries.has(key, h);
   }
 
   /** A FastPost takes its id (fast-post.ts): McpEndpoint.fastPost checked it was free. */
-  add(key: string, call: FastPost): void {
-    this.entries.set(key, call);
+  add(key: string, h: number, call: FastPost): void {
+    this.entries.set(key, call, h);
   }
 
-  delete(key: string): void {
-    this.entries.delete(key);
+  delete(key: string, h: number): void {
+    this.entries.delete(key, h);
   }
 
   /** Cancels the session's request `requestId` on this node; false when it is not here. */
@@ -71,7 +76,8 @@ export class InFlightCalls {
     headerTimeoutMs?: number,
   ): Promise<Outcome> {
     const key = sessionId === undefined ? undefined : inFlightKey(sessionId, msg.id);
-    if (key !== undefined && this.entries.has(key)) {
+    const h = key === undefined ? 0 : this.entries.hashOf(key);
+    if (key !== undefined && this.entries.has(key, h)) {
       // Ids are unique within a session; the first request keeps the id, and its cancellation
       // (docs/decisions/0216-duplicate-request-ids.md).
       const e = duplicateRequestId(msg.id);
@@ -87,10 +93,10 @@ export class InFlightCalls {
       // The id is taken from now on (a request with the same id is refused above); a
       // notifications/cancelled before the router's handle exists cancels once it does.
       let cancelled = false;
-      if (key !== undefined) this.entries.set(key, () => (cancelled = true));
+      if (key !== undefined) this.entries.set(key, () => (cancelled = true), h);
       const settle = (o: Outcome) => {
         settled = true;
-        if (key !== undefined) this.entries.delete(key);
+        if (key !== undefined) this.entries.delete(key, h);
         resolve(o);
       };
       let sink = {
@@ -111,7 +117,7 @@ export class InFlightCalls {
         )
         .then((handle) => {
           if (settled) return;
-          if (key !== undefined) this.entries.set(key, handle);
+          if (key !== undefined) this.entries.set(key, handle, h);
           if (cancelled) return handle();
           // 2026-07-28: closing the response cancels the request, and the phone is told. Session
           // revisions: "disconnection SHOULD NOT be interpreted as the client cancelling its

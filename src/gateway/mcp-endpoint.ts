@@ -181,7 +181,8 @@ class McpEndpoint implements FastPostHost, AnswerHost {
     if (!session || session.tokenId !== cred.token.id) return false;
     // Its id is in use in the session: the general path refuses it (InFlightCalls.forward).
     const key = inFlightKey(session.id, req.id);
-    if (this.calls.has(key)) return false;
+    const keyHash = this.calls.hashOf(key);
+    if (this.calls.has(key, keyHash)) return false;
     const deviceId = session.deviceId;
     if (this.ctx.hub.isRevoked({ tokenId: cred.token.id, deviceId, accountId: cred.account.id })) return false;
     const conn = this.ctx.router.readyLocal(deviceId);
@@ -204,7 +205,8 @@ class McpEndpoint implements FastPostHost, AnswerHost {
     if (!route.done) {
       call.route = route;
       call.key = key;
-      this.calls.add(key, call);
+      call.keyHash = keyHash;
+      this.calls.add(key, keyHash, call);
       call.ex.onAbort(call);
     }
     return true;
@@ -212,7 +214,7 @@ class McpEndpoint implements FastPostHost, AnswerHost {
 
   /** A FastPost's request is answered (or failed): no longer cancellable by the client. */
   settled(call: FastPost): void {
-    if (call.key !== undefined) this.calls.delete(call.key);
+    if (call.key !== undefined) this.calls.delete(call.key, call.keyHash);
   }
 
   /** Opens a FastPost's SSE stream: the answer is slow, or something related came first. */

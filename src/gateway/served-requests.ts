@@ -102,24 +102,29 @@ export class ServedRequests {
 
   /** The origin's notifications/cancelled or its client gone (`cancel`). */
   cancel(from: string, rid: number): void {
-    this.served.get(`${from}:${rid}`)?.cancel();
+    this.served.get(servedKey(from, rid))?.cancel();
   }
 
   /** The origin's client is gone for good (`orphan`). */
   orphan(from: string, rid: number): void {
-    this.served.get(`${from}:${rid}`)?.orphan();
+    this.served.get(servedKey(from, rid))?.orphan();
   }
 
   private serving(s: Served, conn: DeviceConnection | undefined, relayId: number, handle?: CallHandle): void {
     s.conn = conn;
     s.relayId = relayId;
     s.handle = handle;
-    this.served.set(s.key, s);
+    this.served.set(s.key, s, s.keyHash);
+  }
+
+  /** @internal Served: its key's hash in the table, computed once per request. */
+  hashOf(key: string): number {
+    return this.served.hashOf(key);
   }
 
   /** @internal Served: the request is answered, no longer cancellable. */
   unserve(s: Served): void {
-    if (this.served.get(s.key) === s) this.served.delete(s.key);
+    if (this.served.get(s.key, s.keyHash) === s) this.served.delete(s.key, s.keyHash);
   }
 
   /**
@@ -155,6 +160,7 @@ export class ServedRequests {
  */
 class Served implements ReplySink {
   readonly key: string;
+  readonly keyHash: number;
   done = false;
   conn?: DeviceConnection;
   relayId = 0;
@@ -168,7 +174,8 @@ class Served implements ReplySink {
     private readonly h: ReqHeader,
     private readonly consumer: ReturnType<typeof busServeSpan> | undefined,
   ) {
-    this.key = `${h.from}:${h.rid}`;
+    this.key = servedKey(h.from, h.rid);
+    this.keyHash = owner.hashOf(this.key);
     this.until = Date.now() + h.timeoutMs + ORIGIN_GRACE_MS;
   }
 
@@ -229,4 +236,9 @@ class Served implements ReplySink {
       : this.owner.replyTo(this.h.from, msg, this.until, frame, last);
     this.outbox = pool && frame ? sent.then((first) => first && pool.release(frame)) : sent;
   }
+}
+
+/** A served request's key: the origin node and its request id there. */
+function servedKey(from: string, rid: number): string {
+  return `${from}:${rid}`;
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { idTable, keyTable, type SlotTable } from './slot-table.ts';
+import { hashStringWith, idTable, keyTable, type SlotTable } from './slot-table.ts';
 import { prng } from '../prng.ts';
 
 function sameAs<K extends number | string>(table: SlotTable<K, { v: number }>, map: Map<K, { v: number }>): void {
@@ -76,17 +76,45 @@ describe('SlotTable', () => {
     const sessions = ['4f1c2a9e-0b7d-4c61-9f0e-2d3b5a6c7e8f', 'a', ''];
     for (let step = 0; step < 20_000; step++) {
       const key = `${sessions[step % 3]}\u0000number:${Math.floor(rnd() * 400)}`;
+      // Half the time with the key's hash passed in, as a caller that hashed it once does.
+      const h = rnd() < 0.5 ? table.hashOf(key) : undefined;
       if (map.has(key) && rnd() < 0.6) {
-        expect(table.delete(key)).toBe(true);
+        expect(table.delete(key, h)).toBe(true);
         map.delete(key);
       } else {
         const value = { v: step };
-        table.set(key, value);
+        table.set(key, value, h);
         map.set(key, value);
       }
-      expect(table.get(key)).toBe(map.get(key));
+      expect(table.get(key, h)).toBe(map.get(key));
       if (step % 997 === 0) sameAs(table, map);
     }
     sameAs(table, map);
+  });
+
+  it('spreads keys chosen to share a home slot under one seed once the seed is another', () => {
+    // What a client could do with its request ids if the hash were known: 64 keys whose low
+    // 10 bits (a 1,024-slot table) agree under seed 1, found by trying ids in turn.
+    const key = (n: number) => `4f1c2a9e-0b7d-4c61-9f0e-2d3b5a6c7e8f\u0000string:${n}`;
+    const slot = (k: string, seed: number) => hashStringWith(k, seed) & 1023;
+    const target = slot(key(0), 1);
+    const chosen: string[] = [];
+    for (let n = 0; chosen.length < 64; n++) if (slot(key(n), 1) === target) chosen.push(key(n));
+    for (const seed of [2, 3, 0x7fffffff, -5]) {
+      const perSlot = new Map<number, number>();
+      for (const k of chosen) perSlot.set(slot(k, seed), (perSlot.get(slot(k, seed)) ?? 0) + 1);
+      // 64 keys over 1,024 slots at random: at least 50 distinct slots, none with more than 4.
+      expect(perSlot.size).toBeGreaterThanOrEqual(50);
+      expect(Math.max(...perSlot.values())).toBeLessThanOrEqual(4);
+    }
+  });
+
+  it('hashes keys that differ in one code unit, or only in length, apart', () => {
+    const seen = new Set<number>();
+    const base = 'a'.repeat(40);
+    for (let i = 0; i < 40; i++)
+      for (const c of ['b', '\u0000', '\uffff']) seen.add(hashStringWith(base.slice(0, i) + c + base.slice(i + 1), 9));
+    for (let n = 0; n <= 40; n++) seen.add(hashStringWith(base.slice(0, n), 9));
+    expect(seen.size).toBe(40 * 3 + 41);
   });
 });

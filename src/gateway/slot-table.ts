@@ -1,3 +1,5 @@
+import { randomBytes } from 'node:crypto';
+
 /**
  * A table of calls in flight that allocates nothing once it has room for what is in flight
  * (docs/decisions/0236-tables-that-do-not-churn.md): the tables every call is entered in and
@@ -13,6 +15,8 @@
  */
 export class SlotTable<K extends number | string, V extends object> {
   private keys: K[];
+  /** Each slot's key hash, kept so that deletes and growth never hash a key again. */
+  private hashes: Int32Array;
   private values: Array<V | undefined>;
   private mask: number;
   private count = 0;
@@ -30,6 +34,7 @@ export class SlotTable<K extends number | string, V extends object> {
     let size = 8;
     while (size < capacity * 2) size *= 2;
     this.keys = new Array<K>(size).fill(blank);
+    this.hashes = new Int32Array(size);
     this.values = new Array<V | undefined>(size).fill(undefined);
     this.mask = size - 1;
   }
@@ -38,31 +43,40 @@ export class SlotTable<K extends number | string, V extends object> {
     return this.count;
   }
 
-  get(key: K): V | undefined {
-    const { keys, values, mask } = this;
-    for (let i = this.hash(key) & mask; ; i = (i + 1) & mask) {
+  /**
+   * The key's hash in this table. A caller that looks one key up more than once (added, then
+   * deleted when its call ends) hashes it once and passes it to each method as `h`.
+   */
+  hashOf(key: K): number {
+    return this.hash(key) | 0;
+  }
+
+  get(key: K, h = this.hashOf(key)): V | undefined {
+    const { keys, hashes, values, mask } = this;
+    for (let i = h & mask; ; i = (i + 1) & mask) {
       const v = values[i];
       if (v === undefined) return undefined;
-      if (keys[i] === key) return v;
+      if (hashes[i] === h && keys[i] === key) return v;
     }
   }
 
-  has(key: K): boolean {
-    return this.get(key) !== undefined;
+  has(key: K, h = this.hashOf(key)): boolean {
+    return this.get(key, h) !== undefined;
   }
 
   /** Adds or replaces the entry of `key`. */
-  set(key: K, value: V): this {
+  set(key: K, value: V, h = this.hashOf(key)): this {
     if ((this.count + 1) * 2 > this.keys.length) this.grow();
-    const { keys, values, mask } = this;
-    for (let i = this.hash(key) & mask; ; i = (i + 1) & mask) {
+    const { keys, hashes, values, mask } = this;
+    for (let i = h & mask; ; i = (i + 1) & mask) {
       if (values[i] === undefined) {
         keys[i] = key;
+        hashes[i] = h;
         values[i] = value;
         this.count++;
         return this;
       }
-      if (keys[i] === key) {
+      if (hashes[i] === h && keys[i] === key) {
         values[i] = value;
         return this;
       }
@@ -70,20 +84,21 @@ export class SlotTable<K extends number | string, V extends object> {
   }
 
   /** Removes `key`'s entry; false when there was none. */
-  delete(key: K): boolean {
-    const { keys, values, mask } = this;
-    let i = this.hash(key) & mask;
+  delete(key: K, h = this.hashOf(key)): boolean {
+    const { keys, hashes, values, mask } = this;
+    let i = h & mask;
     for (; ; i = (i + 1) & mask) {
       if (values[i] === undefined) return false;
-      if (keys[i] === key) break;
+      if (hashes[i] === h && keys[i] === key) break;
     }
     // Backward shift: an entry after the hole moves into it unless its home slot lies
     // (cyclically) after the hole and up to where it sits, where a lookup still finds it.
     for (let j = (i + 1) & mask; values[j] !== undefined; j = (j + 1) & mask) {
-      const home = this.hash(keys[j]) & mask;
+      const home = hashes[j] & mask;
       const stays = i <= j ? i < home && home <= j : i < home || home <= j;
       if (stays) continue;
       keys[i] = keys[j];
+      hashes[i] = hashes[j];
       values[i] = values[j];
       i = j;
     }
@@ -111,15 +126,16 @@ export class SlotTable<K extends number | string, V extends object> {
   }
 
   private grow(): void {
-    const { keys, values } = this;
+    const { keys, hashes, values } = this;
     const size = keys.length * 2;
     this.keys = new Array<K>(size).fill(this.blank);
+    this.hashes = new Int32Array(size);
     this.values = new Array<V | undefined>(size).fill(undefined);
     this.mask = size - 1;
     this.count = 0;
     for (let i = 0; i < values.length; i++) {
       const v = values[i];
-      if (v !== undefined) this.set(keys[i], v);
+      if (v !== undefined) this.set(keys[i], v, hashes[i]);
     }
   }
 }
@@ -127,12 +143,37 @@ export class SlotTable<K extends number | string, V extends object> {
 /** The hash of an id handed out in order: the id itself. */
 export const byId = (id: number): number => id;
 
-/** FNV-1a over the string's UTF-16 code units. */
-export function hashString(s: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
-  return h;
+// Per process, so that a set of keys chosen to share a home slot (a client picks its request
+// ids, which go into InFlightCalls' keys) shares one only by chance.
+const SEED = randomBytes(4).readInt32LE(0);
+
+/**
+ * A seeded hash of a string's UTF-16 code units, two per step: each step multiplies and folds
+ * the high bits back down, so which keys share low bits depends on the whole state and so on
+ * the seed; murmur3's finaliser at the end. Not a cryptographic hash: a collision set that
+ * does form is bounded by what a credential may have in flight.
+ */
+export function hashStringWith(s: string, seed: number): number {
+  const n = s.length;
+  let h = seed ^ n;
+  let i = 0;
+  for (; i + 1 < n; i += 2) {
+    h = Math.imul(h ^ (s.charCodeAt(i) | (s.charCodeAt(i + 1) << 16)), 0x5bd1e995);
+    h ^= h >>> 15;
+  }
+  if (i < n) {
+    h = Math.imul(h ^ s.charCodeAt(i), 0x5bd1e995);
+    h ^= h >>> 15;
+  }
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  return h ^ (h >>> 16);
 }
+
+/** `hashStringWith` under this process's seed. */
+export const hashString = (s: string): number => hashStringWith(s, SEED);
 
 /** A table keyed by ids handed out in order. */
 export function idTable<V extends object>(capacity?: number): SlotTable<number, V> {
