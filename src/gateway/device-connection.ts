@@ -79,12 +79,20 @@ interface Pending extends Timed {
   method: string;
   /** The client's own progress token, when the request carried one. */
   progressToken?: string | number;
-  /** The credential whose share this request counts against (none for the relay's own). */
-  tokenId?: string;
+  /** The share of the credential this request counts against (none for the relay's own). */
+  share?: Share;
   /** A wait_for_events call (its own, smaller share per credential). */
   wait: boolean;
   /** Abandoned (docs/decisions/0042-abandoned-calls.md): counted against nobody's share, bounded per phone. */
   orphan: boolean;
+}
+
+/** One credential's calls in flight on a socket, and its key's hash in `shares`. */
+interface Share {
+  readonly tokenId: string;
+  readonly hash: number;
+  calls: number;
+  waits: number;
 }
 
 /** What one credential may hold on this phone, and how many abandoned calls the phone keeps. */
@@ -139,7 +147,7 @@ export class DeviceConnection implements TurnWriter {
   /** By relay id; a table that does not churn (docs/decisions/0236-tables-that-do-not-churn.md). */
   private readonly pending = idTable<Pending>();
   /** Per credential: its calls and waits in flight (orphans not counted); a table as `pending`. */
-  private readonly shares = keyTable<{ calls: number; waits: number }>();
+  private readonly shares = keyTable<Share>();
   /** Abandoned calls still running, oldest first. */
   private readonly orphans = new Set<number>();
   private readonly limits: ConnectionLimits;
@@ -381,7 +389,7 @@ export class DeviceConnection implements TurnWriter {
       sink,
       method,
       progressToken,
-      tokenId,
+      share: undefined,
       wait,
       orphan: false,
       dueAt: 0,
@@ -392,9 +400,10 @@ export class DeviceConnection implements TurnWriter {
     requestDeadlines.start(p, timeoutMs);
     this.pending.set(relayId, p);
     if (tokenId !== undefined) {
-      const h = this.shares.hashOf(tokenId);
-      let share = this.shares.get(tokenId, h);
-      if (!share) this.shares.set(tokenId, (share = { calls: 0, waits: 0 }), h);
+      const hash = this.shares.hashOf(tokenId);
+      let share = this.shares.get(tokenId, hash);
+      if (!share) this.shares.set(tokenId, (share = { tokenId, hash, calls: 0, waits: 0 }), hash);
+      p.share = share;
       share.calls++;
       if (wait) share.waits++;
     }
@@ -444,13 +453,12 @@ export class DeviceConnection implements TurnWriter {
 
   /** Gives a request's place in its credential's share back. */
   private release(p: Pending): void {
-    if (p.orphan || p.tokenId === undefined) return;
-    const h = this.shares.hashOf(p.tokenId);
-    const share = this.shares.get(p.tokenId, h);
-    if (!share) return;
+    const share = p.share;
+    if (p.orphan || !share) return;
     share.calls--;
     if (p.wait) share.waits--;
-    if (share.calls <= 0) this.shares.delete(p.tokenId, h);
+    // At zero nothing refers to it any more: the next call of the credential makes a new one.
+    if (share.calls <= 0) this.shares.delete(share.tokenId, share.hash);
   }
 
   /** Fire-and-forget notification to the phone. */
