@@ -27,8 +27,8 @@ export const CONFIRM_MS = 100;
 /** Unconfirmed bytes that ask for a confirmation at the end of the turn instead. */
 export const CONFIRM_BYTES = 1 << 20;
 
-const OFF = Buffer.from('*3\r\n$6\r\nCLIENT\r\n$5\r\nREPLY\r\n$3\r\nOFF\r\n');
-const ON = Buffer.from('*3\r\n$6\r\nCLIENT\r\n$5\r\nREPLY\r\n$2\r\nON\r\n');
+const OFF = '*3\r\n$6\r\nCLIENT\r\n$5\r\nREPLY\r\n$3\r\nOFF\r\n';
+const ON = '*3\r\n$6\r\nCLIENT\r\n$5\r\nREPLY\r\n$2\r\nON\r\n';
 // KEYS none; ARGV: channel, message, the sender's own channel, what to tell it if nobody heard.
 const BOUNCE = "if redis.call('PUBLISH',ARGV[1],ARGV[2])==0 then redis.call('PUBLISH',ARGV[3],ARGV[4]) end";
 const BOUNCE_SCRIPT = `$${BOUNCE.length}\r\n${BOUNCE}\r\n`;
@@ -86,6 +86,67 @@ function publishBefore(channel: string): string {
   return `*3\r\n$7\r\nPUBLISH\r\n$${Buffer.byteLength(channel)}\r\n${channel}\r\n`;
 }
 
+/** Payload bytes in a turn past which they are written as they are, not copied into one Buffer. */
+const COPY_PAYLOADS_UP_TO = 64 * 1024;
+
+/**
+ * A turn's commands for one socket, written as one Buffer when the turn ends: a string run is
+ * encoded once and a payload copied once, where the socket's own cork would keep every piece
+ * as a chunk of its own (a `write` each, then a `writev` that converts them one by one). A
+ * turn with large payloads (a 256 KiB answer) writes them uncopied, in one cork. @internal
+ */
+export class TurnBytes {
+  /** Buffers and the strings between them; `text` is the string after the last of them. */
+  private readonly parts: Buffer[] = [];
+  private readonly texts: string[] = [];
+  private text = '';
+  private payloadBytes = 0;
+
+  constructor(readonly socket: Socket) {}
+
+  add(text: string): void {
+    this.text += text;
+  }
+
+  addPayload(payload: Buffer): void {
+    this.texts.push(this.text);
+    this.text = '';
+    this.parts.push(payload);
+    this.payloadBytes += payload.length;
+  }
+
+  /** Writes the turn's bytes (nothing when the socket has closed since). */
+  flush(): void {
+    const s = this.socket;
+    if (s.destroyed) return;
+    const { parts, texts, text } = this;
+    if (parts.length === 0) {
+      if (text.length) s.write(text);
+      return;
+    }
+    if (this.payloadBytes > COPY_PAYLOADS_UP_TO) {
+      s.cork();
+      for (let i = 0; i < parts.length; i++) {
+        if (texts[i].length) s.write(texts[i]);
+        s.write(parts[i]);
+      }
+      if (text.length) s.write(text);
+      s.uncork();
+      return;
+    }
+    let size = this.payloadBytes + Buffer.byteLength(text);
+    for (const t of texts) size += Buffer.byteLength(t);
+    const out = Buffer.allocUnsafe(size);
+    let at = 0;
+    for (let i = 0; i < parts.length; i++) {
+      at += out.write(texts[i], at);
+      at += parts[i].copy(out, at);
+    }
+    out.write(text, at);
+    s.write(out);
+  }
+}
+
 function confirmNow(q: QuietPublisher): void {
   q.confirm();
 }
@@ -103,7 +164,8 @@ export class QuietPublisher {
   private offOn?: Socket;
   /** The socket the bounce script was found to run on (see turnOff). */
   private bouncesOn?: Socket;
-  private corked?: Socket;
+  /** This turn's commands, until it ends (setImmediate): one write per turn. */
+  private turn?: TurnBytes;
   /** The replies awaited on `offOn`, read there directly (replies.ts). */
   private replies?: ReplyQueue;
   /** Whether replies are on at the point written so far (a turn's counted publishes). */
@@ -154,9 +216,9 @@ export class QuietPublisher {
   publishCounted(channel: string, head: string, payload?: Buffer): Promise<number> {
     const replies = this.replies;
     if (!replies) return Promise.reject(new BusUnavailableError('cluster bus unavailable: connection not ready'));
-    const s = this.cork();
-    if (!this.repliesOn) this.repliesOnAt(s, replies);
-    this.put(s, publishBefore(channel), head, payload, '\r\n');
+    const t = this.turnBytes();
+    if (!this.repliesOn) this.repliesOnAt(t, replies);
+    this.put(t, publishBefore(channel), head, payload, '\r\n');
     return new Promise<number>((resolve, reject) => replies.push(new Counted(resolve, reject, this.asError)));
   }
 
@@ -183,12 +245,12 @@ export class QuietPublisher {
 
   /** A command with replies off, resolved by a later confirmation. */
   private quietly(before: string, head: string, payload: Buffer | undefined, after: string): Promise<void> {
-    const s = this.cork();
+    const t = this.turnBytes();
     if (this.repliesOn) {
-      s.write(OFF);
+      t.add(OFF);
       this.repliesOn = false;
     }
-    this.bytes += this.put(s, before, head, payload, after);
+    this.bytes += this.put(t, before, head, payload, after);
     const p = new Promise<void>((resolve, reject) => this.waiting.push({ resolve, reject }));
     if (this.bytes >= CONFIRM_BYTES) {
       if (!this.soon) {
@@ -199,50 +261,46 @@ export class QuietPublisher {
     return p;
   }
 
-  /** The socket, corked until the end of the turn: the turn's commands leave in one write. */
-  private cork(): Socket {
-    const s = this.client.stream;
-    if (!this.corked) {
-      s.cork();
-      this.corked = s;
+  /** This turn's bytes, written when the turn ends: the turn's commands leave in one write. */
+  private turnBytes(): TurnBytes {
+    if (!this.turn) {
+      this.turn = new TurnBytes(this.client.stream);
       setImmediate(uncork, this);
     }
-    return s;
+    return this.turn;
   }
 
-  /** Writes a command whose last-but-one argument is the bulk string `head` + `payload`; its size. */
-  private put(s: Socket, before: string, head: string, payload: Buffer | undefined, after: string): number {
+  /** Adds a command whose last-but-one argument is the bulk string `head` + `payload`; its size. */
+  private put(t: TurnBytes, before: string, head: string, payload: Buffer | undefined, after: string): number {
     const n = Buffer.byteLength(head) + (payload?.length ?? 0);
-    if (payload?.length) {
-      s.write(`${before}$${n}\r\n${head}`);
-      s.write(payload);
-      s.write(after);
-    } else s.write(`${before}$${n}\r\n${head}${after}`);
+    t.add(`${before}$${n}\r\n${head}`);
+    if (payload?.length) t.addPayload(payload);
+    t.add(after);
     return n;
   }
 
   /** Replies on from here; their +OK confirms the quiet messages written so far. */
-  private repliesOnAt(s: Socket, replies: ReplyQueue): void {
+  private repliesOnAt(t: TurnBytes, replies: ReplyQueue): void {
     const batch = this.waiting;
     this.waiting = [];
     this.bytes = 0;
     clearTimeout(this.timer);
     this.timer = undefined;
-    s.write(ON);
+    t.add(ON);
     replies.push(new Confirmation(batch));
     this.repliesOn = true;
   }
 
-  /** @internal Ends the turn's cork (replies off again first): its commands leave in one write. */
+  /** @internal Ends the turn (replies off again first): its commands leave in one write. */
   uncork(): void {
-    const s = this.corked;
-    this.corked = undefined;
-    if (!s || s.destroyed) return;
+    const t = this.turn;
+    this.turn = undefined;
+    if (!t) return;
     if (this.repliesOn) {
-      s.write(OFF);
+      t.add(OFF);
       this.repliesOn = false;
     }
-    s.uncork();
+    t.flush();
   }
 
   /** @internal Asks Redis to confirm everything written so far. */
@@ -259,13 +317,12 @@ export class QuietPublisher {
       return settle(batch, new BusUnavailableError('cluster bus unavailable: connection not ready'));
     }
     // Its +OK comes after every message written before it; replies go off again behind it, in
-    // the same write (or the turn's, if this turn has corked the socket: corks are counted).
-    const s = this.client.stream;
-    s.cork();
-    this.repliesOnAt(s, replies);
-    s.write(OFF);
+    // the same write (the turn's, if this turn has commands waiting for its end).
+    const t = this.turn ?? new TurnBytes(this.client.stream);
+    this.repliesOnAt(t, replies);
+    t.add(OFF);
     this.repliesOn = false;
-    s.uncork();
+    if (t !== this.turn) t.flush();
   }
 
   /** Messages not yet confirmed are treated as unsent: the connection went away. */
@@ -277,7 +334,7 @@ export class QuietPublisher {
     this.waiting = [];
     this.bytes = 0;
     this.offOn = undefined;
-    this.corked = undefined;
+    this.turn = undefined;
     this.repliesOn = false;
     this.replies?.close(err);
     this.replies = undefined;

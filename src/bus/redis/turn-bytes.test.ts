@@ -1,0 +1,91 @@
+import { once } from 'node:events';
+import { createServer, connect, type Socket } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { TurnBytes } from './quiet.ts';
+
+// A real loopback connection: what the far end reads once the client is gone is what a turn
+// wrote; `writes` counts the client's write calls.
+async function pair(): Promise<{ client: Socket; writes: () => number; received: () => Promise<Buffer> }> {
+  const server = createServer();
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as { port: number };
+  const accepted = once(server, 'connection');
+  const client = connect(port, '127.0.0.1');
+  await once(client, 'connect');
+  const [far] = (await accepted) as [Socket];
+  const chunks: Buffer[] = [];
+  far.on('data', (d: Buffer) => chunks.push(d));
+  const farClosed = once(far, 'close');
+  let writes = 0;
+  const write = client.write.bind(client);
+  client.write = ((...a: Parameters<Socket['write']>) => (writes++, write(...a))) as Socket['write'];
+  closeLast = () => {
+    client.destroy();
+    server.close();
+  };
+  return {
+    client,
+    writes: () => writes,
+    received: async () => {
+      client.end();
+      await farClosed;
+      return Buffer.concat(chunks);
+    },
+  };
+}
+
+let closeLast = () => {};
+afterEach(() => closeLast());
+
+describe('TurnBytes', () => {
+  it('writes strings and payloads in order as one Buffer, multi-byte text included', async () => {
+    const p = await pair();
+    const t = new TurnBytes(p.client);
+    const payloads = [Buffer.from('{"a":"é"}'), Buffer.alloc(0), Buffer.from([0, 255, 13, 10])];
+    const expected: Buffer[] = [];
+    t.add('*3\r\n$7\r\nPUBLISH\r\n');
+    expected.push(Buffer.from('*3\r\n$7\r\nPUBLISH\r\n'));
+    for (const [i, payload] of payloads.entries()) {
+      const text = `head ${i} ✓ `;
+      t.add(text);
+      t.addPayload(payload);
+      t.add('\r\n');
+      expected.push(Buffer.from(text), payload, Buffer.from('\r\n'));
+    }
+    t.add('tail ü');
+    expected.push(Buffer.from('tail ü'));
+    t.flush();
+    const got = await p.received();
+    expect(got.equals(Buffer.concat(expected))).toBe(true);
+    expect(p.writes()).toBe(1);
+  });
+
+  it('writes a turn of only text, and large payloads uncopied, in the same order', async () => {
+    const p = await pair();
+    const big = Buffer.alloc(256 * 1024, 7);
+    const t = new TurnBytes(p.client);
+    t.add('a');
+    t.addPayload(big);
+    t.add('b');
+    t.addPayload(Buffer.from('c'));
+    t.flush();
+    const onlyText = new TurnBytes(p.client);
+    onlyText.add('d');
+    onlyText.add('e');
+    onlyText.flush();
+    const got = await p.received();
+    expect(got.equals(Buffer.concat([Buffer.from('a'), big, Buffer.from('bcde')]))).toBe(true);
+  });
+
+  it('writes nothing once its socket is destroyed', async () => {
+    const p = await pair();
+    const t = new TurnBytes(p.client);
+    t.add('lost');
+    t.addPayload(Buffer.from('x'));
+    p.client.destroy();
+    expect(() => t.flush()).not.toThrow();
+    const got = await p.received();
+    expect(got.length).toBe(0);
+  });
+});
