@@ -9,12 +9,15 @@ import type { GatewayContext } from './context.ts';
 import type { PeerDirectory } from './peer-directory.ts';
 import type { RemotePending, Route } from './route.ts';
 import { byFirst, idTable } from './slot-table.ts';
+import { Deadlines } from './deadlines.ts';
 
 /** Remote requests older than this have their owner re-checked (a phone that left a dead node). */
 const OWNER_CHECK_MS = 500;
 
 /** What the table needs from the router. */
 export interface RemoteRequestsHost {
+  /** The request's deadline (and the grace for its answer to cross back) passed unanswered. */
+  timedOut(rid: number, r: Route): void;
   /** Routes a request again from the start: its node left before running it. */
   routeAgain(r: Route): void;
   /** Whether the phone is between nodes (a drain moved it). */
@@ -24,6 +27,7 @@ export interface RemoteRequestsHost {
 export class RemoteRequests {
   /** By request id; a table that does not churn (docs/decisions/0236-tables-that-do-not-churn.md). */
   private readonly pending = idTable<RemotePending>();
+  private readonly deadlines: Deadlines<RemotePending>;
   private readonly ownerCheck: NodeJS.Timeout;
   private checking = false;
 
@@ -32,12 +36,15 @@ export class RemoteRequests {
     private readonly peers: PeerDirectory,
     private readonly host: RemoteRequestsHost,
   ) {
+    this.deadlines = new Deadlines<RemotePending>((p) => host.timedOut(p.rid, p.route));
     this.ownerCheck = setInterval(() => void this.checkOwners(), OWNER_CHECK_MS);
     this.ownerCheck.unref();
   }
 
-  add(rid: number, p: RemotePending): void {
-    this.pending.set(rid, p);
+  /** Request `p.rid`, out until its answer or `timeoutMs` from now. */
+  add(p: RemotePending, timeoutMs: number): void {
+    this.pending.set(p.rid, p);
+    this.deadlines.start(p, timeoutMs);
   }
 
   /** The request `rid`, still unsettled. */
@@ -49,7 +56,7 @@ export class RemoteRequests {
   settle(rid: number): RemotePending | undefined {
     const p = this.pending.get(rid);
     if (!p) return undefined;
-    clearTimeout(p.timer);
+    this.deadlines.cancel(p);
     this.pending.delete(rid);
     return p;
   }

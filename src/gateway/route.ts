@@ -7,6 +7,7 @@ import { withId } from '../protocol/frame.ts';
 import type { ClientRequestBytes } from '../protocol/request-bytes.ts';
 import type { CallHandle, Caller, DeviceConnection, ReplySink } from './device-connection.ts';
 import type { SlotTable } from './slot-table.ts';
+import type { Timed } from './deadlines.ts';
 
 let nextSeq = 1;
 
@@ -95,14 +96,17 @@ export class Route implements ReplySink {
 /** A request `startLocal` started: cancel or orphan it with Router.cancelRoute / orphanRoute. */
 export type LocalRoute = Route;
 
-/** Origin side: a request sent to the node that owns its phone, until that node answers. */
-export interface RemotePending {
+/**
+ * Origin side: a request sent to the node that owns its phone, until that node answers. Its
+ * deadline is threaded through it (src/gateway/deadlines.ts): no Node timer per request.
+ */
+export interface RemotePending extends Timed {
+  rid: number;
   route: Route;
   node: string;
   /** The owner's claim the request was addressed to: tells a restarted owner from its predecessor. */
   epoch: number;
   sentAt: number;
-  timer: NodeJS.Timeout;
   cached: boolean;
   /** The request was waiting for a moving phone when it was sent (see unheard). */
   moving: boolean;

@@ -83,6 +83,7 @@ export class Router {
     this.served = new ServedRequests(ctx, this.handedOver);
     this.peers = new PeerDirectory(ctx.bus);
     this.remote = new RemoteRequests(ctx, this.peers, {
+      timedOut: (rid, r) => this.timedOut(rid, r),
       routeAgain: (r) => this.routeAgain(r),
       isMoving: (deviceId) => this.isMoving(deviceId),
     });
@@ -436,7 +437,6 @@ export class Router {
     r.moving = false;
     const rid = this.nextRid++;
     const timeoutMs = this.remaining(r);
-    const timer = setTimeout(originTimedOut, timeoutMs + ORIGIN_GRACE_MS, this, rid, r);
     r.state = 'remote';
     r.rid = rid;
     r.sentPerf = performance.now();
@@ -475,16 +475,23 @@ export class Router {
       )
       .catch(deliveredLate);
     // Nothing about the request arrives before this turn ends: recorded after its send started.
-    this.remote.add(rid, {
-      route: r,
-      node: owner.nodeId,
-      epoch: owner.epoch,
-      sentAt: Date.now(),
-      timer,
-      cached,
-      moving: wasMoving,
-      sent,
-    });
+    this.remote.add(
+      {
+        rid,
+        route: r,
+        node: owner.nodeId,
+        epoch: owner.epoch,
+        sentAt: Date.now(),
+        cached,
+        moving: wasMoving,
+        sent,
+        dueAt: 0,
+        prevDue: undefined,
+        nextDue: undefined,
+        dueList: undefined,
+      },
+      timeoutMs + ORIGIN_GRACE_MS,
+    );
     const delivered = await sent;
     producer?.end(delivered);
     if (!delivered) return this.unheard(rid);
@@ -621,10 +628,6 @@ export class Router {
       }
     }
   }
-}
-
-function originTimedOut(router: Router, rid: number, r: Route): void {
-  router.timedOut(rid, r);
 }
 
 /** A publish Redis answered late may have reached the owner: it counts as delivered (see send). */

@@ -1,0 +1,63 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import type { GatewayContext } from './context.ts';
+import type { PeerDirectory } from './peer-directory.ts';
+import { RemoteRequests } from './remote-requests.ts';
+import type { RemotePending, Route } from './route.ts';
+
+// The origin's deadline on requests out at other nodes: only `add`, `settle` and the host's
+// `timedOut` take part, so the table runs here without a router, a bus or a phone.
+function pending(rid: number): RemotePending {
+  return {
+    rid,
+    route: { rid } as unknown as Route,
+    node: 'n2',
+    epoch: 1,
+    sentAt: Date.now(),
+    cached: false,
+    moving: false,
+    sent: Promise.resolve(true),
+    dueAt: 0,
+    prevDue: undefined,
+    nextDue: undefined,
+    dueList: undefined,
+  };
+}
+
+async function until(f: () => boolean, ms = 5_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!f()) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+let table: RemoteRequests | undefined;
+afterEach(() => table?.close());
+
+describe('RemoteRequests deadlines', () => {
+  it('times out a request nobody answered, once, not before its time; never one settled first', async () => {
+    const timedOut: Array<{ rid: number; at: number; route: Route }> = [];
+    const t: RemoteRequests = new RemoteRequests({} as GatewayContext, {} as PeerDirectory, {
+      // As the router does: whoever settles the request decides its end.
+      timedOut: (rid, route) => {
+        if (t.settle(rid)) timedOut.push({ rid, at: performance.now(), route });
+      },
+      routeAgain: () => {},
+      isMoving: () => Promise.resolve(false),
+    });
+    table = t;
+    const started = performance.now();
+    const [a, b, c, d] = [1, 2, 3, 4].map(pending);
+    t.add(a, 40);
+    t.add(b, 40);
+    t.add(c, 80); // a delay of its own
+    t.add(d, 40);
+    expect(t.settle(2)).toBe(b); // answered in time
+    await until(() => timedOut.length === 3);
+    await new Promise((r) => setTimeout(r, 60));
+    expect(timedOut.map((x) => x.rid)).toEqual([1, 4, 3]);
+    expect(timedOut[0].route).toBe(a.route);
+    for (const x of timedOut) expect(x.at - started).toBeGreaterThanOrEqual(x.rid === 3 ? 79 : 39);
+    for (const rid of [1, 2, 3, 4]) expect(t.get(rid)).toBeUndefined();
+  });
+});
