@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { GatewayContext } from './context.ts';
 import type { PeerDirectory } from './peer-directory.ts';
 import { RemoteRequests } from './remote-requests.ts';
@@ -23,14 +23,6 @@ function pending(rid: number): RemotePending {
   };
 }
 
-async function until(f: () => boolean, ms = 5_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!f()) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
-
 let table: RemoteRequests | undefined;
 afterEach(() => table?.close());
 
@@ -53,7 +45,7 @@ describe('RemoteRequests deadlines', () => {
     t.add(c, 80); // a delay of its own
     t.add(d, 40);
     expect(t.settle(2)).toBe(b); // answered in time
-    await until(() => timedOut.length === 3);
+    await vi.waitFor(() => expect(timedOut.length).toBe(3), { timeout: 5_000, interval: 5 });
     await new Promise((r) => setTimeout(r, 60));
     expect(timedOut.map((x) => x.rid)).toEqual([1, 4, 3]);
     expect(timedOut[0].route).toBe(a.route);
