@@ -23,7 +23,9 @@ const e = await createEnrollment(store, {
   labels: { site: 'b' },
   namePrefix: 'r-',
 });
-const pk = generateDeviceKey().publicKeySpkiBase64;
+// A key per phone: phones sharing one would be one phone repeating its pairing
+// (docs/decisions/0238-a-pairing-repeated-by-its-phone.md).
+const keys = Array.from({ length: N }, () => generateDeviceKey().publicKeySpkiBase64);
 const mon = new pg.Client(source.pgConfig);
 await mon.connect();
 const waits = new Map<string, number>();
@@ -39,12 +41,12 @@ const sampler = (async () => {
 })();
 const t0 = performance.now();
 const res = await Promise.all(
-  Array.from({ length: N }, () =>
+  Array.from({ length: N }, (_, i) =>
     store
       .redeemPairingCode({
         codeHash: hashPairingCode(e.code),
         deviceId: newId('dev'),
-        publicKey: pk,
+        publicKey: keys[i],
         name: 'p',
         now: new Date(),
       })

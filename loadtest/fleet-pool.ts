@@ -7,7 +7,7 @@
 // Reports allocations/s, allocation latency p50/p99, call latency, errors, and the enrollment rate.
 //   npm run loadtest -- fleet [--phones 5000] [--duration 60]
 import { request, Agent } from 'node:http';
-import { randomUUID } from 'node:crypto';
+import { createPrivateKey, randomUUID, type KeyObject } from 'node:crypto';
 import { connectPhones, pool } from './lib/phones.ts';
 import { keepAliveAgents, loadSurface, loopbackAddresses } from './lib/light-phone.ts';
 import { startRelays } from './lib/relay.ts';
@@ -114,7 +114,10 @@ async function run(ctx: ScenarioContext): Promise<void> {
     namePrefix: 'rack-',
     relay: a.url,
   });
-  const device = generateDeviceKey();
+  // A key per phone: one key is one phone, whose repeated pairing gets the same device back
+  // (docs/decisions/0238-a-pairing-repeated-by-its-phone.md).
+  const phoneKeys = Array.from({ length: phoneCount }, () => generateDeviceKey());
+  const keyOf = new Map<string, KeyObject>();
   const addresses = loopbackAddresses(ENROLL_ADDRESSES);
   const agents = keepAliveAgents(addresses);
   const enrolled: string[] = [];
@@ -131,12 +134,14 @@ async function run(ctx: ScenarioContext): Promise<void> {
       `${(i % 2 ? b : a).url}/pair`,
       'POST',
       {},
-      { code: enrollment.code, public_key: device.publicKeySpkiBase64, name: 'light' },
+      { code: enrollment.code, public_key: phoneKeys[i].publicKeySpkiBase64, name: 'light' },
       agents.get(address)!,
     ).catch((err: Error) => ({ status: 0, json: String(err) }));
     enrollTrend.add(performance.now() - t0);
-    if (r.status === 200) enrolled.push(r.json.device_id as string);
-    else {
+    if (r.status === 200) {
+      enrolled.push(r.json.device_id as string);
+      keyOf.set(r.json.device_id as string, createPrivateKey(phoneKeys[i].privateKeyPem));
+    } else {
       enrollErrors.add();
       enrollFirstError ||= `${r.status} ${JSON.stringify(r.json)}`;
     }
@@ -167,7 +172,7 @@ async function run(ctx: ScenarioContext): Promise<void> {
       surface,
       onCall,
       concurrency: 200,
-      keyPair: device,
+      keyFor: (id) => keyOf.get(id)!,
       onProgress: () => up++,
     });
     fleets.push(fleet);

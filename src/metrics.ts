@@ -529,7 +529,8 @@ for (const outcome of ['ok', 'error', 'forbidden', 'aborted'])
   for (const era of ['session', 'stateless']) metrics.mcpRequests.cell({ method: 'tools/call', outcome, era });
 latencyCells.set('tools/call', metrics.mcpLatency.cell({ method: 'tools/call' }));
 for (const outcome of ['ok', 'rejected']) metrics.deviceAuth.inc({ outcome }, 0);
-for (const outcome of ['paired', 'bad_code', 'limit_reached', 'rate_limited']) metrics.pairAttempts.inc({ outcome }, 0);
+for (const outcome of ['paired', 'repeated', 'bad_code', 'limit_reached', 'rate_limited'])
+  metrics.pairAttempts.inc({ outcome }, 0);
 // The protocol's close codes (docs/PROTOCOL.md), the two every phone meets (a clean close, a
 // dropped socket) and 1005 (a close frame without a code). A phone chooses the code it closes
 // with: the others are "other", so that no phone can add series of its own.

@@ -42,6 +42,8 @@ export async function connectPhones(opts: {
   onReconnected?: LightPhoneOptions['onReconnected'];
   /** The phones' key (already registered with their ids); default: a new one. */
   keyPair?: { privateKeyPem: string; publicKeySpkiBase64: string };
+  /** A phone's own key instead, where each phone paired with its own (enrolled phones). */
+  keyFor?: (deviceId: string) => KeyObject;
   /** Stop connecting after this (performance.now()); the phones so far are kept. */
   until?: number;
   onProgress?(connected: number): void;
@@ -60,7 +62,7 @@ export async function connectPhones(opts: {
     return new LightPhone({
       deviceId,
       endpoint,
-      key,
+      key: opts.keyFor?.(deviceId) ?? key,
       surface: typeof opts.surface === 'function' ? opts.surface(i) : opts.surface,
       localAddress,
       agent: agents.get(localAddress),

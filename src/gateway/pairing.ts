@@ -1,5 +1,7 @@
 // POST /pair: a phone redeems a pairing code with its public key.
-// Wrong, expired and used codes look the same (403 bad_code); the sixth failure within
+// Wrong, expired and used codes look the same (403 bad_code), but for the phone that used a
+// code asking again with the same key, which gets its device again (a lost 200 is safe to
+// retry: docs/decisions/0238-a-pairing-repeated-by-its-phone.md); the sixth failure within
 // ten minutes from one address is a 429 before the code is even looked at — also when the
 // attempts arrive at once, on any number of nodes. Good pairings in flight are not failures:
 // attempts beyond them wait for a slot rather than being refused.
@@ -159,9 +161,13 @@ async function redeem(ctx: GatewayContext, ex: Exchange, raw: Buffer, span: Span
     ex.error(403, 'limit_reached', 'the account is at its plan limit for phones');
     return false;
   }
-  metrics.pairAttempts.inc({ outcome: 'paired' });
-  span?.setAttribute('phonebridge.pair.outcome', 'paired');
-  ctx.log.info({ deviceId: result.device.id, accountId: result.device.accountId }, 'device paired');
+  const outcome = result.repeated ? 'repeated' : 'paired';
+  metrics.pairAttempts.inc({ outcome });
+  span?.setAttribute('phonebridge.pair.outcome', outcome);
+  ctx.log.info(
+    { deviceId: result.device.id, accountId: result.device.accountId },
+    result.repeated ? 'device pairing repeated (same code and key)' : 'device paired',
+  );
   ex.json(200, { device_id: result.device.id, relay_host: ctx.config.relayHost });
   return false;
 }

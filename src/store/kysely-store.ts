@@ -245,9 +245,10 @@ class KyselyStore implements Store {
     now: Date;
   }): Promise<RedeemResult> {
     // An enrollment code of an account without a phone cap — a rack pairing hundreds of phones
-    // at once — is one statement and no transaction (docs/decisions/0176-enrollment-in-one-statement.md).
-    const device = await takeEnrollmentSlot(this.db, input, { uncappedOnly: true });
-    if (device) return { ok: true, device };
+    // at once — is one statement and no transaction (docs/decisions/0176-enrollment-in-one-statement.md);
+    // any enrollment code's phone asking again is answered there too (0238).
+    const taken = await takeEnrollmentSlot(this.db, input, { uncappedOnly: true });
+    if (taken) return redeemed(taken);
     return this.redeemIn(input);
   }
 
@@ -271,8 +272,13 @@ class KyselyStore implements Store {
       if (!code) return redeemCappedEnrollment(trx, input);
       // Wrong, used and expired all look the same to the caller (no oracle).
       if (!sameSecret(code.code_hash, input.codeHash)) return { ok: false, error: 'bad_code' };
-      if (code.used_at !== null || code.expires_at.getTime() <= input.now.getTime())
-        return { ok: false, error: 'bad_code' };
+      if (code.expires_at.getTime() <= input.now.getTime()) return { ok: false, error: 'bad_code' };
+      if (code.used_at !== null) {
+        // The phone that used it asking again (its answer was lost): its device, nothing new
+        // (docs/decisions/0238-a-pairing-repeated-by-its-phone.md).
+        const device = await pairedWithCode(trx, code.account_id, code.used_at, input.publicKey);
+        return device ? { ok: true, device, repeated: true } : { ok: false, error: 'bad_code' };
+      }
       // Lock the account row so two different codes of one account cannot both take the last slot.
       const account = await lockAccountCaps(trx, code.account_id);
       if (!account) return { ok: false, error: 'bad_code' };
@@ -561,7 +567,8 @@ class KyselyStore implements Store {
     return this.db.transaction().execute(async (trx) => {
       const codes = await trx
         .deleteFrom('pairing_codes')
-        .where((eb) => eb.or([eb('expires_at', '<=', now), eb('used_at', 'is not', null)]))
+        // A used code stays until it expires: its phone may ask again (redeemIn).
+        .where('expires_at', '<=', now)
         .executeTakeFirst();
       const tokens = await trx.deleteFrom('tokens').where('expires_at', '<=', now).executeTakeFirst();
       const hosted = await purgeHostedExpired(trx, now);
@@ -612,6 +619,27 @@ export async function createStore(source: DatabaseSource, options: CreateStoreOp
 }
 
 /**
+ * The device a one-phone code paired at `usedAt`, if `publicKey` is its key and it is still
+ * there: the code's row keeps its use time, and the device was created with that time in the
+ * same transaction (redeemIn). Served by devices_account_idx (account_id, created_at).
+ */
+async function pairedWithCode(
+  trx: Transaction<DB>,
+  accountId: string,
+  usedAt: Date,
+  publicKey: string,
+): Promise<Device | undefined> {
+  const row = await trx
+    .selectFrom('devices')
+    .selectAll()
+    .where('account_id', '=', accountId)
+    .where('created_at', '=', usedAt)
+    .where('public_key', '=', publicKey)
+    .executeTakeFirst();
+  return row && toDevice(row);
+}
+
+/**
  * One phone of an enrollment code (docs/decisions/0173-enrollment.md,
  * 0176-enrollment-in-one-statement.md), in ONE statement: the code's counter is taken by a
  * conditional UPDATE (so N is never exceeded under any concurrency) and the phone inserted from
@@ -620,13 +648,16 @@ export async function createStore(source: DatabaseSource, options: CreateStoreOp
  * code pairing at once queue for microseconds there, not for round trips to the relay while
  * holding a pool connection. `uncappedOnly`: only for an account without a phone cap (a capped
  * account's pairings must count its phones under its lock first: redeemCappedEnrollment).
+ * A phone this code already paired with this key, asking again, takes no slot and gets that
+ * device (`repeated`) from a second query, run only when no slot was taken: capped account or
+ * not, used-up code or not (docs/decisions/0238-a-pairing-repeated-by-its-phone.md).
  * undefined: no slot was taken (no such usable code, or a capped account with uncappedOnly).
  */
 async function takeEnrollmentSlot(
   db: Kysely<DB>,
   input: { codeHash: string; deviceId: string; publicKey: string; name: string; now: Date },
   opts: { uncappedOnly: boolean },
-): Promise<Device | undefined> {
+): Promise<{ device: Device; repeated: boolean } | undefined> {
   const { rows } = await sql<Selectable<DB['devices']>>`
     with slot as (
       update enrollments e set used = e.used + 1
@@ -634,14 +665,28 @@ async function takeEnrollmentSlot(
        where e.code_hash = ${input.codeHash} and a.id = e.account_id
          and e.revoked_at is null and e.expires_at > ${input.now} and e.used < e.max_phones
          ${opts.uncappedOnly ? sql`and a.max_devices is null` : sql``}
-      returning e.account_id, e.used, e.name_prefix, e.labels
+         and not exists (
+           select 1 from devices d where d.enrollment_id = e.id and d.public_key = ${input.publicKey}
+         )
+      returning e.id, e.account_id, e.used, e.name_prefix, e.labels
     )
-    insert into devices (id, account_id, name, public_key, labels, created_at)
+    insert into devices (id, account_id, name, public_key, labels, enrollment_id, created_at)
     select ${input.deviceId}, slot.account_id, coalesce(slot.name_prefix || slot.used::text, ${input.name}),
-           ${input.publicKey}, slot.labels, ${input.now}
+           ${input.publicKey}, slot.labels, slot.id, ${input.now}
       from slot
     returning *`.execute(db);
-  return rows[0] && toDevice(rows[0]);
+  if (rows[0]) return { device: toDevice(rows[0]), repeated: false };
+  // No slot taken: perhaps this code's phone asking again (a rare second round trip).
+  const { rows: again } = await sql<Selectable<DB['devices']>>`
+    select d.* from devices d join enrollments e on d.enrollment_id = e.id
+     where e.code_hash = ${input.codeHash} and e.revoked_at is null and e.expires_at > ${input.now}
+       and d.public_key = ${input.publicKey}
+     limit 1`.execute(db);
+  return again[0] && { device: toDevice(again[0]), repeated: true };
+}
+
+function redeemed(taken: { device: Device; repeated: boolean }): RedeemResult {
+  return taken.repeated ? { ok: true, device: taken.device, repeated: true } : { ok: true, device: taken.device };
 }
 
 /**
@@ -671,7 +716,7 @@ async function redeemCappedEnrollment(
   if (!account) return { ok: false, error: 'bad_code' };
   if (account.max_devices !== null && (await countDevices(trx, code.account_id)) >= account.max_devices)
     return { ok: false, error: 'limit_reached' };
-  const device = await takeEnrollmentSlot(trx, input, { uncappedOnly: false });
+  const taken = await takeEnrollmentSlot(trx, input, { uncappedOnly: false });
   // Used up (or revoked) since the read above.
-  return device ? { ok: true, device } : { ok: false, error: 'bad_code' };
+  return taken ? redeemed(taken) : { ok: false, error: 'bad_code' };
 }

@@ -24,6 +24,8 @@ export interface DevicesTable {
   last_seen_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
   /** jsonb object of hand-set labels (migration 004); written as JSON text. */
   labels: ColumnType<Record<string, string>, string | undefined, string>;
+  /** The enrollment code that paired it, if one did (migration 007). */
+  enrollment_id: ColumnType<string | null, string | null | undefined, never>;
   created_at: ColumnType<Date, Date | undefined, never>;
 }
 

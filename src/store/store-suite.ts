@@ -193,12 +193,13 @@ export function storeSuite(backend: TestBackend): void {
         ]);
       });
 
-      it('migration 006 brings a database of the release before to removed_devices, its devices kept', async () => {
+      it('migrations 006 and 007 bring a database at version 5 to removed_devices and enrollment_id, its devices kept', async () => {
         const acct = await account();
         const dev = await pairedDevice(acct.id);
-        // The schema as the release before left it: version 5, no removed_devices.
+        // The schema as version 5 left it: no removed_devices, no devices.enrollment_id (nor its index).
         const before = MIGRATIONS[migration006.version - 2];
         await raw.query('drop table removed_devices');
+        await raw.query('alter table devices drop column enrollment_id');
         await raw.query('update schema_version set version = $1, min_release = $2', [before.version, before.release]);
         const k = kyselyOn();
         try {
@@ -266,12 +267,83 @@ export function storeSuite(backend: TestBackend): void {
         });
         expect(await store.getDevice(r.device.id)).toEqual(r.device);
         expect(await store.listDevices(acct.id)).toEqual([r.device]);
-        // used
+        // used: by another key it is bad_code
         expect(
-          await store.redeemPairingCode({ codeHash, deviceId: uid('dev'), publicKey: 'PUB', name: 'x', now }),
+          await store.redeemPairingCode({ codeHash, deviceId: uid('dev'), publicKey: 'OTHER', name: 'x', now }),
         ).toEqual({ ok: false, error: 'bad_code' });
         expect(await store.listDevices(acct.id)).toHaveLength(1);
       });
+
+      it('answers the phone that used a code, asking again with its key, with its device; nothing new', async () => {
+        const acct = await account();
+        const codeHash = hashPairingCode(newPairingCode());
+        const expiresAt = new Date(Date.now() + 10 * MIN);
+        await store.createPairingCode({ accountId: acct.id, codeHash, expiresAt });
+        const first = await store.redeemPairingCode({
+          codeHash,
+          deviceId: uid('dev'),
+          publicKey: 'PUB-A',
+          name: 'a',
+          now: new Date(),
+        });
+        if (!first.ok) throw new Error('first pairing refused');
+        expect(first.repeated).toBeUndefined();
+        const again = (now: Date, publicKey = 'PUB-A') =>
+          store.redeemPairingCode({ codeHash, deviceId: uid('dev'), publicKey, name: 'b', now });
+        expect(await again(new Date())).toEqual({ ok: true, device: first.device, repeated: true });
+        expect(await again(new Date(expiresAt.getTime() - 1))).toEqual({
+          ok: true,
+          device: first.device,
+          repeated: true,
+        });
+        expect(await store.listDevices(acct.id)).toEqual([first.device]);
+        // Not after the code's expiry, not for another key, not once the device is removed.
+        expect(await again(expiresAt)).toEqual({ ok: false, error: 'bad_code' });
+        expect(await again(new Date(), 'PUB-B')).toEqual({ ok: false, error: 'bad_code' });
+        // A purge before expiry keeps the used code (its phone may still ask again).
+        await store.purgeExpired(new Date());
+        expect((await again(new Date())).ok).toBe(true);
+        expect(await store.removeDevice(first.device.id)).toBe(true);
+        expect(await again(new Date())).toEqual({ ok: false, error: 'bad_code' });
+        expect(await store.listDevices(acct.id)).toEqual([]);
+      });
+
+      it.each([
+        ['an uncapped account', null],
+        ['a capped account', 10],
+      ])(
+        "answers an enrollment code's phone asking again with its key with its device, taking no slot (%s)",
+        async (_, maxDevices) => {
+          const acct = await account({ maxDevices });
+          const codeHash = hashPairingCode(newPairingCode());
+          const e = await store.fleet.createEnrollment({
+            id: uid('enr'),
+            accountId: acct.id,
+            codeHash,
+            maxPhones: 2,
+            labels: { rack: 'a' },
+            namePrefix: 'r-',
+            expiresAt: new Date(Date.now() + 60 * MIN),
+          });
+          const pair = (publicKey: string) =>
+            store.redeemPairingCode({ codeHash, deviceId: uid('dev'), publicKey, name: 'p', now: new Date() });
+          const a = await pair('KEY-A');
+          if (!a.ok) throw new Error('first pairing refused');
+          expect(a.repeated).toBeUndefined();
+          expect(await pair('KEY-A')).toEqual({ ok: true, device: a.device, repeated: true });
+          expect((await store.fleet.getEnrollment(e.id))?.used).toBe(1);
+          const b = await pair('KEY-B');
+          expect(b).toMatchObject({ ok: true, device: { name: 'r-2' } });
+          // Used up: a new key is refused, the phones it paired still get their devices.
+          expect(await pair('KEY-C')).toEqual({ ok: false, error: 'bad_code' });
+          expect(await pair('KEY-A')).toEqual({ ok: true, device: a.device, repeated: true });
+          expect((await store.fleet.getEnrollment(e.id))?.used).toBe(2);
+          expect((await store.listDevices(acct.id)).map((d) => d.name).sort()).toEqual(['r-1', 'r-2']);
+          // Revoked: nothing, not even a repeat.
+          expect(await store.fleet.revokeEnrollment(e.id, new Date())).toBe(true);
+          expect(await pair('KEY-A')).toEqual({ ok: false, error: 'bad_code' });
+        },
+      );
 
       it('wrong and expired codes are bad_code', async () => {
         const acct = await account();
@@ -634,7 +706,7 @@ export function storeSuite(backend: TestBackend): void {
       expect((await store.tailControlEvents(seen.cursor)).events).toEqual([]);
     });
 
-    it('purges expired and used codes and expired tokens', async () => {
+    it('purges expired codes (used or not) and expired tokens', async () => {
       // Everything is relative to a fixed instant ahead of the other tests' rows, after a first
       // purge at that instant clears what they left behind, so the count is exact.
       const t = new Date(Date.now() + 60 * MIN);

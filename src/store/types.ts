@@ -76,7 +76,12 @@ export interface Token {
   createdAt: Date;
 }
 
-export type RedeemResult = { ok: true; device: Device } | { ok: false; error: 'bad_code' | 'limit_reached' };
+/**
+ * `repeated`: the code was already used by this public key, whose device this is (its phone
+ * asking again after a lost answer); nothing was created.
+ */
+export type RedeemResult =
+  { ok: true; device: Device; repeated?: true } | { ok: false; error: 'bad_code' | 'limit_reached' };
 export type CreateTokenResult = { ok: true; token: Token } | { ok: false; error: 'no_device' | 'limit_reached' };
 
 export interface Store {
@@ -115,7 +120,9 @@ export interface Store {
   }): Promise<{ ok: true } | { ok: false; error: 'limit_reached' }>;
   /**
    * Atomically: finds an unused, unexpired code by hash, marks it used, checks the plan cap
-   * again and inserts the device. Wrong, expired and used codes are all `bad_code`.
+   * again and inserts the device. Wrong, expired and used codes are all `bad_code`, except a
+   * one-phone code used by this same public key while it is unexpired: its device again
+   * (`repeated`).
    */
   redeemPairingCode(input: {
     codeHash: string;

@@ -71,11 +71,13 @@ describe('an enrollment code under 250 concurrent pairings (pool of 4)', () => {
       }
     })();
     const results = await Promise.all(
-      Array.from({ length: PHONES }, () =>
+      // A key each: one key is one phone, whose repeats get its device
+      // (docs/decisions/0238-a-pairing-repeated-by-its-phone.md).
+      Array.from({ length: PHONES }, (_, i) =>
         store.redeemPairingCode({
           codeHash,
           deviceId: newId('dev'),
-          publicKey: 'PUB',
+          publicKey: `PUB-${i}`,
           name: 'phone',
           now: new Date(),
         }),
@@ -107,8 +109,14 @@ describe('an enrollment code under 250 concurrent pairings (pool of 4)', () => {
     });
     const codeHash = hashPairingCode(e.code);
     const results = await Promise.all(
-      Array.from({ length: 60 }, () =>
-        store.redeemPairingCode({ codeHash, deviceId: newId('dev'), publicKey: 'PUB', name: 'p', now: new Date() }),
+      Array.from({ length: 60 }, (_, i) =>
+        store.redeemPairingCode({
+          codeHash,
+          deviceId: newId('dev'),
+          publicKey: `PUB-${i}`,
+          name: 'p',
+          now: new Date(),
+        }),
       ),
     );
     expect(results.filter((r) => r.ok)).toHaveLength(30);

@@ -13,6 +13,7 @@ import {
 } from '../helpers/raw-device.ts';
 import { generateDeviceKey } from '../../src/crypto/device-auth.ts';
 import { createPairing } from '../../src/provisioning.ts';
+import { createEnrollment } from '../../src/fleet/enroll.ts';
 
 let relay: TestRelay;
 let phone: RawPhone;
@@ -33,13 +34,56 @@ describe('POST /pair', () => {
     expect(r.json.device_id).toMatch(/^dev_/);
     expect(r.json.relay_host).toBe(new URL(relay.url).host);
     // Used codes are indistinguishable from wrong ones.
-    const again = await postJson(
+    const other = await postJson(
       `${relay.url}/pair`,
-      { code: qr.code, public_key: key.publicKeySpkiBase64, name: 'again' },
+      { code: qr.code, public_key: generateDeviceKey().publicKeySpkiBase64, name: 'again' },
       { 'x-forwarded-for': '10.9.9.1' },
     );
-    expect(again.status).toBe(403);
-    expect(again.json.error).toBe('bad_code');
+    expect(other.status).toBe(403);
+    expect(other.json.error).toBe('bad_code');
+  });
+
+  it('answers a phone that repeats its pairing (same code, same key: its 200 was lost) with the same device, and pairs nothing new', async () => {
+    const qr = await relay.pair('retry');
+    const key = generateDeviceKey();
+    const body = { code: qr.code, public_key: key.publicKeySpkiBase64, name: 'retry' };
+    const first = await postJson(`${relay.url}/pair`, body);
+    expect(first.status).toBe(200);
+    const repeats = await Promise.all([postJson(`${relay.url}/pair`, body), postJson(`${relay.url}/pair`, body)]);
+    for (const r of repeats) expect({ status: r.status, json: r.json }).toEqual({ status: 200, json: first.json });
+    const withKey = (await relay.relay.store.store.listDevices()).filter(
+      (d) => d.publicKey === key.publicKeySpkiBase64,
+    );
+    expect(withKey.map((d) => d.id)).toEqual([first.json.device_id]);
+    // The phone, with the id all three answers gave, connects.
+    const p: RawPhone = { key, deviceId: first.json.device_id, relayHost: first.json.relay_host };
+    const s = await openSocket(relay.url, signedHeaders(p, await challenge(relay.url, p.deviceId)));
+    await completeHandshake(s);
+    await waitFor(() => !!relay.relay.node.ctx.hub.device(p.deviceId)?.initResult);
+    s.ws.close();
+    await s.closed;
+  });
+
+  it("answers an enrollment code's phone repeating its pairing with its device, taking no slot", async () => {
+    const e = await createEnrollment(relay.relay.store.store, {
+      accountId: 'local',
+      maxPhones: 2,
+      expiresMs: 60_000,
+      namePrefix: 'bench-',
+      relay: relay.url,
+    });
+    const [a, b] = [generateDeviceKey(), generateDeviceKey()];
+    const pair = (key: typeof a) =>
+      postJson(`${relay.url}/pair`, { code: e.qr.code, public_key: key.publicKeySpkiBase64, name: 'x' });
+    const first = await pair(a);
+    expect(first.status).toBe(200);
+    expect((await pair(a)).json).toEqual(first.json);
+    const second = await pair(b);
+    expect(second.status).toBe(200);
+    expect(second.json.device_id).not.toBe(first.json.device_id);
+    // Both slots taken, one each; the first phone may still repeat.
+    expect((await relay.relay.store.store.fleet.getEnrollment(e.id))?.used).toBe(2);
+    expect((await pair(a)).json).toEqual(first.json);
   });
 
   it('refuses an expired code with the same bad_code', async () => {

@@ -11,6 +11,7 @@ import { migration003 } from './003_hosted.ts';
 import { migration004 } from './004_fleets.ts';
 import { migration005 } from './005_fleet_key_devices.ts';
 import { migration006 } from './006_removed_devices.ts';
+import { migration007 } from './007_device_enrollment.ts';
 import type { Migration } from './types.ts';
 
 export type { Migration } from './types.ts';
@@ -22,6 +23,7 @@ export const MIGRATIONS: readonly Migration[] = [
   migration004,
   migration005,
   migration006,
+  migration007,
 ];
 export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1].version;
 
