@@ -63,7 +63,10 @@ export interface FleetOptions {
   connectTimeoutMs?: number;
   /** The agents' timeout for the challenge POST and the WebSocket handshake. Default: the agent's (15 s). */
   requestTimeoutMs?: number;
-  /** Timeout of one /pair POST; a pairing that times out is retried (twice) with a fresh code. Default 10 000. */
+  /**
+   * Timeout of one /pair POST. The agent asks again with the same code (three tries); a pairing
+   * that still fails without a refusal is retried (twice) with a fresh code. Default 10 000.
+   */
   pairTimeoutMs?: number;
   /** Called as each phone's HTTP request (pair, challenge) leaves, before any answer: what the relay is asked, when. */
   onRequest?: (index: number, url: string, at: number) => void;
@@ -214,7 +217,8 @@ export async function startFleet(opts: FleetOptions): Promise<Fleet> {
           log,
         });
       } catch (err) {
-        // A refusal (bad code, plan limit, rate limit) is final; a lost answer is retried with a new code.
+        // A refusal (bad code, plan limit, rate limit) is final; what the agent's own tries with
+        // the same code did not get through is retried with a new code.
         if (err instanceof PairingError || attempt >= 3) throw err;
         log.warn(`phone ${i}: pairing attempt ${attempt} failed (${(err as Error).message}); retrying with a new code`);
       }

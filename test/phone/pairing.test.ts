@@ -2,6 +2,7 @@
 // kept in 0600 files, and the relay's refusals explained.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
+import { createServer as createHttpServer } from 'node:http';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPublicKey } from 'node:crypto';
@@ -87,7 +88,15 @@ describe('pairing with the relay', () => {
     await new Promise((resolve) => closed.close(resolve));
     const dir = join(scratchDir('pb-state-'), 's');
     const qr = JSON.stringify({ v: 1, relay: `http://127.0.0.1:${port}`, code: 'ABCD-EFGH' });
-    const err = await pairDevice({ stateDir: dir, qr, name: 'a' }).catch((e) => e);
+    const warnings: string[] = [];
+    const err = await pairDevice({
+      stateDir: dir,
+      qr,
+      name: 'a',
+      retryDelayMs: 5,
+      log: { warn: (m) => warnings.push(m) },
+    }).catch((e) => e);
+    expect(warnings).toHaveLength(2); // three tries in all
     expect(err).toBeInstanceOf(PairingError);
     expect(err).toMatchObject({ code: 'unreachable', status: undefined });
     expect(err.message).toBe(
@@ -95,5 +104,55 @@ describe('pairing with the relay', () => {
     );
     expect(loadIdentity(dir)).toBeUndefined();
     expect(readdirSync(dir)).toEqual([KEY_FILE]);
+  });
+
+  it('asks again with the same code and key when the answer is lost or the relay answers 5xx, and gets the one device', async () => {
+    // In front of the relay: the first /pair goes through but its answer is cut off (the
+    // socket destroyed once the relay has answered), the second is a 503 that never reaches
+    // the relay, the third goes through.
+    let seen = 0;
+    const front = createHttpServer((req, res) => {
+      const n = ++seen;
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        if (n === 2) {
+          res.writeHead(503, { 'content-type': 'application/json' }).end('{"error":"store_unavailable"}');
+          return;
+        }
+        void fetch(`${relay.url}/pair`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: Buffer.concat(chunks),
+        }).then(async (r) => {
+          const body = await r.text();
+          if (n === 1) return void req.socket.destroy();
+          res.writeHead(r.status, { 'content-type': 'application/json' }).end(body);
+        });
+      });
+    });
+    await new Promise<void>((resolve) => front.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = front.address() as AddressInfo;
+      const qr = { ...(await relay.pair()), relay: `http://127.0.0.1:${port}` };
+      const dir = join(scratchDir('pb-state-'), 's');
+      const warnings: string[] = [];
+      const identity = await pairDevice({
+        stateDir: dir,
+        qr,
+        name: 'flaky',
+        retryDelayMs: 5,
+        log: { warn: (m) => warnings.push(m) },
+      });
+      expect(seen).toBe(3);
+      expect(warnings).toHaveLength(2);
+      expect(warnings[1]).toMatch(/HTTP 503/);
+      const key = loadOrCreateKey(dir).publicKeySpkiBase64;
+      const devices = (await relay.relay.store.store.listDevices()).filter((d) => d.publicKey === key);
+      expect(devices.map((d) => d.id)).toEqual([identity.device_id]);
+      expect(loadIdentity(dir)?.device_id).toBe(identity.device_id);
+    } finally {
+      await new Promise((resolve) => front.close(resolve));
+    }
   });
 });

@@ -1,5 +1,7 @@
-// Pairing: redeem the QR's one-time code for a device id, once per state dir.
+// Pairing: redeem the QR's one-time code for a device id, once per state dir; a lost answer or a
+// relay briefly down is asked again with the same code and key.
 import { rmSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { PinMismatchError, postJson, relayUrl, type FetchLike } from './relay-http.ts';
@@ -54,6 +56,14 @@ export interface PairOptions {
   name: string;
   fetchImpl?: FetchLike;
   timeoutMs?: number;
+  /**
+   * Tries in all when the relay cannot be reached or answers 5xx. The relay answers a repeat
+   * of a pairing that went through (same code, same key) with the same device, so a lost answer
+   * is safe to ask again (docs/decisions/0238-a-pairing-repeated-by-its-phone.md). Default 3.
+   */
+  attempts?: number;
+  /** Wait before the second try, doubled for each one after. Default 1 000 ms. */
+  retryDelayMs?: number;
   log?: { warn(msg: string): void };
 }
 
@@ -79,21 +89,37 @@ export async function pairDevice(opts: PairOptions): Promise<DeviceIdentity> {
     opts.log?.warn(`the pairing payload pins a TLS key but ${qr.relay} is not https; nothing to pin`);
 
   const key = loadOrCreateKey(opts.stateDir);
+  const attempts = Math.max(1, opts.attempts ?? 3);
   let reply;
-  try {
-    reply = await postJson(
-      relayUrl(qr.relay, '/pair'),
-      { code: qr.code, public_key: key.publicKeySpkiBase64, name: opts.name },
-      { fp: qr.fp, fetchImpl: opts.fetchImpl, timeoutMs: opts.timeoutMs ?? 15_000 },
-    );
-  } catch (err) {
-    if (err instanceof PinMismatchError) throw err; // says what is wrong already
-    throw new PairingError(
-      'unreachable',
-      undefined,
-      `pairing failed: cannot reach the relay at ${qr.relay} (${(err as Error).message}); check the QR's relay URL and that the relay is up`,
-      { cause: err },
-    );
+  for (let attempt = 1; ; attempt++) {
+    const last = attempt >= attempts;
+    const again = (why: string) => {
+      opts.log?.warn(
+        `pairing attempt ${attempt} of ${attempts} failed (${why}); trying again with the same code and key`,
+      );
+      return sleep((opts.retryDelayMs ?? 1000) * 2 ** (attempt - 1));
+    };
+    try {
+      reply = await postJson(
+        relayUrl(qr.relay, '/pair'),
+        { code: qr.code, public_key: key.publicKeySpkiBase64, name: opts.name },
+        { fp: qr.fp, fetchImpl: opts.fetchImpl, timeoutMs: opts.timeoutMs ?? 15_000 },
+      );
+    } catch (err) {
+      if (err instanceof PinMismatchError) throw err; // says what is wrong already
+      if (!last) {
+        await again((err as Error).message);
+        continue;
+      }
+      throw new PairingError(
+        'unreachable',
+        undefined,
+        `pairing failed: cannot reach the relay at ${qr.relay} (${(err as Error).message}); check the QR's relay URL and that the relay is up`,
+        { cause: err },
+      );
+    }
+    if (reply.status < 500 || last) break;
+    await again(`HTTP ${reply.status}`);
   }
   if (reply.status !== 200) {
     const code =
