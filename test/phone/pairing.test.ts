@@ -6,7 +6,7 @@ import { createServer as createHttpServer } from 'node:http';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPublicKey } from 'node:crypto';
-import { pairDevice, PairingError } from '../../src/device/agent/pairing.ts';
+import { pairDevice, PairingError, type PairOptions } from '../../src/device/agent/pairing.ts';
 import { IDENTITY_FILE, KEY_FILE, loadIdentity, loadOrCreateKey } from '../../src/device/agent/state.ts';
 import { startTestRelay, type TestRelay } from '../helpers/relay.ts';
 import { removeScratch, scratchDir } from './helpers.ts';
@@ -21,6 +21,10 @@ afterAll(async () => {
 });
 
 const mode = (path: string) => statSync(path).mode & 0o777;
+
+/** pairDevice with its retries 5 ms apart, its warnings collected in `warnings`. */
+const pairQuickly = (stateDir: string, qr: PairOptions['qr'], warnings: string[]) =>
+  pairDevice({ stateDir, qr, name: 'retrying', retryDelayMs: 5, log: { warn: (m) => warnings.push(m) } });
 
 describe('pairing with the relay', () => {
   it('creates the dir 0700 and writes 0600 files, with no temp files left behind; the relay stores the same key', async () => {
@@ -89,13 +93,7 @@ describe('pairing with the relay', () => {
     const dir = join(scratchDir('pb-state-'), 's');
     const qr = JSON.stringify({ v: 1, relay: `http://127.0.0.1:${port}`, code: 'ABCD-EFGH' });
     const warnings: string[] = [];
-    const err = await pairDevice({
-      stateDir: dir,
-      qr,
-      name: 'a',
-      retryDelayMs: 5,
-      log: { warn: (m) => warnings.push(m) },
-    }).catch((e) => e);
+    const err = await pairQuickly(dir, qr, warnings).catch((e) => e);
     expect(warnings).toHaveLength(2); // three tries in all
     expect(err).toBeInstanceOf(PairingError);
     expect(err).toMatchObject({ code: 'unreachable', status: undefined });
@@ -137,13 +135,7 @@ describe('pairing with the relay', () => {
       const qr = { ...(await relay.pair()), relay: `http://127.0.0.1:${port}` };
       const dir = join(scratchDir('pb-state-'), 's');
       const warnings: string[] = [];
-      const identity = await pairDevice({
-        stateDir: dir,
-        qr,
-        name: 'flaky',
-        retryDelayMs: 5,
-        log: { warn: (m) => warnings.push(m) },
-      });
+      const identity = await pairQuickly(dir, qr, warnings);
       expect(seen).toBe(3);
       expect(warnings).toHaveLength(2);
       expect(warnings[1]).toMatch(/HTTP 503/);

@@ -24,6 +24,15 @@ beforeAll(async () => {
 });
 afterAll(async () => relay?.stop());
 
+/** `p` opens its socket with a good signature, completes the handshake and is attached; then closes. */
+async function connectsAndInitializes(p: RawPhone): Promise<void> {
+  const s = await openSocket(relay.url, signedHeaders(p, await challenge(relay.url, p.deviceId)));
+  await completeHandshake(s);
+  await waitFor(() => !!relay.relay.node.ctx.hub.device(p.deviceId)?.initResult);
+  s.ws.close();
+  await s.closed;
+}
+
 describe('POST /pair', () => {
   it('pairs once with a good code and returns the device id and relay host', async () => {
     const qr = await relay.pair('good');
@@ -56,12 +65,7 @@ describe('POST /pair', () => {
     );
     expect(withKey.map((d) => d.id)).toEqual([first.json.device_id]);
     // The phone, with the id all three answers gave, connects.
-    const p: RawPhone = { key, deviceId: first.json.device_id, relayHost: first.json.relay_host };
-    const s = await openSocket(relay.url, signedHeaders(p, await challenge(relay.url, p.deviceId)));
-    await completeHandshake(s);
-    await waitFor(() => !!relay.relay.node.ctx.hub.device(p.deviceId)?.initResult);
-    s.ws.close();
-    await s.closed;
+    await connectsAndInitializes({ key, deviceId: first.json.device_id, relayHost: first.json.relay_host });
   });
 
   it("answers an enrollment code's phone repeating its pairing with its device, taking no slot", async () => {
@@ -237,11 +241,7 @@ describe('phone socket authentication', () => {
   });
 
   it('accepts a good signature and initializes the phone', async () => {
-    const s = await openSocket(relay.url, signedHeaders(phone, await challenge(relay.url, phone.deviceId)));
-    await completeHandshake(s);
-    await waitFor(() => !!relay.relay.node.ctx.hub.device(phone.deviceId)?.initResult);
-    s.ws.close();
-    await s.closed;
+    await connectsAndInitializes(phone);
   });
 
   it('closes with 4003 on a bad signature', async () => {
