@@ -23,6 +23,9 @@ export type McpHeaders = Record<string, string>;
 export const FORWARDED_CHAIN = 'forwarded chain';
 const MCP_HEADER_SET = new Set<string>(MCP_HEADERS);
 const PARAM_PREFIX = 'mcp-param-';
+// Through .call: docs/decisions/0239-string-methods-on-hot-paths-through-call.md.
+// eslint-disable-next-line @typescript-eslint/unbound-method -- only ever called with .call(k, …)
+const startsWith = String.prototype.startsWith;
 
 /**
  * One request's copy, with a field for every name /mcp reads from the start: all copies share
@@ -74,7 +77,7 @@ const collectHeader = (k: string, v: string): void => {
     if (h[k] === undefined && v !== '') h[k] = v;
     if (collectChain && k === 'x-forwarded-for')
       h[FORWARDED_CHAIN] = h[FORWARDED_CHAIN] === undefined ? v : `${h[FORWARDED_CHAIN]},${v}`;
-  } else if (k.startsWith(PARAM_PREFIX)) h[k] = v;
+  } else if (startsWith.call(k, PARAM_PREFIX)) h[k] = v;
 };
 
 export function collectHeaders(req: Req, trustProxy: boolean): McpHeaders {

@@ -149,7 +149,7 @@ const SEED = randomBytes(4).readInt32LE(0);
 
 // Called as charCodeAt.call(s, i): in the relay, \`s.charCodeAt\` (keys of every string kind: flat,
 // concatenated, sliced) compiled to a generic LoadIC per character, about half the hash's time
-// (docs/decisions/0237-keyed-tables-hash-once-with-a-seed.md).
+// (docs/decisions/0237-keyed-tables-hash-once-with-a-seed.md, 0239-string-methods-on-hot-paths-through-call.md).
 // eslint-disable-next-line @typescript-eslint/unbound-method -- only ever called with .call(s, i)
 const charCodeAt = String.prototype.charCodeAt;
 
