@@ -146,6 +146,17 @@ describe('readClientRequest', () => {
     }
   });
 
+  it('writes every relay id in decimal, from 0 to the largest safe integer', () => {
+    const r = readClientRequest(Buffer.from('{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"é"}}'))!;
+    const carried = paramsWithCaller(r, caller);
+    for (const id of [0, 7, 9, 10, 99, 100, 123456, 999_999_999, 2 ** 32, Number.MAX_SAFE_INTEGER]) {
+      const frame = requestFrame(r, id, caller);
+      expect(JSON.parse(frame.toString())).toMatchObject({ id, method: 'tools/call' });
+      expect(frame.toString()).toContain(`"id":${id},`);
+      expect(forwardedFrame(id, r.method, carried).equals(frame)).toBe(true);
+    }
+  });
+
   it('leaves everything else to the full parse', () => {
     for (const text of [
       '[{"jsonrpc":"2.0","id":1,"method":"ping"}]',
