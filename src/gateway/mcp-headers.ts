@@ -1,6 +1,7 @@
 // Which request headers /mcp reads, copied in one pass: uWS's request object is valid only
 // during the synchronous handler (McpEndpoint.begin), so everything later reads this copy.
 import type { HttpRequest as Req } from '../uws.ts';
+import { startsWith } from '../protocol/string-builtins.ts';
 
 const MCP_HEADERS = [
   'x-api-key',
@@ -23,9 +24,6 @@ export type McpHeaders = Record<string, string>;
 export const FORWARDED_CHAIN = 'forwarded chain';
 const MCP_HEADER_SET = new Set<string>(MCP_HEADERS);
 const PARAM_PREFIX = 'mcp-param-';
-// Through .call: docs/decisions/0239-string-methods-on-hot-paths-through-call.md.
-// eslint-disable-next-line @typescript-eslint/unbound-method -- only ever called with .call(k, …)
-const startsWith = String.prototype.startsWith;
 
 /**
  * One request's copy, with a field for every name /mcp reads from the start: all copies share

@@ -547,8 +547,8 @@ export class Router {
     r.sink.fail(error);
   }
 
-  /** @internal The origin's own deadline for a request sent to another node (send). */
-  timedOut(rid: number, r: Route): void {
+  /** The origin's own deadline for a request sent to another node passed (RemoteRequests). */
+  private timedOut(rid: number, r: Route): void {
     if (this.remote.settle(rid)) r.sink.fail(relayError('timeout', 'no answer from the node holding the phone'));
   }
 

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { charCodeAt } from '../protocol/string-builtins.ts';
 
 /**
  * A table of calls in flight that allocates nothing once it has room for what is in flight
@@ -146,12 +147,6 @@ export const byId = (id: number): number => id;
 // Per process, so that a set of keys chosen to share a home slot (a client picks its request
 // ids, which go into InFlightCalls' keys) shares one only by chance.
 const SEED = randomBytes(4).readInt32LE(0);
-
-// Called as charCodeAt.call(s, i): in the relay, \`s.charCodeAt\` (keys of every string kind: flat,
-// concatenated, sliced) compiled to a generic LoadIC per character, about half the hash's time
-// (docs/decisions/0237-keyed-tables-hash-once-with-a-seed.md, 0239-string-methods-on-hot-paths-through-call.md).
-// eslint-disable-next-line @typescript-eslint/unbound-method -- only ever called with .call(s, i)
-const charCodeAt = String.prototype.charCodeAt;
 
 /**
  * A seeded hash of a string's UTF-16 code units, two per step: each step multiplies and folds

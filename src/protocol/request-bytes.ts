@@ -11,6 +11,7 @@
 import { isUtf8 } from 'node:buffer';
 import type { JsonRpcId } from './jsonrpc.ts';
 import { waitSeconds } from './timeouts.ts';
+import { charCodeAt } from './string-builtins.ts';
 import { CLOSE_ARR, CLOSE_OBJ, COLON, COMMA, OPEN_ARR, OPEN_OBJ, QUOTE, BACKSLASH, skipWs } from './json-bytes.ts';
 
 export interface ClientRequestBytes {
@@ -232,10 +233,6 @@ function nameIs(s: Buffer, start: number, end: number, name: string): boolean {
   for (let k = 0; k < n; k++) if (s[start + 1 + k] !== charCodeAt.call(name, k)) return false;
   return true;
 }
-
-// Through .call: docs/decisions/0239-string-methods-on-hot-paths-through-call.md.
-// eslint-disable-next-line @typescript-eslint/unbound-method -- only ever called with .call(name, k)
-const charCodeAt = String.prototype.charCodeAt;
 
 /**
  * Visits the members of the (valid) object at s[i]; `visit(nameStart, nameEnd, valueStart,

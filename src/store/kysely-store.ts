@@ -247,9 +247,7 @@ class KyselyStore implements Store {
     // An enrollment code of an account without a phone cap — a rack pairing hundreds of phones
     // at once — is one statement and no transaction (docs/decisions/0176-enrollment-in-one-statement.md);
     // any enrollment code's phone asking again is answered there too (0238).
-    const taken = await takeEnrollmentSlot(this.db, input, { uncappedOnly: true });
-    if (taken) return redeemed(taken);
-    return this.redeemIn(input);
+    return (await takeEnrollmentSlot(this.db, input, { uncappedOnly: true })) ?? this.redeemIn(input);
   }
 
   private redeemIn(input: {
@@ -657,7 +655,7 @@ async function takeEnrollmentSlot(
   db: Kysely<DB>,
   input: { codeHash: string; deviceId: string; publicKey: string; name: string; now: Date },
   opts: { uncappedOnly: boolean },
-): Promise<{ device: Device; repeated: boolean } | undefined> {
+): Promise<Extract<RedeemResult, { ok: true }> | undefined> {
   const { rows } = await sql<Selectable<DB['devices']>>`
     with slot as (
       update enrollments e set used = e.used + 1
@@ -675,18 +673,14 @@ async function takeEnrollmentSlot(
            ${input.publicKey}, slot.labels, slot.id, ${input.now}
       from slot
     returning *`.execute(db);
-  if (rows[0]) return { device: toDevice(rows[0]), repeated: false };
+  if (rows[0]) return { ok: true, device: toDevice(rows[0]) };
   // No slot taken: perhaps this code's phone asking again (a rare second round trip).
   const { rows: again } = await sql<Selectable<DB['devices']>>`
     select d.* from devices d join enrollments e on d.enrollment_id = e.id
      where e.code_hash = ${input.codeHash} and e.revoked_at is null and e.expires_at > ${input.now}
        and d.public_key = ${input.publicKey}
      limit 1`.execute(db);
-  return again[0] && { device: toDevice(again[0]), repeated: true };
-}
-
-function redeemed(taken: { device: Device; repeated: boolean }): RedeemResult {
-  return taken.repeated ? { ok: true, device: taken.device, repeated: true } : { ok: true, device: taken.device };
+  return again[0] && { ok: true, device: toDevice(again[0]), repeated: true };
 }
 
 /**
@@ -716,7 +710,6 @@ async function redeemCappedEnrollment(
   if (!account) return { ok: false, error: 'bad_code' };
   if (account.max_devices !== null && (await countDevices(trx, code.account_id)) >= account.max_devices)
     return { ok: false, error: 'limit_reached' };
-  const taken = await takeEnrollmentSlot(trx, input, { uncappedOnly: false });
-  // Used up (or revoked) since the read above.
-  return taken ? redeemed(taken) : { ok: false, error: 'bad_code' };
+  // Undefined: used up (or revoked) since the read above.
+  return (await takeEnrollmentSlot(trx, input, { uncappedOnly: false })) ?? { ok: false, error: 'bad_code' };
 }

@@ -121,8 +121,8 @@ export interface Store {
   /**
    * Atomically: finds an unused, unexpired code by hash, marks it used, checks the plan cap
    * again and inserts the device. Wrong, expired and used codes are all `bad_code`, except a
-   * one-phone code used by this same public key while it is unexpired: its device again
-   * (`repeated`).
+   * valid code this same public key already used (one-phone or enrollment): the device it
+   * paired, again (`repeated`).
    */
   redeemPairingCode(input: {
     codeHash: string;
@@ -180,7 +180,8 @@ export interface Store {
   tailControlEvents(cursor: string | null, limit?: number): Promise<{ cursor: string; events: ControlEvent[] }>;
 
   /**
-   * Drops expired or used pairing codes, expired tokens, hosted mode's expired or used codes,
+   * Drops expired pairing codes (a used one stays until then: its phone may repeat the
+   * pairing), expired tokens, hosted mode's expired or used codes,
    * sessions and refresh tokens (hosted-store.ts), journal rows older than an hour, and removed
    * devices' records older than REMOVED_DEVICE_RETENTION_MS. Returns how many codes, tokens,
    * sessions and refresh tokens went.
