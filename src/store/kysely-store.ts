@@ -656,6 +656,34 @@ async function takeEnrollmentSlot(
   input: { codeHash: string; deviceId: string; publicKey: string; name: string; now: Date },
   opts: { uncappedOnly: boolean },
 ): Promise<Extract<RedeemResult, { ok: true }> | undefined> {
+  let rows: Array<Selectable<DB['devices']>>;
+  try {
+    rows = await enrollSlot(db, input, opts);
+  } catch (err) {
+    // A copy of this phone's pairing committed first (run on its own, this statement rolled back
+    // whole, its slot too). Inside a capped account's transaction the account lock serialises
+    // copies, and an error there ends the transaction: it is not caught.
+    if (!opts.uncappedOnly || !isUniqueViolation(err, ENROLLMENT_KEY_UNIQUE)) throw err;
+    rows = [];
+  }
+  if (rows[0]) return { ok: true, device: toDevice(rows[0]) };
+  // No slot taken: perhaps this code's phone asking again (a rare second round trip).
+  return enrollmentRepeat(db, input);
+}
+
+/** The unique index that makes one enrollment code's key one phone (migration 008). */
+const ENROLLMENT_KEY_UNIQUE = 'devices_enrollment_key_unique';
+
+function isUniqueViolation(err: unknown, index: string): boolean {
+  const e = err as { code?: unknown; message?: unknown } | null;
+  return e?.code === '23505' && typeof e.message === 'string' && e.message.includes(`"${index}"`);
+}
+
+async function enrollSlot(
+  db: Kysely<DB>,
+  input: { codeHash: string; deviceId: string; publicKey: string; name: string; now: Date },
+  opts: { uncappedOnly: boolean },
+): Promise<Array<Selectable<DB['devices']>>> {
   const { rows } = await sql<Selectable<DB['devices']>>`
     with slot as (
       update enrollments e set used = e.used + 1
@@ -673,8 +701,14 @@ async function takeEnrollmentSlot(
            ${input.publicKey}, slot.labels, slot.id, ${input.now}
       from slot
     returning *`.execute(db);
-  if (rows[0]) return { ok: true, device: toDevice(rows[0]) };
-  // No slot taken: perhaps this code's phone asking again (a rare second round trip).
+  return rows;
+}
+
+/** The device this enrollment code, still usable but perhaps used up, paired with this key. */
+async function enrollmentRepeat(
+  db: Kysely<DB>,
+  input: { codeHash: string; publicKey: string; now: Date },
+): Promise<Extract<RedeemResult, { ok: true }> | undefined> {
   const { rows: again } = await sql<Selectable<DB['devices']>>`
     select d.* from devices d join enrollments e on d.enrollment_id = e.id
      where e.code_hash = ${input.codeHash} and e.revoked_at is null and e.expires_at > ${input.now}
@@ -702,14 +736,16 @@ async function redeemCappedEnrollment(
     !code ||
     !sameSecret(code.code_hash, input.codeHash) ||
     code.revoked_at !== null ||
-    code.expires_at.getTime() <= input.now.getTime() ||
-    code.used >= code.max_phones
+    code.expires_at.getTime() <= input.now.getTime()
   )
     return { ok: false, error: 'bad_code' };
+  // A copy of this phone's pairing that committed first may have used up the code or reached
+  // the cap: a refusal looks for its device first (each statement reads what was committed).
+  if (code.used >= code.max_phones) return (await enrollmentRepeat(trx, input)) ?? { ok: false, error: 'bad_code' };
   const account = await lockAccountCaps(trx, code.account_id);
   if (!account) return { ok: false, error: 'bad_code' };
   if (account.max_devices !== null && (await countDevices(trx, code.account_id)) >= account.max_devices)
-    return { ok: false, error: 'limit_reached' };
+    return (await enrollmentRepeat(trx, input)) ?? { ok: false, error: 'limit_reached' };
   // Undefined: used up (or revoked) since the read above.
   return (await takeEnrollmentSlot(trx, input, { uncappedOnly: false })) ?? { ok: false, error: 'bad_code' };
 }

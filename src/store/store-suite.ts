@@ -7,6 +7,7 @@ import type { DatabaseSource } from './database/types.ts';
 import { createStore, LATEST_SCHEMA_VERSION, migrate, openStore, type MigrateResult } from './index.ts';
 import { MIGRATIONS, type Migration } from './migrations/index.ts';
 import { migration006 } from './migrations/006_removed_devices.ts';
+import { migration008 } from './migrations/008_device_enrollment_unique.ts';
 import { uid, type TestBackend } from './test-support.ts';
 import {
   LOCAL_ACCOUNT_ID,
@@ -215,6 +216,49 @@ export function storeSuite(backend: TestBackend): void {
         expect(await store.removeDevice(dev.id)).toBe(true);
         expect((await store.getRemovedDevices([dev.id])).get(dev.id)).toMatchObject({ accountId: acct.id });
       });
+      it('migration 008 keeps twin phones of one enrollment key as devices, the oldest linked, and refuses new twins', async () => {
+        const acct = await account();
+        const [older, newer, other] = [
+          await pairedDevice(acct.id),
+          await pairedDevice(acct.id),
+          await pairedDevice(acct.id),
+        ];
+        const enrollmentId = uid('enr');
+        // The schema as version 7 left it, holding twins two racing pairings could make there.
+        await raw.query('drop index devices_enrollment_key_unique');
+        await raw.query(`update devices set enrollment_id = $1, public_key = 'TWIN', created_at = $2 where id = $3`, [
+          enrollmentId,
+          new Date(Date.now() - 60_000),
+          older.id,
+        ]);
+        await raw.query(`update devices set enrollment_id = $1, public_key = 'TWIN' where id = $2`, [
+          enrollmentId,
+          newer.id,
+        ]);
+        await raw.query(`update devices set enrollment_id = $1 where id = $2`, [enrollmentId, other.id]);
+        const before = MIGRATIONS[migration008.version - 2];
+        await raw.query('update schema_version set version = $1, min_release = $2', [before.version, before.release]);
+        const k = kyselyOn();
+        try {
+          expect(await migrate(k)).toEqual({ from: before.version, to: LATEST_SCHEMA_VERSION });
+        } finally {
+          await k.destroy();
+        }
+        const linked = await raw.query('select id, enrollment_id from devices where id = any($1) order by id', [
+          [older.id, newer.id, other.id],
+        ]);
+        expect(Object.fromEntries(linked.rows.map((r) => [r.id, r.enrollment_id]))).toEqual({
+          [older.id]: enrollmentId,
+          [newer.id]: null,
+          [other.id]: enrollmentId,
+        });
+        await expect(
+          raw.query(`update devices set enrollment_id = $1, public_key = 'TWIN' where id = $2`, [
+            enrollmentId,
+            newer.id,
+          ]),
+        ).rejects.toThrow(/devices_enrollment_key_unique/);
+      });
     });
 
     describe('accounts', () => {
@@ -342,6 +386,44 @@ export function storeSuite(backend: TestBackend): void {
           // Revoked: nothing, not even a repeat.
           expect(await store.fleet.revokeEnrollment(e.id, new Date())).toBe(true);
           expect(await pair('KEY-A')).toEqual({ ok: false, error: 'bad_code' });
+        },
+      );
+
+      it.each([
+        ['an uncapped account', 'one phone', null, 1],
+        ['an uncapped account', '100 phones', null, 100],
+        ['a capped account', 'one phone', 10, 1],
+        ['a capped account', '100 phones', 10, 100],
+      ])(
+        "answers an enrollment code's phone asking several times at once with one device and one slot (%s, a code for %s)",
+        async (_account, _code, maxDevices, maxPhones) => {
+          const acct = await account({ maxDevices });
+          const codeHash = hashPairingCode(newPairingCode());
+          const e = await store.fleet.createEnrollment({
+            id: uid('enr'),
+            accountId: acct.id,
+            codeHash,
+            maxPhones,
+            labels: {},
+            namePrefix: 'r-',
+            expiresAt: new Date(Date.now() + 60 * MIN),
+          });
+          const results = await Promise.all(
+            Array.from({ length: 8 }, () =>
+              store.redeemPairingCode({
+                codeHash,
+                deviceId: uid('dev'),
+                publicKey: 'KEY-A',
+                name: 'p',
+                now: new Date(),
+              }),
+            ),
+          );
+          const devices = await store.listDevices(acct.id);
+          expect(devices).toHaveLength(1);
+          for (const r of results) expect(r).toMatchObject({ ok: true, device: devices[0] });
+          expect(results.filter((r) => r.ok && !r.repeated)).toHaveLength(1);
+          expect((await store.fleet.getEnrollment(e.id))?.used).toBe(1);
         },
       );
 
