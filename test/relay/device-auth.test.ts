@@ -90,6 +90,21 @@ describe('POST /pair', () => {
     expect((await pair(a)).json).toEqual(first.json);
   });
 
+  it("answers copies of an enrollment code's phone's pairing sent at once with one device, taking one slot", async () => {
+    const e = await createEnrollment(relay.relay.store.store, {
+      accountId: 'local',
+      maxPhones: 3,
+      expiresMs: 60_000,
+      namePrefix: 'copy-',
+      relay: relay.url,
+    });
+    const key = generateDeviceKey();
+    const body = { code: e.qr.code, public_key: key.publicKeySpkiBase64, name: 'x' };
+    const answers = await Promise.all(Array.from({ length: 4 }, () => postJson(`${relay.url}/pair`, body)));
+    for (const r of answers) expect({ status: r.status, json: r.json }).toEqual({ status: 200, json: answers[0].json });
+    expect((await relay.relay.store.store.fleet.getEnrollment(e.id))?.used).toBe(1);
+  });
+
   it('refuses an expired code with the same bad_code', async () => {
     const qr = await createPairing(relay.relay.store.store, {
       relay: relay.url,
