@@ -3,6 +3,7 @@
 import { generateKeyPairSync } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import {
+  checkDeviceSignature,
   generateDeviceKey,
   importDevicePublicKey,
   loadPrivateKey,
@@ -10,6 +11,7 @@ import {
   parseDevicePublicKey,
   signDevicePayload,
   verifyDeviceSignature,
+  type SignatureSteps,
 } from './device-auth.ts';
 
 describe('importDevicePublicKey', () => {
@@ -42,6 +44,52 @@ describe('importDevicePublicKey', () => {
     const ed = generateKeyPairSync('ed25519').publicKey.export({ format: 'der', type: 'spki' });
     for (const b64 of [p384.toString('base64'), ed.toString('base64'), 'bm90IGEga2V5', ''])
       expect(await importDevicePublicKey(b64)).toBeUndefined();
+  });
+});
+
+describe('checkDeviceSignature', () => {
+  /** The real steps, counted, and what each key import was asked to import. */
+  function counted() {
+    const seen = { imports: 0, verifies: 0, importedKinds: [] as Array<string | undefined> };
+    const steps: SignatureSteps = {
+      async importKey(spki) {
+        seen.imports++;
+        const key = await importDevicePublicKey(spki);
+        seen.importedKinds.push(key && `${key.asymmetricKeyType}/${key.asymmetricKeyDetails?.namedCurve}`);
+        return key;
+      },
+      verify(key, payload, sig) {
+        seen.verifies++;
+        return verifyDeviceSignature(key, payload, sig);
+      },
+    };
+    return { seen, steps };
+  }
+
+  const phone = generateDeviceKey();
+  const other = generateDeviceKey();
+  const payload = Buffer.from('phonebridge-v1 payload');
+  const sig = signDevicePayload(loadPrivateKey(phone.privateKeyPem), payload);
+
+  it.each([
+    ['the key it paired with', phone.publicKeySpkiBase64, true],
+    ['another paired key', other.publicKeySpkiBase64, false],
+    ['an id never paired', undefined, false],
+    ['a stored key that does not import', 'AAAA', false],
+  ])('imports one key and verifies once against %s (verified: %s)', async (_, spki, expected) => {
+    const { seen, steps } = counted();
+    expect(await checkDeviceSignature(spki, payload, sig, steps)).toBe(expected);
+    expect({ imports: seen.imports, verifies: seen.verifies }).toEqual({ imports: 1, verifies: 1 });
+    // An id never paired is checked against a real P-256 key: the same work as a paired one.
+    if (spki === undefined) expect(seen.importedKinds).toEqual(['ec/prime256v1']);
+  });
+
+  it('refuses an unknown id even when the stand-in key verifies', async () => {
+    const { steps } = counted();
+    const always: SignatureSteps = { importKey: (spki) => steps.importKey(spki), verify: () => true };
+    expect(await checkDeviceSignature(undefined, payload, sig, always)).toBe(false);
+    expect(await checkDeviceSignature('AAAA', payload, sig, always)).toBe(false);
+    expect(await checkDeviceSignature(phone.publicKeySpkiBase64, payload, 'bm90IGEgc2ln', always)).toBe(true);
   });
 });
 

@@ -116,6 +116,43 @@ export function verifyDeviceSignature(publicKey: KeyObject, payload: Buffer, sig
   }
 }
 
+/** The two steps of a signature check, replaceable so that a test can count them. */
+export interface SignatureSteps {
+  importKey(spkiBase64: string): Promise<KeyObject | undefined>;
+  verify(publicKey: KeyObject, payload: Buffer, sigBase64: string): boolean;
+}
+
+const REAL_STEPS: SignatureSteps = { importKey: importDevicePublicKey, verify: verifyDeviceSignature };
+
+/** A P-256 public key whose private half was dropped at once: nothing it checks can verify. */
+let standIn: { spki: string; key: KeyObject } | undefined;
+function standInKey(): { spki: string; key: KeyObject } {
+  if (!standIn) {
+    const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
+    standIn = { spki: publicKey.export({ type: 'spki', format: 'der' }).toString('base64'), key: publicKey };
+  }
+  return standIn;
+}
+
+/**
+ * Whether `sigBase64` is the phone's signature of `payload`, by the key it paired with
+ * (`spkiBase64`; undefined for an id the relay does not know). Every check imports one key and
+ * verifies once: an unknown id, or a stored key that does not import, is checked against a
+ * stand-in key nobody can sign for. So the time to a refusal does not tell an id never paired
+ * from a removed one or from a paired one signed for by another key
+ * (docs/decisions/0240-device-auth-takes-the-same-work-for-every-id.md).
+ */
+export async function checkDeviceSignature(
+  spkiBase64: string | undefined,
+  payload: Buffer,
+  sigBase64: string,
+  steps: SignatureSteps = REAL_STEPS,
+): Promise<boolean> {
+  const key = await steps.importKey(spkiBase64 ?? standInKey().spki);
+  const verified = steps.verify(key ?? standInKey().key, payload, sigBase64);
+  return spkiBase64 !== undefined && key !== undefined && verified;
+}
+
 export function signDevicePayload(privateKey: KeyObject, payload: Buffer): string {
   return sign('sha256', payload, { key: privateKey, dsaEncoding: 'der' }).toString('base64');
 }
