@@ -22,6 +22,24 @@ async function until(f: () => boolean, ms = 5_000): Promise<void> {
 }
 
 describe('Deadlines', () => {
+  it('clear forgets every item without expiring one, and the table serves again after', async () => {
+    const fired: string[] = [];
+    const d = new Deadlines<Item>((i) => fired.push(i.name));
+    const [a, b, c] = ['a', 'b', 'c'].map(item);
+    d.start(a, 20);
+    d.start(b, 20);
+    d.start(c, 40);
+    d.clear();
+    expect(d.size).toBe(0);
+    expect([a, b, c].map((i) => i.dueList)).toEqual([undefined, undefined, undefined]);
+    d.cancel(a); // harmless once cleared
+    await new Promise((r) => setTimeout(r, 80));
+    expect(fired).toEqual([]);
+    d.start(b, 20);
+    await until(() => fired.length === 1);
+    expect(fired).toEqual(['b']);
+  });
+
   it('expires items in the order they started, never one that was cancelled, never early', async () => {
     const fired: Array<{ name: string; lateMs: number }> = [];
     const d = new Deadlines<Item>((i) => fired.push({ name: i.name, lateMs: performance.now() - i.dueAt }));

@@ -31,6 +31,12 @@ export class Deadlines<T extends Timed> {
     (item.dueList as DeadlineList<T> | undefined)?.remove(item);
   }
 
+  /** Forgets every item, none expired, and stops every timer (the owner is closing). */
+  clear(): void {
+    for (const list of this.lists.values()) list.clear();
+    this.lists.clear();
+  }
+
   /** Items waiting, over every delay. */
   get size(): number {
     let n = 0;
@@ -87,6 +93,12 @@ class DeadlineList<T extends Timed> {
     else this.tail = prev;
     item.prevDue = item.nextDue = item.dueList = undefined;
     this.size--;
+  }
+
+  clear(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    for (let h = this.head; h; h = this.head) this.remove(h);
   }
 
   fire(): void {

@@ -52,4 +52,19 @@ describe('RemoteRequests deadlines', () => {
     for (const x of timedOut) expect(x.at - started).toBeGreaterThanOrEqual(x.rid === 3 ? 79 : 39);
     for (const rid of [1, 2, 3, 4]) expect(t.get(rid)).toBeUndefined();
   });
+
+  it('close stops every deadline: no request times out after it', async () => {
+    const timedOut: number[] = [];
+    const t = new RemoteRequests({} as GatewayContext, {} as PeerDirectory, {
+      timedOut: (rid) => timedOut.push(rid),
+      routeAgain: () => {},
+      isMoving: () => Promise.resolve(false),
+    });
+    table = t;
+    t.add(pending(1), 20);
+    t.add(pending(2), 30);
+    t.close();
+    await new Promise((r) => setTimeout(r, 80));
+    expect(timedOut).toEqual([]);
+  });
 });

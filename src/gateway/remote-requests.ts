@@ -66,8 +66,10 @@ export class RemoteRequests {
     for (const [rid] of this.pending.entries().sort(byFirst)) this.settle(rid)?.route.sink.fail(error);
   }
 
+  /** Stops the owner check and every deadline: nothing settles a request after this. */
   close(): void {
     clearInterval(this.ownerCheck);
+    this.deadlines.clear();
   }
 
   /**
