@@ -226,6 +226,17 @@ export const rateLimited = cellsBy(
   ] as const,
 );
 
+/** Entries the in-process bus forgot before their time, to stay within its bounds (src/bus/local/index.ts). */
+export const localBusDropped = cellsBy(
+  counter(
+    'phonebridge_local_bus_dropped_total',
+    'Challenge nonces and rate-limit windows the in-process bus forgot early to stay within its bounds, by kind',
+    ['kind'],
+  ),
+  'kind',
+  ['nonce', 'window'] as const,
+);
+
 /** Client requests this node sent to the phone's node (origin), and requests it ran for another node (owner). */
 export const crossNode = cellsBy(
   counter(

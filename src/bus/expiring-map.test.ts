@@ -3,6 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { ExpiringMap } from './expiring-map.ts';
 import { LocalBus } from './local/index.ts';
+import { localBusDropped } from '../metrics.ts';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -88,6 +89,28 @@ describe('LocalBus frees memory on time', () => {
     expect(bus.stats().replayBytes).toBeGreaterThan(200_000);
     await sleep(400);
     expect(bus.stats()).toEqual({ sessions: 0, replayBuffers: 0, replayBytes: 0, nonces: 0, counters: 0 });
+    await bus.close();
+  });
+
+  it('holds at most its bound of nonces and windows, forgetting the oldest first, and counts what it forgot', async () => {
+    const bus = new LocalBus({ bounds: { nonces: 3, windows: 2 } });
+    const dropped = () => ({ nonce: localBusDropped.nonce.value, window: localBusDropped.window.value });
+    const before = dropped();
+    for (const n of ['n1', 'n2', 'n3', 'n4', 'n5']) await bus.putNonce(n, `dev-${n}`, 60_000);
+    expect(bus.stats().nonces).toBe(3);
+    expect(await bus.takeNonce('n1')).toBeUndefined();
+    expect(await bus.takeNonce('n2')).toBeUndefined();
+    expect(await bus.takeNonce('n5')).toBe('dev-n5');
+    // A window's later hits take no room; a new one forgets the oldest.
+    expect(await bus.hit('rl:a', 60_000)).toBe(1);
+    expect(await bus.hit('rl:a', 60_000)).toBe(2);
+    expect(await bus.hit('rl:b', 60_000)).toBe(1);
+    expect(bus.stats().counters).toBe(2);
+    await bus.mark('mark:c', 60_000);
+    expect(bus.stats().counters).toBe(2);
+    expect(await bus.peek('rl:a')).toBe(0);
+    expect(await bus.peek('rl:b')).toBe(1);
+    expect(dropped()).toEqual({ nonce: before.nonce + 2, window: before.window + 1 });
     await bus.close();
   });
 
