@@ -34,6 +34,18 @@ export function storeSuite(backend: TestBackend): void {
     const kyselyOn = (max = 2) =>
       new Kysely<any>({ dialect: new PostgresDialect({ pool: new pg.Pool({ ...source.pgConfig, max }) }) });
 
+    /** Marks the schema as the release before `m` left it, then migrates it to the latest. */
+    async function migrateFromBefore(m: Migration): Promise<void> {
+      const before = MIGRATIONS[m.version - 2];
+      await raw.query('update schema_version set version = $1, min_release = $2', [before.version, before.release]);
+      const k = kyselyOn();
+      try {
+        expect(await migrate(k)).toEqual({ from: before.version, to: LATEST_SCHEMA_VERSION });
+      } finally {
+        await k.destroy();
+      }
+    }
+
     beforeAll(async () => {
       source = await backend.open();
       raw = new pg.Pool({ ...source.pgConfig, max: 2 });
@@ -198,16 +210,9 @@ export function storeSuite(backend: TestBackend): void {
         const acct = await account();
         const dev = await pairedDevice(acct.id);
         // The schema as version 5 left it: no removed_devices, no devices.enrollment_id (nor its index).
-        const before = MIGRATIONS[migration006.version - 2];
         await raw.query('drop table removed_devices');
         await raw.query('alter table devices drop column enrollment_id');
-        await raw.query('update schema_version set version = $1, min_release = $2', [before.version, before.release]);
-        const k = kyselyOn();
-        try {
-          expect(await migrate(k)).toEqual({ from: before.version, to: LATEST_SCHEMA_VERSION });
-        } finally {
-          await k.destroy();
-        }
+        await migrateFromBefore(migration006);
         expect((await raw.query('select version, min_release from schema_version')).rows).toEqual([
           { version: LATEST_SCHEMA_VERSION, min_release: MIGRATIONS[MIGRATIONS.length - 1].release },
         ]);
@@ -216,6 +221,7 @@ export function storeSuite(backend: TestBackend): void {
         expect(await store.removeDevice(dev.id)).toBe(true);
         expect((await store.getRemovedDevices([dev.id])).get(dev.id)).toMatchObject({ accountId: acct.id });
       });
+
       it('migration 008 keeps twin phones of one enrollment key as devices, the oldest linked, and refuses new twins', async () => {
         const acct = await account();
         const [older, newer, other] = [
@@ -236,14 +242,7 @@ export function storeSuite(backend: TestBackend): void {
           newer.id,
         ]);
         await raw.query(`update devices set enrollment_id = $1 where id = $2`, [enrollmentId, other.id]);
-        const before = MIGRATIONS[migration008.version - 2];
-        await raw.query('update schema_version set version = $1, min_release = $2', [before.version, before.release]);
-        const k = kyselyOn();
-        try {
-          expect(await migrate(k)).toEqual({ from: before.version, to: LATEST_SCHEMA_VERSION });
-        } finally {
-          await k.destroy();
-        }
+        await migrateFromBefore(migration008);
         const linked = await raw.query('select id, enrollment_id from devices where id = any($1) order by id', [
           [older.id, newer.id, other.id],
         ]);
@@ -352,6 +351,21 @@ export function storeSuite(backend: TestBackend): void {
         expect(await store.listDevices(acct.id)).toEqual([]);
       });
 
+      /** An enrollment code of `accountId` for `maxPhones` phones named r-1, r-2, …, valid an hour. */
+      async function rackCode(accountId: string, maxPhones: number) {
+        const codeHash = hashPairingCode(newPairingCode());
+        const e = await store.fleet.createEnrollment({
+          id: uid('enr'),
+          accountId,
+          codeHash,
+          maxPhones,
+          labels: { rack: 'a' },
+          namePrefix: 'r-',
+          expiresAt: new Date(Date.now() + 60 * MIN),
+        });
+        return { e, codeHash };
+      }
+
       it.each([
         ['an uncapped account', null],
         ['a capped account', 10],
@@ -359,16 +373,7 @@ export function storeSuite(backend: TestBackend): void {
         "answers an enrollment code's phone asking again with its key with its device, taking no slot (%s)",
         async (_, maxDevices) => {
           const acct = await account({ maxDevices });
-          const codeHash = hashPairingCode(newPairingCode());
-          const e = await store.fleet.createEnrollment({
-            id: uid('enr'),
-            accountId: acct.id,
-            codeHash,
-            maxPhones: 2,
-            labels: { rack: 'a' },
-            namePrefix: 'r-',
-            expiresAt: new Date(Date.now() + 60 * MIN),
-          });
+          const { e, codeHash } = await rackCode(acct.id, 2);
           const pair = (publicKey: string) =>
             store.redeemPairingCode({ codeHash, deviceId: uid('dev'), publicKey, name: 'p', now: new Date() });
           const a = await pair('KEY-A');
@@ -398,16 +403,7 @@ export function storeSuite(backend: TestBackend): void {
         "answers an enrollment code's phone asking several times at once with one device and one slot (%s, a code for %s)",
         async (_account, _code, maxDevices, maxPhones) => {
           const acct = await account({ maxDevices });
-          const codeHash = hashPairingCode(newPairingCode());
-          const e = await store.fleet.createEnrollment({
-            id: uid('enr'),
-            accountId: acct.id,
-            codeHash,
-            maxPhones,
-            labels: {},
-            namePrefix: 'r-',
-            expiresAt: new Date(Date.now() + 60 * MIN),
-          });
+          const { e, codeHash } = await rackCode(acct.id, maxPhones);
           const results = await Promise.all(
             Array.from({ length: 8 }, () =>
               store.redeemPairingCode({

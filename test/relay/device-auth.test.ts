@@ -33,6 +33,17 @@ async function connectsAndInitializes(p: RawPhone): Promise<void> {
   await s.closed;
 }
 
+/** An enrollment code of the local account for `maxPhones` phones, valid a minute. */
+function enrollmentCode(maxPhones: number) {
+  return createEnrollment(relay.relay.store.store, {
+    accountId: 'local',
+    maxPhones,
+    expiresMs: 60_000,
+    namePrefix: 'enrolled-',
+    relay: relay.url,
+  });
+}
+
 describe('POST /pair', () => {
   it('pairs once with a good code and returns the device id and relay host', async () => {
     const qr = await relay.pair('good');
@@ -69,13 +80,7 @@ describe('POST /pair', () => {
   });
 
   it("answers an enrollment code's phone repeating its pairing with its device, taking no slot", async () => {
-    const e = await createEnrollment(relay.relay.store.store, {
-      accountId: 'local',
-      maxPhones: 2,
-      expiresMs: 60_000,
-      namePrefix: 'bench-',
-      relay: relay.url,
-    });
+    const e = await enrollmentCode(2);
     const [a, b] = [generateDeviceKey(), generateDeviceKey()];
     const pair = (key: typeof a) =>
       postJson(`${relay.url}/pair`, { code: e.qr.code, public_key: key.publicKeySpkiBase64, name: 'x' });
@@ -91,13 +96,7 @@ describe('POST /pair', () => {
   });
 
   it("answers copies of an enrollment code's phone's pairing sent at once with one device, taking one slot", async () => {
-    const e = await createEnrollment(relay.relay.store.store, {
-      accountId: 'local',
-      maxPhones: 3,
-      expiresMs: 60_000,
-      namePrefix: 'copy-',
-      relay: relay.url,
-    });
+    const e = await enrollmentCode(3);
     const key = generateDeviceKey();
     const body = { code: e.qr.code, public_key: key.publicKeySpkiBase64, name: 'x' };
     const answers = await Promise.all(Array.from({ length: 4 }, () => postJson(`${relay.url}/pair`, body)));
