@@ -106,10 +106,12 @@ async function authenticateDevice(
   // Verify against our own host from --public-url, never the Host header
   // (docs/decisions/0010-signature-binds-relay-host.md). An unknown id costs the same key
   // import and verification as a known one (0240).
-  const payload = signedPayload(nonce, ctx.config.relayHost, tsRaw);
-  if (!(await checkDeviceSignature(device?.publicKey, payload, sig)) || !device) {
-    return { ok: false, reason: 'bad signature' };
-  }
+  const verified = await checkDeviceSignature(
+    device?.publicKey,
+    signedPayload(nonce, ctx.config.relayHost, tsRaw),
+    sig,
+  );
+  if (!device || !verified) return { ok: false, reason: 'bad signature' };
   // Only after the signature verified: a caller without the phone's key hears "bad signature"
   // for a removed id as for one never paired (docs/decisions/0230-removed-devices-are-remembered.md).
   if ('removedAt' in device) return { ok: false, reason: 'device removed', code: CLOSE.removed };

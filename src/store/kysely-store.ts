@@ -616,6 +616,9 @@ export async function createStore(source: DatabaseSource, options: CreateStoreOp
   }
 }
 
+/** A pairing that gave the phone a device. */
+type Redeemed = Extract<RedeemResult, { ok: true }>;
+
 /**
  * The device a one-phone code paired at `usedAt`, if `publicKey` is its key and it is still
  * there: the code's row keeps its use time, and the device was created with that time in the
@@ -655,7 +658,7 @@ async function takeEnrollmentSlot(
   db: Kysely<DB>,
   input: { codeHash: string; deviceId: string; publicKey: string; name: string; now: Date },
   opts: { uncappedOnly: boolean },
-): Promise<Extract<RedeemResult, { ok: true }> | undefined> {
+): Promise<Redeemed | undefined> {
   let rows: Array<Selectable<DB['devices']>>;
   try {
     rows = await enrollSlot(db, input, opts);
@@ -674,9 +677,10 @@ async function takeEnrollmentSlot(
 /** The unique index that makes one enrollment code's key one phone (migration 008). */
 const ENROLLMENT_KEY_UNIQUE = 'devices_enrollment_key_unique';
 
+/** Postgres' unique_violation on `index`, by the error's fields (its message is in the server's language). */
 function isUniqueViolation(err: unknown, index: string): boolean {
-  const e = err as { code?: unknown; message?: unknown } | null;
-  return e?.code === '23505' && typeof e.message === 'string' && e.message.includes(`"${index}"`);
+  const e = err as { code?: unknown; constraint?: unknown } | null;
+  return e?.code === '23505' && e.constraint === index;
 }
 
 async function enrollSlot(
@@ -708,7 +712,7 @@ async function enrollSlot(
 async function enrollmentRepeat(
   db: Kysely<DB>,
   input: { codeHash: string; publicKey: string; now: Date },
-): Promise<Extract<RedeemResult, { ok: true }> | undefined> {
+): Promise<Redeemed | undefined> {
   const { rows: again } = await sql<Selectable<DB['devices']>>`
     select d.* from devices d join enrollments e on d.enrollment_id = e.id
      where e.code_hash = ${input.codeHash} and e.revoked_at is null and e.expires_at > ${input.now}
