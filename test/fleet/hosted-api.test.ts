@@ -1,8 +1,8 @@
 // /api/v1 on a hosted relay, where an account's credentials are not only keys: OAuth access
 // tokens (ordinary device tokens made by a grant, docs/decisions/0070-hosted-accounts-and-oauth.md)
 // are no keys of the API. Real relay, real Postgres, real SMTP sink, the OAuth flow over HTTP.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startHostedRelay, signedInWithPhone, type HostedRelay } from '../hosted/hosted-relay.ts';
+import { describe, expect, it } from 'vitest';
+import { signedInWithPhone, useHostedRelay } from '../hosted/hosted-relay.ts';
 import {
   bearerInitialize,
   allowPage,
@@ -16,15 +16,7 @@ import {
 import { createFleetKey } from '../../src/fleet/keys.ts';
 import { SCOPES } from '../../src/store/index.ts';
 
-let h: HostedRelay;
-
-beforeAll(async () => {
-  h = await startHostedRelay({ args: ['--trust-proxy', '--control-poll-ms', '50'] });
-}, 60_000);
-
-afterAll(async () => {
-  await h?.stop();
-});
+const h = useHostedRelay({ args: ['--trust-proxy', '--control-poll-ms', '50'] });
 
 const mcpInit = (token: string) => bearerInitialize(h.url, token).then((r) => r.status);
 

@@ -2,16 +2,10 @@
 // origin, and a request with a header outside the CORS-safelisted ones (`Mcp-Protocol-Version`,
 // which the MCP SDK sends on discovery) is preceded by a preflight. Every path whose GET carries
 // `Access-Control-Allow-Origin` answers that preflight, or the browser never sends the GET.
-import { afterAll, beforeAll, expect, it } from 'vitest';
-import { startHostedRelay, type HostedRelay } from './hosted-relay.ts';
+import { expect, it } from 'vitest';
+import { useHostedRelay } from './hosted-relay.ts';
 
-let h: HostedRelay;
-beforeAll(async () => {
-  h = await startHostedRelay();
-}, 60_000);
-afterAll(async () => {
-  await h?.stop();
-});
+const h = useHostedRelay();
 
 /** Every path hosted mode serves GET on (docs/HOSTED.md). */
 const GET_PATHS = [

@@ -2,18 +2,12 @@
 // GET serves answers HEAD with GET's status and headers (Content-Length that of GET's body) and
 // no body; a path GET does not serve answers 405 with Allow, also without a body. A body after a
 // HEAD answer would be read as the start of the next answer on the keep-alive connection.
-import { afterAll, beforeAll, expect, it } from 'vitest';
-import { startHostedRelay, type HostedRelay } from './hosted-relay.ts';
+import { expect, it } from 'vitest';
+import { useHostedRelay } from './hosted-relay.ts';
 import { headerOf as header, headOnClientPort } from '../helpers/raw-http.ts';
 
-let h: HostedRelay;
+const h = useHostedRelay();
 const head = (path: string) => headOnClientPort(h.relay.relay.node.port, path);
-beforeAll(async () => {
-  h = await startHostedRelay();
-}, 60_000);
-afterAll(async () => {
-  await h?.stop();
-});
 
 it('answers HEAD of every page and document GET serves as GET would, without the body', async () => {
   for (const path of [

@@ -4,6 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { createDatabase, REDIS_URL } from '../cluster/harness.ts';
 import { startTestRelay, type TestRelay } from '../helpers/relay.ts';
+import { perFile } from '../helpers/per-file.ts';
 import { startFront, type Front } from '../../services/front.ts';
 import { startAccountPhone, startSmtpSink, WebClient, type HostedPhone, type SmtpSink } from './helpers.ts';
 
@@ -64,6 +65,13 @@ export async function startHostedRelay(opts: HostedRelayOptions = {}): Promise<H
   }
   return { db, sink, nodes, relay: nodes[0], url: front?.url ?? nodes[0].url, front, phones, stop };
 }
+
+/** startHostedRelay for the whole test file, stopped after its last test. */
+export const useHostedRelay = (opts: HostedRelayOptions = {}): HostedRelay =>
+  perFile(
+    () => startHostedRelay(opts),
+    (h) => h.stop(),
+  );
 
 /** A client address of its own, so one test's per-address limits do not touch another's. */
 export const clientAddress = () => `10.${randomBytes(1)[0]}.${randomBytes(1)[0]}.${randomBytes(1)[0]}`;

@@ -4,20 +4,14 @@
 // keep-alive hint while the connection stays, and `Connection: close` once the node drains.
 // Read from this process's registry: the relay runs in it.
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { registry } from '../../src/metrics.ts';
 import { KEEP_ALIVE_HINT } from '../../src/gateway/http.ts';
-import { startHostedRelay, type HostedRelay } from './hosted-relay.ts';
+import { useHostedRelay } from './hosted-relay.ts';
 import { KeepAliveConnection } from '../helpers/raw-http.ts';
 import { sample } from '../helpers/metrics.ts';
 
-let h: HostedRelay;
-beforeAll(async () => {
-  h = await startHostedRelay();
-}, 60_000);
-afterAll(async () => {
-  await h?.stop();
-});
+const h = useHostedRelay();
 
 const responses = async (route: string, status: number) =>
   (await sample('phonebridge_http_responses_total', `{route="${route}",status="${status}"}`)) ?? 0;

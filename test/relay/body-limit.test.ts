@@ -1,21 +1,12 @@
 // An oversized body gets its 413 at once and the connection ends: the relay reads and drops at
 // most a bounded amount of the rest (so that a client still sending reads the 413), never the
 // whole body. Raw sockets, so the test sees exactly when the relay hangs up.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { connect } from 'node:net';
-import { startEchoRelay, type TestPhone, type TestRelay } from '../helpers/relay.ts';
+import {} from '../helpers/relay.ts';
+import { useEchoRelay } from '../helpers/per-file.ts';
 
-let relay: TestRelay;
-let phone: TestPhone;
-let token: string;
-
-beforeAll(async () => {
-  ({ relay, phone, token } = await startEchoRelay());
-});
-afterAll(async () => {
-  await phone?.stop();
-  await relay?.stop();
-});
+const echo = useEchoRelay();
 
 // More than loopback's socket buffers can hold (tcp_rmem max 32 MiB + tcp_wmem max 4 MiB here):
 // a client that got it all out would mean the relay read it.
@@ -29,7 +20,7 @@ function pushBody(
   path: string,
   headers: Record<string, string>,
 ): Promise<{ response: string; sent: number; closed: boolean }> {
-  const { port } = new URL(relay.url);
+  const { port } = new URL(echo.relay.url);
   return new Promise((resolve) => {
     const socket = connect(Number(port), '127.0.0.1');
     let response = '';
@@ -70,7 +61,7 @@ describe('oversized bodies', () => {
     const r = await pushBody('/mcp', {
       'content-type': 'application/json',
       accept: 'application/json, text/event-stream',
-      'x-api-key': token,
+      'x-api-key': echo.token,
     });
     expect(r.response).toMatch(/^HTTP\/1\.1 413 /);
     expect(r.response).toContain('"too_large"');
@@ -90,7 +81,7 @@ describe('oversized bodies', () => {
   // close, the relay's close with unread data resets the connection under it (EPIPE), and 10 of
   // 10 such clients failed although the 413 had reached them.
   it('a client still sending 10 MiB reads its 413 instead of a reset (lingering close)', async () => {
-    const { port } = new URL(relay.url);
+    const { port } = new URL(echo.relay.url);
     const size = 10 * 1024 * 1024;
     const send = () =>
       new Promise<string>((resolve) => {
@@ -101,7 +92,7 @@ describe('oversized bodies', () => {
         socket.on('close', () => resolve(answer));
         socket.write(
           `POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\ncontent-type: application/json\r\n` +
-            `accept: application/json, text/event-stream\r\nx-api-key: ${token}\r\ncontent-length: ${size}\r\n\r\n`,
+            `accept: application/json, text/event-stream\r\nx-api-key: ${echo.token}\r\ncontent-length: ${size}\r\n\r\n`,
         );
         socket.end(Buffer.alloc(size, 0x20));
       });
@@ -115,12 +106,12 @@ describe('oversized bodies', () => {
   });
 
   it('a body within the limit on a kept-alive connection still works (unchanged)', async () => {
-    const agentless = await fetch(`${relay.url}/mcp`, {
+    const agentless = await fetch(`${echo.relay.url}/mcp`, {
       method: 'POST',
       headers: {
         'content-type': 'application/json',
         accept: 'application/json, text/event-stream',
-        'x-api-key': token,
+        'x-api-key': echo.token,
       },
       body: JSON.stringify({
         jsonrpc: '2.0',

@@ -3,30 +3,22 @@
 // that of a request still in flight in the same session is refused with -32600 and reaches
 // no phone; the first completes, and the client's notifications/cancelled for that id still
 // names the first (docs/decisions/0216-duplicate-request-ids.md). Real relay, real phone.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEchoRelay, waitFor, type TestPhone, type TestRelay } from '../helpers/relay.ts';
+import { describe, expect, it } from 'vitest';
+import { waitFor } from '../helpers/relay.ts';
+import { useEchoRelay } from '../helpers/per-file.ts';
 import type { EchoServerControl } from '../fixtures/echo-server.ts';
 import { openSession, post, toolCall } from '../helpers/raw-mcp.ts';
 
-let relay: TestRelay;
-let phone: TestPhone;
-let token: string;
 const control: EchoServerControl = { calls: [], cancellations: 0 };
 
-beforeAll(async () => {
-  ({ relay, phone, token } = await startEchoRelay([], { control }));
-});
-afterAll(async () => {
-  await phone?.stop();
-  await relay?.stop();
-});
+const echo = useEchoRelay([], { control });
 
 const echoed = (text: string) => control.calls.some((c) => c.name === 'echo' && (c.args as any).text === text);
 
 /** Starts a sleep call and waits until the phone runs it; `answer` is its answer, later. */
 async function sleeping(headers: Record<string, string>, id: number | string, ms: number) {
   const before = control.calls.length;
-  const answer = post(relay.mcpUrl, headers, toolCall(id, 'sleep', { ms }));
+  const answer = post(echo.relay.mcpUrl, headers, toolCall(id, 'sleep', { ms }));
   await waitFor(() => control.calls.slice(before).some((c) => c.name === 'sleep'), 5000, 'the phone runs the sleep');
   return { answer };
 }
@@ -40,9 +32,9 @@ function expectDuplicate(r: { status: number; json: any }, id: number | string) 
 
 describe('a request id already in flight in the session', () => {
   it('is refused with -32600 (HTTP 400) and reaches no phone; the first request completes normally', async () => {
-    const h = await openSession(relay.mcpUrl, token);
+    const h = await openSession(echo.relay.mcpUrl, echo.token);
     const { answer: first } = await sleeping(h, 7, 1500);
-    const second = await post(relay.mcpUrl, h, toolCall(7, 'echo', { text: 'second of id 7' }));
+    const second = await post(echo.relay.mcpUrl, h, toolCall(7, 'echo', { text: 'second of id 7' }));
     expectDuplicate(second, 7);
     expect(echoed('second of id 7')).toBe(false);
     const done = await first;
@@ -51,7 +43,7 @@ describe('a request id already in flight in the session', () => {
   });
 
   it('is refused on the general path too (a request with _meta), against a string id', async () => {
-    const h = await openSession(relay.mcpUrl, token);
+    const h = await openSession(echo.relay.mcpUrl, echo.token);
     const { answer: first } = await sleeping(h, 'x', 1000);
     const withMeta = JSON.stringify({
       jsonrpc: '2.0',
@@ -59,22 +51,22 @@ describe('a request id already in flight in the session', () => {
       method: 'tools/call',
       params: { name: 'echo', arguments: { text: 'meta of id x' }, _meta: { progressToken: 'p' } },
     });
-    expectDuplicate(await post(relay.mcpUrl, h, withMeta), 'x');
+    expectDuplicate(await post(echo.relay.mcpUrl, h, withMeta), 'x');
     expect(echoed('meta of id x')).toBe(false);
     // The number 1 and the string "1" are different ids.
-    const other = await post(relay.mcpUrl, h, toolCall(1, 'echo', { text: 'number one' }));
+    const other = await post(echo.relay.mcpUrl, h, toolCall(1, 'echo', { text: 'number one' }));
     expect(other.json.result.content[0].text).toBe('number one');
     expect((await first).json.result.content[0].text).toBe('slept 1000');
   });
 
   it('leaves the first request cancellable by its id: notifications/cancelled cancels it at the phone', async () => {
-    const h = await openSession(relay.mcpUrl, token);
+    const h = await openSession(echo.relay.mcpUrl, echo.token);
     const cancelledBefore = control.cancellations;
     const { answer: first } = await sleeping(h, 9, 10_000);
     // Answered before the cancellation is sent: the id must still name the first request.
-    const second = await post(relay.mcpUrl, h, toolCall(9, 'echo', { text: 'second of id 9' }));
+    const second = await post(echo.relay.mcpUrl, h, toolCall(9, 'echo', { text: 'second of id 9' }));
     const note = await post(
-      relay.mcpUrl,
+      echo.relay.mcpUrl,
       h,
       JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 9 } }),
     );
@@ -86,20 +78,20 @@ describe('a request id already in flight in the session', () => {
   });
 
   it('is accepted once the first is answered, and in another session at any time', async () => {
-    const h = await openSession(relay.mcpUrl, token);
-    const other = await openSession(relay.mcpUrl, token);
+    const h = await openSession(echo.relay.mcpUrl, echo.token);
+    const other = await openSession(echo.relay.mcpUrl, echo.token);
     const { answer: first } = await sleeping(h, 11, 800);
-    const elsewhere = await post(relay.mcpUrl, other, toolCall(11, 'echo', { text: 'other session' }));
+    const elsewhere = await post(echo.relay.mcpUrl, other, toolCall(11, 'echo', { text: 'other session' }));
     expect(elsewhere.json.result.content[0].text).toBe('other session');
     await first;
-    const again = await post(relay.mcpUrl, h, toolCall(11, 'echo', { text: 'after the first' }));
+    const again = await post(echo.relay.mcpUrl, h, toolCall(11, 'echo', { text: 'after the first' }));
     expect(again.json.result.content[0].text).toBe('after the first');
   });
 
   it('inside a 2025-03-26 batch: the second message with the id is refused in its slot, the first answered', async () => {
-    const h = await openSession(relay.mcpUrl, token, '2025-03-26');
+    const h = await openSession(echo.relay.mcpUrl, echo.token, '2025-03-26');
     const r = await post(
-      relay.mcpUrl,
+      echo.relay.mcpUrl,
       h,
       JSON.stringify([
         JSON.parse(toolCall(3, 'sleep', { ms: 200 })),

@@ -1,23 +1,14 @@
 // The spine, end to end on one node: a real phone, the official SDK client, each revision.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
-import { connectClient, startEchoRelay, waitFor, type TestPhone, type TestRelay } from '../helpers/relay.ts';
+import { connectClient, waitFor } from '../helpers/relay.ts';
+import { useEchoRelay } from '../helpers/per-file.ts';
 
-let relay: TestRelay;
-let phone: TestPhone;
-let token: string;
-
-beforeAll(async () => {
-  ({ relay, phone, token } = await startEchoRelay());
-});
-afterAll(async () => {
-  await phone?.stop();
-  await relay?.stop();
-});
+const echo = useEchoRelay();
 
 describe.each(['2025-11-25', '2025-06-18', '2025-03-26'])('revision %s', (revision) => {
   it('initializes, lists and calls tools, and receives notifications on the GET stream', async () => {
-    const { client, transport } = await connectClient(relay.mcpUrl, token, { protocolVersion: revision });
+    const { client, transport } = await connectClient(echo.relay.mcpUrl, echo.token, { protocolVersion: revision });
     expect(transport.protocolVersion).toBe(revision);
     expect(transport.sessionId).toBeTruthy();
     expect(client.getServerVersion()?.name).toBe('echo-phone');
@@ -34,7 +25,7 @@ describe.each(['2025-11-25', '2025-06-18', '2025-03-26'])('revision %s', (revisi
     });
     // The SDK opens its GET stream after initialized; wait until the relay holds it.
     await waitFor(
-      () => relay.relay.node.ctx.hub.allStreams().some((l) => l.sessionId === transport.sessionId),
+      () => echo.relay.relay.node.ctx.hub.allStreams().some((l) => l.sessionId === transport.sessionId),
       5000,
       'GET stream',
     );
@@ -46,15 +37,15 @@ describe.each(['2025-11-25', '2025-06-18', '2025-03-26'])('revision %s', (revisi
 });
 
 it('accepts Authorization: Bearer as well as X-Api-Key', async () => {
-  const { client } = await connectClient(relay.mcpUrl, token, { header: 'bearer' });
+  const { client } = await connectClient(echo.relay.mcpUrl, echo.token, { header: 'bearer' });
   const r = await client.callTool({ name: 'echo', arguments: { text: 'bearer' } });
   expect(r.content).toEqual([{ type: 'text', text: 'bearer' }]);
   await client.close();
 });
 
 it('never mixes answers between two clients using the same ids (1,000 calls)', async () => {
-  const a = await connectClient(relay.mcpUrl, token);
-  const b = await connectClient(relay.mcpUrl, token);
+  const a = await connectClient(echo.relay.mcpUrl, echo.token);
+  const b = await connectClient(echo.relay.mcpUrl, echo.token);
   const N = 500;
   const calls: Array<Promise<void>> = [];
   for (let i = 0; i < N; i++) {

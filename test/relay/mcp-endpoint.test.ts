@@ -1,36 +1,20 @@
 // /mcp bad inputs and edge cases, each with its own answer.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  connectClient,
-  startEchoRelay,
-  startTestPhone,
-  startTestRelay,
-  waitFor,
-  type TestPhone,
-  type TestRelay,
-} from '../helpers/relay.ts';
+import { describe, expect, it } from 'vitest';
+import { connectClient, startTestPhone, startTestRelay, waitFor } from '../helpers/relay.ts';
+import { useEchoRelay } from '../helpers/per-file.ts';
 import { createEchoServer, type EchoServerControl } from '../fixtures/echo-server.ts';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import { request as httpRequest } from 'node:http';
 
-let relay: TestRelay;
-let phone: TestPhone;
-let token: string;
 const control: EchoServerControl = { calls: [], cancellations: 0 };
 
-beforeAll(async () => {
-  ({ relay, phone, token } = await startEchoRelay(['--request-timeout-ms', '800'], { control }));
-});
-afterAll(async () => {
-  await phone?.stop();
-  await relay?.stop();
-});
+const echo = useEchoRelay(['--request-timeout-ms', '800'], { control });
 
 async function rpc(
   body: unknown,
   headers: Record<string, string> = {},
 ): Promise<{ status: number; json: any; headers: Headers }> {
-  const r = await fetch(relay.mcpUrl, {
+  const r = await fetch(echo.relay.mcpUrl, {
     method: 'POST',
     headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
     body: typeof body === 'string' ? body : JSON.stringify(body),
@@ -48,7 +32,7 @@ async function rpc(
 const toolCallBody = (id: number, name: string, args: Record<string, unknown>) =>
   JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args } });
 
-async function openSession(revision = '2025-11-25', t = token): Promise<string> {
+async function openSession(revision = '2025-11-25', t = echo.token): Promise<string> {
   const r = await rpc(
     {
       jsonrpc: '2.0',
@@ -79,22 +63,22 @@ describe('authentication', () => {
   it('lets X-Api-Key win over a bad Bearer', async () => {
     const r = await rpc(
       { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25' } },
-      { 'x-api-key': token, authorization: 'Bearer pb_wrong' },
+      { 'x-api-key': echo.token, authorization: 'Bearer pb_wrong' },
     );
     expect(r.status).toBe(200);
   });
 
   it('answers 402 subscription_required on a locked account, and works again once unlocked', async () => {
-    const store = relay.relay.store.store;
+    const store = echo.relay.relay.store.store;
     await store.setAccountLocked('local', true);
-    relay.relay.node.ctx.auth.invalidate({ accountId: 'local' });
-    const r = await rpc({ jsonrpc: '2.0', id: 1, method: 'initialize', params: {} }, { 'x-api-key': token });
+    echo.relay.relay.node.ctx.auth.invalidate({ accountId: 'local' });
+    const r = await rpc({ jsonrpc: '2.0', id: 1, method: 'initialize', params: {} }, { 'x-api-key': echo.token });
     expect(r.status).toBe(402);
     expect(r.json.error).toBe('subscription_required');
     await store.setAccountLocked('local', false);
-    relay.relay.node.ctx.auth.invalidate({ accountId: 'local' });
+    echo.relay.relay.node.ctx.auth.invalidate({ accountId: 'local' });
     expect(
-      (await rpc({ jsonrpc: '2.0', id: 1, method: 'initialize', params: {} }, { 'x-api-key': token })).status,
+      (await rpc({ jsonrpc: '2.0', id: 1, method: 'initialize', params: {} }, { 'x-api-key': echo.token })).status,
     ).toBe(200);
   });
 });
@@ -103,28 +87,34 @@ describe('sessions', () => {
   it('answers an unknown session with 404', async () => {
     const r = await rpc(
       { jsonrpc: '2.0', id: 1, method: 'tools/list' },
-      { 'x-api-key': token, 'mcp-session-id': 'nope' },
+      { 'x-api-key': echo.token, 'mcp-session-id': 'nope' },
     );
     expect(r.status).toBe(404);
   });
 
   it('requires a session for anything but initialize', async () => {
-    const r = await rpc({ jsonrpc: '2.0', id: 1, method: 'tools/list' }, { 'x-api-key': token });
+    const r = await rpc({ jsonrpc: '2.0', id: 1, method: 'tools/list' }, { 'x-api-key': echo.token });
     expect(r.status).toBe(400);
   });
 
   it('hides a session from another credential (404)', async () => {
     const sid = await openSession();
-    const other = (await relay.key(phone.deviceId)).token;
+    const other = (await echo.relay.key(echo.phone.deviceId)).token;
     const r = await rpc({ jsonrpc: '2.0', id: 1, method: 'tools/list' }, { 'x-api-key': other, 'mcp-session-id': sid });
     expect(r.status).toBe(404);
   });
 
   it('ends a session with DELETE; afterwards it is 404', async () => {
     const sid = await openSession();
-    const d = await fetch(relay.mcpUrl, { method: 'DELETE', headers: { 'x-api-key': token, 'mcp-session-id': sid } });
+    const d = await fetch(echo.relay.mcpUrl, {
+      method: 'DELETE',
+      headers: { 'x-api-key': echo.token, 'mcp-session-id': sid },
+    });
     expect(d.status).toBe(200);
-    const r = await rpc({ jsonrpc: '2.0', id: 1, method: 'tools/list' }, { 'x-api-key': token, 'mcp-session-id': sid });
+    const r = await rpc(
+      { jsonrpc: '2.0', id: 1, method: 'tools/list' },
+      { 'x-api-key': echo.token, 'mcp-session-id': sid },
+    );
     expect(r.status).toBe(404);
   });
 
@@ -161,7 +151,7 @@ describe('sessions', () => {
     const sid = await openSession();
     const r = await rpc(
       { jsonrpc: '2.0', method: 'notifications/initialized' },
-      { 'x-api-key': token, 'mcp-session-id': sid },
+      { 'x-api-key': echo.token, 'mcp-session-id': sid },
     );
     expect(r.status).toBe(202);
   });
@@ -170,7 +160,7 @@ describe('sessions', () => {
 describe('bad bodies', () => {
   it('answers malformed JSON with a parse error', async () => {
     const sid = await openSession();
-    const r = await rpc('{"jsonrpc":', { 'x-api-key': token, 'mcp-session-id': sid });
+    const r = await rpc('{"jsonrpc":', { 'x-api-key': echo.token, 'mcp-session-id': sid });
     expect(r.status).toBe(400);
     expect(r.json.error.code).toBe(-32700);
   });
@@ -184,7 +174,7 @@ describe('bad bodies', () => {
         method: 'tools/call',
         params: { name: 'echo', arguments: { text: 'x'.repeat(300 * 1024) } },
       },
-      { 'x-api-key': token, 'mcp-session-id': sid },
+      { 'x-api-key': echo.token, 'mcp-session-id': sid },
     );
     expect(r.status).toBe(413);
     expect(r.json.error.data.code).toBe('too_large');
@@ -194,7 +184,7 @@ describe('bad bodies', () => {
     // MCP ids are strings or integers; past 2^53 - 1 an integer loses digits once parsed, and the
     // answer would carry another id than the request (9007199254740993 came back ...992).
     const sid = await openSession();
-    const headers = { 'x-api-key': token, 'mcp-session-id': sid };
+    const headers = { 'x-api-key': echo.token, 'mcp-session-id': sid };
     const list = (id: string) => `{"jsonrpc":"2.0","id":${id},"method":"tools/list"}`;
     for (const id of ['9007199254740993', '-9007199254740993', '123456789012345678901234567890', '1.5', '1e400']) {
       const r = await rpc(list(id), headers);
@@ -219,7 +209,7 @@ describe('bad bodies', () => {
 
   it('names a tools/call without a string tool name as such, not as an unknown tool "undefined"', async () => {
     const sid = await openSession();
-    const headers = { 'x-api-key': token, 'mcp-session-id': sid };
+    const headers = { 'x-api-key': echo.token, 'mcp-session-id': sid };
     for (const params of [undefined, {}, { arguments: {} }, { name: 5 }, { name: null }]) {
       const r = await rpc({ jsonrpc: '2.0', id: 9, method: 'tools/call', ...(params && { params }) }, headers);
       expect({ params, error: r.json.error }).toEqual({
@@ -238,11 +228,11 @@ describe('bad bodies', () => {
       { jsonrpc: '2.0', method: 'notifications/roots/list_changed' },
       { jsonrpc: '2.0', id: 'b', method: 'tools/call', params: { name: 'echo', arguments: { text: 'two' } } },
     ];
-    const refused = await rpc(batch, { 'x-api-key': token, 'mcp-session-id': modern });
+    const refused = await rpc(batch, { 'x-api-key': echo.token, 'mcp-session-id': modern });
     expect(refused.status).toBe(400);
     expect(refused.json.error.code).toBe(-32600);
     const old = await openSession('2025-03-26');
-    const ok = await rpc(batch, { 'x-api-key': token, 'mcp-session-id': old });
+    const ok = await rpc(batch, { 'x-api-key': echo.token, 'mcp-session-id': old });
     expect(ok.status).toBe(200);
     expect(ok.json).toHaveLength(2);
     expect(ok.json.map((m: any) => [m.id, m.result.content[0].text])).toEqual([
@@ -258,7 +248,7 @@ function rawPost(
   body: string,
 ): Promise<{ status: number; json: any; keepAlive: string | undefined }> {
   return new Promise((resolve, reject) => {
-    const req = httpRequest(relay.mcpUrl, { method: 'POST', headers }, (res) => {
+    const req = httpRequest(echo.relay.mcpUrl, { method: 'POST', headers }, (res) => {
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (c: string) => (text += c));
@@ -313,9 +303,9 @@ describe('Content-Type and Accept of POST /mcp (docs/decisions/0215-post-media-t
     ]) {
       const ct: Record<string, string> = contentType === undefined ? {} : { 'content-type': contentType };
       for (const [headers, body] of [
-        [{ 'x-api-key': token, 'mcp-session-id': sid, accept: ACCEPT }, call('415 session')],
-        [{ 'x-api-key': token, accept: ACCEPT, ...statelessHeaders }, statelessCall('415 stateless')],
-        [{ 'x-api-key': token, accept: ACCEPT }, JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize' })],
+        [{ 'x-api-key': echo.token, 'mcp-session-id': sid, accept: ACCEPT }, call('415 session')],
+        [{ 'x-api-key': echo.token, accept: ACCEPT, ...statelessHeaders }, statelessCall('415 stateless')],
+        [{ 'x-api-key': echo.token, accept: ACCEPT }, JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize' })],
         [{ accept: ACCEPT }, call('415 unauthenticated')],
       ] as const) {
         const r = await rawPost({ ...headers, ...ct }, body);
@@ -346,7 +336,7 @@ describe('Content-Type and Accept of POST /mcp (docs/decisions/0215-post-media-t
       'application/json;charset=UTF-8',
     ]) {
       const r = await rawPost(
-        { 'x-api-key': token, 'mcp-session-id': sid, accept: ACCEPT, 'content-type': contentType },
+        { 'x-api-key': echo.token, 'mcp-session-id': sid, accept: ACCEPT, 'content-type': contentType },
         call(contentType),
       );
       expect({ contentType, status: r.status, text: r.json.result?.content?.[0]?.text }).toEqual({
@@ -362,8 +352,8 @@ describe('Content-Type and Accept of POST /mcp (docs/decisions/0215-post-media-t
     const before = control.calls.length;
     for (const accept of ['text/event-stream', 'text/html', 'application/json;q=0, text/event-stream', 'image/*']) {
       for (const [headers, body] of [
-        [{ 'x-api-key': token, 'mcp-session-id': sid }, call('406 session')],
-        [{ 'x-api-key': token, ...statelessHeaders }, statelessCall('406 stateless')],
+        [{ 'x-api-key': echo.token, 'mcp-session-id': sid }, call('406 session')],
+        [{ 'x-api-key': echo.token, ...statelessHeaders }, statelessCall('406 stateless')],
       ] as const) {
         const r = await rawPost({ ...headers, 'content-type': 'application/json', accept }, body);
         expect({ accept, status: r.status }).toEqual({ accept, status: 406 });
@@ -385,7 +375,7 @@ describe('Content-Type and Accept of POST /mcp (docs/decisions/0215-post-media-t
     for (const accept of [undefined, 'application/json', '*/*', 'application/*', 'text/event-stream;q=0, */*;q=0.1']) {
       const r = await rawPost(
         {
-          'x-api-key': token,
+          'x-api-key': echo.token,
           'mcp-session-id': sid,
           'content-type': 'application/json',
           ...(accept === undefined ? {} : { accept }),
@@ -415,7 +405,7 @@ describe('forwarding', () => {
           _meta: { 'phonebridge/caller': { credential: 'admin', scopes: ['everything'] }, other: 1 },
         },
       },
-      { 'x-api-key': token, 'mcp-session-id': sid },
+      { 'x-api-key': echo.token, 'mcp-session-id': sid },
     );
     expect(r.json.result.content[0].text).toBe('who');
     const seen = control.calls.at(-1)!.meta as Record<string, any>;
@@ -425,7 +415,7 @@ describe('forwarding', () => {
   });
 
   it('times out with a timeout error and drops the late answer', async () => {
-    const { client } = await connectClient(relay.mcpUrl, token);
+    const { client } = await connectClient(echo.relay.mcpUrl, echo.token);
     const err = await client.callTool({ name: 'sleep', arguments: { ms: 1500 } }).catch((e) => e);
     expect(err).toBeInstanceOf(McpError);
     expect((err as McpError).code).toBe(-31002);
@@ -434,7 +424,7 @@ describe('forwarding', () => {
     await new Promise((r) => setTimeout(r, 900));
     const next = await client.callTool({ name: 'echo', arguments: { text: 'after' } });
     expect(next.content).toEqual([{ type: 'text', text: 'after' }]);
-    expect(relay.relay.node.ctx.hub.device(phone.deviceId)!.inFlight).toBe(0);
+    expect(echo.relay.relay.node.ctx.hub.device(echo.phone.deviceId)!.inFlight).toBe(0);
     await client.close();
   });
   // A client disconnecting mid-request: test/relay/resume.test.ts (it needs a longer timeout than this relay's).

@@ -3,28 +3,20 @@
 // never share memory, and an answer whose client has gone gives its buffer back unwritten.
 import { randomBytes } from 'node:crypto';
 import { request } from 'node:http';
-import { afterAll, beforeAll, expect, it } from 'vitest';
-import { connectClient, startEchoRelay, waitFor, type TestPhone, type TestRelay } from '../helpers/relay.ts';
+import { expect, it } from 'vitest';
+import { connectClient, waitFor } from '../helpers/relay.ts';
+import { useEchoRelay } from '../helpers/per-file.ts';
 import { sample } from '../helpers/metrics.ts';
 import type { EchoServerControl } from '../fixtures/echo-server.ts';
 
-let relay: TestRelay;
-let phone: TestPhone;
-let token: string;
 const control: EchoServerControl = { calls: [], cancellations: 0 };
 
-beforeAll(async () => {
-  ({ relay, phone, token } = await startEchoRelay([], { control }));
-});
-afterAll(async () => {
-  await phone?.stop();
-  await relay?.stop();
-});
+const echo = useEchoRelay([], { control });
 
 const held = async () => (await sample('phonebridge_answer_buffers_bytes')) ?? NaN;
 
 it('answers 96 calls, large and small, 32 at a time, each with its own bytes', async () => {
-  const clients = await Promise.all(Array.from({ length: 4 }, () => connectClient(relay.mcpUrl, token)));
+  const clients = await Promise.all(Array.from({ length: 4 }, () => connectClient(echo.relay.mcpUrl, echo.token)));
   for (let round = 0; round < 3; round++)
     await Promise.all(
       clients.flatMap(({ client }, c) =>
@@ -47,7 +39,7 @@ it('answers 96 calls, large and small, 32 at a time, each with its own bytes', a
 });
 
 it('gives back the buffer of an answer whose client has gone', async () => {
-  const { client, transport } = await connectClient(relay.mcpUrl, token);
+  const { client, transport } = await connectClient(echo.relay.mcpUrl, echo.token);
   const before = await held();
   // 200,000 characters: the 256 KiB class, which the calls above never used.
   const body = JSON.stringify({
@@ -56,14 +48,14 @@ it('gives back the buffer of an answer whose client has gone', async () => {
     method: 'tools/call',
     params: { name: 'blob', arguments: { n: 200_000, ms: 300 } },
   });
-  const u = new URL(relay.mcpUrl);
+  const u = new URL(echo.relay.mcpUrl);
   const req = request({
     host: u.hostname,
     port: u.port,
     path: u.pathname,
     method: 'POST',
     headers: {
-      'x-api-key': token,
+      'x-api-key': echo.token,
       'content-type': 'application/json',
       accept: 'application/json, text/event-stream',
       'mcp-session-id': transport.sessionId!,

@@ -1,41 +1,25 @@
 // SSE event ids and resumption: a client that loses its GET stream gets what it missed.
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import {
-  connectClient,
-  firstProgressEventId,
-  sseMessages,
-  startEchoRelay,
-  waitFor,
-  type TestPhone,
-  type TestRelay,
-} from '../helpers/relay.ts';
+import { connectClient, firstProgressEventId, sseMessages, waitFor } from '../helpers/relay.ts';
+import { useEchoRelay } from '../helpers/per-file.ts';
 import type { EchoServerControl } from '../fixtures/echo-server.ts';
 import { openSession } from '../helpers/raw-mcp.ts';
 import type { SessionChannel } from '../../src/gateway/session-streams.ts';
 
-let relay: TestRelay;
-let phone: TestPhone;
-let token: string;
 const control: EchoServerControl = { calls: [], cancellations: 0 };
 
-beforeAll(async () => {
-  ({ relay, phone, token } = await startEchoRelay([], { control }));
-});
-afterAll(async () => {
-  await phone?.stop();
-  await relay?.stop();
-});
+const echo = useEchoRelay([], { control });
 
-const rawSession = () => openSession(relay.mcpUrl, token);
+const rawSession = () => openSession(echo.relay.mcpUrl, echo.token);
 
 const channelOf = (sessionId: string) =>
-  relay.relay.node.ctx.hub.allStreams().find((l) => l.sessionId === sessionId) as SessionChannel | undefined;
+  echo.relay.relay.node.ctx.hub.allStreams().find((l) => l.sessionId === sessionId) as SessionChannel | undefined;
 
 it('the SDK client resumes a dropped GET stream and receives the notification sent while it was away', async () => {
-  const { client, transport } = await connectClient(relay.mcpUrl, token);
+  const { client, transport } = await connectClient(echo.relay.mcpUrl, echo.token);
   const got: string[] = [];
   client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => void got.push(String(n.params.data)));
   await waitFor(() => (channelOf(transport.sessionId!)?.connected ?? 0) === 1, 5000, 'GET stream');
@@ -57,14 +41,14 @@ it('the SDK client resumes a dropped GET stream and receives the notification se
 });
 
 it('sends each notification on one stream of a session, not all of them', async () => {
-  const { client, transport } = await connectClient(relay.mcpUrl, token);
+  const { client, transport } = await connectClient(echo.relay.mcpUrl, echo.token);
   await waitFor(() => (channelOf(transport.sessionId!)?.connected ?? 0) === 1, 5000, 'SDK GET stream');
   // A second GET stream on the same session, read raw.
   const ac = new AbortController();
-  const second = await fetch(relay.mcpUrl, {
+  const second = await fetch(echo.relay.mcpUrl, {
     headers: {
       accept: 'text/event-stream',
-      'x-api-key': token,
+      'x-api-key': echo.token,
       'mcp-session-id': transport.sessionId!,
       'mcp-protocol-version': '2025-11-25',
     },
@@ -97,7 +81,7 @@ it('a POST stream the client dropped mid-call: GET with its Last-Event-ID follow
   // Session revisions do not cancel on disconnect; SSE polling (2025-11-25) resumes the stream.
   const headers = await rawSession();
   const ac = new AbortController();
-  const res = await fetch(relay.mcpUrl, {
+  const res = await fetch(echo.relay.mcpUrl, {
     method: 'POST',
     signal: ac.signal,
     headers,
@@ -114,8 +98,8 @@ it('a POST stream the client dropped mid-call: GET with its Last-Event-ID follow
   ac.abort();
   // Resumed while the call is still running: the GET follows the POST stream to its answer,
   // then ends (the SDK client does exactly this GET when a POST stream with ids drops).
-  expect(relay.relay.node.ctx.hub.device(phone.deviceId)!.inFlight).toBe(1);
-  const again = await fetch(relay.mcpUrl, {
+  expect(echo.relay.relay.node.ctx.hub.device(echo.phone.deviceId)!.inFlight).toBe(1);
+  const again = await fetch(echo.relay.mcpUrl, {
     headers: { ...headers, accept: 'text/event-stream', 'last-event-id': lastId },
   });
   expect(again.status).toBe(200);
@@ -134,9 +118,9 @@ it('a client that disconnects mid-request: the request runs on (disconnection is
   // Session revisions: "Disconnection SHOULD NOT be interpreted as the client cancelling its
   // request. To cancel, the client SHOULD explicitly send an MCP CancelledNotification."
   const headers = await rawSession();
-  const conn = () => relay.relay.node.ctx.hub.device(phone.deviceId)!;
+  const conn = () => echo.relay.relay.node.ctx.hub.device(echo.phone.deviceId)!;
   const post = (body: unknown, signal?: AbortSignal) =>
-    fetch(relay.mcpUrl, { method: 'POST', signal, headers, body: JSON.stringify(body) });
+    fetch(echo.relay.mcpUrl, { method: 'POST', signal, headers, body: JSON.stringify(body) });
   const before = control.cancellations;
 
   // 1. Gone mid-call: the phone finishes the call; the relay drops the answer and keeps nothing.
@@ -185,7 +169,7 @@ it('a client that disconnects mid-request: the request runs on (disconnection is
 it('a slow answer arrives as an SSE stream (priming event, then the answer); a fast one, or a client without SSE, gets JSON', async () => {
   const both = await rawSession();
   const call = (headers: Record<string, string>, id: number, name: string, args: Record<string, unknown>) =>
-    fetch(relay.mcpUrl, {
+    fetch(echo.relay.mcpUrl, {
       method: 'POST',
       headers,
       body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args } }),
@@ -210,8 +194,8 @@ it('a slow answer arrives as an SSE stream (priming event, then the answer); a f
 it('the SDK client whose POST stream drops mid-call gets the answer anyway (it resumes with GET + Last-Event-ID)', async () => {
   const seen: string[] = [];
   let dropped = false;
-  const transport = new StreamableHTTPClientTransport(new URL(relay.mcpUrl), {
-    requestInit: { headers: { 'X-Api-Key': token } },
+  const transport = new StreamableHTTPClientTransport(new URL(echo.relay.mcpUrl), {
+    requestInit: { headers: { 'X-Api-Key': echo.token } },
     reconnectionOptions: {
       initialReconnectionDelay: 100,
       maxReconnectionDelay: 1000,
@@ -259,7 +243,7 @@ it('a GET naming a POST stream that never existed (or expired) ends at once inst
   const headers = await rawSession();
   const farFuture = (Date.now() + 10 * 60_000).toString(36);
   const t0 = Date.now();
-  const res = await fetch(relay.mcpUrl, {
+  const res = await fetch(echo.relay.mcpUrl, {
     headers: { ...headers, accept: 'text/event-stream', 'last-event-id': `p.${farFuture}.forged00:5` },
   });
   expect(res.status).toBe(200);

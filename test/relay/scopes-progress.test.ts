@@ -1,27 +1,21 @@
 // Scopes from the cached tools/list (docs/decisions/0005-tool-scope-in-meta.md) and progress on
 // its own stream (docs/decisions/0007-what-the-relay-rewrites.md).
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
-import { connectClient, startEchoRelay, waitFor, type TestPhone, type TestRelay } from '../helpers/relay.ts';
+import { connectClient, waitFor } from '../helpers/relay.ts';
+import { useEchoRelay } from '../helpers/per-file.ts';
 import type { EchoServerControl } from '../fixtures/echo-server.ts';
 
-let relay: TestRelay;
-let phone: TestPhone;
-let fullToken: string;
 let readToken: string;
 const control: EchoServerControl = { calls: [], cancellations: 0 };
 
+const echo = useEchoRelay([], { control });
 beforeAll(async () => {
-  ({ relay, phone, token: fullToken } = await startEchoRelay([], { control }));
-  readToken = (await relay.key(phone.deviceId, ['devices:read'])).token;
-});
-afterAll(async () => {
-  await phone?.stop();
-  await relay?.stop();
+  readToken = (await echo.relay.key(echo.phone.deviceId, ['devices:read'])).token;
 });
 
 async function post(token: string, sid: string, body: unknown): Promise<Response> {
-  return fetch(relay.mcpUrl, {
+  return fetch(echo.relay.mcpUrl, {
     method: 'POST',
     headers: {
       'content-type': 'application/json',
@@ -36,12 +30,12 @@ async function post(token: string, sid: string, body: unknown): Promise<Response
 
 describe('scopes', () => {
   it('lists only the tools of the credential scopes, never unscoped ones', async () => {
-    const read = await connectClient(relay.mcpUrl, readToken);
+    const read = await connectClient(echo.relay.mcpUrl, readToken);
     const names = (await read.client.listTools()).tools.map((t) => t.name);
     expect(names).toContain('echo');
     expect(names).not.toContain('tap');
     expect(names).not.toContain('unscoped');
-    const full = await connectClient(relay.mcpUrl, fullToken);
+    const full = await connectClient(echo.relay.mcpUrl, echo.token);
     const all = (await full.client.listTools()).tools.map((t) => t.name);
     expect(all).toContain('tap');
     expect(all).not.toContain('unscoped');
@@ -50,7 +44,7 @@ describe('scopes', () => {
   });
 
   it('refuses tap without devices:act with 403 and the scope challenge; nothing reaches the phone', async () => {
-    const { transport, client } = await connectClient(relay.mcpUrl, readToken);
+    const { transport, client } = await connectClient(echo.relay.mcpUrl, readToken);
     const before = control.calls.length;
     const r = await post(readToken, transport.sessionId!, {
       jsonrpc: '2.0',
@@ -65,7 +59,7 @@ describe('scopes', () => {
       id: 9,
       error: { code: -31008, data: { code: 'insufficient_scope', scope: 'devices:act' } },
     });
-    const unscoped = await post(fullToken, (await connectClient(relay.mcpUrl, fullToken)).transport.sessionId!, {
+    const unscoped = await post(echo.token, (await connectClient(echo.relay.mcpUrl, echo.token)).transport.sessionId!, {
       jsonrpc: '2.0',
       id: 10,
       method: 'tools/call',
@@ -79,13 +73,13 @@ describe('scopes', () => {
   });
 
   it('refreshes the catalog on tools/list_changed, then tells clients', async () => {
-    const { client, transport } = await connectClient(relay.mcpUrl, readToken);
+    const { client, transport } = await connectClient(echo.relay.mcpUrl, readToken);
     let changed = 0;
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
       changed++;
     });
     await waitFor(
-      () => relay.relay.node.ctx.hub.allStreams().some((l) => l.sessionId === transport.sessionId),
+      () => echo.relay.relay.node.ctx.hub.allStreams().some((l) => l.sessionId === transport.sessionId),
       5000,
       'GET stream',
     );
@@ -101,12 +95,12 @@ describe('scopes', () => {
 
 describe('progress', () => {
   it('delivers progress only to the request that carried the token, even when two clients use the same token', async () => {
-    const a = await connectClient(relay.mcpUrl, fullToken);
-    const b = await connectClient(relay.mcpUrl, fullToken);
+    const a = await connectClient(echo.relay.mcpUrl, echo.token);
+    const b = await connectClient(echo.relay.mcpUrl, echo.token);
     const seen: Record<string, string[]> = { A: [], B: [] };
     // Raw POSTs so both clients can use the very same progress token.
     const run = async (who: 'A' | 'B', sid: string) => {
-      const r = await post(fullToken, sid, {
+      const r = await post(echo.token, sid, {
         jsonrpc: '2.0',
         id: 1,
         method: 'tools/call',
@@ -138,10 +132,10 @@ describe('progress', () => {
   });
 
   it('refuses a progress token that is not a string or a number at once, in both eras; nothing reaches the phone', async () => {
-    const { transport, client } = await connectClient(relay.mcpUrl, fullToken);
+    const { transport, client } = await connectClient(echo.relay.mcpUrl, echo.token);
     const before = control.calls.length;
     const started = Date.now();
-    const r = await post(fullToken, transport.sessionId!, {
+    const r = await post(echo.token, transport.sessionId!, {
       jsonrpc: '2.0',
       id: 11,
       method: 'tools/call',
@@ -152,12 +146,12 @@ describe('progress', () => {
       id: 11,
       error: { code: -32602, message: expect.stringMatching(/progressToken must be a string or a number/) },
     });
-    const stateless = await fetch(relay.mcpUrl, {
+    const stateless = await fetch(echo.relay.mcpUrl, {
       method: 'POST',
       headers: {
         'content-type': 'application/json',
         accept: 'application/json, text/event-stream',
-        'x-api-key': fullToken,
+        'x-api-key': echo.token,
         'mcp-protocol-version': '2026-07-28',
         'mcp-method': 'tools/call',
         'mcp-name': 'echo',
@@ -187,7 +181,7 @@ describe('progress', () => {
   });
 
   it('works with the SDK client onprogress', async () => {
-    const { client } = await connectClient(relay.mcpUrl, fullToken);
+    const { client } = await connectClient(echo.relay.mcpUrl, echo.token);
     const progress: number[] = [];
     const r = await client.callTool({ name: 'progress', arguments: { text: 'sdk', n: 3 } }, undefined, {
       onprogress: (p) => progress.push(p.progress),

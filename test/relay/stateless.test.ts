@@ -1,13 +1,11 @@
 // Revision 2026-07-28 on the same /mcp: each bad input has its own answer; discover comes
 // from the cache; closing a response stream cancels the request at the phone.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEchoRelay, waitFor, type TestPhone, type TestRelay } from '../helpers/relay.ts';
+import { describe, expect, it } from 'vitest';
+import { waitFor } from '../helpers/relay.ts';
+import { useEchoRelay } from '../helpers/per-file.ts';
 import type { EchoServerControl } from '../fixtures/echo-server.ts';
 import { baseHeaders, openSession } from '../helpers/raw-mcp.ts';
 
-let relay: TestRelay;
-let phone: TestPhone;
-let token: string;
 const control: EchoServerControl = { calls: [], cancellations: 0 };
 const V = '2026-07-28';
 const meta = {
@@ -16,13 +14,7 @@ const meta = {
   'io.modelcontextprotocol/clientCapabilities': {},
 };
 
-beforeAll(async () => {
-  ({ relay, phone, token } = await startEchoRelay([], { control }));
-});
-afterAll(async () => {
-  await phone?.stop();
-  await relay?.stop();
-});
+const echo = useEchoRelay([], { control });
 
 async function call(
   method: string,
@@ -31,12 +23,12 @@ async function call(
   init: RequestInit = {},
 ) {
   const name = (params.name ?? params.uri) as string | undefined;
-  const r = await fetch(relay.mcpUrl, {
+  const r = await fetch(echo.relay.mcpUrl, {
     method: 'POST',
     headers: {
       'content-type': 'application/json',
       accept: 'application/json, text/event-stream',
-      'x-api-key': token,
+      'x-api-key': echo.token,
       'mcp-protocol-version': V,
       'mcp-method': method,
       ...(name ? { 'mcp-name': name } : {}),
@@ -97,11 +89,11 @@ describe('2026-07-28', () => {
   });
 
   it('rejects an unsupported version with 400 / -32022 and the supported list', async () => {
-    const r = await fetch(relay.mcpUrl, {
+    const r = await fetch(echo.relay.mcpUrl, {
       method: 'POST',
       headers: {
         'content-type': 'application/json',
-        'x-api-key': token,
+        'x-api-key': echo.token,
         'mcp-protocol-version': '2099-01-01',
         'mcp-method': 'tools/list',
       },
@@ -119,11 +111,11 @@ describe('2026-07-28', () => {
   });
 
   it('rejects missing _meta fields with -32602', async () => {
-    const r = await fetch(relay.mcpUrl, {
+    const r = await fetch(echo.relay.mcpUrl, {
       method: 'POST',
       headers: {
         'content-type': 'application/json',
-        'x-api-key': token,
+        'x-api-key': echo.token,
         'mcp-protocol-version': V,
         'mcp-method': 'tools/list',
       },
@@ -147,15 +139,15 @@ describe('2026-07-28', () => {
   it('says why a 2026-07-28 header on a session-era body is refused, not that the revision is unsupported', async () => {
     // A batch, an initialize or an Mcp-Session-Id picks the session era (classifyEra); the
     // header then names a revision the relay serves, only not with sessions.
-    const headers = baseHeaders(token, V);
-    const sid = (await openSession(relay.mcpUrl, token, '2025-03-26'))['mcp-session-id'];
+    const headers = baseHeaders(echo.token, V);
+    const sid = (await openSession(echo.relay.mcpUrl, echo.token, '2025-03-26'))['mcp-session-id'];
     const ping = { jsonrpc: '2.0', id: 7, method: 'tools/list' };
     for (const [what, extra, body] of [
       ['a batch', {}, [ping]],
       ['initialize', {}, { jsonrpc: '2.0', id: 7, method: 'initialize', params: {} }],
       ['a session id', { 'mcp-session-id': sid }, ping],
     ] as const) {
-      const r = await fetch(relay.mcpUrl, {
+      const r = await fetch(echo.relay.mcpUrl, {
         method: 'POST',
         headers: { ...headers, ...extra },
         body: JSON.stringify(body),
@@ -171,9 +163,9 @@ describe('2026-07-28', () => {
 
   it('answers GET and DELETE with 405', async () => {
     for (const method of ['GET', 'DELETE']) {
-      const r = await fetch(relay.mcpUrl, {
+      const r = await fetch(echo.relay.mcpUrl, {
         method,
-        headers: { accept: 'text/event-stream', 'x-api-key': token, 'mcp-protocol-version': V },
+        headers: { accept: 'text/event-stream', 'x-api-key': echo.token, 'mcp-protocol-version': V },
       });
       expect(r.status).toBe(405);
     }
@@ -193,11 +185,11 @@ describe('2026-07-28', () => {
       {},
       { signal: ac.signal },
     ).catch(() => 'aborted');
-    await waitFor(() => relay.relay.node.ctx.hub.device(phone.deviceId)!.inFlight === 1, 5000, 'in flight');
+    await waitFor(() => echo.relay.relay.node.ctx.hub.device(echo.phone.deviceId)!.inFlight === 1, 5000, 'in flight');
     ac.abort();
     expect(await pending).toBe('aborted');
     await waitFor(() => control.cancellations === before + 1, 5000, 'phone saw cancellation');
-    expect(relay.relay.node.ctx.hub.device(phone.deviceId)!.inFlight).toBe(0);
+    expect(echo.relay.relay.node.ctx.hub.device(echo.phone.deviceId)!.inFlight).toBe(0);
   });
 
   it('streams progress for its own request only, ending with the finished result', async () => {
