@@ -2,25 +2,12 @@
 // selector (the same parser as /api/v1: a bad one is a clear error, the list stays whole); fleet
 // keys are listed with their selector, count in the plan's key usage, and are revoked from it.
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type TestRelay } from '../helpers/relay.ts';
-import { startHostedRelay, type HostedRelay } from '../hosted/hosted-relay.ts';
-import { csrfOf, startAccountPhone, WebClient, type HostedPhone, type SmtpSink } from '../hosted/helpers.ts';
+import { describe, expect, it } from 'vitest';
+import { useHostedRelay } from '../hosted/hosted-relay.ts';
+import { csrfOf, startAccountPhone, WebClient } from '../hosted/helpers.ts';
 import { createFleetKey } from '../../src/fleet/keys.ts';
 
-let h: HostedRelay;
-let relay: TestRelay;
-let sink: SmtpSink;
-let phones: HostedPhone[];
-
-beforeAll(async () => {
-  h = await startHostedRelay({ args: ['--control-poll-ms', '50'] });
-  ({ relay, sink, phones } = h);
-}, 60_000);
-
-afterAll(async () => {
-  await h?.stop();
-});
+const h = useHostedRelay({ args: ['--control-poll-ms', '50'] });
 
 /** The text of the rows of the Phones table (tags stripped). */
 const phoneRows = (html: string) =>
@@ -31,13 +18,13 @@ const phoneRows = (html: string) =>
 describe('the dashboard’s fleet views', () => {
   it('lists phones with labels, filters by selector, shows fleet keys in the plan and revokes them', async () => {
     const email = `fleet-${randomBytes(3).toString('hex')}@example.com`;
-    const web = new WebClient(relay.url);
-    await web.signIn(email, sink);
-    const store = relay.relay.store.store;
+    const web = new WebClient(h.relay.url);
+    await web.signIn(email, h.sink);
+    const store = h.relay.relay.store.store;
     const account = (await store.accountByEmail(email))!;
-    const berlin = await startAccountPhone(store, relay.url, account.id, 'berlin-1');
-    const paris = await startAccountPhone(store, relay.url, account.id, 'paris-1');
-    phones.push(berlin, paris);
+    const berlin = await startAccountPhone(store, h.relay.url, account.id, 'berlin-1');
+    const paris = await startAccountPhone(store, h.relay.url, account.id, 'paris-1');
+    h.phones.push(berlin, paris);
     await store.fleet.updateLabels(berlin.deviceId, { set: { site: 'berlin', model: 'pixel8' }, remove: [] });
     await store.fleet.updateLabels(paris.deviceId, { set: { site: 'paris' }, remove: [] });
 

@@ -1,15 +1,9 @@
 // Hosted mode over plain HTTP (a browser without JavaScript): sign-in, the OAuth endpoints, and
 // one test per abuse case. Real relay, real Postgres, real SMTP (smtp-server as the sink).
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { waitFor, type TestRelay } from '../helpers/relay.ts';
-import {
-  clientAddress,
-  newEmail,
-  signedInWithPhone as signedIn,
-  startHostedRelay,
-  type HostedRelay,
-} from './hosted-relay.ts';
+import { describe, expect, it } from 'vitest';
+import { waitFor } from '../helpers/relay.ts';
+import { clientAddress, newEmail, signedInWithPhone as signedIn, useHostedRelay } from './hosted-relay.ts';
 import {
   bearerInitialize,
   allowPage,
@@ -22,29 +16,18 @@ import {
   registerClient as register,
   tokenRequest as token,
   WebClient,
-  type SmtpSink,
 } from './helpers.ts';
 
-let h: HostedRelay;
-let relay: TestRelay;
-let sink: SmtpSink;
-
-beforeAll(async () => {
-  h = await startHostedRelay({ args: ['--trust-proxy', '--control-poll-ms', '50'] });
-  ({ relay, sink } = h);
-});
-afterAll(async () => {
-  await h?.stop();
-});
+const h = useHostedRelay({ args: ['--trust-proxy', '--control-poll-ms', '50'] });
 
 const addr = clientAddress;
 const email = () => newEmail();
 const signedInWithPhone = () => signedIn(h);
 
 const registerClient = (web: WebClient, redirectUris = [CALLBACK]) =>
-  register(relay.url, web.forwardedFor!, { redirectUris, name: 'Abuse test' });
+  register(h.relay.url, web.forwardedFor!, { redirectUris, name: 'Abuse test' });
 const authorizeQuery = (clientId: string, challenge: string, extra: Record<string, string> = {}) =>
-  authorizeParams(relay.url, clientId, challenge, { state: 'st-ü 1', ...extra });
+  authorizeParams(h.relay.url, clientId, challenge, { state: 'st-ü 1', ...extra });
 
 /** The "Return to <host>" link of an authorize error page (signed in): where the error goes back. */
 function returnTarget(html: string): URL {
@@ -61,27 +44,27 @@ async function allow(web: WebClient, query: URLSearchParams, deviceId: string): 
 }
 
 async function tokenRequest(params: Record<string, string>) {
-  const { status, body } = await token(relay.url, params);
+  const { status, body } = await token(h.relay.url, params);
   return { status, body };
 }
 
-const mcpInit = (token: string) => bearerInitialize(relay.url, token);
+const mcpInit = (token: string) => bearerInitialize(h.relay.url, token);
 
 describe('discovery', () => {
   it('401 on /mcp names the protected resource metadata; both metadata documents describe this relay', async () => {
     const r = await mcpInit('pb_nope');
     expect(r.status).toBe(401);
     expect(r.headers.get('www-authenticate')).toBe(
-      `Bearer realm="phonebridge", resource_metadata="${relay.url}/.well-known/oauth-protected-resource/mcp", error="invalid_token", error_description="the API key or access token is unknown, expired or revoked"`,
+      `Bearer realm="phonebridge", resource_metadata="${h.relay.url}/.well-known/oauth-protected-resource/mcp", error="invalid_token", error_description="the API key or access token is unknown, expired or revoked"`,
     );
-    const prm = await (await fetch(`${relay.url}/.well-known/oauth-protected-resource/mcp`)).json();
-    expect(prm).toMatchObject({ resource: `${relay.url}/mcp`, authorization_servers: [relay.url] });
-    const as = await (await fetch(`${relay.url}/.well-known/oauth-authorization-server`)).json();
+    const prm = await (await fetch(`${h.relay.url}/.well-known/oauth-protected-resource/mcp`)).json();
+    expect(prm).toMatchObject({ resource: `${h.relay.url}/mcp`, authorization_servers: [h.relay.url] });
+    const as = await (await fetch(`${h.relay.url}/.well-known/oauth-authorization-server`)).json();
     expect(as).toMatchObject({
-      issuer: relay.url,
-      authorization_endpoint: `${relay.url}/account/authorize`,
-      token_endpoint: `${relay.url}/oauth/token`,
-      registration_endpoint: `${relay.url}/oauth/register`,
+      issuer: h.relay.url,
+      authorization_endpoint: `${h.relay.url}/account/authorize`,
+      token_endpoint: `${h.relay.url}/oauth/token`,
+      registration_endpoint: `${h.relay.url}/oauth/register`,
       code_challenge_methods_supported: ['S256'],
       grant_types_supported: ['authorization_code', 'refresh_token'],
       token_endpoint_auth_methods_supported: ['none'],
@@ -102,14 +85,14 @@ describe('the whole exchange over HTTP', () => {
     const back = await allow(web, authorizeQuery(client.body.client_id, challenge), phone.deviceId);
     expect(back.origin + back.pathname).toBe('http://127.0.0.1:4567/callback');
     expect(back.searchParams.get('state')).toBe('st-ü 1');
-    expect(back.searchParams.get('iss')).toBe(relay.url);
+    expect(back.searchParams.get('iss')).toBe(h.relay.url);
     const t = await tokenRequest({
       grant_type: 'authorization_code',
       code: back.searchParams.get('code')!,
       redirect_uri: 'http://127.0.0.1:4567/callback',
       client_id: client.body.client_id,
       code_verifier: verifier,
-      resource: `${relay.url}/mcp`,
+      resource: `${h.relay.url}/mcp`,
     });
     expect(t.status).toBe(200);
     expect(t.body).toMatchObject({ token_type: 'Bearer', expires_in: 3600, scope: 'devices:read devices:act' });
@@ -199,7 +182,7 @@ describe('abuse cases', () => {
   });
 
   it('registration refuses http redirect URIs off loopback, and accepts loopback on any port', async () => {
-    const web = new WebClient(relay.url, undefined, addr());
+    const web = new WebClient(h.relay.url, undefined, addr());
     expect(await registerClient(web, ['http://example.com/cb'])).toMatchObject({
       status: 400,
       body: { error: 'invalid_redirect_uri' },
@@ -210,10 +193,10 @@ describe('abuse cases', () => {
   });
 
   it('the eleventh registration from one address within ten minutes is 429', async () => {
-    const web = new WebClient(relay.url, undefined, addr());
+    const web = new WebClient(h.relay.url, undefined, addr());
     for (let i = 0; i < 10; i++) expect((await registerClient(web)).status).toBe(201);
     expect((await registerClient(web)).status).toBe(429);
-    expect((await registerClient(new WebClient(relay.url, undefined, addr()))).status).toBe(201);
+    expect((await registerClient(new WebClient(h.relay.url, undefined, addr()))).status).toBe(201);
   });
 
   it('an expired authorization code is invalid_grant', async () => {
@@ -222,12 +205,12 @@ describe('abuse cases', () => {
     const { verifier, challenge } = pkce();
     const code = randomBytes(32).toString('base64url');
     const { hashSecret } = await import('../../src/hosted/web.ts');
-    await relay.relay.store.store.hosted.createAuthorizationCode({
+    await h.relay.relay.store.store.hosted.createAuthorizationCode({
       codeHash: hashSecret('authcode', code),
       clientId: client.body.client_id,
       redirectUri: 'http://127.0.0.1:4567/callback',
       codeChallenge: challenge,
-      resource: `${relay.url}/mcp`,
+      resource: `${h.relay.url}/mcp`,
       accountId: account.id,
       deviceId: phone.deviceId,
       scopes: ['devices:read'],
@@ -247,7 +230,7 @@ describe('abuse cases', () => {
     const { web, phone } = await signedInWithPhone();
     const r = await web.post('/account/keys', { device: phone.deviceId, scope: 'devices:read' });
     expect(r.status).toBe(403);
-    expect(await relay.relay.store.store.listTokens({ deviceId: phone.deviceId })).toEqual([]);
+    expect(await h.relay.relay.store.store.listTokens({ deviceId: phone.deviceId })).toEqual([]);
   });
 
   it('a cross-origin POST (right token, wrong Origin; or no Origin nor Sec-Fetch-Site) is 403', async () => {
@@ -260,18 +243,18 @@ describe('abuse cases', () => {
     expect((await web.post('/account/phones/remove', { csrf, device: phone.deviceId }, { origin: null })).status).toBe(
       403,
     );
-    expect(await relay.relay.store.store.getDevice(phone.deviceId)).toBeDefined();
+    expect(await h.relay.relay.store.store.getDevice(phone.deviceId)).toBeDefined();
     expect((await web.post('/account/phones/remove', { csrf, device: phone.deviceId })).status).toBe(303);
-    expect(await relay.relay.store.store.getDevice(phone.deviceId)).toBeUndefined();
+    expect(await h.relay.relay.store.store.getDevice(phone.deviceId)).toBeUndefined();
   });
 
   it('a magic link prefetched by GET (twice) still signs in by POST, once', async () => {
     const who = email();
-    const web = new WebClient(relay.url, undefined, addr());
+    const web = new WebClient(h.relay.url, undefined, addr());
     const form = await web.get('/account/signin');
     await web.post('/account/signin', { csrf: csrfOf(form.html), email: who });
-    const link = new URL(await sink.nextLink(who));
-    const scanner = new WebClient(relay.url, undefined, addr());
+    const link = new URL(await h.sink.nextLink(who));
+    const scanner = new WebClient(h.relay.url, undefined, addr());
     expect((await scanner.get(link.pathname + link.search)).status).toBe(200);
     expect((await scanner.get(link.pathname + link.search)).status).toBe(200);
     const page = await web.get(link.pathname + link.search);
@@ -293,12 +276,12 @@ describe('abuse cases', () => {
 
   it('a magic-link POST without the page token fails and leaves the code usable', async () => {
     const who = email();
-    const web = new WebClient(relay.url, undefined, addr());
+    const web = new WebClient(h.relay.url, undefined, addr());
     const form = await web.get('/account/signin');
     await web.post('/account/signin', { csrf: csrfOf(form.html), email: who });
-    const link = new URL(await sink.nextLink(who));
+    const link = new URL(await h.sink.nextLink(who));
     const code = link.searchParams.get('code')!;
-    const attacker = new WebClient(relay.url, undefined, addr());
+    const attacker = new WebClient(h.relay.url, undefined, addr());
     expect((await attacker.post('/account/signin/link', { code })).status).toBe(403);
     expect(attacker.jar.has('pb_session')).toBe(false);
     const page = await web.get(link.pathname + link.search);
@@ -310,7 +293,7 @@ describe('abuse cases', () => {
     const statuses: number[] = [];
     const from = addr();
     for (let i = 0; i < 6; i++) {
-      const web = new WebClient(relay.url, undefined, from);
+      const web = new WebClient(h.relay.url, undefined, from);
       const form = await web.get('/account/signin');
       statuses.push((await web.post('/account/signin', { csrf: csrfOf(form.html), email: who })).status);
     }
@@ -319,10 +302,10 @@ describe('abuse cases', () => {
 
   it('the session cookie is HttpOnly and SameSite=Lax (not Secure on http)', async () => {
     const who = email();
-    const web = new WebClient(relay.url, undefined, addr());
+    const web = new WebClient(h.relay.url, undefined, addr());
     const form = await web.get('/account/signin');
     await web.post('/account/signin', { csrf: csrfOf(form.html), email: who });
-    const link = new URL(await sink.nextLink(who));
+    const link = new URL(await h.sink.nextLink(who));
     const page = await web.get(link.pathname + link.search);
     const done = await web.post('/account/signin/link', {
       csrf: csrfOf(page.html),
@@ -337,7 +320,7 @@ describe('abuse cases', () => {
 
   it('limit_reached from the dashboard: at creation of a code and of a key, and at redemption', async () => {
     const { web, account } = await signedInWithPhone();
-    const store = relay.relay.store.store;
+    const store = h.relay.relay.store.store;
     await store.setAccountPlan(account.id, { maxDevices: 2, maxKeys: 0 });
     const csrf = csrfOf((await web.get('/account')).html);
     const paired = await web.post('/account/pair', { csrf, name: 'second' });
@@ -357,7 +340,7 @@ describe('abuse cases', () => {
     expect(atCap.status).toBe(403);
     expect(atCap.html).toContain('limit_reached');
     const { generateDeviceKey } = await import('../../src/crypto/device-auth.ts');
-    const redeem = await fetch(`${relay.url}/pair`, {
+    const redeem = await fetch(`${h.relay.url}/pair`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ code, name: 'x', public_key: generateDeviceKey().publicKeySpkiBase64 }),
@@ -382,7 +365,7 @@ describe('abuse cases', () => {
     });
     const token = t.body.access_token as string;
     expect((await mcpInit(token)).status).toBe(200);
-    const store = relay.relay.store.store;
+    const store = h.relay.relay.store.store;
     await store.setAccountLocked(account.id, true);
     await waitFor(async () => (await mcpInit(token)).status === 402, 5_000, '402 while locked');
     const r = await mcpInit(token);

@@ -1,16 +1,10 @@
 // Hosted mode's second security round over plain HTTP (a browser without JavaScript): sign-in
 // limits nobody else can spend, authorize errors that never leave the relay unasked, consent that
 // names where the code goes, and the OAuth limits. Real relay, real Postgres, real SMTP sink.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.ts';
-import { startTestRelay, type TestRelay } from '../helpers/relay.ts';
-import {
-  clientAddress,
-  newEmail,
-  signedInWithPhone as signedIn,
-  startHostedRelay,
-  type HostedRelay,
-} from './hosted-relay.ts';
+import { startTestRelay } from '../helpers/relay.ts';
+import { clientAddress, newEmail, signedInWithPhone as signedIn, useHostedRelay } from './hosted-relay.ts';
 import {
   bearerInitialize,
   allowPage,
@@ -23,32 +17,21 @@ import {
   registerClient as register,
   tokenRequest as token,
   WebClient,
-  type SmtpSink,
 } from './helpers.ts';
 
 /** The relay's log lines at warn and above (the NUL test checks that nothing reached error). */
 const logLines: { level: number; msg: string }[] = [];
-let h: HostedRelay;
-let db: HostedRelay['db'];
-let relay: TestRelay;
-let sink: SmtpSink;
 
-beforeAll(async () => {
-  h = await startHostedRelay({
-    args: ['--trust-proxy', '--control-poll-ms', '50'],
-    relayOptions: {
-      log: createLogger({
-        level: 'warn',
-        destination: {
-          write: (line: string) => void logLines.push(JSON.parse(line) as { level: number; msg: string }),
-        },
-      }),
-    },
-  });
-  ({ db, relay, sink } = h);
-});
-afterAll(async () => {
-  await h?.stop();
+const h = useHostedRelay({
+  args: ['--trust-proxy', '--control-poll-ms', '50'],
+  relayOptions: {
+    log: createLogger({
+      level: 'warn',
+      destination: {
+        write: (line: string) => void logLines.push(JSON.parse(line) as { level: number; msg: string }),
+      },
+    }),
+  },
 });
 
 const addr = clientAddress;
@@ -62,41 +45,41 @@ async function askLink(web: WebClient, who: string, next?: string) {
 const signedInWithPhone = () => signedIn(h);
 
 const registerClient = (web: WebClient, redirectUris = [CALLBACK], name = 'Round two') =>
-  register(relay.url, web.forwardedFor ?? addr(), { redirectUris, name });
+  register(h.relay.url, web.forwardedFor ?? addr(), { redirectUris, name });
 const authorizeQuery = (clientId: string, challenge: string, extra: Record<string, string> = {}) =>
-  authorizeParams(relay.url, clientId, challenge, extra);
-const tokenRequest = (params: Record<string, string>) => token(relay.url, params);
+  authorizeParams(h.relay.url, clientId, challenge, extra);
+const tokenRequest = (params: Record<string, string>) => token(h.relay.url, params);
 
 describe('sign-in limits', () => {
   it('an address over its own limit spends nothing of another email; one address cannot lock an email out', async () => {
     const victim = email();
-    const attacker = new WebClient(relay.url, undefined, addr());
+    const attacker = new WebClient(h.relay.url, undefined, addr());
     // The attacker's own budget, spent on addresses of its own.
     for (let i = 0; i < 10; i++) expect((await askLink(attacker, email())).status).toBe(200);
     // Over its limit now: these are refused and must not count against the victim.
     for (let i = 0; i < 6; i++) expect((await askLink(attacker, victim)).status).toBe(429);
-    expect((await askLink(new WebClient(relay.url, undefined, addr()), victim)).status).toBe(200);
+    expect((await askLink(new WebClient(h.relay.url, undefined, addr()), victim)).status).toBe(200);
 
     // A fresh address that spends everything it may on the victim still cannot lock the victim out.
-    const second = new WebClient(relay.url, undefined, addr());
+    const second = new WebClient(h.relay.url, undefined, addr());
     const statuses: number[] = [];
     for (let i = 0; i < 6; i++) statuses.push((await askLink(second, victim)).status);
     expect(statuses.slice(0, 5)).toEqual([200, 200, 200, 200, 200]);
     expect(statuses[5]).toBe(429);
-    const own = new WebClient(relay.url, undefined, addr());
+    const own = new WebClient(h.relay.url, undefined, addr());
     expect((await askLink(own, victim)).status).toBe(200);
   });
 });
 
 describe('authorize errors and consent', () => {
   it('an authorize error never sends a browser to the redirect URI by itself (signed out or in)', async () => {
-    const web = new WebClient(relay.url, undefined, addr());
+    const web = new WebClient(h.relay.url, undefined, addr());
     const client = await registerClient(web, ['https://evil.example/phish']);
     const q = authorizeQuery(client.body.client_id, pkce().challenge, {
       redirect_uri: 'https://evil.example/phish',
       response_type: 'token',
     });
-    const anonymous = await new WebClient(relay.url, undefined, addr()).get(`/account/authorize?${q.toString()}`);
+    const anonymous = await new WebClient(h.relay.url, undefined, addr()).get(`/account/authorize?${q.toString()}`);
     expect(anonymous.location).toBeNull();
     expect(anonymous.html).not.toContain('http-equiv="refresh"');
     expect(anonymous.html).not.toContain('evil.example/phish');
@@ -115,14 +98,14 @@ describe('authorize errors and consent', () => {
 
   it('a mailed link carries next only into the browser that asked for it; consent names the redirect host, unverified', async () => {
     const { web: victimWeb, who, phone } = await signedInWithPhone();
-    const attacker = new WebClient(relay.url, undefined, addr());
+    const attacker = new WebClient(h.relay.url, undefined, addr());
     const client = await registerClient(attacker, ['https://evil.example/cb'], 'Claude');
     const q = authorizeQuery(client.body.client_id, pkce().challenge, { redirect_uri: 'https://evil.example/cb' });
     const next = `/account/authorize?${q.toString()}`;
     // The attacker makes the relay mail the victim a genuine link with the attacker's next.
     expect((await askLink(attacker, who, next)).status).toBe(200);
-    const link = new URL(await sink.nextLink(who));
-    const victim = new WebClient(relay.url, undefined, addr());
+    const link = new URL(await h.sink.nextLink(who));
+    const victim = new WebClient(h.relay.url, undefined, addr());
     const page = await victim.get(link.pathname + link.search);
     const done = await victim.post('/account/signin/link', {
       csrf: csrfOf(page.html),
@@ -131,9 +114,9 @@ describe('authorize errors and consent', () => {
     expect(done).toMatchObject({ status: 303, location: '/account' });
 
     // The browser that asked does get its next.
-    const own = new WebClient(relay.url, undefined, addr());
+    const own = new WebClient(h.relay.url, undefined, addr());
     expect((await askLink(own, who, next)).status).toBe(200);
-    const ownLink = new URL(await sink.nextLink(who));
+    const ownLink = new URL(await h.sink.nextLink(who));
     const ownPage = await own.get(ownLink.pathname + ownLink.search);
     const ownDone = await own.post('/account/signin/link', {
       csrf: csrfOf(ownPage.html),
@@ -159,7 +142,7 @@ describe('authorize errors and consent', () => {
   });
 
   it('signed out, the sign-in page says that a client is waiting for consent', async () => {
-    const web = new WebClient(relay.url, undefined, addr());
+    const web = new WebClient(h.relay.url, undefined, addr());
     const client = await registerClient(web, [CALLBACK], 'Waiting Client');
     const q = authorizeQuery(client.body.client_id, pkce().challenge);
     const r = await web.get(`/account/authorize?${q.toString()}`);
@@ -171,7 +154,7 @@ describe('authorize errors and consent', () => {
 });
 
 async function mcpInit(token: string): Promise<number> {
-  const r = await bearerInitialize(relay.url, token);
+  const r = await bearerInitialize(h.relay.url, token);
   await r.text();
   return r.status;
 }
@@ -195,7 +178,7 @@ async function granted(web: WebClient, deviceId: string) {
 describe('OAuth limits', () => {
   it('OAuth grants count against the key cap with API keys', async () => {
     const { web, account, phone } = await signedInWithPhone();
-    const store = relay.relay.store.store;
+    const store = h.relay.relay.store.store;
     await store.setAccountPlan(account.id, { maxDevices: 1, maxKeys: 1 });
     const one = await granted(web, phone.deviceId);
     expect(one.first.status).toBe(200);
@@ -240,7 +223,7 @@ describe('input refused at the edge', () => {
   it('a NUL anywhere is a 400 (JSON with the OAuth error shape on OAuth endpoints), never a 500 or an error log line', async () => {
     const { web, phone } = await signedInWithPhone();
     const errorsBefore = logLines.filter((l) => l.level >= 50).length;
-    const anon = new WebClient(relay.url, undefined, addr());
+    const anon = new WebClient(h.relay.url, undefined, addr());
     const form = await anon.get('/account/signin');
     const badEmail = await anon.post('/account/signin', { csrf: csrfOf(form.html), email: 'a\u0000b@example.com' });
     expect(badEmail.status).toBe(400);
@@ -251,7 +234,7 @@ describe('input refused at the edge', () => {
     });
     expect(badNext.status).toBe(400);
 
-    const reg = await fetch(`${relay.url}/oauth/register`, {
+    const reg = await fetch(`${h.relay.url}/oauth/register`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'x-forwarded-for': addr() },
       body: JSON.stringify({ client_name: 'x', redirect_uris: ['https://a.example/cb\u0000'] }),
@@ -280,9 +263,9 @@ describe('a forwarded magic link', () => {
   it('names the account it signs into, and asks before replacing a different signed-in account', async () => {
     const { web: bob, who: bobEmail } = await signedInWithPhone();
     const mallory = email();
-    const malloryWeb = new WebClient(relay.url, undefined, addr());
+    const malloryWeb = new WebClient(h.relay.url, undefined, addr());
     expect((await askLink(malloryWeb, mallory)).status).toBe(200);
-    const link = new URL(await sink.nextLink(mallory));
+    const link = new URL(await h.sink.nextLink(mallory));
     const page = await bob.get(link.pathname + link.search);
     expect(page.html).toMatch(new RegExp(`data-testid="link-account">${mallory.replace('.', '\\.')}<`));
     expect(page.html).toContain('data-testid="account-switch"');
@@ -311,9 +294,9 @@ describe('cookies on https', () => {
       '--hosted',
       '--trust-proxy',
       '--database-url',
-      db.url,
+      h.db.url,
       '--smtp-url',
-      sink.url,
+      h.sink.url,
       '--public-url',
       'https://relay.example',
     ]);
@@ -324,7 +307,7 @@ describe('cookies on https', () => {
       const csrfCookie = form.res.headers.getSetCookie().find((c) => c.includes('pb_csrf='))!;
       expect(csrfCookie).toMatch(/^__Host-pb_csrf=[^;]+; Path=\/; HttpOnly; SameSite=Lax; Secure$/);
       const who = email();
-      await web.signIn(who, sink);
+      await web.signIn(who, h.sink);
       const session = [...web.jar.keys()].filter((k) => k.includes('pb_session'));
       expect(session).toEqual(['__Host-pb_session']);
       expect((await web.get('/account')).status).toBe(200);
@@ -350,12 +333,12 @@ describe('what real clients tripped over', () => {
     expect(grantCell).toContain(client.body.client_id);
     expect(grantCell).toContain('127.0.0.1:4567');
     expect(/data-testid="grant-last-use">([^<]+)</.exec(dash.html)![1]).toMatch(/UTC$/);
-    const icon = await fetch(`${relay.url}/favicon.ico`);
+    const icon = await fetch(`${h.relay.url}/favicon.ico`);
     expect(icon.status).toBe(200);
     expect(icon.headers.get('content-type')).toMatch(/^image\//);
     const paired = await web.post('/account/pair', { csrf: csrfOf(dash.html), name: 'second' });
     const payload = /data-testid="pairing-payload">([^<]+)</.exec(paired.html)![1].replace(/&quot;/g, '"');
-    expect(JSON.parse(payload)).toMatchObject({ v: 1, relay: relay.url });
+    expect(JSON.parse(payload)).toMatchObject({ v: 1, relay: h.relay.url });
     const phonesJson = await web.get('/account/phones.json');
     expect(phonesJson.status).toBe(200);
     expect((JSON.parse(phonesJson.html) as { id: string; online: boolean }[])[0]).toMatchObject({

@@ -5,22 +5,12 @@
 // of `error` and a readable `error_description` in the RFC's character set, `Cache-Control:
 // no-store`. A request refused as malformed changes nothing: its code or refresh token still
 // works. Real relay, real Postgres, real SMTP sink, the OAuth flow over HTTP.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type TestRelay } from '../helpers/relay.ts';
+import { describe, expect, it } from 'vitest';
 import { sha256Hex } from '../../src/crypto/secrets.ts';
-import { signedInWithPhone as signedIn, startHostedRelay, type HostedRelay } from './hosted-relay.ts';
+import { signedInWithPhone as signedIn, useHostedRelay } from './hosted-relay.ts';
 import { allowPage, authorizeParams, CALLBACK, hopTarget, pkce, registerClient, type WebClient } from './helpers.ts';
 
-let h: HostedRelay;
-let relay: TestRelay;
-
-beforeAll(async () => {
-  h = await startHostedRelay({ args: ['--trust-proxy', '--control-poll-ms', '50'] });
-  ({ relay } = h);
-}, 60_000);
-afterAll(async () => {
-  await h?.stop();
-});
+const h = useHostedRelay({ args: ['--trust-proxy', '--control-poll-ms', '50'] });
 
 interface Sent {
   body?: string | URLSearchParams;
@@ -29,7 +19,7 @@ interface Sent {
 }
 
 async function send(req: Sent) {
-  const r = await fetch(`${relay.url}/oauth/token`, {
+  const r = await fetch(`${h.relay.url}/oauth/token`, {
     method: req.method ?? 'POST',
     headers: { 'content-type': 'application/x-www-form-urlencoded', ...req.headers },
     body: req.body === undefined ? undefined : req.body.toString(),
@@ -56,7 +46,7 @@ function expectError(r: Awaited<ReturnType<typeof send>>, status: number, error:
 /** A signed-in account with a phone, a registered client and a fresh code for it. */
 async function codeFor(web: WebClient, clientId: string, deviceId: string, scopes?: string[]) {
   const { verifier, challenge } = pkce();
-  const answer = await allowPage(web, authorizeParams(relay.url, clientId, challenge), deviceId, scopes);
+  const answer = await allowPage(web, authorizeParams(h.relay.url, clientId, challenge), deviceId, scopes);
   const code = hopTarget(answer.html).searchParams.get('code')!;
   return {
     grant_type: 'authorization_code',
@@ -69,7 +59,7 @@ async function codeFor(web: WebClient, clientId: string, deviceId: string, scope
 
 async function setup() {
   const { web, phone } = await signedIn(h);
-  const client = await registerClient(relay.url, web.forwardedFor!);
+  const client = await registerClient(h.relay.url, web.forwardedFor!);
   expect(client.status).toBe(201);
   return { web, phone, clientId: client.body.client_id };
 }
@@ -100,7 +90,7 @@ describe('the token endpoint’s errors (RFC 6749 §5.2)', () => {
       await send(form({ ...exchange, client_id: 'client_unknown' })),
       400,
       'invalid_client',
-      `unknown client_id; register the client at ${relay.url}/oauth/register first`,
+      `unknown client_id; register the client at ${h.relay.url}/oauth/register first`,
     );
     const basic = await send({
       ...form(withoutClient),
@@ -182,7 +172,7 @@ describe('the token endpoint’s errors (RFC 6749 §5.2)', () => {
     );
     expect((await send(form(exchange))).status).toBe(200);
     // Registration, the other OAuth endpoint, answers its 413 in its own error shape.
-    const reg = await fetch(`${relay.url}/oauth/register`, {
+    const reg = await fetch(`${h.relay.url}/oauth/register`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ client_name: 'x'.repeat(17 * 1024), redirect_uris: [CALLBACK] }),
@@ -228,7 +218,7 @@ describe('the token endpoint’s errors (RFC 6749 §5.2)', () => {
     const narrowed = await send(form({ ...refresh, scope: 'devices:read' }));
     expect(narrowed.status).toBe(200);
     expect(narrowed.json.scope).toBe('devices:read');
-    const token = await relay.relay.store.store.findTokenByHash(
+    const token = await h.relay.relay.store.store.findTokenByHash(
       sha256Hex(narrowed.json.access_token as string),
       new Date(),
     );
@@ -247,8 +237,8 @@ describe('the token endpoint’s errors (RFC 6749 §5.2)', () => {
       await send(form({ ...exchange, resource: 'https://evil.example/mcp' })),
       400,
       'invalid_target',
-      `resource must be ${relay.url}/mcp`,
+      `resource must be ${h.relay.url}/mcp`,
     );
-    expect((await send(form({ ...exchange, resource: `${relay.url}/mcp` }))).status).toBe(200);
+    expect((await send(form({ ...exchange, resource: `${h.relay.url}/mcp` }))).status).toBe(200);
   });
 });
