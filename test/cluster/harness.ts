@@ -19,23 +19,14 @@ import { saveIdentity } from '../../src/device/agent/state.ts';
 import { createEchoServer, type EchoServerControl } from '../fixtures/echo-server.ts';
 import type { Tracing } from '../../src/observability/tracing.ts';
 
+import { waitFor } from '../helpers/relay.ts';
+
+export { waitFor };
+
 export const REDIS_URL = process.env.PHONEBRIDGE_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 export const PG_ADMIN_URL = process.env.PHONEBRIDGE_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-export async function waitFor(
-  check: () => boolean | Promise<boolean>,
-  timeoutMs = 10_000,
-  what = 'condition',
-): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (Date.now() < until) {
-    if (await check()) return;
-    await sleep(20);
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 async function admin<T>(fn: (c: pg.Client) => Promise<T>): Promise<T> {
   const c = new pg.Client({ connectionString: PG_ADMIN_URL });
