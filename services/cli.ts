@@ -1,13 +1,13 @@
 // The `phonebridge` command line: serve, pair, keys, devices, device run, demo.
 import { parseArgs } from 'node:util';
 import { ConfigError, parseRelayConfig, storeOptions } from '../src/config.ts';
-import { ListenError } from '../src/gateway/node.ts';
+import { ListenError } from '../src/gateway/listen-error.ts';
 import { openStore, SchemaTooNewError, DataDirBusyError, SCOPES, type Scope, type Store } from '../src/store/index.ts';
 import { createKey, createPairing } from '../src/provisioning.ts';
 import { newId } from '../src/crypto/secrets.ts';
 import { readRelayInfo } from './relay-info.ts';
 import { DEFAULT_PLAN, normalizeEmail } from '../src/hosted/plans.ts';
-import { databaseStartError, serve } from './serve.ts';
+import { databaseStartError } from './database-start-error.ts';
 import { LabelError, MAX_LABELS, matches, parseLabelArgs, parseLabelList, parseSelector } from '../src/fleet/labels.ts';
 import { allLabels } from '../src/fleet/access.ts';
 import { createFleetKey } from '../src/fleet/keys.ts';
@@ -48,7 +48,8 @@ export async function main(argv: string[]): Promise<void> {
   try {
     switch (cmd) {
       case 'serve':
-        return await serve(parseRelayConfig(rest));
+        // Loaded for serve alone: the one-shot commands start without the relay's modules.
+        return await (await import('./serve.ts')).serve(parseRelayConfig(rest));
       case 'demo':
         return await (await import('./demo.ts')).demo(rest);
       case 'pair':

@@ -3,13 +3,8 @@
 import { accessSync, constants, mkdirSync, statSync } from 'node:fs';
 import { ConfigError, type RelayConfig } from '../src/config.ts';
 import { createLogger, type Logger } from '../src/log.ts';
-import {
-  DatabaseUrlError,
-  openStore,
-  redactDatabaseUrl,
-  SchemaTooNewError,
-  type OpenStore,
-} from '../src/store/index.ts';
+import { openStore, type OpenStore } from '../src/store/index.ts';
+import { databaseStartError } from './database-start-error.ts';
 import { BusUnavailableError, createBus, type Bus } from '../src/bus/index.ts';
 import { startGateway, type GatewayNode } from '../src/gateway/node.ts';
 import { writeRelayInfo } from './relay-info.ts';
@@ -79,19 +74,6 @@ export async function startRelay(
         await store.close();
       })()),
   };
-}
-
-/**
- * A Postgres the node cannot start on (unreachable, no such database or role, refused TLS) is
- * a setting to fix, like an unreachable --redis-url: one line naming the flag and the URL
- * without its password (exit 2), not pg's bare "connect ECONNREFUSED 127.0.0.1:5432" (exit 1).
- * The one-shot commands that open the store map their openStore failures through this too
- * (services/cli.ts withStore).
- */
-export function databaseStartError(databaseUrl: string | undefined, err: unknown): unknown {
-  if (err instanceof DatabaseUrlError) return new ConfigError(err.message);
-  if (!databaseUrl || !(err instanceof Error) || err instanceof SchemaTooNewError) return err;
-  return new ConfigError(`--database-url: cannot start on ${redactDatabaseUrl(databaseUrl)}: ${err.message}`);
 }
 
 /**

@@ -30,6 +30,7 @@ import { CLOSE, type DeviceConnection } from './device-connection.ts';
 import { Router } from './router.ts';
 import type { GatewayContext } from './context.ts';
 import type { GatewayFeature, StartedFeature } from './features.ts';
+import { ListenError } from './listen-error.ts';
 
 export interface GatewayNode {
   ctx: GatewayContext;
@@ -474,9 +475,6 @@ async function dropAccountSessions(ctx: GatewayContext, accountId: string): Prom
     ctx.log.warn({ err: String(err) }, "dropping a locked account's sessions failed");
   }
 }
-
-/** A port another process holds (or an address this host lacks): serve stops instead of sharing it. */
-export class ListenError extends Error {}
 
 /**
  * Exclusive (see listenExclusive): a second relay on the same port fails here instead of

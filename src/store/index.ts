@@ -10,10 +10,8 @@ export {
   DatabaseUrlError,
   DataDirBusyError,
   openDatabase,
-  openEmbeddedForCli,
   postgresSource,
   redactDatabaseUrl,
-  serveEmbedded,
   type OpenDatabaseOptions,
 } from './database/index.ts';
 export { LATEST_SCHEMA_VERSION, migrate, readSchemaVersion, type MigrateResult } from './migrations/index.ts';

@@ -6,7 +6,7 @@ import { rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { startTestRelay, tempDir, type TestRelay } from '../helpers/relay.ts';
 import { startChild, type Child } from '../helpers/processes.ts';
-import { ListenError } from '../../src/gateway/node.ts';
+import { ListenError } from '../../src/gateway/listen-error.ts';
 
 const children: Child[] = [];
 const relays: TestRelay[] = [];

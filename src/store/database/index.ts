@@ -1,15 +1,10 @@
-import { openEmbeddedForCli, serveEmbedded, type EmbeddedOptions } from './embedded.ts';
 import { postgresSource } from './postgres.ts';
+import type { EmbeddedOptions } from './embedded.ts';
 import type { DatabaseSource } from './types.ts';
 
 export type { DatabaseSource } from './types.ts';
-export {
-  DataDirBusyError,
-  openEmbeddedForCli,
-  serveEmbedded,
-  socketAnswers,
-  type EmbeddedOptions,
-} from './embedded.ts';
+export type { EmbeddedOptions } from './embedded.ts';
+export { DataDirBusyError } from './lock.ts';
 export { DatabaseUrlError, postgresSource, redactDatabaseUrl } from './postgres.ts';
 
 export interface OpenDatabaseOptions extends EmbeddedOptions {
@@ -21,9 +16,11 @@ export interface OpenDatabaseOptions extends EmbeddedOptions {
 }
 
 /** Picks the backend once; everything after this only sees a pg.PoolConfig. */
-export function openDatabase(options: OpenDatabaseOptions): Promise<DatabaseSource> {
-  if (options.databaseUrl) return Promise.resolve(postgresSource(options.databaseUrl));
+export async function openDatabase(options: OpenDatabaseOptions): Promise<DatabaseSource> {
+  if (options.databaseUrl) return postgresSource(options.databaseUrl);
+  // PGlite is loaded for a data dir only: a node or a command on Postgres starts without it.
+  const embedded = await import('./embedded.ts');
   return options.role === 'server'
-    ? serveEmbedded(options.dataDir, options)
-    : openEmbeddedForCli(options.dataDir, options);
+    ? embedded.serveEmbedded(options.dataDir, options)
+    : embedded.openEmbeddedForCli(options.dataDir, options);
 }
