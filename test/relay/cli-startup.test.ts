@@ -1,0 +1,59 @@
+// A one-shot command loads what it uses and no more: services/cli.ts loads serve.ts for `serve`
+// alone, and the store loads PGlite for a data dir alone (src/store/database/index.ts). Read
+// from the module URLs the command's process resolves (test/fixtures/record-modules.mjs).
+import { execFile } from 'node:child_process';
+import { readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { createDatabase } from '../cluster/harness.ts';
+import { BIN } from '../helpers/processes.ts';
+import { tempDir } from '../helpers/relay.ts';
+
+const run = promisify(execFile);
+const RECORDER = new URL('../fixtures/record-modules.mjs', import.meta.url).pathname;
+
+let db: Awaited<ReturnType<typeof createDatabase>>;
+const dirs: string[] = [];
+const dir = () => dirs[dirs.push(tempDir()) - 1];
+beforeAll(async () => {
+  db = await createDatabase();
+});
+afterAll(async () => {
+  await db?.drop();
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+/** Runs a one-shot command and gives the module URLs it resolved. */
+async function modulesOf(args: string[]): Promise<string[]> {
+  const file = join(dir(), 'modules.txt');
+  await run(process.execPath, ['--import', RECORDER, BIN, ...args], {
+    env: { ...process.env, PHONEBRIDGE_LOG_LEVEL: 'warn', PB_RECORD_MODULES: file },
+  });
+  return readFileSync(file, 'utf8').split('\n');
+}
+
+const relayModules = (urls: string[]) =>
+  urls.filter((u) => /\/services\/serve\.ts$|\/src\/gateway\/node\.ts$|uWebSockets\.js/.test(u));
+const pglite = (urls: string[]) => urls.filter((u) => u.includes('@electric-sql/pglite'));
+
+it('a command on Postgres loads neither the relay nor PGlite', async () => {
+  const urls = await modulesOf(['devices', 'list', '--json', '--database-url', db.url]);
+  expect(urls.some((u) => u.endsWith('/services/cli.ts'))).toBe(true);
+  expect(urls.some((u) => u.endsWith('/src/store/kysely-store.ts'))).toBe(true);
+  expect(relayModules(urls)).toEqual([]);
+  expect(pglite(urls)).toEqual([]);
+});
+
+it('a command on a data dir loads PGlite, still without the relay', async () => {
+  const urls = await modulesOf(['devices', 'list', '--json', '--data-dir', dir()]);
+  expect(pglite(urls).length).toBeGreaterThan(0);
+  expect(relayModules(urls)).toEqual([]);
+});
+
+it('--help loads neither', async () => {
+  const urls = await modulesOf(['--help']);
+  expect(urls.some((u) => u.endsWith('/services/cli.ts'))).toBe(true);
+  expect(relayModules(urls)).toEqual([]);
+  expect(pglite(urls)).toEqual([]);
+});
