@@ -10,7 +10,7 @@ import { startGateway, type GatewayNode } from '../src/gateway/node.ts';
 import { writeRelayInfo } from './relay-info.ts';
 import { startRelayTracing, stopRelayTracing } from '../src/observability/tracing.ts';
 import { fleetFeature } from '../src/fleet/index.ts';
-import { hostedFeature, type HostedOptions } from '../src/hosted/index.ts';
+import type { HostedOptions } from '../src/hosted/index.ts';
 
 export interface RunningRelay {
   node: GatewayNode;
@@ -52,7 +52,8 @@ export async function startRelay(
       bus,
       log,
       features: [
-        ...(config.hosted ? [hostedFeature(features.hosted)] : []),
+        // Hosted mode's modules (mail, OAuth, pages) are loaded only for a node that serves it.
+        ...(config.hosted ? [(await import('../src/hosted/index.ts')).hostedFeature(features.hosted)] : []),
         fleetFeature({ apiRequestsPerMinute: apiPerMinute }),
       ],
     });

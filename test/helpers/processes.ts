@@ -17,9 +17,9 @@ export interface Child {
   kill(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-export function startChild(args: string[], env: Record<string, string> = {}): Child {
+export function startChild(args: string[], env: Record<string, string> = {}, nodeArgs: string[] = []): Child {
   // stdin is a pipe that closes with this process: relays started here never outlive the test run.
-  const proc = spawn(process.execPath, [BIN, ...args], {
+  const proc = spawn(process.execPath, [...nodeArgs, BIN, ...args], {
     env: { ...process.env, PHONEBRIDGE_LOG_LEVEL: 'warn', PHONEBRIDGE_EXIT_WITH_PARENT: '1', ...env },
     stdio: ['pipe', 'pipe', 'pipe'],
   });

@@ -1,13 +1,14 @@
-// A one-shot command loads what it uses and no more: services/cli.ts loads serve.ts for `serve`
-// alone, and the store loads PGlite for a data dir alone (src/store/database/index.ts). Read
-// from the module URLs the command's process resolves (test/fixtures/record-modules.mjs).
+// A command loads what it uses and no more: services/cli.ts loads serve.ts for `serve` alone,
+// the store loads PGlite for a data dir alone (src/store/database/index.ts), and serve loads
+// hosted mode for --hosted alone. Read from the module URLs the command's process resolves
+// (test/fixtures/record-modules.mjs).
 import { execFile } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createDatabase } from '../cluster/harness.ts';
-import { BIN } from '../helpers/processes.ts';
+import { BIN, startChild } from '../helpers/processes.ts';
 import { tempDir } from '../helpers/relay.ts';
 
 const run = promisify(execFile);
@@ -56,4 +57,22 @@ it('--help loads neither', async () => {
   expect(urls.some((u) => u.endsWith('/services/cli.ts'))).toBe(true);
   expect(relayModules(urls)).toEqual([]);
   expect(pglite(urls)).toEqual([]);
+});
+
+it('serve on Postgres without --hosted loads neither PGlite nor hosted mode', async () => {
+  const file = join(dir(), 'modules.txt');
+  const serve = startChild(
+    ['serve', '--port', '0', '--admin-port', '0', '--data-dir', dir(), '--database-url', db.url],
+    { PB_RECORD_MODULES: file },
+    ['--import', RECORDER],
+  );
+  try {
+    await serve.ready;
+  } finally {
+    await serve.kill();
+  }
+  const urls = readFileSync(file, 'utf8').split('\n');
+  expect(relayModules(urls).length).toBeGreaterThan(0);
+  expect(pglite(urls)).toEqual([]);
+  expect(urls.filter((u) => /\/src\/hosted\/(index|oauth|mail|dashboard)\.ts$|\/nodemailer\//.test(u))).toEqual([]);
 });
