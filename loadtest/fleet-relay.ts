@@ -175,7 +175,7 @@ async function childMain(argv: string[]): Promise<void> {
   const { createKey, createPairing } = await import('../src/provisioning.ts');
   const config = parseRelayConfig(['--admin-port', '0', '--log-level', 'silent', ...argv], {});
   // As `serve` does: traced only when the OTEL_* variables ask (docs/OPERATIONS.md, "Traces").
-  (await import('../src/observability/tracing.ts')).startRelayTracing(config.nodeId);
+  await (await import('../src/observability/tracing.ts')).startRelayTracing(config.nodeId);
   const relay = await startRelay(config, createLogger({ level: config.logLevel }));
   const store = relay.store.store;
   const profileDir = process.env.PHONEBRIDGE_LOADTEST_RELAY_PROFILE_DIR;

@@ -114,7 +114,7 @@ export function onParentGone(config: RelayConfig, shutdown: () => void): void {
 
 export async function serve(config: RelayConfig): Promise<void> {
   // Only the standard OTEL_* variables turn tracing on; a value it cannot honour stops the start (exit 2).
-  startRelayTracing(config.nodeId);
+  await startRelayTracing(config.nodeId);
   const relay = await startRelay(config);
   // One failed promise somewhere (a database blip under load) must not take down every phone
   // and client on this node: log it and keep serving. A thrown exception still exits.

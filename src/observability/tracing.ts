@@ -3,8 +3,8 @@
 // Off, nothing here runs on a request: call sites test `tracingOn` (one boolean) before calling
 // in. On, spans are started with an explicit parent context (no context manager, no global
 // provider or propagator), and no attribute or event carries a token, code, key, argument,
-// result or message text: names, ids, codes and sizes only.
-import { readFileSync } from 'node:fs';
+// result or message text: names, ids, codes and sizes only. The SDK's pipeline
+// (tracing-pipeline.ts) is loaded only when tracing is on.
 import {
   ROOT_CONTEXT,
   SpanKind,
@@ -18,206 +18,15 @@ import {
   type TextMapSetter,
   type Tracer,
 } from '@opentelemetry/api';
-import { parseKeyPairsIntoRecord, W3CTraceContextPropagator } from '@opentelemetry/core';
-import { resourceFromAttributes } from '@opentelemetry/resources';
-import {
-  AlwaysOffSampler,
-  AlwaysOnSampler,
-  BatchSpanProcessor,
-  ParentBasedSampler,
-  TraceIdRatioBasedSampler,
-  TracerProvider,
-  type Sampler,
-  type SpanExporter,
-  type SpanProcessor,
-} from '@opentelemetry/sdk-trace';
-import { OTLPTraceExporter as ProtoExporter } from '@opentelemetry/exporter-trace-otlp-proto';
-import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { ConfigError } from '../config.ts';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import type { SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace';
+import { tracesEndpoint, type Env } from './tracing-endpoint.ts';
+import type { Tracing } from './tracing-pipeline.ts';
 
 export { SpanKind };
 export type { Context, Span };
-
-type Env = Record<string, string | undefined>;
-
-/** A setting the relay cannot honour: the process refuses to start (exit 2), like a bad flag. */
-export class TracingConfigError extends ConfigError {}
-
-export type OtlpProtocol = 'http/protobuf' | 'http/json';
-
-export interface TracingConfig {
-  /** The traces endpoint, with its path (`…/v1/traces`). */
-  url: string;
-  protocol: OtlpProtocol;
-  serviceName: string;
-  resource: Record<string, string>;
-  sampler: Sampler;
-  headers: Record<string, string>;
-  timeoutMillis?: number;
-  batch: {
-    scheduledDelayMillis?: number;
-    maxQueueSize?: number;
-    maxExportBatchSize?: number;
-    exportTimeoutMillis?: number;
-  };
-}
-
-const nonEmpty = (v: string | undefined) => (v === undefined || v.trim() === '' ? undefined : v.trim());
-
-function intFrom(env: Env, name: string): number | undefined {
-  const raw = nonEmpty(env[name]);
-  if (raw === undefined) return undefined;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 0)
-    throw new TracingConfigError(`${name} must be a non-negative integer, got "${raw}"`);
-  return n;
-}
-
-function samplerFrom(env: Env): Sampler {
-  const name = (nonEmpty(env.OTEL_TRACES_SAMPLER) ?? 'parentbased_always_on').toLowerCase();
-  const argRaw = nonEmpty(env.OTEL_TRACES_SAMPLER_ARG);
-  const ratio = () => {
-    const r = argRaw === undefined ? 1 : Number(argRaw);
-    if (!(r >= 0 && r <= 1))
-      throw new TracingConfigError(`OTEL_TRACES_SAMPLER_ARG must be a ratio from 0 to 1, got "${argRaw}"`);
-    return new TraceIdRatioBasedSampler(r);
-  };
-  switch (name) {
-    case 'always_on':
-      return new AlwaysOnSampler();
-    case 'always_off':
-      return new AlwaysOffSampler();
-    case 'traceidratio':
-      return ratio();
-    case 'parentbased_always_on':
-      return new ParentBasedSampler({ root: new AlwaysOnSampler() });
-    case 'parentbased_always_off':
-      return new ParentBasedSampler({ root: new AlwaysOffSampler() });
-    case 'parentbased_traceidratio':
-      return new ParentBasedSampler({ root: ratio() });
-    default:
-      throw new TracingConfigError(
-        `OTEL_TRACES_SAMPLER "${name}" is not supported; use always_on, always_off, traceidratio or parentbased_{always_on,always_off,traceidratio}`,
-      );
-  }
-}
-
-/**
- * What the OTEL_* variables ask for, or undefined when tracing stays off: OTEL_SDK_DISABLED,
- * OTEL_TRACES_EXPORTER=none, or no OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT. Throws
- * TracingConfigError for a value it cannot honour (gRPC, an unknown sampler, a bad URL).
- */
-export function tracingConfigFromEnv(env: Env, defaultServiceName: string): TracingConfig | undefined {
-  if ((nonEmpty(env.OTEL_SDK_DISABLED) ?? '').toLowerCase() === 'true') return undefined;
-  const exporters = (nonEmpty(env.OTEL_TRACES_EXPORTER) ?? 'otlp').toLowerCase();
-  if (exporters === 'none') return undefined;
-  if (exporters !== 'otlp')
-    throw new TracingConfigError(`OTEL_TRACES_EXPORTER "${exporters}" is not supported; use otlp or none`);
-  const specific = nonEmpty(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT);
-  const general = nonEmpty(env.OTEL_EXPORTER_OTLP_ENDPOINT);
-  if (specific === undefined && general === undefined) return undefined;
-  // The signal-specific URL is used as given; the general one gets the signal's path (OTLP spec).
-  const url = specific ?? `${general!.replace(/\/+$/, '')}/v1/traces`;
-  try {
-    if (!/^https?:$/.test(new URL(url).protocol)) throw new Error();
-  } catch {
-    throw new TracingConfigError(`the OTLP traces endpoint must be an http(s) URL, got "${url}"`);
-  }
-  const protocol = nonEmpty(env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL) ?? nonEmpty(env.OTEL_EXPORTER_OTLP_PROTOCOL);
-  if (protocol !== undefined && protocol !== 'http/protobuf' && protocol !== 'http/json')
-    throw new TracingConfigError(
-      `OTLP protocol "${protocol}" is not supported; use http/protobuf or http/json (gRPC is not built in)`,
-    );
-  const resource = parseKeyPairsIntoRecord(nonEmpty(env.OTEL_RESOURCE_ATTRIBUTES));
-  const serviceName = nonEmpty(env.OTEL_SERVICE_NAME) ?? resource['service.name'] ?? defaultServiceName;
-  const timeout = intFrom(env, 'OTEL_EXPORTER_OTLP_TRACES_TIMEOUT') ?? intFrom(env, 'OTEL_EXPORTER_OTLP_TIMEOUT');
-  return {
-    url,
-    protocol: protocol ?? 'http/protobuf',
-    serviceName,
-    resource,
-    sampler: samplerFrom(env),
-    headers: {
-      ...parseKeyPairsIntoRecord(nonEmpty(env.OTEL_EXPORTER_OTLP_HEADERS)),
-      ...parseKeyPairsIntoRecord(nonEmpty(env.OTEL_EXPORTER_OTLP_TRACES_HEADERS)),
-    },
-    ...(timeout === undefined ? {} : { timeoutMillis: timeout }),
-    batch: {
-      scheduledDelayMillis: intFrom(env, 'OTEL_BSP_SCHEDULE_DELAY'),
-      maxQueueSize: intFrom(env, 'OTEL_BSP_MAX_QUEUE_SIZE'),
-      maxExportBatchSize: intFrom(env, 'OTEL_BSP_MAX_EXPORT_BATCH_SIZE'),
-      exportTimeoutMillis: intFrom(env, 'OTEL_BSP_EXPORT_TIMEOUT'),
-    },
-  };
-}
-
-let version: string | undefined;
-/** This build's version, from package.json (service.version). */
-export function serviceVersion(): string {
-  if (version === undefined) {
-    try {
-      version = (
-        JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
-      ).version;
-    } catch {
-      version = '0.0.0';
-    }
-  }
-  return version;
-}
-
-/** One process's (or one phone's) trace pipeline: provider → batch processor → OTLP exporter. */
-export class Tracing {
-  readonly tracer: Tracer;
-  readonly provider: TracerProvider;
-  readonly processor: SpanProcessor;
-  readonly exporter: SpanExporter;
-
-  constructor(
-    readonly config: TracingConfig,
-    instanceId: string,
-    scope: string,
-  ) {
-    const opts = {
-      url: config.url,
-      headers: config.headers,
-      ...(config.timeoutMillis === undefined ? {} : { timeoutMillis: config.timeoutMillis }),
-    };
-    this.exporter = config.protocol === 'http/json' ? new JsonExporter(opts) : new ProtoExporter(opts);
-    const batch = Object.fromEntries(Object.entries(config.batch).filter(([, v]) => v !== undefined));
-    this.processor = new BatchSpanProcessor({ ...batch, exporter: this.exporter });
-    this.provider = new TracerProvider({
-      resource: resourceFromAttributes({
-        ...config.resource,
-        'service.name': config.serviceName,
-        'service.version': serviceVersion(),
-        'service.instance.id': instanceId,
-      }),
-      sampler: config.sampler,
-      spanProcessors: [this.processor],
-    });
-    this.tracer = this.provider.getTracer(scope, serviceVersion());
-  }
-
-  flush(): Promise<void> {
-    return this.provider.forceFlush();
-  }
-
-  shutdown(): Promise<void> {
-    return this.provider.shutdown();
-  }
-}
-
-/** A pipeline for this environment, or undefined when the OTEL_* variables leave tracing off. */
-export function createTracing(opts: {
-  env?: Env;
-  defaultServiceName: string;
-  instanceId: string;
-  scope?: string;
-}): Tracing | undefined {
-  const config = tracingConfigFromEnv(opts.env ?? process.env, opts.defaultServiceName);
-  return config && new Tracing(config, opts.instanceId, opts.scope ?? 'phonebridge');
-}
+export { TracingConfigError } from './tracing-endpoint.ts';
+export type { OtlpProtocol, Tracing, TracingConfig } from './tracing-pipeline.ts';
 
 // --- the relay's process-wide pipeline ---------------------------------------------------------
 
@@ -228,10 +37,14 @@ export function createTracing(opts: {
 export let tracingOn = false;
 let relay: Tracing | undefined;
 
-/** `phonebridge serve`: starts the pipeline if the environment asks for one. */
-export function startRelayTracing(instanceId: string, env: Env = process.env): Tracing | undefined {
-  if (relay) return relay;
-  relay = createTracing({ env, defaultServiceName: 'phonebridge', instanceId });
+/**
+ * `phonebridge serve`: starts the pipeline if the environment asks for one. Off (the default),
+ * the SDK is not loaded at all.
+ */
+export async function startRelayTracing(instanceId: string, env: Env = process.env): Promise<Tracing | undefined> {
+  if (relay || tracesEndpoint(env) === undefined) return relay;
+  const { createTracing } = await import('./tracing-pipeline.ts');
+  relay ??= createTracing({ env, defaultServiceName: 'phonebridge', instanceId });
   tracingOn = relay !== undefined;
   return relay;
 }

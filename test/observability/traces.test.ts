@@ -17,14 +17,8 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { startTestCluster, waitFor, type ClusterPhone, type TestCluster } from '../cluster/harness.ts';
 import type { ClusterNode } from '../../services/cluster.ts';
 import { KIND, startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../helpers/otlp-receiver.ts';
-import {
-  createTracing,
-  relayTracingState,
-  tracingConfigFromEnv,
-  TracingConfigError,
-  tracingOn,
-  type Tracing,
-} from '../../src/observability/tracing.ts';
+import { relayTracingState, TracingConfigError, tracingOn, type Tracing } from '../../src/observability/tracing.ts';
+import { createTracing, tracingConfigFromEnv } from '../../src/observability/tracing-pipeline.ts';
 import { startTestRelay, type TestRelay } from '../helpers/relay.ts';
 import { completeHandshake, openSocket, pairRaw, challenge, signedHeaders } from '../helpers/raw-device.ts';
 import { openSession, post } from '../helpers/raw-mcp.ts';

@@ -1,6 +1,7 @@
 // A command loads what it uses and no more: services/cli.ts loads serve.ts for `serve` alone,
-// the store loads PGlite for a data dir alone (src/store/database/index.ts), and serve loads
-// hosted mode for --hosted alone. Read from the module URLs the command's process resolves
+// the store loads PGlite for a data dir alone (src/store/database/index.ts), serve loads hosted
+// mode for --hosted alone and the OpenTelemetry SDK only when OTEL_* variables turn tracing on
+// (src/observability/tracing.ts). Read from the module URLs the command's process resolves
 // (test/fixtures/record-modules.mjs).
 import { execFile } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
@@ -59,11 +60,12 @@ it('--help loads neither', async () => {
   expect(pglite(urls)).toEqual([]);
 });
 
-it('serve on Postgres without --hosted loads neither PGlite nor hosted mode', async () => {
+it('serve on Postgres, without --hosted and with tracing off, loads neither PGlite, hosted mode nor the tracing SDK', async () => {
   const file = join(dir(), 'modules.txt');
   const serve = startChild(
     ['serve', '--port', '0', '--admin-port', '0', '--data-dir', dir(), '--database-url', db.url],
-    { PB_RECORD_MODULES: file },
+    // Tracing off, whatever the environment running the tests says.
+    { PB_RECORD_MODULES: file, OTEL_SDK_DISABLED: 'true' },
     ['--import', RECORDER],
   );
   try {
@@ -75,4 +77,6 @@ it('serve on Postgres without --hosted loads neither PGlite nor hosted mode', as
   expect(relayModules(urls).length).toBeGreaterThan(0);
   expect(pglite(urls)).toEqual([]);
   expect(urls.filter((u) => /\/src\/hosted\/(index|oauth|mail|dashboard)\.ts$|\/nodemailer\//.test(u))).toEqual([]);
+  expect(urls.filter((u) => /@opentelemetry\/(sdk-trace|exporter-)|tracing-pipeline\.ts$/.test(u))).toEqual([]);
+  expect(urls.some((u) => u.endsWith('/src/observability/tracing.ts'))).toBe(true);
 });

@@ -5,8 +5,8 @@
 // never an argument or a result.
 import type { Transport, TransportSendOptions } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage, RequestId } from '@modelcontextprotocol/sdk/types.js';
+import { createTracing } from '../../observability/tracing-pipeline.ts';
 import {
-  createTracing,
   endWithError,
   extractContext,
   markFailed,
