@@ -590,6 +590,10 @@ async function main(): Promise<void> {
         loadCpuUsPerCall: round2(median(c.map((x) => x.cpuUs / Math.max(1, x.calls)))),
         /** The phone process (the reference agent) per call, for what shares the cores. */
         phoneCpuUsPerCall: round2(median(c.map((x) => x.phoneCpuUs / Math.max(1, x.calls)))),
+        /** The same two at the same rate: the phone does the same work for every target's call, so
+         *  a difference here is the phone's garbage collection landing in one target's rounds. */
+        lowRateLoadCpuUsPerCall: round2(median(openLow[t.name].map((x) => x.cpuUs / Math.max(1, x.calls)))),
+        lowRatePhoneCpuUsPerCall: round2(median(openLow[t.name].map((x) => x.phoneCpuUs / Math.max(1, x.calls)))),
         closedP50Ms: round2(median(c.map((x) => x.p50))),
         closedP99Ms: round2(median(c.map((x) => x.p99))),
         openP50Ms: round2(median(o.map((x) => x.p50))),
