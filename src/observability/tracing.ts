@@ -26,7 +26,7 @@ import type { Tracing } from './tracing-pipeline.ts';
 export { SpanKind };
 export type { Context, Span };
 export { TracingConfigError } from './tracing-endpoint.ts';
-export type { OtlpProtocol, Tracing, TracingConfig } from './tracing-pipeline.ts';
+export type { Tracing } from './tracing-pipeline.ts';
 
 // --- the relay's process-wide pipeline ---------------------------------------------------------
 

@@ -17,7 +17,12 @@ const RECORDER = new URL('../fixtures/record-modules.mjs', import.meta.url).path
 
 let db: Awaited<ReturnType<typeof createDatabase>>;
 const dirs: string[] = [];
-const dir = () => dirs[dirs.push(tempDir()) - 1];
+/** A temporary directory, removed after the file's tests. */
+function dir(): string {
+  const d = tempDir();
+  dirs.push(d);
+  return d;
+}
 beforeAll(async () => {
   db = await createDatabase();
 });
@@ -26,13 +31,16 @@ afterAll(async () => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
+/** The module URLs a process started with RECORDER wrote to `file`. */
+const recorded = (file: string) => readFileSync(file, 'utf8').split('\n');
+
 /** Runs a one-shot command and gives the module URLs it resolved. */
 async function modulesOf(args: string[]): Promise<string[]> {
   const file = join(dir(), 'modules.txt');
   await run(process.execPath, ['--import', RECORDER, BIN, ...args], {
     env: { ...process.env, PHONEBRIDGE_LOG_LEVEL: 'warn', PB_RECORD_MODULES: file },
   });
-  return readFileSync(file, 'utf8').split('\n');
+  return recorded(file);
 }
 
 const relayModules = (urls: string[]) =>
@@ -73,7 +81,7 @@ it('serve on Postgres, without --hosted and with tracing off, loads neither PGli
   } finally {
     await serve.kill();
   }
-  const urls = readFileSync(file, 'utf8').split('\n');
+  const urls = recorded(file);
   expect(relayModules(urls).length).toBeGreaterThan(0);
   expect(pglite(urls)).toEqual([]);
   expect(urls.filter((u) => /\/src\/hosted\/(index|oauth|mail|dashboard)\.ts$|\/nodemailer\//.test(u))).toEqual([]);
