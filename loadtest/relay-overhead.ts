@@ -1,4 +1,4 @@
-// `npm run loadtest -- relay-overhead [--out DIR] [--rounds N] [--round-ms MS] [--redis-url URL]…`: what the relay
+// `npm run loadtest -- relay-overhead [--out DIR] [--rounds N] [--round-ms MS] [--redis-url URL]… [--runs N]`: what the relay
 // costs per call, side by side in one run with alternating rounds (docs/BENCHMARKS.md, "Relay
 // overhead"; docs/decisions/0050-one-write-per-answer.md):
 //   relay     phonebridge (the same startRelay as `serve`, embedded store), a child process
@@ -13,7 +13,7 @@
 // Exits non-zero when a target of docs/BENCHMARKS.md is missed; writes DIR/report.json.
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent, createServer, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -279,9 +279,15 @@ async function main(): Promise<void> {
       // Profiles the relay children, the floor and the baseline (`node --cpu-prof`): summarise
       // with loadtest/cpu-profile.ts.
       'cpu-prof': { type: 'string' },
+      // Whole runs, one after another, each in its own processes; every check is decided on the
+      // median of the runs' figures (loadtest/lib/runs.ts). At most 5 (the loadtest runner's
+      // 30-minute bound).
+      runs: { type: 'string', default: '1' },
     },
     allowPositionals: true,
   });
+  const runs = Math.max(1, Math.min(5, Math.floor(Number(values.runs)) || 1));
+  if (runs > 1) return repeatedRuns(runs, values.out);
   const rounds = Math.max(1, Math.min(10, Number(values.rounds)));
   const roundMs = Math.max(500, Math.min(10_000, Number(values['round-ms'])));
   const conns = Math.max(1, Math.min(256, Number(values.conns)));
@@ -697,7 +703,14 @@ async function main(): Promise<void> {
     }
     // `floor`: the same figure for the two-node floor, where there is one (printed beside it).
     const check = (name: string, value: number, limit: number, atMost: boolean, floor?: number) =>
-      report.checks.push({ name, value: round2(value), limit, ok: atMost ? value <= limit : value >= limit, floor });
+      report.checks.push({
+        name,
+        value: round2(value),
+        limit,
+        atMost,
+        ok: atMost ? value <= limit : value >= limit,
+        floor,
+      });
     if (T.relay.sendsPerCall !== null) check('send syscalls per small call (relay)', T.relay.sendsPerCall, 2, true);
     check('relay CPU per call / baseline', T.relay.serverCpuUsPerCall / T.baseline.serverCpuUsPerCall, 0.4, true);
     check(
@@ -858,6 +871,52 @@ async function main(): Promise<void> {
   } finally {
     await stopAll();
   }
+}
+
+/**
+ * `--runs N`: this script N times as a child (DIR/run-K/report.json each), then DIR/report.json
+ * with every check on the median of the runs' figures, each run's values beside it. Exits 1 on
+ * a miss of a median, as one run does on its own figure.
+ */
+async function repeatedRuns(runs: number, out: string): Promise<void> {
+  const { medianChecks } = await import('./lib/runs.ts');
+  const argv = process.argv.slice(2);
+  // This run's arguments less --runs and --out (each child gets its own DIR/run-K).
+  const rest: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '--runs' || a === '--out') i++;
+    else if (!a.startsWith('--runs=') && !a.startsWith('--out=')) rest.push(a);
+  }
+  const reports: Json[] = [];
+  for (let k = 1; k <= runs; k++) {
+    const dir = join(out, `run-${k}`);
+    console.log(`relay-overhead: run ${k} of ${runs} (${dir})`);
+    // A miss exits 1 and still writes its report; anything else is a failed run.
+    const r = spawnSync(process.execPath, [...process.execArgv, SELF, ...rest, '--out', dir], {
+      stdio: 'inherit',
+      timeout: 10 * 60_000,
+    });
+    if (r.status !== 0 && r.status !== 1) throw new Error(`run ${k} failed (exit ${r.status ?? r.signal})`);
+    reports.push(JSON.parse(readFileSync(join(dir, 'report.json'), 'utf8')));
+  }
+  const checks = medianChecks(reports.map((r) => r.checks));
+  const report = {
+    scenario: 'relay-overhead',
+    runs: reports.map((r) => ({ at: r.at, seconds: r.seconds, machine: r.machine, settings: r.settings })),
+    checks,
+  };
+  mkdirSync(out, { recursive: true });
+  writeFileSync(join(out, 'report.json'), JSON.stringify(report, null, 2));
+  console.log(`\nthe median of ${runs} runs (each run's value in brackets; met in how many):`);
+  for (const c of checks)
+    console.log(
+      c.ok === null
+        ? `n/a  ${c.name}: ${c.why}`
+        : `${c.ok ? 'ok  ' : 'MISS'} ${c.name}: ${c.value} [${c.values.map((v) => v ?? '–').join(', ')}; met in ${c.met} of ${c.decided}] (limit ${c.limit}${c.floor === undefined ? '' : `; the two-node floor: ${c.floor}`})`,
+    );
+  console.log(`report: ${join(out, 'report.json')}`);
+  process.exitCode = checks.every((c) => c.ok !== false) ? 0 : 1;
 }
 
 const role = process.argv.indexOf('--role') >= 0 ? process.argv[process.argv.indexOf('--role') + 1] : undefined;

@@ -1,0 +1,70 @@
+// Verdicts over several whole runs of a scenario. Between runs the machine's speed, the
+// collector's state and each process's code layout move a ratio by more than most changes
+// do (docs/BENCHMARKS.md, "At a glance": one target read 0.61–0.82 over a day's runs of one
+// tree), so a target decided by one run is a coin toss near its limit. Each run is whole (its
+// own processes, warm-up and alternating rounds); a check's verdict is read on the median of
+// the runs' figures.
+
+/** One check of a run's report.json (`ok: null`: not applicable in that run, with `why`). */
+export interface RunCheck {
+  name: string;
+  value: number | null;
+  limit: number;
+  ok: boolean | null;
+  /** The value must be at most the limit (else at least). Absent on a count that fails by being there ("no errors"). */
+  atMost?: boolean;
+  /** The same figure for the two-node floor, where there is one. */
+  floor?: number;
+  why?: string;
+}
+
+export interface MedianCheck extends RunCheck {
+  /** Each run's value, in run order; null where the run did not apply it or lacked it. */
+  values: Array<number | null>;
+  /** Runs in which the check was met, of those that decided it. */
+  met: number;
+  decided: number;
+}
+
+export function medianOf(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  if (s.length === 0) return NaN;
+  const mid = s.length >> 1;
+  return s.length % 2 ? s[mid] : (s[mid - 1] + s[mid]) / 2;
+}
+
+const round2 = (x: number) => Math.round(x * 100) / 100;
+
+/**
+ * The runs' checks merged by name, in the order they first appear: the median value decides.
+ * A check without a direction (a run's errors) fails the whole if any run has it; a check no
+ * run decided stays not applicable.
+ */
+export function medianChecks(runs: RunCheck[][]): MedianCheck[] {
+  const names: string[] = [];
+  for (const run of runs) for (const c of run) if (!names.includes(c.name)) names.push(c.name);
+  return names.map((name) => {
+    const each = runs.map((run) => run.find((c) => c.name === name));
+    const decided = each.filter((c): c is RunCheck => c !== undefined && c.ok !== null && c.value !== null);
+    const values = each.map((c) => (c && c.ok !== null ? c.value : null));
+    const first = each.find((c) => c !== undefined)!;
+    const met = decided.filter((c) => c.ok).length;
+    if (decided.length === 0) return { ...first, value: null, ok: null, values, met, decided: 0 };
+    const ref = decided[0];
+    const value = round2(medianOf(decided.map((c) => c.value!)));
+    if (ref.atMost === undefined)
+      return { ...ref, value, ok: met === decided.length, values, met, decided: decided.length };
+    const floors = decided.flatMap((c) => (c.floor === undefined ? [] : [c.floor]));
+    return {
+      name,
+      value,
+      limit: ref.limit,
+      atMost: ref.atMost,
+      ok: ref.atMost ? value <= ref.limit : value >= ref.limit,
+      ...(floors.length ? { floor: round2(medianOf(floors)) } : {}),
+      values,
+      met,
+      decided: decided.length,
+    };
+  });
+}

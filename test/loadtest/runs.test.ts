@@ -1,0 +1,59 @@
+import { describe, expect, it } from 'vitest';
+import { medianChecks, medianOf, type RunCheck } from '../../loadtest/lib/runs.ts';
+
+const atMost = (name: string, value: number, limit: number, floor?: number): RunCheck => ({
+  name,
+  value,
+  limit,
+  atMost: true,
+  ok: value <= limit,
+  ...(floor === undefined ? {} : { floor }),
+});
+const atLeast = (name: string, value: number, limit: number): RunCheck => ({
+  name,
+  value,
+  limit,
+  atMost: false,
+  ok: value >= limit,
+});
+
+describe('checks over several runs', () => {
+  it('takes the median, the middle two averaged for an even count', () => {
+    expect(medianOf([3, 1, 2])).toBe(2);
+    expect(medianOf([4, 1, 3, 2])).toBe(2.5);
+    expect(medianOf([])).toBeNaN();
+  });
+
+  it('decides each check on the median of its runs, not on any one run', () => {
+    const [share, ratio] = medianChecks([
+      [atLeast('share', 0.82, 0.7), atMost('ratio', 1.29, 1.3, 1.1)],
+      [atLeast('share', 0.63, 0.7), atMost('ratio', 1.63, 1.3, 1.3)],
+      [atLeast('share', 0.69, 0.7), atMost('ratio', 1.5, 1.3, 1.2)],
+    ]);
+    // One run met each, but the median misses both.
+    expect(share).toMatchObject({ value: 0.69, ok: false, met: 1, decided: 3, values: [0.82, 0.63, 0.69] });
+    expect(ratio).toMatchObject({ value: 1.5, ok: false, met: 1, floor: 1.2 });
+    const [met] = medianChecks([
+      [atLeast('share', 0.72, 0.7)],
+      [atLeast('share', 0.69, 0.7)],
+      [atLeast('share', 0.75, 0.7)],
+    ]);
+    expect(met).toMatchObject({ value: 0.72, ok: true, met: 2, decided: 3 });
+  });
+
+  it('fails on errors in any run, and keeps a check no run decided as not applicable', () => {
+    const errors: RunCheck = { name: 'relay: no errors', value: 3, limit: 0, ok: false };
+    const na: RunCheck = { name: 'added p50', value: null, limit: 0.3, ok: null, why: 'direct is too slow' };
+    const merged = medianChecks([[atLeast('share', 0.8, 0.7), na], [atLeast('share', 0.8, 0.7), na, errors], [na]]);
+    expect(merged.map((c) => c.name)).toEqual(['share', 'added p50', 'relay: no errors']);
+    expect(merged[0]).toMatchObject({ ok: true, decided: 2, values: [0.8, 0.8, null] });
+    expect(merged[1]).toMatchObject({ ok: null, value: null, why: 'direct is too slow' });
+    expect(merged[2]).toMatchObject({ ok: false, met: 0, decided: 1 });
+  });
+
+  it('decides on the runs that applied a check when others did not', () => {
+    const na: RunCheck = { name: 'p50', value: null, limit: 0.3, ok: null, why: 'too slow' };
+    const [c] = medianChecks([[na], [atMost('p50', 0.2, 0.3)], [atMost('p50', 0.4, 0.3)]]);
+    expect(c).toMatchObject({ value: 0.3, ok: true, values: [null, 0.2, 0.4], met: 1, decided: 2 });
+  });
+});
