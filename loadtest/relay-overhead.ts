@@ -13,7 +13,7 @@
 // Exits non-zero when a target of docs/BENCHMARKS.md is missed; writes DIR/report.json.
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent, createServer, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -24,6 +24,7 @@ import { processCpuUs } from './lib/proc-cpu.ts';
 import { traceSyscalls } from './lib/strace.ts';
 import { perCall, redisCounter, type RedisCounter } from './lib/redis-commands.ts';
 import { probedSession } from './lib/probed-session.ts';
+import { checkLine, medianChecks } from './lib/runs.ts';
 
 const SELF = fileURLToPath(import.meta.url);
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -860,12 +861,7 @@ async function main(): Promise<void> {
     console.log(
       JSON.stringify({ targets: report.targets, floor: report.floor, clusterFloor: report.clusterFloor }, null, 2),
     );
-    for (const c of report.checks)
-      console.log(
-        c.ok === null
-          ? `n/a  ${c.name}: ${c.why}`
-          : `${c.ok ? 'ok  ' : 'MISS'} ${c.name}: ${c.value} (limit ${c.limit}${c.floor === undefined ? '' : `; the two-node floor: ${c.floor}`})`,
-      );
+    for (const c of report.checks) console.log(checkLine(c));
     console.log(`report: ${join(values.out, 'report.json')}`);
     process.exitCode = report.checks.every((c: Json) => c.ok !== false) ? 0 : 1;
   } finally {
@@ -878,8 +874,7 @@ async function main(): Promise<void> {
  * with every check on the median of the runs' figures, each run's values beside it. Exits 1 on
  * a miss of a median, as one run does on its own figure.
  */
-async function repeatedRuns(runs: number, out: string): Promise<void> {
-  const { medianChecks } = await import('./lib/runs.ts');
+function repeatedRuns(runs: number, out: string): void {
   const argv = process.argv.slice(2);
   // This run's arguments less --runs and --out (each child gets its own DIR/run-K).
   const rest: string[] = [];
@@ -891,14 +886,17 @@ async function repeatedRuns(runs: number, out: string): Promise<void> {
   const reports: Json[] = [];
   for (let k = 1; k <= runs; k++) {
     const dir = join(out, `run-${k}`);
+    const file = join(dir, 'report.json');
+    rmSync(file, { force: true }); // an earlier run's report must not stand in for this one's
     console.log(`relay-overhead: run ${k} of ${runs} (${dir})`);
-    // A miss exits 1 and still writes its report; anything else is a failed run.
+    // A miss exits 1 and still writes its report; a crash exits 1 too, without one.
     const r = spawnSync(process.execPath, [...process.execArgv, SELF, ...rest, '--out', dir], {
       stdio: 'inherit',
       timeout: 10 * 60_000,
     });
-    if (r.status !== 0 && r.status !== 1) throw new Error(`run ${k} failed (exit ${r.status ?? r.signal})`);
-    reports.push(JSON.parse(readFileSync(join(dir, 'report.json'), 'utf8')));
+    if ((r.status !== 0 && r.status !== 1) || !existsSync(file))
+      throw new Error(`run ${k} failed (exit ${r.status ?? r.signal}${existsSync(file) ? '' : ', no report'})`);
+    reports.push(JSON.parse(readFileSync(file, 'utf8')));
   }
   const checks = medianChecks(reports.map((r) => r.checks));
   const report = {
@@ -909,12 +907,7 @@ async function repeatedRuns(runs: number, out: string): Promise<void> {
   mkdirSync(out, { recursive: true });
   writeFileSync(join(out, 'report.json'), JSON.stringify(report, null, 2));
   console.log(`\nthe median of ${runs} runs (each run's value in brackets; met in how many):`);
-  for (const c of checks)
-    console.log(
-      c.ok === null
-        ? `n/a  ${c.name}: ${c.why}`
-        : `${c.ok ? 'ok  ' : 'MISS'} ${c.name}: ${c.value} [${c.values.map((v) => v ?? '–').join(', ')}; met in ${c.met} of ${c.decided}] (limit ${c.limit}${c.floor === undefined ? '' : `; the two-node floor: ${c.floor}`})`,
-    );
+  for (const c of checks) console.log(checkLine(c));
   console.log(`report: ${join(out, 'report.json')}`);
   process.exitCode = checks.every((c) => c.ok !== false) ? 0 : 1;
 }

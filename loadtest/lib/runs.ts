@@ -68,3 +68,11 @@ export function medianChecks(runs: RunCheck[][]): MedianCheck[] {
     };
   });
 }
+
+/** A check as the scenario prints it; a merged one with each run's value and how many met it. */
+export function checkLine(c: RunCheck | MedianCheck): string {
+  if (c.ok === null) return `n/a  ${c.name}: ${c.why}`;
+  const runs = 'values' in c ? ` [${c.values.map((v) => v ?? '–').join(', ')}; met in ${c.met} of ${c.decided}]` : '';
+  const floor = c.floor === undefined ? '' : `; the two-node floor: ${c.floor}`;
+  return `${c.ok ? 'ok  ' : 'MISS'} ${c.name}: ${c.value}${runs} (limit ${c.limit}${floor})`;
+}

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { medianChecks, medianOf, type RunCheck } from '../../loadtest/lib/runs.ts';
+import { checkLine, medianChecks, medianOf, type RunCheck } from '../../loadtest/lib/runs.ts';
 
 const atMost = (name: string, value: number, limit: number, floor?: number): RunCheck => ({
   name,
@@ -55,5 +55,23 @@ describe('checks over several runs', () => {
     const na: RunCheck = { name: 'p50', value: null, limit: 0.3, ok: null, why: 'too slow' };
     const [c] = medianChecks([[na], [atMost('p50', 0.2, 0.3)], [atMost('p50', 0.4, 0.3)]]);
     expect(c).toMatchObject({ value: 0.3, ok: true, values: [null, 0.2, 0.4], met: 1, decided: 2 });
+  });
+});
+
+describe('a check as printed', () => {
+  it('gives one run its value, and a merged check each run’s value and how many met it', () => {
+    expect(checkLine(atLeast('share', 0.69, 0.7))).toBe('MISS share: 0.69 (limit 0.7)');
+    expect(checkLine({ ...atMost('p50', 0.2, 0.3), floor: 0.25 })).toBe(
+      'ok   p50: 0.2 (limit 0.3; the two-node floor: 0.25)',
+    );
+    const [merged] = medianChecks([
+      [atLeast('share', 0.72, 0.7)],
+      [atLeast('share', 0.6, 0.7)],
+      [atLeast('share', 0.75, 0.7)],
+    ]);
+    expect(checkLine(merged)).toBe('ok   share: 0.72 [0.72, 0.6, 0.75; met in 2 of 3] (limit 0.7)');
+    expect(checkLine({ name: 'p99', value: null, limit: 2, ok: null, why: 'direct is too slow' })).toBe(
+      'n/a  p99: direct is too slow',
+    );
   });
 });
