@@ -1,7 +1,8 @@
 // Verdicts over several whole runs of a scenario. Between runs the machine's speed, the
 // collector's state and each process's code layout move a ratio by more than most changes
-// do (docs/BENCHMARKS.md, "At a glance": one target read 0.61–0.82 over a day's runs of one
-// tree), so a target decided by one run is a coin toss near its limit. Each run is whole (its
+// do (docs/BENCHMARKS.md, "At the same rate, layer by layer": relay ÷ uWS floor read
+// 1.21–1.54 over six runs of one tree), so a target decided by one run is a coin toss near
+// its limit. Each run is whole (its
 // own processes, warm-up and alternating rounds); a check's verdict is read on the median of
 // the runs' figures.
 
