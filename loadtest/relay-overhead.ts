@@ -24,7 +24,7 @@ import { processCpuUs } from './lib/proc-cpu.ts';
 import { traceSyscalls } from './lib/strace.ts';
 import { perCall, redisCounter, type RedisCounter } from './lib/redis-commands.ts';
 import { probedSession } from './lib/probed-session.ts';
-import { checkLine, medianChecks } from './lib/runs.ts';
+import { checkLine, medianChecks, meets } from './lib/runs.ts';
 
 const SELF = fileURLToPath(import.meta.url);
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -709,7 +709,7 @@ async function main(): Promise<void> {
         value: round2(value),
         limit,
         atMost,
-        ok: atMost ? value <= limit : value >= limit,
+        ok: meets(value, limit, atMost),
         floor,
       });
     if (T.relay.sendsPerCall !== null) check('send syscalls per small call (relay)', T.relay.sendsPerCall, 2, true);

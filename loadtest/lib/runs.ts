@@ -36,10 +36,15 @@ export function medianOf(xs: number[]): number {
 
 const round2 = (x: number) => Math.round(x * 100) / 100;
 
+/** Whether `value` meets `limit`: at most it, or at least it. */
+export const meets = (value: number, limit: number, atMost: boolean): boolean =>
+  atMost ? value <= limit : value >= limit;
+
 /**
- * The runs' checks merged by name, in the order they first appear: the median value decides.
- * A check without a direction (a run's errors) fails the whole if any run has it; a check no
- * run decided stays not applicable.
+ * The runs' checks merged by name, in the order they first appear: the median value decides,
+ * not its two-place print (as a run decides on its own value, not on the printed one). A check
+ * without a direction (a run's errors) fails the whole if any run has it; a check no run
+ * decided stays not applicable.
  */
 export function medianChecks(runs: RunCheck[][]): MedianCheck[] {
   const names: string[] = [];
@@ -48,21 +53,18 @@ export function medianChecks(runs: RunCheck[][]): MedianCheck[] {
     const each = runs.map((run) => run.find((c) => c.name === name));
     const decided = each.filter((c): c is RunCheck => c !== undefined && c.ok !== null && c.value !== null);
     const values = each.map((c) => (c && c.ok !== null ? c.value : null));
-    const first = each.find((c) => c !== undefined)!;
     const met = decided.filter((c) => c.ok).length;
-    if (decided.length === 0) return { ...first, value: null, ok: null, values, met, decided: 0 };
+    if (decided.length === 0)
+      return { ...each.find((c) => c !== undefined)!, value: null, ok: null, values, met, decided: 0 };
     const ref = decided[0];
-    const value = round2(medianOf(decided.map((c) => c.value!)));
-    if (ref.atMost === undefined)
-      return { ...ref, value, ok: met === decided.length, values, met, decided: decided.length };
+    // To a millionth: the middle two's mean of 0.2 and 0.4 is 0.30000000000000004, not above 0.3.
+    const median = Math.round(medianOf(decided.map((c) => c.value!)) * 1e6) / 1e6;
     const floors = decided.flatMap((c) => (c.floor === undefined ? [] : [c.floor]));
     return {
-      name,
-      value,
-      limit: ref.limit,
-      atMost: ref.atMost,
-      ok: ref.atMost ? value <= ref.limit : value >= ref.limit,
-      ...(floors.length ? { floor: round2(medianOf(floors)) } : {}),
+      ...ref,
+      value: round2(median),
+      ok: ref.atMost === undefined ? met === decided.length : meets(median, ref.limit, ref.atMost),
+      floor: floors.length ? round2(medianOf(floors)) : undefined,
       values,
       met,
       decided: decided.length,

@@ -55,6 +55,9 @@ describe('checks over several runs', () => {
     const na: RunCheck = { name: 'p50', value: null, limit: 0.3, ok: null, why: 'too slow' };
     const [c] = medianChecks([[na], [atMost('p50', 0.2, 0.3)], [atMost('p50', 0.4, 0.3)]]);
     expect(c).toMatchObject({ value: 0.3, ok: true, values: [null, 0.2, 0.4], met: 1, decided: 2 });
+    // The median between two runs (1.305) decides, not its two-place print.
+    const [above] = medianChecks([[atMost('ratio', 1.3, 1.3)], [atMost('ratio', 1.31, 1.3)]]);
+    expect(above.ok).toBe(false);
   });
 });
 
