@@ -102,4 +102,28 @@ describe('inspectPhoneFrame', () => {
       expect(restore(text, 'c')).toEqual({ ...JSON.parse(text), id: 'c' });
     }
   });
+  it('writes every client id back as JSON.stringify writes it, byte for byte', () => {
+    for (const text of [
+      '{"result":{"t":"é"},"jsonrpc":"2.0","id":5}',
+      JSON.stringify({ result: { t: 'z'.repeat(300) }, jsonrpc: '2.0', id: 12 }),
+    ]) {
+      const f = inspectPhoneFrame(Buffer.from(text));
+      if (f.kind !== 'response') throw new Error('not a response');
+      for (const id of [0, 7, 9, 10, 99, 100, 123456789, Number.MAX_SAFE_INTEGER, -1, -0, 1.5, 1e21, 'a"é', '', null]) {
+        const b = Buffer.from(text);
+        const want = Buffer.concat([b.subarray(0, f.idStart), Buffer.from(JSON.stringify(id)), b.subarray(f.idEnd)]);
+        expect(withId(b, f.idStart, f.idEnd, id).toString()).toBe(want.toString());
+      }
+    }
+  });
+
+  it('reads a numeric id at the end as JSON.parse reads it, however long', () => {
+    for (const digits of ['0', '7', '123456789012345', '1234567890123456', '12345678901234567890']) {
+      const text = `{"result":1,"jsonrpc":"2.0","id":${digits}}`;
+      expect(inspectPhoneFrame(Buffer.from(text))).toMatchObject({
+        kind: 'response',
+        id: JSON.parse(digits) as number,
+      });
+    }
+  });
 });

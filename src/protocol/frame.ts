@@ -4,7 +4,7 @@
 // Frames stay UTF-8 bytes end to end: JSON's structural characters are ASCII and UTF-8
 // never reuses ASCII bytes inside multi-byte sequences, so a byte scan is exact.
 import type { JsonRpcId } from './jsonrpc.ts';
-import { scanObject, skipWs } from './json-bytes.ts';
+import { bytesAre, decimalDigits, put, putDecimal, scanObject, skipWs } from './json-bytes.ts';
 
 export type PhoneFrame =
   | { kind: 'response'; id: JsonRpcId | null; idStart: number; idEnd: number }
@@ -22,8 +22,10 @@ export function inspectPhoneFrame(frame: Buffer): PhoneFrame {
   const tail = startsWithResult(frame) ? tailNumericId(frame) : -1;
   if (tail >= 0) {
     let end = tail;
-    while (isDigit(frame[end])) end++;
-    return responseAt(frame, tail, end);
+    let id = 0;
+    for (; isDigit(frame[end]); end++) id = id * 10 + (frame[end] - 0x30);
+    // Up to 15 digits the sum is exact, as JSON.parse reads it (the relay's ids are far shorter).
+    return end - tail <= 15 ? { kind: 'response', id, idStart: tail, idEnd: end } : responseAt(frame, tail, end);
   }
   // latin1 maps each byte to one char, so regex indexes are byte offsets.
   if (FIRST_KEY.test(frame.toString('latin1', 0, Math.min(PEEK, frame.length)))) {
@@ -49,7 +51,7 @@ function startsWithResult(s: Buffer): boolean {
   if (s[i++] !== 0x7b) return false;
   while (isWs(s[i])) i++;
   const name = s[i + 1] === 0x72 ? RESULT : ERROR;
-  if (i + name.length > s.length || s.compare(name, 0, name.length, i, i + name.length) !== 0) return false;
+  if (i + name.length > s.length || !bytesAre(s, i, name)) return false;
   i += name.length;
   while (isWs(s[i])) i++;
   return s[i] === 0x3a;
@@ -132,12 +134,15 @@ export function withId(
   id: JsonRpcId | null,
   alloc: (bytes: number) => Buffer = allocUnsafe,
 ): Buffer {
-  // The id's JSON written straight into the answer: no Buffer of its own.
-  const idJson = JSON.stringify(id);
-  const idLength = Buffer.byteLength(idJson, 'utf8');
+  // A non-negative integer id (what clients mostly send) is written as its digits here;
+  // any other id's JSON is written straight into the answer: no Buffer of its own.
+  const digits = typeof id === 'number' && Number.isSafeInteger(id) && id >= 0 ? decimalDigits(id) : 0;
+  const idJson = digits > 0 ? '' : JSON.stringify(id);
+  const idLength = digits > 0 ? digits : Buffer.byteLength(idJson, 'utf8');
   const out = alloc(frame.length - (end - start) + idLength);
-  frame.copy(out, 0, 0, start);
-  out.write(idJson, start, idLength, 'utf8');
-  frame.copy(out, start + idLength, end);
+  put(frame, 0, start, out, 0);
+  if (digits > 0) putDecimal(out, start, id as number, digits);
+  else out.write(idJson, start, idLength, 'utf8');
+  put(frame, end, frame.length, out, start + idLength);
   return out;
 }

@@ -17,6 +17,44 @@ export interface Span {
   end: number;
 }
 
+/** Whether s[at, at + word.length) is `word`. */
+export function bytesAre(s: Buffer, at: number, word: Buffer): boolean {
+  for (let k = 0; k < word.length; k++) if (s[at + k] !== word[k]) return false;
+  return true;
+}
+
+/**
+ * Copies src[from, to) into out at o; returns the bytes copied. Short spans are copied here:
+ * Buffer#copy costs a call into the runtime and its argument checks, more than the bytes of a
+ * member name or a caller context.
+ */
+export function put(src: Buffer, from: number, to: number, out: Buffer, o: number): number {
+  const n = to - from;
+  if (n > 96) return src.copy(out, o, from, to);
+  for (let k = 0; k < n; k++) out[o + k] = src[from + k];
+  return n;
+}
+
+/** The number of decimal digits of a relay id (a non-negative safe integer). */
+export function decimalDigits(n: number): number {
+  let d = 1;
+  while (n >= 10) {
+    n = Math.floor(n / 10);
+    d++;
+  }
+  return d;
+}
+
+/** Writes the relay id `n` (`digits` long) in decimal at out[o]; returns `digits`. */
+export function putDecimal(out: Buffer, o: number, n: number, digits: number): number {
+  for (let k = o + digits - 1; k >= o; k--) {
+    const q = Math.floor(n / 10);
+    out[k] = 0x30 + (n - q * 10);
+    n = q;
+  }
+  return digits;
+}
+
 export function skipWs(s: Buffer, i: number): number {
   while (s[i] === 0x20 || s[i] === 0x0a || s[i] === 0x0d || s[i] === 0x09) i++;
   return i;

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { forwardedFrame, isJsonText, paramsWithCaller, readClientRequest, requestFrame } from './request-bytes.ts';
 import { withCallerContext } from './caller.ts';
+import { waitSeconds } from './timeouts.ts';
 import type { Scope } from '../store/types.ts';
 
 const parses = (s: string | Buffer) => {
@@ -155,6 +156,75 @@ describe('readClientRequest', () => {
       expect(frame.toString()).toContain(`"id":${id},`);
       expect(forwardedFrame(id, r.method, carried).equals(frame)).toBe(true);
     }
+  });
+
+  it('reads what a full parse reads, or leaves the request to it (mutated requests)', () => {
+    // What the general path makes of a body: JSON.parse, the last of duplicate members winning.
+    const reference = (text: string) => {
+      const v = JSON.parse(text) as Record<string, unknown>;
+      const params = v.params as Record<string, unknown> | undefined;
+      const args = params?.arguments as Record<string, unknown> | undefined;
+      return {
+        id: v.id,
+        method: v.method,
+        toolName: params?.name,
+        timeoutS: params?.name === 'wait_for_events' ? waitSeconds(args?.timeout_s, args?.timeout_ms) : undefined,
+        frame: { jsonrpc: '2.0', id: 9, method: v.method, params: withCallerContext(params, token) },
+      };
+    };
+    const bases = [
+      '{"jsonrpc":"2.0","id":17,"method":"tools/call","params":{"name":"tap","arguments":{"x":1,"name":"n","id":2}}}',
+      '{"params":{"arguments":{"timeout_ms":2500,"timeout_s":1},"name":"wait_for_events"},"id":"k-1","method":"tools/call","jsonrpc":"2.0"}',
+      '{ "jsonrpc" : "2.0" , "id" : -4 , "method" : "resources/read" , "params" : { "uri" : "a\\"b" } }',
+    ];
+    let seed = 7;
+    const rand = (n: number) => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff), seed % n);
+    const alphabet = Buffer.from('{}[]",:\\ 0123456789.eE-_tnmdisaoup');
+    let read = 0;
+    for (let k = 0; k < 30_000; k++) {
+      const b = Buffer.from(bases[k % bases.length]);
+      for (let m = 1 + rand(2); m > 0; m--) b[rand(b.length)] = alphabet[rand(alphabet.length)];
+      const r = readClientRequest(b);
+      if (!r) continue;
+      read++;
+      const text = b.toString();
+      const want = reference(text); // throws, failing the test, if the reader took invalid JSON
+      expect({ id: r.id, method: r.method, toolName: r.toolName, timeoutS: r.timeoutS }, text).toEqual({
+        id: want.id,
+        method: want.method,
+        toolName: want.toolName,
+        timeoutS: want.timeoutS,
+      });
+      expect(JSON.parse(requestFrame(r, 9, caller).toString()), text).toEqual(want.frame);
+    }
+    expect(read).toBeGreaterThan(3_000); // most mutations still make a request the reader takes
+  });
+
+  it('leaves a duplicate or escaped member name it reads to the full parse', () => {
+    for (const text of [
+      '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"wait_for_events","arguments":{"timeout\\u005fs":5}}}',
+      '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"timeout_s":5,"timeout_s":1},"name":"wait_for_events"}}',
+      '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{},"arguments":{}}}',
+      '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"n\\u0061me":"x"}}',
+      '{"jsonrpc":"2.0","i\\u0064":1,"method":"ping"}',
+      '{"jsonrpc":"2.0","id":1,"method":"ping","params":{},"params":{}}',
+    ])
+      expect([text, readClientRequest(Buffer.from(text))]).toEqual([text, undefined]);
+    // Names that only look alike, and the same names deeper down, are read as any other member.
+    const r = readClientRequest(
+      Buffer.from(
+        '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"timeout_s":3,"o":{"timeout_s":9,"params":{"_meta":1}}},"name":"wait_for_events","names":"x"}}',
+      ),
+    );
+    expect(r).toMatchObject({ id: 1, toolName: 'wait_for_events', timeoutS: 3 });
+    // Escaped or duplicate names in another tool's arguments are not the relay's to read.
+    const tap = readClientRequest(
+      Buffer.from(
+        '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"tap","arguments":{"timeout_s":1,"timeout_s":2,"t\\u0069meout_ms":3}}}',
+      ),
+    );
+    expect(tap?.toolName).toBe('tap');
+    expect(tap?.timeoutS).toBeUndefined();
   });
 
   it('leaves everything else to the full parse', () => {

@@ -11,8 +11,21 @@
 import { isUtf8 } from 'node:buffer';
 import type { JsonRpcId } from './jsonrpc.ts';
 import { waitSeconds } from './timeouts.ts';
-import { charCodeAt } from './string-builtins.ts';
-import { CLOSE_ARR, CLOSE_OBJ, COLON, COMMA, OPEN_ARR, OPEN_OBJ, QUOTE, BACKSLASH, skipWs } from './json-bytes.ts';
+import {
+  BACKSLASH,
+  CLOSE_ARR,
+  CLOSE_OBJ,
+  COLON,
+  COMMA,
+  OPEN_ARR,
+  OPEN_OBJ,
+  QUOTE,
+  bytesAre,
+  decimalDigits,
+  put,
+  putDecimal,
+  skipWs,
+} from './json-bytes.ts';
 
 export interface ClientRequestBytes {
   id: JsonRpcId;
@@ -46,31 +59,86 @@ const WAIT_TOOL = 'wait_for_events';
  * grammar JSON.parse applies (RFC 8259). Strict: what it accepts, JSON.parse accepts.
  */
 export function isJsonText(s: Buffer, i = 0, end = s.length): boolean {
+  return scanText(s, i, end, OTHER);
+}
+
+// The scan below validates a text and, reading a request, records in the same pass where the
+// members the relay reads are (one pass over the body: no second walk of params to find them).
+// Its state is module-level, so a scan allocates nothing (it never re-enters).
+
+// What a container's members are to the relay: nothing (OTHER), or the request's own members
+// (TOP), params' (IN_PARAMS), or wait_for_events' arguments (IN_ARGS).
+const OTHER = 0,
+  TOP = 1,
+  IN_PARAMS = 2,
+  IN_ARGS = 3;
+// The members recorded, as slots of `spanStart` / `spanEnd` (value spans; -1: absent).
+const ID = 0,
+  METHOD_AT = 1,
+  PARAMS_AT = 2,
+  RPC = 3,
+  NAME = 4,
+  ARGUMENTS = 5,
+  TIMEOUT_S = 6,
+  TIMEOUT_MS = 7,
+  SLOTS = 8;
+const spanStart = new Int32Array(SLOTS);
+const spanEnd = new Int32Array(SLOTS);
+// The containers open around the current position, innermost last: whether each is an object,
+// its role, and the slot its own value fills (-1: none).
+let containers = new Uint8Array(64);
+let roles = new Uint8Array(64);
+let slotOf = new Int8Array(64);
+let depth = 0;
+/** The slot the next value fills (set by its member name), or -1. */
+let pending = -1;
+/** Set by `string` when the string it scanned holds an escape. */
+let sawEscape = false;
+/** Members of params seen. */
+let paramsMembers = 0;
+/** arguments has a duplicate or escaped timeout name: wait_for_events takes the general path. */
+let argsIrregular = false;
+
+function scanText(s: Buffer, i: number, end: number, topRole: number): boolean {
   depth = 0;
-  const ok = scanJsonText(s, i, end);
-  // A deeply nested body grew the stack: let it go rather than keep it for the process's life.
-  if (containers.length > 4096) containers = new Uint8Array(64);
+  pending = -1;
+  const ok = scanJsonText(s, i, end, topRole);
+  // A deeply nested body grew the stacks: let them go rather than keep them for the process's life.
+  if (containers.length > 4096) {
+    containers = new Uint8Array(64);
+    roles = new Uint8Array(64);
+    slotOf = new Int8Array(64);
+  }
   return ok;
 }
 
-// The containers open around the current position, innermost last: 1 for an object, 0 for
-// an array. Module-level, so a scan allocates nothing (it never re-enters).
-let containers = new Uint8Array(64);
-let depth = 0;
-
-function pushContainer(obj: boolean): void {
+function pushContainer(obj: boolean, role: number, slot: number): void {
   if (depth === containers.length) {
-    const grown = new Uint8Array(depth * 2);
-    grown.set(containers);
-    containers = grown;
+    const n = depth * 2;
+    const c = new Uint8Array(n);
+    c.set(containers);
+    containers = c;
+    const r = new Uint8Array(n);
+    r.set(roles);
+    roles = r;
+    const so = new Int8Array(n);
+    so.set(slotOf);
+    slotOf = so;
   }
-  containers[depth++] = obj ? 1 : 0;
+  containers[depth] = obj ? 1 : 0;
+  roles[depth] = role;
+  slotOf[depth++] = slot;
 }
 
-function scanJsonText(s: Buffer, i: number, end: number): boolean {
+function scanJsonText(s: Buffer, i: number, end: number, topRole: number): boolean {
   i = ws(s, i, end);
   for (;;) {
-    // A value starts at i.
+    // A value starts at i; `slot` is where it is recorded.
+    const slot = pending;
+    if (slot >= 0) {
+      pending = -1;
+      spanStart[slot] = i;
+    }
     const c = s[i];
     if (c === OPEN_OBJ || c === OPEN_ARR) {
       const obj = c === OPEN_OBJ;
@@ -78,7 +146,11 @@ function scanJsonText(s: Buffer, i: number, end: number): boolean {
       if (s[i] === (obj ? CLOSE_OBJ : CLOSE_ARR)) {
         i++;
       } else {
-        pushContainer(obj);
+        pushContainer(
+          obj,
+          !obj ? OTHER : depth === 0 ? topRole : slot === PARAMS_AT ? IN_PARAMS : slot === ARGUMENTS ? IN_ARGS : OTHER,
+          slot,
+        );
         if (obj) {
           i = memberName(s, i, end);
           if (i < 0) return false;
@@ -97,6 +169,7 @@ function scanJsonText(s: Buffer, i: number, end: number): boolean {
       i = literal(s, i, end, NULL);
     } else return false;
     if (i < 0) return false;
+    if (slot >= 0) spanEnd[slot] = i;
     // After a value: close containers, or go on to the next member / element.
     for (;;) {
       i = ws(s, i, end);
@@ -114,6 +187,8 @@ function scanJsonText(s: Buffer, i: number, end: number): boolean {
       if (d !== (obj ? CLOSE_OBJ : CLOSE_ARR)) return false;
       depth--;
       i++;
+      const closed = slotOf[depth];
+      if (closed >= 0) spanEnd[closed] = i;
     }
   }
 }
@@ -131,14 +206,65 @@ function ws(s: Buffer, i: number, end: number): number {
   return i;
 }
 
-/** A member name and its colon at s[i]: the index of its value, or -1. */
+/** A member name and its colon at s[i]: the index of its value, or -1 (invalid, or not for this path). */
 function memberName(s: Buffer, i: number, end: number): number {
   if (s[i] !== QUOTE) return -1;
-  i = string(s, i, end);
-  if (i < 0) return -1;
-  i = ws(s, i, end);
+  sawEscape = false;
+  const nameEnd = string(s, i, end);
+  if (nameEnd < 0) return -1;
+  const role = roles[depth - 1];
+  if (role !== OTHER && !noteMember(s, i, nameEnd, role)) return -1;
+  i = ws(s, nameEnd, end);
   if (s[i] !== COLON) return -1;
   return ws(s, i + 1, end);
+}
+
+const NAME_ID = Buffer.from('id');
+const NAME_METHOD = Buffer.from('method');
+const NAME_PARAMS = Buffer.from('params');
+const NAME_JSONRPC = Buffer.from('jsonrpc');
+const NAME_META = Buffer.from('_meta');
+const NAME_NAME = Buffer.from('name');
+const NAME_ARGUMENTS = Buffer.from('arguments');
+const NAME_TIMEOUT_S = Buffer.from('timeout_s');
+const NAME_TIMEOUT_MS = Buffer.from('timeout_ms');
+
+/**
+ * A member name s[ns, ne) (quotes included) of a container the relay reads: sets `pending` to
+ * the slot its value fills. False sends the request to the general path: an escaped name
+ * (it could spell one the relay looks for), a duplicate, or params' `_meta`.
+ */
+function noteMember(s: Buffer, ns: number, ne: number, role: number): boolean {
+  const len = ne - ns - 2;
+  const at = ns + 1;
+  let slot = -1;
+  if (role === IN_ARGS) {
+    // Read only for wait_for_events, whose name may come after them: noted, decided later.
+    if (sawEscape) argsIrregular = true;
+    else if (len === 9 && bytesAre(s, at, NAME_TIMEOUT_S)) slot = TIMEOUT_S;
+    else if (len === 10 && bytesAre(s, at, NAME_TIMEOUT_MS)) slot = TIMEOUT_MS;
+    if (slot >= 0 && spanStart[slot] >= 0) {
+      argsIrregular = true;
+      slot = -1;
+    }
+    pending = slot;
+    return true;
+  }
+  if (sawEscape) return false;
+  if (role === TOP) {
+    if (len === 2 && bytesAre(s, at, NAME_ID)) slot = ID;
+    else if (len === 6 && bytesAre(s, at, NAME_METHOD)) slot = METHOD_AT;
+    else if (len === 6 && bytesAre(s, at, NAME_PARAMS)) slot = PARAMS_AT;
+    else if (len === 7 && bytesAre(s, at, NAME_JSONRPC)) slot = RPC;
+  } else {
+    paramsMembers++;
+    if (len === 5 && bytesAre(s, at, NAME_META)) return false;
+    if (len === 4 && bytesAre(s, at, NAME_NAME)) slot = NAME;
+    else if (len === 9 && bytesAre(s, at, NAME_ARGUMENTS)) slot = ARGUMENTS;
+  }
+  if (slot >= 0 && spanStart[slot] >= 0) return false;
+  pending = slot;
+  return true;
 }
 
 function literal(s: Buffer, i: number, end: number, word: Buffer): number {
@@ -154,6 +280,7 @@ function string(s: Buffer, i: number, end: number): number {
     if (c === QUOTE) return i + 1;
     if (c < 0x20) return -1;
     if (c === BACKSLASH) {
+      sawEscape = true;
       const e = s[++i];
       if (e === 0x75) {
         if (i + 4 >= end) return -1;
@@ -201,149 +328,6 @@ function number(s: Buffer, i: number, end: number): number {
   return i;
 }
 
-/** The index after the (valid) value at s[i]. */
-function valueEnd(s: Buffer, i: number, end: number): number {
-  const c = s[i];
-  if (c === QUOTE) return string(s, i, end);
-  if (c !== OPEN_OBJ && c !== OPEN_ARR) {
-    while (i < end) {
-      const d = s[i];
-      if (d === COMMA || d === CLOSE_OBJ || d === CLOSE_ARR || d === 0x20 || d === 0x0a || d === 0x0d || d === 0x09)
-        break;
-      i++;
-    }
-    return i;
-  }
-  let depth = 0;
-  for (; i < end; i++) {
-    const d = s[i];
-    if (d === QUOTE) i = string(s, i, end) - 1;
-    else if (d === OPEN_OBJ || d === OPEN_ARR) depth++;
-    else if (d === CLOSE_OBJ || d === CLOSE_ARR) {
-      if (--depth === 0) return i + 1;
-    }
-  }
-  return -1;
-}
-
-/** Whether the string s[start, end) (quotes included, no escapes) is `name`. */
-function nameIs(s: Buffer, start: number, end: number, name: string): boolean {
-  const n = name.length;
-  if (end - start - 2 !== n) return false;
-  for (let k = 0; k < n; k++) if (s[start + 1 + k] !== charCodeAt.call(name, k)) return false;
-  return true;
-}
-
-/**
- * Visits the members of the (valid) object at s[i]; `visit(nameStart, nameEnd, valueStart,
- * valueEnd)` returns false to stop. Returns the number of members, or -1 if stopped.
- */
-function members(
-  s: Buffer,
-  i: number,
-  end: number,
-  visit: (nameStart: number, nameEnd: number, valueStart: number, valueEnd: number) => boolean,
-): number {
-  let n = 0;
-  i = ws(s, i + 1, end);
-  if (s[i] === CLOSE_OBJ) return 0;
-  for (;;) {
-    const nameStart = i;
-    const nameEnd = string(s, i, end);
-    i = ws(s, ws(s, nameEnd, end) + 1, end);
-    const vEnd = valueEnd(s, i, end);
-    n++;
-    if (!visit(nameStart, nameEnd, i, vEnd)) return -1;
-    i = ws(s, vEnd, end);
-    if (s[i] !== COMMA) return n;
-    i = ws(s, i + 1, end);
-  }
-}
-
-/** Any member name with a backslash could spell a name the relay looks for: not for this path. */
-function hasEscape(s: Buffer, start: number, end: number): boolean {
-  const b = s.indexOf(BACKSLASH, start);
-  return b >= 0 && b < end;
-}
-
-// Scratch state of one readClientRequest call (the visitors are shared, not made per call).
-let cur: Buffer;
-// Where the visitors below note what they found: one object each for the module, reset per
-// request (readClientRequest never re-enters).
-const top = {
-  id: -1,
-  idEnd: -1,
-  method: -1,
-  methodEnd: -1,
-  params: -1,
-  paramsEnd: -1,
-  rpc: -1,
-  rpcEnd: -1,
-  dup: false,
-};
-const inner = { name: -1, nameEnd: -1, args: -1, argsEnd: -1, meta: false, dup: false };
-const timeout = { at: -1, end: -1, dup: false };
-const timeoutMs = { at: -1, end: -1, dup: false };
-
-function seen(at: number, dupFlag: { dup: boolean }): boolean {
-  if (at >= 0) dupFlag.dup = true;
-  return !dupFlag.dup;
-}
-
-const visitTop = (ns: number, ne: number, vs: number, ve: number): boolean => {
-  if (hasEscape(cur, ns, ne)) return false;
-  if (nameIs(cur, ns, ne, 'id')) {
-    if (!seen(top.id, top)) return false;
-    top.id = vs;
-    top.idEnd = ve;
-  } else if (nameIs(cur, ns, ne, 'method')) {
-    if (!seen(top.method, top)) return false;
-    top.method = vs;
-    top.methodEnd = ve;
-  } else if (nameIs(cur, ns, ne, 'params')) {
-    if (!seen(top.params, top)) return false;
-    top.params = vs;
-    top.paramsEnd = ve;
-  } else if (nameIs(cur, ns, ne, 'jsonrpc')) {
-    if (!seen(top.rpc, top)) return false;
-    top.rpc = vs;
-    top.rpcEnd = ve;
-  }
-  return true;
-};
-
-const visitParams = (ns: number, ne: number, vs: number, ve: number): boolean => {
-  if (hasEscape(cur, ns, ne)) return false;
-  if (nameIs(cur, ns, ne, '_meta')) {
-    inner.meta = true;
-    return false;
-  }
-  if (nameIs(cur, ns, ne, 'name')) {
-    if (!seen(inner.name, inner)) return false;
-    inner.name = vs;
-    inner.nameEnd = ve;
-  } else if (nameIs(cur, ns, ne, 'arguments')) {
-    if (!seen(inner.args, inner)) return false;
-    inner.args = vs;
-    inner.argsEnd = ve;
-  }
-  return true;
-};
-
-const visitArgs = (ns: number, ne: number, vs: number, ve: number): boolean => {
-  if (hasEscape(cur, ns, ne)) return false;
-  if (nameIs(cur, ns, ne, 'timeout_s')) {
-    if (!seen(timeout.at, timeout)) return false;
-    timeout.at = vs;
-    timeout.end = ve;
-  } else if (nameIs(cur, ns, ne, 'timeout_ms')) {
-    if (!seen(timeoutMs.at, timeoutMs)) return false;
-    timeoutMs.at = vs;
-    timeoutMs.end = ve;
-  }
-  return true;
-};
-
 const RPC_20 = Buffer.from('"2.0"');
 
 // The methods a client sends most, as their JSON strings: read as the same string each time.
@@ -360,66 +344,87 @@ const KNOWN_METHODS = [
 
 function knownMethod(s: Buffer, start: number, end: number): string | undefined {
   const len = end - start;
-  for (const k of KNOWN_METHODS)
-    if (k.json.length === len && s.compare(k.json, 0, len, start, end) === 0) return k.method;
+  for (const k of KNOWN_METHODS) if (k.json.length === len && bytesAre(s, start, k.json)) return k.method;
   return undefined;
 }
 
-/** The number at a member's value span, or undefined when it is absent or not a number. */
-function numberAt(s: Buffer, span: { at: number; end: number }): number | undefined {
-  const c = span.at >= 0 ? s[span.at] : 0;
-  return c === 0x2d || isDigit(c) ? (parseSpan(s, span.at, span.end) as number) : undefined;
+/** The number at a slot's span, or undefined when it is absent or not a number. */
+function numberAt(s: Buffer, slot: number): number | undefined {
+  const at = spanStart[slot];
+  const c = at >= 0 ? s[at] : 0;
+  return c === 0x2d || isDigit(c) ? (parseSpan(s, at, spanEnd[slot]) as number) : undefined;
 }
 
 function parseSpan(s: Buffer, start: number, end: number): unknown {
   return JSON.parse(s.toString('utf8', start, end));
 }
 
+/** The (valid) string value s[start, end), quotes included. */
+function stringAt(s: Buffer, start: number, end: number): string {
+  for (let k = start + 1; k < end - 1; k++) if (s[k] === BACKSLASH) return parseSpan(s, start, end) as string;
+  return s.toString('utf8', start + 1, end - 1);
+}
+
+/**
+ * The (valid) id s[start, end): a string, or a number; undefined for a number that is not a
+ * safe integer (classify() refuses it). An integer of up to 15 digits is read here (exact in a
+ * double, as JSON.parse reads it, -0 included); any other number by JSON.parse.
+ */
+function idAt(s: Buffer, start: number, end: number): JsonRpcId | undefined {
+  if (s[start] === QUOTE) return stringAt(s, start, end);
+  const digits = s[start] === 0x2d ? start + 1 : start;
+  let v = 0;
+  let k = digits;
+  for (; k < end && isDigit(s[k]); k++) v = v * 10 + (s[k] - 0x30);
+  if (k === end && end - digits <= 15) return digits === start ? v : -v;
+  const id = parseSpan(s, start, end) as number;
+  return Number.isSafeInteger(id) ? id : undefined;
+}
+
 /** The request, or undefined: the general path (full parse) decides what it is. */
 export function readClientRequest(body: Buffer): ClientRequestBytes | undefined {
   const start = skipWs(body, 0);
-  if (body[start] !== OPEN_OBJ || !isJsonText(body, start) || !isUtf8(body)) return undefined;
-  cur = body;
-  top.id = top.idEnd = top.method = top.methodEnd = top.params = top.paramsEnd = top.rpc = top.rpcEnd = -1;
-  top.dup = false;
-  if (members(body, start, body.length, visitTop) < 0) return undefined;
-  const t = top;
-  if (t.rpc < 0 || t.rpcEnd - t.rpc !== 5 || body.compare(RPC_20, 0, 5, t.rpc, t.rpcEnd) !== 0) return undefined;
-  if (t.method < 0 || body[t.method] !== QUOTE || t.id < 0) return undefined;
-  const idChar = body[t.id];
+  if (body[start] !== OPEN_OBJ) return undefined;
+  for (let k = 0; k < SLOTS; k++) spanStart[k] = -1;
+  paramsMembers = 0;
+  argsIrregular = false;
+  if (!scanText(body, start, body.length, TOP) || !isUtf8(body)) return undefined;
+  const rpc = spanStart[RPC];
+  if (rpc < 0 || spanEnd[RPC] - rpc !== 5 || !bytesAre(body, rpc, RPC_20)) return undefined;
+  const m = spanStart[METHOD_AT];
+  const idStart = spanStart[ID];
+  if (m < 0 || body[m] !== QUOTE || idStart < 0) return undefined;
+  const idChar = body[idStart];
   if (idChar !== QUOTE && idChar !== 0x2d && !isDigit(idChar)) return undefined;
-  const id = parseSpan(body, t.id, t.idEnd) as JsonRpcId;
-  if (typeof id === 'number' && !Number.isSafeInteger(id)) return undefined; // classify() refuses it
-  const method = knownMethod(body, t.method, t.methodEnd) ?? (parseSpan(body, t.method, t.methodEnd) as string);
+  const id = idAt(body, idStart, spanEnd[ID]);
+  if (id === undefined) return undefined;
+  const mEnd = spanEnd[METHOD_AT];
+  const method = knownMethod(body, m, mEnd) ?? stringAt(body, m, mEnd);
   const req: ClientRequestBytes = {
     id,
     method,
     body,
-    methodStart: t.method,
-    methodEnd: t.methodEnd,
+    methodStart: m,
+    methodEnd: mEnd,
     paramsStart: -1,
     paramsEnd: -1,
     paramsMembers: false,
   };
-  if (t.params < 0) return req;
-  if (body[t.params] !== OPEN_OBJ) return undefined;
-  inner.name = inner.nameEnd = inner.args = inner.argsEnd = -1;
-  inner.meta = inner.dup = false;
-  const n = members(body, t.params, t.paramsEnd, visitParams);
-  if (n < 0) return undefined;
-  req.paramsStart = t.params;
-  req.paramsEnd = t.paramsEnd;
-  req.paramsMembers = n > 0;
-  const p = inner;
-  if (p.name >= 0) {
-    if (body[p.name] !== QUOTE) return undefined;
-    req.toolName = parseSpan(body, p.name, p.nameEnd) as string;
+  const p = spanStart[PARAMS_AT];
+  if (p < 0) return req;
+  if (body[p] !== OPEN_OBJ) return undefined;
+  req.paramsStart = p;
+  req.paramsEnd = spanEnd[PARAMS_AT];
+  req.paramsMembers = paramsMembers > 0;
+  const name = spanStart[NAME];
+  if (name >= 0) {
+    if (body[name] !== QUOTE) return undefined;
+    req.toolName = stringAt(body, name, spanEnd[NAME]);
   }
-  if (req.toolName === WAIT_TOOL && p.args >= 0 && body[p.args] === OPEN_OBJ) {
-    timeout.at = timeout.end = timeoutMs.at = timeoutMs.end = -1;
-    timeout.dup = timeoutMs.dup = false;
-    if (members(body, p.args, p.argsEnd, visitArgs) < 0) return undefined;
-    const wait = waitSeconds(numberAt(body, timeout), numberAt(body, timeoutMs));
+  const args = spanStart[ARGUMENTS];
+  if (req.toolName === WAIT_TOOL && args >= 0 && body[args] === OPEN_OBJ) {
+    if (argsIrregular) return undefined;
+    const wait = waitSeconds(numberAt(body, TIMEOUT_S), numberAt(body, TIMEOUT_MS));
     if (wait !== undefined) req.timeoutS = wait;
   }
   return req;
@@ -428,7 +433,6 @@ export function readClientRequest(body: Buffer): ClientRequestBytes | undefined 
 const FRAME_HEAD = Buffer.from('{"jsonrpc":"2.0","id":');
 const METHOD = Buffer.from(',"method":');
 const PARAMS_META = Buffer.from(',"params":{"_meta":{"phonebridge/caller":');
-const CLOSE_META = Buffer.from('}');
 
 /**
  * The frame to the phone: `{"jsonrpc":"2.0","id":<relayId>,"method":…,"params":…}` with the
@@ -436,32 +440,24 @@ const CLOSE_META = Buffer.from('}');
  * and every other byte of params as the client sent it. One allocation, one copy.
  */
 export function requestFrame(req: ClientRequestBytes, relayId: number, callerJson: Buffer): Buffer {
-  const rid = String(relayId);
+  const digits = decimalDigits(relayId);
   const b = req.body;
   const methodLen = req.methodEnd - req.methodStart;
   // After `"_meta":{…caller…}`: `}` then either the rest of params (`,` + members + `}`) or `}`.
   const restLen = req.paramsMembers ? 1 + (req.paramsEnd - req.paramsStart - 1) : 1;
   const len =
-    FRAME_HEAD.length +
-    rid.length +
-    METHOD.length +
-    methodLen +
-    PARAMS_META.length +
-    callerJson.length +
-    1 +
-    restLen +
-    1;
+    FRAME_HEAD.length + digits + METHOD.length + methodLen + PARAMS_META.length + callerJson.length + 1 + restLen + 1;
   const out = Buffer.allocUnsafe(len);
-  let o = FRAME_HEAD.copy(out, 0);
-  o += out.write(rid, o, 'latin1');
-  o += METHOD.copy(out, o);
-  o += b.copy(out, o, req.methodStart, req.methodEnd);
-  o += PARAMS_META.copy(out, o);
-  o += callerJson.copy(out, o);
-  o += CLOSE_META.copy(out, o);
+  let o = put(FRAME_HEAD, 0, FRAME_HEAD.length, out, 0);
+  o += putDecimal(out, o, relayId, digits);
+  o += put(METHOD, 0, METHOD.length, out, o);
+  o += put(b, req.methodStart, req.methodEnd, out, o);
+  o += put(PARAMS_META, 0, PARAMS_META.length, out, o);
+  o += put(callerJson, 0, callerJson.length, out, o);
+  out[o++] = CLOSE_OBJ;
   if (req.paramsMembers) {
     out[o++] = COMMA;
-    o += b.copy(out, o, req.paramsStart + 1, req.paramsEnd); // the members and params' own `}`
+    o += put(b, req.paramsStart + 1, req.paramsEnd, out, o); // the members and params' own `}`
   } else out[o++] = CLOSE_OBJ;
   out[o] = CLOSE_OBJ;
   return out;
@@ -479,12 +475,12 @@ export function paramsWithCaller(req: ClientRequestBytes, callerJson: Buffer): B
   const b = req.body;
   const restLen = req.paramsMembers ? req.paramsEnd - req.paramsStart : 1; // `,` + members + `}`, or `}`
   const out = Buffer.allocUnsafe(PARAMS_HEAD.length + callerJson.length + 1 + restLen);
-  let o = PARAMS_HEAD.copy(out, 0);
-  o += callerJson.copy(out, o);
+  let o = put(PARAMS_HEAD, 0, PARAMS_HEAD.length, out, 0);
+  o += put(callerJson, 0, callerJson.length, out, o);
   out[o++] = CLOSE_OBJ;
   if (req.paramsMembers) {
     out[o++] = COMMA;
-    b.copy(out, o, req.paramsStart + 1, req.paramsEnd);
+    put(b, req.paramsStart + 1, req.paramsEnd, out, o);
   } else out[o] = CLOSE_OBJ;
   return out;
 }
@@ -493,18 +489,16 @@ const PARAMS = Buffer.from(',"params":');
 
 /** The frame to the phone for a forwarded request: params (paramsWithCaller's) copied whole. */
 export function forwardedFrame(relayId: number, method: string, params: Buffer): Buffer {
-  const rid = String(relayId);
+  const digits = decimalDigits(relayId);
   const m = JSON.stringify(method);
   const mLen = Buffer.byteLength(m);
-  const out = Buffer.allocUnsafe(
-    FRAME_HEAD.length + rid.length + METHOD.length + mLen + PARAMS.length + params.length + 1,
-  );
-  let o = FRAME_HEAD.copy(out, 0);
-  o += out.write(rid, o, 'latin1');
-  o += METHOD.copy(out, o);
+  const out = Buffer.allocUnsafe(FRAME_HEAD.length + digits + METHOD.length + mLen + PARAMS.length + params.length + 1);
+  let o = put(FRAME_HEAD, 0, FRAME_HEAD.length, out, 0);
+  o += putDecimal(out, o, relayId, digits);
+  o += put(METHOD, 0, METHOD.length, out, o);
   o += out.write(m, o, 'utf8');
-  o += PARAMS.copy(out, o);
-  o += params.copy(out, o);
+  o += put(PARAMS, 0, PARAMS.length, out, o);
+  o += put(params, 0, params.length, out, o);
   out[o] = CLOSE_OBJ;
   return out;
 }
