@@ -12,6 +12,7 @@
 // Readers accept every version from `minRead` up (a newer writer promised to stay readable)
 // and refuse older ones with UnreadableFormatError: that older writer's release is no longer
 // supported in a mixed cluster.
+import { bytesAre } from '../protocol/json-bytes.ts';
 
 /** One format: the version this release writes, and the oldest it still reads. */
 export interface FormatVersion {
@@ -134,11 +135,11 @@ const RID_TYPE_BYTES = RID_TYPES.map((t) => Buffer.from(`${t}","rid":`));
  * are), read without JSON.parse; undefined for any other header, which JSON.parse then reads.
  */
 function ridHeader(raw: Buffer, nl: number): { v: number; t: (typeof RID_TYPES)[number]; rid: number } | undefined {
-  if (nl < RID_HEAD.length + 12 || nl > 64 || raw[nl - 1] !== CLOSE_BRACE || !bytesAt(raw, 0, RID_HEAD))
+  if (nl < RID_HEAD.length + 12 || nl > 64 || raw[nl - 1] !== CLOSE_BRACE || !bytesAre(raw, 0, RID_HEAD))
     return undefined;
   let i = RID_HEAD.length;
   let type = 0;
-  while (type < RID_TYPES.length && !bytesAt(raw, i, RID_TYPE_BYTES[type])) type++;
+  while (type < RID_TYPES.length && !bytesAre(raw, i, RID_TYPE_BYTES[type])) type++;
   if (type === RID_TYPES.length) return undefined;
   i += RID_TYPE_BYTES[type].length;
   // An integer as JSON writes one: no sign, no leading zero, at most 15 digits.
@@ -151,12 +152,6 @@ function ridHeader(raw: Buffer, nl: number): { v: number; t: (typeof RID_TYPES)[
     rid = rid * 10 + d;
   }
   return { v: FORMATS.nodeMessage.write, t: RID_TYPES[type], rid };
-}
-
-/** Whether `raw` holds `want` from `at`. */
-function bytesAt(raw: Buffer, at: number, want: Buffer): boolean {
-  for (let k = 0; k < want.length; k++) if (raw[at + k] !== want[k]) return false;
-  return true;
 }
 
 // --- supersede notices ------------------------------------------------------------------------
