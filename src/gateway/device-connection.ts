@@ -148,6 +148,12 @@ export class DeviceConnection implements TurnWriter {
   private readonly pending = idTable<Pending>();
   /** Per credential: its calls and waits in flight (orphans not counted); a table as `pending`. */
   private readonly shares = keyTable<Share>();
+  /**
+   * The last credential seen here and its hash in `shares`: a call's admit and track, and the
+   * calls of one credential in a row, hash its id once (a string hash costs several ns a character).
+   */
+  private lastShareToken: string | undefined = undefined;
+  private lastShareHash = 0;
   /** Abandoned calls still running, oldest first. */
   private readonly orphans = new Set<number>();
   private readonly limits: ConnectionLimits;
@@ -306,7 +312,8 @@ export class DeviceConnection implements TurnWriter {
       return undefined;
     }
     const wait = method === 'tools/call' && name === WAIT_TOOL;
-    const share = caller.tokenId === undefined ? undefined : this.shares.get(caller.tokenId);
+    const share =
+      caller.tokenId === undefined ? undefined : this.shares.get(caller.tokenId, this.shareHash(caller.tokenId));
     if (share && share.calls >= this.limits.maxInFlightPerKey) {
       // A credential's fair share of the phone: one key cannot take the slots of the others.
       rateLimited.key_in_flight.inc();
@@ -400,7 +407,7 @@ export class DeviceConnection implements TurnWriter {
     requestDeadlines.start(p, timeoutMs);
     this.pending.set(relayId, p);
     if (tokenId !== undefined) {
-      const hash = this.shares.hashOf(tokenId);
+      const hash = this.shareHash(tokenId);
       let share = this.shares.get(tokenId, hash);
       if (!share) this.shares.set(tokenId, (share = { tokenId, hash, calls: 0, waits: 0 }), hash);
       p.share = share;
@@ -449,6 +456,14 @@ export class DeviceConnection implements TurnWriter {
       this.sendCancelled(oldest, 'abandoned by its client');
       o.sink.fail(relayError('cancelled', 'abandoned by its client'));
     }
+  }
+
+  private shareHash(tokenId: string): number {
+    if (tokenId !== this.lastShareToken) {
+      this.lastShareToken = tokenId;
+      this.lastShareHash = this.shares.hashOf(tokenId);
+    }
+    return this.lastShareHash;
   }
 
   /** Gives a request's place in its credential's share back. */

@@ -18,6 +18,7 @@ import { insufficientScopeChallenge } from '../protocol/scopes.ts';
 import type { Scope } from '../store/types.ts';
 import type { SessionRecord } from '../bus/types.ts';
 import type { McpHeaders } from './mcp-headers.ts';
+import { hashString, hashStringWith } from './slot-table.ts';
 
 /** What a FastPost needs of the endpoint that started it (McpEndpoint). */
 export interface FastPostHost {
@@ -186,4 +187,30 @@ export class FastPost implements BodyTarget, ReplySink, AbortTarget, Timed {
 
 export function inFlightKey(sessionId: string, id: JsonRpcId): string {
   return `${sessionId}\u0000${typeof id}:${id}`;
+}
+
+/** Session ids' hashes, once per session record: the fast path meets the same record each call. */
+const sessionHashes = new WeakMap<SessionRecord, number>();
+
+/** The hash of a session's id (hashString's, so that a session id alone gives the same). */
+export function sessionHashOf(session: SessionRecord): number {
+  let h = sessionHashes.get(session);
+  if (h === undefined) sessionHashes.set(session, (h = hashString(session.id)));
+  return h;
+}
+
+/**
+ * The hash of inFlightKey(session, id) in InFlightCalls, from the session id's hash and the
+ * client's id: the key's characters are never hashed (a session id is 43 of them, and a
+ * string's hash here costs several ns each). The client picks its ids, so they go through
+ * the seeded hash (slot-table.ts) with the session's hash as the seed.
+ */
+export function inFlightHash(sessionHash: number, id: JsonRpcId): number {
+  if (typeof id === 'number' && (id | 0) === id) {
+    let h = Math.imul(sessionHash ^ id, 0x5bd1e995);
+    h ^= h >>> 13;
+    h = Math.imul(h, 0xc2b2ae35);
+    return h ^ (h >>> 16);
+  }
+  return hashStringWith(typeof id === 'string' ? id : String(id), sessionHash ^ 0x2c1b3c6d);
 }

@@ -5,7 +5,7 @@
 // (fast-post.ts) enters its calls here itself.
 import type { Exchange } from './http.ts';
 import type { FastPost } from './fast-post.ts';
-import { cancelEntry, inFlightKey } from './fast-post.ts';
+import { cancelEntry, inFlightHash, inFlightKey } from './fast-post.ts';
 import type { Credential } from './auth.ts';
 import type { GatewayContext } from './context.ts';
 import { duplicateRequestId, errorResponse, type JsonRpcId, type JsonRpcRequest } from '../protocol/jsonrpc.ts';
@@ -14,7 +14,7 @@ import { requestTimeoutMs } from '../protocol/timeouts.ts';
 import { withCallerContext } from '../protocol/caller.ts';
 import { endOnAnswer, tracingOn } from '../observability/tracing.ts';
 import { serverSpan } from '../observability/relay-spans.ts';
-import { keyTable } from './slot-table.ts';
+import { SlotTable, hashString } from './slot-table.ts';
 
 /** A forwarded request's answer (client id restored), and the relay's refusal if it made one. */
 export interface Outcome {
@@ -25,18 +25,20 @@ export interface Outcome {
 /** What a client's cancellation reaches: a general-path request's cancel, or a FastPost. */
 type Entry = (() => void) | FastPost;
 
+const unusedHash = (): number => {
+  throw new Error('InFlightCalls passes every key its inFlightHash');
+};
+
 export class InFlightCalls {
-  /** A table that does not churn (docs/decisions/0236-tables-that-do-not-churn.md). */
-  private readonly entries = keyTable<Entry>();
+  /**
+   * A table that does not churn (docs/decisions/0236-tables-that-do-not-churn.md), keyed by
+   * inFlightKey and always given inFlightHash's hash (its own hash function is never used).
+   */
+  private readonly entries = new SlotTable<string, Entry>(unusedHash, '');
 
   constructor(private readonly ctx: GatewayContext) {
     // A client's notifications/cancelled may land on another node than its request.
     ctx.router.onClientCancel((sessionId, requestId) => this.cancel(sessionId, requestId));
-  }
-
-  /** The hash `has`, `add` and `delete` take: a FastPost's key is hashed once per call. */
-  hashOf(key: string): number {
-    return this.entries.hashOf(key);
   }
 
   has(key: string, h: number): boolean {
@@ -54,7 +56,7 @@ export class InFlightCalls {
 
   /** Cancels the session's request `requestId` on this node; false when it is not here. */
   cancel(sessionId: string, requestId: JsonRpcId): boolean {
-    const e = this.entries.get(inFlightKey(sessionId, requestId));
+    const e = this.entries.get(inFlightKey(sessionId, requestId), inFlightHash(hashString(sessionId), requestId));
     cancelEntry(e);
     return e !== undefined;
   }
@@ -76,7 +78,7 @@ export class InFlightCalls {
     headerTimeoutMs?: number,
   ): Promise<Outcome> {
     const key = sessionId === undefined ? undefined : inFlightKey(sessionId, msg.id);
-    const h = key === undefined ? 0 : this.entries.hashOf(key);
+    const h = sessionId === undefined ? 0 : inFlightHash(hashString(sessionId), msg.id);
     if (key !== undefined && this.entries.has(key, h)) {
       // Ids are unique within a session; the first request keeps the id, and its cancellation
       // (docs/decisions/0216-duplicate-request-ids.md).

@@ -6,7 +6,7 @@
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../uws.ts';
 import { BodyTooLarge, Exchange } from './http.ts';
 import { collectHeaders, type McpHeaders } from './mcp-headers.ts';
-import { FastPost, inFlightKey, type FastPostHost } from './fast-post.ts';
+import { FastPost, inFlightHash, inFlightKey, sessionHashOf, type FastPostHost } from './fast-post.ts';
 import { InFlightCalls } from './in-flight.ts';
 import { SessionOpener } from './session-opener.ts';
 import { answerOne, type AnswerHost } from './single-answer.ts';
@@ -181,7 +181,7 @@ class McpEndpoint implements FastPostHost, AnswerHost {
     if (!session || session.tokenId !== cred.token.id) return false;
     // Its id is in use in the session: the general path refuses it (InFlightCalls.forward).
     const key = inFlightKey(session.id, req.id);
-    const keyHash = this.calls.hashOf(key);
+    const keyHash = inFlightHash(sessionHashOf(session), req.id);
     if (this.calls.has(key, keyHash)) return false;
     const deviceId = session.deviceId;
     if (this.ctx.hub.isRevoked({ tokenId: cred.token.id, deviceId, accountId: cred.account.id })) return false;
