@@ -13,6 +13,7 @@
 // and refuse older ones with UnreadableFormatError: that older writer's release is no longer
 // supported in a mixed cluster.
 import { bytesAre } from '../protocol/json-bytes.ts';
+import { readReqHeader, writeReqHeaderLine, type ReqHeader } from './req-header.ts';
 
 /** One format: the version this release writes, and the oldest it still reads. */
 export interface FormatVersion {
@@ -85,6 +86,11 @@ export function nodeHeaderLine(h: object): string {
   return `${NODE_HEAD}${JSON.stringify(h).slice(1)}\n`;
 }
 
+/** nodeHeaderLine of a request's header, written without JSON.stringify (src/bus/req-header.ts). */
+export function reqHeaderLine(h: ReqHeader): string {
+  return writeReqHeaderLine(NODE_HEAD, h);
+}
+
 /** A node message: its header line, then the payload (a phone frame travels unescaped). */
 export function encodeNodeMessage(h: object, payload = ''): string {
   return nodeHeaderLine(h) + payload;
@@ -111,7 +117,11 @@ export interface NodeMessage<H> {
  */
 export function decodeNodeMessage<H extends { t: string }>(raw: Buffer): NodeMessage<H> {
   const nl = raw.indexOf(NL);
-  const short = ridHeader(raw, nl);
+  const short =
+    ridHeader(raw, nl) ??
+    (nl > 0 && bytesAre(raw, 0, NODE_HEAD_BYTES)
+      ? readReqHeader(raw, NODE_HEAD_BYTES.length, nl, FORMATS.nodeMessage.write)
+      : undefined);
   if (short) return { header: short as unknown as H & { v?: number }, payload: raw.subarray(nl + 1) };
   let h: H & { v?: number };
   try {
@@ -124,6 +134,8 @@ export function decodeNodeMessage<H extends { t: string }>(raw: Buffer): NodeMes
   checkVersion('nodeMessage', h.v);
   return { header: h, payload: nl < 0 ? raw.subarray(raw.length) : raw.subarray(nl + 1) };
 }
+
+const NODE_HEAD_BYTES = Buffer.from(NODE_HEAD);
 
 /** `{"v":<this release's version>,"t":"` */
 const RID_HEAD = Buffer.from(`${NODE_HEAD}"t":"`);

@@ -18,7 +18,7 @@ import { relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
 import { offlineRefusal } from '../protocol/scopes.ts';
 import type { JsonRpcId, JsonRpcRequest } from '../protocol/jsonrpc.ts';
 import { BusTimeoutError, BusUnavailableError, type DeviceOwner } from '../bus/index.ts';
-import { decodeNodeMessage, nodeHeaderLine, ridHeaderLine, UnreadableFormatError } from '../bus/formats.ts';
+import { decodeNodeMessage, reqHeaderLine, ridHeaderLine, UnreadableFormatError } from '../bus/formats.ts';
 import type { Scope } from '../store/types.ts';
 import type { CallHandle, Caller, DeviceConnection, ReplySink } from './device-connection.ts';
 import { paramsWithCaller, type ClientRequestBytes } from '../protocol/request-bytes.ts';
@@ -444,7 +444,7 @@ export class Router {
     if (b) r.payloadBytes ??= paramsWithCaller(b, r.callerJson!);
     else r.payload ??= r.params === undefined ? '' : JSON.stringify(r.params);
     const producer = tracingOn ? busSendSpan(r.caller.trace, r.msg.method, owner.nodeId) : undefined;
-    const header: Header = {
+    const header: Extract<Header, { t: 'req' }> = {
       t: 'req',
       from: this.ctx.bus.nodeId,
       rid,
@@ -469,7 +469,7 @@ export class Router {
     const sent = this.ctx.bus
       .sendOrBounce(
         owner.nodeId,
-        b ? nodeHeaderLine(header) : encode(header, r.payload),
+        b ? reqHeaderLine(header) : encode(header, r.payload),
         r.payloadBytes,
         ridHeaderLine('unheard', rid),
       )

@@ -1,0 +1,230 @@
+// The header of a request sent to the node holding the phone (router.ts `send`, `t: "req"`),
+// written and read by hand: the bytes are exactly those nodeHeaderLine (JSON.stringify) writes
+// for the header the router builds, and reading them gives the object JSON.parse gives. It is
+// the one header of every cross-node call whose fields vary (the answers' are ridHeaderLine's),
+// and JSON.stringify and JSON.parse of it cost about a microsecond each (docs/decisions/0241-
+// the-request-path-without-runtime-calls.md). Anything the reader does not expect — an escape,
+// a fraction, a field of a newer release — sends the header to JSON.parse: the format is
+// nodeMessage's, unchanged (docs/decisions/0200-bus-and-record-format-versions.md).
+import { bytesAre } from '../protocol/json-bytes.ts';
+import { charCodeAt } from '../protocol/string-builtins.ts';
+
+/** The fields of a `req` header, in the order the router builds them (JSON.stringify's order). */
+export interface ReqHeader {
+  t: 'req';
+  from: string;
+  rid: number;
+  deviceId: string;
+  epoch: number;
+  id: string | number;
+  method: string;
+  scopes: readonly string[];
+  tokenId?: string;
+  timeoutMs: number;
+  tp?: string;
+  b?: 1;
+  tn?: string;
+  ts?: number;
+}
+
+/** `s` as a JSON string when it needs no escape (no quote, backslash, control or surrogate); else undefined. */
+function plainJson(s: string): string | undefined {
+  for (let i = 0; i < s.length; i++) {
+    const c = charCodeAt.call(s, i);
+    if (c < 0x20 || c === 0x22 || c === 0x5c || (c >= 0xd800 && c <= 0xdfff)) return undefined;
+  }
+  return `"${s}"`;
+}
+
+const json = (s: string): string => plainJson(s) ?? JSON.stringify(s);
+const num = (n: number): string => (Number.isFinite(n) ? String(n) : 'null');
+
+// The scopes of the last header written, and their JSON: one credential's calls in a row
+// write the same array.
+let lastScopes: readonly string[] | undefined;
+let lastScopesJson = '';
+
+function scopesJson(scopes: readonly string[]): string {
+  if (scopes !== lastScopes) {
+    let out = '[';
+    for (let i = 0; i < scopes.length; i++) out += (i > 0 ? ',' : '') + json(scopes[i]);
+    lastScopes = scopes;
+    lastScopesJson = out + ']';
+  }
+  return lastScopesJson;
+}
+
+/** `nodeHeaderLine(h)` for a `req` header (`head`: nodeHeaderLine's `{"v":N,`), without JSON.stringify. */
+export function writeReqHeaderLine(head: string, h: ReqHeader): string {
+  let s = `${head}"t":"req","from":${json(h.from)},"rid":${num(h.rid)},"deviceId":${json(h.deviceId)},"epoch":${num(h.epoch)},"id":${typeof h.id === 'number' ? num(h.id) : json(h.id)},"method":${json(h.method)},"scopes":${scopesJson(h.scopes)}`;
+  if (h.tokenId !== undefined) s += `,"tokenId":${json(h.tokenId)}`;
+  s += `,"timeoutMs":${num(h.timeoutMs)}`;
+  if (h.tp !== undefined) s += `,"tp":${json(h.tp)}`;
+  if (h.b !== undefined) s += `,"b":${num(h.b)}`;
+  if (h.tn !== undefined) s += `,"tn":${json(h.tn)}`;
+  if (h.ts !== undefined) s += `,"ts":${num(h.ts)}`;
+  return s + '}\n';
+}
+
+// ---- reading ------------------------------------------------------------------------------
+
+const QUOTE = 0x22;
+const bytes = (s: string) => Buffer.from(s, 'latin1');
+const T_REQ = bytes('"t":"req","from":');
+const RID = bytes(',"rid":');
+const DEVICE_ID = bytes(',"deviceId":');
+const EPOCH = bytes(',"epoch":');
+const ID = bytes(',"id":');
+const METHOD = bytes(',"method":');
+const SCOPES = bytes(',"scopes":[');
+const TOKEN_ID = bytes(',"tokenId":');
+const TIMEOUT_MS = bytes(',"timeoutMs":');
+const TP = bytes(',"tp":');
+const B1 = bytes(',"b":1');
+const TN = bytes(',"tn":');
+const TS = bytes(',"ts":');
+
+// The reader's position in the header (readReqHeader never re-enters).
+let at = 0;
+
+/** The header's bytes `want` at `at` (moved past them), or false. */
+function take(raw: Buffer, end: number, want: Buffer): boolean {
+  if (at + want.length > end || !bytesAre(raw, at, want)) return false;
+  at += want.length;
+  return true;
+}
+
+// The strings read last, by the member they were read for, with their bytes: a node's
+// requests repeat their origin, device, method, credential and tool, and comparing a few
+// bytes costs less than making the string again (Buffer#toString is a runtime call).
+const FROM = 0,
+  DEVICE = 1,
+  METHOD_NAME = 2,
+  TOKEN = 3,
+  TOOL = 4,
+  OTHER = 5;
+const lastBytes: Buffer[] = [];
+const lastStrings: string[] = [];
+for (let k = 0; k < OTHER; k++) {
+  lastBytes.push(Buffer.alloc(0));
+  lastStrings.push('');
+}
+
+/** A string without escapes at `at` (moved past it), or undefined; `memo`: the member it is read for. */
+function plainString(raw: Buffer, end: number, memo: number): string | undefined {
+  if (raw[at] !== QUOTE) return undefined;
+  const start = at + 1;
+  for (let i = start; i < end; i++) {
+    const c = raw[i];
+    if (c === QUOTE) {
+      at = i + 1;
+      if (memo === OTHER) return raw.toString('utf8', start, i);
+      const last = lastBytes[memo];
+      if (last.length === i - start && bytesAre(raw, start, last)) return lastStrings[memo];
+      lastBytes[memo] = Buffer.from(raw.subarray(start, i));
+      return (lastStrings[memo] = raw.toString('utf8', start, i));
+    }
+    if (c < 0x20 || c === 0x5c) return undefined;
+  }
+  return undefined;
+}
+
+// The scopes read last: one credential's requests carry the same list.
+let lastScopesBytes = Buffer.alloc(0);
+let lastScopesRead: string[] = [];
+
+/** The scopes' list at `at` (after its `[`; moved past its `]`), or undefined. */
+function scopeList(raw: Buffer, end: number): string[] | undefined {
+  const start = at;
+  let close = start;
+  while (close < end && raw[close] !== 0x5d) close++;
+  if (close - start === lastScopesBytes.length && bytesAre(raw, start, lastScopesBytes)) {
+    at = close + 1;
+    return lastScopesRead.slice();
+  }
+  const scopes: string[] = [];
+  if (raw[at] !== 0x5d) {
+    for (;;) {
+      const scope = plainString(raw, end, OTHER);
+      if (scope === undefined) return undefined;
+      scopes.push(scope);
+      if (raw[at] !== 0x2c) break;
+      at++;
+    }
+  }
+  if (raw[at++] !== 0x5d) return undefined;
+  lastScopesBytes = Buffer.from(raw.subarray(start, at - 1));
+  lastScopesRead = scopes.slice();
+  return scopes;
+}
+
+/** An integer as JSON.stringify writes one (up to 15 digits, `-` for a negative) at `at`, or NaN. */
+function integer(raw: Buffer, end: number): number {
+  const negative = raw[at] === 0x2d;
+  let i = negative ? at + 1 : at;
+  const first = i;
+  let n = 0;
+  for (; i < end && raw[i] >= 0x30 && raw[i] <= 0x39; i++) n = n * 10 + (raw[i] - 0x30);
+  const digits = i - first;
+  if (digits < 1 || digits > 15 || (raw[first] === 0x30 && digits > 1)) return NaN;
+  at = i;
+  return negative ? -n : n;
+}
+
+/**
+ * The `req` header in raw[from, end) if it is exactly what writeReqHeaderLine writes for
+ * version `v` (from just after `{"v":N,`), read without JSON.parse; undefined for anything
+ * else, which JSON.parse then reads.
+ */
+export function readReqHeader(
+  raw: Buffer,
+  from: number,
+  end: number,
+  v: number,
+): (ReqHeader & { v: number }) | undefined {
+  at = from;
+  if (!take(raw, end, T_REQ)) return undefined;
+  const fromNode = plainString(raw, end, FROM);
+  if (fromNode === undefined || !take(raw, end, RID)) return undefined;
+  const rid = integer(raw, end);
+  if (Number.isNaN(rid) || !take(raw, end, DEVICE_ID)) return undefined;
+  const deviceId = plainString(raw, end, DEVICE);
+  if (deviceId === undefined || !take(raw, end, EPOCH)) return undefined;
+  const epoch = integer(raw, end);
+  if (Number.isNaN(epoch) || !take(raw, end, ID)) return undefined;
+  const id = raw[at] === QUOTE ? plainString(raw, end, OTHER) : integer(raw, end);
+  if (id === undefined || Number.isNaN(id) || !take(raw, end, METHOD)) return undefined;
+  const method = plainString(raw, end, METHOD_NAME);
+  if (method === undefined || !take(raw, end, SCOPES)) return undefined;
+  const scopes = scopeList(raw, end);
+  if (scopes === undefined) return undefined;
+  let tokenId: string | undefined;
+  if (take(raw, end, TOKEN_ID)) {
+    tokenId = plainString(raw, end, TOKEN);
+    if (tokenId === undefined) return undefined;
+  }
+  if (!take(raw, end, TIMEOUT_MS)) return undefined;
+  const timeoutMs = integer(raw, end);
+  if (Number.isNaN(timeoutMs)) return undefined;
+  // Its members in the order JSON.parse makes them.
+  const h: ReqHeader & { v: number } =
+    tokenId === undefined
+      ? { v, t: 'req', from: fromNode, rid, deviceId, epoch, id, method, scopes, timeoutMs }
+      : { v, t: 'req', from: fromNode, rid, deviceId, epoch, id, method, scopes, tokenId, timeoutMs };
+  if (take(raw, end, TP)) {
+    const tp = plainString(raw, end, OTHER);
+    if (tp === undefined) return undefined;
+    h.tp = tp;
+  }
+  if (take(raw, end, B1)) h.b = 1;
+  if (take(raw, end, TN)) {
+    const tn = plainString(raw, end, TOOL);
+    if (tn === undefined) return undefined;
+    h.tn = tn;
+  }
+  if (take(raw, end, TS)) {
+    h.ts = integer(raw, end);
+    if (Number.isNaN(h.ts)) return undefined;
+  }
+  return at === end - 1 && raw[at] === 0x7d ? h : undefined;
+}
