@@ -707,6 +707,7 @@ async function main(): Promise<void> {
       report.checks.push({
         name,
         value: round2(value),
+        exact: value,
         limit,
         atMost,
         ok: meets(value, limit, atMost),

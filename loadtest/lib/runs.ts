@@ -9,7 +9,9 @@
 /** One check of a run's report.json (`ok: null`: not applicable in that run, with `why`). */
 export interface RunCheck {
   name: string;
+  /** Printed to two places; `exact`, where the run wrote it, is what decided. */
   value: number | null;
+  exact?: number;
   limit: number;
   ok: boolean | null;
   /** The value must be at most the limit (else at least). Absent on a count that fails by being there ("no errors"). */
@@ -58,11 +60,13 @@ export function medianChecks(runs: RunCheck[][]): MedianCheck[] {
       return { ...each.find((c) => c !== undefined)!, value: null, ok: null, values, met, decided: 0 };
     const ref = decided[0];
     // To a millionth: the middle two's mean of 0.2 and 0.4 is 0.30000000000000004, not above 0.3.
-    const median = Math.round(medianOf(decided.map((c) => c.value!)) * 1e6) / 1e6;
+    // Each run's own unrounded figure (a run that read 0.6996 printed 0.7 and missed 0.7).
+    const median = Math.round(medianOf(decided.map((c) => c.exact ?? c.value!)) * 1e6) / 1e6;
     const floors = decided.flatMap((c) => (c.floor === undefined ? [] : [c.floor]));
     return {
       ...ref,
       value: round2(median),
+      exact: median,
       ok: ref.atMost === undefined ? met === decided.length : meets(median, ref.limit, ref.atMost),
       floor: floors.length ? round2(medianOf(floors)) : undefined,
       values,

@@ -41,6 +41,19 @@ describe('checks over several runs', () => {
     expect(met).toMatchObject({ value: 0.72, ok: true, met: 2, decided: 3 });
   });
 
+  it('decides on each run’s unrounded figure where the run wrote it, not on its two-place print', () => {
+    // Three runs that each read 0.6996 or less and printed 0.7 or 0.69: each missed 0.7.
+    const run = (exact: number): RunCheck => ({
+      ...atLeast('share', Math.round(exact * 100) / 100, 0.7),
+      exact,
+      ok: exact >= 0.7,
+    });
+    const [share] = medianChecks([[run(0.6996)], [run(0.6912)], [run(0.6998)]]);
+    expect(share).toMatchObject({ value: 0.7, exact: 0.6996, ok: false, met: 0, values: [0.7, 0.69, 0.7] });
+    const [met] = medianChecks([[run(0.7004)], [run(0.6912)], [run(0.7001)]]);
+    expect(met).toMatchObject({ value: 0.7, ok: true, met: 2 });
+  });
+
   it('fails on errors in any run, and keeps a check no run decided as not applicable', () => {
     const errors: RunCheck = { name: 'relay: no errors', value: 3, limit: 0, ok: false };
     const na: RunCheck = { name: 'added p50', value: null, limit: 0.3, ok: null, why: 'direct is too slow' };
