@@ -9,20 +9,34 @@
 import { bytesAre } from '../protocol/json-bytes.ts';
 import { charCodeAt } from '../protocol/string-builtins.ts';
 
-/** The fields of a `req` header, in the order the router builds them (JSON.stringify's order). */
+/**
+ * The fields of a request's header (src/gateway/node-messages.ts `Header`), in the order the
+ * router builds them (JSON.stringify's order).
+ */
 export interface ReqHeader {
   t: 'req';
+  /** The origin node. */
   from: string;
+  /** The origin's id for the request. */
   rid: number;
   deviceId: string;
+  /** The owner's epoch the origin found. */
   epoch: number;
+  /** The client's id. */
   id: string | number;
   method: string;
   scopes: readonly string[];
   tokenId?: string;
   timeoutMs: number;
+  /** The origin's PRODUCER span (W3C traceparent), only while it traces (docs/decisions/0111-trace-context-on-the-bus-and-in-meta.md). */
   tp?: string;
+  /**
+   * 1: the origin read the request from its bytes, and the payload (params with the caller
+   * context, as always) is forwarded to the phone without a parse
+   * (docs/decisions/0134-cross-node-bytes.md). A node that does not know `b` parses it.
+   */
   b?: 1;
+  /** With `b`: params.name and wait_for_events' wait in seconds (timeout_s, or timeout_ms / 1000), as the origin read them. */
   tn?: string;
   ts?: number;
 }

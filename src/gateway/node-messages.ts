@@ -4,10 +4,11 @@
 // optional raw payload (a phone frame travels unescaped). Written and read by
 // src/bus/formats.ts, which versions them.
 import type { JsonRpcErrorObject } from '../protocol/errors.ts';
-import type { JsonRpcId, JsonRpcRequest } from '../protocol/jsonrpc.ts';
+import type { JsonRpcId } from '../protocol/jsonrpc.ts';
 import type { ClientRequestBytes } from '../protocol/request-bytes.ts';
 import type { Scope } from '../store/types.ts';
 import { encodeNodeMessage } from '../bus/formats.ts';
+import type { ReqHeader as ReqHeaderFields } from '../bus/req-header.ts';
 
 /**
  * Extra time the origin waits beyond the owner's own timeout before giving up itself; the
@@ -16,29 +17,8 @@ import { encodeNodeMessage } from '../bus/formats.ts';
 export const ORIGIN_GRACE_MS = 2_000;
 
 export type Header =
-  | {
-      t: 'req';
-      from: string;
-      rid: number;
-      deviceId: string;
-      epoch: number;
-      id: JsonRpcRequest['id'];
-      method: string;
-      scopes: Scope[];
-      tokenId?: string;
-      timeoutMs: number;
-      /** The origin's PRODUCER span (W3C traceparent), only while it traces (docs/decisions/0111-trace-context-on-the-bus-and-in-meta.md). */
-      tp?: string;
-      /**
-       * 1: the origin read the request from its bytes, and the payload (params with the caller
-       * context, as always) is forwarded to the phone without a parse
-       * (docs/decisions/0134-cross-node-bytes.md). A node that does not know `b` parses it.
-       */
-      b?: 1;
-      /** With `b`: params.name and wait_for_events' wait in seconds (timeout_s, or timeout_ms / 1000), as the origin read them. */
-      tn?: string;
-      ts?: number;
-    }
+  /** A request for the phone this node's peer holds (its fields: src/bus/req-header.ts). */
+  | (ReqHeaderFields & { scopes: Scope[] })
   | { t: 'note'; deviceId: string; method: string }
   | { t: 'cancel'; from: string; rid: number }
   | { t: 'orphan'; from: string; rid: number }

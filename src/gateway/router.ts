@@ -27,7 +27,7 @@ import { matchesCredential, type CredentialMatch, type RevocationReason } from '
 import { answered, crossNode, goodbyes, reroutes, unreadable } from '../metrics.ts';
 import { tracingOn } from '../observability/tracing.ts';
 import { busSendSpan } from '../observability/relay-spans.ts';
-import { encode, farewellMessage, ORIGIN_GRACE_MS, type Header } from './node-messages.ts';
+import { encode, farewellMessage, ORIGIN_GRACE_MS, type Header, type ReqHeader } from './node-messages.ts';
 import { ServedRequests } from './served-requests.ts';
 import { Route, type LocalRoute, type RemotePending } from './route.ts';
 import { PeerDirectory } from './peer-directory.ts';
@@ -444,7 +444,7 @@ export class Router {
     if (b) r.payloadBytes ??= paramsWithCaller(b, r.callerJson!);
     else r.payload ??= r.params === undefined ? '' : JSON.stringify(r.params);
     const producer = tracingOn ? busSendSpan(r.caller.trace, r.msg.method, owner.nodeId) : undefined;
-    const header: Extract<Header, { t: 'req' }> = {
+    const header: ReqHeader = {
       t: 'req',
       from: this.ctx.bus.nodeId,
       rid,
