@@ -1,15 +1,16 @@
-// What the per-call byte work costs (docs/decisions/0241-the-request-path-without-runtime-calls.md),
-// each piece beside the JSON.parse / JSON.stringify / string hash it stands in for, in one run:
-// the request read from a 104-byte `tools/call` body and its frame built, the client's id put
-// back in an answer, the in-flight key's hash, and a cross-node request's bus header written
-// and read. Warm (each pair timed in alternating trials after a warm-up), so it shows the work itself, not the cold
-// costs of a call at a low rate; relay-overhead and cross-node-ab measure whole calls.
+// What the per-call byte work costs
+// (docs/decisions/0241-the-request-path-without-runtime-calls.md), each piece beside the
+// JSON.parse / JSON.stringify / string hash it stands in for, in one run: the request read from a
+// 104-byte `tools/call` body and its frame built, the client's id put back in an answer, the
+// in-flight and served keys' hashes, and a cross-node request's bus header written and read. Warm
+// (each pair timed in alternating trials after a warm-up), so it shows the work itself, not the
+// cold costs of a call at a low rate; relay-overhead and cross-node-ab measure whole calls.
 // Run: node --import tsx loadtest/per-call-bytes.bench.ts
 import { randomBytes } from 'node:crypto';
 import { readClientRequest, requestFrame } from '../src/protocol/request-bytes.ts';
 import { inspectPhoneFrame, withId } from '../src/protocol/frame.ts';
 import { inFlightHash, inFlightKey, sessionHashOf } from '../src/gateway/fast-post.ts';
-import { hashString } from '../src/gateway/slot-table.ts';
+import { hashIntWith, hashString } from '../src/gateway/slot-table.ts';
 import { decodeNodeMessage, nodeHeaderLine, reqHeaderLine } from '../src/bus/formats.ts';
 import type { ReqHeader } from '../src/bus/req-header.ts';
 import type { SessionRecord } from '../src/bus/types.ts';
@@ -73,6 +74,7 @@ const header: ReqHeader = {
   tn: 'echo',
 };
 const line = nodeHeaderLine(header);
+const originHash = hashString(header.from);
 const message = Buffer.from(`${line}{"_meta":{}}`);
 // The same header with an escape in its first string: decodeNodeMessage reads it with JSON.parse.
 const escaped = Buffer.from(message.toString().replace('"from":"node-7f3a9c2e"', '"from":"node-7f3a9c2\\u0065"'));
@@ -107,6 +109,12 @@ const rows = [
     (i) => inFlightKey(session.id, i).length + inFlightHash(sessionHashOf(session), i),
     'hashString of the key',
     (i) => hashString(inFlightKey(session.id, i)),
+  ),
+  row(
+    'served key and hash (hashIntWith)',
+    (i) => `node-7f3a9c2e:${i}`.length + hashIntWith(i, originHash),
+    'hashString of the key',
+    (i) => hashString(`node-7f3a9c2e:${i}`),
   ),
   row(
     'req header written (reqHeaderLine)',

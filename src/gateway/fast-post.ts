@@ -18,7 +18,7 @@ import { insufficientScopeChallenge } from '../protocol/scopes.ts';
 import type { Scope } from '../store/types.ts';
 import type { SessionRecord } from '../bus/types.ts';
 import type { McpHeaders } from './mcp-headers.ts';
-import { hashString, hashStringWith } from './slot-table.ts';
+import { hashIntWith, hashString, hashStringWith } from './slot-table.ts';
 
 /** What a FastPost needs of the endpoint that started it (McpEndpoint). */
 export interface FastPostHost {
@@ -206,11 +206,6 @@ export function sessionHashOf(session: SessionRecord): number {
  * the seeded hash (slot-table.ts) with the session's hash as the seed.
  */
 export function inFlightHash(sessionHash: number, id: JsonRpcId): number {
-  if (typeof id === 'number' && (id | 0) === id) {
-    let h = Math.imul(sessionHash ^ id, 0x5bd1e995);
-    h ^= h >>> 13;
-    h = Math.imul(h, 0xc2b2ae35);
-    return h ^ (h >>> 16);
-  }
+  if (typeof id === 'number' && (id | 0) === id) return hashIntWith(id, sessionHash);
   return hashStringWith(typeof id === 'string' ? id : String(id), sessionHash ^ 0x2c1b3c6d);
 }

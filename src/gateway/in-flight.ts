@@ -14,7 +14,7 @@ import { requestTimeoutMs } from '../protocol/timeouts.ts';
 import { withCallerContext } from '../protocol/caller.ts';
 import { endOnAnswer, tracingOn } from '../observability/tracing.ts';
 import { serverSpan } from '../observability/relay-spans.ts';
-import { SlotTable, hashString } from './slot-table.ts';
+import { SlotTable, givenHashes, hashString } from './slot-table.ts';
 
 /** A forwarded request's answer (client id restored), and the relay's refusal if it made one. */
 export interface Outcome {
@@ -25,16 +25,12 @@ export interface Outcome {
 /** What a client's cancellation reaches: a general-path request's cancel, or a FastPost. */
 type Entry = (() => void) | FastPost;
 
-const unusedHash = (): number => {
-  throw new Error('InFlightCalls passes every key its inFlightHash');
-};
-
 export class InFlightCalls {
   /**
    * A table that does not churn (docs/decisions/0236-tables-that-do-not-churn.md), keyed by
    * inFlightKey and always given inFlightHash's hash (its own hash function is never used).
    */
-  private readonly entries = new SlotTable<string, Entry>(unusedHash, '');
+  private readonly entries = new SlotTable<string, Entry>(givenHashes, '');
 
   constructor(private readonly ctx: GatewayContext) {
     // A client's notifications/cancelled may land on another node than its request.

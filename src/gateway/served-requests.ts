@@ -15,7 +15,7 @@ import { forwardedBytes, ORIGIN_GRACE_MS, type Header, type ReqHeader } from './
 import type { BufferPool } from './buffer-pool.ts';
 import { answerPoolOf, takeAnswerBuffer } from './answer-buffers.ts';
 import { withId } from '../protocol/frame.ts';
-import { keyTable } from './slot-table.ts';
+import { SlotTable, givenHashes, hashIntWith, hashString } from './slot-table.ts';
 import type { JsonRpcId } from '../protocol/jsonrpc.ts';
 
 /** How often an owner retries an answer the bus could not take (it is reconnecting). */
@@ -26,8 +26,13 @@ const EMPTY = Buffer.alloc(0);
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 export class ServedRequests {
-  /** Requests other nodes sent here, by `${from}:${rid}`, for cancellation. */
-  private readonly served = keyTable<Served>(); // docs/decisions/0236-tables-that-do-not-churn.md
+  /**
+   * Requests other nodes sent here, by `${from}:${rid}`, for cancellation: a table that does not
+   * churn (docs/decisions/0236-tables-that-do-not-churn.md), always given `hashOf`'s hash.
+   */
+  private readonly served = new SlotTable<string, Served>(givenHashes, '');
+  private lastOrigin: string | undefined = undefined;
+  private lastOriginHash = 0;
   /** When another node last sent this node a request (drain waits for that traffic to stop). */
   lastServedAt = 0;
 
@@ -102,12 +107,12 @@ export class ServedRequests {
 
   /** The origin's notifications/cancelled or its client gone (`cancel`). */
   cancel(from: string, rid: number): void {
-    this.served.get(servedKey(from, rid))?.cancel();
+    this.served.get(servedKey(from, rid), this.hashOf(from, rid))?.cancel();
   }
 
   /** The origin's client is gone for good (`orphan`). */
   orphan(from: string, rid: number): void {
-    this.served.get(servedKey(from, rid))?.orphan();
+    this.served.get(servedKey(from, rid), this.hashOf(from, rid))?.orphan();
   }
 
   private serving(s: Served, conn: DeviceConnection | undefined, relayId: number, handle?: CallHandle): void {
@@ -117,9 +122,17 @@ export class ServedRequests {
     this.served.set(s.key, s, s.keyHash);
   }
 
-  /** @internal Served: its key's hash in the table, computed once per request. */
-  hashOf(key: string): number {
-    return this.served.hashOf(key);
+  /**
+   * @internal A served request's hash in the table, computed once per request: the origin's
+   * hash (the last origin's is kept: a node's requests come from a few origins, in runs) and
+   * its request id, not the key's characters.
+   */
+  hashOf(from: string, rid: number): number {
+    if (from !== this.lastOrigin) {
+      this.lastOrigin = from;
+      this.lastOriginHash = hashString(from);
+    }
+    return hashIntWith(rid, this.lastOriginHash);
   }
 
   /** @internal Served: the request is answered, no longer cancellable. */
@@ -175,7 +188,7 @@ class Served implements ReplySink {
     private readonly consumer: ReturnType<typeof busServeSpan> | undefined,
   ) {
     this.key = servedKey(h.from, h.rid);
-    this.keyHash = owner.hashOf(this.key);
+    this.keyHash = owner.hashOf(h.from, h.rid);
     this.until = Date.now() + h.timeoutMs + ORIGIN_GRACE_MS;
   }
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { hashStringWith, idTable, keyTable, type SlotTable } from './slot-table.ts';
+import { givenHashes, hashIntWith, hashStringWith, idTable, keyTable, SlotTable } from './slot-table.ts';
 import { prng } from '../prng.ts';
 
 function sameAs<K extends number | string>(table: SlotTable<K, { v: number }>, map: Map<K, { v: number }>): void {
@@ -116,5 +116,26 @@ describe('SlotTable', () => {
       for (const c of ['b', '\u0000', '\uffff']) seen.add(hashStringWith(base.slice(0, i) + c + base.slice(i + 1), 9));
     for (let n = 0; n <= 40; n++) seen.add(hashStringWith(base.slice(0, n), 9));
     expect(seen.size).toBe(40 * 3 + 41);
+  });
+
+  it('spreads a string hash and consecutive ids over the low bits, apart for another string', () => {
+    const a = hashStringWith('node-a', 7);
+    const b = hashStringWith('node-b', 7);
+    const slots = new Set<number>();
+    let same = 0;
+    for (let rid = 1; rid <= 512; rid++) {
+      slots.add(hashIntWith(rid, a) & 1023);
+      if (hashIntWith(rid, a) === hashIntWith(rid, b)) same++;
+    }
+    // 512 keys in 1,024 slots: about 400 distinct for a uniform hash.
+    expect(slots.size).toBeGreaterThan(350);
+    expect(same).toBeLessThan(3);
+  });
+
+  it('a table given every hash finds its keys by them, and refuses to hash one itself', () => {
+    const t = new SlotTable<string, { v: number }>(givenHashes, '');
+    for (let i = 0; i < 100; i++) t.set(`k${i}`, { v: i }, hashIntWith(i, 99));
+    for (let i = 0; i < 100; i++) expect(t.get(`k${i}`, hashIntWith(i, 99))?.v).toBe(i);
+    expect(() => t.get('k1')).toThrow(/given every key its hash/);
   });
 });

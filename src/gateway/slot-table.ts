@@ -173,6 +173,17 @@ export function hashStringWith(s: string, seed: number): number {
   return h ^ (h >>> 16);
 }
 
+/**
+ * A hash of the integer `n` (its low 32 bits) under `seed`, a string's hash: for keys made of
+ * a string and an id, hashed without their characters (docs/decisions/0241-the-request-path-without-runtime-calls.md).
+ */
+export function hashIntWith(n: number, seed: number): number {
+  let h = Math.imul(seed ^ n, 0x5bd1e995);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  return h ^ (h >>> 16);
+}
+
 /** `hashStringWith` under this process's seed. */
 export const hashString = (s: string): number => hashStringWith(s, SEED);
 
@@ -180,6 +191,11 @@ export const hashString = (s: string): number => hashStringWith(s, SEED);
 export function idTable<V extends object>(capacity?: number): SlotTable<number, V> {
   return new SlotTable<number, V>(byId, 0, capacity);
 }
+
+/** The hash function of a table whose owner passes every key's hash itself: never called. */
+export const givenHashes = (): number => {
+  throw new Error('this table is given every key its hash');
+};
 
 /** A table keyed by strings. */
 export function keyTable<V extends object>(capacity?: number): SlotTable<string, V> {
