@@ -12,7 +12,7 @@
 // Readers accept every version from `minRead` up (a newer writer promised to stay readable)
 // and refuse older ones with UnreadableFormatError: that older writer's release is no longer
 // supported in a mixed cluster.
-import { bytesAre } from '../protocol/json-bytes.ts';
+import { bytesAre, integerAt } from '../protocol/json-bytes.ts';
 import { readReqHeader, writeReqHeaderLine, type ReqHeader } from './req-header.ts';
 
 /** One format: the version this release writes, and the oldest it still reads. */
@@ -74,7 +74,6 @@ export function checkVersion(format: FormatName, v: unknown): number {
 
 const NL = 0x0a;
 const CLOSE_BRACE = 0x7d;
-const ZERO = 0x30;
 
 // --- node channel messages --------------------------------------------------------------------
 
@@ -154,16 +153,9 @@ function ridHeader(raw: Buffer, nl: number): { v: number; t: (typeof RID_TYPES)[
   while (type < RID_TYPES.length && !bytesAre(raw, i, RID_TYPE_BYTES[type])) type++;
   if (type === RID_TYPES.length) return undefined;
   i += RID_TYPE_BYTES[type].length;
-  // An integer as JSON writes one: no sign, no leading zero, at most 15 digits.
-  const digits = nl - 1 - i;
-  if (digits < 1 || digits > 15 || (raw[i] === ZERO && digits > 1)) return undefined;
-  let rid = 0;
-  for (; i < nl - 1; i++) {
-    const d = raw[i] - ZERO;
-    if (d < 0 || d > 9) return undefined;
-    rid = rid * 10 + d;
-  }
-  return { v: FORMATS.nodeMessage.write, t: RID_TYPES[type], rid };
+  // An integer as JSON writes one (anything else is JSON.parse's to read).
+  const rid = integerAt(raw, i, nl - 1);
+  return Number.isNaN(rid) ? undefined : { v: FORMATS.nodeMessage.write, t: RID_TYPES[type], rid };
 }
 
 // --- supersede notices ------------------------------------------------------------------------

@@ -40,6 +40,11 @@ const HEADERS: ReqHeader[] = [
 describe('the request header written and read by hand', () => {
   it('writes the bytes JSON.stringify writes', () => {
     for (const h of HEADERS) expect(reqHeaderLine(h)).toBe(nodeHeaderLine(h));
+    // One scopes array written twice, changed in place between: the second line has the change.
+    const h = header({ id: 5, scopes: ['devices:read'] });
+    expect(reqHeaderLine(h)).toBe(nodeHeaderLine(h));
+    (h.scopes as string[]).push('devices:act');
+    expect(reqHeaderLine(h)).toBe(nodeHeaderLine(h));
   });
 
   it('reads what JSON.parse reads, members in the same order', () => {

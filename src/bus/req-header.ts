@@ -6,7 +6,7 @@
 // the-request-path-without-runtime-calls.md). Anything the reader does not expect — an escape,
 // a fraction, a field of a newer release — sends the header to JSON.parse: the format is
 // nodeMessage's, unchanged (docs/decisions/0200-bus-and-record-format-versions.md).
-import { bytesAre } from '../protocol/json-bytes.ts';
+import { bytesAre, integerAt } from '../protocol/json-bytes.ts';
 import { charCodeAt } from '../protocol/string-builtins.ts';
 
 /**
@@ -53,16 +53,18 @@ function plainJson(s: string): string | undefined {
 const json = (s: string): string => plainJson(s) ?? JSON.stringify(s);
 const num = (n: number): string => (Number.isFinite(n) ? String(n) : 'null');
 
-// The scopes of the last header written, and their JSON: one credential's calls in a row
-// write the same array.
-let lastScopes: readonly string[] | undefined;
-let lastScopesJson = '';
+// The scopes of the last header written (a copy: compared by content, so an array changed in
+// place is never written stale) and their JSON: one credential's calls in a row carry the same.
+let lastScopes: string[] = [];
+let lastScopesJson = '[]';
 
 function scopesJson(scopes: readonly string[]): string {
-  if (scopes !== lastScopes) {
+  let same = scopes.length === lastScopes.length;
+  for (let i = 0; same && i < scopes.length; i++) same = scopes[i] === lastScopes[i];
+  if (!same) {
     let out = '[';
     for (let i = 0; i < scopes.length; i++) out += (i > 0 ? ',' : '') + json(scopes[i]);
-    lastScopes = scopes;
+    lastScopes = scopes.slice();
     lastScopesJson = out + ']';
   }
   return lastScopesJson;
@@ -172,17 +174,13 @@ function scopeList(raw: Buffer, end: number): string[] | undefined {
   return scopes;
 }
 
-/** An integer as JSON.stringify writes one (up to 15 digits, `-` for a negative) at `at`, or NaN. */
+/** An integer as JSON.stringify writes one at `at` (moved past it: integerAt), or NaN. */
 function integer(raw: Buffer, end: number): number {
-  const negative = raw[at] === 0x2d;
-  let i = negative ? at + 1 : at;
-  const first = i;
-  let n = 0;
-  for (; i < end && raw[i] >= 0x30 && raw[i] <= 0x39; i++) n = n * 10 + (raw[i] - 0x30);
-  const digits = i - first;
-  if (digits < 1 || digits > 15 || (raw[first] === 0x30 && digits > 1)) return NaN;
-  at = i;
-  return negative ? -n : n;
+  let i = raw[at] === 0x2d ? at + 1 : at;
+  while (i < end && raw[i] >= 0x30 && raw[i] <= 0x39) i++;
+  const n = integerAt(raw, at, i);
+  if (!Number.isNaN(n)) at = i;
+  return n;
 }
 
 /**

@@ -125,5 +125,10 @@ describe('inspectPhoneFrame', () => {
         id: JSON.parse(digits) as number,
       });
     }
+    // A leading zero is no JSON number: the frame is invalid, as JSON.parse says.
+    for (const digits of ['007', '00'])
+      expect(inspectPhoneFrame(Buffer.from(`{"result":1,"jsonrpc":"2.0","id":${digits}}`))).toMatchObject({
+        kind: 'invalid',
+      });
   });
 });

@@ -4,7 +4,7 @@
 // Frames stay UTF-8 bytes end to end: JSON's structural characters are ASCII and UTF-8
 // never reuses ASCII bytes inside multi-byte sequences, so a byte scan is exact.
 import type { JsonRpcId } from './jsonrpc.ts';
-import { bytesAre, decimalDigits, put, putDecimal, scanObject, skipWs } from './json-bytes.ts';
+import { bytesAre, decimalDigits, integerAt, put, putDecimal, scanObject, skipWs } from './json-bytes.ts';
 
 export type PhoneFrame =
   | { kind: 'response'; id: JsonRpcId | null; idStart: number; idEnd: number }
@@ -22,10 +22,9 @@ export function inspectPhoneFrame(frame: Buffer): PhoneFrame {
   const tail = startsWithResult(frame) ? tailNumericId(frame) : -1;
   if (tail >= 0) {
     let end = tail;
-    let id = 0;
-    for (; isDigit(frame[end]); end++) id = id * 10 + (frame[end] - 0x30);
-    // Up to 15 digits the sum is exact, as JSON.parse reads it (the relay's ids are far shorter).
-    return end - tail <= 15 ? { kind: 'response', id, idStart: tail, idEnd: end } : responseAt(frame, tail, end);
+    while (isDigit(frame[end])) end++;
+    const id = integerAt(frame, tail, end);
+    return Number.isNaN(id) ? responseAt(frame, tail, end) : { kind: 'response', id, idStart: tail, idEnd: end };
   }
   // latin1 maps each byte to one char, so regex indexes are byte offsets.
   if (FIRST_KEY.test(frame.toString('latin1', 0, Math.min(PEEK, frame.length)))) {

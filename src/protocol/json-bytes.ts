@@ -35,7 +35,25 @@ export function put(src: Buffer, from: number, to: number, out: Buffer, o: numbe
   return n;
 }
 
-/** The number of decimal digits of a relay id (a non-negative safe integer). */
+/**
+ * The integer s[start, end) holds if it is written as JSON writes one (`-` for a negative, no
+ * leading zero, 1 to 15 digits: exact in a double, as JSON.parse reads it, -0 included); NaN
+ * for anything else, which the caller leaves to JSON.parse.
+ */
+export function integerAt(s: Buffer, start: number, end: number): number {
+  const first = s[start] === 0x2d ? start + 1 : start;
+  const digits = end - first;
+  if (digits < 1 || digits > 15 || (s[first] === 0x30 && digits > 1)) return NaN;
+  let n = 0;
+  for (let i = first; i < end; i++) {
+    const d = s[i] - 0x30;
+    if (d < 0 || d > 9) return NaN;
+    n = n * 10 + d;
+  }
+  return first === start ? n : -n;
+}
+
+/** The number of decimal digits of a non-negative safe integer (a relay id, a client's id). */
 export function decimalDigits(n: number): number {
   let d = 1;
   while (n >= 10) {
@@ -45,7 +63,7 @@ export function decimalDigits(n: number): number {
   return d;
 }
 
-/** Writes the relay id `n` (`digits` long) in decimal at out[o]; returns `digits`. */
+/** Writes the non-negative integer `n` (`digits` long) in decimal at out[o]; returns `digits`. */
 export function putDecimal(out: Buffer, o: number, n: number, digits: number): number {
   for (let k = o + digits - 1; k >= o; k--) {
     const q = Math.floor(n / 10);

@@ -22,6 +22,7 @@ import {
   QUOTE,
   bytesAre,
   decimalDigits,
+  integerAt,
   put,
   putDecimal,
   skipWs,
@@ -268,9 +269,7 @@ function noteMember(s: Buffer, ns: number, ne: number, role: number): boolean {
 }
 
 function literal(s: Buffer, i: number, end: number, word: Buffer): number {
-  if (i + word.length > end) return -1;
-  for (let k = 0; k < word.length; k++) if (s[i + k] !== word[k]) return -1;
-  return i + word.length;
+  return i + word.length <= end && bytesAre(s, i, word) ? i + word.length : -1;
 }
 
 /** A string at s[i] (a quote): the index after its closing quote, or -1. */
@@ -367,16 +366,13 @@ function stringAt(s: Buffer, start: number, end: number): string {
 
 /**
  * The (valid) id s[start, end): a string, or a number; undefined for a number that is not a
- * safe integer (classify() refuses it). An integer of up to 15 digits is read here (exact in a
- * double, as JSON.parse reads it, -0 included); any other number by JSON.parse.
+ * safe integer (classify() refuses it). A short integer is read here (integerAt), any other
+ * number by JSON.parse.
  */
 function idAt(s: Buffer, start: number, end: number): JsonRpcId | undefined {
   if (s[start] === QUOTE) return stringAt(s, start, end);
-  const digits = s[start] === 0x2d ? start + 1 : start;
-  let v = 0;
-  let k = digits;
-  for (; k < end && isDigit(s[k]); k++) v = v * 10 + (s[k] - 0x30);
-  if (k === end && end - digits <= 15) return digits === start ? v : -v;
+  const n = integerAt(s, start, end);
+  if (!Number.isNaN(n)) return n;
   const id = parseSpan(s, start, end) as number;
   return Number.isSafeInteger(id) ? id : undefined;
 }
