@@ -116,27 +116,34 @@ export class NodeOutbox {
     });
   }
 
-  /** @internal The turn's sendOrBounce requests leave, and the sockets they went to are uncorked. */
+  /**
+   * @internal The turn's sendOrBounce requests leave, and the sockets they went to are
+   * uncorked. It runs in an immediate: the quiet connection's turn is held and ended here, not
+   * by an immediate of its own in the next loop iteration (QuietPublisher.holdTurn).
+   */
   sendTurnRequests(): void {
     const batch = this.turnRequests;
     this.turnRequests = [];
     const quiet = this.quiet;
-    if (batch.length <= QUIET_REQUESTS_PER_TURN && quiet?.bounceReady) {
-      for (const r of batch)
-        quiet.publishOrBounce(this.layout.node(r.nodeId), 'm' + r.msg, r.payload, this.chSelf, 'm' + r.bounce).then(
-          () => r.resolve(true),
-          // Written, then its connection closed before Redis confirmed it: it may have run (and
-          // been heard), so it is in doubt, as a publish whose reply came too late.
-          (err: unknown) =>
-            r.reject(
-              new BusTimeoutError('cluster bus connection closed before Redis confirmed the message', { cause: err }),
-            ),
-        );
-      quiet.uncork();
-      return;
+    quiet?.holdTurn();
+    try {
+      if (batch.length <= QUIET_REQUESTS_PER_TURN && quiet?.bounceReady) {
+        for (const r of batch)
+          quiet.publishOrBounce(this.layout.node(r.nodeId), 'm' + r.msg, r.payload, this.chSelf, 'm' + r.bounce).then(
+            () => r.resolve(true),
+            // Written, then its connection closed before Redis confirmed it: it may have run (and
+            // been heard), so it is in doubt, as a publish whose reply came too late.
+            (err: unknown) =>
+              r.reject(
+                new BusTimeoutError('cluster bus connection closed before Redis confirmed the message', { cause: err }),
+              ),
+          );
+        return;
+      }
+      for (const r of batch) this.sendToNode(r.nodeId, r.msg, r.payload).then(r.resolve, r.reject);
+      this.commands.uncork();
+    } finally {
+      quiet?.uncork();
     }
-    for (const r of batch) this.sendToNode(r.nodeId, r.msg, r.payload).then(r.resolve, r.reject);
-    quiet?.uncork();
-    this.commands.uncork();
   }
 }

@@ -166,6 +166,8 @@ export class QuietPublisher {
   private bouncesOn?: Socket;
   /** This turn's commands, until it ends (setImmediate): one write per turn. */
   private turn?: TurnBytes;
+  /** A caller ends this turn itself (holdTurn): no immediate is scheduled for it. */
+  private held = false;
   /** The replies awaited on `offOn`, read there directly (replies.ts). */
   private replies?: ReplyQueue;
   /** Whether replies are on at the point written so far (a turn's counted publishes). */
@@ -265,9 +267,20 @@ export class QuietPublisher {
   private turnBytes(): TurnBytes {
     if (!this.turn) {
       this.turn = new TurnBytes(this.client.stream);
-      setImmediate(uncork, this);
+      if (!this.held) setImmediate(uncork, this);
     }
     return this.turn;
+  }
+
+  /**
+   * The caller ends this turn itself, with `uncork()` before it returns: commands written until
+   * then schedule no end of their own. For a caller that runs in an immediate (NodeOutbox's
+   * end of turn): an immediate scheduled from one runs in the loop's next iteration, one
+   * iteration more per turn for a write that the caller's uncork() has already made
+   * (docs/decisions/0242-a-turn-ended-by-its-caller.md).
+   */
+  holdTurn(): void {
+    this.held = true;
   }
 
   /** Adds a command whose last-but-one argument is the bulk string `head` + `payload`; its size. */
@@ -293,6 +306,7 @@ export class QuietPublisher {
 
   /** @internal Ends the turn (replies off again first): its commands leave in one write. */
   uncork(): void {
+    this.held = false;
     const t = this.turn;
     this.turn = undefined;
     if (!t) return;

@@ -280,6 +280,39 @@ describe('RedisBus across nodes', () => {
     expect(atB).toEqual(['unheard 1']);
   });
 
+  it("a turn's requests leave from the outbox's own immediate: the quiet connection schedules none more, which would cost the loop an iteration", async () => {
+    const [a, b] = [await node(), await node()];
+    await waitFor(() => b.quietReady, 2000, 'the quiet connection');
+    const atA: string[] = [];
+    a.onNodeMessage((m) => atA.push(m));
+    const real = globalThis.setImmediate;
+    const scheduled: string[] = [];
+    globalThis.setImmediate = ((fn: (...args: unknown[]) => void, ...args: unknown[]) => {
+      scheduled.push(fn.name);
+      return real(fn, ...args);
+    }) as typeof setImmediate;
+    const turn = (n: number, tag: string) =>
+      Promise.all(
+        Array.from({ length: n }, (_, i) => b.sendOrBounce(a.nodeId, `${tag} ${i}`, undefined, `unheard ${i}`)),
+      );
+    const byTurn: string[][] = [];
+    try {
+      // A quiet turn (scripts, no replies), then a busy one (counted publishes between CLIENT REPLY ON and OFF).
+      for (const [n, tag] of [
+        [2, 'quiet'],
+        [QUIET_REQUESTS_PER_TURN + 1, 'busy'],
+      ] as const) {
+        scheduled.length = 0;
+        expect(await turn(n, tag)).toEqual(Array.from({ length: n }, () => true));
+        byTurn.push(scheduled.filter((f) => f === 'sendTurnRequests' || f === 'uncork'));
+      }
+    } finally {
+      globalThis.setImmediate = real;
+    }
+    expect(byTurn).toEqual([['sendTurnRequests'], ['sendTurnRequests']]);
+    await waitFor(() => atA.length === 2 + QUIET_REQUESTS_PER_TURN + 1, 2000, 'every request');
+  });
+
   it('a request sent without its reply whose connection closes before Redis confirmed it is in doubt (BusTimeoutError), not unsent', async () => {
     const [a, b] = [await node(), await node(`n-${uid()}`, { ...fast, quietConfirmMs: 60_000 })];
     await waitFor(() => b.quietReady, 2000, 'the quiet connection');
