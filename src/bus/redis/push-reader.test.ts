@@ -1,5 +1,8 @@
+import { once } from 'node:events';
+import { createServer, connect, type Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { frameEnd, messageAt, PushReader, type MessageAt } from './push-reader.ts';
+import { frameEnd, messageAt, PushReader, readBefore, type MessageAt } from './push-reader.ts';
+import { waitFor } from './test-support.ts';
 
 const bulk = (s: string | Buffer) => {
   const b = Buffer.from(s);
@@ -212,6 +215,90 @@ describe('PushReader', () => {
       expect(Buffer.concat(other).equals(Buffer.concat(parts.filter((x) => !x.message).map((x) => x.bytes)))).toBe(
         true,
       );
+    }
+  });
+});
+
+describe('readBefore on a real socket', () => {
+  it('puts the reader first and hands it each chunk as it is read, not a tick later through `readable`', async () => {
+    const server = createServer();
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const accepted = once(server, 'connection');
+    const socket = connect((server.address() as { port: number }).port, '127.0.0.1');
+    await once(socket, 'connect');
+    const [peer] = (await accepted) as [Socket];
+    try {
+      const decoded: string[] = [];
+      // As ioredis 6 adds its decoder (prependListener: the stream is not told of a `data`
+      // listener), on a socket that flows.
+      socket.prependListener('data', (chunk: Buffer) => decoded.push(`decoder ${chunk.toString()}`));
+      socket.resume();
+      // Whether the chunk reaches the reader inside the socket's own push of it (Node's
+      // stream read hands it over there when the stream is flowing with a `data` listener).
+      let pushing = false;
+      const push = socket.push.bind(socket);
+      socket.push = (chunk: unknown, encoding?: BufferEncoding) => {
+        pushing = true;
+        try {
+          return push(chunk, encoding);
+        } finally {
+          pushing = false;
+        }
+      };
+      const read: Array<{ chunk: string; duringPush: boolean }> = [];
+      expect(
+        readBefore(socket, (decoder) => ({
+          write(chunk: Buffer) {
+            read.push({ chunk: chunk.toString(), duringPush: pushing });
+            decoder(chunk);
+          },
+        })),
+      ).toBe(true);
+      expect(socket.listeners('data')).toHaveLength(1);
+      for (const text of ['one', 'two']) {
+        peer.write(text);
+        await waitFor(() => read.at(-1)?.chunk === text, 2000, `the reader's ${text}`);
+      }
+      expect(read).toEqual([
+        { chunk: 'one', duringPush: true },
+        { chunk: 'two', duringPush: true },
+      ]);
+      expect(decoded).toEqual(['decoder one', 'decoder two']);
+    } finally {
+      socket.destroy();
+      peer.destroy();
+      server.close();
+    }
+  });
+
+  it('keeps any other `data` listener behind the reader, a `once` still once', async () => {
+    const server = createServer();
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const accepted = once(server, 'connection');
+    const socket = connect((server.address() as { port: number }).port, '127.0.0.1');
+    await once(socket, 'connect');
+    const [peer] = (await accepted) as [Socket];
+    try {
+      const seen: string[] = [];
+      socket.prependListener('data', (chunk: Buffer) => seen.push(`decoder ${chunk.toString()}`));
+      socket.once('data', (chunk: Buffer) => seen.push(`once ${chunk.toString()}`));
+      readBefore(socket, (decoder) => ({
+        write(chunk: Buffer) {
+          seen.push(`reader ${chunk.toString()}`);
+          decoder(chunk);
+        },
+      }));
+      for (const text of ['one', 'two']) {
+        peer.write(text);
+        await waitFor(() => seen.at(-1) === `decoder ${text}` || seen.at(-1) === `once ${text}`, 2000, text);
+      }
+      expect(seen).toEqual(['reader one', 'decoder one', 'once one', 'reader two', 'decoder two']);
+    } finally {
+      socket.destroy();
+      peer.destroy();
+      server.close();
     }
   });
 });

@@ -237,8 +237,15 @@ export function readBefore(
   const [decoder] = socket.listeners('data') as Array<(chunk: Buffer) => void>;
   if (typeof decoder !== 'function') return false;
   const reader = make(decoder);
-  socket.removeListener('data', decoder);
-  socket.prependListener('data', (chunk: Buffer) => reader.write(chunk));
+  const others = socket.rawListeners('data').filter((l) => l !== decoder) as Array<(chunk: Buffer) => void>;
+  socket.removeAllListeners('data');
+  // Added with the stream's own `on`, which marks it as read by a `data` listener. ioredis adds
+  // its decoder with prependListener, which does not: a flowing socket without that mark keeps
+  // each chunk it reads in its buffer and hands it on a tick later, through `readable` and
+  // `read()`, instead of at once (Node 20's Readable `addChunk`). Any other listener (a `once`
+  // of ioredis's) goes back behind the reader, as it was behind the decoder.
+  socket.on('data', (chunk: Buffer) => reader.write(chunk));
+  for (const l of others) socket.on('data', l);
   readDirectly.add(socket);
   return true;
 }
