@@ -219,15 +219,29 @@ describe('PushReader', () => {
   });
 });
 
+/** A connected TCP pair on 127.0.0.1: `socket` as ioredis's, `peer` as Redis. */
+async function socketPair(): Promise<{ socket: Socket; peer: Socket; close: () => void }> {
+  const server = createServer();
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const accepted = once(server, 'connection');
+  const socket = connect((server.address() as { port: number }).port, '127.0.0.1');
+  await once(socket, 'connect');
+  const [peer] = (await accepted) as [Socket];
+  return {
+    socket,
+    peer,
+    close: () => {
+      socket.destroy();
+      peer.destroy();
+      server.close();
+    },
+  };
+}
+
 describe('readBefore on a real socket', () => {
   it('puts the reader first and hands it each chunk as it is read, not a tick later through `readable`', async () => {
-    const server = createServer();
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    const accepted = once(server, 'connection');
-    const socket = connect((server.address() as { port: number }).port, '127.0.0.1');
-    await once(socket, 'connect');
-    const [peer] = (await accepted) as [Socket];
+    const { socket, peer, close } = await socketPair();
     try {
       const decoded: string[] = [];
       // As ioredis 6 adds its decoder (prependListener: the stream is not told of a `data`
@@ -266,20 +280,12 @@ describe('readBefore on a real socket', () => {
       ]);
       expect(decoded).toEqual(['decoder one', 'decoder two']);
     } finally {
-      socket.destroy();
-      peer.destroy();
-      server.close();
+      close();
     }
   });
 
   it('keeps any other `data` listener behind the reader, a `once` still once', async () => {
-    const server = createServer();
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    const accepted = once(server, 'connection');
-    const socket = connect((server.address() as { port: number }).port, '127.0.0.1');
-    await once(socket, 'connect');
-    const [peer] = (await accepted) as [Socket];
+    const { socket, peer, close } = await socketPair();
     try {
       const seen: string[] = [];
       socket.prependListener('data', (chunk: Buffer) => seen.push(`decoder ${chunk.toString()}`));
@@ -296,9 +302,7 @@ describe('readBefore on a real socket', () => {
       }
       expect(seen).toEqual(['reader one', 'decoder one', 'once one', 'reader two', 'decoder two']);
     } finally {
-      socket.destroy();
-      peer.destroy();
-      server.close();
+      close();
     }
   });
 });
