@@ -6,6 +6,8 @@
 //     syscalls:sys_enter_epoll_wait,syscalls:sys_exit_epoll_wait,syscalls:sys_enter_epoll_pwait,
 //     syscalls:sys_exit_epoll_pwait,sched:sched_wakeup,sched:sched_switch' -- sleep 2
 //
+// The scheduler's events are for reading the timeline by hand (`perf script`: whom a write woke,
+// whether the writer was preempted for it); the spans below use the system calls alone.
 // A wake starts when an epoll wait returns events and ends at the next wait with a timeout
 // (libuv polls once without one first when it measures idle time, as Node has it do). Wakes
 // are grouped by their first read's fd and first write's fd (a node woken by a client's POST
