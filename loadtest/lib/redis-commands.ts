@@ -77,6 +77,7 @@ const SENT = new Set([
   'unsubscribe',
   'sunsubscribe',
   'ping',
+  'echo',
   'script',
   'client',
   'cluster',

@@ -179,7 +179,13 @@ export class RedisBus implements Bus {
       connector.watch(c, (why) => this.markDown(why));
     }
     const quiet = connector.quietClient({ ...common, connectionName: `phonebridge:${nodeId}:quiet` });
-    if (quiet) this.quiet = new QuietPublisher(quiet, asBusError, this.o.commandTimeoutMs, opts.quietConfirmMs);
+    if (quiet)
+      this.quiet = new QuietPublisher(quiet, asBusError, this.o.commandTimeoutMs, opts.quietConfirmMs, (why) =>
+        this.log.warn(
+          { why },
+          'redis quiet connection: replies out of order (a command refused while replies were off?); replacing it',
+        ),
+      );
     this.outbox = new NodeOutbox(this.layout, this.chSelf, this.quiet, {
       publish: (channel, body) => this.op((r) => this.connector.publish(r, channel, body)),
       uncork: () => this.uncork(),

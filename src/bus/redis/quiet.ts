@@ -6,10 +6,13 @@
 // this process once per message, an event-loop iteration of its own on a quiet node.
 //
 // Nothing is lost silently: a message resolves only once a later reply on the same connection
-// shows Redis read it — `CLIENT REPLY ON` (answered +OK, replies off again at once), sent at
-// most CONFIRM_MS after the first unconfirmed message, or at the end of the turn past
-// CONFIRM_BYTES — and rejects with BusUnavailableError if the connection closes first, so the
-// caller sends it again exactly as after a publish whose reply never came.
+// shows Redis read it — `CLIENT REPLY ON` and the `ECHO` of a token of its own (their +OK and
+// token, then replies off again at once), sent at most CONFIRM_MS after the first unconfirmed
+// message, or at the end of the turn past CONFIRM_BYTES — and rejects with BusUnavailableError if
+// the connection closes first, so the caller sends it again exactly as after a publish whose
+// reply never came. The token shows where the replies are after commands Redis refused in
+// silence (-BUSY while replies were off); what that cannot show is in
+// docs/decisions/0234-counted-publishes-on-the-quiet-connection.md, amended.
 //
 // Publishes whose receiver count is wanted (`publishCounted`: a busy turn's requests, every
 // sendToNode) go here too, between `CLIENT REPLY ON` and `OFF`, and their replies are read by
@@ -20,7 +23,16 @@ import type { Socket } from 'node:net';
 import type { Redis } from 'ioredis';
 import { busPublish, redisCommand } from '../../metrics.ts';
 import { BusTimeoutError, BusUnavailableError } from '../errors.ts';
-import { integerReply, okReply, readRepliesDirectly, type Awaited, type ReplyQueue } from './replies.ts';
+import {
+  DONE,
+  integerReply,
+  MORE,
+  readRepliesDirectly,
+  WRONG,
+  type Awaited,
+  type ReplyQueue,
+  type Verdict,
+} from './replies.ts';
 
 /** Longest a message waits for its confirmation on a connection that stays up. */
 export const CONFIRM_MS = 100;
@@ -40,15 +52,43 @@ interface Waiter {
   reject(err: Error): void;
 }
 
-/** `CLIENT REPLY ON`'s +OK: Redis read every quiet message written before it. */
+/** `ECHO token`, as RESP. */
+function echo(token: string): string {
+  return `*2\r\n$4\r\nECHO\r\n$${token.length}\r\n${token}\r\n`;
+}
+
+/**
+ * `CLIENT REPLY ON`'s +OK and the ECHO of a token behind it: Redis read every quiet message
+ * written before them. Only this confirmation's ECHO answers its token, so its reply shows
+ * where the replies are, even after commands Redis refused in silence (replies.ts).
+ */
 class Confirmation implements Awaited {
   readonly asked = performance.now();
-  constructor(private readonly batch: Waiter[]) {}
-  reply(b: Buffer, start: number, end: number): void {
-    const err = okReply(b, start, end);
-    if (err) return settle(this.batch, new BusUnavailableError(`cluster bus unavailable: ${err.message}`));
+  private on = false;
+  /** `token`'s reply, as RESP. */
+  private readonly echoed: string;
+  constructor(
+    private readonly batch: Waiter[],
+    token: string,
+  ) {
+    this.echoed = `$${token.length}\r\n${token}\r\n`;
+  }
+  reply(b: Buffer, start: number, end: number, late: boolean): Verdict {
+    if (!this.on && b[start] === 0x2b) {
+      this.on = true; // +OK: replies are on
+      return MORE;
+    }
+    if (!this.claims(b, start, end)) return WRONG;
+    if (late) return DONE;
     if (this.batch.length) busPublish.observeTimes((performance.now() - this.asked) / 1000, this.batch.length);
     settle(this.batch);
+    return DONE;
+  }
+  claims(b: Buffer, start: number, end: number): boolean {
+    const want = this.echoed;
+    if (end - start !== want.length) return false;
+    for (let i = 0; i < want.length; i++) if (b[start + i] !== want.charCodeAt(i)) return false;
+    return true;
   }
   fail(err: Error): void {
     settle(this.batch, err);
@@ -63,13 +103,17 @@ class Counted implements Awaited {
     private readonly reject: (err: Error) => void,
     private readonly asError: (err: unknown) => Error,
   ) {}
-  reply(b: Buffer, start: number, end: number): void {
+  reply(b: Buffer, start: number, end: number, late: boolean): Verdict {
+    // A count, or Redis' error for this command (-BUSY with replies on): anything else is another's.
+    if (b[start] !== 0x3a && b[start] !== 0x2d) return WRONG;
+    if (late) return DONE;
     const n = integerReply(b, start, end);
     const seconds = (performance.now() - this.asked) / 1000;
     busPublish.observe(seconds);
     redisCommand.observe(seconds);
     if (typeof n === 'number') this.resolve(n);
     else this.reject(this.asError(n));
+    return DONE;
   }
   fail(err: Error): void {
     // Written, then no reply: it may have been published (and heard), so it is in doubt.
@@ -172,6 +216,8 @@ export class QuietPublisher {
   private replies?: ReplyQueue;
   /** Whether replies are on at the point written so far (a turn's counted publishes). */
   private repliesOn = false;
+  /** The last confirmation's token. */
+  private tokens = 0;
 
   constructor(
     private readonly client: Redis,
@@ -180,6 +226,8 @@ export class QuietPublisher {
     /** Longest a reply is waited for (the bus's command timeout). */
     private readonly timeoutMs: number,
     private readonly confirmMs = CONFIRM_MS,
+    /** Told why the connection is replaced when its replies were found out of order. */
+    private readonly warn: (why: string) => void = () => {},
   ) {
     client.on('ready', () => this.turnOff());
     client.on('error', () => {}); // reconnects on its own; the bus's own connections report outages
@@ -299,8 +347,9 @@ export class QuietPublisher {
     this.bytes = 0;
     clearTimeout(this.timer);
     this.timer = undefined;
-    t.add(ON);
-    replies.push(new Confirmation(batch));
+    const token = String(++this.tokens);
+    t.add(ON + echo(token));
+    replies.push(new Confirmation(batch, token));
     this.repliesOn = true;
   }
 
@@ -356,8 +405,9 @@ export class QuietPublisher {
   }
 
   /**
-   * A new connection has replies on. CLIENT REPLY ON first, as a probe: a server that refuses
-   * the command (renamed, or denied by an ACL) leaves this connection unused.
+   * A new connection has replies on. CLIENT REPLY ON and ECHO first, as probes: a server that
+   * refuses either (renamed, or denied by an ACL) leaves this connection unused. Every
+   * confirmation needs both, and a refused ECHO would read as replies out of order.
    */
   private turnOff(): void {
     const s = this.client.stream;
@@ -367,12 +417,17 @@ export class QuietPublisher {
       () => true,
       () => false,
     );
+    const echoes = this.client.call('ECHO', PROBE).then(
+      () => true,
+      () => false,
+    );
     this.client.call('CLIENT', 'REPLY', 'ON').then(
       async () => {
-        const canBounce = await bounces;
+        const [canBounce, canEcho] = await Promise.all([bounces, echoes]);
+        if (!canEcho) return;
         if (this.client.stream !== s || this.client.status !== 'ready' || this.offOn === s) return;
         // ioredis's last command here has been answered: from now on every reply is read here.
-        const replies = readRepliesDirectly(s, this.timeoutMs);
+        const replies = readRepliesDirectly(s, this.timeoutMs, (why) => this.outOfOrder(s, why));
         if (!replies) return; // ioredis's decoder not found: the connection stays unused
         s.write(OFF);
         this.replies = replies;
@@ -381,6 +436,19 @@ export class QuietPublisher {
       },
       () => {},
     );
+  }
+
+  /**
+   * Replies that no command here waits for: a command was refused in silence and nothing shows
+   * which (docs/decisions/0234-counted-publishes-on-the-quiet-connection.md, amended). The
+   * waiting ones have failed; the connection is replaced, and callers use the command
+   * connection until the new one is ready.
+   */
+  private outOfOrder(s: Socket, why: string): void {
+    if (this.client.stream !== s) return;
+    this.warn(why);
+    this.fail(new BusUnavailableError('cluster bus unavailable: replies out of order on the quiet connection'));
+    this.client.disconnect(true);
   }
 
   close(): void {

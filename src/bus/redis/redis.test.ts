@@ -335,6 +335,40 @@ describe('RedisBus across nodes', () => {
     }
   });
 
+  it('a server that refuses ECHO (which every confirmation needs) leaves the quiet connection unused', async () => {
+    const a = await node(); // loads the bus's scripts, which the restricted user runs by their digest
+    const admin = new Redis(REDIS_URL);
+    const user = `pb-noecho-${uid()}`;
+    try {
+      await admin.acl('SETUSER', user, 'on', '>pw', '~*', '&*', '+@all', '-echo');
+      const url = new URL(REDIS_URL);
+      url.username = user;
+      url.password = 'pw';
+      const b = await node(`n-${uid()}`, fast, url.toString());
+      // The quiet connection's probe was refused (Redis logs the denial), and it stays unused.
+      const refused = async () =>
+        ((await admin.acl('LOG')) as unknown[][]).some((e) => {
+          const f = new Map<unknown, unknown>();
+          for (let i = 0; i + 1 < e.length; i += 2) f.set(e[i], e[i + 1]);
+          return f.get('username') === user && f.get('object') === 'echo';
+        });
+      await expect.poll(refused, { timeout: 2000 }).toBe(true);
+      await sleep(100);
+      expect(b.quietReady).toBe(false);
+      const got: string[] = [];
+      a.onNodeMessage((m) => got.push(m));
+      // Node messages go on the command connection, with their replies.
+      expect(await b.sendOrBounce('nobody', 'req', undefined, 'unheard')).toBe(false);
+      expect(await b.sendOrBounce(a.nodeId, 'req', undefined, 'unheard')).toBe(true);
+      await b.replyToNode(a.nodeId, 'answer');
+      await waitFor(() => got.length === 2, 2000, 'the request and the answer');
+      expect(got).toEqual(['req', 'answer']);
+    } finally {
+      await admin.acl('DELUSER', user);
+      admin.disconnect();
+    }
+  });
+
   it('a server that refuses EVAL gets requests with their replies: nobody hearing one is known at once', async () => {
     const a = await node(); // loads the bus's scripts, which the restricted user runs by their digest
     const admin = new Redis(REDIS_URL);
@@ -403,19 +437,25 @@ describe('RedisBus across nodes', () => {
       await sleep(50);
       const channel = (id: string) => `${prefix}ch:node:${id}`.toLowerCase();
       const pub = (to: string, m: string) => `publish ${channel(to)} m${m}`;
-      // Exactly these commands, in this order: the answers' confirmation is the +OK of the
-      // CLIENT REPLY ON that the counted publishes need anyway.
-      expect(seen.filter((c) => c.source === quietAddr).map((c) => c.args.join(' ').toLowerCase())).toEqual([
+      // Exactly these commands, in this order: the answers' confirmation is the CLIENT REPLY ON
+      // that the counted publishes need anyway, with the ECHO of its token.
+      const onQuiet = seen.filter((c) => c.source === quietAddr).map((c) => c.args.join(' ').toLowerCase());
+      expect(onQuiet.map((c) => c.replace(/^echo \d+$/, 'echo TOKEN'))).toEqual([
         pub(a.nodeId, 'answer 0'),
         'client reply on',
+        'echo TOKEN',
         pub(a.nodeId, 'note 1'),
         pub('nobody', 'note 2'),
         'client reply off',
         pub(a.nodeId, 'answer 3'),
         'client reply on',
+        'echo TOKEN',
         ...Array.from({ length: n }, (_, i) => pub(i === 1 ? 'nobody' : a.nodeId, `req ${i}`)),
         'client reply off',
       ]);
+      // Each confirmation's own token.
+      const tokens = onQuiet.filter((c) => c.startsWith('echo '));
+      expect(new Set(tokens).size).toBe(tokens.length);
       // Nothing of it on the command connection.
       expect(seen.filter((c) => c.source === cmdAddr && c.args[0] === 'PUBLISH')).toEqual([]);
     } finally {

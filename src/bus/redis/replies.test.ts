@@ -2,17 +2,60 @@ import { describe, expect, it } from 'vitest';
 import { BusTimeoutError } from '../errors.ts';
 import { prng } from '../../prng.ts';
 import { PushReader } from './push-reader.ts';
-import { integerReply, okReply, ReplyError, ReplyQueue, type Awaited } from './replies.ts';
+import { BusUnavailableError } from '../errors.ts';
+import { DONE, integerReply, MORE, ReplyError, ReplyQueue, WRONG, type Awaited } from './replies.ts';
 
-/** An awaited reply that records what it got. */
+/** An awaited reply that records what it got (a late one is not recorded). */
 function awaiting(asked = performance.now()): Awaited & { got: Array<number | string | Error> } {
   const got: Array<number | string | Error> = [];
   return {
     asked,
     got,
-    reply(b, start, end) {
-      const n = b[start] === 0x2b ? (okReply(b, start, end) ?? 'OK') : integerReply(b, start, end);
-      got.push(n);
+    reply(b, start, end, late) {
+      if (!late) got.push(b[start] === 0x2b ? b.toString('latin1', start + 1, end - 2) : integerReply(b, start, end));
+      return DONE;
+    },
+    fail(err) {
+      got.push(err);
+    },
+  };
+}
+
+/** A count (or an error): anything else is another command's reply. */
+function counted(): Awaited & { got: Array<number | Error> } {
+  const got: Array<number | Error> = [];
+  return {
+    asked: performance.now(),
+    got,
+    reply(b, start, end, late) {
+      if (b[start] !== 0x3a && b[start] !== 0x2d) return WRONG;
+      if (!late) got.push(integerReply(b, start, end));
+      return DONE;
+    },
+    fail(err) {
+      got.push(err);
+    },
+  };
+}
+
+/** +OK then `$token`, as quiet.ts's confirmation: only it claims its token's reply. */
+function marker(token: string): Awaited & { got: Array<string | Error> } {
+  const got: Array<string | Error> = [];
+  const echoed = `$${token.length}\r\n${token}\r\n`;
+  let on = false;
+  const claims = (b: Buffer, start: number, end: number) => b.toString('latin1', start, end) === echoed;
+  return {
+    asked: performance.now(),
+    got,
+    claims,
+    reply(b, start, end, late) {
+      if (!on && b[start] === 0x2b) {
+        on = true;
+        return MORE;
+      }
+      if (!claims(b, start, end)) return WRONG;
+      if (!late) got.push(token);
+      return DONE;
     },
     fail(err) {
       got.push(err);
@@ -129,5 +172,78 @@ describe('ReplyQueue', () => {
     expect((queue as unknown as { slots: unknown[] }).slots.length).toBeLessThan(100);
     queue.frames(Buffer.from(':9\r\n'));
     expect(last.got).toEqual([9]);
+  });
+
+  it('commands Redis refused in silence fail, and the next confirmation finds the order again, across any cut', () => {
+    // Block 1 (a confirmation and a count) was refused while replies were off: no reply at all.
+    // Block 2's replies: its +OK, its token, then two counts.
+    const wire = Buffer.from('+OK\r\n$1\r\n2\r\n:1\r\n:0\r\n');
+    for (let cut = 0; cut <= wire.length; cut++) {
+      const lost: string[] = [];
+      const queue = new ReplyQueue(
+        60_000,
+        () => {
+          throw new Error('a frame nobody waited for');
+        },
+        (why) => lost.push(why),
+      );
+      const [m1, c1, m2, c2, c3] = [marker('1'), counted(), marker('2'), counted(), counted()];
+      for (const a of [m1, c1, m2, c2, c3]) queue.push(a);
+      const reader = new PushReader(undefined, (frames) => queue.frames(frames));
+      reader.write(Buffer.from(wire.subarray(0, cut)));
+      reader.write(Buffer.from(wire.subarray(cut)));
+      expect(lost).toEqual([]);
+      expect(m1.got).toHaveLength(1);
+      expect(m1.got[0]).toBeInstanceOf(BusUnavailableError);
+      expect(c1.got).toHaveLength(1);
+      expect(c1.got[0]).toBeInstanceOf(BusUnavailableError);
+      expect([m2.got, c2.got, c3.got]).toEqual([['2'], [1], [0]]);
+      expect(queue.length).toBe(0);
+    }
+  });
+
+  it('a refused block that timed out already is passed over without failing twice', async () => {
+    const queue = new ReplyQueue(30);
+    const [m1, c1] = [marker('1'), counted()];
+    queue.push(m1);
+    queue.push(c1);
+    await expect.poll(() => c1.got.length, { timeout: 2000 }).toBe(1);
+    const [m2, c2] = [marker('2'), counted()];
+    queue.push(m2);
+    queue.push(c2);
+    queue.frames(Buffer.from('+OK\r\n$1\r\n2\r\n:1\r\n'));
+    expect(m1.got).toHaveLength(1);
+    expect(m1.got[0]).toBeInstanceOf(BusTimeoutError);
+    expect(c1.got).toHaveLength(1);
+    expect(c1.got[0]).toBeInstanceOf(BusTimeoutError);
+    expect([m2.got, c2.got]).toEqual([['2'], [1]]);
+    expect(queue.length).toBe(0);
+  });
+
+  it('a reply no command claims: the order is lost, every waiting command fails, and nothing more is read', () => {
+    const lost: string[] = [];
+    const other: string[] = [];
+    const queue = new ReplyQueue(
+      60_000,
+      (b) => other.push(b.toString()),
+      (why) => lost.push(why),
+    );
+    const [m1, c1] = [marker('1'), counted()];
+    queue.push(m1);
+    queue.push(c1);
+    // The -BUSY of a CLIENT REPLY OFF refused while replies were on, where a confirmation waits.
+    queue.frames(Buffer.from('-BUSY Redis is busy running a script\r\n+OK\r\n$1\r\n1\r\n:1\r\n'));
+    expect(lost).toHaveLength(1);
+    expect(lost[0]).toMatch(/-BUSY Redis is busy/);
+    expect(m1.got).toHaveLength(1);
+    expect(m1.got[0]).toBeInstanceOf(BusUnavailableError);
+    expect(c1.got).toHaveLength(1);
+    expect(c1.got[0]).toBeInstanceOf(BusUnavailableError);
+    const later = counted();
+    queue.push(later);
+    expect(later.got[0]).toBeInstanceOf(BusUnavailableError);
+    queue.frames(Buffer.from(':1\r\n'));
+    expect(other).toEqual([]);
+    expect(lost).toHaveLength(1);
   });
 });
