@@ -164,8 +164,35 @@ async function quiet(
   return { q, client };
 }
 
-/** Until Redis answers `probe` (connected before the script) with -BUSY: past busy-reply-threshold. */
-async function busy(probe: Redis): Promise<void> {
+/** A quiet connection through a fresh proxy, and a subscriber on a channel of its own. */
+async function proxied(timeoutMs: number, confirmMs?: number, warn?: (why: string) => void) {
+  const proxy = await Proxy.start();
+  cleanup.push(() => proxy.close());
+  const name = `quiet-faults-${uid()}`;
+  const { q } = await quiet(proxy.url, name, timeoutMs, confirmMs, warn);
+  const ch = `quiet-faults:${uid()}`;
+  const got = await listen(ch);
+  return { proxy, name, q, ch, got, link: proxy.link(name) };
+}
+
+/** A promise's value, or its error. */
+const outcome = <T>(p: Promise<T>): Promise<T | Error> =>
+  p.then(
+    (v) => v,
+    (err: Error) => err,
+  );
+
+/**
+ * Starts another client's script that keeps Redis busy for `ms`, and waits until Redis refuses
+ * other clients' commands with -BUSY (past busy-reply-threshold). `ended`: the script's result.
+ */
+async function busyFor(url: string, ms: number): Promise<{ ended: Promise<unknown> }> {
+  const probe = helper(url); // connected before the script, to be answered -BUSY
+  await probe.ping();
+  const spin = helper(url).eval(
+    `local t=redis.call('TIME') local s=t[1]*1e6+t[2] while true do local n=redis.call('TIME') if n[1]*1e6+n[2]-s>${ms * 1000} then break end end return 1`,
+    0,
+  );
   await waitFor(
     () =>
       probe.ping().then(
@@ -175,6 +202,7 @@ async function busy(probe: Redis): Promise<void> {
     5000,
     'Redis busy with the script',
   );
+  return { ended: spin };
 }
 
 /** A subscriber on `channel` that records what it hears. */
@@ -191,13 +219,8 @@ describe('quiet connection, replies a byte per read', () => {
   // The reply reader on a real connection whose replies come a byte per read, each kind of
   // command in one turn.
   it('replies read a byte at a time are matched to their commands', async () => {
-    const proxy = await Proxy.start();
-    cleanup.push(() => proxy.close());
-    const name = `quiet-faults-${uid()}`;
-    const { q } = await quiet(proxy.url, name, 5000);
-    proxy.link(name).trickle = true;
-    const ch = `quiet-faults:${uid()}`;
-    const got = await listen(ch);
+    const { q, ch, got, link } = await proxied(5000);
+    link.trickle = true;
     const results = await Promise.all([
       q.publish(ch, 'a'),
       q.publishCounted(ch, 'b'),
@@ -214,29 +237,17 @@ describe('quiet connection, replies a byte per read', () => {
 describe('quiet connection, closed with part of a reply read', () => {
   // The connection closes with part of a reply frame held in the reader.
   it('counted publishes and unconfirmed messages settle at once, and the next connection reads its replies from the start', async () => {
-    const proxy = await Proxy.start();
-    cleanup.push(() => proxy.close());
-    const name = `quiet-faults-${uid()}`;
-    const { q } = await quiet(proxy.url, name, 10_000, 60_000);
-    const ch = `quiet-faults:${uid()}`;
-    const got = await listen(ch);
-    const link = proxy.link(name);
-    const quietMsg = q.publish(ch, 'quiet').then(
-      () => 'resolved',
-      (err: Error) => err,
-    );
+    const { q, ch, got, link } = await proxied(10_000, 60_000);
+    const quietMsg = outcome(q.publish(ch, 'quiet'));
     link.hold = true;
-    const counted = q.publishCounted(ch, 'counted').then(
-      (n) => n,
-      (err: Error) => err,
-    );
+    const counted = outcome(q.publishCounted(ch, 'counted'));
     await waitFor(() => link.heldBack.length > 0, 2000, "Redis' replies");
     const replies = Buffer.concat(link.heldBack.splice(0));
     // CLIENT REPLY ON's +OK, the confirmation's token, and the count.
     expect(replies.toString()).toMatch(/^\+OK\r\n\$\d+\r\n\d+\r\n:1\r\n$/);
     link.client.write(replies.subarray(0, replies.indexOf(':') + 1)); // up to ':' of the count
     await sleep(50);
-    expect(await quietMsg).toBe('resolved'); // confirmed by the +OK and the token
+    expect(await quietMsg).toBe(undefined); // confirmed by the +OK and the token
     link.client.destroy();
     const err = await counted;
     expect(err).toBeInstanceOf(BusTimeoutError);
@@ -250,22 +261,11 @@ describe('quiet connection, closed with part of a reply read', () => {
 
 describe('quiet connection, a reply no command waits for', () => {
   it('fails what waits on it (quiet messages to be sent again, counted ones in doubt) and is replaced by a new connection', async () => {
-    const proxy = await Proxy.start();
-    cleanup.push(() => proxy.close());
-    const name = `quiet-faults-${uid()}`;
     const warned: string[] = [];
-    const { q } = await quiet(proxy.url, name, 10_000, 60_000, (why) => warned.push(why));
-    const ch = `quiet-faults:${uid()}`;
-    const got = await listen(ch);
-    const link = proxy.link(name);
-    const settled = <T>(p: Promise<T>) =>
-      p.then(
-        (v) => v,
-        (err: Error) => err,
-      );
-    const quietMsg = settled(q.publish(ch, 'quiet'));
+    const { proxy, name, q, ch, got, link } = await proxied(10_000, 60_000, (why) => warned.push(why));
+    const quietMsg = outcome(q.publish(ch, 'quiet'));
     link.hold = true; // Redis' replies to the turn below wait in the proxy
-    const counted = settled(q.publishCounted(ch, 'counted'));
+    const counted = outcome(q.publishCounted(ch, 'counted'));
     await waitFor(() => link.heldBack.length > 0, 2000, "Redis' replies");
     // Where the confirmation's +OK is due, an error: what a CLIENT REPLY OFF refused while replies
     // were on (-BUSY) sends. Nothing shows which command it belongs to.
@@ -300,14 +300,7 @@ describe('quiet connection, commands refused in silence (Redis busy with a long 
     // Another client's script keeps Redis busy for 1.5 s: past the threshold, Redis answers every
     // other client's command with -BUSY, and a client whose replies are off with nothing at all:
     // its CLIENT REPLY ON is refused too, so the commands behind it get no reply either.
-    const probe = helper(redis.url);
-    await probe.ping();
-    const spinner = helper(redis.url);
-    const spin = spinner.eval(
-      "local t=redis.call('TIME') local s=t[1]*1e6+t[2] while true do local n=redis.call('TIME') if n[1]*1e6+n[2]-s>1500000 then break end end return 1",
-      0,
-    );
-    await busy(probe);
+    const spin = (await busyFor(redis.url, 1500)).ended;
     await expect(q.publishCounted(ch, 'during')).rejects.toBeInstanceOf(BusTimeoutError); // in doubt: fair
     expect(await spin).toBe(1);
     await waitFor(() => q.ready, 5000, 'the quiet connection usable'); // as every caller asks
@@ -346,14 +339,7 @@ describe('quiet connection, commands refused in silence (Redis busy with a long 
     await waitFor(() => b.quietReady, 2000, 'the quiet connection');
     const atA: string[] = [];
     a.onNodeMessage((m) => atA.push(m));
-    const probe = helper(redis.url);
-    await probe.ping();
-    const spinner = helper(redis.url);
-    const spin = spinner.eval(
-      "local t=redis.call('TIME') local s=t[1]*1e6+t[2] while true do local n=redis.call('TIME') if n[1]*1e6+n[2]-s>1500000 then break end end return 1",
-      0,
-    );
-    await busy(probe);
+    const spin = (await busyFor(redis.url, 1500)).ended;
     await expect(b.sendToNode(a.nodeId, 'during')).rejects.toBeInstanceOf(BusTimeoutError); // in doubt: fair
     expect(await spin).toBe(1);
     const settled = (p: Promise<boolean>) =>

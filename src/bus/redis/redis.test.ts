@@ -39,6 +39,15 @@ async function clientId(admin: Redis, name: string): Promise<string> {
 /** Redis' id for `bus`'s quiet connection. */
 const quietClientId = (admin: Redis, bus: RedisBus) => clientId(admin, `phonebridge:${bus.nodeId}:quiet`);
 
+/** A node on a Redis user that may run every command but what `rule` denies ('-eval'). */
+async function nodeAs(admin: Redis, user: string, rule: string): Promise<RedisBus> {
+  await admin.acl('SETUSER', user, 'on', '>pw', '~*', '&*', '+@all', rule);
+  const url = new URL(REDIS_URL);
+  url.username = user;
+  url.password = 'pw';
+  return node(`n-${uid()}`, fast, url.toString());
+}
+
 describe('RedisBus across nodes', () => {
   it('control events reach every node, the publisher included, exactly once', async () => {
     const [a, b] = [await node(), await node()];
@@ -340,11 +349,7 @@ describe('RedisBus across nodes', () => {
     const admin = new Redis(REDIS_URL);
     const user = `pb-noecho-${uid()}`;
     try {
-      await admin.acl('SETUSER', user, 'on', '>pw', '~*', '&*', '+@all', '-echo');
-      const url = new URL(REDIS_URL);
-      url.username = user;
-      url.password = 'pw';
-      const b = await node(`n-${uid()}`, fast, url.toString());
+      const b = await nodeAs(admin, user, '-echo');
       // The quiet connection's probe was refused (Redis logs the denial), and it stays unused.
       const refused = async () =>
         ((await admin.acl('LOG')) as unknown[][]).some((e) => {
@@ -374,11 +379,7 @@ describe('RedisBus across nodes', () => {
     const admin = new Redis(REDIS_URL);
     const user = `pb-noeval-${uid()}`;
     try {
-      await admin.acl('SETUSER', user, 'on', '>pw', '~*', '&*', '+@all', '-eval');
-      const url = new URL(REDIS_URL);
-      url.username = user;
-      url.password = 'pw';
-      const b = await node(`n-${uid()}`, fast, url.toString());
+      const b = await nodeAs(admin, user, '-eval');
       await waitFor(() => b.quietReady, 2000, 'the quiet connection (answers)');
       const got: string[] = [];
       a.onNodeMessage((m) => got.push(m));
