@@ -29,7 +29,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { RelayChild, startRelayChild as StartRelayChild } from './fleet-relay.ts';
 import { forkChild } from './lib/ipc-child.ts';
-import { processCpuUs } from './lib/proc-cpu.ts';
+import { processCpuTimeUs } from './lib/proc-cpu.ts';
 import { probedSession } from './lib/probed-session.ts';
 
 type Json = any;
@@ -65,10 +65,7 @@ const bound = setTimeout(
 );
 bound.unref();
 
-const cpuUs = (pid: number) => {
-  const c = processCpuUs(pid);
-  return c.user + c.system;
-};
+const cpuUs = (pid: number) => processCpuTimeUs(pid);
 
 const child = (args: string[]) => forkChild(ROLES, args);
 

@@ -20,7 +20,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { forkChild, serveParent } from './lib/ipc-child.ts';
-import { processCpuUs } from './lib/proc-cpu.ts';
+import { processCpuTimeUs, processCpuUs } from './lib/proc-cpu.ts';
 import { traceSyscalls } from './lib/strace.ts';
 import { perCall, redisCounter, type RedisCounter } from './lib/redis-commands.ts';
 import { probedSession } from './lib/probed-session.ts';
@@ -118,8 +118,7 @@ interface JobResult {
 }
 
 function cpuUs(pid: number | 'self'): number {
-  const c = processCpuUs(pid);
-  return c.user + c.system;
+  return processCpuTimeUs(pid);
 }
 
 function loadMain(): Promise<void> {
