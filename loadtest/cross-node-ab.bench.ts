@@ -65,8 +65,6 @@ const bound = setTimeout(
 );
 bound.unref();
 
-const cpuUs = (pid: number) => processCpuTimeUs(pid);
-
 const child = (args: string[]) => forkChild(ROLES, args);
 
 const session = (url: string, key: string) => probedSession(url, { 'x-api-key': key }, 'cross-node-ab');
@@ -141,9 +139,9 @@ try {
   ): Promise<Result> => {
     if (label) for (const n of t.nodes) await n.profile('between-runs');
     const pids = t.nodes.map((n) => n.child.pid!);
-    const before = pids.map(cpuUs);
+    const before = pids.map((p) => processCpuTimeUs(p));
     const r: Json = await load.call({ op: 'run', job: { ...job, url: t.url, headers: t.headers, tool: 'echo' } });
-    const byNode = pids.map((p, i) => (cpuUs(p) - before[i]) / Math.max(1, r.calls)) as [number, number];
+    const byNode = pids.map((p, i) => (processCpuTimeUs(p) - before[i]) / Math.max(1, r.calls)) as [number, number];
     if (label)
       for (const [i, n] of t.nodes.entries())
         await n.profile(`p-${t.name}-${label}-${i === 0 ? 'phone' : 'origin'}-calls${r.calls}`);

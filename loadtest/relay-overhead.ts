@@ -7,8 +7,8 @@
 //   cluster   two phonebridge nodes over Redis + Postgres, the client on the node without the phone
 // Per target: closed-loop calls/s, p50/p99 at a fixed arrival rate of half the baseline's peak
 // (open loop: latency counted from each call's scheduled start), server CPU µs per call
-// (every thread's schedstat: lib/proc-cpu.ts), send syscalls per call (strace -c, when installed) and 256 KiB answers in
-// MB/s. Four processes: the targets, one phone process (the reference agent, one socket per
+// (every thread's schedstat: lib/proc-cpu.ts), send syscalls per call (strace -c, when
+// installed) and 256 KiB answers in MB/s. Four processes: the targets, one phone process (the reference agent, one socket per
 // relay, plus the direct server), one load generator, and this one. 127.0.0.1 only; bounded.
 // Exits non-zero when a target of docs/BENCHMARKS.md is missed; writes DIR/report.json.
 import { spawnSync } from 'node:child_process';
@@ -117,9 +117,7 @@ interface JobResult {
   cpuUs: number;
 }
 
-function cpuUs(pid: number | 'self'): number {
-  return processCpuTimeUs(pid);
-}
+const cpuUs = processCpuTimeUs;
 
 function loadMain(): Promise<void> {
   serveParent({ run: (m) => runJob(m.job as Job) });

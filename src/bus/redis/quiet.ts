@@ -52,11 +52,6 @@ interface Waiter {
   reject(err: Error): void;
 }
 
-/** `ECHO token`, as RESP. */
-function echo(token: string): string {
-  return `*2\r\n$4\r\nECHO\r\n$${token.length}\r\n${token}\r\n`;
-}
-
 /**
  * `CLIENT REPLY ON`'s +OK and the ECHO of a token behind it: Redis read every quiet message
  * written before them. Only this confirmation's ECHO answers its token, so its reply shows
@@ -65,13 +60,17 @@ function echo(token: string): string {
 class Confirmation implements Awaited {
   readonly asked = performance.now();
   private on = false;
-  /** `token`'s reply, as RESP. */
+  /** The token as a bulk string: the ECHO's argument, and so its reply. */
   private readonly echoed: string;
   constructor(
     private readonly batch: Waiter[],
     token: string,
   ) {
     this.echoed = `$${token.length}\r\n${token}\r\n`;
+  }
+  /** `CLIENT REPLY ON` and `ECHO token`, as RESP. */
+  get command(): string {
+    return `${ON}*2\r\n$4\r\nECHO\r\n${this.echoed}`;
   }
   reply(b: Buffer, start: number, end: number, late: boolean): Verdict {
     if (!this.on && b[start] === 0x2b) {
@@ -347,9 +346,9 @@ export class QuietPublisher {
     this.bytes = 0;
     clearTimeout(this.timer);
     this.timer = undefined;
-    const token = String(++this.tokens);
-    t.add(ON + echo(token));
-    replies.push(new Confirmation(batch, token));
+    const c = new Confirmation(batch, String(++this.tokens));
+    t.add(c.command);
+    replies.push(c);
     this.repliesOn = true;
   }
 
