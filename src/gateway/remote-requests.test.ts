@@ -35,7 +35,7 @@ describe('RemoteRequests deadlines', () => {
         if (t.settle(rid)) timedOut.push({ rid, at: performance.now(), route });
       },
       routeAgain: () => {},
-      isMoving: () => Promise.resolve(false),
+      movedFrom: () => Promise.resolve(false),
     });
     table = t;
     const started = performance.now();
@@ -58,7 +58,7 @@ describe('RemoteRequests deadlines', () => {
     const t = new RemoteRequests({} as GatewayContext, {} as PeerDirectory, {
       timedOut: (rid) => timedOut.push(rid),
       routeAgain: () => {},
-      isMoving: () => Promise.resolve(false),
+      movedFrom: () => Promise.resolve(false),
     });
     table = t;
     t.add(pending(1), 20);

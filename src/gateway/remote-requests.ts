@@ -20,8 +20,11 @@ export interface RemoteRequestsHost {
   timedOut(rid: number, r: Route): void;
   /** Routes a request again from the start: its node left before running it. */
   routeAgain(r: Route): void;
-  /** Whether the phone is between nodes (a drain moved it). */
-  isMoving(deviceId: string): Promise<boolean>;
+  /**
+   * Whether `node` handed the phone over on purpose a moment ago (a drain: it had stopped
+   * starting work on the phone). A phone moving between two other nodes says nothing of it.
+   */
+  movedFrom(deviceId: string, node: string): Promise<boolean>;
 }
 
 export class RemoteRequests {
@@ -120,8 +123,9 @@ export class RemoteRequests {
    * very claim the request was addressed to, that claim is the live process's (a restart under
    * the same id reaps its predecessor's claims before anyone hears of it): the request is
    * there, so wait for its answer. Otherwise the request was never started if the node said
-   * goodbye or the phone was moving away from it (it had stopped starting work on the phone):
-   * route it again. A crashed node may have run it: fail it, clearly.
+   * goodbye or marked the phone as moving away from it (it had stopped starting work on the
+   * phone): route it again. A crashed node may have run it, even one the phone had just moved
+   * to from a third node: fail it, clearly.
    */
   private async afterNodeDown(
     p: RemotePending,
@@ -129,7 +133,7 @@ export class RemoteRequests {
     saidBye: boolean,
   ): Promise<'wait' | 'route again' | 'fail'> {
     if (owner?.nodeId === p.node && owner.epoch === p.epoch) return 'wait';
-    if (saidBye || (await this.host.isMoving(p.route.deviceId).catch(() => false))) return 'route again';
+    if (saidBye || (await this.host.movedFrom(p.route.deviceId, p.node).catch(() => false))) return 'route again';
     return 'fail';
   }
 
@@ -152,14 +156,16 @@ export class RemoteRequests {
       }
       for (const [deviceId, list] of byDevice) {
         const owner = await this.peers.lookupOwner(deviceId);
-        let moving: boolean | undefined;
+        const handedOverBy = new Map<string, boolean>();
         for (const [rid, p] of list) {
           if (owner?.nodeId === p.node) continue;
           // A phone handed over on purpose: its old node had stopped starting work on it, so its
           // answer, its `redo`, its goodbye or its departure decides (nodeGone), not a guess.
           if (this.peers.hasDeparted(p.node)) continue;
-          moving ??= await this.host.isMoving(deviceId);
-          if (moving) continue;
+          let handedOver = handedOverBy.get(p.node);
+          if (handedOver === undefined)
+            handedOverBy.set(p.node, (handedOver = await this.host.movedFrom(deviceId, p.node)));
+          if (handedOver) continue;
           this.settle(rid)?.route.sink.fail(
             relayError('device_offline', 'the phone left the relay node that was serving the request'),
           );

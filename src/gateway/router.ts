@@ -17,7 +17,7 @@
 import { relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
 import { offlineRefusal } from '../protocol/scopes.ts';
 import type { JsonRpcId, JsonRpcRequest } from '../protocol/jsonrpc.ts';
-import { BusTimeoutError, BusUnavailableError, type DeviceOwner } from '../bus/index.ts';
+import { BusTimeoutError, BusUnavailableError, type Bus, type DeviceOwner } from '../bus/index.ts';
 import { decodeNodeMessage, reqHeaderLine, ridHeaderLine, UnreadableFormatError } from '../bus/formats.ts';
 import type { Scope } from '../store/types.ts';
 import type { CallHandle, Caller, DeviceConnection, ReplySink } from './device-connection.ts';
@@ -60,11 +60,34 @@ const MAX_GONE = 2;
 const OFFLINE_LOOKUP_MS = 500;
 
 export const movingKey = (deviceId: string) => `moving:${deviceId}`;
+/**
+ * Set beside movingKey by the node the phone moves away from: requests that node held are known
+ * never to have started there only if that very node marked the phone (RemoteRequests).
+ */
+export const movedFromKey = (deviceId: string, nodeId: string) => `moved:${deviceId}:${nodeId}`;
+
+/** The marks a node leaving a phone sets (Router.markMoving): moving, and moved from this node. */
+export async function markHandedOver(bus: Pick<Bus, 'mark' | 'nodeId'>, deviceId: string): Promise<void> {
+  await Promise.all([
+    bus.mark(movingKey(deviceId), MOVE_GRACE_MS).catch(() => {}),
+    bus.mark(movedFromKey(deviceId, bus.nodeId), MOVE_GRACE_MS).catch(() => {}),
+  ]);
+}
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
+/**
+ * Where this process's request ids on the bus start: a random point below 2^48, so that a node
+ * restarted under the same id never takes its predecessor's answers, still on their way, for its
+ * own requests (docs/decisions/0243-request-ids-unique-per-process.md). Exact in a double, and
+ * within the 15 digits the header readers take for as long as a node runs.
+ */
+export function firstRid(): number {
+  return 1 + Math.floor(Math.random() * 2 ** 48);
+}
+
 export class Router {
-  private nextRid = 1;
+  private nextRid = firstRid();
   /** Requests this node accepted from its clients and has not answered yet. */
   private readonly active = idTable<Route>();
   /** Origin side: requests this node sent to an owner node. */
@@ -85,12 +108,13 @@ export class Router {
     this.remote = new RemoteRequests(ctx, this.peers, {
       timedOut: (rid, r) => this.timedOut(rid, r),
       routeAgain: (r) => this.routeAgain(r),
-      isMoving: (deviceId) => this.isMoving(deviceId),
+      movedFrom: async (deviceId, node) => (await ctx.bus.peek(movedFromKey(deviceId, node))) > 0,
     });
     const bus = ctx.bus;
     bus.onNodeBytes((m) => this.onMessage(m));
     bus.onNodeDown((node) => {
       this.peers.forgetNode(node);
+      this.served.originGone(node);
       void this.remote.nodeGone(node, 'down');
     });
     bus.onUnavailable(() => {
@@ -337,7 +361,7 @@ export class Router {
    */
   async markMoving(deviceId: string): Promise<void> {
     this.handedOver.add(deviceId);
-    await this.ctx.bus.mark(movingKey(deviceId), MOVE_GRACE_MS).catch(() => {});
+    await markHandedOver(this.ctx.bus, deviceId);
   }
 
   /** True while the phone is between nodes: held requests keep waiting for it. */
@@ -365,6 +389,8 @@ export class Router {
           try {
             await local.ready();
           } catch {
+            // A socket that replaced this one during its handshake may serve the request.
+            if (!r.done && this.usableLocal(r.deviceId) !== local) continue;
             return void r.sink.fail(relayError('device_offline', 'the phone did not complete initialize'));
           }
           if (r.done) return;
@@ -602,6 +628,7 @@ export class Router {
       case 'bye': {
         goodbyes.received.inc();
         this.peers.saidBye(h.from);
+        this.served.originGone(h.from);
         void this.remote.nodeGone(h.from, 'bye');
         return;
       }

@@ -71,16 +71,11 @@ export class ServedRequests {
     if (h.b) {
       const req = forwardedBytes(h, payload);
       if (!req) return sink.fail(relayError('relay_error', 'malformed forwarded request'));
-      if (!conn.isReady) {
-        try {
-          await conn.ready();
-        } catch {
-          return sink.fail(relayError('device_offline', 'the phone did not complete initialize'));
-        }
-      }
+      if (!conn.isReady && !(await this.untilReady(conn, sink))) return;
       // The caller context is in the params already (paramsWithCaller on the origin).
       const relayId = conn.handleClientBytes(req, EMPTY, caller, sink, h.timeoutMs);
       if (!sink.done && relayId !== 0) this.serving(sink, conn, relayId);
+      else this.unserve(sink);
       return;
     }
     let params: Record<string, unknown> | undefined;
@@ -89,11 +84,7 @@ export class ServedRequests {
     } catch {
       return sink.fail(relayError('relay_error', 'malformed forwarded request'));
     }
-    try {
-      await conn.ready();
-    } catch {
-      return sink.fail(relayError('device_offline', 'the phone did not complete initialize'));
-    }
+    if (!conn.isReady && !(await this.untilReady(conn, sink))) return;
     const cancel = conn.handleClientRequest(
       { jsonrpc: '2.0', id: h.id, method: h.method, params },
       params,
@@ -103,6 +94,7 @@ export class ServedRequests {
     );
     // Answers from the cache settle synchronously: nothing left to cancel then.
     if (!sink.done) this.serving(sink, undefined, 0, cancel);
+    else this.unserve(sink);
   }
 
   /** The origin's notifications/cancelled or its client gone (`cancel`). */
@@ -115,11 +107,41 @@ export class ServedRequests {
     this.served.get(servedKey(from, rid), this.hashOf(from, rid))?.orphan();
   }
 
+  /**
+   * Node `from` said goodbye or died: nobody can take the answers of the requests it sent here,
+   * so they stop counting against their keys, as a client gone for good does
+   * (docs/decisions/0042-abandoned-calls.md, 0243).
+   */
+  originGone(from: string): void {
+    for (const [, s] of this.served.entries()) if (s.from === from) s.orphan();
+  }
+
+  /**
+   * Waits for the phone's initialize before request `s` starts. The request is in the table
+   * meanwhile: a cancel or orphan read with it from the same message batch (handled before this
+   * wait ends) is kept and applied, not lost. False when it must not start: the phone did not
+   * initialize (`s` failed), or the origin cancelled it meanwhile.
+   */
+  private async untilReady(conn: DeviceConnection, s: Served): Promise<boolean> {
+    this.served.set(s.key, s, s.keyHash);
+    try {
+      await conn.ready();
+    } catch {
+      s.fail(relayError('device_offline', 'the phone did not complete initialize'));
+      return false;
+    }
+    if (!s.cancelledEarly) return true;
+    // The origin has failed its client already and expects nothing more.
+    s.drop();
+    return false;
+  }
+
   private serving(s: Served, conn: DeviceConnection | undefined, relayId: number, handle?: CallHandle): void {
     s.conn = conn;
     s.relayId = relayId;
     s.handle = handle;
     this.served.set(s.key, s, s.keyHash);
+    if (s.orphanedEarly) s.orphan();
   }
 
   /**
@@ -192,6 +214,15 @@ class Served implements ReplySink {
     this.until = Date.now() + h.timeoutMs + ORIGIN_GRACE_MS;
   }
 
+  /** Cancelled or orphaned by the origin before it started (ServedRequests.untilReady). */
+  cancelledEarly = false;
+  orphanedEarly = false;
+
+  /** The node that sent the request, where its answers go. */
+  get from(): string {
+    return this.h.from;
+  }
+
   respond(frame: Buffer): void {
     this.answered(frame);
   }
@@ -228,12 +259,21 @@ class Served implements ReplySink {
   /** The origin's notifications/cancelled or its client gone (`cancel`). */
   cancel(): void {
     if (this.conn) this.conn.cancelCall(this.relayId);
-    else this.handle?.();
+    else if (this.handle) this.handle();
+    else this.cancelledEarly = true;
   }
 
   orphan(): void {
     if (this.conn) this.conn.orphanCall(this.relayId);
-    else this.handle?.orphan?.();
+    else if (this.handle) this.handle.orphan?.();
+    else this.orphanedEarly = true;
+  }
+
+  /** Never started, and nothing sent back (the origin cancelled it). */
+  drop(): void {
+    this.done = true;
+    this.owner.unserve(this);
+    if (this.consumer) endServe(this.consumer, relayError('cancelled'));
   }
 
   /**

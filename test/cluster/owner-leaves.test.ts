@@ -12,7 +12,7 @@ import { DeviceAgent, silentLogger } from '../../src/device/agent/index.ts';
 import { createEchoServer, type EchoServerControl } from '../fixtures/echo-server.ts';
 import { RedisBus } from '../../src/bus/redis/index.ts';
 import { quietLog, REDIS_URL } from '../../src/bus/redis/test-support.ts';
-import { MOVE_GRACE_MS, movingKey } from '../../src/gateway/router.ts';
+import { markHandedOver, MOVE_GRACE_MS, movingKey } from '../../src/gateway/router.ts';
 import type { ClusterNode } from '../../services/cluster.ts';
 
 let tc: TestCluster;
@@ -204,7 +204,7 @@ describe('an owner that hands its phone over (drain)', () => {
       leavingOwner('after the redo', async ({ phone, z, epoch, call, reachedZ }) => {
         const pending = call();
         await reachedZ();
-        await z.bus.hit(movingKey(phone.deviceId), MOVE_GRACE_MS);
+        await markHandedOver(z.bus, phone.deviceId);
         await z.bus.releaseDevice(phone.deviceId, epoch);
         await phone.back();
         // The origin re-checks the owner of requests older than 0.5 s: let it see A own the phone.
