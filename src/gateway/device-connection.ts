@@ -599,12 +599,11 @@ export class DeviceConnection implements TurnWriter {
         }
         return;
       }
-      case 'notifications/cancelled': {
-        // The phone gave up on one of our requests.
-        const p = typeof params.requestId === 'number' ? this.settle(params.requestId) : undefined;
-        p?.sink.fail(relayError('cancelled', 'the phone cancelled the request'));
+      case 'notifications/cancelled':
+        // Its requestId names a request the phone sent, in the phone's own numbering (MCP: a
+        // cancellation goes the way its request went), never one of the relay's ids; and the
+        // relay answers the phone's requests at once, so there is nothing left to cancel.
         return;
-      }
       // Both keep the frame: a copy of the view.
       case 'notifications/tools/list_changed':
         this.surface.toolsChanged(Buffer.from(view));
