@@ -102,7 +102,11 @@ export interface Bus {
    */
   mark(key: string, ttlMs: number): Promise<void>;
 
-  /** Reaches every node, this one included, once each. */
+  /**
+   * Reaches every node, this one included, once each. Resolves once the event is on its way to
+   * every node: a client told "done" after it cannot reach another node before the event does
+   * (docs/decisions/0133-session-leases.md, "Staleness bounds").
+   */
   publishControl(event: ControlEvent): Promise<void>;
   onControl(handler: (event: ControlEvent) => void): void;
 

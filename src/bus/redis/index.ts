@@ -501,6 +501,11 @@ export class RedisBus implements Bus {
   }
   async publishControl(event: ControlEvent): Promise<void> {
     await this.op((r) => r.publish(this.chControl, encodeControl(event)));
+    // Redis writes a publish's reply and its messages to subscribers in one pass before it
+    // sleeps, in an order of its own: the reply may go first and, on a loaded machine, reach
+    // this node's client before a subscriber has the message. Redis reads the next command only
+    // after that pass, so its reply means every subscriber's socket holds the event.
+    await this.op((r) => r.ping());
   }
   onControl(handler: (event: ControlEvent) => void): void {
     this.on.control.add(handler);
