@@ -142,7 +142,9 @@ export class StatelessEndpoint {
     const open = () => (stream ??= new SseStream(ex, {}));
     // As on the session path: a slow answer becomes a stream so keep-alives flow.
     const early = sseOk ? setTimeout(() => ex.aborted || open(), SLOW_ANSWER_MS) : undefined;
-    const outcome = await this.forward(ex, cred, deviceId, msg, (frame) => open().send(frame), timeoutMs);
+    // JSON only without text/event-stream in Accept: progress is dropped (docs/decisions/0215-post-media-types.md).
+    const related = sseOk ? (frame: Buffer) => void open().send(frame) : undefined;
+    const outcome = await this.forward(ex, cred, deviceId, msg, related, timeoutMs);
     clearTimeout(early);
     const refusal = outcome.refusal?.data as { code?: string; scope?: Scope } | undefined;
     const forbidden = refusal?.code === 'insufficient_scope' && !stream;

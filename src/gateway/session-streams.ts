@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Bus } from '../bus/types.ts';
 import type { Hub, Listener } from './hub.ts';
-import type { SseStream } from './sse.ts';
+import { oneLine, type SseStream } from './sse.ts';
 
 /** How long a dropped GET stream keeps collecting events for its resumption. */
 export const DETACHED_GRACE_MS = 60_000;
@@ -51,12 +51,16 @@ export class EventStream {
     readonly sse: SseStream | undefined,
   ) {}
 
-  /** Buffers the event (for resumption) and, if connected, writes it with its id. */
+  /**
+   * Buffers the event (for resumption) and, if connected, writes it with its id. The phone's
+   * JSON may have line breaks between tokens; an SSE event's data is one line, so it is
+   * flattened here, once, and its replays (get-streams.ts) are one line too.
+   */
   send(data: string | Buffer): Promise<void> {
-    const text = typeof data === 'string' ? data : data.toString('utf8');
+    const text = oneLine(typeof data === 'string' ? data : data.toString('utf8'));
     this.chain = this.chain.then(async () => {
       const id = await this.bus.appendEvent(this.sessionId, this.streamId, text).catch(() => undefined);
-      this.sse?.send(text, id);
+      this.sse?.sendLine(text, id);
     });
     return this.chain;
   }

@@ -37,7 +37,8 @@ export interface AnswerHost {
  * when the client accepts it, an SSE stream (keep-alives so idle proxies do not cut a long
  * call, event ids so a dropped one resumes). A request carrying a progress token is always
  * an SSE stream (its progress travels on it only,
- * docs/decisions/0007-what-the-relay-rewrites.md). A call outside the
+ * docs/decisions/0007-what-the-relay-rewrites.md) when the client accepts one; without, its
+ * progress is dropped (docs/decisions/0215-post-media-types.md). A call outside the
  * credential's scopes is a 403 with the scope challenge.
  */
 export async function answerOne(
@@ -76,7 +77,9 @@ export async function answerOne(
     session.deviceId,
     session.id,
     msg,
-    (frame) => void open().send(frame),
+    // A client without text/event-stream in Accept gets JSON only, so its progress is dropped
+    // (docs/decisions/0215-post-media-types.md).
+    sseOk ? (frame) => void open().send(frame) : undefined,
     () => stream !== undefined,
   );
   clearTimeout(early);

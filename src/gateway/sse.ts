@@ -16,6 +16,18 @@ function singleLine(json: Buffer): Buffer {
   return copy;
 }
 
+/** singleLine for text: the same string, not a copy, when it has no line break. */
+export function oneLine(json: string): string {
+  if (json.indexOf('\n') < 0 && json.indexOf('\r') < 0) return json;
+  return json.replace(/[\r\n]/g, ' ');
+}
+
+/**
+ * Written when uWS reports the socket writable and nothing is queued: a comment line (ignored
+ * by SSE parsers) whose write makes uWS send what it holds (see waitWritable).
+ */
+const DRAIN = ':\n';
+
 // res.cork runs its callback synchronously: one shared callback instead of a closure per write.
 let corking: SseStream;
 const writeCorking = () => corking.writeNow();
@@ -29,6 +41,8 @@ export class SseStream implements TurnWriter {
   private scheduled = false;
   /** uWS holds more than the socket took: wait for onWritable before writing again. */
   private waiting = false;
+  /** The onWritable handler is registered (waitWritable). */
+  private writableSet = false;
   /** end() was called: the response ends once the queue is written. */
   private ending = false;
   closed = false;
@@ -61,11 +75,16 @@ export class SseStream implements TurnWriter {
     else this.closeHandlers.push(h);
   }
 
-  /** One JSON-RPC message as an SSE `message` event. */
+  /** One JSON-RPC message as an SSE `message` event; its data made one line, whatever its type. */
   send(data: string | Buffer, id?: string): boolean {
+    if (typeof data === 'string') return this.sendLine(oneLine(data), id);
     const head = `${id !== undefined ? `id: ${id}\n` : ''}event: message\ndata: `;
-    if (typeof data === 'string') return this.write(`${head}${data}\n\n`);
     return this.write(Buffer.concat([Buffer.from(head), singleLine(data), EVENT_END]));
+  }
+
+  /** send for text already made one line (EventStream.send flattens it once, before buffering). */
+  sendLine(line: string, id?: string): boolean {
+    return this.write(`${id !== undefined ? `id: ${id}\n` : ''}event: message\ndata: ${line}\n\n`);
   }
 
   write(chunk: string | Buffer): boolean {
@@ -121,14 +140,28 @@ export class SseStream implements TurnWriter {
     if (this.ending) res.end(undefined, false); // never closeConnection on a stream: see the headers above
   }
 
+  /**
+   * While an onWritable handler is registered, uWS leaves draining what it holds to it (its
+   * HttpContext returns from the writable event without draining, and stops polling for
+   * writable unless a write failed): so the handler always writes, the queue or DRAIN, and
+   * returns that write's result. Registered once; uWS keeps it until the response ends.
+   */
   private waitWritable(): void {
     this.waiting = true;
-    this.ex.res.onWritable(() => {
-      // The rest goes out at the end of this turn, in this response's own cork.
-      this.waiting = false;
-      if (this.queue.length > 0 || this.ending) this.schedule();
-      return true;
-    });
+    if (this.writableSet) return;
+    this.writableSet = true;
+    this.ex.res.onWritable(() => this.writable());
+  }
+
+  /** uWS's onWritable: writes there and then (no other socket holds the cork in a writable event, 0050). */
+  private writable(): boolean {
+    if (!this.waiting || this.ex.aborted) return true;
+    this.waiting = false;
+    if (this.queue.length === 0 && !this.ending) this.queue.push(DRAIN);
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- as in writeQueued
+    corking = this;
+    this.ex.res.cork(writeCorking);
+    return !this.waiting;
   }
 
   /**
