@@ -568,6 +568,10 @@ export class DeviceConnection implements TurnWriter {
     }
     if (f.kind === 'invalid') {
       this.log.warn({ deviceId: this.deviceId, reason: f.reason, bytes: view.length }, 'invalid frame from phone');
+      // An answer that is not one whole JSON object (cut short, or trailing data) is never
+      // forwarded; if its id was read whole, its call fails now rather than at its deadline.
+      const p = typeof f.id === 'number' ? this.settle(f.id) : undefined;
+      p?.sink.fail(relayError('relay_error', 'the phone sent an answer that is not one whole JSON object'));
       return;
     }
     const c = classify(f.value);

@@ -132,3 +132,91 @@ describe('inspectPhoneFrame', () => {
       });
   });
 });
+
+describe('inspectPhoneFrame: only one whole JSON object is a response', () => {
+  // Strings with braces, brackets, escaped quotes and backslashes, and multi-byte UTF-8; one
+  // string long enough to be finished by indexOf rather than byte by byte.
+  const result = {
+    content: [{ type: 'text', text: 'a } ] "quoted" \\" { [ \\ é 📱 ,"id":1}' }],
+    structuredContent: { id: 5, list: [1, [2, { x: '}' }]], long: `${'z'.repeat(70)}"}\\` },
+  };
+  const sdkOrder = JSON.stringify({ result, jsonrpc: '2.0', id: 4242 });
+  const idFirst = JSON.stringify({ jsonrpc: '2.0', id: 4242, result });
+  const inspect = (text: string) => inspectPhoneFrame(Buffer.from(text));
+
+  it('reads the samples whole', () => {
+    for (const text of [sdkOrder, idFirst]) {
+      expect(inspect(text)).toMatchObject({ kind: 'response', id: 4242 });
+      expect(restore(text, 'c')).toEqual({ ...JSON.parse(text), id: 'c' });
+    }
+  });
+
+  it('refuses the answer cut at every byte, and never names another id', () => {
+    for (const text of [sdkOrder, idFirst]) {
+      const bytes = Buffer.from(text);
+      for (let cut = 0; cut < bytes.length; cut++) {
+        const f = inspectPhoneFrame(bytes.subarray(0, cut));
+        expect({ cut, kind: f.kind }).toEqual({ cut, kind: 'invalid' });
+        if (f.kind === 'invalid' && f.id !== undefined) expect({ cut, id: f.id }).toEqual({ cut, id: 4242 });
+      }
+    }
+  });
+
+  it('names the id of a cut answer only when it was read whole', () => {
+    // The id first: any cut after the name "result" still names it.
+    const bytes = Buffer.from(idFirst);
+    const after = idFirst.indexOf('"result"') + '"result"'.length;
+    for (let cut = 0; cut < after; cut++) {
+      const f = inspectPhoneFrame(bytes.subarray(0, cut));
+      expect({ cut, id: f.kind === 'invalid' ? f.id : f.kind }).toEqual({ cut, id: undefined });
+    }
+    for (let cut = after; cut < bytes.length; cut++)
+      expect({ cut, f: inspectPhoneFrame(bytes.subarray(0, cut)) }).toMatchObject({ cut, f: { id: 4242 } });
+    // The id last: digits at the very end may be the start of a longer id.
+    const body = sdkOrder.slice(0, -1);
+    for (const text of [body.slice(0, -2), body.slice(0, -1), body])
+      expect(inspect(text)).toEqual({ kind: 'invalid', reason: expect.any(String) });
+    expect(inspect(`${body} `)).toMatchObject({ kind: 'invalid', id: 4242 });
+    // Before result or error the frame may be a request of the phone's, in its own numbering.
+    expect(inspect('{"jsonrpc":"2.0","id":7,"meth')).toEqual({ kind: 'invalid', reason: expect.any(String) });
+    expect(inspect('{"jsonrpc":"2.0","id":7,"method":"ping"')).toEqual({
+      kind: 'invalid',
+      reason: 'malformed JSON',
+    });
+    expect(inspect('{"jsonrpc":"2.0","id":7,"error":{"code":')).toMatchObject({ kind: 'invalid', id: 7 });
+    expect(inspect('{"jsonrpc":"2.0","id":7 , "result"')).toMatchObject({ kind: 'invalid', id: 7 });
+  });
+
+  it('refuses anything but whitespace after the closing brace, naming the id', () => {
+    for (const text of [sdkOrder, idFirst, '{"result":1,"jsonrpc":"2.0","id":"s"}'])
+      for (const tail of ['x', '}', ']', ',', '"', '{}', ' 1', '\n{"result":{},"id":8}', text]) {
+        const f = inspect(text + tail);
+        expect({ tail, f }).toMatchObject({ tail, f: { kind: 'invalid', reason: 'trailing data' } });
+        expect(f.kind === 'invalid' && f.id).toBe(text.includes('"s"') ? 's' : 4242);
+      }
+  });
+
+  it('accepts whitespace before and after the object', () => {
+    for (const text of [sdkOrder, idFirst, '{"result":1,"jsonrpc":"2.0","id":-3}'])
+      for (const ws of [' ', '\n', '\r\n', '\t \n  '])
+        expect(inspect(ws + text + ws)).toMatchObject({ kind: 'response', id: text.includes('-3') ? -3 : 4242 });
+  });
+
+  it('follows strings of every length around the byte-by-byte limit, escapes included', () => {
+    for (let n = 0; n < 140; n++)
+      for (const text of [
+        `${'a'.repeat(n)}"`,
+        `${'a'.repeat(n)}\\`,
+        `${'a'.repeat(n)}\\"}`,
+        `${'a'.repeat(n)}\\\\"{`,
+        `{${'\\'.repeat(n)}`,
+      ]) {
+        const frame = JSON.stringify({ result: { text }, jsonrpc: '2.0', id: n });
+        expect(inspect(frame)).toMatchObject({ kind: 'response', id: n });
+        expect(inspect(frame.slice(0, -1))).toMatchObject({ kind: 'invalid' });
+        // The string's closing quote dropped: everything after it is read as more string.
+        const unclosed = frame.replace(/"},"jsonrpc"/, '},"jsonrpc"');
+        expect(inspect(unclosed)).toMatchObject({ kind: 'invalid' });
+      }
+  });
+});
