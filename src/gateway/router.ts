@@ -33,6 +33,7 @@ import { Route, type LocalRoute, type RemotePending } from './route.ts';
 import { PeerDirectory } from './peer-directory.ts';
 import { RemoteRequests } from './remote-requests.ts';
 import { byFirst, idTable } from './slot-table.ts';
+import { RequestIds } from './request-ids.ts';
 
 /**
  * How long a phone closed with 1012 counts as moving for requests that arrive meanwhile: its
@@ -76,18 +77,14 @@ export async function markHandedOver(bus: Pick<Bus, 'mark' | 'nodeId'>, deviceId
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-/**
- * Where this process's request ids on the bus start: a random point below 2^48, so that a node
- * restarted under the same id never takes its predecessor's answers, still on their way, for its
- * own requests (docs/decisions/0243-request-ids-unique-per-process.md). Exact in a double, and
- * within the 15 digits the header readers take for as long as a node runs.
- */
-export function firstRid(): number {
-  return 1 + Math.floor(Math.random() * 2 ** 48);
-}
+/** The bus counter that numbers a node id's blocks of request ids (request-ids.ts). */
+export const ridBlockKey = (nodeId: string) => `rids:${nodeId}`;
+/** How long that counter lives without a new block: far longer than any call. */
+const RID_BLOCKS_WINDOW_MS = 30 * 24 * 3600_000;
 
 export class Router {
-  private nextRid = firstRid();
+  /** This process's ids for its requests to other nodes, none a predecessor's. */
+  private readonly rids: RequestIds;
   /** Requests this node accepted from its clients and has not answered yet. */
   private readonly active = idTable<Route>();
   /** Origin side: requests this node sent to an owner node. */
@@ -103,6 +100,7 @@ export class Router {
   private reclaimUntil = 0;
 
   constructor(private readonly ctx: GatewayContext) {
+    this.rids = new RequestIds(() => ctx.bus.hit(ridBlockKey(ctx.bus.nodeId), RID_BLOCKS_WINDOW_MS));
     this.served = new ServedRequests(ctx, this.handedOver);
     this.peers = new PeerDirectory(ctx.bus);
     this.remote = new RemoteRequests(ctx, this.peers, {
@@ -458,10 +456,17 @@ export class Router {
   }
 
   private async send(r: Route, owner: DeviceOwner, cached: boolean): Promise<void> {
+    let rid = this.rids.take();
+    if (rid === 0) {
+      // A new block of ids (once a million requests, or the first one): cancel works meanwhile.
+      await this.rids.more();
+      if (r.done) return;
+      rid = this.rids.take();
+      if (rid === 0) return void r.sink.fail(relayError('relay_unavailable'));
+    }
     // Found at an owner: the move (if any) is over; a later one marks the request again.
     const wasMoving = r.moving;
     r.moving = false;
-    const rid = this.nextRid++;
     const timeoutMs = this.remaining(r);
     r.state = 'remote';
     r.rid = rid;

@@ -2,7 +2,7 @@
 // rolling restart whose drain deadline passed with calls still running on other nodes) never
 // takes its predecessor's answers for its own requests. The owner keys served requests and
 // addresses their answers by node id and request id (served-requests.ts), so each process
-// numbers its requests from a random point (router.ts firstRid;
+// takes its request ids from blocks the bus numbers per node id (src/gateway/request-ids.ts;
 // docs/decisions/0243-requests-on-the-bus-belong-to-one-process.md).
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { outcome, rawClient, startTestCluster, waitFor, type ClusterPhone, type TestCluster } from './harness.ts';
