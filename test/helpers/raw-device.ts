@@ -126,3 +126,31 @@ export async function completeHandshake(s: OpenSocket): Promise<void> {
   );
   await s.nextFrame((f) => f.method === 'notifications/initialized');
 }
+
+/** A tool a raw phone can advertise: `echo`, under devices:act. */
+export const ECHO_TOOL = {
+  name: 'echo',
+  inputSchema: { type: 'object' },
+  _meta: { 'phonebridge/scope': 'devices:act' },
+};
+
+/**
+ * Answers the relay's initialize and tools/list like a minimal MCP server with these tools and
+ * capabilities; the relay then holds the phone ready.
+ */
+export async function serveHandshake(
+  s: OpenSocket,
+  tools: unknown[] = [ECHO_TOOL],
+  capabilities: Record<string, unknown> = { tools: {} },
+): Promise<void> {
+  const init = await s.nextFrame((f) => f.method === 'initialize');
+  s.ws.send(
+    JSON.stringify({
+      jsonrpc: '2.0',
+      id: init.id,
+      result: { protocolVersion: init.params.protocolVersion, capabilities, serverInfo: { name: 'raw', version: '1' } },
+    }),
+  );
+  const list = await s.nextFrame((f) => f.method === 'tools/list');
+  s.ws.send(JSON.stringify({ jsonrpc: '2.0', id: list.id, result: { tools } }));
+}

@@ -4,48 +4,20 @@
 // (src/gateway/single-answer.ts, src/gateway/mcp-stateless.ts) and the answer is
 // application/json, on the session revisions and on 2026-07-28.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestRelay, waitFor, type TestRelay } from '../helpers/relay.ts';
-import {
-  challenge,
-  openSocket,
-  pairRaw,
-  signedHeaders,
-  type OpenSocket,
-  type RawPhone,
-} from '../helpers/raw-device.ts';
+import type { TestRelay } from '../helpers/relay.ts';
+import { rawPhoneRelay, type RawPhoneRelay } from '../helpers/raw-phone-relay.ts';
+import type { OpenSocket } from '../helpers/raw-device.ts';
 import { openSession } from '../helpers/raw-mcp.ts';
 
 let relay: TestRelay;
-let phone: RawPhone;
 let token: string;
 let s: OpenSocket;
-const TOOLS = [{ name: 'echo', inputSchema: { type: 'object' }, _meta: { 'phonebridge/scope': 'devices:act' } }];
+let env: RawPhoneRelay | undefined;
 
 beforeAll(async () => {
-  relay = await startTestRelay();
-  phone = await pairRaw(relay.url, (await relay.pair()).code);
-  token = (await relay.key(phone.deviceId)).token;
-  s = await openSocket(relay.url, signedHeaders(phone, await challenge(relay.url, phone.deviceId)));
-  const init = await s.nextFrame((f) => f.method === 'initialize');
-  s.ws.send(
-    JSON.stringify({
-      jsonrpc: '2.0',
-      id: init.id,
-      result: {
-        protocolVersion: init.params.protocolVersion,
-        capabilities: { tools: {} },
-        serverInfo: { name: 'raw', version: '1' },
-      },
-    }),
-  );
-  const list = await s.nextFrame((f) => f.method === 'tools/list');
-  s.ws.send(JSON.stringify({ jsonrpc: '2.0', id: list.id, result: { tools: TOOLS } }));
-  await waitFor(() => relay.relay.node.ctx.hub.device(phone.deviceId)?.isReady === true);
+  ({ relay, token, s } = env = await rawPhoneRelay());
 });
-afterAll(async () => {
-  s?.ws.close();
-  await relay?.stop();
-});
+afterAll(() => env?.stop());
 
 describe('a JSON-only client with a progress token', () => {
   it('gets its answer as application/json even when the phone sends progress', async () => {

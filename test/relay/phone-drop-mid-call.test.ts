@@ -9,6 +9,7 @@ import {
   challenge,
   openSocket,
   pairRaw,
+  serveHandshake,
   signedHeaders,
   type OpenSocket,
   type RawPhone,
@@ -18,24 +19,10 @@ import { openSession, post, toolCall } from '../helpers/raw-mcp.ts';
 let relay: TestRelay;
 let phone: RawPhone;
 let token: string;
-const TOOLS = [{ name: 'echo', inputSchema: { type: 'object' }, _meta: { 'phonebridge/scope': 'devices:act' } }];
 
 async function connectPhone(): Promise<OpenSocket> {
   const s = await openSocket(relay.url, signedHeaders(phone, await challenge(relay.url, phone.deviceId)));
-  const init = await s.nextFrame((f) => f.method === 'initialize');
-  s.ws.send(
-    JSON.stringify({
-      jsonrpc: '2.0',
-      id: init.id,
-      result: {
-        protocolVersion: init.params.protocolVersion,
-        capabilities: { tools: {} },
-        serverInfo: { name: 'raw', version: '1' },
-      },
-    }),
-  );
-  const list = await s.nextFrame((f) => f.method === 'tools/list');
-  s.ws.send(JSON.stringify({ jsonrpc: '2.0', id: list.id, result: { tools: TOOLS } }));
+  await serveHandshake(s);
   await waitFor(() => {
     const c = relay.relay.node.ctx.hub.device(phone.deviceId);
     return c !== undefined && c.isReady && !c.closed;

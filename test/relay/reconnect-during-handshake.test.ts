@@ -7,6 +7,7 @@ import {
   challenge,
   openSocket,
   pairRaw,
+  serveHandshake,
   signedHeaders,
   type OpenSocket,
   type RawPhone,
@@ -15,23 +16,9 @@ import {
 let relay: TestRelay;
 let phone: RawPhone;
 let token: string;
-const TOOLS = [{ name: 'echo', inputSchema: { type: 'object' }, _meta: { 'phonebridge/scope': 'devices:act' } }];
 
 async function handshake(s: OpenSocket): Promise<void> {
-  const init = await s.nextFrame((f) => f.method === 'initialize');
-  s.ws.send(
-    JSON.stringify({
-      jsonrpc: '2.0',
-      id: init.id,
-      result: {
-        protocolVersion: init.params.protocolVersion,
-        capabilities: { tools: {} },
-        serverInfo: { name: 'raw', version: '1' },
-      },
-    }),
-  );
-  const list = await s.nextFrame((f) => f.method === 'tools/list');
-  s.ws.send(JSON.stringify({ jsonrpc: '2.0', id: list.id, result: { tools: TOOLS } }));
+  await serveHandshake(s);
 }
 
 beforeAll(async () => {

@@ -5,47 +5,20 @@
 // SseStream.waitWritable). Otherwise the events would wait for the next 15 s keep-alive.
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestRelay, waitFor, type TestRelay } from '../helpers/relay.ts';
-import {
-  challenge,
-  openSocket,
-  pairRaw,
-  signedHeaders,
-  type OpenSocket,
-  type RawPhone,
-} from '../helpers/raw-device.ts';
+import { waitFor, type TestRelay } from '../helpers/relay.ts';
+import { rawPhoneRelay, type RawPhoneRelay } from '../helpers/raw-phone-relay.ts';
+import type { OpenSocket } from '../helpers/raw-device.ts';
 import { openSession } from '../helpers/raw-mcp.ts';
 
 let relay: TestRelay;
-let phone: RawPhone;
 let token: string;
 let s: OpenSocket;
+let env: RawPhoneRelay | undefined;
 
 beforeAll(async () => {
-  relay = await startTestRelay();
-  phone = await pairRaw(relay.url, (await relay.pair()).code);
-  token = (await relay.key(phone.deviceId)).token;
-  s = await openSocket(relay.url, signedHeaders(phone, await challenge(relay.url, phone.deviceId)));
-  const init = await s.nextFrame((f) => f.method === 'initialize');
-  s.ws.send(
-    JSON.stringify({
-      jsonrpc: '2.0',
-      id: init.id,
-      result: {
-        protocolVersion: init.params.protocolVersion,
-        capabilities: { tools: {}, logging: {} },
-        serverInfo: { name: 'raw', version: '1' },
-      },
-    }),
-  );
-  const list = await s.nextFrame((f) => f.method === 'tools/list');
-  s.ws.send(JSON.stringify({ jsonrpc: '2.0', id: list.id, result: { tools: [] } }));
-  await waitFor(() => relay.relay.node.ctx.hub.device(phone.deviceId)?.isReady === true);
+  ({ relay, token, s } = env = await rawPhoneRelay({ tools: [], capabilities: { tools: {}, logging: {} } }));
 });
-afterAll(async () => {
-  s?.ws.close();
-  await relay?.stop();
-});
+afterAll(() => env?.stop());
 
 describe('GET SSE stream and a slow reader', () => {
   it('delivers every event promptly once the client reads again (no wait for the 15 s keep-alive)', async () => {

@@ -6,47 +6,22 @@
 // SDK client: a notification on the GET stream, and an answer ending a POST stream.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
-import { startTestRelay, waitFor, connectClient, type TestRelay } from '../helpers/relay.ts';
-import {
-  challenge,
-  openSocket,
-  pairRaw,
-  signedHeaders,
-  type OpenSocket,
-  type RawPhone,
-} from '../helpers/raw-device.ts';
+import { waitFor, connectClient, type TestRelay } from '../helpers/relay.ts';
+import { rawPhoneRelay, type RawPhoneRelay } from '../helpers/raw-phone-relay.ts';
+import { ECHO_TOOL, type OpenSocket } from '../helpers/raw-device.ts';
 
 let relay: TestRelay;
-let phone: RawPhone;
 let token: string;
 let s: OpenSocket;
-const TOOLS = [{ name: 'echo', inputSchema: { type: 'object' }, _meta: { 'phonebridge/scope': 'devices:act' } }];
+let env: RawPhoneRelay | undefined;
 
 beforeAll(async () => {
-  relay = await startTestRelay();
-  phone = await pairRaw(relay.url, (await relay.pair()).code);
-  token = (await relay.key(phone.deviceId)).token;
-  s = await openSocket(relay.url, signedHeaders(phone, await challenge(relay.url, phone.deviceId)));
-  const init = await s.nextFrame((f) => f.method === 'initialize');
-  s.ws.send(
-    JSON.stringify({
-      jsonrpc: '2.0',
-      id: init.id,
-      result: {
-        protocolVersion: init.params.protocolVersion,
-        capabilities: { tools: {}, logging: {} },
-        serverInfo: { name: 'raw', version: '1' },
-      },
-    }),
-  );
-  const list = await s.nextFrame((f) => f.method === 'tools/list');
-  s.ws.send(JSON.stringify({ jsonrpc: '2.0', id: list.id, result: { tools: TOOLS } }));
-  await waitFor(() => relay.relay.node.ctx.hub.device(phone.deviceId)?.isReady === true);
+  ({ relay, token, s } = env = await rawPhoneRelay({
+    tools: [ECHO_TOOL],
+    capabilities: { tools: {}, logging: {} },
+  }));
 });
-afterAll(async () => {
-  s?.ws.close();
-  await relay?.stop();
-});
+afterAll(() => env?.stop());
 
 describe('phone JSON with line breaks on SSE streams', () => {
   it('a pretty-printed notification reaches the GET stream of the official SDK client intact', async () => {

@@ -7,50 +7,23 @@
 // Either way the client gets a JSON-RPC error, and the socket and its other calls go on.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
-import { connectClient, startTestRelay, waitFor, type TestRelay } from '../helpers/relay.ts';
-import {
-  challenge,
-  openSocket,
-  pairRaw,
-  signedHeaders,
-  type OpenSocket,
-  type RawPhone,
-} from '../helpers/raw-device.ts';
+import { connectClient, waitFor, type TestRelay } from '../helpers/relay.ts';
+import { rawPhoneRelay, type RawPhoneRelay } from '../helpers/raw-phone-relay.ts';
+import { type OpenSocket, type RawPhone } from '../helpers/raw-device.ts';
 import { openSession, post, toolCall } from '../helpers/raw-mcp.ts';
 
 let relay: TestRelay;
 let phone: RawPhone;
 let token: string;
 let s: OpenSocket;
-const TOOLS = [{ name: 'echo', inputSchema: { type: 'object' }, _meta: { 'phonebridge/scope': 'devices:act' } }];
+let env: RawPhoneRelay | undefined;
 const TIMEOUT_MS = 2000;
 
 beforeAll(async () => {
   // A short request timeout: a call whose id cannot be read ends at its deadline soon.
-  relay = await startTestRelay(['--request-timeout-ms', String(TIMEOUT_MS)]);
-  phone = await pairRaw(relay.url, (await relay.pair()).code);
-  token = (await relay.key(phone.deviceId)).token;
-  s = await openSocket(relay.url, signedHeaders(phone, await challenge(relay.url, phone.deviceId)));
-  const init = await s.nextFrame((f) => f.method === 'initialize');
-  s.ws.send(
-    JSON.stringify({
-      jsonrpc: '2.0',
-      id: init.id,
-      result: {
-        protocolVersion: init.params.protocolVersion,
-        capabilities: { tools: {} },
-        serverInfo: { name: 'raw', version: '1' },
-      },
-    }),
-  );
-  const list = await s.nextFrame((f) => f.method === 'tools/list');
-  s.ws.send(JSON.stringify({ jsonrpc: '2.0', id: list.id, result: { tools: TOOLS } }));
-  await waitFor(() => relay.relay.node.ctx.hub.device(phone.deviceId)?.isReady === true);
+  ({ relay, phone, token, s } = env = await rawPhoneRelay({ args: ['--request-timeout-ms', String(TIMEOUT_MS)] }));
 });
-afterAll(async () => {
-  s?.ws.close();
-  await relay?.stop();
-});
+afterAll(() => env?.stop());
 
 /** Posts a call and waits for the phone to receive it; `answer` gets the relay's id for it. */
 async function callAnsweredWith(id: number, answer: (relayId: number) => string) {
