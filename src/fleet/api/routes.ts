@@ -13,6 +13,7 @@ import {
   selectorFromObject,
   validateLabels,
   isFactKey,
+  labelKeyProblem,
   MAX_LABELS,
 } from '../labels.ts';
 import { allLabels, shown } from '../access.ts';
@@ -170,6 +171,21 @@ function route<
 export function needScope(fk: ResolvedFleetKey, scope: Scope): void {
   if (!fk.key.scopes.includes(scope))
     throw new ApiError(403, 'insufficient_scope', `this fleet key lacks the ${scope} scope`);
+}
+
+/**
+ * A request that waited (wait_s) for a phone: its key and account checked again before it takes
+ * one, as the server checked them when it began (server.ts), since either may have ended since.
+ */
+async function stillAllowed(ctx: GatewayContext, fk: ResolvedFleetKey): Promise<void> {
+  const [key, account] = await Promise.all([ctx.store.fleet.getKey(fk.key.id), ctx.store.getAccount(fk.account.id)]);
+  if (!key || ctx.hub.isRevoked({ tokenId: fk.key.id })) throw new ApiError(401, 'unauthorized', 'the key was revoked');
+  if (!account || account.locked || ctx.hub.isRevoked({ accountId: fk.account.id }))
+    throw new ApiError(
+      402,
+      'subscription_required',
+      'the account has no active subscription; pairings and keys are kept',
+    );
 }
 
 function needAccountWide(fk: ResolvedFleetKey, what: string): void {
@@ -334,6 +350,9 @@ export const ROUTES: ApiRoute[] = [
       for (const [k, v] of Object.entries(body.labels)) {
         if (v === null) {
           if (isFactKey(k)) throw new ApiError(400, 'bad_label', `label key "${k}": the prefix is reserved`);
+          // A key that could never have been set is a mistake, not a no-op (as the CLI has it).
+          const problem = labelKeyProblem(k);
+          if (problem) throw new ApiError(400, 'bad_label', problem);
           remove.push(k);
         } else set[k] = v;
       }
@@ -393,9 +412,10 @@ export const ROUTES: ApiRoute[] = [
       const started = performance.now();
       const until = Date.now() + body.wait_s * 1000;
       const waiters = poolWaiters(ctx);
-      for (;;) {
+      for (let woken = false; ; woken = true) {
         // Read before looking, so a phone freed while this looks wakes the wait below at once.
         const seen = waiters?.generation(fk.account.id) ?? 0;
+        if (woken) await stillAllowed(ctx, fk);
         const a = await allocate(ctx, fk, wanted, body.ttl_s * 1000, { includeOffline: body.include_offline });
         if (a) {
           fleetMetrics.allocations.inc({ outcome: 'allocated' });
@@ -451,6 +471,10 @@ export const ROUTES: ApiRoute[] = [
       const now = new Date();
       const a = await ctx.store.fleet.getAllocation(params.id, now);
       if (!a || a.keyId !== fk.key.id) throw allocationNotFound(params.id);
+      // A phone that left the key's selector is no longer this key's to hold.
+      await reachable(ctx, fk, a.deviceId).catch(() => {
+        throw allocationNotFound(params.id);
+      });
       const ttl = body.ttl_s ?? (a.expiresAt.getTime() - a.createdAt.getTime()) / 1000;
       const renewed = await ctx.store.fleet.renewAllocation(a.id, fk.key.id, new Date(now.getTime() + ttl * 1000), now);
       if (!renewed) throw allocationNotFound(params.id);
@@ -518,11 +542,14 @@ export const ROUTES: ApiRoute[] = [
     body: KeyCreate,
     status: 201,
     response: KeyCreated,
-    errors: ['device_not_found', 'insufficient_scope', 'limit_reached'],
+    errors: ['device_not_found', 'insufficient_scope', 'account_key_required', 'limit_reached'],
     async handle(ctx, fk, { body }) {
       const d = await reachable(ctx, fk, body.device_id);
       const scopes: Scope[] = body.scopes ?? fk.key.scopes;
       for (const s of scopes) needScope(fk, s);
+      // A device key reaches its phone whatever the labels: only a key that reaches every phone
+      // may mint one (docs/decisions/0175-api-v1.md).
+      needAccountWide(fk, 'creating keys');
       const token = newApiToken();
       const r = await ctx.store.createToken({
         id: newId('key'),

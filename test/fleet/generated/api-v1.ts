@@ -1029,7 +1029,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description fleet_key_required: a device key was used; insufficient_scope; limit_reached */
+            /** @description fleet_key_required: a device key was used; insufficient_scope; account_key_required; limit_reached */
             403: {
                 headers: {
                     [name: string]: unknown;
