@@ -2,6 +2,7 @@
 // online phones only unless asked, phones return on release, expiry and key revocation, and
 // other fleet callers get device_allocated while the holder's calls (with its header) go through.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { api } from './one-phone-fleet.ts';
 import { startTestPhone, waitFor, type TestPhone } from '../helpers/relay.ts';
 import { startTwoNodes, type TwoNodes } from '../helpers/two-nodes.ts';
 import { pairRaw } from '../helpers/raw-device.ts';
@@ -16,16 +17,6 @@ let offlineId: string;
 let k1: { id: string; token: string };
 let k2: { id: string; token: string };
 let admin: { id: string; token: string };
-
-async function api(base: string, token: string, method: string, path: string, body?: unknown) {
-  const r = await fetch(`${base}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await r.text();
-  return { status: r.status, json: text ? JSON.parse(text) : undefined };
-}
 
 const allocate = (base: string, token: string, body: Record<string, unknown> = {}) =>
   api(base, token, 'POST', '/api/v1/allocations', { selector: { pool: 'p' }, ttl_s: 60, ...body });

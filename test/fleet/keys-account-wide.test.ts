@@ -3,8 +3,8 @@
 // by a selector must not mint device keys: a device key is bound to no selector, outlives the
 // fleet key's revocation and is not subject to allocations.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTwoNodes, type TwoNodes } from '../helpers/two-nodes.ts';
-import { pairRaw } from '../helpers/raw-device.ts';
+import { api, onePhoneFleet } from './one-phone-fleet.ts';
+import type { TwoNodes } from '../helpers/two-nodes.ts';
 import { createFleetKey } from '../../src/fleet/keys.ts';
 import { SCOPES } from '../../src/store/index.ts';
 
@@ -12,23 +12,8 @@ let nodes: TwoNodes;
 let phoneId: string;
 let admin: { id: string; token: string };
 
-async function api(base: string, token: string, method: string, path: string, body?: unknown) {
-  const r = await fetch(`${base}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await r.text();
-  return { status: r.status, json: text ? JSON.parse(text) : undefined };
-}
-
 beforeAll(async () => {
-  nodes = await startTwoNodes();
-  const store = nodes.a.relay.store.store;
-  const qr = await nodes.a.pair('berlin-1');
-  phoneId = (await pairRaw(nodes.a.url, qr.code)).deviceId;
-  await store.fleet.updateLabels(phoneId, { set: { site: 'berlin' }, remove: [] });
-  admin = await createFleetKey(store, { accountId: 'local', scopes: [...SCOPES] });
+  ({ nodes, phoneId, admin } = await onePhoneFleet('berlin-1', { site: 'berlin' }));
 }, 60_000);
 
 afterAll(async () => {

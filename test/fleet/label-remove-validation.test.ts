@@ -2,33 +2,16 @@
 // bad_label, whether it is being set or removed (null), as the CLI refuses it
 // (src/fleet/labels.ts parseLabelArgs): a typo in a removal is not a silent no-op.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTwoNodes, type TwoNodes } from '../helpers/two-nodes.ts';
-import { pairRaw } from '../helpers/raw-device.ts';
-import { createFleetKey } from '../../src/fleet/keys.ts';
+import { api, onePhoneFleet } from './one-phone-fleet.ts';
+import type { TwoNodes } from '../helpers/two-nodes.ts';
 import { parseLabelArgs } from '../../src/fleet/labels.ts';
-import { SCOPES } from '../../src/store/index.ts';
 
 let nodes: TwoNodes;
 let phoneId: string;
 let admin: { id: string; token: string };
 
-async function api(base: string, token: string, method: string, path: string, body?: unknown) {
-  const r = await fetch(`${base}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await r.text();
-  return { status: r.status, json: text ? JSON.parse(text) : undefined };
-}
-
 beforeAll(async () => {
-  nodes = await startTwoNodes();
-  const store = nodes.a.relay.store.store;
-  const qr = await nodes.a.pair('p');
-  phoneId = (await pairRaw(nodes.a.url, qr.code)).deviceId;
-  await store.fleet.updateLabels(phoneId, { set: { site: 'berlin' }, remove: [] });
-  admin = await createFleetKey(store, { accountId: 'local', scopes: [...SCOPES] });
+  ({ nodes, phoneId, admin } = await onePhoneFleet('p', { site: 'berlin' }));
 }, 60_000);
 
 afterAll(async () => {

@@ -3,6 +3,7 @@
 // 402 and takes no phone: each wake-up checks the key and the account again
 // (src/fleet/api/routes.ts, stillAllowed). Two real nodes over Redis and Postgres.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { api } from './one-phone-fleet.ts';
 import { startTwoNodes, type TwoNodes } from '../helpers/two-nodes.ts';
 import { pairRaw } from '../helpers/raw-device.ts';
 import { waitFor } from '../helpers/relay.ts';
@@ -13,16 +14,6 @@ import { SCOPES } from '../../src/store/index.ts';
 
 const ACCOUNT = 'acct_wait_lock';
 let nodes: TwoNodes;
-
-async function api(base: string, token: string, method: string, path: string, body?: unknown) {
-  const r = await fetch(`${base}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await r.text();
-  return { status: r.status, json: text ? JSON.parse(text) : undefined };
-}
 
 beforeAll(async () => {
   nodes = await startTwoNodes();

@@ -3,8 +3,8 @@
 // key and the account again (src/fleet/api/routes.ts, stillAllowed). Two real nodes over Redis
 // and Postgres.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTwoNodes, type TwoNodes } from '../helpers/two-nodes.ts';
-import { pairRaw } from '../helpers/raw-device.ts';
+import { api, onePhoneFleet } from './one-phone-fleet.ts';
+import type { TwoNodes } from '../helpers/two-nodes.ts';
 import { waitFor } from '../helpers/relay.ts';
 import { createFleetKey } from '../../src/fleet/keys.ts';
 import { poolWaiters } from '../../src/fleet/pool-waiters.ts';
@@ -14,23 +14,8 @@ let nodes: TwoNodes;
 let phoneId: string;
 let admin: { id: string; token: string };
 
-async function api(base: string, token: string, method: string, path: string, body?: unknown) {
-  const r = await fetch(`${base}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await r.text();
-  return { status: r.status, json: text ? JSON.parse(text) : undefined };
-}
-
 beforeAll(async () => {
-  nodes = await startTwoNodes();
-  const store = nodes.a.relay.store.store;
-  const qr = await nodes.a.pair('only');
-  phoneId = (await pairRaw(nodes.a.url, qr.code)).deviceId;
-  await store.fleet.updateLabels(phoneId, { set: { pool: 'rv' }, remove: [] });
-  admin = await createFleetKey(store, { accountId: 'local', scopes: [...SCOPES] });
+  ({ nodes, phoneId, admin } = await onePhoneFleet('only', { pool: 'rv' }));
 }, 60_000);
 
 afterAll(async () => {
