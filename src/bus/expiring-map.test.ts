@@ -20,6 +20,26 @@ describe('ExpiringMap', () => {
     m.close();
   });
 
+  it('an entry due in weeks arms a timer setTimeout can take (no 1 ms re-arming)', async () => {
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(w.name);
+    process.on('warning', onWarning);
+    const spins = { n: 0 };
+    const m = new ExpiringMap<number>();
+    const expire = m.expire.bind(m);
+    m.expire = (now?: number) => (spins.n++, expire(now));
+    try {
+      m.set('block-counter', 1, 30 * 24 * 3600_000);
+      await sleep(200);
+      expect(warnings).not.toContain('TimeoutOverflowWarning');
+      expect(spins.n).toBe(0);
+      expect(m.get('block-counter')).toBe(1);
+    } finally {
+      process.off('warning', onWarning);
+      m.close();
+    }
+  });
+
   it('a renewed entry lives on; renewals do not grow the deadline queue', async () => {
     const m = new ExpiringMap<number>();
     for (let i = 0; i < 5000; i++) m.set('s', i, 1000);

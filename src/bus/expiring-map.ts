@@ -16,6 +16,11 @@ interface Node {
 
 /** Expiry runs at most this often: entries due within one tick go together. */
 const MIN_TICK_MS = 50;
+/**
+ * The longest delay setTimeout takes: a longer one fires after 1 ms (Node warns), which for an
+ * entry due in weeks (the request-id block counter) made the timer spin. Expiry re-arms.
+ */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 export class ExpiringMap<V> {
   private readonly entries = new Map<string, Entry<V>>();
@@ -141,11 +146,14 @@ export class ExpiringMap<V> {
     if (this.timer && at >= this.timerAt) return;
     clearTimeout(this.timer);
     this.timerAt = at;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      this.timerAt = Infinity;
-      this.expire();
-    }, at - now);
+    this.timer = setTimeout(
+      () => {
+        this.timer = undefined;
+        this.timerAt = Infinity;
+        this.expire();
+      },
+      Math.min(at - now, MAX_TIMER_MS),
+    );
     this.timer.unref();
   }
 
