@@ -213,7 +213,9 @@ export class RedisBus implements Bus {
         );
       });
       await Promise.race([
-        Promise.all([connector.connect(bus.cmd), connector.connect(bus.sub)]).then(() => bus.resync()),
+        Promise.all([connector.connect(bus.cmd), connector.connect(bus.sub)])
+          .then(() => bus.resync())
+          .then(() => bus.untilPeersHeard()),
         timeout,
       ]);
     } catch (err) {
@@ -345,6 +347,26 @@ export class RedisBus implements Bus {
     if (this.announced) this.blindUntil = Date.now() + this.o.nodeTtlMs;
     await this.beat();
     this.up = true;
+  }
+
+  /**
+   * Waits until every live peer has renewed itself since this process announced its node id. A
+   * peer reports the id's previous process down at its first heartbeat that sees the new boot
+   * record (or the id gone): it orphans the requests that id sent it and fails those it sent
+   * there. Anything this process sent or served before then would be taken for its
+   * predecessor's (docs/decisions/0245-a-restarted-node-waits-to-be-heard.md). One heartbeat
+   * period when peers are alive, none for a lone node; bounded by the node TTL, past which a
+   * silent peer is dead for everyone.
+   */
+  private async untilPeersHeard(): Promise<void> {
+    const until = Date.now() + this.o.nodeTtlMs;
+    let since = '';
+    for (;;) {
+      const [first, unheard] = (await this.run('unheard', [this.nodeId, since])) as [string, number];
+      since = first;
+      if (Number(unheard) === 0 || Date.now() >= until) return;
+      await new Promise((r) => setTimeout(r, Math.max(10, this.o.heartbeatMs / 10)));
+    }
   }
 
   private tick(): void {

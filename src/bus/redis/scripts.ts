@@ -254,6 +254,18 @@ return out`,
 reap(ARGV[1], ARGV[2])
 return 1`,
 
+  // ARGV: p, self, since (this node's first deadline; '' on the first call: read it). Returns
+  // {since, peers}: peers = the live peers whose last renewal came no later than `since`, i.e.
+  // before this node's (same TTL on every node). RedisBus.untilPeersHeard.
+  unheard: `${NOW}
+local nodes, self = ARGV[1] .. 'nodes', ARGV[2]
+local since = tonumber(ARGV[3]) or tonumber(redis.call('ZSCORE', nodes, self) or '0')
+local n = 0
+for _, m in ipairs(redis.call('ZRANGEBYSCORE', nodes, now(), since)) do
+  if m ~= self then n = n + 1 end
+end
+return {tostring(since), n}`,
+
   // ARGV: p
   alive: `${NOW}
 return redis.call('ZRANGEBYSCORE', ARGV[1] .. 'nodes', now(), '+inf')`,
@@ -302,4 +314,5 @@ export const GROUP: Record<ScriptName, 'own' | 'sess' | 'single'> = {
   heartbeat: 'own',
   leave: 'own',
   alive: 'own',
+  unheard: 'own',
 };
