@@ -366,6 +366,8 @@ export class RedisBus implements Bus {
       since = first;
       if (Number(unheard) === 0 || Date.now() >= until) return;
       await new Promise((r) => setTimeout(r, Math.max(10, this.o.heartbeatMs / 10)));
+      // The heartbeat timer starts after connect: renew meanwhile, or a long wait lapses this node.
+      if (Date.now() - this.lastBeatAt >= this.o.heartbeatMs) await this.beat();
     }
   }
 

@@ -612,6 +612,45 @@ describe('RedisBus across nodes', () => {
     }
   });
 
+  it('a peer that stops renewing (paused) delays a start by at most the node TTL, and the new node stays alive', async () => {
+    const a = await node();
+    const paused = `paused-${uid()}`;
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', fileURLToPath(new URL('./test-node.ts', import.meta.url))],
+      {
+        env: {
+          ...process.env,
+          REDIS_URL,
+          PREFIX: prefix,
+          NODE_ID: paused,
+          DEVICE: uid(),
+          NODE_TTL_MS: String(fast.nodeTtlMs),
+          HEARTBEAT_MS: String(fast.heartbeatMs),
+        },
+        stdio: ['ignore', 'pipe', 'inherit'],
+      },
+    );
+    try {
+      let out = '';
+      child.stdout.on('data', (c) => (out += c));
+      await waitFor(() => out.includes('ready'), 15_000, 'child node');
+      child.kill('SIGSTOP');
+      const startedAt = Date.now();
+      const b = await node();
+      const tookMs = Date.now() - startedAt;
+      // It waited for the paused peer until that peer's deadline passed (its last renewal came
+      // at most one heartbeat before the pause), not longer; the margin is for a loaded machine.
+      expect(tookMs).toBeGreaterThanOrEqual(fast.heartbeatMs);
+      expect(tookMs).toBeLessThan(fast.nodeTtlMs + 1000);
+      await sleep(2 * fast.heartbeatMs);
+      expect(await a.aliveNodes()).toContain(b.nodeId);
+      expect(await a.aliveNodes()).not.toContain(paused);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
+
   it('a lone node starts without waiting for peers', async () => {
     const lone = randomPrefix();
     const startedAt = Date.now();
