@@ -1,8 +1,16 @@
 // FleetStore on Kysely + pg (src/store/fleet-types.ts). Allocation exclusivity lives here, in one
 // conditional upsert on allocations' unique device_id (docs/decisions/0171-allocation-atomicity.md).
-import { sql, type Kysely, type Selectable } from 'kysely';
+import { sql, type Kysely, type RawBuilder, type Selectable } from 'kysely';
 import type { AllocationsTable, DB, DevicesTable, EnrollmentsTable, FleetKeysTable } from './schema.ts';
-import type { Allocation, DeviceLabels, Enrollment, FleetKey, FleetStore, LabelledDevice } from './fleet-types.ts';
+import type {
+  Allocation,
+  DeviceLabels,
+  Enrollment,
+  FleetKey,
+  FleetStore,
+  LabelledDevice,
+  LabelRequirement,
+} from './fleet-types.ts';
 import type { Scope } from './types.ts';
 import { atKeyCap, lockAccountCaps } from './credentials.ts';
 import { toDevice } from './device-row.ts';
@@ -20,6 +28,44 @@ const FACT_SOURCES = sql<unknown>`jsonb_build_object(
 
 function toDeviceLabels(r: { id: string; account_id: string; labels: Record<string, string> | null; facts: unknown }) {
   return { id: r.id, accountId: r.account_id, labels: r.labels ?? {}, initResult: r.facts } satisfies DeviceLabels;
+}
+
+/**
+ * A selector's requirements on hand-set labels as SQL conditions on `d.labels`, meaning what
+ * src/fleet/labels.ts `matches` means (`neq`/`notin` hold without the label). The equalities go
+ * together into one `@>`. The caller still matches the whole selector on what comes back.
+ */
+function labelConditions(reqs: readonly LabelRequirement[]): RawBuilder<boolean>[] {
+  const contains: Record<string, string> = {};
+  const out: RawBuilder<boolean>[] = [];
+  for (const r of reqs) {
+    const v = sql`(d.labels ->> ${r.key}::text)`;
+    switch (r.op) {
+      case 'eq':
+        // A second value for one key (k=a,k=b) cannot share the object; it matches nothing either way.
+        if (Object.prototype.hasOwnProperty.call(contains, r.key) && contains[r.key] !== r.value)
+          out.push(sql<boolean>`d.labels @> ${JSON.stringify({ [r.key]: r.value })}::jsonb`);
+        else contains[r.key] = r.value;
+        break;
+      case 'neq':
+        out.push(sql<boolean>`${v} is distinct from ${r.value}::text`);
+        break;
+      case 'in':
+        out.push(sql<boolean>`${v} = any(${r.values}::text[])`);
+        break;
+      case 'notin':
+        out.push(sql<boolean>`not coalesce(${v} = any(${r.values}::text[]), false)`);
+        break;
+      case 'exists':
+        out.push(sql<boolean>`d.labels ? ${r.key}::text`);
+        break;
+      case 'absent':
+        out.push(sql<boolean>`not (d.labels ? ${r.key}::text)`);
+        break;
+    }
+  }
+  if (Object.keys(contains).length > 0) out.unshift(sql<boolean>`d.labels @> ${JSON.stringify(contains)}::jsonb`);
+  return out;
 }
 
 function toKey(r: Selectable<FleetKeysTable>): FleetKey {
@@ -215,18 +261,22 @@ export class KyselyFleetStore implements FleetStore {
 
   async freeDevices(
     accountId: string,
-    contains: Record<string, string>,
+    labels: readonly LabelRequirement[],
     now: Date,
     limit: number,
+    range?: { after?: string; before?: string },
   ): Promise<DeviceLabels[]> {
-    const rows = await this.db
+    let q = this.db
       .selectFrom('devices as d')
       .leftJoin('allocations as a', (j) => j.onRef('a.device_id', '=', 'd.id').on('a.expires_at', '>', now))
       .select(['d.id', 'd.account_id', 'd.labels', FACT_SOURCES.as('facts')])
       .where('d.account_id', '=', accountId)
-      .where('a.device_id', 'is', null)
-      .where(sql<boolean>`d.labels @> ${JSON.stringify(contains)}::jsonb`)
-      .orderBy(sql`random()`)
+      .where('a.device_id', 'is', null);
+    for (const c of labelConditions(labels)) q = q.where(c);
+    if (range?.after !== undefined) q = q.where('d.id', '>', range.after);
+    if (range?.before !== undefined) q = q.where('d.id', '<', range.before);
+    const rows = await q
+      .orderBy(range ? sql`d.id` : sql`random()`)
       .limit(limit)
       .execute();
     return rows.map(toDeviceLabels);

@@ -20,6 +20,16 @@ export interface DeviceLabels {
   initResult: unknown;
 }
 
+/**
+ * A requirement on a hand-set label, as a selector has it (src/fleet/labels.ts Requirement) and
+ * as freeDevices checks it in SQL, with the same meaning: `neq` and `notin` also hold for a phone
+ * without the label.
+ */
+export type LabelRequirement =
+  | { key: string; op: 'eq' | 'neq'; value: string }
+  | { key: string; op: 'in' | 'notin'; values: readonly string[] }
+  | { key: string; op: 'exists' | 'absent' };
+
 export interface FleetKey {
   id: string;
   accountId: string;
@@ -112,10 +122,18 @@ export interface FleetStore {
     now: Date;
   }): Promise<Allocation | undefined>;
   /**
-   * Up to `limit` of the account's phones, in random order, whose labels contain `contains` and
-   * that nobody holds an unexpired allocation of: the candidates of an allocation.
+   * Up to `limit` of the account's phones whose hand-set labels meet every requirement of
+   * `labels` and that nobody holds an unexpired allocation of: the candidates of an allocation.
+   * Without `range` in random order; with it in id order, ids strictly after `after` and before
+   * `before` (either bound may be left out): one keyset page (src/fleet/allocations.ts).
    */
-  freeDevices(accountId: string, contains: Record<string, string>, now: Date, limit: number): Promise<DeviceLabels[]>;
+  freeDevices(
+    accountId: string,
+    labels: readonly LabelRequirement[],
+    now: Date,
+    limit: number,
+    range?: { after?: string; before?: string },
+  ): Promise<DeviceLabels[]>;
   /** A phone's labels and facts with the id of its unexpired allocation, in one read (the per-call access check). */
   deviceAccess(
     deviceId: string,
