@@ -2,7 +2,7 @@
 // (z.toJSONSchema), the same ones the handlers validate with.
 import { z } from 'zod';
 import type { ApiRoute } from './routes.ts';
-import { ERROR_STATUS, ErrorBody } from './route.ts';
+import { BODY_LIMIT, bodyRequired, ERROR_STATUS, ErrorBody } from './route.ts';
 
 type Json = Record<string, unknown>;
 
@@ -81,21 +81,30 @@ export function openApiDocument(routes: readonly ApiRoute[], serverUrl: string):
       if (status === undefined) throw new Error(`${r.operationId}: no status for error code ${code}`);
       errors[status] = errors[status] ? `${errors[status]}; ${code}` : code;
     }
+    // A body is read up to a limit, and past it answered 413 before anything else (server.ts).
+    if (r.body) errors[413] = `too_large: the body exceeds ${BODY_LIMIT} bytes`;
     for (const [status, text] of Object.entries(errors))
       responses[status] = { description: text, content: { 'application/json': { schema: errorRef } } };
     // The scope a route needs is the security requirement's role (OpenAPI 3.1 allows role names
-    // for any scheme type), and said in words for readers of the document.
+    // for any scheme type), and said in words for readers of the document; a rule that depends on
+    // the request (scopeRule) is said in words only.
     const roles = r.scope ? [r.scope] : [];
+    const needs = [...(r.scope ? [`the ${r.scope} scope`] : []), ...(r.scopeRule ? [r.scopeRule] : [])];
     (paths[r.path] ??= {})[r.method] = {
       operationId: r.operationId,
       summary: r.summary,
-      ...(r.scope
-        ? { description: `Needs a fleet key with the ${r.scope} scope (403 insufficient_scope otherwise).` }
+      ...(needs.length
+        ? { description: `Needs a fleet key with ${needs.join(' and ')} (403 insufficient_scope otherwise).` }
         : {}),
       security: [{ bearer: roles }, { apiKey: roles }],
       ...(parameters.length ? { parameters } : {}),
       ...(r.body
-        ? { requestBody: { required: true, content: { 'application/json': { schema: ref(r.body, 'input') } } } }
+        ? {
+            requestBody: {
+              required: bodyRequired(r.body),
+              content: { 'application/json': { schema: ref(r.body, 'input') } },
+            },
+          }
         : {}),
       responses,
     };

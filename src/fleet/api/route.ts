@@ -17,6 +17,13 @@ export class ApiError extends Error {
   }
 }
 
+/** A key the hub or the store has revoked: the server's refusal at a request's start, and a wait's at each wake-up. */
+export const keyRevoked = () => new ApiError(401, 'unauthorized', 'the key was revoked');
+
+/** A locked account (the server's refusal at a request's start, and a wait's at each wake-up). */
+export const subscriptionRequired = () =>
+  new ApiError(402, 'subscription_required', 'the account has no active subscription; pairings and keys are kept');
+
 /** The status each route-specific error code is answered with (the OpenAPI document lists them under it). */
 export const ERROR_STATUS: Record<string, number> = {
   bad_selector: 400,
@@ -54,6 +61,31 @@ export interface RouteSpec<P extends z.ZodType, Q extends z.ZodType, B extends z
 export interface Route<P = unknown, Q = unknown, B = unknown> {
   spec: RouteSpec<z.ZodType, z.ZodType, z.ZodType, z.ZodType>;
   handle(input: { params: P; query: Q; body: B }, caller: unknown): Promise<unknown>;
+}
+
+/**
+ * The largest request body a route takes; past it the server answers 413 `too_large` before the
+ * key is looked at (src/gateway/http.ts `Exchange.body`), and the document lists that answer on
+ * every operation with a body (openapi.ts).
+ */
+export const BODY_LIMIT = 64 * 1024;
+
+/** A request body as JSON: an absent (empty) body is read as `{}`, anything else must parse. */
+export function jsonBody(raw: Buffer): unknown {
+  if (raw.length === 0) return {};
+  try {
+    return JSON.parse(raw.toString('utf8'));
+  } catch {
+    throw new ApiError(400, 'bad_request', 'body: not JSON');
+  }
+}
+
+/**
+ * Whether a route's body must be sent: an absent body is read as `{}` (jsonBody), so it is
+ * required exactly when the route's schema refuses `{}` (renewing an allocation takes none).
+ */
+export function bodyRequired(schema: z.ZodType): boolean {
+  return !schema.safeParse(jsonBody(Buffer.alloc(0))).success;
 }
 
 /** Parses with a schema or throws a 400 naming the first problem. */

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { newApiToken, newId, sha256Hex } from '../../crypto/secrets.ts';
 import { SCOPES, type LabelledDevice, type Scope, type Token } from '../../store/index.ts';
 import type { GatewayContext } from '../../gateway/context.ts';
-import { ApiError, type Method } from './route.ts';
+import { ApiError, keyRevoked, subscriptionRequired, type Method } from './route.ts';
 import {
   factLabels,
   formatSelector,
@@ -135,9 +135,15 @@ export interface ApiRoute {
   response?: z.ZodType;
   /**
    * The scope the fleet key needs, checked before the handler runs (403 insufficient_scope
-   * otherwise) and named in the document (docs/decisions/0175-api-v1.md, 0213-allocations-need-devices-lease.md).
+   * otherwise) and named in the document (docs/decisions/0175-api-v1.md, 0213-allocations-need-devices-lease.md,
+   * 0244-key-and-enrollment-routes-need-scopes.md).
    */
   scope?: Scope;
+  /**
+   * A scope rule no one scope states, which the handler checks (403 insufficient_scope), in
+   * words for the document: "every scope of the key it revokes".
+   */
+  scopeRule?: string;
   errors: string[];
   handle(
     ctx: GatewayContext,
@@ -174,18 +180,27 @@ export function needScope(fk: ResolvedFleetKey, scope: Scope): void {
 }
 
 /**
+ * A key revokes only a key whose every scope it holds: it never takes away a power it does not
+ * have (docs/decisions/0244-key-and-enrollment-routes-need-scopes.md).
+ */
+function needScopesOf(fk: ResolvedFleetKey, target: { id: string; scopes: readonly Scope[] }): void {
+  const missing = target.scopes.find((s) => !fk.key.scopes.includes(s));
+  if (missing !== undefined)
+    throw new ApiError(
+      403,
+      'insufficient_scope',
+      `this fleet key lacks the ${missing} scope, which key ${target.id} holds (a key revokes only keys within its scopes)`,
+    );
+}
+
+/**
  * A request that waited (wait_s) for a phone: its key and account checked again before it takes
  * one, as the server checked them when it began (server.ts), since either may have ended since.
  */
 async function stillAllowed(ctx: GatewayContext, fk: ResolvedFleetKey): Promise<void> {
   const [key, account] = await Promise.all([ctx.store.fleet.getKey(fk.key.id), ctx.store.getAccount(fk.account.id)]);
-  if (!key || ctx.hub.isRevoked({ tokenId: fk.key.id })) throw new ApiError(401, 'unauthorized', 'the key was revoked');
-  if (!account || account.locked || ctx.hub.isRevoked({ accountId: fk.account.id }))
-    throw new ApiError(
-      402,
-      'subscription_required',
-      'the account has no active subscription; pairings and keys are kept',
-    );
+  if (!key || ctx.hub.isRevoked({ tokenId: fk.key.id })) throw keyRevoked();
+  if (!account || account.locked || ctx.hub.isRevoked({ accountId: fk.account.id })) throw subscriptionRequired();
 }
 
 function needAccountWide(fk: ResolvedFleetKey, what: string): void {
@@ -505,7 +520,8 @@ export const ROUTES: ApiRoute[] = [
     summary: "The account's device keys and fleet keys (never their secrets)",
     status: 200,
     response: z.object({ items: z.array(Key) }).meta({ id: 'KeyList' }),
-    errors: ['account_key_required'],
+    scope: 'devices:read',
+    errors: ['insufficient_scope', 'account_key_required'],
     async handle(ctx, fk) {
       needAccountWide(fk, 'listing keys');
       const [tokens, fleet] = await Promise.all([
@@ -542,6 +558,7 @@ export const ROUTES: ApiRoute[] = [
     body: KeyCreate,
     status: 201,
     response: KeyCreated,
+    scopeRule: 'every scope it gives the new key, all of its own by default',
     errors: ['device_not_found', 'insufficient_scope', 'account_key_required', 'limit_reached'],
     async handle(ctx, fk, { body }) {
       const d = await reachable(ctx, fk, body.device_id);
@@ -574,7 +591,8 @@ export const ROUTES: ApiRoute[] = [
       'Revoke a device key or fleet key; what it holds ends on every node (an OAuth access token is no key: key_not_found)',
     params: Id,
     status: 204,
-    errors: ['key_not_found', 'account_key_required'],
+    scopeRule: 'every scope of the key it revokes',
+    errors: ['key_not_found', 'insufficient_scope', 'account_key_required'],
     async handle(ctx, fk, { params }) {
       needAccountWide(fk, 'revoking keys');
       const id: string = params.id;
@@ -582,6 +600,7 @@ export const ROUTES: ApiRoute[] = [
       const fleet = token ? undefined : await ctx.store.fleet.getKey(id);
       if (!token && (!fleet || fleet.accountId !== fk.account.id))
         throw new ApiError(404, 'key_not_found', `no key ${id} in this account`);
+      needScopesOf(fk, (token ?? fleet)!);
       const ok = token ? await ctx.store.revokeToken(id) : await ctx.store.fleet.revokeKey(id);
       if (!ok) throw new ApiError(404, 'key_not_found', `no key ${id}`);
       await ctx.bus.publishControl({ type: 'token_revoked', tokenId: id }).catch(() => {});
@@ -595,7 +614,8 @@ export const ROUTES: ApiRoute[] = [
     summary: "The account's enrollment codes (never the codes themselves)",
     status: 200,
     response: z.object({ items: z.array(Enrollment) }).meta({ id: 'EnrollmentList' }),
-    errors: ['account_key_required'],
+    scope: 'devices:read',
+    errors: ['insufficient_scope', 'account_key_required'],
     async handle(ctx, fk) {
       needAccountWide(fk, 'enrollment codes');
       return { items: (await ctx.store.fleet.listEnrollments(fk.account.id)).map((e) => enrollmentJson(e)) };
@@ -609,7 +629,10 @@ export const ROUTES: ApiRoute[] = [
     body: EnrollmentCreate,
     status: 201,
     response: EnrollmentCreated,
-    errors: ['account_key_required', 'bad_label'],
+    // Adding phones mirrors removing one (devices:act, docs/decisions/0175-api-v1.md), and the
+    // code's labels decide which keys reach them (docs/decisions/0244-key-and-enrollment-routes-need-scopes.md).
+    scope: 'devices:act',
+    errors: ['insufficient_scope', 'account_key_required', 'bad_label'],
     async handle(ctx, fk, { body }) {
       needAccountWide(fk, 'enrollment codes');
       try {
@@ -636,7 +659,8 @@ export const ROUTES: ApiRoute[] = [
     summary: 'The code stops pairing at once; phones it paired stay',
     params: Id,
     status: 204,
-    errors: ['enrollment_not_found', 'account_key_required'],
+    scope: 'devices:act',
+    errors: ['enrollment_not_found', 'insufficient_scope', 'account_key_required'],
     async handle(ctx, fk, { params }) {
       needAccountWide(fk, 'enrollment codes');
       const e = await ctx.store.fleet.getEnrollment(params.id);

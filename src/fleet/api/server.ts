@@ -5,13 +5,11 @@ import type { HttpRequest, HttpResponse, TemplatedApp } from '../../uws.ts';
 import { BodyTooLarge, copyHeaders, Exchange, MethodRoutes } from '../../gateway/http.ts';
 import { presentedToken } from '../../gateway/auth.ts';
 import type { GatewayContext } from '../../gateway/context.ts';
-import { ApiError, parseOr400 } from './route.ts';
+import { ApiError, BODY_LIMIT, jsonBody, keyRevoked, parseOr400, subscriptionRequired } from './route.ts';
 import { needScope, type ApiRoute } from './routes.ts';
 import type { FleetKeyLookup } from '../keys.ts';
 import { openApiDocument } from './openapi.ts';
 import { decodedSegment } from '../access.ts';
-
-const BODY_LIMIT = 64 * 1024;
 
 export interface ApiOptions {
   /** Requests per key per minute, across the cluster. */
@@ -87,13 +85,8 @@ async function serve(
           'WWW-Authenticate': 'Bearer realm="phonebridge"',
         });
   }
-  if (fk.account.locked)
-    throw new ApiError(
-      402,
-      'subscription_required',
-      'the account has no active subscription; pairings and keys are kept',
-    );
-  if (ctx.hub.isRevoked({ tokenId: fk.key.id })) throw new ApiError(401, 'unauthorized', 'the key was revoked');
+  if (fk.account.locked) throw subscriptionRequired();
+  if (ctx.hub.isRevoked({ tokenId: fk.key.id })) throw keyRevoked();
   const used = await ctx.bus.hit(`api:k:${fk.key.id}`, 60_000);
   if (used > opts.requestsPerMinute)
     throw new ApiError(429, 'rate_limited', `more than ${opts.requestsPerMinute} requests from this key in a minute`, {
@@ -103,14 +96,7 @@ async function serve(
   const query = r.query ? parseOr400(r.query, rawQuery, 'query') : {};
   let body: unknown = {};
   if (r.body) {
-    const raw = await bodyP!;
-    let json: unknown;
-    try {
-      json = raw.length === 0 ? {} : JSON.parse(raw.toString('utf8'));
-    } catch {
-      throw new ApiError(400, 'bad_request', 'body: not JSON');
-    }
-    body = parseOr400(r.body, json, 'body');
+    body = parseOr400(r.body, jsonBody(await bodyP!), 'body');
   }
   if (r.scope) needScope(fk, r.scope);
   const out = await r.handle(ctx, fk, { params, query, body });

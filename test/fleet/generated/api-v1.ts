@@ -119,10 +119,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The account's device keys and fleet keys (never their secrets) */
+        /**
+         * The account's device keys and fleet keys (never their secrets)
+         * @description Needs a fleet key with the devices:read scope (403 insufficient_scope otherwise).
+         */
         get: operations["listKeys"];
         put?: never;
-        /** A device key for one of the account's phones (scopes within this key's) */
+        /**
+         * A device key for one of the account's phones (scopes within this key's)
+         * @description Needs a fleet key with every scope it gives the new key, all of its own by default (403 insufficient_scope otherwise).
+         */
         post: operations["createDeviceKey"];
         delete?: never;
         options?: never;
@@ -140,7 +146,10 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Revoke a device key or fleet key; what it holds ends on every node (an OAuth access token is no key: key_not_found) */
+        /**
+         * Revoke a device key or fleet key; what it holds ends on every node (an OAuth access token is no key: key_not_found)
+         * @description Needs a fleet key with every scope of the key it revokes (403 insufficient_scope otherwise).
+         */
         delete: operations["revokeKey"];
         options?: never;
         head?: never;
@@ -154,10 +163,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The account's enrollment codes (never the codes themselves) */
+        /**
+         * The account's enrollment codes (never the codes themselves)
+         * @description Needs a fleet key with the devices:read scope (403 insufficient_scope otherwise).
+         */
         get: operations["listEnrollments"];
         put?: never;
-        /** One code that pairs up to max_phones phones through /pair */
+        /**
+         * One code that pairs up to max_phones phones through /pair
+         * @description Needs a fleet key with the devices:act scope (403 insufficient_scope otherwise).
+         */
         post: operations["createEnrollment"];
         delete?: never;
         options?: never;
@@ -175,7 +190,10 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** The code stops pairing at once; phones it paired stay */
+        /**
+         * The code stops pairing at once; phones it paired stay
+         * @description Needs a fleet key with the devices:act scope (403 insufficient_scope otherwise).
+         */
         delete: operations["revokeEnrollment"];
         options?: never;
         head?: never;
@@ -607,6 +625,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description too_large: the body exceeds 65536 bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description rate_limited: too many requests from this key */
             429: {
                 headers: {
@@ -750,6 +777,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description too_large: the body exceeds 65536 bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description rate_limited: too many requests from this key */
             429: {
                 headers: {
@@ -770,7 +806,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": components["schemas"]["RenewRequest"];
             };
@@ -823,6 +859,15 @@ export interface operations {
             };
             /** @description allocation_not_found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description too_large: the body exceeds 65536 bytes */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -960,7 +1005,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description fleet_key_required: a device key was used; account_key_required */
+            /** @description fleet_key_required: a device key was used; insufficient_scope; account_key_required */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1047,6 +1092,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description too_large: the body exceeds 65536 bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description rate_limited: too many requests from this key */
             429: {
                 headers: {
@@ -1103,7 +1157,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description fleet_key_required: a device key was used; account_key_required */
+            /** @description fleet_key_required: a device key was used; insufficient_scope; account_key_required */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1177,7 +1231,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description fleet_key_required: a device key was used; account_key_required */
+            /** @description fleet_key_required: a device key was used; insufficient_scope; account_key_required */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1246,8 +1300,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description fleet_key_required: a device key was used; account_key_required */
+            /** @description fleet_key_required: a device key was used; insufficient_scope; account_key_required */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description too_large: the body exceeds 65536 bytes */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1311,7 +1374,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description fleet_key_required: a device key was used; account_key_required */
+            /** @description fleet_key_required: a device key was used; insufficient_scope; account_key_required */
             403: {
                 headers: {
                     [name: string]: unknown;
