@@ -1,5 +1,5 @@
 // Several nodes on one real Redis: routing, supersede, liveness, outages.
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
@@ -27,6 +27,30 @@ afterEach(async () => {
 afterAll(() => dropPrefix(prefix));
 
 /** Redis' id for the connection named `name` (CLIENT LIST), to kill it. */
+/** A bus node in its own process (test-node.ts) with the `fast` timings, claiming `device`; once it is ready. */
+async function nodeProcess(nodeId: string, device: string): Promise<ChildProcess> {
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', fileURLToPath(new URL('./test-node.ts', import.meta.url))],
+    {
+      env: {
+        ...process.env,
+        REDIS_URL,
+        PREFIX: prefix,
+        NODE_ID: nodeId,
+        DEVICE: device,
+        NODE_TTL_MS: String(fast.nodeTtlMs),
+        HEARTBEAT_MS: String(fast.heartbeatMs),
+      },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
+  let out = '';
+  child.stdout.on('data', (c) => (out += c));
+  await waitFor(() => out.includes('ready'), 15_000, 'child node');
+  return child;
+}
+
 async function clientId(admin: Redis, name: string): Promise<string> {
   const line = String(await admin.client('LIST'))
     .split('\n')
@@ -536,25 +560,7 @@ describe('RedisBus across nodes', () => {
     a.onNodeDown((n) => down.push([n, Date.now()]));
     const victim = `victim-${uid()}`;
     const d = uid();
-    const child = spawn(
-      process.execPath,
-      ['--import', 'tsx', fileURLToPath(new URL('./test-node.ts', import.meta.url))],
-      {
-        env: {
-          ...process.env,
-          REDIS_URL,
-          PREFIX: prefix,
-          NODE_ID: victim,
-          DEVICE: d,
-          NODE_TTL_MS: '600',
-          HEARTBEAT_MS: '150',
-        },
-        stdio: ['ignore', 'pipe', 'inherit'],
-      },
-    );
-    let out = '';
-    child.stdout.on('data', (c) => (out += c));
-    await waitFor(() => out.includes('ready'), 15_000, 'child node');
+    const child = await nodeProcess(victim, d);
     await waitFor(async () => (await a.aliveNodes()).includes(victim), 2000, 'victim announced');
     await sleep(2 * fast.heartbeatMs); // A has seen the victim in a heartbeat
     expect(await a.ownerOf(d)).toMatchObject({ nodeId: victim });
@@ -615,26 +621,8 @@ describe('RedisBus across nodes', () => {
   it('a peer that stops renewing (paused) delays a start by at most the node TTL, and the new node stays alive', async () => {
     const a = await node();
     const paused = `paused-${uid()}`;
-    const child = spawn(
-      process.execPath,
-      ['--import', 'tsx', fileURLToPath(new URL('./test-node.ts', import.meta.url))],
-      {
-        env: {
-          ...process.env,
-          REDIS_URL,
-          PREFIX: prefix,
-          NODE_ID: paused,
-          DEVICE: uid(),
-          NODE_TTL_MS: String(fast.nodeTtlMs),
-          HEARTBEAT_MS: String(fast.heartbeatMs),
-        },
-        stdio: ['ignore', 'pipe', 'inherit'],
-      },
-    );
+    const child = await nodeProcess(paused, uid());
     try {
-      let out = '';
-      child.stdout.on('data', (c) => (out += c));
-      await waitFor(() => out.includes('ready'), 15_000, 'child node');
       child.kill('SIGSTOP');
       const startedAt = Date.now();
       const b = await node();
