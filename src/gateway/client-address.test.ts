@@ -42,6 +42,17 @@ describe('pickClientAddress', () => {
     expect(normaliseAddress('0000:0000:0000:0000:0000:ffff:10.1.2.3')).toBe('10.1.2.3');
     expect(normaliseAddress('not an ip')).toBeUndefined();
   });
+
+  it('reads an IPv4 peer of a dual-stack listener in the full hex form uWS reports as that IPv4 address', () => {
+    // getRemoteAddressAsText() for 127.0.0.1 connecting to a socket listening on "::"
+    expect(normaliseAddress('0000:0000:0000:0000:0000:ffff:7f00:0001')).toBe('127.0.0.1');
+    expect(normaliseAddress('::FFFF:CB00:7105')).toBe('203.0.113.5');
+    expect(limitKey('0000:0000:0000:0000:0000:ffff:cb00:7105')).toBe('203.0.113.5');
+    expect(limitKey('0000:0000:0000:0000:0000:ffff:c633:6407')).toBe('198.51.100.7');
+    // Not mapped: an IPv6 address that merely contains ffff stays IPv6.
+    expect(normaliseAddress('0:0:0:0:1:ffff:7f00:1')).toBe('0:0:0:0:1:ffff:7f00:1');
+    expect(normaliseAddress('::ffff:0:7f00:1')).toBe('::ffff:0:7f00:1');
+  });
 });
 
 describe('limitKey', () => {

@@ -35,9 +35,22 @@ export function normaliseAddress(raw: string): string | undefined {
   if (bracketed) a = bracketed[1];
   else if (/^\d{1,3}(\.\d{1,3}){3}:\d+$/.test(a)) a = a.slice(0, a.lastIndexOf(':'));
   a = a.toLowerCase();
-  const mapped = /^(?:0{0,4}:){0,5}:?ffff:(\d{1,3}(?:\.\d{1,3}){3})$/.exec(a);
-  if (mapped && isIP(mapped[1]) === 4) return mapped[1];
-  return isIP(a) ? a : undefined;
+  const version = isIP(a);
+  if (version === 6) return mappedIPv4(a) ?? a;
+  return version ? a : undefined;
+}
+
+/**
+ * The IPv4 address of an IPv4-mapped IPv6 address (::ffff:a.b.c.d), in any spelling: a socket
+ * listening on `::` reports IPv4 peers that way, and uWS writes it in full hex
+ * (`0000:…:ffff:7f00:0001`). Keyed as IPv6, every IPv4 client would share one /64.
+ */
+function mappedIPv4(a: string): string | undefined {
+  const g = expandIPv6(a);
+  if (g.length !== 8 || g[5] !== 'ffff' || !g.slice(0, 5).every((x) => x === '0000')) return undefined;
+  const hi = parseInt(g[6], 16);
+  const lo = parseInt(g[7], 16);
+  return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
 }
 
 function expandIPv6(a: string): string[] {
