@@ -18,7 +18,14 @@ const catalogs = new InternTable<ToolCatalog>();
 
 /** The result of the relay's own request, or why the phone refused it. */
 function resultOf(method: string, frame: Buffer): Record<string, unknown> {
-  const parsed = JSON.parse(frame.toString('utf8')) as { result?: unknown; error?: JsonRpcErrorObject };
+  let parsed: { result?: unknown; error?: JsonRpcErrorObject };
+  try {
+    parsed = JSON.parse(frame.toString('utf8')) as typeof parsed;
+  } catch {
+    // JSON.parse's message quotes the text around the fault: the phone's content, kept out of
+    // the log this error reaches (docs/PROTOCOL.md: a malformed answer is logged without it).
+    throw new Error(`phone answered ${method} with invalid JSON (${frame.length} bytes)`);
+  }
   const r = parsed.result;
   if (!r) throw new Error(`phone refused ${method}: ${parsed.error?.message ?? 'no result'}`);
   // A number, string or array is no result of these methods: caching it would hand clients
