@@ -41,7 +41,11 @@ export const FORMATS = {
   owner: { write: 1, minRead: 1 },
   /** Replay list entries `seq\nstreamId\ndata`: by shape. */
   replayEntry: { write: 1, minRead: 1 },
-  /** Node liveness: `nodes` zset (deadline) + `boots` hash value `<boot>` or `<boot>.v<N>`. */
+  /**
+   * Node liveness: `nodes` zset (deadline) + `boots` hash value `<boot>` or `<boot>.v<N>`, and
+   * (added within version 1; a release without it is waited for a bounded time, 0245) `beats`
+   * hash: when each node last renewed itself, in Redis' milliseconds.
+   */
   liveness: { write: 1, minRead: 1 },
 } as const satisfies Record<string, FormatVersion>;
 

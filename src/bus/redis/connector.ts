@@ -14,7 +14,7 @@ export type RedisClient = Redis | Cluster;
  * ARGV[1] (scripts.ts): on a cluster every group is one hash tag, so one slot.
  */
 export interface KeyLayout {
-  /** Ownership and liveness: dev:, owned:, nodes, boots. */
+  /** Ownership and liveness: dev:, owned:, nodes, boots, beats. */
   readonly own: string;
   /** Session records, their indexes and replay buffers: sess:, sx:, ev:, evm:. */
   readonly sess: string;

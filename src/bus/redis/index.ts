@@ -355,11 +355,11 @@ export class RedisBus implements Bus {
    * record (or the id gone): it orphans the requests that id sent it and fails those it sent
    * there. Anything this process sent or served before then would be taken for its
    * predecessor's (docs/decisions/0245-a-restarted-node-waits-to-be-heard.md). One heartbeat
-   * period when peers are alive, none for a lone node; bounded by the node TTL, past which a
-   * silent peer is dead for everyone.
+   * period when peers are alive, none for a lone node; bounded by three heartbeat periods (and
+   * the node TTL): a peer silent that long is stalled or dead.
    */
   private async untilPeersHeard(): Promise<void> {
-    const until = Date.now() + this.o.nodeTtlMs;
+    const until = Date.now() + Math.min(this.o.nodeTtlMs, 3 * this.o.heartbeatMs);
     let since = '';
     for (;;) {
       const [first, unheard] = (await this.run('unheard', [this.nodeId, since])) as [string, number];

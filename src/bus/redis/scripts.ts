@@ -49,6 +49,7 @@ const REAP = `local function reap(p, n)
   redis.call('DEL', owned)
   redis.call('ZREM', p .. 'nodes', n)
   redis.call('HDEL', p .. 'boots', n)
+  redis.call('HDEL', p .. 'beats', n)
 end
 `;
 
@@ -242,6 +243,7 @@ if ARGV[5] ~= '0' then
 end
 redis.call('ZADD', nodes, t + tonumber(ARGV[4]), self)
 redis.call('HSET', boots, self, boot)
+redis.call('HSET', p .. 'beats', self, t)
 local out = {wasAlive, prevBoot}
 for _, n in ipairs(redis.call('ZRANGEBYSCORE', nodes, t, '+inf')) do
   out[#out + 1] = n
@@ -254,15 +256,16 @@ return out`,
 reap(ARGV[1], ARGV[2])
 return 1`,
 
-  // ARGV: p, self, since (this node's first deadline; '' on the first call: read it). Returns
-  // {since, peers}: peers = the live peers whose last renewal came no later than `since`, i.e.
-  // before this node's (same TTL on every node). RedisBus.untilPeersHeard.
+  // ARGV: p, self, since (when this node first renewed itself; '' on the first call: read it).
+  // Returns {since, peers}: peers = the live peers whose last renewal came no later than
+  // `since` (one that never recorded a renewal time, an older release, counts as unheard).
+  // RedisBus.untilPeersHeard.
   unheard: `${NOW}
-local nodes, self = ARGV[1] .. 'nodes', ARGV[2]
-local since = tonumber(ARGV[3]) or tonumber(redis.call('ZSCORE', nodes, self) or '0')
+local nodes, beats, self = ARGV[1] .. 'nodes', ARGV[1] .. 'beats', ARGV[2]
+local since = tonumber(ARGV[3]) or tonumber(redis.call('HGET', beats, self) or '0')
 local n = 0
-for _, m in ipairs(redis.call('ZRANGEBYSCORE', nodes, now(), since)) do
-  if m ~= self then n = n + 1 end
+for _, m in ipairs(redis.call('ZRANGEBYSCORE', nodes, now(), '+inf')) do
+  if m ~= self and (tonumber(redis.call('HGET', beats, m) or '0') <= since) then n = n + 1 end
 end
 return {tostring(since), n}`,
 
