@@ -24,7 +24,8 @@ export const SURFACE_CHANGES: ReadonlyArray<{ version: string; change: string }>
   {
     version: TIMEOUT_MS_SINCE,
     change:
-      '`wait_for_events` takes `timeout_ms` (optional): the wait in whole milliseconds, declared as the tool header `Mcp-Param-Timeout-Ms`.',
+      '`wait_for_events` takes `timeout_ms` (optional): the wait in whole milliseconds, declared as the tool header `Mcp-Param-Timeout-Ms`. ' +
+      'A change of meaning, not of shape: `type_text` fills a field up to 5000 UTF-16 units, as on Android, and drops the rest (the effect says how many characters were typed).',
   },
   { version: LAUNCH_VERSION, change: 'Launch: the baseline surface.' },
 ];
@@ -91,6 +92,8 @@ export const ERROR_CODES: Readonly<Record<string, string>> = {
   out_of_bounds: 'A coordinate lies outside the screen.',
   app_not_found: 'No installed app with that package name.',
   run_not_found: 'No such run (or no active run for stop_run).',
+  cancelled:
+    'A task-augmented call that ended unfinished (tasks/result): cancelled with tasks/cancel, expired, or its credential revoked.',
   internal_error: 'A bug on the phone; the message says what failed.',
 };
 

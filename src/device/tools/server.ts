@@ -18,6 +18,7 @@ import {
   SCOPE_META_KEY,
   LAUNCH_VERSION,
   SURFACE_VERSION,
+  TIMEOUT_MS_SINCE,
   ToolError,
   callerFrom,
   envelopeForSdkError,
@@ -409,7 +410,7 @@ const hold = actTool(
 const typeText = actTool(
   'type_text',
   'Type text',
-  'Types text into the focused text field, or into elementId after focusing it. A field holds at most 5000 UTF-16 units, as on Android (an emoji takes two); the rest is dropped and the effect says how many characters were typed.',
+  `Types text into the focused text field, or into elementId after focusing it. A field holds at most 5000 UTF-16 units, as on Android (an emoji takes two); the rest is dropped and the effect says how many characters were typed (@since ${TIMEOUT_MS_SINCE}).`,
   s.typeTextInput,
 );
 const pressKey = actTool(
@@ -473,8 +474,7 @@ const startRun = tool({
   title: 'Start a run',
   scope: 'runs:start',
   since: LAUNCH_VERSION,
-  description:
-    "Hands the device to an autonomous run that executes a plan of steps (tap, hold, swipe, type_text, press_key, open_app, wait). While it runs, act tools of other callers are refused with device_busy. With wait (default) the call answers when the run ends and sends progress notifications (when the request has a progressToken) and log messages meanwhile; cancelling the call stops the run. Accepts an idempotencyKey: a retry with the same key returns that run's current state instead of starting another.",
+  description: `Hands the device to an autonomous run that executes a plan of steps (tap, hold, swipe, type_text, press_key, open_app, wait). While it runs, act tools of other callers are refused with device_busy. With wait (default) the call answers when the run ends and sends progress notifications (when the request has a progressToken) and log messages meanwhile; cancelling the call stops the run. Accepts an idempotencyKey: a retry with the same key returns that run's current state instead of starting another.`,
   annotations: RUNS,
   requiresUserInteraction: true,
   input: s.startRunInput,
@@ -708,8 +708,20 @@ function envelopeSdkErrors(mcp: McpServer): void {
   const sdkCallTool = handlers.get('tools/call');
   if (!sdkCallTool) throw new Error('McpServer has no tools/call handler to wrap');
   handlers.set('tools/call', async (request, extra) => {
+    // What the SDK's request parse would hide: arguments that are no object fail it with a
+    // JSON-RPC internal error, and an own "__proto__" key is dropped by it (the tool would then
+    // act without the argument, not refuse the unknown key).
+    const args = (request as { params?: { arguments?: unknown } }).params?.arguments;
+    if (args !== undefined && (typeof args !== 'object' || args === null || Array.isArray(args)))
+      return errorResult('invalid_arguments', `arguments must be an object, not ${describeJsonType(args)}`);
+    if (args !== undefined && Object.prototype.hasOwnProperty.call(args, '__proto__'))
+      return errorResult('invalid_arguments', 'unknown key "__proto__" in arguments');
     const result = (await sdkCallTool(request, extra)) as CallToolResult;
     const text = result.isError && result.content?.[0]?.type === 'text' ? result.content[0].text : null;
     return text !== null && !isEnvelope(text) ? envelopeForSdkError(text) : result;
   });
+}
+
+function describeJsonType(v: unknown): string {
+  return v === null ? 'null' : Array.isArray(v) ? 'an array' : `a ${typeof v}`;
 }
