@@ -67,6 +67,11 @@ export interface Caller {
   accountId?: string;
   /** The span this request continues on this node, while tracing is on (src/observability/). */
   trace?: Context;
+  /**
+   * A 2026-07-28 tools/call whose `Mcp-Param-*` headers the origin could not check (no tool
+   * catalog there): those headers, for the check where the phone is (src/gateway/tool-header-check.ts).
+   */
+  toolHeaders?: Readonly<Record<string, string>>;
 }
 
 /** A request in flight at the phone; its deadline is threaded through it (src/gateway/deadlines.ts). */

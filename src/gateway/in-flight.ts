@@ -72,6 +72,8 @@ export class InFlightCalls {
     resumable?: () => boolean,
     /** Sized from a tool header (docs/decisions/0181-tool-headers.md); else from the body. */
     headerTimeoutMs?: number,
+    /** A tools/call's `Mcp-Param-*` headers to check where the phone is (Caller.toolHeaders). */
+    toolHeaders?: Record<string, string>,
   ): Promise<Outcome> {
     const key = sessionId === undefined ? undefined : inFlightKey(sessionId, msg.id);
     const h = sessionId === undefined ? 0 : inFlightHash(hashString(sessionId), msg.id);
@@ -109,7 +111,13 @@ export class InFlightCalls {
           deviceId,
           msg,
           withCallerContext(msg.params, cred.token),
-          { scopes: cred.token.scopes, tokenId: cred.token.id, accountId: cred.account.id, trace: traced?.ctx },
+          {
+            scopes: cred.token.scopes,
+            tokenId: cred.token.id,
+            accountId: cred.account.id,
+            trace: traced?.ctx,
+            toolHeaders,
+          },
           sink,
           timeoutMs,
         )

@@ -81,8 +81,8 @@ class McpEndpoint implements FastPostHost, AnswerHost {
     this.clientAuth = new ClientAuth(ctx);
     this.calls = new InFlightCalls(ctx);
     this.opener = new SessionOpener(ctx, this.sessions, (...a) => this.observe(...a));
-    this.stateless = new StatelessEndpoint(ctx, (ex, cred, deviceId, msg, related, timeoutMs) =>
-      this.calls.forward(ex, cred, deviceId, undefined, msg, related, undefined, timeoutMs),
+    this.stateless = new StatelessEndpoint(ctx, (ex, cred, deviceId, msg, related, timeoutMs, toolHeaders) =>
+      this.calls.forward(ex, cred, deviceId, undefined, msg, related, undefined, timeoutMs, toolHeaders),
     );
   }
 

@@ -10,6 +10,7 @@ import type { Listener } from './hub.ts';
 import type { GatewayContext } from './context.ts';
 import { classifyClientMessage, errorResponse, resultResponse, type JsonRpcRequest } from '../protocol/jsonrpc.ts';
 import { INVALID_REQUEST, METHOD_NOT_FOUND, type JsonRpcErrorObject } from '../protocol/errors.ts';
+import { paramHeaders, provisionalTimeoutMs } from './tool-header-check.ts';
 import { insufficientScopeChallenge } from '../protocol/scopes.ts';
 import {
   acknowledgeSubscription,
@@ -21,6 +22,7 @@ import {
   subscriptionNotification,
   validateStatelessRequest,
   withoutLegacyTask,
+  HEADER_MISMATCH,
   MISSING_REQUIRED_CLIENT_CAPABILITY,
   SUPPORTED_VERSIONS,
 } from '../protocol/stateless.ts';
@@ -66,6 +68,8 @@ export type Forward = (
   related?: (frame: Buffer) => void,
   /** The call's own timeout when a tool header sized it (headerTimeoutMs); else the body decides. */
   timeoutMs?: number,
+  /** A tools/call's `Mcp-Param-*` headers, when this node could not check them (Caller.toolHeaders). */
+  toolHeaders?: Record<string, string>,
 ) => Promise<ForwardOutcome>;
 
 export class StatelessEndpoint {
@@ -122,13 +126,20 @@ export class StatelessEndpoint {
     if (msg.method === 'tools/call') msg.params = withoutLegacyTask(msg.params);
 
     let timeoutMs: number | undefined;
+    let toolHeaders: Record<string, string> | undefined;
     if (msg.method === 'tools/call') {
-      // Mcp-Param-* headers must match the arguments they mirror (checked where the catalog is).
+      // Mcp-Param-* headers must match the arguments they mirror, checked against the tool's
+      // declarations here when this node has the phone's catalog; otherwise they travel with the
+      // request and are checked, and size the call, where it starts on the phone
+      // (src/gateway/tool-header-check.ts): the same answer from every node.
       const tool = this.ctx.hub.device(deviceId)?.tools?.byName.get(String(msg.params?.name));
       if (tool) {
         const p = validateParamHeaders(tool.inputSchema, h, msg.params?.arguments);
         if (!p.ok) return ex.send(p.status, JSON_HEADERS, errorResponse(msg.id, p.error));
         timeoutMs = headerTimeoutMs(tool.inputSchema, h);
+      } else {
+        toolHeaders = paramHeaders(h);
+        timeoutMs = provisionalTimeoutMs(h, msg.method, msg.params, this.ctx.config.requestTimeoutMs);
       }
     }
 
@@ -144,7 +155,7 @@ export class StatelessEndpoint {
     const early = sseOk ? setTimeout(() => ex.aborted || open(), SLOW_ANSWER_MS) : undefined;
     // JSON only without text/event-stream in Accept: progress is dropped (docs/decisions/0215-post-media-types.md).
     const related = sseOk ? (frame: Buffer) => void open().send(frame) : undefined;
-    const outcome = await this.forward(ex, cred, deviceId, msg, related, timeoutMs);
+    const outcome = await this.forward(ex, cred, deviceId, msg, related, timeoutMs, toolHeaders);
     clearTimeout(early);
     const refusal = outcome.refusal?.data as { code?: string; scope?: Scope } | undefined;
     const forbidden = refusal?.code === 'insufficient_scope' && !stream;
@@ -157,6 +168,10 @@ export class StatelessEndpoint {
       );
     }
     if (outcome.refusal?.code === METHOD_NOT_FOUND && !stream) return ex.send(404, JSON_HEADERS, outcome.frame);
+    // A tool header refused where the phone is (tool-header-check.ts): 400, as if refused here. A
+    // stream already open (no verdict within SLOW_ANSWER_MS: the phone was moving or starting)
+    // has sent its 200: the refusal is then its one message.
+    if (outcome.refusal?.code === HEADER_MISMATCH && !stream) return ex.send(400, JSON_HEADERS, outcome.frame);
     const frame = outcome.refusal ? outcome.frame : finish(outcome.frame);
     if (stream || wantsStream) {
       const s = open();

@@ -17,8 +17,14 @@ import type { ReqHeader as ReqHeaderFields } from '../bus/req-header.ts';
 export const ORIGIN_GRACE_MS = 2_000;
 
 export type Header =
-  /** A request for the phone this node's peer holds (its fields: src/bus/req-header.ts). */
-  | (ReqHeaderFields & { scopes: Scope[] })
+  /**
+   * A request for the phone this node's peer holds (its fields: src/bus/req-header.ts). `ph`: a
+   * 2026-07-28 tools/call's `Mcp-Param-*` headers, which the origin could not check without the
+   * phone's tool catalog; the owner checks them (src/gateway/tool-header-check.ts). Only on a
+   * request without `b` (one JSON.stringify writes): req-header.ts's writer and reader never
+   * see it, and a node that does not know it forwards the call unchecked, as before it existed.
+   */
+  | (ReqHeaderFields & { scopes: Scope[]; ph?: Record<string, string> })
   | { t: 'note'; deviceId: string; method: string }
   | { t: 'cancel'; from: string; rid: number }
   | { t: 'orphan'; from: string; rid: number }

@@ -34,6 +34,7 @@ import { PeerDirectory } from './peer-directory.ts';
 import { RemoteRequests } from './remote-requests.ts';
 import { byFirst, idTable } from './slot-table.ts';
 import { RequestIds } from './request-ids.ts';
+import { checkToolHeaders } from './tool-header-check.ts';
 
 /**
  * How long a phone closed with 1012 counts as moving for requests that arrive meanwhile: its
@@ -400,7 +401,21 @@ export class Router {
             if (r.orphaned) local.orphanCall(r.relayId);
             return;
           }
-          r.cancelLocal = local.handleClientRequest(r.msg, r.params, r.caller, r.sink, this.remaining(r));
+          let timeoutMs = this.remaining(r);
+          if (r.caller.toolHeaders) {
+            // Tool headers the endpoint could not check without the catalog, which is here now.
+            const v = checkToolHeaders(
+              local.tools,
+              r.msg.method,
+              r.params,
+              r.caller.toolHeaders,
+              timeoutMs,
+              this.ctx.config.requestTimeoutMs,
+            );
+            if ('error' in v) return void r.sink.fail(v.error);
+            timeoutMs = v.timeoutMs;
+          }
+          r.cancelLocal = local.handleClientRequest(r.msg, r.params, r.caller, r.sink, timeoutMs);
           if (r.orphaned) r.cancelLocal.orphan?.();
           return;
         }
@@ -492,7 +507,7 @@ export class Router {
       header.b = 1;
       if (b.toolName !== undefined) header.tn = b.toolName;
       if (b.timeoutS !== undefined) header.ts = b.timeoutS;
-    }
+    } else if (r.caller.toolHeaders) header.ph = r.caller.toolHeaders; // checked by the owner (served-requests.ts)
     crossNode.origin.inc();
     // A publish Redis answered late may have reached the owner (BusTimeoutError): it stays
     // pending, settled by the owner's answer, the owner check, the bus going down or its timer.

@@ -16,6 +16,7 @@ import type { BufferPool } from './buffer-pool.ts';
 import { answerPoolOf, takeAnswerBuffer } from './answer-buffers.ts';
 import { withId } from '../protocol/frame.ts';
 import { SlotTable, givenHashes, hashIntWith, hashString } from './slot-table.ts';
+import { checkToolHeaders } from './tool-header-check.ts';
 import type { JsonRpcId } from '../protocol/jsonrpc.ts';
 
 /** How often an owner retries an answer the bus could not take (it is reconnecting). */
@@ -85,12 +86,20 @@ export class ServedRequests {
       return sink.fail(relayError('relay_error', 'malformed forwarded request'));
     }
     if (!conn.isReady && !(await this.untilReady(conn, sink))) return;
+    let timeoutMs = h.timeoutMs;
+    if (h.ph) {
+      // Tool headers the origin could not check: checked, and the call sized, here, as the
+      // origin would have with the catalog (src/gateway/tool-header-check.ts).
+      const v = checkToolHeaders(conn.tools, h.method, params, h.ph, timeoutMs, this.ctx.config.requestTimeoutMs);
+      if ('error' in v) return sink.fail(v.error);
+      timeoutMs = v.timeoutMs;
+    }
     const cancel = conn.handleClientRequest(
       { jsonrpc: '2.0', id: h.id, method: h.method, params },
       params,
       caller,
       sink,
-      h.timeoutMs,
+      timeoutMs,
     );
     // Answers from the cache settle synchronously: nothing left to cancel then.
     if (!sink.done) this.serving(sink, undefined, 0, cancel);

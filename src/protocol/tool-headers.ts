@@ -3,7 +3,8 @@
 // `Mcp-Param-{Name}`, and a server that reads the body must check the two agree. Spec:
 // docs/specification/2026-07-28/basic/transports/streamable-http ("Custom Headers from Tool
 // Parameters") and server/tools ("x-mcp-header"). Pure functions; the /mcp endpoint
-// (src/gateway/mcp-stateless.ts) validates with them, src/protocol/timeouts.ts sizes a call
+// (src/gateway/mcp-stateless.ts) validates with them, or the node holding the phone's catalog
+// does (src/gateway/tool-header-check.ts), src/protocol/timeouts.ts sizes a call
 // from a declared `Timeout` header, and docs/TOOLS.md lists each tool's headers.
 import {
   decodeHeaderValue,
