@@ -184,17 +184,20 @@ describe('an upstream that fails its initialize', () => {
     const pidFile = join(mkdtempSync(join(tmpdir(), 'rogue-')), 'pid');
     const log = recordingLog();
     const started = Date.now();
+    // A plain node script, not the tsx one: it must have written its pid before the bound ends
+    // even on a loaded machine (tsx takes a second or more to start there).
+    const silent = `require("node:fs").writeFileSync(process.argv[1], String(process.pid)); setInterval(() => {}, 60000)`;
     const err = await bridgeServerFactory({
-      upstreamCmd: `${tsxCommand(ROGUE)} silent-init '${pidFile}'`,
+      upstreamCmd: `'${process.execPath}' -e '${silent}' '${pidFile}'`,
       log,
-      initializeTimeoutMs: 500,
+      initializeTimeoutMs: 2000,
     }).then(
       (f) => f.close().then(() => 'started'),
       (e: Error) => e.message,
     );
     // The program only: the arguments are the operator's (paths, maybe a token).
     expect(err).toBe(
-      `bridge: could not start the upstream MCP server "${process.execPath}": the upstream did not answer initialize within 0.5 s`,
+      `bridge: could not start the upstream MCP server "${process.execPath}": the upstream did not answer initialize within 2 s`,
     );
     // The bound, then the close (stdin ended, 2 s, SIGTERM): not the SDK's 60 s.
     expect(Date.now() - started).toBeLessThan(10_000);

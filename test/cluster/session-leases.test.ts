@@ -54,13 +54,17 @@ describe('a session leased on node B', () => {
     const before = await redisCommands(B);
     expect(before).toBeGreaterThan(cold); // the lease, the owner lookup: the count moves
     const calls = 40;
+    const started = Date.now();
     for (let i = 0; i < calls; i++)
       expect(outcome(await raw.call(B.url, 10 + i, 'echo', { text: `c${i}` }))).toBe(`c${i}`);
     const used = (await redisCommands(B)) - before;
-    // Without the lease: a session touch per call (40). With it: the renewals (every
-    // IDLE_MS / 4 while calls come) and the node's heartbeats. The requests' own publishes go
-    // without a reply, so this count leaves them out (docs/decisions/0225-quiet-requests.md).
-    expect(used).toBeLessThan(calls / 4);
+    const ms = Date.now() - started;
+    // Without the lease: a session touch per call (40). With it: the renewals (every 2 s while
+    // calls come) and the node's heartbeats (every second), however long the calls took on a
+    // loaded machine. The requests' own publishes go without a reply, so this count leaves them
+    // out (docs/decisions/0225-quiet-requests.md).
+    expect(used).toBeLessThanOrEqual(Math.ceil(ms / 2000) + Math.ceil(ms / 1000) + 2);
+    expect(used).toBeLessThan(calls / 2);
     await raw.close();
   });
 
