@@ -218,6 +218,20 @@ export function busContract(drivers: Array<[string, MakeBus]>): void {
       expect(got).toEqual([{ type: 'token_revoked', tokenId: 'tok' }]);
     });
 
+    it('GET stream handover events reach this node as published (docs/decisions/0246-get-stream-handover.md)', async () => {
+      await open();
+      const got: unknown[] = [];
+      bus.onControl((e) => got.push(e));
+      const sent = [
+        { type: 'stream_live', sessionId: 's', streamId: 'g', nodeId: bus.nodeId, ref: 'r1' },
+        { type: 'stream_released', sessionId: 's', nodeId: bus.nodeId, ref: 'r1' },
+        { type: 'stream_lapsed', sessionId: 's', nodeId: bus.nodeId },
+      ] as const;
+      for (const e of sent) await bus.publishControl(e);
+      await sleep(50);
+      expect(got).toEqual(sent);
+    });
+
     it('claims: epochs grow, release is compare-and-delete, reclaim keeps or refuses', async () => {
       await open();
       const d = uid();

@@ -56,6 +56,24 @@ export type ControlEvent =
   | JournalEvent
   | { type: 'sessions_ended'; sessionIds: string[] }
   /**
+   * A node connected one of a session's GET streams (new or resumed, src/gateway/get-streams.ts):
+   * the session's notifications go there now, so other nodes stop collecting for its dropped
+   * stream. `ref` lets the announcing node know its own event when it comes back: what arrives
+   * after it is the new stream's (docs/decisions/0246-get-stream-handover.md). A node that does
+   * not know the type ignores it.
+   */
+  | { type: 'stream_live'; sessionId: string; streamId: string; nodeId: string; ref: string }
+  /**
+   * The answer of a node that dropped a stand-in or connection on a `stream_live` (its `ref`):
+   * what it buffered is in the replay buffer now, so the resuming node may read it.
+   */
+  | { type: 'stream_released'; sessionId: string; nodeId: string; ref: string }
+  /**
+   * The session's newest GET stream dropped and was not resumed within its grace: a node with
+   * an older stream of the session, silenced by that one, announces it anew (`stream_live`).
+   */
+  | { type: 'stream_lapsed'; sessionId: string; nodeId: string }
+  /**
    * An optional feature's own announcement to its instances on every node
    * (src/gateway/features.ts): the gateway passes it by without reading it.
    */

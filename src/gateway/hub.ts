@@ -35,6 +35,11 @@ export interface Listener {
   accountId?: string;
   deliver(frame: string | Buffer): void;
   end(): void;
+  /**
+   * Closes its connections but keeps buffering for their resumption (a drain: clients
+   * reconnect elsewhere with Last-Event-ID); end() stops that too.
+   */
+  disconnect?(): void;
 }
 
 /** Something else a credential holds open on this node (a resumed POST stream). */

@@ -193,13 +193,19 @@ export async function startGateway(opts: {
    * no new request starts on its socket (origins hold them, see router.ts), and once the
    * requests running on it are done (or at the deadline) it is closed with 1012 so it
    * reconnects elsewhere through the load balancer. Then the requests this node's own clients
-   * sent finish (their phones now elsewhere), and SSE streams end so clients reconnect.
+   * sent finish (their phones now elsewhere). GET streams are closed at the start, so their
+   * clients reconnect elsewhere, but keep buffering here for their resumption until the node
+   * exits (docs/decisions/0246-get-stream-handover.md).
    * The last node of a cluster (or a single node) has nowhere to hand phones to: it keeps
    * serving them until nothing is in flight, then closes them.
    */
   async function drainNode(): Promise<void> {
     ctx.state.draining = true;
     uws.us_listen_socket_close(listenSocket);
+    // GET streams are closed now, so their clients reconnect elsewhere (`retry`), but what
+    // arrives until then is still buffered here for their resumption, until the node exits
+    // (a stand-in, dropped when the stream goes live on another node: docs/decisions/0246-get-stream-handover.md).
+    disconnectStreams();
     const deadline = Date.now() + config.drainMs;
     const handOver = await othersAlive();
     if (!handOver) {
@@ -245,7 +251,14 @@ export async function startGateway(opts: {
     // Requests held for a phone that has not come back would wait out their own deadline (a
     // moving phone is waited for until then: docs/decisions/0209-a-moving-phone-is-waited-for-until-the-deadline.md).
     ctx.router.failHeld();
-    for (const l of hub.allStreams()) l.end();
+    disconnectStreams(); // those opened meanwhile (keep-alive connections)
+  }
+
+  function disconnectStreams(): void {
+    for (const l of hub.allStreams()) {
+      if (l.disconnect) l.disconnect();
+      else l.end();
+    }
   }
 
   const node: GatewayNode = {
@@ -272,8 +285,9 @@ export async function startGateway(opts: {
         const conns = [...hub.connections()];
         if (await othersAlive()) await Promise.all(conns.map((c) => ctx.router.markMoving(c.deviceId)));
         for (const conn of conns) conn.close(CLOSE.restarting, 'relay stopping');
-        for (const l of hub.allStreams()) l.end();
       }
+      // Streams and the stand-ins a drain left buffering end with the node.
+      for (const l of hub.allStreams()) l.end();
       await ctx.router.farewell();
       // Last-seen times of the phones just closed, before the store goes away.
       await ctx.devices.seen.flush();
@@ -449,6 +463,11 @@ function applyControl(ctx: GatewayContext, event: ControlEvent): void {
       break;
     case 'feature':
       // Another feature's announcement (src/gateway/features.ts): its own handlers read it.
+      return;
+    case 'stream_live':
+    case 'stream_released':
+    case 'stream_lapsed':
+      // A GET stream connected somewhere (one per GET): src/gateway/get-streams.ts reads these.
       return;
     case 'account_locked':
       ctx.auth.invalidate({ accountId: event.accountId });

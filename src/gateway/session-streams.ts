@@ -2,9 +2,11 @@
 // buffer (`<streamId>:<seq>`, unique per session), so a client that lost a stream resumes it
 // with GET + Last-Event-ID, on any node. A session's notification goes to exactly one of its
 // streams (the newest), never to all; while none is connected, notifications are still
-// buffered for the stream that dropped, for a grace period.
+// buffered for the stream that dropped, for a grace period (a stand-in). Across nodes the
+// newest is the one announced last, and a resume elsewhere ends the stand-in here
+// (get-streams.ts, docs/decisions/0246-get-stream-handover.md).
 import { randomBytes } from 'node:crypto';
-import type { Bus } from '../bus/types.ts';
+import type { Bus, ReplayEvent } from '../bus/types.ts';
 import type { Hub, Listener } from './hub.ts';
 import { oneLine, type SseStream } from './sse.ts';
 
@@ -43,6 +45,16 @@ export function isResponseEvent(data: string): boolean {
 /** One SSE stream whose events carry ids from the replay buffer, in order. */
 export class EventStream {
   private chain: Promise<void> = Promise.resolve();
+  /**
+   * A resuming stream's events from its attachment until its replay is written: buffered
+   * (they have their ids) but not written yet (`holdForReplay`, `release`).
+   */
+  private held?: Array<{ text: string; id?: string }>;
+  /**
+   * The ids of a resumed stream's replay: an event appended before the replay was read but
+   * written after it (held, or its append answered late) is in it already.
+   */
+  private replayed?: Set<string>;
 
   constructor(
     private readonly bus: Bus,
@@ -60,8 +72,41 @@ export class EventStream {
     const text = oneLine(typeof data === 'string' ? data : data.toString('utf8'));
     this.chain = this.chain.then(async () => {
       const id = await this.bus.appendEvent(this.sessionId, this.streamId, text).catch(() => undefined);
-      this.sse?.sendLine(text, id);
+      if (this.held) this.held.push({ text, id });
+      else this.write(text, id);
     });
+    return this.chain;
+  }
+
+  /** Writes an event unless the replay wrote it already. */
+  private write(text: string, id: string | undefined): void {
+    if (id !== undefined && this.replayed?.has(id)) return;
+    this.sse?.sendLine(text, id);
+  }
+
+  /**
+   * A resuming stream: events delivered from now on are buffered but not written until
+   * `release`, which writes the replay first (docs/decisions/0246-get-stream-handover.md).
+   */
+  holdForReplay(): void {
+    this.held ??= [];
+  }
+
+  /**
+   * Writes what the stream missed (read from the replay buffer after it was attached), then
+   * the events held meanwhile: each once, in order, whichever of the two has it.
+   */
+  release(replayed: readonly ReplayEvent[]): void {
+    const held = this.held ?? [];
+    this.held = undefined;
+    for (const e of replayed) if (e.data) this.sse?.send(e.data, e.id);
+    // The replay is a snapshot of the buffer: a held event not in it came after all of it.
+    this.replayed = new Set(replayed.map((e) => e.id));
+    for (const e of held) this.write(e.text, e.id);
+  }
+
+  /** Resolves once the events queued so far are buffered (and written, if connected). */
+  settled(): Promise<void> {
     return this.chain;
   }
 
@@ -81,12 +126,24 @@ export class EventStream {
   }
 }
 
+/** Resolves once the streams' queued events are buffered; undefined when there are none. */
+function settled(...streams: Array<EventStream | undefined>): Promise<void> | undefined {
+  const some = streams.filter((s) => s !== undefined);
+  return some.length > 0 ? Promise.all(some.map((s) => s.settled())).then(() => {}) : undefined;
+}
+
 /** The hub listener of one session on this node: its GET streams. */
 export class SessionChannel implements Listener {
   private readonly streams: EventStream[] = [];
   private detached?: { stream: EventStream; timer: NodeJS.Timeout };
   private removeFromHub?: () => void;
   closed = false;
+  /**
+   * The session's newest GET stream is on another node (its `stream_live` came after this
+   * node's last): the session's notifications go there, none to the streams here, which stay
+   * open (docs/decisions/0246-get-stream-handover.md).
+   */
+  elsewhere = false;
 
   constructor(
     private readonly bus: Bus,
@@ -121,18 +178,58 @@ export class SessionChannel implements Listener {
     return this.streams.length === 0 && this.detached === undefined && this.opening === 0;
   }
 
-  attach(stream: EventStream): void {
+  /**
+   * Connects a stream: it gets the session's notifications from now on, and the stand-in (if
+   * any) stops collecting. When it took over a stand-in, or an earlier connection of the same
+   * stream, returns a promise that resolves once what those buffered is in the replay buffer,
+   * so a replay read after that has it (docs/decisions/0246-get-stream-handover.md).
+   */
+  attach(stream: EventStream): Promise<void> | undefined {
     if (this.closed) {
       void stream.end(); // ended (revoked, deleted) while this GET was opening
-      return;
+      return undefined;
     }
+    const standIn = this.detached?.stream;
     if (this.detached) {
       clearTimeout(this.detached.timer);
       this.detached = undefined;
     }
+    // The same stream's earlier connection, not seen closing yet: what it still buffers counts too.
+    const earlier = this.dropStream(stream.streamId);
+    this.elsewhere = false;
     this.streams.push(stream);
     stream.sse?.onClose(() => this.detach(stream));
     while (this.streams.length > this.maxStreams) this.streams.shift()!.sse?.end(); // the newest stays
+    return settled(standIn, earlier);
+  }
+
+  /**
+   * Another node connected one of this session's GET streams (get-streams.ts): notifications
+   * now go there, so the stand-in here stops collecting (else a resume would get them once per
+   * node), an earlier connection of that very stream here, not seen closing yet, ends, and the
+   * streams still connected here get none until one of them is the newest again.
+   * When either was here, returns a promise that resolves once what they buffered is in the
+   * replay buffer (the other node waits for that before it reads the buffer).
+   */
+  liveElsewhere(streamId: string): Promise<void> | undefined {
+    const standIn = this.detached?.stream;
+    if (this.detached) {
+      clearTimeout(this.detached.timer);
+      this.detached = undefined;
+    }
+    const earlier = this.dropStream(streamId);
+    this.elsewhere = true;
+    if (this.idle) this.end();
+    return settled(standIn, earlier);
+  }
+
+  /** Ends a connection of this stream id without leaving a stand-in for it; returns it. */
+  private dropStream(streamId: string): EventStream | undefined {
+    const i = this.streams.findIndex((s) => s.streamId === streamId);
+    if (i < 0) return undefined;
+    const [old] = this.streams.splice(i, 1);
+    old.sse?.end();
+    return old;
   }
 
   private detach(stream: EventStream): void {
@@ -140,22 +237,50 @@ export class SessionChannel implements Listener {
     if (i < 0) return;
     this.streams.splice(i, 1);
     if (this.streams.length > 0 || this.closed) return;
+    // Not the session's newest stream: nothing was going to it, nothing to collect for it.
+    if (this.elsewhere) {
+      if (this.idle) this.end();
+      return;
+    }
     // Keep collecting for this stream so a GET with Last-Event-ID finds what it missed.
     const ghost = new EventStream(this.bus, this.sessionId, stream.streamId, undefined);
-    const timer = setTimeout(() => this.end(), DETACHED_GRACE_MS);
+    const timer = setTimeout(() => this.lapse(), DETACHED_GRACE_MS);
     timer.unref();
     this.detached = { stream: ghost, timer };
   }
 
   /**
-   * Closes the connections but not the streams (the spec's polling behaviour): clients
-   * reconnect with Last-Event-ID, to this node or another, and miss nothing buffered.
+   * Closes the connections but not the streams (the spec's polling behaviour; a drain): clients
+   * reconnect with Last-Event-ID, to this node or another, and miss nothing buffered, as the
+   * newest leaves a stand-in.
    */
   disconnect(): void {
     for (const s of [...this.streams]) s.sse?.end();
   }
 
+  /**
+   * The stand-in's grace ended without a resume: the channel ends, and says so to every node,
+   * where a stream of the session that a later one silenced may take the notifications again
+   * (get-streams.ts).
+   */
+  private lapse(): void {
+    const event = { type: 'stream_lapsed', sessionId: this.sessionId, nodeId: this.bus.nodeId } as const;
+    void this.bus.publishControl(event).catch(() => {});
+    this.end();
+  }
+
+  /** The newest of this node's streams, while it is connected. */
+  get newestStreamId(): string | undefined {
+    return this.streams.at(-1)?.streamId;
+  }
+
+  /** A stream here is the session's newest again (its `stream_live` came back last). */
+  newestHere(): void {
+    this.elsewhere = false;
+  }
+
   deliver(frame: string | Buffer): void {
+    if (this.elsewhere) return;
     const target = this.streams.at(-1) ?? this.detached?.stream;
     void target?.send(frame);
   }
