@@ -117,3 +117,56 @@ export function listenStream(mcpUrl: string, token: string): Promise<OpenStream>
     }),
   });
 }
+
+/** One SSE event of a GET stream as readGetStream collects it. */
+export interface SseEvent {
+  id?: string;
+  data: string;
+}
+
+/**
+ * A GET stream (with Last-Event-ID to resume) whose events are collected as they come until
+ * `stop`; `texts` reads each notification's `params.data`.
+ */
+export async function readGetStream(url: string, headers: Record<string, string>, lastEventId?: string) {
+  const ac = new AbortController();
+  const res = await fetch(url, {
+    headers: { ...headers, accept: 'text/event-stream', ...(lastEventId ? { 'last-event-id': lastEventId } : {}) },
+    signal: ac.signal,
+  });
+  if (res.status !== 200) throw new Error(`GET answered ${res.status}`);
+  const events: SseEvent[] = [];
+  let buf = '';
+  const done = (async () => {
+    const reader = res.body!.getReader();
+    try {
+      for (;;) {
+        const r = await reader.read();
+        if (r.done) return;
+        buf += new TextDecoder().decode(r.value);
+        let i: number;
+        while ((i = buf.indexOf('\n\n')) >= 0) {
+          const block = buf.slice(0, i);
+          buf = buf.slice(i + 2);
+          const ev: SseEvent = { data: '' };
+          let isEvent = false;
+          for (const line of block.split('\n')) {
+            if (line.startsWith('id: ')) ev.id = line.slice(4);
+            else if (line.startsWith('data: ')) {
+              ev.data = line.slice(6);
+              isEvent = true;
+            }
+          }
+          if (isEvent) events.push(ev);
+        }
+      }
+    } catch {
+      // aborted
+    }
+  })();
+  return {
+    events,
+    texts: () => events.filter((e) => e.data).map((e) => JSON.parse(e.data).params.data as string),
+    stop: async () => (ac.abort(), await done),
+  };
+}

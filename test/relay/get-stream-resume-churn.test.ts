@@ -10,7 +10,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestPhone, type TestPhone, type TestRelay } from '../helpers/relay.ts';
 import { startTwoNodes, type TwoNodes } from '../helpers/two-nodes.ts';
-import { openSession, post, toolCall } from '../helpers/raw-mcp.ts';
+import { openSession, post, readGetStream, toolCall } from '../helpers/raw-mcp.ts';
 import { createEchoServer } from '../fixtures/echo-server.ts';
 
 let t: TwoNodes;
@@ -26,51 +26,6 @@ afterAll(async () => {
   await phone?.stop();
   await t?.stop();
 });
-
-interface SseEvent {
-  id?: string;
-  data: string;
-}
-
-/** Opens a GET stream and collects its events until aborted or ended. */
-async function readGet(url: string, headers: Record<string, string>, lastEventId?: string) {
-  const ac = new AbortController();
-  const res = await fetch(url, {
-    headers: { ...headers, accept: 'text/event-stream', ...(lastEventId ? { 'last-event-id': lastEventId } : {}) },
-    signal: ac.signal,
-  });
-  if (res.status !== 200) throw new Error(`GET answered ${res.status}`);
-  const events: SseEvent[] = [];
-  let buf = '';
-  const done = (async () => {
-    const reader = res.body!.getReader();
-    try {
-      for (;;) {
-        const r = await reader.read();
-        if (r.done) return;
-        buf += new TextDecoder().decode(r.value);
-        let i: number;
-        while ((i = buf.indexOf('\n\n')) >= 0) {
-          const block = buf.slice(0, i);
-          buf = buf.slice(i + 2);
-          const ev: SseEvent = { data: '' };
-          let isEvent = false;
-          for (const line of block.split('\n')) {
-            if (line.startsWith('id: ')) ev.id = line.slice(4);
-            else if (line.startsWith('data: ')) {
-              ev.data = line.slice(6);
-              isEvent = true;
-            }
-          }
-          if (isEvent) events.push(ev);
-        }
-      }
-    } catch {
-      // aborted
-    }
-  })();
-  return { events, stop: async () => (ac.abort(), await done) };
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -91,7 +46,7 @@ async function scenario(nodesFor: (round: number) => TestRelay, rounds: number) 
     }
   })();
   for (let round = 0; round < rounds; round++) {
-    const s = await readGet(nodesFor(round).mcpUrl, h, lastId);
+    const s = await readGetStream(nodesFor(round).mcpUrl, h, lastId);
     await sleep(150 + Math.floor(Math.random() * 100));
     await s.stop();
     for (const e of s.events) {
@@ -106,7 +61,7 @@ async function scenario(nodesFor: (round: number) => TestRelay, rounds: number) 
   stop = true;
   await sender;
   // Last resume: everything left, then wait for it to be quiet.
-  const s = await readGet(nodesFor(rounds).mcpUrl, h, lastId);
+  const s = await readGetStream(nodesFor(rounds).mcpUrl, h, lastId);
   await sleep(1000);
   await s.stop();
   for (const e of s.events) if (e.data) seen.push(JSON.parse(e.data).params.data);

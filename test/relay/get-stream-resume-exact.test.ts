@@ -10,7 +10,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestPhone, waitFor, type TestPhone, type TestRelay } from '../helpers/relay.ts';
 import { startTwoNodes, type TwoNodes } from '../helpers/two-nodes.ts';
-import { openSession, post, toolCall } from '../helpers/raw-mcp.ts';
+import { openSession, post, readGetStream, toolCall } from '../helpers/raw-mcp.ts';
 import { createEchoServer } from '../fixtures/echo-server.ts';
 import type { SessionChannel } from '../../src/gateway/session-streams.ts';
 
@@ -31,61 +31,13 @@ afterAll(async () => {
 const channelOn = (node: TestRelay, sessionId: string) =>
   node.relay.node.ctx.hub.allStreams().find((l) => l.sessionId === sessionId) as SessionChannel | undefined;
 
-interface SseEvent {
-  id?: string;
-  data: string;
-}
-
-async function readGet(url: string, headers: Record<string, string>, lastEventId?: string) {
-  const ac = new AbortController();
-  const res = await fetch(url, {
-    headers: { ...headers, accept: 'text/event-stream', ...(lastEventId ? { 'last-event-id': lastEventId } : {}) },
-    signal: ac.signal,
-  });
-  if (res.status !== 200) throw new Error(`GET answered ${res.status}`);
-  const events: SseEvent[] = [];
-  let buf = '';
-  const done = (async () => {
-    const reader = res.body!.getReader();
-    try {
-      for (;;) {
-        const r = await reader.read();
-        if (r.done) return;
-        buf += new TextDecoder().decode(r.value);
-        let i: number;
-        while ((i = buf.indexOf('\n\n')) >= 0) {
-          const block = buf.slice(0, i);
-          buf = buf.slice(i + 2);
-          const ev: SseEvent = { data: '' };
-          let isEvent = false;
-          for (const line of block.split('\n')) {
-            if (line.startsWith('id: ')) ev.id = line.slice(4);
-            else if (line.startsWith('data: ')) {
-              ev.data = line.slice(6);
-              isEvent = true;
-            }
-          }
-          if (isEvent) events.push(ev);
-        }
-      }
-    } catch {
-      // aborted
-    }
-  })();
-  return {
-    events,
-    texts: () => events.filter((e) => e.data).map((e) => JSON.parse(e.data).params.data as string),
-    stop: async () => (ac.abort(), await done),
-  };
-}
-
 const notify = async (url: string, h: Record<string, string>, id: string, text: string) =>
   expect((await post(url, h, toolCall(id, 'notify', { text }))).status).toBe(200);
 
 /** A GET stream on `node`, its priming event's id read, then dropped by the client; the node's channel keeps collecting. */
 async function droppedStream(node: TestRelay, h: Record<string, string>): Promise<string> {
   const sid = h['mcp-session-id'];
-  const first = await readGet(node.mcpUrl, h);
+  const first = await readGetStream(node.mcpUrl, h);
   await waitFor(() => first.events.length > 0 && channelOn(node, sid)?.connected === 1, 5000, 'GET stream primed');
   const primeId = first.events[0].id!;
   await first.stop();
@@ -98,13 +50,13 @@ describe('a GET stream resumed with Last-Event-ID', () => {
   it('control: dropped on B, resumed on B, x lost in transit, resumed again from the same id: x once', async () => {
     const h = await openSession(t.b.mcpUrl, token);
     const primeId = await droppedStream(t.b, h);
-    const second = await readGet(t.b.mcpUrl, h, primeId);
+    const second = await readGetStream(t.b.mcpUrl, h, primeId);
     await waitFor(() => channelOn(t.b, h['mcp-session-id'])?.connected === 1, 5000, 'resumed');
     await notify(t.b.mcpUrl, h, 'x', 'x');
     await waitFor(() => second.texts().includes('x'), 5000, 'x live');
     await second.stop();
     // The connection died before x reached the client: it resumes from the id it last saw.
-    const third = await readGet(t.b.mcpUrl, h, primeId);
+    const third = await readGetStream(t.b.mcpUrl, h, primeId);
     await new Promise((r) => setTimeout(r, 700));
     await third.stop();
     expect(third.texts()).toEqual(['x']);
@@ -113,12 +65,12 @@ describe('a GET stream resumed with Last-Event-ID', () => {
   it('dropped on A, resumed on B, x lost in transit, resumed again from the same id: x once (not once per node)', async () => {
     const h = await openSession(t.b.mcpUrl, token);
     const primeId = await droppedStream(t.a, h);
-    const second = await readGet(t.b.mcpUrl, h, primeId);
+    const second = await readGetStream(t.b.mcpUrl, h, primeId);
     await waitFor(() => channelOn(t.b, h['mcp-session-id'])?.connected === 1, 5000, 'resumed on B');
     await notify(t.b.mcpUrl, h, 'x', 'x');
     await waitFor(() => second.texts().includes('x'), 5000, 'x live');
     await second.stop();
-    const third = await readGet(t.b.mcpUrl, h, primeId);
+    const third = await readGetStream(t.b.mcpUrl, h, primeId);
     await new Promise((r) => setTimeout(r, 700));
     await third.stop();
     expect(third.events.map((e) => `${e.id} ${e.data}`).join('\n')).not.toBe('');
@@ -142,7 +94,7 @@ describe('a GET stream resumed with Last-Event-ID', () => {
     };
     let resumed;
     try {
-      resumed = await readGet(t.b.mcpUrl, h, primeId);
+      resumed = await readGetStream(t.b.mcpUrl, h, primeId);
       await waitFor(() => channelOn(t.b, h['mcp-session-id'])?.connected === 1, 5000, 'resumed');
       // The stream is attached before the replay is read: wait for the read (and the
       // notification sent during it) to be over before the next one.
