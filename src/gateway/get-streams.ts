@@ -122,8 +122,11 @@ export class GetStreams {
       return;
     }
     if (!resume) return;
-    const missed = await this.ctx.bus.replayAfter(session.id, h['last-event-id']).catch(() => []);
-    stream.release(missed);
+    const missed = await this.ctx.bus.replayAfter(session.id, h['last-event-id']).catch(() => undefined);
+    // Unread, the missed events would be skipped for good: the client's Last-Event-ID moves past
+    // them with the first live one. Ended, the stream is resumed again from where it was.
+    if (missed) stream.release(missed);
+    else void stream.end();
   }
 
   /**

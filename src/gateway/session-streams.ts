@@ -163,7 +163,11 @@ export class SessionChannel implements Listener {
 
   /** Joins the device's notifications (resolves once the node hears them). */
   async join(hub: Hub, deviceId: string): Promise<void> {
-    this.removeFromHub = await hub.listen(deviceId, this);
+    const remove = await hub.listen(deviceId, this);
+    // Ended while the device was being subscribed (the session deleted, its key revoked): end()
+    // had nothing to remove yet.
+    if (this.closed) remove();
+    else this.removeFromHub = remove;
   }
 
   get connected(): number {
@@ -264,6 +268,12 @@ export class SessionChannel implements Listener {
    * (get-streams.ts).
    */
   private lapse(): void {
+    if (this.opening > 0) {
+      // A GET of the session is being connected here: it keeps the channel, and becomes the
+      // newest when its own announcement comes back. Only the stand-in goes.
+      this.detached = undefined;
+      return;
+    }
     const event = { type: 'stream_lapsed', sessionId: this.sessionId, nodeId: this.bus.nodeId } as const;
     void this.bus.publishControl(event).catch(() => {});
     this.end();
