@@ -2,7 +2,9 @@
 // on `a`, clients on `b`, so every request crosses the bus.
 import { createDatabase } from '../cluster/harness.ts';
 import { dropPrefix, randomPrefix, REDIS_URL } from '../../src/bus/redis/test-support.ts';
-import { startTestRelay, type TestRelay } from './relay.ts';
+import { startTestPhone, startTestRelay, type TestPhone, type TestRelay } from './relay.ts';
+import { createEchoServer } from '../fixtures/echo-server.ts';
+import type { SessionChannel } from '../../src/gateway/session-streams.ts';
 
 export interface TwoNodes {
   a: TestRelay;
@@ -33,3 +35,32 @@ export async function startTwoNodes(flags: string[] = []): Promise<TwoNodes> {
     },
   };
 }
+
+export interface TwoNodesWithPhone {
+  t: TwoNodes;
+  /** The echo phone (test/fixtures/echo-server.ts), on `a`. */
+  phone: TestPhone;
+  /** A key for the phone. */
+  token: string;
+  stop(): Promise<void>;
+}
+
+/** Two nodes, the echo phone on `a` and a key for it: clients on `b` cross the bus. */
+export async function twoNodesWithEchoPhone(): Promise<TwoNodesWithPhone> {
+  const t = await startTwoNodes();
+  const phone = await startTestPhone(t.a, () => createEchoServer());
+  const token = (await t.a.key(phone.deviceId)).token;
+  return {
+    t,
+    phone,
+    token,
+    async stop() {
+      await phone.stop();
+      await t.stop();
+    },
+  };
+}
+
+/** The session's GET stream channel on `node` (src/gateway/session-streams.ts), if it has one. */
+export const sessionChannelOn = (node: TestRelay, sessionId: string) =>
+  node.relay.node.ctx.hub.allStreams().find((l) => l.sessionId === sessionId) as SessionChannel | undefined;

@@ -5,28 +5,29 @@
 // (SessionChannel.lapse). Controls: a lapsed stand-in gives the notifications back to a
 // silenced stream once; a DELETE ends the silenced stream and the stand-in on both nodes.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestPhone, waitFor, type TestPhone, type TestRelay } from '../helpers/relay.ts';
-import { startTwoNodes, type TwoNodes } from '../helpers/two-nodes.ts';
-import { getStream, openSession, post, readGetStream, toolCall } from '../helpers/raw-mcp.ts';
-import { createEchoServer } from '../fixtures/echo-server.ts';
+import { waitFor } from '../helpers/relay.ts';
+import {
+  sessionChannelOn,
+  twoNodesWithEchoPhone,
+  type TwoNodes,
+  type TwoNodesWithPhone,
+} from '../helpers/two-nodes.ts';
 import type { SessionChannel } from '../../src/gateway/session-streams.ts';
+import { getStream, openSession, post, readGetStream, toolCall } from '../helpers/raw-mcp.ts';
 
+let env: TwoNodesWithPhone;
 let t: TwoNodes;
-let phone: TestPhone;
 let token: string;
 
 beforeAll(async () => {
-  t = await startTwoNodes();
-  phone = await startTestPhone(t.a, () => createEchoServer());
-  token = (await t.a.key(phone.deviceId)).token;
+  env = await twoNodesWithEchoPhone();
+  ({ t, token } = env);
 });
 afterAll(async () => {
-  await phone?.stop();
-  await t?.stop();
+  await env?.stop();
 });
 
-const channelOn = (node: TestRelay, sessionId: string) =>
-  node.relay.node.ctx.hub.allStreams().find((l) => l.sessionId === sessionId) as SessionChannel | undefined;
+const channelOn = sessionChannelOn;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** G1 on A (silenced), G2 on B (the newest) dropped by its client: B keeps a stand-in. */
@@ -48,7 +49,7 @@ describe('the GET stream handover on two nodes', () => {
     const h = await openSession(t.b.mcpUrl, token);
     const sid = h['mcp-session-id'];
     const bus = t.a.relay.node.ctx.bus as any;
-    expect((t.a.relay.node.ctx.hub as any).listeners.has(phone.deviceId)).toBe(false); // a fresh subscription
+    expect((t.a.relay.node.ctx.hub as any).listeners.has(env.phone.deviceId)).toBe(false); // a fresh subscription
     const orig = bus.subscribeDevice;
     bus.subscribeDevice = function (...args: unknown[]) {
       const sub = orig.apply(this, args);

@@ -8,23 +8,20 @@
 // device's notifications between the stand-in that had the stream and the new connection
 // (src/gateway/get-streams.ts connect, SessionChannel.liveElsewhere in session-streams.ts).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestPhone, type TestPhone, type TestRelay } from '../helpers/relay.ts';
-import { startTwoNodes, type TwoNodes } from '../helpers/two-nodes.ts';
+import { type TestRelay } from '../helpers/relay.ts';
+import { twoNodesWithEchoPhone, type TwoNodes, type TwoNodesWithPhone } from '../helpers/two-nodes.ts';
 import { openSession, post, readGetStream, toolCall } from '../helpers/raw-mcp.ts';
-import { createEchoServer } from '../fixtures/echo-server.ts';
 
+let env: TwoNodesWithPhone;
 let t: TwoNodes;
-let phone: TestPhone;
 let token: string;
 
 beforeAll(async () => {
-  t = await startTwoNodes();
-  phone = await startTestPhone(t.a, () => createEchoServer());
-  token = (await t.a.key(phone.deviceId)).token;
+  env = await twoNodesWithEchoPhone();
+  ({ t, token } = env);
 });
 afterAll(async () => {
-  await phone?.stop();
-  await t?.stop();
+  await env?.stop();
 });
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -8,28 +8,28 @@
 // had it drops its stand-in (SessionChannel.liveElsewhere), so a later resume does not get the
 // events once per node.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestPhone, waitFor, type TestPhone, type TestRelay } from '../helpers/relay.ts';
-import { startTwoNodes, type TwoNodes } from '../helpers/two-nodes.ts';
+import { waitFor, type TestRelay } from '../helpers/relay.ts';
+import {
+  sessionChannelOn,
+  twoNodesWithEchoPhone,
+  type TwoNodes,
+  type TwoNodesWithPhone,
+} from '../helpers/two-nodes.ts';
 import { openSession, post, readGetStream, toolCall } from '../helpers/raw-mcp.ts';
-import { createEchoServer } from '../fixtures/echo-server.ts';
-import type { SessionChannel } from '../../src/gateway/session-streams.ts';
 
+let env: TwoNodesWithPhone;
 let t: TwoNodes;
-let phone: TestPhone;
 let token: string;
 
 beforeAll(async () => {
-  t = await startTwoNodes();
-  phone = await startTestPhone(t.a, () => createEchoServer());
-  token = (await t.a.key(phone.deviceId)).token;
+  env = await twoNodesWithEchoPhone();
+  ({ t, token } = env);
 });
 afterAll(async () => {
-  await phone?.stop();
-  await t?.stop();
+  await env?.stop();
 });
 
-const channelOn = (node: TestRelay, sessionId: string) =>
-  node.relay.node.ctx.hub.allStreams().find((l) => l.sessionId === sessionId) as SessionChannel | undefined;
+const channelOn = sessionChannelOn;
 
 const notify = async (url: string, h: Record<string, string>, id: string, text: string) =>
   expect((await post(url, h, toolCall(id, 'notify', { text }))).status).toBe(200);

@@ -7,29 +7,28 @@
 // (SessionChannel.elsewhere in src/gateway/session-streams.ts, GetStreams.onControl in
 // src/gateway/get-streams.ts; docs/decisions/0246-get-stream-handover.md).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestPhone, waitFor, type TestPhone } from '../helpers/relay.ts';
-import { startTwoNodes, type TwoNodes } from '../helpers/two-nodes.ts';
+import { waitFor } from '../helpers/relay.ts';
+import {
+  sessionChannelOn,
+  twoNodesWithEchoPhone,
+  type TwoNodes,
+  type TwoNodesWithPhone,
+} from '../helpers/two-nodes.ts';
 import { getStream, openSession, post, toolCall, type OpenStream } from '../helpers/raw-mcp.ts';
-import { createEchoServer } from '../fixtures/echo-server.ts';
-import type { SessionChannel } from '../../src/gateway/session-streams.ts';
-import type { TestRelay } from '../helpers/relay.ts';
 
+let env: TwoNodesWithPhone;
 let t: TwoNodes;
-let phone: TestPhone;
 let token: string;
 
 beforeAll(async () => {
-  t = await startTwoNodes();
-  phone = await startTestPhone(t.a, () => createEchoServer());
-  token = (await t.a.key(phone.deviceId)).token;
+  env = await twoNodesWithEchoPhone();
+  ({ t, token } = env);
 });
 afterAll(async () => {
-  await phone?.stop();
-  await t?.stop();
+  await env?.stop();
 });
 
-const channelOn = (node: TestRelay, sessionId: string) =>
-  node.relay.node.ctx.hub.allStreams().find((l) => l.sessionId === sessionId) as SessionChannel | undefined;
+const channelOn = sessionChannelOn;
 
 const count = (s: OpenStream, text: string) => s.text().split(`"${text}"`).length - 1;
 
