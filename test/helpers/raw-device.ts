@@ -110,20 +110,24 @@ export function openSocket(relayUrl: string, headers: Record<string, string>): P
   });
 }
 
-/** Answers the relay's initialize like a minimal MCP server would. */
-export async function completeHandshake(s: OpenSocket): Promise<void> {
+/** Answers the relay's initialize like a minimal MCP server with these capabilities would. */
+export async function answerInitialize(
+  s: OpenSocket,
+  capabilities: Record<string, unknown> = { tools: {} },
+): Promise<void> {
   const init = await s.nextFrame((f) => f.method === 'initialize');
   s.ws.send(
     JSON.stringify({
       jsonrpc: '2.0',
       id: init.id,
-      result: {
-        protocolVersion: init.params.protocolVersion,
-        capabilities: { tools: {} },
-        serverInfo: { name: 'raw', version: '1' },
-      },
+      result: { protocolVersion: init.params.protocolVersion, capabilities, serverInfo: { name: 'raw', version: '1' } },
     }),
   );
+}
+
+/** Answers the relay's initialize like a minimal MCP server would. */
+export async function completeHandshake(s: OpenSocket): Promise<void> {
+  await answerInitialize(s);
   await s.nextFrame((f) => f.method === 'notifications/initialized');
 }
 
@@ -143,14 +147,7 @@ export async function serveHandshake(
   tools: unknown[] = [ECHO_TOOL],
   capabilities: Record<string, unknown> = { tools: {} },
 ): Promise<void> {
-  const init = await s.nextFrame((f) => f.method === 'initialize');
-  s.ws.send(
-    JSON.stringify({
-      jsonrpc: '2.0',
-      id: init.id,
-      result: { protocolVersion: init.params.protocolVersion, capabilities, serverInfo: { name: 'raw', version: '1' } },
-    }),
-  );
+  await answerInitialize(s, capabilities);
   const list = await s.nextFrame((f) => f.method === 'tools/list');
   s.ws.send(JSON.stringify({ jsonrpc: '2.0', id: list.id, result: { tools } }));
 }

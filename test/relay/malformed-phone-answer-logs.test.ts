@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.ts';
 import { startTestRelay, waitFor, type TestRelay } from '../helpers/relay.ts';
-import { challenge, openSocket, pairRaw, signedHeaders } from '../helpers/raw-device.ts';
+import { answerInitialize, challenge, openSocket, pairRaw, signedHeaders } from '../helpers/raw-device.ts';
 
 const lines: string[] = [];
 let relay: TestRelay;
@@ -45,18 +45,7 @@ it('a malformed initialize answer is refused without its content reaching the lo
 it('a malformed tools/list answer is refused without its content reaching the log', async () => {
   const phone = await pairRaw(relay.url, (await relay.pair()).code);
   const s = await openSocket(relay.url, signedHeaders(phone, await challenge(relay.url, phone.deviceId)));
-  const init = await s.nextFrame((f) => f.method === 'initialize');
-  s.ws.send(
-    JSON.stringify({
-      jsonrpc: '2.0',
-      id: init.id,
-      result: {
-        protocolVersion: init.params.protocolVersion,
-        capabilities: { tools: {} },
-        serverInfo: { name: 'raw', version: '1' },
-      },
-    }),
-  );
+  await answerInitialize(s);
   const list = await s.nextFrame((f) => f.method === 'tools/list');
   const marker = 'Td77b3c0Q'; // a tool description
   s.ws.send(`{"jsonrpc":"2.0","id":${list.id},"result":{"tools":[{"name":"echo","description":${marker}}]}}`);
