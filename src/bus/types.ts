@@ -150,6 +150,8 @@ export interface Bus {
   // --- Node liveness -----------------------------------------------------------------------
   /** Node ids currently announced (this one included). */
   aliveNodes(): Promise<string[]>;
+  /** Whether another node was alive at this node's last heartbeat (no round trip). */
+  othersAlive(): boolean;
   /** Another node vanished (crash, kill -9, close, or restart under the same id). */
   onNodeDown(handler: (nodeId: string) => void): void;
 

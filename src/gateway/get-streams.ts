@@ -139,13 +139,14 @@ export class GetStreams {
    * A resuming stream's connect resolves once what the stand-in collected is in the replay
    * buffer, so the replay read after it has everything: at once when the stand-in was here, on
    * the other node's `stream_released` when it was there, after HANDOVER_WAIT_MS when none
-   * answers (no stand-in left anywhere). docs/decisions/0246-get-stream-handover.md.
+   * answers (no stand-in left anywhere), and without a wait on a node with no live peer. docs/decisions/0246-get-stream-handover.md.
    */
   private connect(channel: SessionChannel, stream: EventStream, resuming: boolean): Promise<void> {
     const ref = randomBytes(6).toString('base64url');
     let released: Promise<void> | undefined;
     let stopWaiting = () => {};
-    if (resuming && this.ctx.bus.kind !== 'local') {
+    // Only another node can hold the stand-in, and answer that it is in the buffer.
+    if (resuming && this.ctx.bus.othersAlive()) {
       released = new Promise<void>((resolve) => {
         const done = () => {
           if (!this.released.delete(ref)) return;

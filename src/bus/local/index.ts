@@ -278,6 +278,9 @@ export class LocalBus implements Bus {
   async aliveNodes(): Promise<string[]> {
     return [this.nodeId];
   }
+  othersAlive(): boolean {
+    return false;
+  }
   onNodeDown(): void {}
 
   async sendToNode(nodeId: string, msg: string, payload?: Buffer): Promise<boolean> {

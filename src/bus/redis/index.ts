@@ -557,6 +557,10 @@ export class RedisBus implements Bus {
   async aliveNodes(): Promise<string[]> {
     return ((await this.run('alive', [])) as string[]).map(String);
   }
+  othersAlive(): boolean {
+    for (const n of this.peers.keys()) if (n !== this.nodeId) return true;
+    return false;
+  }
   onNodeDown(handler: (nodeId: string) => void): void {
     this.on.nodeDown.add(handler);
   }

@@ -584,6 +584,7 @@ describe('RedisBus across nodes', () => {
     await waitFor(async () => (await a.aliveNodes()).includes(victim), 2000, 'victim announced');
     await sleep(2 * fast.heartbeatMs); // A has seen the victim in a heartbeat
     expect(await a.ownerOf(d)).toMatchObject({ nodeId: victim });
+    expect(a.othersAlive()).toBe(true);
 
     const killedAt = Date.now();
     child.kill('SIGKILL');
@@ -592,6 +593,7 @@ describe('RedisBus across nodes', () => {
     expect(after).toBeLessThan(fast.nodeTtlMs + 2 * fast.heartbeatMs + 600);
     expect(await a.ownerOf(d)).toBeUndefined();
     expect(await a.aliveNodes()).not.toContain(victim);
+    expect(a.othersAlive()).toBe(false);
     // The phone reconnects here: a plain claim, nobody to notify.
     expect(await a.claimDevice(d)).toBe(2);
   });
@@ -664,6 +666,7 @@ describe('RedisBus across nodes', () => {
     const startedAt = Date.now();
     const b = await node(`n-${uid()}`, { ...fast, prefix: lone, heartbeatMs: 5000, nodeTtlMs: 15_000 });
     expect(Date.now() - startedAt).toBeLessThan(2000);
+    expect(b.othersAlive()).toBe(false);
     await b.close();
     await dropPrefix(lone);
   });
