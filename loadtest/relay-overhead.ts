@@ -20,6 +20,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { forkChild, serveParent } from './lib/ipc-child.ts';
+import { cpuLimit } from './lib/cpu-limit.ts';
 import { processCpuTimeUs, processCpuUs } from './lib/proc-cpu.ts';
 import { traceSyscalls } from './lib/strace.ts';
 import { perCall, redisCounter, type RedisCounter } from './lib/redis-commands.ts';
@@ -259,6 +260,10 @@ const median = (xs: number[]) => {
   return s.length ? s[Math.floor(s.length / 2)] : NaN;
 };
 const round2 = (x: number) => Math.round(x * 100) / 100;
+/** The targets read at a CPU limit: one process each, whose calls/s the limit then sets. */
+const ONE_NODE_SERVERS = ['baseline', 'floor', 'relay'];
+/** A round at a CPU limit counts when its server ran out of quota in this share of periods. */
+const BOUND_BY_LIMIT = 0.8;
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -281,6 +286,12 @@ async function main(): Promise<void> {
       // median of the runs' figures (loadtest/lib/runs.ts). At most 5 (the loadtest runner's
       // 30-minute bound).
       runs: { type: 'string', default: '1' },
+      // Cores' worth of CPU each one-node server gets in the rounds at a CPU limit
+      // (docs/decisions/0248-calls-per-second-at-a-cpu-limit.md); 0 leaves them out.
+      'cpu-limit': { type: 'string', default: '0.25' },
+      // Connections in those rounds: enough that a call always waits at the server, so the
+      // phone's and the clients' own latency leave it no idle stretch within a period.
+      'limit-conns': { type: 'string', default: '128' },
     },
     allowPositionals: true,
   });
@@ -512,6 +523,31 @@ async function main(): Promise<void> {
         (blobCpu[t.name] ??= []).push(b.serverCpuUs / Math.max(1, b.calls));
       }
     }
+    // Calls/s at a CPU limit (docs/decisions/0248-calls-per-second-at-a-cpu-limit.md): each
+    // one-node server alone under the same CFS quota, closed loop, alternating; the load
+    // generator and the phone keep the rest of the cores, so the server is what runs out.
+    const limitCores = Math.max(0, Math.min(1, Number(values['cpu-limit']) || 0));
+    const limit = limitCores > 0 ? cpuLimit(limitCores) : { unavailable: '--cpu-limit 0' };
+    const limited: Record<string, Array<Awaited<ReturnType<typeof run>> & { throttledShare: number }>> = {};
+    const limitConns = Math.max(1, Math.min(256, Number(values['limit-conns']) || 128));
+    const limitedTargets = targets.filter((t) => ONE_NODE_SERVERS.includes(t.name));
+    if ('confine' in limit) {
+      cleanup.push(() => Promise.resolve(limit.remove()));
+      for (let r = 0; r < rounds; r++)
+        for (const t of limitedTargets) {
+          console.log(`round ${r + 1}: ${t.name}, small calls at a limit of ${limitCores} core, ${roundMs} ms`);
+          limit.confine(t.pids);
+          try {
+            const before = limit.throttling();
+            const res = await run(t, { tool: 'echo', ms: roundMs, conns: limitConns });
+            const after = limit.throttling();
+            const periods = Math.max(1, after.periods - before.periods);
+            (limited[t.name] ??= []).push({ ...res, throttledShare: (after.throttled - before.throttled) / periods });
+          } finally {
+            limit.release(t.pids);
+          }
+        }
+    } else console.log(`no rounds at a CPU limit: ${limit.unavailable}`);
     const rate = Math.round(median(closed.baseline.map((x) => (x.calls / x.ms) * 1000)) / 2);
     const open: Record<string, Array<Awaited<ReturnType<typeof run>>>> = {};
     for (let r = 0; r < rounds; r++)
@@ -678,6 +714,8 @@ async function main(): Promise<void> {
           : null,
         lowRateRedisTop: t.redis ? openLow[t.name][openLow[t.name].length - 1].redis!.top : null,
         rounds: c.map((x) => Math.round((x.calls / x.ms) * 1000)),
+        /** Closed loop with this server alone at a CPU limit (docs/decisions/0248). */
+        atCpuLimit: limited[t.name] ? atLimit(limited[t.name], limitCores) : null,
       };
     }
     const T = report.targets;
@@ -699,8 +737,8 @@ async function main(): Promise<void> {
         closedLoopCallsPerSecondShare: round2(F.callsPerSecond / T.floor.callsPerSecond),
       };
     }
-    // `floor`: the same figure for the two-node floor, where there is one (printed beside it).
-    const check = (name: string, value: number, limit: number, atMost: boolean, floor?: number) =>
+    // `floor`: the same figure for a floor (the two-node floor unless `floorName` says), printed beside it.
+    const check = (name: string, value: number, limit: number, atMost: boolean, floor?: number, floorName?: string) =>
       report.checks.push({
         name,
         value: round2(value),
@@ -709,6 +747,7 @@ async function main(): Promise<void> {
         atMost,
         ok: meets(value, limit, atMost),
         floor,
+        floorName,
       });
     if (T.relay.sendsPerCall !== null) check('send syscalls per small call (relay)', T.relay.sendsPerCall, 2, true);
     check('relay CPU per call / baseline', T.relay.serverCpuUsPerCall / T.baseline.serverCpuUsPerCall, 0.4, true);
@@ -718,13 +757,30 @@ async function main(): Promise<void> {
       0.4,
       true,
     );
-    check('relay calls/s / baseline (median round)', T.relay.callsPerSecond / T.baseline.callsPerSecond, 1.5, false);
-    check(
-      'relay calls/s / baseline (best round)',
-      T.relay.bestCallsPerSecond / T.baseline.bestCallsPerSecond,
-      1.5,
-      false,
-    );
+    // Calls/s against the baseline's at the same CPU limit (docs/decisions/0248), decided only
+    // where both servers were what ran out; the floor's figure beside it.
+    const limitedCheck = `relay calls/s / baseline, each at a CPU limit of ${limitCores} core (median round)`;
+    const [R, B, F] = [T.relay.atCpuLimit, T.baseline.atCpuLimit, T.floor.atCpuLimit];
+    if (R && B && R.throttledShare >= BOUND_BY_LIMIT && B.throttledShare >= BOUND_BY_LIMIT)
+      check(
+        limitedCheck,
+        R.callsPerSecond / B.callsPerSecond,
+        1.5,
+        false,
+        F ? round2(F.callsPerSecond / B.callsPerSecond) : undefined,
+        "the uWS floor's",
+      );
+    else
+      report.checks.push({
+        name: limitedCheck,
+        value: null,
+        limit: 1.5,
+        ok: null,
+        why:
+          R && B
+            ? `a server was not what ran out: throttled in ${R.throttledShare} (relay) and ${B.throttledShare} (baseline) of periods, under ${BOUND_BY_LIMIT}`
+            : `not measured: ${'unavailable' in limit ? limit.unavailable : 'no rounds'}`,
+      });
     // Against direct only where direct keeps up with that rate: past its peak its queue, not the
     // relay, sets the difference (a relay "seconds faster" than a server it fronts is no reading).
     if (T.direct.callsPerSecond >= report.settings.openRate) {
@@ -841,6 +897,10 @@ async function main(): Promise<void> {
     // generator and the phone share the cores), so does any relay here.
     report.floor = {
       callsPerSecondOverBaseline: round2(T.floor.callsPerSecond / T.baseline.callsPerSecond),
+      // Closed loop on the shared cores, where the load generator and the phone cost more per
+      // call than the relay (docs/decisions/0248): reported, not a target.
+      relayCallsPerSecondOverBaseline: round2(T.relay.callsPerSecond / T.baseline.callsPerSecond),
+      relayBestCallsPerSecondOverBaseline: round2(T.relay.bestCallsPerSecond / T.baseline.bestCallsPerSecond),
       cpuPerCallOverBaseline: round2(T.floor.netServerCpuUsPerCall / T.baseline.netServerCpuUsPerCall),
       relayCpuPerCallOverFloor: round2(T.relay.netServerCpuUsPerCall / T.floor.netServerCpuUsPerCall),
       atTheSameRate: {
@@ -865,6 +925,36 @@ async function main(): Promise<void> {
   } finally {
     await stopAll();
   }
+}
+
+/** A server's rounds at a CPU limit: its calls/s, and whether the limit is what bound them. */
+function atLimit(
+  rounds: Array<{
+    calls: number;
+    ms: number;
+    serverCpuUs: number;
+    cpuUs: number;
+    phoneCpuUs: number;
+    throttledShare: number;
+  }>,
+  cores: number,
+) {
+  const perCall = (f: (x: (typeof rounds)[number]) => number) =>
+    round2(median(rounds.map((x) => f(x) / Math.max(1, x.calls))));
+  const coresUsed = (f: (x: (typeof rounds)[number]) => number) =>
+    round2(median(rounds.map((x) => f(x) / (x.ms * 1000))));
+  return {
+    cores,
+    callsPerSecond: Math.round(median(rounds.map((x) => (x.calls / x.ms) * 1000))),
+    rounds: rounds.map((x) => Math.round((x.calls / x.ms) * 1000)),
+    /** Share of CFS periods the server ran out of its quota in: near 1 when the limit bound it. */
+    throttledShare: round2(median(rounds.map((x) => x.throttledShare))),
+    serverCpuUsPerCall: perCall((x) => x.serverCpuUs),
+    /** Cores each process used: the server near its limit, the others with room to spare. */
+    serverCores: coresUsed((x) => x.serverCpuUs),
+    loadGeneratorCores: coresUsed((x) => x.cpuUs),
+    phoneCores: coresUsed((x) => x.phoneCpuUs),
+  };
 }
 
 /**

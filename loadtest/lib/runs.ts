@@ -16,8 +16,9 @@ export interface RunCheck {
   ok: boolean | null;
   /** The value must be at most the limit (else at least). Absent on a count that fails by being there ("no errors"). */
   atMost?: boolean;
-  /** The same figure for the two-node floor, where there is one. */
+  /** The same figure for a floor, where there is one: the two-node floor unless `floorName` says. */
   floor?: number;
+  floorName?: string;
   why?: string;
 }
 
@@ -80,6 +81,6 @@ export function medianChecks(runs: RunCheck[][]): MedianCheck[] {
 export function checkLine(c: RunCheck | MedianCheck): string {
   if (c.ok === null) return `n/a  ${c.name}: ${c.why}`;
   const runs = 'values' in c ? ` [${c.values.map((v) => v ?? '–').join(', ')}; met in ${c.met} of ${c.decided}]` : '';
-  const floor = c.floor === undefined ? '' : `; the two-node floor: ${c.floor}`;
+  const floor = c.floor === undefined ? '' : `; ${c.floorName ?? 'the two-node floor'}: ${c.floor}`;
   return `${c.ok ? 'ok  ' : 'MISS'} ${c.name}: ${c.value}${runs} (limit ${c.limit}${floor})`;
 }

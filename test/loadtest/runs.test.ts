@@ -80,6 +80,9 @@ describe('a check as printed', () => {
     expect(checkLine({ ...atMost('p50', 0.2, 0.3), floor: 0.25 })).toBe(
       'ok   p50: 0.2 (limit 0.3; the two-node floor: 0.25)',
     );
+    expect(checkLine({ ...atLeast('calls/s', 1.8, 1.5), floor: 1.9, floorName: "the uWS floor's" })).toBe(
+      "ok   calls/s: 1.8 (limit 1.5; the uWS floor's: 1.9)",
+    );
     const [merged] = medianChecks([
       [atLeast('share', 0.72, 0.7)],
       [atLeast('share', 0.6, 0.7)],
