@@ -1,6 +1,7 @@
 // The `phonebridge` command line: serve, pair, keys, devices, device run, demo.
 import { parseArgs } from 'node:util';
-import { ConfigError, parseRelayConfig, storeOptions } from '../src/config.ts';
+import { ConfigError, parseRelayConfig, SERVE_FLAGS, storeOptions } from '../src/config.ts';
+import { UsageError } from './usage-error.ts';
 import { ListenError } from '../src/gateway/listen-error.ts';
 import { openStore, SchemaTooNewError, DataDirBusyError, SCOPES, type Scope, type Store } from '../src/store/index.ts';
 import { createKey, createPairing } from '../src/provisioning.ts';
@@ -30,19 +31,41 @@ const USAGE = `phonebridge — relay MCP clients to phones
   phonebridge accounts plan ACCOUNT --phones N|unlimited --keys N|unlimited
   phonebridge accounts lock ACCOUNT | accounts unlock ACCOUNT     (ACCOUNT: an id or an email)
   phonebridge device run --state DIR [--pair '<QR payload JSON>'] [--backend sim|bridge] [--name N]
+                    [--upstream-cmd "CMD" | --upstream-url URL] [--scope-map FILE]   (with --backend bridge)
   phonebridge demo     (what npm start runs: relay + one simulated phone + a key)
 
-Every command takes --data-dir / --database-url like serve (or PHONEBRIDGE_DATA_DIR / PHONEBRIDGE_DATABASE_URL).`;
+Every command takes --data-dir / --database-url like serve (or PHONEBRIDGE_DATA_DIR / PHONEBRIDGE_DATABASE_URL).
+\`phonebridge serve --help\` lists every serve flag.`;
+
+/** Every serve flag, from the one list parseRelayConfig reads (src/config.ts), wrapped to 100 columns. */
+function serveFlagsHelp(): string {
+  const wrap = (words: string[]): string => {
+    const lines: string[] = [];
+    for (const w of words) {
+      const last = lines.length - 1;
+      if (last >= 0 && lines[last].length + 1 + w.length <= 96) lines[last] += ` ${w}`;
+      else lines.push(w);
+    }
+    return lines.map((l) => `    ${l}`).join('\n');
+  };
+  const valued = SERVE_FLAGS.filter((f) => !f.switch).map((f) => `--${f.name}`);
+  const switches = SERVE_FLAGS.filter((f) => f.switch).map((f) => `--${f.name}`);
+  return `serve flags. Each has an environment twin PHONEBRIDGE_<FLAG> (--max-batch → PHONEBRIDGE_MAX_BATCH);
+docs/OPERATIONS.md says what each does and its default ("phonebridge serve flags", "Budgets per key and per node").
+
+  with a value (--flag VALUE):
+${wrap(valued)}
+  switches (no value; in the environment true/false, 1/0 or yes/no):
+${wrap(switches)}`;
+}
 
 const STORE_FLAGS = { 'data-dir': { type: 'string' }, 'database-url': { type: 'string' } } as const;
-
-class UsageError extends Error {}
 
 export async function main(argv: string[]): Promise<void> {
   const [cmd, ...rest] = argv;
   // Every command's --help is the usage (its own option parser would call it unknown first).
   if (cmd !== undefined && (rest.includes('--help') || rest.includes('-h'))) {
-    console.log(USAGE);
+    console.log(cmd === 'serve' ? `${USAGE}\n\n${serveFlagsHelp()}` : USAGE);
     return;
   }
   try {

@@ -4,6 +4,7 @@ import { parseArgs } from 'node:util';
 import { runDevice, loadIdentity, type McpServerLike } from '../src/device/agent/index.ts';
 import { SimPhone } from '../src/device/sim/model.ts';
 import { createPhoneServer } from '../src/device/tools/index.ts';
+import { UsageError } from './usage-error.ts';
 
 export function simServerFactory(stateDir: string, seed = 1): () => McpServerLike {
   const phone = new SimPhone({ seed });
@@ -16,7 +17,7 @@ export function simServerFactory(stateDir: string, seed = 1): () => McpServerLik
 
 export async function deviceCommand(argv: string[]): Promise<void> {
   const [sub, ...rest] = argv;
-  if (sub !== 'run') throw new Error('device: expected "run"');
+  if (sub !== 'run') throw new UsageError(`device: expected "run"${sub === undefined ? '' : `, got "${sub}"`}`);
   const { values } = parseArgs({
     args: rest,
     options: {
@@ -30,11 +31,18 @@ export async function deviceCommand(argv: string[]): Promise<void> {
       'scope-map': { type: 'string' },
     },
   });
-  if (!values.state) throw new Error('device run needs --state DIR');
+  if (!values.state) throw new UsageError('device run needs --state DIR (where the phone keeps its keys)');
+  const bridgeFlags = (['upstream-cmd', 'upstream-url', 'scope-map'] as const).filter((f) => values[f] !== undefined);
   let createServer: () => McpServerLike;
   if (values.backend === 'sim') {
+    // A bridge flag without --backend bridge would otherwise serve the simulated phone in silence.
+    if (bridgeFlags.length > 0) throw new UsageError(`--${bridgeFlags[0]} needs --backend bridge`);
+    if (values.seed !== undefined && !/^\d+$/.test(values.seed))
+      throw new UsageError(`--seed must be a non-negative integer, got "${values.seed}"`);
     createServer = simServerFactory(values.state, values.seed ? Number(values.seed) : 1);
   } else if (values.backend === 'bridge') {
+    if ((values['upstream-cmd'] === undefined) === (values['upstream-url'] === undefined))
+      throw new UsageError('device run --backend bridge: give exactly one of --upstream-cmd or --upstream-url');
     const { bridgeServerFactory } = await import('../src/device/bridge/index.ts');
     createServer = await bridgeServerFactory({
       upstreamCmd: values['upstream-cmd'],
@@ -42,7 +50,7 @@ export async function deviceCommand(argv: string[]): Promise<void> {
       scopeMap: values['scope-map'],
     });
   } else {
-    throw new Error(`unknown --backend "${values.backend}"; use sim or bridge`);
+    throw new UsageError(`unknown --backend "${values.backend}"; use sim or bridge`);
   }
   const ac = new AbortController();
   process.once('SIGINT', () => ac.abort());

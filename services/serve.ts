@@ -1,7 +1,8 @@
 // `phonebridge serve`: one gateway node. SIGTERM drains (readiness fails at once, in-flight
 // requests finish up to --drain-ms, phones are told to reconnect), then exits 0.
 import { accessSync, constants, mkdirSync, statSync } from 'node:fs';
-import { ConfigError, type RelayConfig } from '../src/config.ts';
+import { apiRequestsPerMinute, ConfigError, type RelayConfig } from '../src/config.ts';
+import { checkTlsFiles } from './tls-files.ts';
 import { createLogger, type Logger } from '../src/log.ts';
 import { openStore, type OpenStore } from '../src/store/index.ts';
 import { databaseStartError } from './database-start-error.ts';
@@ -26,6 +27,9 @@ export async function startRelay(
   features: { hosted?: HostedOptions } = {},
 ): Promise<RunningRelay> {
   checkDataDir(config.dataDir);
+  if (config.tlsCert && config.tlsKey) checkTlsFiles(config.tlsCert, config.tlsKey);
+  // An environment-only setting: read (or refused) before anything opens.
+  const apiPerMinute = apiRequestsPerMinute();
   // The bus first: a topology that is wrong or not there stops the start with one line (exit 2),
   // what was tried and what answered (RedisBus.connect words it), before the store opens.
   let bus: Bus;
@@ -45,7 +49,6 @@ export async function startRelay(
   let node: GatewayNode;
   try {
     // The optional features this build serves (src/gateway/features.ts).
-    const apiPerMinute = Number(process.env.PHONEBRIDGE_API_REQUESTS_PER_MINUTE) || undefined;
     node = await startGateway({
       config,
       store: store.store,

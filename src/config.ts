@@ -124,6 +124,9 @@ const FLAGS = {
 
 export type FlagName = keyof typeof FLAGS;
 
+/** Every `serve` flag, in the order above (what `phonebridge serve --help` lists). */
+export const SERVE_FLAGS = Object.entries(FLAGS).map(([name, o]) => ({ name, switch: o.type === 'boolean' }));
+
 function envName(flag: string): string {
   return `PHONEBRIDGE_${flag.toUpperCase().replace(/-/g, '_')}`;
 }
@@ -157,9 +160,55 @@ function portValue(name: string, raw: string | undefined, dflt: number): number 
   return n;
 }
 
-function boolValue(raw: string | boolean | undefined): boolean {
+/** How a switch's environment twin may say on and off (any case); anything else stops the start. */
+const ON = ['true', '1', 'yes'];
+const OFF = ['false', '0', 'no'];
+
+function boolValue(name: FlagName, raw: string | boolean | undefined): boolean {
   if (typeof raw === 'boolean') return raw;
-  return raw === '1' || raw === 'true' || raw === 'yes';
+  if (raw === undefined || raw === '') return false;
+  const v = raw.toLowerCase();
+  if (ON.includes(v)) return true;
+  if (OFF.includes(v)) return false;
+  throw new ConfigError(`${envName(name)} (--${name}) must be true or false (1/0, yes/no), got "${raw}"`);
+}
+
+/** The URL with its password, if any, replaced by `***` (as database URLs are named). */
+function redactUrl(url: URL): string {
+  const copy = new URL(url.href);
+  if (copy.password) copy.password = '***';
+  return copy.href;
+}
+
+/**
+ * --smtp-url must be an smtp:// or smtps:// URL with a host: nodemailer takes anything else as
+ * options it cannot use and fails later in words that print the URL, password included.
+ */
+function smtpUrlValue(raw: string | undefined): string | undefined {
+  if (raw === undefined) return undefined;
+  let url: URL | undefined;
+  try {
+    url = new URL(raw);
+  } catch {
+    url = undefined;
+  }
+  if (url && (url.protocol === 'smtp:' || url.protocol === 'smtps:') && url.hostname !== '') return raw;
+  // Only a URL with a host is shown (its password masked); any other text may hold a secret anywhere.
+  const shown = url && url.host !== '' ? `, got ${redactUrl(url)}` : '';
+  throw new ConfigError(`--smtp-url must be an smtp://[user:password@]host[:port] or smtps://… URL${shown}`);
+}
+
+/**
+ * PHONEBRIDGE_API_REQUESTS_PER_MINUTE (environment only): /api/v1 requests per fleet key per
+ * minute across the cluster (src/fleet). Absent → the feature's default; otherwise a positive
+ * decimal integer, else the start stops (exit 2).
+ */
+export function apiRequestsPerMinute(env: NodeJS.ProcessEnv = process.env): number | undefined {
+  const raw = env.PHONEBRIDGE_API_REQUESTS_PER_MINUTE;
+  if (raw === undefined || raw === '') return undefined;
+  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(Number(raw)) || Number(raw) < 1)
+    throw new ConfigError(`PHONEBRIDGE_API_REQUESTS_PER_MINUTE must be a positive decimal integer, got "${raw}"`);
+  return Number(raw);
 }
 
 /** Flags shared by serve and every CLI command that touches the database. */
@@ -243,8 +292,8 @@ export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     redisUrl,
     redisPrefix: str('redis-prefix'),
     nodeId: str('node-id') ?? `${hostname()}-${randomBytes(3).toString('hex')}`,
-    hosted: boolValue(get('hosted')),
-    trustProxy: boolValue(get('trust-proxy')),
+    hosted: boolValue('hosted', get('hosted')),
+    trustProxy: boolValue('trust-proxy', get('trust-proxy')),
     trustedHops,
     trustedProxies,
     tlsCert,
@@ -259,9 +308,9 @@ export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     drainMs: msValue('drain-ms', str('drain-ms'), 25_000),
     controlPollMs: Math.max(50, msValue('control-poll-ms', str('control-poll-ms'), 250)),
     logLevel,
-    exitWithParent: boolValue(get('exit-with-parent')),
+    exitWithParent: boolValue('exit-with-parent', get('exit-with-parent')),
     maxInFlight,
-    smtpUrl: str('smtp-url'),
+    smtpUrl: smtpUrlValue(str('smtp-url')),
     mailFrom: str('mail-from') ?? `phonebridge <no-reply@${parsed.hostname}>`,
     budgets: parseBudgets(str, maxInFlight),
   };

@@ -2,6 +2,7 @@
 // to the log at info level — for development only, and serve says so at start.
 import nodemailer from 'nodemailer';
 import type { Logger } from '../log.ts';
+import { ConfigError } from '../config.ts';
 
 export interface Mailer {
   sendSigninLink(to: string, link: string): Promise<void>;
@@ -17,7 +18,16 @@ export function createMailer(opts: { smtpUrl?: string; mailFrom: string }, log: 
       },
     };
   }
-  const transport = nodemailer.createTransport(opts.smtpUrl);
+  let transport: ReturnType<typeof nodemailer.createTransport>;
+  try {
+    transport = nodemailer.createTransport(opts.smtpUrl);
+  } catch (err) {
+    // parseRelayConfig (src/config.ts) refuses what is not an smtp(s) URL; should nodemailer still
+    // refuse one, its words may quote the URL: the start stops (exit 2) with the password masked.
+    throw new ConfigError(
+      `--smtp-url: nodemailer cannot use it: ${withoutSecret((err as Error).message, opts.smtpUrl)}`,
+    );
+  }
   return {
     async sendSigninLink(to, link) {
       await transport.sendMail({
@@ -28,4 +38,17 @@ export function createMailer(opts: { smtpUrl?: string; mailFrom: string }, log: 
       });
     },
   };
+}
+
+/** `text` with the URL's password, wherever it appears, replaced by `***`. */
+function withoutSecret(text: string, smtpUrl: string): string {
+  let password: string;
+  try {
+    password = decodeURIComponent(new URL(smtpUrl).password);
+  } catch {
+    // not a URL: nothing here is known to be the password, so the whole value is hidden
+    return text.split(smtpUrl).join('(the --smtp-url value)');
+  }
+  if (!password) return text;
+  return text.split(password).join('***').split(encodeURIComponent(password)).join('***');
 }
