@@ -5,7 +5,16 @@
 import type { WebSocket } from '../uws.ts';
 import { inspectPhoneFrame, withId } from '../protocol/frame.ts';
 import { forwardedFrame, requestFrame, type ClientRequestBytes } from '../protocol/request-bytes.ts';
-import { classify, errorResponse, resultResponse, type JsonRpcId, type JsonRpcRequest } from '../protocol/jsonrpc.ts';
+import {
+  classify,
+  errorResponse,
+  inexactlyNumbered,
+  resultResponse,
+  type JsonRpcId,
+  type JsonRpcRequest,
+} from '../protocol/jsonrpc.ts';
+import { JsonNumberText, stringifyJson } from '../protocol/exact-json.ts';
+
 import { INVALID_PARAMS, METHOD_NOT_FOUND, relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
 import { checkMethod, insufficientScopeError, methodRefusal, type ToolCatalog } from '../protocol/scopes.ts';
 import type { Scope } from '../store/types.ts';
@@ -17,6 +26,9 @@ import { Deadlines, type Timed } from './deadlines.ts';
 import { endOnAnswer, tracingOn, withTraceparent, type Context } from '../observability/tracing.ts';
 import { phoneCallSpan } from '../observability/relay-spans.ts';
 import { byFirst, idTable, keyTable } from './slot-table.ts';
+
+/** A client's progress token, a number no double holds as written (src/protocol/exact-json.ts). */
+type ProgressToken = string | number | JsonNumberText;
 
 const byteLength = (frame: string | Buffer) => (typeof frame === 'string' ? Buffer.byteLength(frame) : frame.length);
 
@@ -83,7 +95,7 @@ interface Pending extends Timed {
   sink: ReplySink;
   method: string;
   /** The client's own progress token, when the request carried one. */
-  progressToken?: string | number;
+  progressToken?: ProgressToken;
   /** The share of the credential this request counts against (none for the relay's own). */
   share?: Share;
   /** A wait_for_events call (its own, smaller share per credential). */
@@ -349,9 +361,14 @@ export class DeviceConnection implements TurnWriter {
       return () => {};
     }
     const relayId = this.nextId++;
-    let progressToken: string | number | undefined;
+    let progressToken: ProgressToken | undefined;
     const meta = msg.params?._meta as Record<string, unknown> | undefined;
-    if (meta && (typeof meta.progressToken === 'string' || typeof meta.progressToken === 'number')) {
+    if (
+      meta &&
+      (typeof meta.progressToken === 'string' ||
+        typeof meta.progressToken === 'number' ||
+        meta.progressToken instanceof JsonNumberText)
+    ) {
       progressToken = meta.progressToken;
       // Client tokens may collide across sessions: the phone sees ours (the relay id).
       msg = { ...msg, params: { ...msg.params, _meta: { ...meta, progressToken: relayId } } };
@@ -362,7 +379,7 @@ export class DeviceConnection implements TurnWriter {
       msg = { ...msg, params: withTraceparent(msg.params, span) };
       sink = endOnAnswer(sink, span);
     }
-    const frame = JSON.stringify({ jsonrpc: '2.0', id: relayId, method: msg.method, params: msg.params });
+    const frame = stringifyJson({ jsonrpc: '2.0', id: relayId, method: msg.method, params: msg.params });
     if (!this.track(relayId, frame, clientId, sink, timeoutMs, msg.method, progressToken, owner.tokenId, owner.wait))
       return () => {};
     return Object.assign(() => this.cancelCall(relayId), { orphan: () => this.orphanCall(relayId) });
@@ -376,7 +393,7 @@ export class DeviceConnection implements TurnWriter {
     sink: ReplySink,
     timeoutMs: number,
     method: string,
-    progressToken: string | number | undefined,
+    progressToken: ProgressToken | undefined,
     tokenId: string | undefined,
     waitCall: boolean | undefined,
   ): boolean {
@@ -484,7 +501,7 @@ export class DeviceConnection implements TurnWriter {
   /** Fire-and-forget notification to the phone. */
   notify(method: string, params?: Record<string, unknown>): void {
     this.sendFrame(
-      JSON.stringify(params === undefined ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', method, params }),
+      stringifyJson(params === undefined ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', method, params }),
     );
   }
 
@@ -580,14 +597,17 @@ export class DeviceConnection implements TurnWriter {
       return;
     }
     const c = classify(f.value);
-    if (c.kind === 'request') {
+    // A request whose id is a number no double holds is the phone's to number as it likes: it
+    // is answered under that id as written (src/protocol/exact-json.ts).
+    const request = c.kind === 'request' ? c.msg : inexactlyNumbered(f.value);
+    if (request) {
       // The relay never forwards phone-originated requests; it answers ping itself.
-      if (c.msg.method === 'ping') this.sendFrame(resultResponse(c.msg.id, {}));
+      if (request.method === 'ping') this.sendFrame(resultResponse(request.id, {}));
       else
         this.sendFrame(
-          errorResponse(c.msg.id, {
+          errorResponse(request.id, {
             code: METHOD_NOT_FOUND,
-            message: `Method not found: the relay does not forward ${c.msg.method} to clients`,
+            message: `Method not found: the relay does not forward ${request.method} to clients`,
           }),
         );
       return;
@@ -603,7 +623,7 @@ export class DeviceConnection implements TurnWriter {
         const p = typeof params.progressToken === 'number' ? this.pending.get(params.progressToken) : undefined;
         if (p?.progressToken !== undefined && p.sink.related) {
           p.sink.related(
-            Buffer.from(JSON.stringify({ ...c.msg, params: { ...params, progressToken: p.progressToken } })),
+            Buffer.from(stringifyJson({ ...c.msg, params: { ...params, progressToken: p.progressToken } })),
           );
         }
         return;

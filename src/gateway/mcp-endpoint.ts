@@ -257,7 +257,7 @@ class McpEndpoint implements FastPostHost, AnswerHost {
     const cred = await this.clientAuth.authenticate(ex, h, this.bound.get(h));
     if (!cred) return;
     const raw = await bodyP;
-    const parsed = parseBody(raw.toString('utf8'));
+    const parsed = parseBody(raw);
     if (!parsed.ok) return ex.send(400, JSON_HEADERS, errorResponse(null, parsed.error));
     if (classifyEra(h, parsed.value) === 'stateless') return this.stateless.post(ex, h, cred, parsed.value, started);
     const isBatch = Array.isArray(parsed.value);

@@ -32,6 +32,7 @@ import type { Scope } from '../store/types.ts';
 import { initializeFrom, observeMcpRequest } from '../metrics.ts';
 import { tracingOn } from '../observability/tracing.ts';
 import { answeredSpan } from '../observability/relay-spans.ts';
+import { parseJson, stringifyJson } from '../protocol/exact-json.ts';
 
 /** A POST not answered within this long becomes an SSE stream (if the client accepts one). */
 export const SLOW_ANSWER_MS = 1000;
@@ -196,12 +197,12 @@ export class StatelessEndpoint {
       deliver: (frame) => {
         let n: unknown;
         try {
-          n = JSON.parse(typeof frame === 'string' ? frame : frame.toString('utf8'));
+          n = parseJson(typeof frame === 'string' ? frame : frame.toString('utf8'));
         } catch {
           return;
         }
         const out = subscriptionNotification(n, msg.id, honoured);
-        if (out) stream.send(JSON.stringify(out));
+        if (out) stream.send(stringifyJson(out));
       },
       end: () => stream.end(),
     };
@@ -213,7 +214,7 @@ export class StatelessEndpoint {
     }
     stream.onClose(remove);
     stream.onClose(this.ctx.hub.admitStream(cred.token.id, this.ctx.config.budgets.maxStreamsPerKey, stream));
-    stream.send(JSON.stringify(acknowledgeSubscription(msg.id, honoured)));
+    stream.send(stringifyJson(acknowledgeSubscription(msg.id, honoured)));
   }
 }
 

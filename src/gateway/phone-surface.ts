@@ -3,6 +3,7 @@
 // client, reloaded on notifications/tools/list_changed, and shared per node between phones
 // that serve the same surface (docs/decisions/0060-shared-phone-surfaces.md). The phone
 // socket (src/gateway/device-connection.ts) owns one and checks scopes against it.
+import { parseJson } from '../protocol/exact-json.ts';
 import type { JsonRpcId } from '../protocol/jsonrpc.ts';
 import type { JsonRpcErrorObject } from '../protocol/errors.ts';
 import { LATEST_SESSION_REVISION } from '../protocol/revisions.ts';
@@ -20,7 +21,8 @@ const catalogs = new InternTable<ToolCatalog>();
 function resultOf(method: string, frame: Buffer): Record<string, unknown> {
   let parsed: { result?: unknown; error?: JsonRpcErrorObject };
   try {
-    parsed = JSON.parse(frame.toString('utf8')) as typeof parsed;
+    // Numbers kept as written (src/protocol/exact-json.ts): a schema's uint64 maximum is served as the phone wrote it.
+    parsed = parseJson(frame.toString('utf8')) as typeof parsed;
   } catch {
     // JSON.parse's message quotes the text around the fault: the phone's content, kept out of
     // the log this error reaches (docs/PROTOCOL.md: a malformed answer is logged without it).

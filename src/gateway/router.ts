@@ -35,6 +35,7 @@ import { RemoteRequests } from './remote-requests.ts';
 import { byFirst, idTable } from './slot-table.ts';
 import { RequestIds } from './request-ids.ts';
 import { checkToolHeaders } from './tool-header-check.ts';
+import { parseJson, stringifyJson } from '../protocol/exact-json.ts';
 
 /**
  * How long a phone closed with 1012 counts as moving for requests that arrive meanwhile: its
@@ -316,12 +317,14 @@ export class Router {
   async notify(deviceId: string, method: string, params: Record<string, unknown> | undefined): Promise<void> {
     const local = this.ctx.hub.device(deviceId);
     if (local && !local.closed) return local.notify(method, params);
-    const owner = await this.ctx.bus.ownerOf(deviceId).catch(() => undefined);
+    // The owner a request would use without asking (knownRemoteOwner), so that a request the
+    // client sends once this notification is acknowledged cannot overtake it on the bus.
+    const owner = this.knownRemoteOwner(deviceId) ?? (await this.ctx.bus.ownerOf(deviceId).catch(() => undefined));
     if (owner && owner.nodeId !== this.ctx.bus.nodeId) {
       await this.ctx.bus
         .sendToNode(
           owner.nodeId,
-          encode({ t: 'note', deviceId, method }, params === undefined ? '' : JSON.stringify(params)),
+          encode({ t: 'note', deviceId, method }, params === undefined ? '' : stringifyJson(params)),
         )
         .catch(() => {});
     }
@@ -488,7 +491,7 @@ export class Router {
     r.sentPerf = performance.now();
     const b = r.bytes;
     if (b) r.payloadBytes ??= paramsWithCaller(b, r.callerJson!);
-    else r.payload ??= r.params === undefined ? '' : JSON.stringify(r.params);
+    else r.payload ??= r.params === undefined ? '' : stringifyJson(r.params);
     const producer = tracingOn ? busSendSpan(r.caller.trace, r.msg.method, owner.nodeId) : undefined;
     const header: ReqHeader = {
       t: 'req',
@@ -619,7 +622,7 @@ export class Router {
           try {
             conn.notify(
               h.method,
-              payload.length ? (JSON.parse(payload.toString('utf8')) as Record<string, unknown>) : undefined,
+              payload.length ? (parseJson(payload.toString('utf8')) as Record<string, unknown>) : undefined,
             );
           } catch {
             this.ctx.log.warn('malformed forwarded notification');

@@ -18,6 +18,7 @@ import { withId } from '../protocol/frame.ts';
 import { SlotTable, givenHashes, hashIntWith, hashString } from './slot-table.ts';
 import { checkToolHeaders } from './tool-header-check.ts';
 import type { JsonRpcId } from '../protocol/jsonrpc.ts';
+import { parseJson } from '../protocol/exact-json.ts';
 
 /** How often an owner retries an answer the bus could not take (it is reconnecting). */
 const REPLY_RETRY_MS = 50;
@@ -81,7 +82,7 @@ export class ServedRequests {
     }
     let params: Record<string, unknown> | undefined;
     try {
-      params = payload.length ? (JSON.parse(payload.toString('utf8')) as Record<string, unknown>) : undefined;
+      params = payload.length ? (parseJson(payload.toString('utf8')) as Record<string, unknown>) : undefined;
     } catch {
       return sink.fail(relayError('relay_error', 'malformed forwarded request'));
     }

@@ -9,6 +9,7 @@
 // whitespace after the object, with one pass over the bytes (strings and nesting tracked, no
 // parse: docs/decisions/0130-byte-level-requests.md). It does not catch corruption inside a
 // value (`{"result":tru,"id":7}` closes properly): only a full parse would, and 0130 chose not to.
+import { parseJson } from './exact-json.ts';
 import type { JsonRpcId } from './jsonrpc.ts';
 import { bytesAre, decimalDigits, integerAt, put, putDecimal, scanObject, skipWs, type Span } from './json-bytes.ts';
 
@@ -226,7 +227,7 @@ function idOf(s: Buffer, members: Map<string, Span>): JsonRpcId | undefined {
 
 function parseWhole(s: Buffer): PhoneFrame {
   try {
-    return { kind: 'message', value: JSON.parse(s.toString('utf8')) };
+    return { kind: 'message', value: parseJson(s.toString('utf8')) };
   } catch {
     return { kind: 'invalid', reason: 'malformed JSON' };
   }

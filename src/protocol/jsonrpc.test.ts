@@ -63,9 +63,13 @@ describe('classify', () => {
     );
   });
   it('reports a parse error as -32700', () => {
-    const r = parseBody('{"a":');
+    const r = parseBody(Buffer.from('{"a":'));
     expect(r.ok).toBe(false);
     if (!r.ok) expect(r.error.code).toBe(-32700);
+  });
+  it('refuses bytes that are not UTF-8 as -32700, not read with U+FFFD in their place', () => {
+    const r = parseBody(Buffer.concat([Buffer.from('{"a":"'), Buffer.from([0xff, 0xfe]), Buffer.from('"}')]));
+    expect(r).toEqual({ ok: false, error: { code: -32700, message: 'Parse error: body is not valid UTF-8' } });
   });
 });
 

@@ -1,4 +1,5 @@
 // JSON-RPC 2.0 shapes and the checks the relay applies to what clients send.
+import { JsonNumberText, parseJson, stringifyJson } from './exact-json.ts';
 import { INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, type JsonRpcErrorObject } from './errors.ts';
 
 export type JsonRpcId = string | number;
@@ -103,7 +104,13 @@ export function classifyClientMessage(value: unknown): Classified {
     error: { code: INVALID_PARAMS, message: `Invalid params: params._meta.${message}` },
   });
   const token = m.progressToken;
-  if (token !== undefined && typeof token !== 'string' && typeof token !== 'number')
+  // A number no double holds is kept as written, and the phone's progress carries it back so.
+  if (
+    token !== undefined &&
+    typeof token !== 'string' &&
+    typeof token !== 'number' &&
+    !(token instanceof JsonNumberText)
+  )
     return bad('progressToken must be a string or a number');
   const related = m[RELATED_TASK];
   if (
@@ -114,21 +121,46 @@ export function classifyClientMessage(value: unknown): Classified {
   return c;
 }
 
-/** Parses a client body: one message or (for 2025-03-26) a batch. */
-export function parseBody(text: string): { ok: true; value: unknown } | { ok: false; error: JsonRpcErrorObject } {
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/**
+ * Parses a client body: one message or (for 2025-03-26) a batch. Bytes that are not UTF-8 are
+ * no JSON text (RFC 8259 §8.1): refused, not read with U+FFFD in their place. Numbers a double
+ * does not hold are kept as written (src/protocol/exact-json.ts).
+ */
+export function parseBody(raw: Uint8Array): { ok: true; value: unknown } | { ok: false; error: JsonRpcErrorObject } {
+  let text: string;
   try {
-    return { ok: true, value: JSON.parse(text) };
+    text = utf8.decode(raw);
+  } catch {
+    return { ok: false, error: { code: PARSE_ERROR, message: 'Parse error: body is not valid UTF-8' } };
+  }
+  try {
+    return { ok: true, value: parseJson(text) };
   } catch {
     return { ok: false, error: { code: PARSE_ERROR, message: 'Parse error: body is not valid JSON' } };
   }
 }
 
-export function errorResponse(id: JsonRpcId | null, error: JsonRpcErrorObject): string {
-  return JSON.stringify({ jsonrpc: '2.0', id, error });
+export function errorResponse(id: JsonRpcId | JsonNumberText | null, error: JsonRpcErrorObject): string {
+  return stringifyJson({ jsonrpc: '2.0', id, error });
 }
 
-export function resultResponse(id: JsonRpcId | null, result: unknown): string {
-  return JSON.stringify({ jsonrpc: '2.0', id, result });
+/**
+ * A request whose id is a number no double holds exactly (src/protocol/exact-json.ts), which
+ * classify() calls invalid: the phone's to number as it likes, answered under that id as written.
+ */
+export function inexactlyNumbered(value: unknown): { id: JsonNumberText; method: string } | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const m = value as Record<string, unknown>;
+  return m.jsonrpc === '2.0' && typeof m.method === 'string' && m.id instanceof JsonNumberText
+    ? { id: m.id, method: m.method }
+    : undefined;
+}
+
+/** A result as given: a cached surface may hold numbers kept as written (src/protocol/exact-json.ts). */
+export function resultResponse(id: JsonRpcId | JsonNumberText | null, result: unknown): string {
+  return stringifyJson({ jsonrpc: '2.0', id, result });
 }
 
 /**

@@ -27,6 +27,7 @@ import {
   putDecimal,
   skipWs,
 } from './json-bytes.ts';
+import { isExactNumber } from './exact-json.ts';
 
 export interface ClientRequestBytes {
   id: JsonRpcId;
@@ -366,15 +367,17 @@ function stringAt(s: Buffer, start: number, end: number): string {
 
 /**
  * The (valid) id s[start, end): a string, or a number; undefined for a number that is not a
- * safe integer (classify() refuses it). A short integer is read here (integerAt), any other
- * number by JSON.parse.
+ * safe integer, or that a double does not hold as written (1.0000000000000001 is read as 1:
+ * classify() refuses it). A short integer is read here (integerAt), any other number by
+ * JSON.parse.
  */
 function idAt(s: Buffer, start: number, end: number): JsonRpcId | undefined {
   if (s[start] === QUOTE) return stringAt(s, start, end);
   const n = integerAt(s, start, end);
   if (!Number.isNaN(n)) return n;
-  const id = parseSpan(s, start, end) as number;
-  return Number.isSafeInteger(id) ? id : undefined;
+  const text = s.toString('latin1', start, end);
+  const id = Number(text);
+  return Number.isSafeInteger(id) && isExactNumber(text) ? id : undefined;
 }
 
 /** The request, or undefined: the general path (full parse) decides what it is. */

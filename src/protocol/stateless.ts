@@ -21,6 +21,7 @@ import { OPEN_OBJ, scanObject, skipWs, type Span } from './json-bytes.ts';
 import { INVALID_PARAMS, METHOD_NOT_FOUND, type JsonRpcErrorObject } from './errors.ts';
 import type { JsonRpcId } from './jsonrpc.ts';
 import { SESSION_REVISIONS, STATELESS_REVISIONS } from './revisions.ts';
+import { parseJson, stringifyJson } from './exact-json.ts';
 
 // ---------------------------------------------------------------------------------------
 // Names and codes (schema/2026-07-28/schema.ts)
@@ -505,9 +506,9 @@ export function finishStatelessResultFrame(method: string, frame: Buffer, opts: 
     const cs = members.members.get('cacheScope')!;
     if (frame.toString('utf8', cs.start, cs.end) !== '"private"' && (!rt || keys.has('resultType=complete'))) {
       try {
-        const parsed = JSON.parse(frame.toString('utf8')) as Record<string, unknown>;
+        const parsed = parseJson(frame.toString('utf8')) as Record<string, unknown>;
         parsed.result = finishStatelessResult(method, parsed.result, opts);
-        return Buffer.from(JSON.stringify(parsed), 'utf8');
+        return Buffer.from(stringifyJson(parsed), 'utf8');
       } catch {
         return frame;
       }

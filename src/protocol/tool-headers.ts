@@ -15,6 +15,7 @@ import {
   type Headers,
   type StatelessRejection,
 } from './stateless.ts';
+import { JsonNumberText, sameJsonNumber, stringifyJson } from './exact-json.ts';
 
 export interface McpHeaderParam {
   /** The name part of `Mcp-Param-{header}`, as the tool declares it. */
@@ -128,7 +129,7 @@ export function validateParamHeaders(
     if (!paramMatches(p.type, decoded.value, value)) {
       return {
         ok: false,
-        ...mismatch(`${name} header value '${decoded.value}' does not match body value ${JSON.stringify(value)}`),
+        ...mismatch(`${name} header value '${decoded.value}' does not match body value ${stringifyJson(value)}`),
       };
     }
   }
@@ -138,6 +139,9 @@ export function validateParamHeaders(
 function paramMatches(type: McpHeaderParam['type'], headerValue: string, bodyValue: unknown): boolean {
   if (typeof bodyValue === 'string') return headerValue === bodyValue;
   if (typeof bodyValue === 'boolean') return headerValue === String(bodyValue);
+  // A number no double holds, as the client wrote it: compared as decimals, not as doubles.
+  if (bodyValue instanceof JsonNumberText)
+    return type === 'string' ? headerValue === bodyValue.text : sameJsonNumber(headerValue.trim(), bodyValue.text);
   if (typeof bodyValue === 'number') {
     if (type === 'string' || headerValue.trim() === '') return headerValue === String(bodyValue);
     const n = Number(headerValue);

@@ -30,6 +30,7 @@ import type {
   Token,
 } from './types.ts';
 import { REMOVED_DEVICE_RETENTION_MS } from './types.ts';
+import { parseJson, stringifyJson } from '../protocol/exact-json.ts';
 
 export interface CreateStoreOptions {
   /** pg pool size. PGlite runs one query at a time, so a few connections are plenty there. */
@@ -351,7 +352,7 @@ class KyselyStore implements Store {
     await this.db
       .updateTable('devices')
       .set({
-        init_result: initResult === null || initResult === undefined ? null : JSON.stringify(initResult),
+        init_result: initResult === null || initResult === undefined ? null : stringifyJson(initResult),
         last_seen_at: seenAt,
       })
       .where('id', '=', id)
@@ -394,7 +395,7 @@ class KyselyStore implements Store {
     const indexOf = (v: unknown) => {
       let k = distinct.get(v);
       if (k === undefined) {
-        texts.push(JSON.stringify(v));
+        texts.push(stringifyJson(v));
         distinct.set(v, (k = texts.length));
       }
       return k;
@@ -588,6 +589,14 @@ class KyselyStore implements Store {
   }
 }
 
+/** json (114) and jsonb (3802) in text format. */
+const JSON_OIDS = new Set([114, 3802]);
+const readExactJson = (text: string): unknown => parseJson(text);
+function exactJsonTypes(oid: number, format?: 'text' | 'binary'): (value: string) => unknown {
+  if (JSON_OIDS.has(oid) && format !== 'binary') return readExactJson;
+  return pg.types.getTypeParser(oid, format ?? 'text') as (value: string) => unknown;
+}
+
 /** A store over `source`. Migrates unless told not to; throws SchemaTooNewError on a newer schema. */
 export async function createStore(source: DatabaseSource, options: CreateStoreOptions = {}): Promise<Store> {
   // Embedded: one connection per process. pglite-socket multiplexes every connection onto one
@@ -598,6 +607,9 @@ export async function createStore(source: DatabaseSource, options: CreateStoreOp
     // (Embedded: one connection, so this also bounds the wait behind other queries.)
     connectionTimeoutMillis: source.kind === 'embedded' ? 30_000 : 5_000,
     query_timeout: 15_000,
+    // json and jsonb columns (a phone's initialize result) read with numbers as stored: jsonb
+    // keeps 12345678901234567890, JSON.parse would not (src/protocol/exact-json.ts).
+    types: { getTypeParser: exactJsonTypes as typeof pg.types.getTypeParser },
     ...source.pgConfig,
     max: options.poolMax ?? source.pgConfig.max ?? (source.kind === 'embedded' ? 1 : 10),
   });
