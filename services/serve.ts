@@ -75,10 +75,20 @@ export async function startRelay(
       (stopping ??= (async () => {
         await node.close();
         await bus.close();
-        await store.close();
+        // Closing the pool waits for queries in flight; a store that stopped answering would
+        // hold the exit for its 15 s query timeout, past the drain the operator set. What such a
+        // query would have written is lost either way (docs/OPERATIONS.md, "Draining").
+        const closed = await Promise.race([
+          store.close().then(() => true),
+          new Promise<false>((r) => setTimeout(r, STORE_CLOSE_MS, false).unref()),
+        ]);
+        if (!closed) log.warn({ waitedMs: STORE_CLOSE_MS }, 'store did not close in time; exiting without it');
       })()),
   };
 }
+
+/** How long a stopping node waits for the store's queries in flight. */
+const STORE_CLOSE_MS = 1000;
 
 /**
  * The data dir holds relay.json (and the embedded database): one that cannot be a directory

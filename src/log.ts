@@ -11,6 +11,9 @@ export function createLogger(
     name: opts.name ?? 'phonebridge',
     level: opts.level ?? process.env.PHONEBRIDGE_LOG_LEVEL ?? 'info',
     base: undefined,
+    // Secrets by field name, wherever a line might carry one: `code` is a pairing, enrollment or
+    // OAuth authorization code, so a line that means another code names it otherwise
+    // (`closeCode`: src/gateway/device-socket.ts).
     redact: {
       paths: ['token', 'code', 'authorization', 'headers.authorization', 'headers["x-api-key"]'],
       remove: true,

@@ -412,7 +412,7 @@ export function buildDashboard() {
     .withPanel(
       graph(
         'Phone authentications by outcome',
-        'Signed challenges on /device/ws: ok or rejected; the alert PhonebridgeDeviceAuthRejections watches rejected.',
+        'Signed challenges on /device/ws: ok, rejected, or error (the store did not answer); the alert PhonebridgeDeviceAuthRejections watches rejected.',
         [[`sum by (outcome) (rate(phonebridge_device_auth_total{${SEL}}[${RATE}]))`, '{{outcome}}']],
         'reqps',
       ),

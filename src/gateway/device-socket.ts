@@ -18,6 +18,7 @@ import {
   deviceAuthOk,
   deviceAuthRejected,
   framesTooBig,
+  metrics,
   rateLimited,
   receivedFromPhone,
 } from '../metrics.ts';
@@ -38,6 +39,23 @@ export const REJECTED_LOG_WINDOW_MS = 10_000;
 const READ_LIMIT = 1024 * 1024;
 /** The close message uWS gives a socket it dropped for a frame over maxPayloadLength. */
 const UWS_TOO_BIG = 'Received too big message';
+
+/**
+ * A phone the relay could not check (the store unreachable: closed with 1011, retry): neither
+ * accepted nor refused, so it counts apart from `rejected`, which reads as phones refused
+ * (PhonebridgeDeviceAuthRejections). At zero from the start, as the other outcomes.
+ */
+const deviceAuthError = metrics.deviceAuth.labels({ outcome: 'error' });
+deviceAuthError.inc(0);
+
+/**
+ * The codes the relay closes phone sockets with (CLOSE). A phone may close with one of them
+ * too (RFC 6455 lets any endpoint send 1001 or 1011): counted under that code, it would read as
+ * the relay's doing (docs/decisions/0250-close-codes-count-the-relay-s-closes.md).
+ */
+const RELAY_CLOSE_CODES: ReadonlySet<number> = new Set(Object.values(CLOSE));
+/** Not one of the codes phonebridge_device_closes_total names: counted as `other`. */
+const OTHER_CLOSE = 0;
 
 export function handleChallenge(ctx: GatewayContext) {
   return (res: HttpResponse, req: HttpRequest): void => {
@@ -144,7 +162,7 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
         })
         .then((auth) => {
           if (ex.aborted) return;
-          (auth.ok ? deviceAuthOk : deviceAuthRejected).inc();
+          (auth.ok ? deviceAuthOk : 'relayFault' in auth ? deviceAuthError : deviceAuthRejected).inc();
           const data: DeviceSocketData = auth.ok
             ? { deviceId: h['x-device-id'], accountId: auth.accountId }
             : {
@@ -258,7 +276,10 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
 
     close: (ws: WebSocket<DeviceSocketData>, code: number, message: ArrayBuffer) => {
       const conn = ws.getUserData().conn;
-      countDeviceClose(code);
+      // The relay closed it: a refused upgrade (no connection) or conn.close, which marks it
+      // closed before ending the socket. Otherwise the phone closed it, or it dropped (1006).
+      const byRelay = !conn || conn.closed;
+      countDeviceClose(byRelay || !RELAY_CLOSE_CODES.has(code) ? code : OTHER_CLOSE);
       if (!conn) return;
       if (tracingOn) traceDisconnect(ws.getUserData().trace, code, conn.connectedAt);
       // A frame past READ_LIMIT never reaches `message`: uWS drops the socket with 1006 and
@@ -271,7 +292,9 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
       void conn.claim
         ?.then((epoch) => epoch !== undefined && ctx.bus.releaseDevice(conn.deviceId, epoch))
         .catch(() => {});
-      ctx.log.info({ deviceId: conn.deviceId, code }, 'device disconnected');
+      // `closeCode`, not `code`: the logger removes any `code` field (pairing and authorization
+      // codes, src/log.ts).
+      ctx.log.info({ deviceId: conn.deviceId, closeCode: code }, 'device disconnected');
       ctx.devices.seen.seen(conn.deviceId, new Date());
     },
   };

@@ -259,7 +259,8 @@ class McpEndpoint implements FastPostHost, AnswerHost {
     const raw = await bodyP;
     const parsed = parseBody(raw);
     if (!parsed.ok) return ex.send(400, JSON_HEADERS, errorResponse(null, parsed.error));
-    if (classifyEra(h, parsed.value) === 'stateless') return this.stateless.post(ex, h, cred, parsed.value, started);
+    if (classifyEra(h, parsed.value) === 'stateless')
+      return this.stateless.post(ex, h, cred, parsed.value, started, raw.length);
     const isBatch = Array.isArray(parsed.value);
     const items = isBatch ? (parsed.value as unknown[]) : [parsed.value];
     if (items.length === 0)

@@ -29,9 +29,9 @@ import {
 import { validateParamHeaders } from '../protocol/tool-headers.ts';
 import { headerTimeoutMs } from '../protocol/timeouts.ts';
 import type { Scope } from '../store/types.ts';
-import { initializeFrom, observeMcpRequest } from '../metrics.ts';
+import { initializeFrom, methodLabel, observeMcpRequest } from '../metrics.ts';
 import { tracingOn } from '../observability/tracing.ts';
-import { answeredSpan } from '../observability/relay-spans.ts';
+import { answeredSpan, requestLogFields } from '../observability/relay-spans.ts';
 import { parseJson, stringifyJson } from '../protocol/exact-json.ts';
 
 /** A POST not answered within this long becomes an SSE stream (if the client accepts one). */
@@ -79,13 +79,17 @@ export class StatelessEndpoint {
     private readonly forward: Forward,
   ) {}
 
-  /** `started`: when the request arrived (performance.now()), for its latency. */
+  /**
+   * `started`: when the request arrived (performance.now()), for its latency; `bytesIn`: its
+   * body's size, for the debug line.
+   */
   async post(
     ex: Exchange,
     h: Record<string, string>,
     cred: Credential,
     body: unknown,
     started = performance.now(),
+    bytesIn?: number,
   ): Promise<void> {
     const c = classifyClientMessage(body);
     if (c.kind === 'notification') return ex.send(202, {}, undefined); // none defined on HTTP in this revision
@@ -107,15 +111,12 @@ export class StatelessEndpoint {
     if (msg.method === 'server/discover') {
       if (tracingOn) answeredSpan(ex, msg, undefined);
       // A dual-era relay: every version it speaks, so -32022's list is a subset of this one.
-      ex.send(
-        200,
-        JSON_HEADERS,
-        resultResponse(
-          msg.id,
-          discoverResult(await cachedInitialize(this.ctx, deviceId, true), { supportedVersions: SUPPORTED_VERSIONS }),
-        ),
+      const out = resultResponse(
+        msg.id,
+        discoverResult(await cachedInitialize(this.ctx, deviceId, true), { supportedVersions: SUPPORTED_VERSIONS }),
       );
-      return observed(msg.method, started, ex.aborted ? 'aborted' : 'ok');
+      ex.send(200, JSON_HEADERS, out);
+      return this.observed(ex, msg.method, started, ex.aborted ? 'aborted' : 'ok', bytesIn, Buffer.byteLength(out));
     }
     if (msg.method === 'subscriptions/listen') return this.listen(ex, cred, msg);
 
@@ -160,7 +161,16 @@ export class StatelessEndpoint {
     clearTimeout(early);
     const refusal = outcome.refusal?.data as { code?: string; scope?: Scope } | undefined;
     const forbidden = refusal?.code === 'insufficient_scope' && !stream;
-    observed(msg.method, started, ex.aborted ? 'aborted' : forbidden ? 'forbidden' : outcome.refusal ? 'error' : 'ok');
+    // What goes back, whichever way below: a refusal as the phone's node made it.
+    const frame = outcome.refusal ? outcome.frame : finish(outcome.frame);
+    this.observed(
+      ex,
+      msg.method,
+      started,
+      ex.aborted ? 'aborted' : forbidden ? 'forbidden' : outcome.refusal ? 'error' : 'ok',
+      bytesIn,
+      frame.length,
+    );
     if (forbidden) {
       return ex.send(
         403,
@@ -173,7 +183,6 @@ export class StatelessEndpoint {
     // stream already open (no verdict within SLOW_ANSWER_MS: the phone was moving or starting)
     // has sent its 200: the refusal is then its one message.
     if (outcome.refusal?.code === HEADER_MISMATCH && !stream) return ex.send(400, JSON_HEADERS, outcome.frame);
-    const frame = outcome.refusal ? outcome.frame : finish(outcome.frame);
     if (stream || wantsStream) {
       const s = open();
       s.send(frame);
@@ -181,6 +190,34 @@ export class StatelessEndpoint {
     } else {
       ex.send(missingCapability(frame) ? 400 : 200, JSON_HEADERS, frame);
     }
+  }
+
+  /**
+   * One answered request of this era: phonebridge_mcp_requests_total and, at debug, its
+   * `mcp request` line with the session era's fields (McpEndpoint.observe): sizes, latency and
+   * the method's metric label, never content.
+   */
+  private observed(
+    ex: Exchange,
+    method: string,
+    started: number,
+    outcome: string,
+    bytesIn: number | undefined,
+    bytesOut: number,
+  ): void {
+    const seconds = (performance.now() - started) / 1000;
+    observeMcpRequest(method, outcome, seconds, 'stateless');
+    if (this.ctx.log.isLevelEnabled('debug'))
+      this.ctx.log.debug(
+        {
+          method: methodLabel(method),
+          bytesIn,
+          bytesOut,
+          ms: Math.round(seconds * 10000) / 10,
+          ...(tracingOn && requestLogFields(ex)),
+        },
+        'mcp request',
+      );
   }
 
   /** subscriptions/listen: an SSE stream of the change notifications the client opted in to. */
@@ -216,11 +253,6 @@ export class StatelessEndpoint {
     stream.onClose(this.ctx.hub.admitStream(cred.token.id, this.ctx.config.budgets.maxStreamsPerKey, stream));
     stream.send(stringifyJson(acknowledgeSubscription(msg.id, honoured)));
   }
-}
-
-/** One answered request of this era in phonebridge_mcp_requests_total (as the session era's McpEndpoint.observe). */
-function observed(method: string, started: number, outcome: string): void {
-  observeMcpRequest(method, outcome, (performance.now() - started) / 1000, 'stateless');
 }
 
 /** The phone's -32021 (a capability the client did not declare) is an HTTP 400 on this revision. */

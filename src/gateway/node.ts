@@ -180,6 +180,8 @@ export async function startGateway(opts: {
 
   let closed = false;
   let draining: Promise<void> | undefined;
+  /** When a drain's --drain-ms ends: close() finishes its own work by then too. */
+  let drainDeadline: number | undefined;
 
   /** Whether a phone closed here has another node to go to (else handing it over is pointless). */
   async function othersAlive(): Promise<boolean> {
@@ -206,7 +208,7 @@ export async function startGateway(opts: {
     // arrives until then is still buffered here for their resumption, until the node exits
     // (a stand-in, dropped when the stream goes live on another node: docs/decisions/0246-get-stream-handover.md).
     disconnectStreams();
-    const deadline = Date.now() + config.drainMs;
+    const deadline = (drainDeadline = Date.now() + config.drainMs);
     const handOver = await othersAlive();
     if (!handOver) {
       while (Date.now() < deadline && [...hub.connections()].some((c) => c.inFlight > 0)) await sleep(20);
@@ -289,8 +291,19 @@ export async function startGateway(opts: {
       // Streams and the stand-ins a drain left buffering end with the node.
       for (const l of hub.allStreams()) l.end();
       await ctx.router.farewell();
-      // Last-seen times of the phones just closed, before the store goes away.
-      await ctx.devices.seen.flush();
+      // Last-seen times of the phones just closed, before the store goes away: within what is
+      // left of --drain-ms (--drain-ms from now without a drain), and at least FLUSH_FLOOR_MS so
+      // that the sockets a drain closed at its deadline are written too. A store that does not
+      // answer would otherwise hold the exit for its query timeout (15 s), past the grace period
+      // the chart gives a pod; what is not written by then is lost (docs/OPERATIONS.md).
+      const flushFor = Math.max(FLUSH_FLOOR_MS, (drainDeadline ?? Date.now() + config.drainMs) - Date.now());
+      let flushTimer: NodeJS.Timeout | undefined;
+      const flushed = await Promise.race([
+        ctx.devices.seen.flush().then(() => true),
+        new Promise<false>((resolve) => (flushTimer = setTimeout(() => resolve(false), flushFor))),
+      ]);
+      clearTimeout(flushTimer);
+      if (!flushed) log.warn('stopping without the last-seen times of phones: the store did not answer in time');
       uws.us_listen_socket_close(adminSocket);
       // Also drop idle keep-alive connections, which would otherwise keep reaching a stopped node.
       for (const a of [app, admin]) (a as unknown as { close?: () => void }).close?.();
@@ -301,6 +314,9 @@ export async function startGateway(opts: {
 
 /** While draining, no new request arrived on the client port for this long: safe to exit. */
 const DRAIN_QUIET_MS = 300;
+
+/** The least a closing node waits for its last-seen times, even past --drain-ms (a healthy store takes milliseconds). */
+const FLUSH_FLOOR_MS = 1000;
 
 const HTTP_VERBS = new Set(['get', 'post', 'put', 'patch', 'del', 'options', 'head', 'any']);
 

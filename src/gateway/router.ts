@@ -158,15 +158,26 @@ export class Router {
   }
 
   /**
-   * Drain deadline: requests still held for a phone that has not come back (state `routing`)
-   * fail now with device_offline, while this node can still answer them; otherwise they
-   * would wait out their own deadline past the node's exit.
+   * Drain deadline: every request this node's clients still wait for gets its error answer
+   * now, while this node can still write it; otherwise it would wait out its own deadline past
+   * the node's exit and its client would see the connection close with no answer
+   * (docs/OPERATIONS.md, "Node lifecycle and failures"). A request still held for a phone that
+   * has not come back (state `routing`) fails with device_offline; one sent to the phone's node
+   * (`remote`) is cancelled there, as a revoked one is (`cancel`), and fails with
+   * relay_unavailable; one on a phone of this node (`local`: its socket is closed by now, so
+   * there should be none) is cancelled at the phone.
    */
   failHeld(): number {
     let n = 0;
     for (const [, r] of this.active.entries().sort(byFirst)) {
-      if (r.state !== 'routing') continue;
-      r.sink.fail(relayError('device_offline', 'the phone did not come back before this relay node stopped'));
+      if (r.done) continue;
+      if (r.state === 'routing')
+        r.sink.fail(relayError('device_offline', 'the phone did not come back before this relay node stopped'));
+      else
+        this.cancel(
+          r,
+          relayError('relay_unavailable', 'this relay node stopped before the answer came; the call was cancelled'),
+        );
       n++;
     }
     return n;
