@@ -28,12 +28,13 @@ import { allowsBatch, isSessionRevision, SESSION_REVISIONS, STATELESS_REVISIONS 
 import { requestTimeoutMs } from '../protocol/timeouts.ts';
 import { callerContextJson, withCallerContext } from '../protocol/caller.ts';
 import { MAX_FRAME_BYTES } from './device-connection.ts';
-import { framesTooBig, methodLabel, observeMcpRequest } from '../metrics.ts';
+import { framesTooBig, observeMcpRequest } from '../metrics.ts';
 import type { SessionRecord } from '../bus/types.ts';
 import type { GatewayContext } from './context.ts';
 import type { CredentialSource, McpMount } from './features.ts';
 import { tracingOn } from '../observability/tracing.ts';
 import { exemplarTraceId, noteHttpRequest, requestLogFields } from '../observability/relay-spans.ts';
+import { logMcpRequest } from './request-log.ts';
 
 export function registerMcpRoutes(
   app: TemplatedApp,
@@ -451,17 +452,7 @@ class McpEndpoint implements FastPostHost, AnswerHost {
   observe(method: string, started: number, bytesIn: number, bytesOut: number, outcome: string, ex?: Exchange): void {
     const seconds = (performance.now() - started) / 1000;
     observeMcpRequest(method, outcome, seconds, 'session', tracingOn && ex ? exemplarTraceId(ex) : undefined);
-    if (this.ctx.log.isLevelEnabled('debug'))
-      this.ctx.log.debug(
-        {
-          method: methodLabel(method),
-          bytesIn,
-          bytesOut,
-          ms: Math.round(seconds * 10000) / 10,
-          ...(tracingOn && ex && requestLogFields(ex)),
-        },
-        'mcp request',
-      );
+    logMcpRequest(this.ctx.log, method, seconds, bytesIn, bytesOut, ex);
   }
 }
 

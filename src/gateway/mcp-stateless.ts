@@ -29,10 +29,11 @@ import {
 import { validateParamHeaders } from '../protocol/tool-headers.ts';
 import { headerTimeoutMs } from '../protocol/timeouts.ts';
 import type { Scope } from '../store/types.ts';
-import { initializeFrom, methodLabel, observeMcpRequest } from '../metrics.ts';
+import { initializeFrom, observeMcpRequest } from '../metrics.ts';
 import { tracingOn } from '../observability/tracing.ts';
-import { answeredSpan, requestLogFields } from '../observability/relay-spans.ts';
+import { answeredSpan } from '../observability/relay-spans.ts';
 import { parseJson, stringifyJson } from '../protocol/exact-json.ts';
+import { logMcpRequest } from './request-log.ts';
 
 /** A POST not answered within this long becomes an SSE stream (if the client accepts one). */
 export const SLOW_ANSWER_MS = 1000;
@@ -207,17 +208,7 @@ export class StatelessEndpoint {
   ): void {
     const seconds = (performance.now() - started) / 1000;
     observeMcpRequest(method, outcome, seconds, 'stateless');
-    if (this.ctx.log.isLevelEnabled('debug'))
-      this.ctx.log.debug(
-        {
-          method: methodLabel(method),
-          bytesIn,
-          bytesOut,
-          ms: Math.round(seconds * 10000) / 10,
-          ...(tracingOn && requestLogFields(ex)),
-        },
-        'mcp request',
-      );
+    logMcpRequest(this.ctx.log, method, seconds, bytesIn, bytesOut, ex);
   }
 
   /** subscriptions/listen: an SSE stream of the change notifications the client opted in to. */

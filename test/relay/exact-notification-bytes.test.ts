@@ -17,6 +17,17 @@ async function callWithProgress(env: RawEnv, token: string, marker: string) {
   return { stream, relayId: f.id as number, relayToken: f.params._meta.progressToken };
 }
 
+/** The progress event of a POST stream, once the stream has ended. */
+async function progressLine(stream: { ended: Promise<unknown>; text(): string }): Promise<string> {
+  await stream.ended;
+  const line = stream
+    .text()
+    .split('\n')
+    .find((l) => l.includes('notifications/progress'));
+  expect(line, 'a progress event on the POST stream').toBeDefined();
+  return line!;
+}
+
 for (const topology of ['one node', 'two nodes (client on the node without the phone)'] as const) {
   describe(`notifications through the relay, ${topology}`, () => {
     let env: RawEnv;
@@ -30,14 +41,9 @@ for (const topology of ['one node', 'two nodes (client on the node without the p
       const params = `{"progressToken":${JSON.stringify(relayToken)},"progress":1,"total":${BIG},"message":"m"}`;
       env.s.ws.send(`{"jsonrpc":"2.0","method":"notifications/progress","params":${params}}`);
       env.s.ws.send(JSON.stringify({ jsonrpc: '2.0', id: relayId, result: { content: [] } }));
-      await stream.ended;
-      const line = stream
-        .text()
-        .split('\n')
-        .find((l) => l.includes('notifications/progress'));
-      expect(line, 'a progress event on the POST stream').toBeDefined();
+      const line = await progressLine(stream);
       expect(
-        rawMember(line!, 'params'),
+        rawMember(line, 'params'),
         `progress params as the phone sent them (total:${BIG}, not rounded), only the token changed back to "tok"`,
       ).toBe(`{"progressToken":"tok","progress":1,"total":${BIG},"message":"m"}`);
     });
@@ -48,14 +54,9 @@ for (const topology of ['one node', 'two nodes (client on the node without the p
         `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":${JSON.stringify(relayToken)},"progress":1}}`,
       );
       env.s.ws.send(JSON.stringify({ jsonrpc: '2.0', id: relayId, result: { content: [] } }));
-      await stream.ended;
-      const line = stream
-        .text()
-        .split('\n')
-        .find((l) => l.includes('notifications/progress'));
-      expect(line, 'a progress event on the POST stream').toBeDefined();
+      const line = await progressLine(stream);
       expect(
-        rawMember(line!, 'progressToken'),
+        rawMember(line, 'progressToken'),
         'the relay accepted this token (ids past 2^53 are refused with -32600 for exactly this reason) and must give it back unchanged',
       ).toBe(BIG);
     });
