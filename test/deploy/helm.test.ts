@@ -69,9 +69,25 @@ async function template(values: Values, release = 'pb', namespace = 'relay'): Pr
 async function render(values: Values = BASE, release = 'pb', namespace = 'relay'): Promise<K8s[]> {
   const r = await template(values, release, namespace);
   if (r.code !== 0) throw new Error(`helm template failed (${r.code}): ${r.stderr}`);
-  const docs = parseAllDocuments(r.stdout);
+  return docsOf(r.stdout);
+}
+
+function docsOf(yaml: string): K8s[] {
+  const docs = parseAllDocuments(yaml);
   for (const d of docs) if (d.errors.length) throw new Error(`rendered YAML does not parse: ${d.errors[0].message}`);
   return docs.map((d) => d.toJS() as K8s).filter((d) => d && typeof d === 'object');
+}
+
+/** Why the relay refuses what `values` render, or undefined when helm refuses them itself. */
+async function relayRefusalOfRender(values: Values): Promise<string | undefined> {
+  const r = await template(values);
+  if (r.code !== 0) return undefined;
+  try {
+    parseRelayConfig([], processEnvOf(gateway(docsOf(r.stdout))));
+    return 'rendered, and the relay starts with it';
+  } catch (err) {
+    return `rendered, and the relay refuses it: ${(err as Error).message}`;
+  }
 }
 
 function one(docs: K8s[], kind: string, name?: string): K8s {
@@ -90,6 +106,24 @@ function gateway(docs: K8s[]): any {
 
 function envOf(container: any): Map<string, any> {
   return new Map((container.env as any[]).map((e) => [e.name, e]));
+}
+
+/** Secret contents the kubelet would put in the gateway's environment. */
+const SECRETS: Record<string, string> = {
+  'database-url': 'postgres://u:p@pg:5432/pb',
+  'redis-url': 'redis://redis:6379',
+};
+
+/** What the kubelet would give the gateway process: plain values, the pod's name and address, secret contents. */
+function processEnvOf(container: any): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const e of container.env as any[]) {
+    if (e.value !== undefined) env[e.name] = e.value;
+    else if (e.valueFrom?.fieldRef?.fieldPath === 'metadata.name') env[e.name] = 'pb-phonebridge-7d9f-abcde';
+    else if (e.valueFrom?.fieldRef?.fieldPath === 'status.podIP') env[e.name] = '10.1.2.3';
+    else if (e.valueFrom?.secretKeyRef) env[e.name] = SECRETS[e.valueFrom.secretKeyRef.key]!;
+  }
+  return env;
 }
 
 /** The container port a probe or Service targetPort (a name or a number) lands on. */
@@ -199,18 +233,7 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
     expect(env.get('PHONEBRIDGE_NODE_ID').value).toBeUndefined();
     // Metrics and probes on the pod's address only (the relay's default is loopback).
     expect(env.get('PHONEBRIDGE_ADMIN_HOST').valueFrom).toEqual({ fieldRef: { fieldPath: 'status.podIP' } });
-    // What the kubelet would give the process: plain values, the pod name, secret contents.
-    const secrets: Record<string, string> = {
-      'database-url': 'postgres://u:p@pg:5432/pb',
-      'redis-url': 'redis://redis:6379',
-    };
-    const processEnv: Record<string, string> = {};
-    for (const e of c.env as any[]) {
-      if (e.value !== undefined) processEnv[e.name] = e.value;
-      else if (e.valueFrom?.fieldRef?.fieldPath === 'metadata.name') processEnv[e.name] = 'pb-phonebridge-7d9f-abcde';
-      else if (e.valueFrom?.fieldRef?.fieldPath === 'status.podIP') processEnv[e.name] = '10.1.2.3';
-      else if (e.valueFrom?.secretKeyRef) processEnv[e.name] = secrets[e.valueFrom.secretKeyRef.key]!;
-    }
+    const processEnv = processEnvOf(c);
     for (const name of Object.keys(processEnv)) expect(name).toMatch(/^PHONEBRIDGE_[A-Z_]+$/);
     const config = parseRelayConfig([], processEnv);
     expect(config).toMatchObject({
@@ -224,8 +247,8 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
       nodeId: 'pb-phonebridge-7d9f-abcde',
       drainMs: 40000,
       logLevel: 'debug',
-      databaseUrl: secrets['database-url'],
-      redisUrl: secrets['redis-url'],
+      databaseUrl: SECRETS['database-url'],
+      redisUrl: SECRETS['redis-url'],
       redisPrefix: 'pb-a:',
       dataDir: '/data',
       trustProxy: false,
@@ -236,6 +259,30 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
     ]);
     // Service links would add PHONEBRIDGE_<SERVICE>_PORT=tcp://… variables the relay would read.
     expect(one(docs, 'Deployment').spec.template.spec.enableServiceLinks).toBe(false);
+  });
+
+  // A value set the relay would refuse must fail at install (helm template), not render an
+  // environment every pod exits 2 on in a crash loop after a "successful" install.
+  it('refuses at render the values whose rendered setting the relay refuses: trustedHops 0, a drainMs past the timer limit', async () => {
+    for (const values of [
+      { ...BASE, ingress: { enabled: true }, trustedHops: 0 },
+      { ...BASE, drainMs: 3_000_000_000 },
+    ]) {
+      const outcome = await relayRefusalOfRender(values);
+      expect(outcome, `${JSON.stringify(values)}: ${outcome}`).toBeUndefined();
+    }
+    // At their limits they render, and the relay takes them.
+    const c = gateway(await render({ ...BASE, ingress: { enabled: true }, trustedHops: 1, drainMs: 2_147_483_647 }));
+    expect(parseRelayConfig([], processEnvOf(c))).toMatchObject({ trustedHops: 1, drainMs: 2_147_483_647 });
+  });
+
+  it('renders podDisruptionBudget.maxUnavailable 0 as 0 (no voluntary eviction), not as the default 1', async () => {
+    const pdb = one(
+      await render({ ...BASE, podDisruptionBudget: { enabled: true, maxUnavailable: 0 } }),
+      'PodDisruptionBudget',
+    );
+    expect(pdb.spec.maxUnavailable).toBe(0);
+    expect(one(await render(BASE), 'PodDisruptionBudget').spec.maxUnavailable).toBe(1);
   });
 
   it('points the probes at /readyz and /healthz on the admin port', async () => {
@@ -699,7 +746,9 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
                   series: `phonebridge_process_nodejs_eventloop_lag_p99_seconds{${sel}, pod="b", instance="10.0.0.2:9464"}`,
                   values: '0.01x40',
                 },
-                // Node a's loop stalled for 1–2.5 s in one window, 20 minutes in; node b's windows all stay under 50 ms.
+                // Node a's loop stalled for 1–2.5 s in one window, 20 minutes in; node b's windows all
+                // stay under 50 ms. Node c stalls as a does, its buckets as Prometheus 3 stores them
+                // (`le` in float form: "1.0"), which the rule must match too.
                 ...[
                   ['a', '10.0.0.1:9464', '0.05', '0+60x20 1260+60x20'],
                   ['a', '10.0.0.1:9464', '1', '0+60x20 1260+60x20'],
@@ -707,6 +756,9 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
                   ['b', '10.0.0.2:9464', '0.05', '0+60x40'],
                   ['b', '10.0.0.2:9464', '1', '0+60x40'],
                   ['b', '10.0.0.2:9464', '+Inf', '0+60x40'],
+                  ['c', '10.0.0.3:9464', '0.05', '0+60x20 1260+60x20'],
+                  ['c', '10.0.0.3:9464', '1.0', '0+60x20 1260+60x20'],
+                  ['c', '10.0.0.3:9464', '+Inf', '0+60x20 1261+60x20'],
                 ].map(([pod, instance, le, values]) => ({
                   series: `phonebridge_event_loop_delay_seconds_bucket{${sel}, pod="${pod}", instance="${instance}", le="${le}"}`,
                   values,
@@ -714,6 +766,7 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
                 ...[
                   ['a', '10.0.0.1:9464', '0+60x20 1261+60x20'],
                   ['b', '10.0.0.2:9464', '0+60x40'],
+                  ['c', '10.0.0.3:9464', '0+60x20 1261+60x20'],
                 ].map(([pod, instance, values]) => ({
                   series: `phonebridge_event_loop_delay_seconds_count{${sel}, pod="${pod}", instance="${instance}"}`,
                   values,
@@ -770,17 +823,15 @@ describe.skipIf(!haveHelm)('helm chart helm/phonebridge', () => {
                 {
                   eval_time: '25m',
                   alertname: 'PhonebridgeEventLoopStalls',
-                  exp_alerts: [
-                    {
-                      exp_labels: { severity: 'warning', instance: '10.0.0.1:9464' },
-                      exp_annotations: {
-                        summary: 'The event loop of 10.0.0.1:9464 stalled for more than 1s',
-                        description: String(
-                          rules.find((r) => r.alert === 'PhonebridgeEventLoopStalls').annotations.description,
-                        ),
-                      },
+                  exp_alerts: ['10.0.0.1:9464', '10.0.0.3:9464'].map((instance) => ({
+                    exp_labels: { severity: 'warning', instance },
+                    exp_annotations: {
+                      summary: `The event loop of ${instance} stalled for more than 1s`,
+                      description: String(
+                        rules.find((r) => r.alert === 'PhonebridgeEventLoopStalls').annotations.description,
+                      ),
                     },
-                  ],
+                  })),
                 },
                 // Ten minutes after the stall its window has left the alert's range.
                 { eval_time: '35m', alertname: 'PhonebridgeEventLoopStalls', exp_alerts: [] },
