@@ -4,7 +4,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport, type StdioServerParameters } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { RequestOptions } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { AnySchema, SchemaOutput } from '@modelcontextprotocol/sdk/server/zod-compat.js';
@@ -182,7 +182,21 @@ export class Upstream {
           `the bridged MCP server sent a malformed ${request.method} result: ${issues}`,
         );
       }
-      this.dropped(client, this.describe(err));
+      if (err instanceof StreamableHTTPError && (err.code ?? 0) >= 400 && err.code !== 404) {
+        // An HTTP server that answered this request with an error status (500, 503, 429, 401…)
+        // is up: this request failed, the others in flight go on (as for stdio, decision 0227).
+        // Its body is the server's, not for the client.
+        throw new RpcError(
+          ErrorCode.InternalError,
+          `the bridged MCP server answered ${request.method} with HTTP ${err.code}`,
+        );
+      }
+      // 404: the server ended the session, which only a new one mends (MCP, Streamable HTTP).
+      const reason =
+        err instanceof StreamableHTTPError && err.code === 404
+          ? 'the server ended its session (HTTP 404)'
+          : this.describe(err);
+      this.dropped(client, reason);
       throw this.unavailable();
     } finally {
       if (progressToken) this.progressRoutes.delete(progressToken);
