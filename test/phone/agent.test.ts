@@ -20,6 +20,7 @@ import {
 import { KEY_FILE, loadIdentity, saveIdentity } from '../../src/device/agent/state.ts';
 import { PinMismatchError, spkiFingerprint } from '../../src/device/agent/relay-http.ts';
 import { connectClient, startTestRelay, waitFor, type TestRelay } from '../helpers/relay.ts';
+import { selfSignedCert } from '../helpers/tls.ts';
 import { createFleetKey } from '../../src/fleet/keys.ts';
 import { SCOPES } from '../../src/store/index.ts';
 import {
@@ -369,29 +370,9 @@ describe.skipIf(!haveOpenssl)('TLS pinning against a relay serving https', () =>
 
   beforeAll(async () => {
     const dir = scratchDir('pb-tls-');
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'ec',
-        '-pkeyopt',
-        'ec_paramgen_curve:prime256v1',
-        '-nodes',
-        '-days',
-        '1',
-        '-subj',
-        '/CN=relay.test',
-        '-keyout',
-        join(dir, 'key.pem'),
-        '-out',
-        join(dir, 'cert.pem'),
-      ],
-      { stdio: 'ignore' },
-    );
-    fp = spkiFingerprint(new X509Certificate(readFileSync(join(dir, 'cert.pem'))).raw);
-    tlsRelay = await startTestRelay(['--tls-cert', join(dir, 'cert.pem'), '--tls-key', join(dir, 'key.pem')]);
+    const { cert, key } = selfSignedCert(dir, 'relay', 'relay.test');
+    fp = spkiFingerprint(new X509Certificate(readFileSync(cert)).raw);
+    tlsRelay = await startTestRelay(['--tls-cert', cert, '--tls-key', key]);
   });
   afterAll(async () => {
     await tlsRelay?.stop();

@@ -2,12 +2,12 @@
 // reach or use, TLS files it cannot serve from. Each is a ConfigError (exit 2) naming the flag, with no password in it, and the
 // relay is not left listening.
 import { afterAll, describe, expect, it } from 'vitest';
-import { execFileSync } from 'node:child_process';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createServer } from 'node:net';
 import { startTestRelay, tempDir } from '../helpers/relay.ts';
 import { startChild, type Child } from '../helpers/processes.ts';
+import { selfSignedCert } from '../helpers/tls.ts';
 import { ConfigError } from '../../src/config.ts';
 
 const dirs: string[] = [];
@@ -145,34 +145,6 @@ describe('the commands that open the database refuse one they cannot reach or us
   });
 });
 
-/** A self-signed P-256 certificate and its key in `d`, named `<name>.crt` / `<name>.key`. */
-function selfSigned(d: string, name: string): { cert: string; key: string } {
-  const cert = join(d, `${name}.crt`);
-  const key = join(d, `${name}.key`);
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:P-256',
-      '-nodes',
-      '-keyout',
-      key,
-      '-out',
-      cert,
-      '-subj',
-      `/CN=${name}`,
-      '-days',
-      '1',
-    ],
-    { stdio: 'ignore' },
-  );
-  return { cert, key };
-}
-
 async function serveExit(args: string[]): Promise<{ code: number | null; stderr: string }> {
   const child = startChild(['serve', '--port', '0', '--admin-port', '0', ...args]);
   children.push(child);
@@ -187,7 +159,7 @@ async function serveExit(args: string[]): Promise<{ code: number | null; stderr:
 describe('serve refuses TLS files it cannot serve from', () => {
   it('a --tls-cert file that does not exist: exit 2 with one line naming --tls-cert', async () => {
     const d = dir();
-    const { key } = selfSigned(d, 'a');
+    const { key } = selfSignedCert(d, 'a');
     const missing = join(d, 'missing.crt');
     const r = await serveExit(['--data-dir', d, '--tls-cert', missing, '--tls-key', key]);
     expect(r.code, `exit code (stderr: ${r.stderr})`).toBe(2);
@@ -196,8 +168,8 @@ describe('serve refuses TLS files it cannot serve from', () => {
 
   it('a --tls-key that does not belong to --tls-cert: exit 2 with one line naming both flags', async () => {
     const d = dir();
-    const a = selfSigned(d, 'a');
-    const b = selfSigned(d, 'b');
+    const a = selfSignedCert(d, 'a');
+    const b = selfSignedCert(d, 'b');
     const r = await serveExit(['--data-dir', d, '--tls-cert', a.cert, '--tls-key', b.key]);
     expect(r.code, `exit code (stderr: ${r.stderr})`).toBe(2);
     expect(r.stderr).toBe(
@@ -210,7 +182,7 @@ describe('serve refuses TLS files it cannot serve from', () => {
 
   it('a --tls-key file that is not a PEM key: exit 2 with one line naming --tls-key, not its content', async () => {
     const d = dir();
-    const a = selfSigned(d, 'a');
+    const a = selfSignedCert(d, 'a');
     const bad = join(d, 'bad.key');
     writeFileSync(bad, 'not a key but a s3cret-looking line\n');
     const r = await serveExit(['--data-dir', d, '--tls-cert', a.cert, '--tls-key', bad]);
@@ -220,7 +192,7 @@ describe('serve refuses TLS files it cannot serve from', () => {
 
   it('a --tls-cert file that is a key, not a certificate: exit 2 naming --tls-cert', async () => {
     const d = dir();
-    const a = selfSigned(d, 'a');
+    const a = selfSignedCert(d, 'a');
     const r = await serveExit(['--data-dir', d, '--tls-cert', a.key, '--tls-key', a.key]);
     expect(r.code, `exit code (stderr: ${r.stderr})`).toBe(2);
     expect(r.stderr).toBe(`phonebridge: --tls-cert ${a.key} is not a PEM certificate`);
