@@ -67,6 +67,9 @@ const RELAYED_NOTIFICATIONS = [
 /** Quick first retries (a local process that crashed once), widening to 30 s for one that keeps failing. */
 const RESTART_BACKOFF: BackoffOptions = { baseMs: 250, dropWindowMs: 250, capMs: 30_000 };
 
+/** How long a request whose session the server ended waits for the new session to go again on. */
+const RESEND_WITHIN_MS = 10_000;
+
 /**
  * How long a new upstream has to answer initialize, at start and at each restart: a local
  * server answers in well under a second once its runtime is up
@@ -94,6 +97,8 @@ export class Upstream {
   /** Upstream progress token → where its progress goes. Tokens are ours: unique per bridge. */
   private readonly progressRoutes = new Map<string, (progress: Progress) => void>();
   private progressTokens = 0;
+  /** Requests waiting for a restart to go again on (a session the server ended). */
+  private readonly backWaiters = new Set<(back: boolean) => void>();
   private readonly backoff: Backoff;
   /** The upstream in log lines and errors: a URL without secrets, a command's program only. */
   readonly label: string;
@@ -154,7 +159,9 @@ export class Upstream {
     request: ClientRequest,
     resultSchema: S,
     options: RequestOptions,
+    resent = false,
   ): Promise<SchemaOutput<S>> {
+    const asked = request;
     const client = this.client;
     if (!client) throw this.unavailable();
     const { onprogress, ...sdkOptions } = options;
@@ -192,19 +199,38 @@ export class Upstream {
         );
       }
       // 404: the server ended the session, which only a new one mends (MCP, Streamable HTTP).
-      const reason =
-        err instanceof StreamableHTTPError && err.code === 404
-          ? 'the server ended its session (HTTP 404)'
-          : this.describe(err);
-      this.dropped(client, reason);
+      // It did not run the request, so the request goes again, once, on the new session.
+      const sessionEnded = err instanceof StreamableHTTPError && err.code === 404;
+      this.dropped(client, sessionEnded ? 'the server ended its session (HTTP 404)' : this.describe(err));
+      if (sessionEnded && !resent && (await this.untilBack(RESEND_WITHIN_MS, options.signal)))
+        return this.request(asked, resultSchema, options, true);
       throw this.unavailable();
     } finally {
       if (progressToken) this.progressRoutes.delete(progressToken);
     }
   }
 
+  /** Whether the upstream is connected again within `ms` (false once closed or aborted). */
+  private untilBack(ms: number, signal?: AbortSignal): Promise<boolean> {
+    if (this.client) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const done = (back: boolean) => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', aborted);
+        this.backWaiters.delete(waiter);
+        resolve(back);
+      };
+      const waiter = (back: boolean) => done(back);
+      const aborted = () => done(false);
+      const timer = setTimeout(() => done(false), ms);
+      signal?.addEventListener('abort', aborted, { once: true });
+      this.backWaiters.add(waiter);
+    });
+  }
+
   async close(): Promise<void> {
     this.closed = true;
+    for (const w of [...this.backWaiters]) w(false);
     clearTimeout(this.restartTimer);
     this.drops.close();
     const client = this.client;
@@ -340,6 +366,7 @@ export class Upstream {
         this.attach(client);
         this.options.log.info(`bridge: the upstream MCP server ${this.label} is back`);
         this.options.onRestart();
+        for (const w of [...this.backWaiters]) w(true);
       } catch (err) {
         this.downReason = `restart failed: ${this.describe(err)}`;
         if (this.closed) return;
