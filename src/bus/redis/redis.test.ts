@@ -600,19 +600,23 @@ describe('RedisBus across nodes', () => {
 
   it('a node that closes is down for the others at once; one restarted under the same id too', async () => {
     const a = await node();
-    const downs: string[] = [];
-    a.onNodeDown((n) => downs.push(n));
+    // What node A sees, in order: the id reported down, and messages from the id's processes.
+    const seen: string[] = [];
     const id = `n-${uid()}`;
-    const b1 = await node(id);
+    a.onNodeDown((n) => n === id && seen.push('down'));
+    a.onNodeMessage((m) => seen.push(m));
     const d = uid();
-    await b1.claimDevice(d);
+    const first = await nodeProcess(id, d); // it claims d
     await heardBy([a], id); // A knows the first process
-    // Restart under the same id (a pod restarting within the TTL): the old process's claims are
-    // void, and its peers have said so before the new process can send or serve anything.
+    // The first process dies and the id starts again at once (a pod restarting within the TTL):
+    // the old process's claims are void, and A has said so before it hears anything from the
+    // new one (docs/decisions/0245-a-restarted-node-waits-to-be-heard.md).
+    first.kill('SIGKILL');
     const b2 = await node(id, patient);
-    expect(downs).toContain(id);
+    await b2.sendToNode(a.nodeId, 'from the new process');
+    await waitFor(() => seen.includes('from the new process'), 2000, 'the new process heard');
+    expect(seen).toEqual(['down', 'from the new process']);
     expect(await a.ownerOf(d)).toBeUndefined();
-    await b1.close().catch(() => {});
     await b2.claimDevice(d);
     await b2.close();
     expect(await a.ownerOf(d)).toBeUndefined(); // leaving releases everything at once
