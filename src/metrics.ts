@@ -539,7 +539,7 @@ new ReadGauge(
 for (const outcome of ['ok', 'error', 'forbidden', 'aborted'])
   for (const era of ['session', 'stateless']) metrics.mcpRequests.cell({ method: 'tools/call', outcome, era });
 latencyCells.set('tools/call', metrics.mcpLatency.cell({ method: 'tools/call' }));
-for (const outcome of ['ok', 'rejected']) metrics.deviceAuth.inc({ outcome }, 0);
+for (const outcome of ['ok', 'rejected', 'error']) metrics.deviceAuth.inc({ outcome }, 0);
 for (const outcome of ['paired', 'repeated', 'bad_code', 'limit_reached', 'rate_limited'])
   metrics.pairAttempts.inc({ outcome }, 0);
 // The protocol's close codes (docs/PROTOCOL.md), the two every phone meets (a clean close, a
@@ -551,6 +551,8 @@ for (const code of [...CLOSE_CODES.map(String), 'other']) metrics.deviceCloses.i
 // Per phone accept and close: label children looked up once (a labelled inc hashes its labels every time).
 export const deviceAuthOk = metrics.deviceAuth.labels({ outcome: 'ok' });
 export const deviceAuthRejected = metrics.deviceAuth.labels({ outcome: 'rejected' });
+/** A phone the relay could not check (the store unreachable: closed with 1011, retry): neither accepted nor refused. */
+export const deviceAuthError = metrics.deviceAuth.labels({ outcome: 'error' });
 const closeChildren = new Map<number, { inc(): void }>(
   CLOSE_CODES.map((code) => [code, metrics.deviceCloses.labels({ code: String(code) })]),
 );

@@ -38,31 +38,13 @@ export function cpuLimit(cores: number, periodUs = 100_000): CpuLimit | { unavai
       mkdirSync(dir);
       writeFileSync(join(dir, 'cpu.cfs_period_us'), String(periodUs));
       writeFileSync(join(dir, 'cpu.cfs_quota_us'), String(quotaUs));
-      return group(
-        dir,
-        cores,
-        V1,
-        (pid) => currentGroup(pid, (c) => c.split(',').includes('cpu')),
-        () => {
-          const s = stat(join(dir, 'cpu.stat'));
-          return { periods: s.nr_periods ?? 0, throttled: s.nr_throttled ?? 0 };
-        },
-      );
+      return group(dir, cores, V1, (pid) => currentGroup(pid, (c) => c.split(',').includes('cpu')));
     }
     if (readFileSync(join(V2, 'cgroup.controllers'), 'utf8').split(/\s+/).includes('cpu')) {
       const dir = join(V2, name);
       mkdirSync(dir);
       writeFileSync(join(dir, 'cpu.max'), `${quotaUs} ${periodUs}`);
-      return group(
-        dir,
-        cores,
-        V2,
-        (pid) => currentGroup(pid, (c) => c === ''),
-        () => {
-          const s = stat(join(dir, 'cpu.stat'));
-          return { periods: s.nr_periods ?? 0, throttled: s.nr_throttled ?? 0 };
-        },
-      );
+      return group(dir, cores, V2, (pid) => currentGroup(pid, (c) => c === ''));
     }
     return { unavailable: 'no cgroup hierarchy with the cpu controller' };
   } catch (err) {
@@ -70,13 +52,7 @@ export function cpuLimit(cores: number, periodUs = 100_000): CpuLimit | { unavai
   }
 }
 
-function group(
-  dir: string,
-  cores: number,
-  hierarchy: string,
-  groupOf: (pid: number) => string,
-  throttling: () => { periods: number; throttled: number },
-): CpuLimit {
+function group(dir: string, cores: number, hierarchy: string, groupOf: (pid: number) => string): CpuLimit {
   const before = new Map<number, string>();
   // Writing a pid to cgroup.procs moves its whole thread group, threads made later included.
   const moveTo = (group: string, pid: number | string) =>
@@ -95,7 +71,11 @@ function group(
       }
     },
     release: (pids) => pids.forEach(back),
-    throttling,
+    // cpu.stat counts nr_periods and nr_throttled in both hierarchies.
+    throttling() {
+      const s = stat(join(dir, 'cpu.stat'));
+      return { periods: s.nr_periods ?? 0, throttled: s.nr_throttled ?? 0 };
+    },
     remove() {
       for (const pid of readFileSync(join(dir, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean)) back(Number(pid));
       rmdirSync(dir);

@@ -15,10 +15,10 @@ import {
 } from './device-connection.ts';
 import {
   countDeviceClose,
+  deviceAuthError,
   deviceAuthOk,
   deviceAuthRejected,
   framesTooBig,
-  metrics,
   rateLimited,
   receivedFromPhone,
 } from '../metrics.ts';
@@ -39,14 +39,6 @@ export const REJECTED_LOG_WINDOW_MS = 10_000;
 const READ_LIMIT = 1024 * 1024;
 /** The close message uWS gives a socket it dropped for a frame over maxPayloadLength. */
 const UWS_TOO_BIG = 'Received too big message';
-
-/**
- * A phone the relay could not check (the store unreachable: closed with 1011, retry): neither
- * accepted nor refused, so it counts apart from `rejected`, which reads as phones refused
- * (PhonebridgeDeviceAuthRejections). At zero from the start, as the other outcomes.
- */
-const deviceAuthError = metrics.deviceAuth.labels({ outcome: 'error' });
-deviceAuthError.inc(0);
 
 /**
  * The codes the relay closes phone sockets with (CLOSE). A phone may close with one of them
