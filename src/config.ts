@@ -5,6 +5,7 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { parseCidr } from './gateway/client-address.ts';
 import { parseRedisUrl, RedisUrlError } from './bus/redis/topology.ts';
+import { redactDatabaseUrl } from './store/database/postgres.ts';
 
 /** Settings serve cannot start with (docs/decisions/0032-listening-defaults.md); the CLI exits 2. */
 export class ConfigError extends Error {}
@@ -173,13 +174,6 @@ function boolValue(name: FlagName, raw: string | boolean | undefined): boolean {
   throw new ConfigError(`${envName(name)} (--${name}) must be true or false (1/0, yes/no), got "${raw}"`);
 }
 
-/** The URL with its password, if any, replaced by `***` (as database URLs are named). */
-function redactUrl(url: URL): string {
-  const copy = new URL(url.href);
-  if (copy.password) copy.password = '***';
-  return copy.href;
-}
-
 /**
  * --smtp-url must be an smtp:// or smtps:// URL with a host: nodemailer takes anything else as
  * options it cannot use and fails later in words that print the URL, password included.
@@ -194,7 +188,7 @@ function smtpUrlValue(raw: string | undefined): string | undefined {
   }
   if (url && (url.protocol === 'smtp:' || url.protocol === 'smtps:') && url.hostname !== '') return raw;
   // Only a URL with a host is shown (its password masked); any other text may hold a secret anywhere.
-  const shown = url && url.host !== '' ? `, got ${redactUrl(url)}` : '';
+  const shown = url && url.host !== '' ? `, got ${redactDatabaseUrl(url.href)}` : '';
   throw new ConfigError(`--smtp-url must be an smtp://[user:password@]host[:port] or smtps://… URL${shown}`);
 }
 

@@ -3,6 +3,7 @@
 import nodemailer from 'nodemailer';
 import type { Logger } from '../log.ts';
 import { ConfigError } from '../config.ts';
+import { redactDatabaseUrl } from '../store/database/postgres.ts';
 
 export interface Mailer {
   sendSigninLink(to: string, link: string): Promise<void>;
@@ -21,12 +22,10 @@ export function createMailer(opts: { smtpUrl?: string; mailFrom: string }, log: 
   let transport: ReturnType<typeof nodemailer.createTransport>;
   try {
     transport = nodemailer.createTransport(opts.smtpUrl);
-  } catch (err) {
+  } catch {
     // parseRelayConfig (src/config.ts) refuses what is not an smtp(s) URL; should nodemailer still
-    // refuse one, its words may quote the URL: the start stops (exit 2) with the password masked.
-    throw new ConfigError(
-      `--smtp-url: nodemailer cannot use it: ${withoutSecret((err as Error).message, opts.smtpUrl)}`,
-    );
+    // refuse one, its words may quote the URL, password and all: they stay out (exit 2).
+    throw new ConfigError(`--smtp-url ${redactDatabaseUrl(opts.smtpUrl)}: the mail library cannot use it`);
   }
   return {
     async sendSigninLink(to, link) {
@@ -38,17 +37,4 @@ export function createMailer(opts: { smtpUrl?: string; mailFrom: string }, log: 
       });
     },
   };
-}
-
-/** `text` with the URL's password, wherever it appears, replaced by `***`. */
-function withoutSecret(text: string, smtpUrl: string): string {
-  let password: string;
-  try {
-    password = decodeURIComponent(new URL(smtpUrl).password);
-  } catch {
-    // not a URL: nothing here is known to be the password, so the whole value is hidden
-    return text.split(smtpUrl).join('(the --smtp-url value)');
-  }
-  if (!password) return text;
-  return text.split(password).join('***').split(encodeURIComponent(password)).join('***');
 }
