@@ -33,6 +33,20 @@ type ProgressToken = string | number | JsonNumberText;
 const byteLength = (frame: string | Buffer) => (typeof frame === 'string' ? Buffer.byteLength(frame) : frame.length);
 
 export const MAX_FRAME_BYTES = 256 * 1024;
+
+/** A notification to the phone, as the frame it leaves in. */
+export function notificationFrame(method: string, params?: Record<string, unknown>): string {
+  return stringifyJson(params === undefined ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', method, params });
+}
+
+/** The UTF-8 size of that frame. */
+export function notificationFrameBytes(method: string, params?: Record<string, unknown>): number {
+  return byteLength(notificationFrame(method, params));
+}
+
+function shortMethod(method: string): string {
+  return method.length <= 200 ? method : `${method.slice(0, 200)}…`;
+}
 /** What uWS may hold unsent for one phone socket (its maxBackpressure); a frame beyond it is refused. */
 export const MAX_BACKPRESSURE_BYTES = 8 * 1024 * 1024;
 
@@ -448,7 +462,9 @@ export class DeviceConnection implements TurnWriter {
   timedOut(relayId: number, timeoutMs: number): void {
     const p = this.settle(relayId);
     if (!p) return;
-    this.sendCancelled(relayId, 'timeout');
+    // MCP: "The initialize request MUST NOT be cancelled by clients"; a phone that never
+    // answers it is closed instead (PhoneSurface.load fails).
+    if (p.method !== 'initialize') this.sendCancelled(relayId, 'timeout');
     p.sink.fail(relayError('timeout', `no answer within ${Math.round(timeoutMs / 1000)} s`));
   }
 
@@ -500,9 +516,22 @@ export class DeviceConnection implements TurnWriter {
 
   /** Fire-and-forget notification to the phone. */
   notify(method: string, params?: Record<string, unknown>): void {
-    this.sendFrame(
-      stringifyJson(params === undefined ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', method, params }),
-    );
+    this.sendOwnFrame(notificationFrame(method, params), method);
+  }
+
+  /**
+   * A frame the relay writes itself (a notification, an answer to the phone's own request):
+   * never one over the phone's limit, which would cost the phone its socket. Callers that take
+   * a client's bytes measure them first (the endpoint's notifications, `track`).
+   */
+  private sendOwnFrame(frame: string, what: string): void {
+    const bytes = byteLength(frame);
+    if (bytes <= MAX_FRAME_BYTES) this.sendFrame(frame, 0, bytes);
+    else
+      this.log.warn(
+        { deviceId: this.deviceId, method: what.slice(0, 100), bytes },
+        'frame to phone over 256 KiB not sent',
+      );
   }
 
   private sendCancelled(relayId: number, reason: string): void {
@@ -602,13 +631,15 @@ export class DeviceConnection implements TurnWriter {
     const request = c.kind === 'request' ? c.msg : inexactlyNumbered(f.value);
     if (request) {
       // The relay never forwards phone-originated requests; it answers ping itself.
-      if (request.method === 'ping') this.sendFrame(resultResponse(request.id, {}));
+      if (request.method === 'ping') this.sendOwnFrame(resultResponse(request.id, {}), 'ping');
       else
-        this.sendFrame(
+        this.sendOwnFrame(
           errorResponse(request.id, {
             code: METHOD_NOT_FOUND,
-            message: `Method not found: the relay does not forward ${request.method} to clients`,
+            // The method as far as a log line would show it: the answer stays within the frame limit.
+            message: `Method not found: the relay does not forward ${shortMethod(request.method)} to clients`,
           }),
+          request.method,
         );
       return;
     }

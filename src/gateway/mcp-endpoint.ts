@@ -27,7 +27,7 @@ import { INVALID_REQUEST, relayError } from '../protocol/errors.ts';
 import { allowsBatch, isSessionRevision, SESSION_REVISIONS, STATELESS_REVISIONS } from '../protocol/revisions.ts';
 import { requestTimeoutMs } from '../protocol/timeouts.ts';
 import { callerContextJson, withCallerContext } from '../protocol/caller.ts';
-import { MAX_FRAME_BYTES } from './device-connection.ts';
+import { MAX_FRAME_BYTES, notificationFrameBytes } from './device-connection.ts';
 import { framesTooBig, observeMcpRequest } from '../metrics.ts';
 import type { SessionRecord } from '../bus/types.ts';
 import type { GatewayContext } from './context.ts';
@@ -330,9 +330,35 @@ class McpEndpoint implements FastPostHost, AnswerHost {
       return answerOne(this, ex, h, cred, session, first.msg, started, raw.length);
     }
 
+    const messages = items.map((item) => classifyClientMessage(item));
+    // Measured before anything is forwarded: a notification the phone could not receive refuses
+    // the whole POST, and nothing in it reaches the phone.
+    const notes = new Map<number, Record<string, unknown>>();
+    for (let i = 0; i < messages.length; i++) {
+      const c = messages[i];
+      if (c.kind !== 'notification' || !forwardedToPhone(c.msg.method)) continue;
+      const params = withCallerContext(c.msg.params, cred.token);
+      const bytes = notificationFrameBytes(c.msg.method, params);
+      if (bytes > MAX_FRAME_BYTES) {
+        framesTooBig.client.inc();
+        return ex.send(
+          413,
+          JSON_HEADERS,
+          errorResponse(
+            null,
+            relayError(
+              'too_large',
+              `the notification's frame to the phone would be ${bytes} bytes (caller context included), over ${MAX_FRAME_BYTES}`,
+            ),
+          ),
+        );
+      }
+      notes.set(i, params);
+    }
+
     const answers: Array<Promise<Buffer>> = [];
-    for (const item of items) {
-      const c = classifyClientMessage(item);
+    for (let i = 0; i < messages.length; i++) {
+      const c = messages[i];
       if (c.kind === 'invalid') {
         if (!isBatch) return ex.send(400, JSON_HEADERS, errorResponse(c.id, c.error));
         answers.push(Promise.resolve(Buffer.from(errorResponse(c.id, c.error))));
@@ -350,7 +376,9 @@ class McpEndpoint implements FastPostHost, AnswerHost {
           );
         else answers.push(this.calls.forward(ex, cred, session.deviceId, session.id, c.msg).then((o) => o.frame));
       } else if (c.kind === 'notification') {
-        this.clientNotification(session, c.msg.method, c.msg.params);
+        const params = notes.get(i);
+        if (params) void this.ctx.router.notify(session.deviceId, c.msg.method, params);
+        else this.clientNotification(session, c.msg.method, c.msg.params);
       }
       // Responses from the client answer nothing: the relay never forwards phone requests.
     }
@@ -360,25 +388,17 @@ class McpEndpoint implements FastPostHost, AnswerHost {
     this.observe('batch', started, raw.length, out.length, ex.aborted ? 'aborted' : 'ok', ex);
   }
 
+  /** The two client notifications the relay acts on itself (forwardedToPhone says which). */
   private clientNotification(
     session: SessionRecord,
     method: string,
     params: Record<string, unknown> | undefined,
   ): void {
-    if (method === 'notifications/initialized') return; // swallowed: the relay initialized the phone itself
-    if (method === 'notifications/cancelled') {
-      const requestId = params?.requestId;
-      if (typeof requestId !== 'string' && typeof requestId !== 'number') return;
-      // Not here: the request is on another node.
-      if (!this.calls.cancel(session.id, requestId)) void this.ctx.router.broadcastCancel(session.id, requestId);
-      return;
-    }
-    // As on requests (docs/decisions/0006-caller-context.md): the phone learns who sent it, and a client cannot say otherwise.
-    void this.ctx.router.notify(
-      session.deviceId,
-      method,
-      withCallerContext(params, { id: session.tokenId, scopes: session.scopes }),
-    );
+    if (method !== 'notifications/cancelled') return; // notifications/initialized: the relay initialized the phone itself
+    const requestId = params?.requestId;
+    if (typeof requestId !== 'string' && typeof requestId !== 'number') return;
+    // Not here: the request is on another node.
+    if (!this.calls.cancel(session.id, requestId)) void this.ctx.router.broadcastCancel(session.id, requestId);
   }
 
   /** GET and DELETE: session revisions only; authenticated, with a live session of the caller. */
@@ -460,6 +480,14 @@ class McpEndpoint implements FastPostHost, AnswerHost {
 function tooLargeBody() {
   framesTooBig.client.inc();
   return { headers: JSON_HEADERS, body: errorResponse(null, relayError('too_large', 'request body over 256 KiB')) };
+}
+
+/**
+ * Client notifications go to the phone with the caller context, as requests do
+ * (docs/decisions/0006-caller-context.md), except the two the relay acts on itself.
+ */
+function forwardedToPhone(method: string): boolean {
+  return method !== 'notifications/initialized' && method !== 'notifications/cancelled';
 }
 
 const COMMA = Buffer.from(',');
