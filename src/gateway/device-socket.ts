@@ -100,14 +100,17 @@ async function authenticateDevice(
   const nonceWire = h['x-device-nonce'];
   const tsRaw = h['x-device-ts'];
   const sig = h['x-device-sig'];
-  if (!deviceId || !nonceWire || !tsRaw || !sig || !h['x-device-app'])
-    return { ok: false, reason: 'missing X-Device-* header' };
-  if (!/^\d{1,12}$/.test(tsRaw)) return { ok: false, reason: 'X-Device-Ts must be Unix seconds' };
-  if (Math.abs(Date.now() / 1000 - Number(tsRaw)) > MAX_SKEW_S) return { ok: false, reason: 'clock skew over 60 s' };
+  if (!nonceWire) return { ok: false, reason: 'missing X-Device-* header' };
   const nonce = decodeNonce(nonceWire);
   if (!nonce) return { ok: false, reason: 'malformed nonce' };
-  // Single use: taken before the signature is checked, so a failed try burns it too.
+  // Single use: taken before anything else is checked, so every failed try burns it, and
+  // headers captured from a refused try cannot be sent again.
   const issuedFor = await ctx.bus.takeNonce(nonceWire);
+  if (!deviceId || !tsRaw || !sig || !h['x-device-app']) return { ok: false, reason: 'missing X-Device-* header' };
+  if (!/^\d{1,12}$/.test(tsRaw)) return { ok: false, reason: 'X-Device-Ts must be Unix seconds' };
+  // In whole seconds on both sides: the phone's clock is read as it sends it, floored.
+  if (Math.abs(Math.floor(Date.now() / 1000) - Number(tsRaw)) > MAX_SKEW_S)
+    return { ok: false, reason: 'clock skew over 60 s' };
   if (issuedFor === undefined) return { ok: false, reason: 'unknown, expired or reused nonce' };
   if (issuedFor !== deviceId) return { ok: false, reason: 'nonce was issued for another device' };
   // Batched with the other accepts of the moment (src/gateway/device-batch.ts); a removed
