@@ -98,7 +98,15 @@ export class PhoneSurface {
     if (this.link.closed) this.sharedInit.release();
     this.link.notify('notifications/initialized');
     this.events.initialized(this.link.deviceId, this.initResult);
-    await this.loadTools();
+    // The first load counts as a reload: a list_changed during it asks for one more after it,
+    // since its answer may describe the surface from before the change.
+    this.reloading = true;
+    try {
+      await this.loadTools();
+    } finally {
+      this.reloading = false;
+    }
+    if (this.reloadAgain && !this.link.closed) void this.reload();
   }
 
   /**
@@ -196,17 +204,20 @@ export class PhoneSurface {
       this.reloadAgain = true;
       return;
     }
+    void this.reload();
+  }
+
+  /** Reloads until no list_changed came during the last load, then tells clients once. */
+  private async reload(): Promise<void> {
     this.reloading = true;
-    void (async () => {
-      do {
-        this.reloadAgain = false;
-        await this.loadTools().catch((err) =>
-          this.log.warn({ deviceId: this.link.deviceId, err: String(err) }, 'tools/list refresh failed'),
-        );
-      } while (this.reloadAgain && !this.link.closed);
-      this.reloading = false;
-      if (!this.link.closed) this.events.notification(this.link.deviceId, this.toolsChangedFrame!);
-    })();
+    do {
+      this.reloadAgain = false;
+      await this.loadTools().catch((err) =>
+        this.log.warn({ deviceId: this.link.deviceId, err: String(err) }, 'tools/list refresh failed'),
+      );
+    } while (this.reloadAgain && !this.link.closed);
+    this.reloading = false;
+    if (!this.link.closed) this.events.notification(this.link.deviceId, this.toolsChangedFrame!);
   }
 
   /** The socket closed (its `closed` already true): what it held of the node's tables goes back. */
