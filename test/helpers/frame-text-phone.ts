@@ -25,6 +25,12 @@ export interface RawEnv {
   rawFrames: string[];
   /** The raw text of the first received frame matching `p` (on its parsed form) after index `from`. */
   nextRaw(p: (f: any) => boolean, from?: number, timeoutMs?: number): Promise<{ raw: string; f: any }>;
+  /** Like `nextRaw`, but undefined as soon as `answered` settles with no such frame: the relay answered itself. */
+  forwardedUnlessAnswered(
+    p: (f: any) => boolean,
+    answered: Promise<unknown>,
+    from?: number,
+  ): Promise<{ raw: string; f: any } | undefined>;
   stop(): Promise<void>;
 }
 
@@ -78,20 +84,40 @@ async function attachPhone(
     rawFrames,
     async nextRaw(p, from = 0, timeoutMs = 5000) {
       const until = Date.now() + timeoutMs;
-      for (;;) {
-        for (let i = from; i < rawFrames.length; i++) {
-          const f = JSON.parse(rawFrames[i]);
-          if (p(f)) return { raw: rawFrames[i], f };
-        }
-        if (Date.now() > until) throw new Error('no matching frame reached the phone');
-        await new Promise((r) => setTimeout(r, 10));
-      }
+      const hit = await firstRaw(rawFrames, p, from, () => Date.now() > until);
+      if (!hit) throw new Error('no matching frame reached the phone');
+      return hit;
+    },
+    async forwardedUnlessAnswered(p, answered, from = 0) {
+      let settled = false;
+      const done = () => void (settled = true);
+      answered.then(done, done);
+      const until = Date.now() + 5000;
+      return firstRaw(rawFrames, p, from, () => settled || Date.now() > until);
     },
     async stop() {
       s.ws.close();
       await extra();
     },
   };
+}
+
+/** The first frame after `from` matching `p`, polled until `stop()` says there will be none. */
+async function firstRaw(
+  rawFrames: string[],
+  p: (f: any) => boolean,
+  from: number,
+  stop: () => boolean,
+): Promise<{ raw: string; f: any } | undefined> {
+  for (;;) {
+    const stopping = stop();
+    for (let i = from; i < rawFrames.length; i++) {
+      const f = JSON.parse(rawFrames[i]);
+      if (p(f)) return { raw: rawFrames[i], f };
+    }
+    if (stopping) return undefined;
+    await new Promise((r) => setTimeout(r, 10));
+  }
 }
 
 export async function oneNode(args: string[] = [], opts: PhoneOptions = {}): Promise<RawEnv> {

@@ -19,7 +19,7 @@ describe('fractional ids', () => {
       const from = env.rawFrames.length;
       const r = post(env.clientNode.mcpUrl, h, `{"jsonrpc":"2.0","id":${id},"method":"ping"}`);
       // If the relay forwards it, answer as the phone would.
-      const fwd = await env.nextRaw((x) => x.method === 'ping', from, 1500).catch(() => undefined);
+      const fwd = await env.forwardedUnlessAnswered((x) => x.method === 'ping', r, from);
       if (fwd) env.s.ws.send(JSON.stringify({ jsonrpc: '2.0', id: fwd.f.id, result: {} }));
       const a = await r;
       expect(

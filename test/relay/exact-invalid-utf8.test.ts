@@ -23,9 +23,11 @@ describe('a request body with invalid UTF-8', () => {
     ]);
     const from = env.rawFrames.length;
     const r = fetch(env.clientNode.mcpUrl, { method: 'POST', headers: h, body });
-    const fwd = await env
-      .nextRaw((x) => x.method === 'tools/call' && x.params.arguments.m === 'utf8', from, 1500)
-      .catch(() => undefined);
+    const fwd = await env.forwardedUnlessAnswered(
+      (x) => x.method === 'tools/call' && x.params.arguments.m === 'utf8',
+      r,
+      from,
+    );
     if (fwd) env.s.ws.send(JSON.stringify({ jsonrpc: '2.0', id: fwd.f.id, result: { content: [] } }));
     const a = await r;
     const text = await a.text();
