@@ -26,6 +26,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { AGENT_VERSION, type AgentLogger } from '../agent/agent.ts';
 import { Backoff, type BackoffOptions } from '../agent/backoff.ts';
+import { HttpUpstreamTransport } from './answer-streams.ts';
 import { DropWarnings, type DropKind, type DropWarningOptions } from './drop-warnings.ts';
 import { LineReader, SharedLineError } from './line-reader.ts';
 
@@ -319,7 +320,8 @@ export class Upstream {
   }
 
   private transport(): Transport {
-    if ('url' in this.target) return new StreamableHTTPClientTransport(new URL(this.target.url));
+    // Watches its answers' SSE streams: one that ends without its answer fails that request alone.
+    if ('url' in this.target) return new HttpUpstreamTransport(new URL(this.target.url));
     // A shell so the command works as typed (quotes, $VARS, ~); `exec` makes the server itself the
     // child, so its exit is seen at once and closing the bridge signals it rather than a shell.
     // The whole environment is passed: the operator's upstream may need its API keys.
