@@ -6,9 +6,11 @@
 // Failure model: no offline queue and no command retries, so while Redis is unreachable every call
 // rejects at once (or after commandTimeoutMs if Redis hangs: BusTimeoutError, the command may have
 // run) with BusUnavailableError. The bus is down when a connection closes or when heartbeats fail
-// past the node TTL; a late heartbeat within it is not an outage. ioredis keeps
-// reconnecting; once both connections are back we resubscribe, re-announce the node and fire
-// onReconnected. Nothing is re-claimed automatically: the gateway calls reclaimDevice.
+// past the node TTL; a late heartbeat within it is not an outage. Once down, calls are refused
+// without being sent, even on a connection that is still open (a hung Redis), until the bus is
+// back: only the recovery's own commands (resubscribe, heartbeat) probe Redis meanwhile.
+// ioredis keeps reconnecting; once both connections are back we resubscribe, re-announce the
+// node and fire onReconnected. Nothing is re-claimed automatically: the gateway calls reclaimDevice.
 import { createHash, randomBytes } from 'node:crypto';
 import type { RedisOptions } from 'ioredis';
 import type { Logger } from '../../log.ts';
@@ -99,6 +101,12 @@ export class RedisBus implements Bus {
   private readonly devices = new Map<string, DeviceSub>();
   private peers = new Map<string, string>(); // alive node -> boot id, as of the last heartbeat
   private up = false;
+  /**
+   * Declared down (markDown) and not back yet: every call is refused at once instead of being
+   * sent, so that on a connection Redis keeps open but no longer answers, each does not wait out
+   * commandTimeoutMs. Recovery (tick → recover → resync) probes Redis with its own commands.
+   */
+  private down = false;
   private started = false;
   private closing = false;
   private resyncing?: Promise<void>;
@@ -255,7 +263,12 @@ export class RedisBus implements Bus {
    * prefix is ARGV[1]; `route` (KEYS[1]) is a key of the slot it touches, so a cluster sends it
    * to the shard that holds that slot (the group's own slot unless given).
    */
-  async run(name: ScriptName, args: Array<string | number>, route?: string): Promise<unknown> {
+  run(name: ScriptName, args: Array<string | number>, route?: string): Promise<unknown> {
+    return this.down ? Promise.reject(refused()) : this.script(name, args, route);
+  }
+
+  /** run() even while the bus is down: recovery's heartbeat, the farewell on close. */
+  private async script(name: ScriptName, args: Array<string | number>, route?: string): Promise<unknown> {
     const started = performance.now();
     const p = this.layout[GROUP[name]];
     const key = route ?? `${p}slot`;
@@ -297,6 +310,7 @@ export class RedisBus implements Bus {
   }
 
   private async op<T>(f: (r: RedisClient) => Promise<T>): Promise<T> {
+    if (this.down) throw refused();
     const started = performance.now();
     try {
       this.corkTurn();
@@ -316,6 +330,7 @@ export class RedisBus implements Bus {
   private markDown(why: string): void {
     if (!this.started || this.closing || !this.up) return;
     this.up = false;
+    this.down = true;
     this.blindUntil = Infinity;
     this.sessions.dropAll();
     this.log.warn({ node: this.nodeId, why }, 'cluster bus unavailable');
@@ -347,6 +362,7 @@ export class RedisBus implements Bus {
     if (this.announced) this.blindUntil = Date.now() + this.o.nodeTtlMs;
     await this.beat();
     this.up = true;
+    this.down = false;
   }
 
   /**
@@ -362,7 +378,7 @@ export class RedisBus implements Bus {
     const until = Date.now() + Math.min(this.o.nodeTtlMs, 3 * this.o.heartbeatMs);
     let since = '';
     for (;;) {
-      const [first, unheard] = (await this.run('unheard', [this.nodeId, since])) as [string, number];
+      const [first, unheard] = (await this.script('unheard', [this.nodeId, since])) as [string, number];
       since = first;
       if (Number(unheard) === 0 || Date.now() >= until) return;
       await new Promise((r) => setTimeout(r, Math.max(10, this.o.heartbeatMs / 10)));
@@ -407,7 +423,7 @@ export class RedisBus implements Bus {
       const sentAt = Date.now(); // the script ran no earlier: alive at least until sentAt + nodeTtlMs
       const t = performance.now();
       const reap = sentAt >= this.blindUntil ? 1 : 0;
-      const r = (await this.run('heartbeat', [this.nodeId, this.boot, this.o.nodeTtlMs, reap])) as Array<
+      const r = (await this.script('heartbeat', [this.nodeId, this.boot, this.o.nodeTtlMs, reap])) as Array<
         string | number
       >;
       this.lastBeatMs = Math.round((performance.now() - t) * 10) / 10;
@@ -590,6 +606,7 @@ export class RedisBus implements Bus {
     return this.op((r) => this.connector.publish(r, this.layout.device(deviceId), encodeDeviceFrame(frame)));
   }
   async subscribeDevice(deviceId: string, handler: (frame: string) => void): Promise<() => void> {
+    if (this.down) throw refused();
     let s = this.devices.get(deviceId);
     if (!s) {
       s = { handlers: new Set(), subscribed: this.connector.subscribe(this.sub, [this.layout.device(deviceId)]) };
@@ -653,12 +670,19 @@ export class RedisBus implements Bus {
     this.closing = true;
     this.up = false;
     clearInterval(this.timer);
-    await this.run('leave', [this.nodeId]).catch(() => {});
+    await this.script('leave', [this.nodeId]).catch(() => {});
     this.quiet?.close();
     await Promise.allSettled([this.cmd.quit(), this.sub.quit()]);
     this.cmd.disconnect();
     this.sub.disconnect();
   }
+}
+
+/** A call while the bus is down: refused without being sent (RedisBus.down). */
+function refused(): BusUnavailableError {
+  return new BusUnavailableError(
+    'cluster bus unavailable: Redis is down for this node (waiting for it to answer again)',
+  );
 }
 
 /** What answered, in a few words: the reply or the last node's error (a cluster's own error says little). */

@@ -733,18 +733,30 @@ describe('RedisBus during a Redis outage', () => {
     expect(await b.reclaimDevice(d, 1)).toBe(1);
   });
 
-  it('a hung Redis (no replies) times out fast, then the bus recovers', async () => {
+  it('a hung Redis (no replies) times out fast, is refused at once once declared down, then the bus recovers', async () => {
     redis = await ScratchRedis.start();
     const a = await node('a', { ...fast, commandTimeoutMs: 300 }, redis.url);
     const ups: number[] = [];
     a.onReconnected(() => ups.push(Date.now()));
     const admin = new Redis(redis.url);
-    await admin.client('PAUSE', 1500, 'ALL');
+    await admin.client('PAUSE', 3000, 'ALL');
     const t0 = performance.now();
     await expect(a.hit('k', 1000)).rejects.toBeInstanceOf(BusUnavailableError);
     expect(performance.now() - t0).toBeLessThan(1000);
     await waitFor(() => !a.available, 2000, 'hang noticed by the heartbeat');
-    await waitFor(() => a.available, 5000, 'recovery after the pause');
+    // Declared down: nothing is sent, so nothing waits out the command timeout while the
+    // connection stays open (docs/decisions/0251-a-bus-declared-down-sends-nothing.md).
+    for (const call of [() => a.hit('k', 1000), () => a.takeNonce('n'), () => a.subscribeDevice(uid(), () => {})]) {
+      const t1 = performance.now();
+      const err = await call().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(BusUnavailableError);
+      expect(err).not.toBeInstanceOf(BusTimeoutError);
+      expect(performance.now() - t1).toBeLessThan(100);
+    }
+    await waitFor(() => a.available, 7000, 'recovery after the pause');
     expect(ups).toHaveLength(1);
     expect(await a.hit('k2', 1000)).toBe(1);
     admin.disconnect();
