@@ -284,15 +284,23 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
         conn.teardown('relay_error', 'the phone sent a frame over the 256 KiB limit and was disconnected (1006)');
       } else conn.teardown('device_offline');
       ctx.hub.detach(conn);
-      void conn.claim
-        ?.then((epoch) => epoch !== undefined && ctx.bus.releaseDevice(conn.deviceId, epoch))
-        .catch(() => {});
+      void releaseClaim(ctx, conn).catch(() => {});
       // `closeCode`, not `code`: the logger removes any `code` field (pairing and authorization
       // codes, src/log.ts).
       ctx.log.info({ deviceId: conn.deviceId, closeCode: code }, 'device disconnected');
       ctx.devices.seen.seen(conn.deviceId, new Date());
     },
   };
+}
+
+/**
+ * Releases the claim a closed socket holds: the epoch it holds now, which reclaimAll
+ * (src/gateway/node.ts) may have renewed after an outage, else its first claim's once known.
+ * Compare-and-delete: a newer claim (the phone back on another node) is not touched.
+ */
+async function releaseClaim(ctx: GatewayContext, conn: DeviceConnection): Promise<void> {
+  const epoch = conn.epoch ?? (await conn.claim);
+  if (epoch !== undefined) await ctx.bus.releaseDevice(conn.deviceId, epoch);
 }
 
 function deviceEvents(ctx: GatewayContext) {

@@ -385,7 +385,11 @@ async function reclaimAll(ctx: GatewayContext): Promise<void> {
           ? await ctx.bus.claimDevice(conn.deviceId)
           : await ctx.bus.reclaimDevice(conn.deviceId, epoch);
       if (kept === undefined) conn.close(CLOSE.superseded, 'superseded while the relay bus was down', 'superseded');
-      else conn.epoch = kept;
+      else {
+        conn.epoch = kept;
+        // Closed meanwhile: its close released the epoch it held then, not this one.
+        if (conn.closed) await ctx.bus.releaseDevice(conn.deviceId, kept);
+      }
     } catch (err) {
       ctx.log.warn({ deviceId: conn.deviceId, err: String(err) }, 'reclaim failed');
     }
