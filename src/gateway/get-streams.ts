@@ -93,7 +93,9 @@ export class GetStreams {
       this.ctx.bus,
       session.id,
       resume?.streamId ?? newStreamId(),
-      new SseStream(ex, { 'Mcp-Session-Id': session.id }),
+      // Shown open once attached: a client that sees the 200 and then makes the phone notify
+      // receives it (it went to nobody while the attachment was on its way).
+      new SseStream(ex, { 'Mcp-Session-Id': session.id }, undefined, false),
     );
     const sse = stream.sse!;
     sse.onClose(this.ctx.hub.admitStream(session.tokenId, this.ctx.config.budgets.maxStreamsPerKey, sse));
@@ -105,13 +107,15 @@ export class GetStreams {
         // Attached before the replay is read, so nothing delivered meanwhile is missed: held
         // until the replay is written, then written after it (docs/decisions/0246-get-stream-handover.md).
         stream.holdForReplay();
-      } else if (session.revision === '2025-11-25') {
-        await stream.prime();
       }
       // Revoked while this GET was on its way (authenticated from the cache just before).
       if (!this.ctx.hub.isRevoked(session)) {
         await this.connect(channel, stream, resume !== undefined);
         connected = true;
+        // The priming event follows the attachment: an event the phone sent meanwhile may come
+        // before it, with an id of its own to resume from.
+        if (!resume && session.revision === '2025-11-25') void stream.prime();
+        sse.open();
       }
     } finally {
       channel.opening--;

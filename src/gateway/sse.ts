@@ -51,10 +51,15 @@ export class SseStream implements TurnWriter {
   /** Counted in phonebridge_sse_streams while open (every stream, not every session). */
   private counted = false;
 
+  /**
+   * `openNow: false` leaves the status line unsent until `open()` or the first event: a GET
+   * stream is not shown open before it receives what the phone sends (get-streams.ts).
+   */
   constructor(
     private readonly ex: Exchange,
     headers: Record<string, string>,
     keepAliveMs = 15_000,
+    openNow = true,
   ) {
     ex.onAbort(() => this.teardown());
     ex.finished = true; // the stream owns the response from here on
@@ -62,12 +67,16 @@ export class SseStream implements TurnWriter {
     this.counted = true;
     metrics.sseStreams.inc();
     this.head = headers;
-    // Sent at once (end of this turn) so clients see the stream open before the first event.
-    this.write(': open\n\n');
+    if (openNow) this.open();
     if (keepAliveMs > 0) {
       this.keepAlive = setInterval(() => this.write(': keep-alive\n\n'), keepAliveMs);
       this.keepAlive.unref();
     }
+  }
+
+  /** Sends the status line (end of this turn) so the client sees the stream open before the first event. */
+  open(): void {
+    if (this.head && !this.closed) this.write(': open\n\n');
   }
 
   onClose(h: () => void): void {

@@ -2,8 +2,10 @@
 // nodes sharing Redis and Postgres: a session deleted while its GET is still subscribing to the
 // phone leaves no channel behind in the hub (SessionChannel.join); a stand-in whose grace ends
 // while a GET of the same session is being announced on its node does not end that GET
-// (SessionChannel.lapse). Controls: a lapsed stand-in gives the notifications back to a
-// silenced stream once; a DELETE ends the silenced stream and the stand-in on both nodes.
+// (SessionChannel.lapse); a GET is shown open (its 200) only once attached, so a notification
+// the client causes as soon as it sees the 200 reaches it, however long the announcement took.
+// Controls: a lapsed stand-in gives the notifications back to a silenced stream once; a DELETE
+// ends the silenced stream and the stand-in on both nodes.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/relay.ts';
 import {
@@ -96,10 +98,12 @@ describe('the GET stream handover on two nodes', () => {
     };
     let second: Awaited<ReturnType<typeof readGetStream>>;
     try {
-      second = await readGetStream(t.b.mcpUrl, h); // a new GET: waiting for its stream_live
+      // A new GET: waiting for its stream_live (its 200 comes once it is attached).
+      const opening = readGetStream(t.b.mcpUrl, h);
       await waitFor(() => ch.opening > 0, 5000, 'GET opening on b');
       (ch as any).lapse(); // the grace ends just now (the timer firing)
-      await sleep(800);
+      second = await opening;
+      await sleep(400);
     } finally {
       bus.publishControl = orig;
     }
@@ -116,6 +120,24 @@ describe('the GET stream handover on two nodes', () => {
     );
     await second!.stop();
     expect(second!.texts()).toEqual(['after-lapse']);
+  });
+
+  it('a GET shown open (200) gets the notification its client causes right after, its announcement slow', async () => {
+    const h = await openSession(t.b.mcpUrl, token);
+    const bus = t.b.relay.node.ctx.bus as any;
+    const orig = bus.publishControl;
+    bus.publishControl = function (e: any) {
+      if (e.type === 'stream_live') return sleep(400).then(() => orig.call(this, e));
+      return orig.call(this, e);
+    };
+    try {
+      const g = await readGetStream(t.b.mcpUrl, h);
+      expect((await post(t.b.mcpUrl, h, toolCall(1, 'notify', { text: 'right-after' }))).status).toBe(200);
+      await waitFor(() => g.texts().includes('right-after'), 5000, 'the notification on the GET');
+      await g.stop();
+    } finally {
+      bus.publishControl = orig;
+    }
   });
 
   it('control: a lapsed stand-in gives the notifications back to the silenced stream, once', async () => {
