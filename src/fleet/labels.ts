@@ -63,14 +63,17 @@ export function parseLabelArgs(args: readonly string[]): LabelChange {
     if (eq >= 0) {
       const k = a.slice(0, eq);
       const v = a.slice(eq + 1);
-      if (k in change.set || change.remove.includes(k)) throw new LabelError(`label "${k}" given twice`);
+      // The key is checked before it is stored: "__proto__" would otherwise vanish on assignment.
+      const p = labelKeyProblem(k);
+      if (p) throw new LabelError(p);
+      if (Object.hasOwn(change.set, k) || change.remove.includes(k)) throw new LabelError(`label "${k}" given twice`);
       change.set[k] = v;
     } else if (a.endsWith('-') && a.length > 1) {
       const k = a.slice(0, -1);
       const p = labelKeyProblem(k);
       if (p) throw new LabelError(p);
       if (isFactKey(k)) throw new LabelError(`label key "${k}": the prefix ${FACT_PREFIX} is reserved`);
-      if (k in change.set || change.remove.includes(k)) throw new LabelError(`label "${k}" given twice`);
+      if (Object.hasOwn(change.set, k) || change.remove.includes(k)) throw new LabelError(`label "${k}" given twice`);
       change.remove.push(k);
     } else {
       throw new LabelError(`"${a}": expected k=v to set a label or k- to remove one`);
@@ -80,16 +83,19 @@ export function parseLabelArgs(args: readonly string[]): LabelChange {
   return change;
 }
 
-/** `k=v,k2=v2` (the CLI's --labels), validated. */
+/** `k=v,k2=v2` (the CLI's --labels), validated; a key given twice is refused, as parseLabelArgs refuses it. */
 export function parseLabelList(raw: string | undefined): Labels {
-  const out: Labels = {};
-  if (!raw?.trim()) return out;
+  if (!raw?.trim()) return {};
+  const entries: Array<[string, string]> = [];
   for (const part of raw.split(',')) {
     const eq = part.indexOf('=');
     if (eq < 0) throw new LabelError(`"${part}": expected k=v`);
-    out[part.slice(0, eq).trim()] = part.slice(eq + 1).trim();
+    const k = part.slice(0, eq).trim();
+    if (entries.some(([seen]) => seen === k)) throw new LabelError(`label "${k}" given twice`);
+    entries.push([k, part.slice(eq + 1).trim()]);
   }
-  return validateLabels(out);
+  // fromEntries makes every key an own property ("__proto__" included), so validateLabels sees it.
+  return validateLabels(Object.fromEntries(entries));
 }
 
 // --- Selectors -------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ import {
   LabelError,
   matches,
   parseLabelArgs,
+  parseLabelList,
   parseSelector,
   validateLabels,
 } from '../../src/fleet/labels.ts';
@@ -31,6 +32,17 @@ describe('labels', () => {
     expect(() => parseLabelArgs(['site=a', 'site-'])).toThrow(/given twice/);
     expect(() => parseLabelArgs(['site'])).toThrow(/expected k=v/);
     expect(() => parseLabelArgs([])).toThrow(LabelError);
+    // Keys an object inherits are not "given twice"; "__proto__" is a bad key, not a lost one.
+    expect(parseLabelArgs(['constructor=x']).set).toEqual({ constructor: 'x' });
+    expect(() => parseLabelArgs(['__proto__=x'])).toThrow(/name must be/);
+  });
+
+  it('reads --labels k=v,… and refuses a key given twice as parseLabelArgs does', () => {
+    expect(parseLabelList(' site=berlin, model=pixel8 ')).toEqual({ site: 'berlin', model: 'pixel8' });
+    expect(parseLabelList(undefined)).toEqual({});
+    expect(() => parseLabelList('site=berlin,site=paris')).toThrow('label "site" given twice');
+    expect(() => parseLabelList('site=berlin, site =berlin')).toThrow('label "site" given twice');
+    expect(() => parseLabelList('__proto__=x')).toThrow(/name must be/);
   });
 });
 
