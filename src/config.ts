@@ -132,12 +132,19 @@ function envName(flag: string): string {
   return `PHONEBRIDGE_${flag.toUpperCase().replace(/-/g, '_')}`;
 }
 
+/**
+ * A plain decimal integer (digits only, at most Number.MAX_SAFE_INTEGER), else undefined: Number()
+ * would read "0x50" as 80, "1e3" as 1000 and "" or " " as 0. Every number serve and the CLI take.
+ */
+export function decimalInteger(raw: string): number | undefined {
+  return /^\d+$/.test(raw) && Number.isSafeInteger(Number(raw)) ? Number(raw) : undefined;
+}
+
 function intValue(name: string, raw: string | undefined, dflt: number): number {
   if (raw === undefined || raw === '') return dflt;
-  // Digits only: Number() would read "0x50" as 80, "1e3" as 1000 and " " as 0.
-  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(Number(raw)))
-    throw new ConfigError(`--${name} must be a non-negative integer, got "${raw}"`);
-  return Number(raw);
+  const n = decimalInteger(raw);
+  if (n === undefined) throw new ConfigError(`--${name} must be a non-negative integer, got "${raw}"`);
+  return n;
 }
 
 /** pino's levels; pino throws on any other in its own words ("default level:… must be included in custom levels"). */
@@ -200,9 +207,10 @@ function smtpUrlValue(raw: string | undefined): string | undefined {
 export function apiRequestsPerMinute(env: NodeJS.ProcessEnv = process.env): number | undefined {
   const raw = env.PHONEBRIDGE_API_REQUESTS_PER_MINUTE;
   if (raw === undefined || raw === '') return undefined;
-  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(Number(raw)) || Number(raw) < 1)
+  const n = decimalInteger(raw);
+  if (n === undefined || n < 1)
     throw new ConfigError(`PHONEBRIDGE_API_REQUESTS_PER_MINUTE must be a positive decimal integer, got "${raw}"`);
-  return Number(raw);
+  return n;
 }
 
 /** Flags shared by serve and every CLI command that touches the database. */
@@ -211,6 +219,24 @@ export function storeOptions(values: { 'data-dir'?: string; 'database-url'?: str
     dataDir: values['data-dir'] ?? env.PHONEBRIDGE_DATA_DIR ?? './.phonebridge',
     databaseUrl: values['database-url'] ?? env.PHONEBRIDGE_DATABASE_URL ?? undefined,
   };
+}
+
+/**
+ * --public-url as serve takes it: an http(s) URL without its trailing slashes. serve leaves that
+ * form in relay.json; `pair` and `enroll create` read theirs through this too, so the two compare
+ * equal and the QR keeps serve's TLS pin. Throws ConfigError.
+ */
+export function publicUrlValue(raw: string): { publicUrl: string; parsed: URL } {
+  const publicUrl = raw.replace(/\/+$/, '');
+  let parsed: URL;
+  try {
+    parsed = new URL(publicUrl);
+  } catch {
+    throw new ConfigError(`--public-url is not a URL: "${publicUrl}"`);
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')
+    throw new ConfigError('--public-url must be http(s)');
+  return { publicUrl, parsed };
 }
 
 /** 127.0.0.0/8, ::1 and localhost: reachable from this machine only. */
@@ -249,18 +275,9 @@ export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = proces
   const tlsKey = str('tls-key');
   if (!!tlsCert !== !!tlsKey) throw new ConfigError('--tls-cert and --tls-key go together');
   const scheme = tlsCert ? 'https' : 'http';
-  const publicUrl = (str('public-url') ?? `${scheme}://${host.includes(':') ? `[${host}]` : host}:${port}`).replace(
-    /\/+$/,
-    '',
+  const { publicUrl, parsed } = publicUrlValue(
+    str('public-url') ?? `${scheme}://${host.includes(':') ? `[${host}]` : host}:${port}`,
   );
-  let parsed: URL;
-  try {
-    parsed = new URL(publicUrl);
-  } catch {
-    throw new ConfigError(`--public-url is not a URL: "${publicUrl}"`);
-  }
-  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')
-    throw new ConfigError('--public-url must be http(s)');
   const { dataDir, databaseUrl } = storeOptions(values, env);
   const redisUrl = str('redis-url');
   if (redisUrl !== undefined)
