@@ -7,6 +7,7 @@ import type { Hub } from './hub.ts';
 import type { Authenticator } from './auth.ts';
 import type { Router } from './router.ts';
 import type { DeviceKeyLookup, DeviceSeenWriter } from './device-batch.ts';
+import type { DeviceReleases } from './device-releases.ts';
 
 export interface GatewayContext {
   config: RelayConfig;
@@ -17,6 +18,8 @@ export interface GatewayContext {
   router: Router;
   /** The store work of phone accepts, batched (src/gateway/device-batch.ts). */
   devices: { keys: DeviceKeyLookup; seen: DeviceSeenWriter };
+  /** Phone claims to release, those the bus could not take kept until it is back (src/gateway/device-releases.ts). */
+  releases: DeviceReleases;
   log: Logger;
   state: { draining: boolean };
   /** sha256:<hex> of the TLS leaf's SPKI when this node terminates TLS: the `fp` of every QR it makes. */

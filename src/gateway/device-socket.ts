@@ -219,7 +219,10 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
       ctx.log.info({ deviceId: conn.deviceId }, 'device connected');
       // Tell the cluster this node holds the phone now; an older socket elsewhere gets 4001.
       conn.claim = ctx.bus.claimDevice(conn.deviceId).then(
-        (epoch) => (conn.epoch = epoch),
+        (epoch) => {
+          ctx.releases.forget(conn.deviceId); // a release an earlier socket left pending is moot
+          return (conn.epoch = epoch);
+        },
         (err) => {
           // Local clients still reach the phone; the claim is retried when the bus is back.
           ctx.log.warn({ deviceId: conn.deviceId, err: String(err) }, 'could not claim device on the bus');
@@ -296,11 +299,12 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
 /**
  * Releases the claim a closed socket holds: the epoch it holds now, which reclaimAll
  * (src/gateway/node.ts) may have renewed after an outage, else its first claim's once known.
- * Compare-and-delete: a newer claim (the phone back on another node) is not touched.
+ * Compare-and-delete: a newer claim (the phone back on another node) is not touched. One the
+ * bus cannot take now is tried again when the bus is back (src/gateway/device-releases.ts).
  */
 async function releaseClaim(ctx: GatewayContext, conn: DeviceConnection): Promise<void> {
   const epoch = conn.epoch ?? (await conn.claim);
-  if (epoch !== undefined) await ctx.bus.releaseDevice(conn.deviceId, epoch);
+  if (epoch !== undefined) await ctx.releases.release(conn.deviceId, epoch);
 }
 
 function deviceEvents(ctx: GatewayContext) {

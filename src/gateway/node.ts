@@ -21,6 +21,7 @@ import { OPENMETRICS_CONTENT_TYPE, renderOpenMetrics, wantsOpenMetrics } from '.
 import { Hub } from './hub.ts';
 import { Authenticator } from './auth.ts';
 import { DeviceKeyLookup, DeviceSeenWriter } from './device-batch.ts';
+import { DeviceReleases } from './device-releases.ts';
 import { Exchange, methodNotAllowed, runRoute } from './http.ts';
 import { handlePair } from './pairing.ts';
 import { deviceSocketBehavior, handleChallenge, sweepIdleDevices } from './device-socket.ts';
@@ -66,6 +67,7 @@ export async function startGateway(opts: {
     // While the journal cannot be read, known keys are answered from the cache at once.
     auth: new Authenticator(store, { storeUp: () => journal.storeUp }),
     devices: { keys: new DeviceKeyLookup(store), seen: new DeviceSeenWriter(store, log) },
+    releases: new DeviceReleases(bus, log),
     log,
     state: { draining: false },
     fingerprint,
@@ -240,7 +242,7 @@ export async function startGateway(opts: {
       await Promise.all(
         now.map(async (c) => {
           const epoch = c.epoch ?? (await c.claim);
-          if (epoch !== undefined) await bus.releaseDevice(c.deviceId, epoch).catch(() => {});
+          if (epoch !== undefined) await ctx.releases.release(c.deviceId, epoch).catch(() => {});
         }),
       );
       if (pending.size > 0) await sleep(20);
@@ -375,8 +377,12 @@ async function supersede(ctx: GatewayContext, deviceId: string, epoch: number): 
   conn.close(CLOSE.superseded, 'superseded by a newer connection on another node', 'superseded');
 }
 
-/** After a bus outage: keep or renew each local claim; a socket that lost its claim is stale. */
+/**
+ * After a bus outage: first the releases the outage kept from the bus (phones that left
+ * meanwhile), then keep or renew each local claim; a socket that lost its claim is stale.
+ */
 async function reclaimAll(ctx: GatewayContext): Promise<void> {
+  await ctx.releases.retry();
   for (const conn of [...ctx.hub.connections()]) {
     const epoch = conn.epoch ?? (await conn.claim);
     try {
@@ -387,8 +393,9 @@ async function reclaimAll(ctx: GatewayContext): Promise<void> {
       if (kept === undefined) conn.close(CLOSE.superseded, 'superseded while the relay bus was down', 'superseded');
       else {
         conn.epoch = kept;
+        ctx.releases.forget(conn.deviceId);
         // Closed meanwhile: its close released the epoch it held then, not this one.
-        if (conn.closed) await ctx.bus.releaseDevice(conn.deviceId, kept);
+        if (conn.closed) await ctx.releases.release(conn.deviceId, kept);
       }
     } catch (err) {
       ctx.log.warn({ deviceId: conn.deviceId, err: String(err) }, 'reclaim failed');
