@@ -1,6 +1,13 @@
 // The `phonebridge` command line: serve, pair, keys, devices, device run, demo.
 import { parseArgs } from 'node:util';
-import { ConfigError, parseRelayConfig, SERVE_FLAGS, storeOptions } from '../src/config.ts';
+import {
+  ConfigError,
+  decimalInteger,
+  parseRelayConfig,
+  publicUrlValue,
+  SERVE_FLAGS,
+  storeOptions,
+} from '../src/config.ts';
 import { UsageError } from './usage-error.ts';
 import { ListenError } from '../src/gateway/listen-error.ts';
 import { openStore, SchemaTooNewError, DataDirBusyError, SCOPES, type Scope, type Store } from '../src/store/index.ts';
@@ -34,7 +41,9 @@ const USAGE = `phonebridge — relay MCP clients to phones
                     [--upstream-cmd "CMD" | --upstream-url URL] [--scope-map FILE]   (with --backend bridge)
   phonebridge demo     (what npm start runs: relay + one simulated phone + a key)
 
-Every command takes --data-dir / --database-url like serve (or PHONEBRIDGE_DATA_DIR / PHONEBRIDGE_DATABASE_URL).
+pair, keys, devices, enroll and accounts take --data-dir / --database-url like serve (or PHONEBRIDGE_DATA_DIR /
+PHONEBRIDGE_DATABASE_URL); demo takes every serve flag; device run opens no database (its phone lives in --state).
+A command that takes an ID or ACCOUNT takes one (a second is refused). Numbers are decimal integers.
 \`phonebridge serve --help\` lists every serve flag.`;
 
 /** Every serve flag, from the one list parseRelayConfig reads (src/config.ts), wrapped to 100 columns. */
@@ -144,16 +153,13 @@ async function pairCommand(argv: string[]): Promise<void> {
       'public-url': { type: 'string' },
     },
   });
-  const { dataDir } = storeOptions(values);
-  const info = readRelayInfo(dataDir);
-  const relay =
-    values['public-url'] ?? process.env.PHONEBRIDGE_PUBLIC_URL ?? info?.publicUrl ?? 'http://127.0.0.1:8080';
-  const payload = await withStore(values, (store) =>
+  const { relay, fp } = relayForQr(values);
+  const payload = await withStore(values, async (store) =>
     createPairing(store, {
-      accountId: values.account,
+      accountId: values.account !== undefined ? await resolveAccount(store, values.account) : undefined,
       name: values.name,
       relay,
-      fp: info?.publicUrl === relay ? info.fingerprint : undefined,
+      fp,
     }),
   );
   if (values.json) {
@@ -166,6 +172,53 @@ async function pairCommand(argv: string[]): Promise<void> {
   console.log(
     `Scan with the phonebridge app, or run a reference phone:\n  phonebridge device run --state ./phone --pair '${text}'\nThe code is valid for ten minutes, once.`,
   );
+}
+
+/**
+ * The relay a QR names and serve's TLS pin for it: --public-url or PHONEBRIDGE_PUBLIC_URL read as
+ * serve reads them (publicUrlValue: http(s), no trailing slash), else what serve left in relay.json.
+ * The pin goes with the URL serve serves it on, only.
+ */
+function relayForQr(values: { 'data-dir'?: string; 'public-url'?: string }): { relay: string; fp?: string } {
+  const info = readRelayInfo(storeOptions(values).dataDir);
+  // Empty is unset, as for serve.
+  const raw = values['public-url'] || process.env.PHONEBRIDGE_PUBLIC_URL || undefined;
+  let relay = info?.publicUrl ?? 'http://127.0.0.1:8080';
+  if (raw !== undefined)
+    try {
+      relay = publicUrlValue(raw).publicUrl;
+    } catch (err) {
+      // Given to this command: a usage error here (exit 64), as a bad number is.
+      if (err instanceof ConfigError) throw new UsageError(`${err.message} (--public-url or PHONEBRIDGE_PUBLIC_URL)`);
+      throw err;
+    }
+  return { relay, fp: info?.publicUrl === relay ? info.fingerprint : undefined };
+}
+
+/**
+ * The one ID a command takes (positionals[0]). A second is refused rather than left alone while
+ * the command reports success (`keys revoke K1 K2` revoking K1 only).
+ */
+function oneId(positionals: string[], command: string, what: string): string {
+  const [id, ...extra] = positionals;
+  if (id === undefined || id === '') throw new UsageError(`${command} needs ${what}`);
+  if (extra.length > 0)
+    throw new UsageError(`${command} takes one ${what}, got ${positionals.length}: run it once for each`);
+  return id;
+}
+
+/** A command that takes no positional argument refuses one instead of ignoring it. */
+function noArgs(positionals: string[], command: string): void {
+  if (positionals.length > 0) throw new UsageError(`${command} takes no argument "${positionals[0]}"`);
+}
+
+/** A count flag: a positive decimal integer (src/config.ts decimalInteger), else a usage error. */
+function countValue(flag: string, raw: string): number {
+  const n = decimalInteger(raw);
+  // The database keeps counts in 32-bit integer columns.
+  if (n === undefined || n < 1 || n > 2 ** 31 - 1)
+    throw new UsageError(`--${flag} must be a positive decimal integer (at most ${2 ** 31 - 1}), got "${raw}"`);
+  return n;
 }
 
 function parseScopes(raw: string | undefined): Scope[] {
@@ -198,11 +251,16 @@ async function keysCommand(argv: string[]): Promise<void> {
     },
   });
   if (sub === 'create' && values.fleet) {
-    if (values.device) throw new UsageError('keys create: --fleet and --device exclude each other');
+    noArgs(positionals, 'keys create');
+    if (values.device !== undefined) throw new UsageError('keys create: --fleet and --device exclude each other');
+    // Only an absent flag means every phone of the account: `--selector ""` (an unset shell
+    // variable) would widen the key from the phones meant to all of them, so it is refused.
+    if (values.selector !== undefined && values.selector.trim() === '')
+      throw new UsageError('keys create: --selector needs at least one requirement (omit it for every phone)');
     const scopes = parseScopes(values.scopes);
     const key = await withStore(values, async (store) =>
       createFleetKey(store, {
-        accountId: values.account ? await resolveAccount(store, values.account) : 'local',
+        accountId: values.account !== undefined ? await resolveAccount(store, values.account) : 'local',
         selector: values.selector,
         scopes,
       }),
@@ -215,7 +273,9 @@ async function keysCommand(argv: string[]): Promise<void> {
     return;
   }
   if (sub === 'create') {
-    if (values.selector) throw new UsageError('keys create: --selector needs --fleet');
+    noArgs(positionals, 'keys create');
+    if (values.selector !== undefined) throw new UsageError('keys create: --selector needs --fleet');
+    if (values.account !== undefined) throw new UsageError('keys create: --account needs --fleet');
     if (!values.device) throw new UsageError('keys create needs --device ID (or --fleet)');
     const scopes = parseScopes(values.scopes);
     const key = await withStore(values, (store) => createKey(store, values.device!, scopes));
@@ -227,6 +287,7 @@ async function keysCommand(argv: string[]): Promise<void> {
     return;
   }
   if (sub === 'list') {
+    noArgs(positionals, 'keys list');
     const [tokens, fleet] = await withStore(values, (store) =>
       Promise.all([
         store.listTokens(values.device ? { deviceId: values.device } : undefined),
@@ -261,8 +322,7 @@ async function keysCommand(argv: string[]): Promise<void> {
     return;
   }
   if (sub === 'revoke') {
-    const id = positionals[0];
-    if (!id) throw new UsageError('keys revoke needs a key id');
+    const id = oneId(positionals, 'keys revoke', 'key id');
     const ok = await withStore(values, async (store) => (await store.revokeToken(id)) || store.fleet.revokeKey(id));
     if (!ok) throw new Error(`no key "${id}"`);
     console.log(`revoked ${id}`);
@@ -279,6 +339,7 @@ async function devicesCommand(argv: string[]): Promise<void> {
     options: { ...STORE_FLAGS, json: { type: 'boolean' }, selector: { type: 'string' } },
   });
   if (sub === 'list') {
+    noArgs(positionals, 'devices list');
     const selector = parseSelector(values.selector);
     const devices = await withStore(values, (store) => store.fleet.listDevices({}));
     const rows = devices
@@ -321,8 +382,7 @@ async function devicesCommand(argv: string[]): Promise<void> {
     return;
   }
   if (sub === 'remove') {
-    const id = positionals[0];
-    if (!id) throw new UsageError('devices remove needs a device id');
+    const id = oneId(positionals, 'devices remove', 'device id');
     const ok = await withStore(values, (store) => store.removeDevice(id));
     if (!ok) throw new Error(`no device "${id}"`);
     console.log(`removed ${id}`);
@@ -348,25 +408,22 @@ async function enrollCommand(argv: string[]): Promise<void> {
     },
   });
   if (sub === 'create') {
-    const max = Number(values['max-phones']);
-    if (!values['max-phones'] || !Number.isInteger(max) || max < 1)
-      throw new UsageError('enroll create needs --max-phones N (a positive integer)');
+    noArgs(positionals, 'enroll create');
+    if (values['max-phones'] === undefined) throw new UsageError('enroll create needs --max-phones N');
+    const max = countValue('max-phones', values['max-phones']);
     if (!values.expires) throw new UsageError('enroll create needs --expires (e.g. 7d, 12h)');
     const expiresMs = parseDuration(values.expires);
     const labels = parseLabelList(values.labels);
-    const { dataDir } = storeOptions(values);
-    const info = readRelayInfo(dataDir);
-    const relay =
-      values['public-url'] ?? process.env.PHONEBRIDGE_PUBLIC_URL ?? info?.publicUrl ?? 'http://127.0.0.1:8080';
+    const { relay, fp } = relayForQr(values);
     const e = await withStore(values, async (store) =>
       createEnrollment(store, {
-        accountId: values.account ? await resolveAccount(store, values.account) : 'local',
+        accountId: values.account !== undefined ? await resolveAccount(store, values.account) : 'local',
         maxPhones: max,
         expiresMs,
         labels,
         namePrefix: values['name-prefix'] ?? null,
         relay,
-        fp: info?.publicUrl === relay ? info.fingerprint : undefined,
+        fp,
       }),
     );
     const out = { id: e.id, code: e.code, qr: e.qr };
@@ -378,14 +435,14 @@ async function enrollCommand(argv: string[]): Promise<void> {
     return;
   }
   if (sub === 'list') {
+    noArgs(positionals, 'enroll list');
     const rows = (await withStore(values, (store) => store.fleet.listEnrollments())).map((e) => enrollmentJson(e));
     if (values.json) console.log(JSON.stringify(rows));
     else for (const r of rows) console.log(`${r.id}  ${r.used}/${r.max_phones}  ${r.state}  until ${r.expires_at}`);
     return;
   }
   if (sub === 'revoke') {
-    const id = positionals[0];
-    if (!id) throw new UsageError('enroll revoke needs an enrollment id');
+    const id = oneId(positionals, 'enroll revoke', 'enrollment id');
     const ok = await withStore(values, (store) => store.fleet.revokeEnrollment(id, new Date()));
     if (!ok) throw new Error(`no active enrollment "${id}"`);
     console.log(`revoked ${id}`);
@@ -394,11 +451,15 @@ async function enrollCommand(argv: string[]): Promise<void> {
   throw new UsageError('enroll: expected create, list or revoke');
 }
 
+/** A plan cap: "unlimited" (null) or a decimal integer from 0; `--phones ""` is refused, not 0. */
 function capValue(flag: string, raw: string | undefined, dflt: number | null): number | null {
   if (raw === undefined) return dflt;
   if (raw === 'unlimited') return null;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 0) throw new UsageError(`--${flag} must be a non-negative integer or "unlimited"`);
+  const n = decimalInteger(raw);
+  if (n === undefined || n > 2 ** 31 - 1)
+    throw new UsageError(
+      `--${flag} must be a non-negative decimal integer (at most ${2 ** 31 - 1}) or "unlimited", got "${raw}"`,
+    );
   return n;
 }
 
@@ -424,20 +485,19 @@ async function accountsCommand(argv: string[]): Promise<void> {
     },
   });
   if (sub === 'list') {
+    noArgs(positionals, 'accounts list');
     const rows = await withStore(values, async (store) => {
-      const [accounts, devices, tokens] = await Promise.all([
-        store.listAccounts(),
-        store.listDevices(),
-        store.listTokens(),
-      ]);
-      return accounts.map((a) => ({
+      const [accounts, devices] = await Promise.all([store.listAccounts(), store.listDevices()]);
+      // keys: what the key cap counts (API keys, fleet keys and OAuth connections: countCredentials).
+      const keys = await Promise.all(accounts.map((a) => store.countCredentials(a.id)));
+      return accounts.map((a, i) => ({
         id: a.id,
         email: a.email,
         max_phones: a.maxDevices,
         max_keys: a.maxKeys,
         locked: a.locked,
         phones: devices.filter((d) => d.accountId === a.id).length,
-        keys: tokens.filter((t) => t.accountId === a.id && t.via === 'key').length,
+        keys: keys[i],
         created_at: a.createdAt.toISOString(),
       }));
     });
@@ -450,6 +510,7 @@ async function accountsCommand(argv: string[]): Promise<void> {
     return;
   }
   if (sub === 'create') {
+    noArgs(positionals, 'accounts create');
     const email = normalizeEmail(values.email);
     if (!email) throw new UsageError('accounts create needs --email ADDRESS');
     const maxDevices = capValue('phones', values.phones, DEFAULT_PLAN.maxDevices);
@@ -466,9 +527,10 @@ async function accountsCommand(argv: string[]): Promise<void> {
   if (sub === 'plan') {
     if (values.phones === undefined || values.keys === undefined)
       throw new UsageError('accounts plan needs --phones N and --keys N (or "unlimited")');
+    const ref = oneId(positionals, 'accounts plan', 'ACCOUNT (an id or an email)');
     const plan = { maxDevices: capValue('phones', values.phones, null), maxKeys: capValue('keys', values.keys, null) };
     const id = await withStore(values, async (store) => {
-      const id = await resolveAccount(store, positionals[0]);
+      const id = await resolveAccount(store, ref);
       await store.setAccountPlan(id, plan);
       return id;
     });
@@ -476,9 +538,10 @@ async function accountsCommand(argv: string[]): Promise<void> {
     return;
   }
   if (sub === 'lock' || sub === 'unlock') {
+    const ref = oneId(positionals, `accounts ${sub}`, 'ACCOUNT (an id or an email)');
     // The store journals the change; every node applies it within one poll (src/gateway/node.ts).
     const id = await withStore(values, async (store) => {
-      const id = await resolveAccount(store, positionals[0]);
+      const id = await resolveAccount(store, ref);
       await store.setAccountLocked(id, sub === 'lock');
       return id;
     });

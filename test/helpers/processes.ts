@@ -60,3 +60,22 @@ export async function cli(args: string[]): Promise<string> {
   });
   return stdout.trim();
 }
+
+/** A one-shot CLI command, whatever its exit: its code (null when killed at the deadline), stdout and stderr. */
+export function cliResult(
+  args: string[],
+  env: Record<string, string | undefined> = {},
+  timeoutMs = 90_000,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [BIN, ...args],
+      { env: { ...process.env, PHONEBRIDGE_LOG_LEVEL: 'warn', ...env }, timeout: timeoutMs, killSignal: 'SIGKILL' },
+      (err, stdout, stderr) => {
+        const code = err === null ? 0 : typeof err.code === 'number' ? err.code : null;
+        resolve({ code, stdout: String(stdout).trim(), stderr: String(stderr).trim() });
+      },
+    );
+  });
+}
