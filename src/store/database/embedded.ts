@@ -10,8 +10,9 @@
 // - A socket file or lock file left by a crashed process is detected (nothing answers / dead pid)
 //   and removed.
 //
-// pglite-socket multiplexes every connection onto PGlite's single backend session. Consequences
-// the rest of the code relies on or must respect:
+// pglite-socket multiplexes every connection onto PGlite's single backend session, one
+// connection's exchange at a time (session-queue.ts). Consequences the rest of the code relies on
+// or must respect:
 // - One transaction at a time across all connections and processes: while one is open, queries
 //   from other connections wait. Inside a transaction, never await work on another connection.
 // - Session state (SET, session advisory locks, temp tables, LISTEN) is shared by everyone.
@@ -22,6 +23,7 @@ import { chmodSync, lstatSync, mkdirSync, unlinkSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
 import { DataDirBusyError, readLock, tryLock, type LockInfo } from './lock.ts';
+import { useSessionQueue } from './session-queue.ts';
 import { emptyDir, isFreshDataDir, readTemplate } from './template.ts';
 import type { DatabaseSource } from './types.ts';
 
@@ -154,6 +156,8 @@ async function openAndServe(
       maxConnections: MAX_CONNECTIONS,
       idleTimeout: IDLE_TIMEOUT_MS,
     });
+    // One connection's exchange at a time on PGlite's single session (session-queue.ts).
+    useSessionQueue(server, db);
     await server.start();
   } catch (err) {
     await server?.stop().catch(() => {});
