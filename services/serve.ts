@@ -126,9 +126,17 @@ export function onParentGone(config: RelayConfig, shutdown: () => void): void {
 }
 
 export async function serve(config: RelayConfig): Promise<void> {
+  // A stop before the relay is up abandons the start at once, exit 0: nothing is served yet, so
+  // there is nothing to drain, and what the start leaves half done the next one finishes or
+  // redoes — a new embedded data dir included (CREATING_MARKER, src/store/database/embedded.ts).
+  const abandonStart = () => process.exit(0);
+  process.once('SIGTERM', abandonStart);
+  process.once('SIGINT', abandonStart);
   // Only the standard OTEL_* variables turn tracing on; a value it cannot honour stops the start (exit 2).
   await startRelayTracing(config.nodeId);
   const relay = await startRelay(config);
+  process.off('SIGTERM', abandonStart);
+  process.off('SIGINT', abandonStart);
   // One failed promise somewhere (a database blip under load) must not take down every phone
   // and client on this node: log it and keep serving. A thrown exception still exits.
   process.on('unhandledRejection', (reason) => {

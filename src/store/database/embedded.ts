@@ -8,7 +8,7 @@
 // - `serve` publishes `<dataDir>/.s.PGSQL.5432`; a CLI command uses it when it answers, otherwise
 //   it opens the directory itself and serves it on a private socket in `<dataDir>/.cli/`.
 // - A socket file or lock file left by a crashed process is detected (nothing answers / dead pid)
-//   and removed.
+//   and removed; so is a pgdata whose creation it cut off (CREATING_MARKER).
 //
 // pglite-socket multiplexes every connection onto PGlite's single backend session, one
 // connection's exchange at a time (session-queue.ts). Consequences the rest of the code relies on
@@ -19,7 +19,7 @@
 //   Locks must be transaction-scoped (pg_advisory_xact_lock), which the serialisation makes exact.
 import { PGlite } from '@electric-sql/pglite';
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
-import { chmodSync, lstatSync, mkdirSync, unlinkSync } from 'node:fs';
+import { chmodSync, existsSync, lstatSync, mkdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
 import { DataDirBusyError, readLock, tryLock, type LockInfo } from './lock.ts';
@@ -118,9 +118,37 @@ function busyMessage(dataDir: string, holder: LockInfo): string {
   return `${dataDir} is in use by another phonebridge command (pid ${holder.pid}); try again when it has finished`;
 }
 
-/** Opens PGlite; a new data dir starts from the prepared initdb template when there is one. */
-async function openPglite(pgdata: string, templateDir?: string): Promise<PGlite> {
-  const template = isFreshDataDir(pgdata) ? readTemplate(templateDir) : undefined;
+/**
+ * Present while a new `pgdata` is being made, removed once PGlite has opened it complete. A
+ * `pgdata` found next to it was cut off half-made (a kill -9, a SIGTERM before ready) and never
+ * starts ("PGlite failed to initialize properly"), so it is made again. A marker rather than
+ * making it in a sibling directory renamed into place: PGlite cannot follow its data dir to a
+ * new path, so that would cost a close and a second open (about a second) on every first start.
+ * A `pgdata` without a marker and with PG_VERSION (any made before the marker existed too) is complete.
+ */
+const CREATING_MARKER = 'pgdata.creating';
+
+/**
+ * Opens PGlite on `<dataDir>/pgdata`; a new one starts from the prepared initdb template when
+ * there is one. The caller holds the lock.
+ */
+async function openPglite(dataDir: string, templateDir?: string): Promise<PGlite> {
+  const pgdata = join(dataDir, 'pgdata');
+  const marker = join(dataDir, CREATING_MARKER);
+  if (!existsSync(marker) && !isFreshDataDir(pgdata)) {
+    chmodSync(pgdata, 0o700);
+    return PGlite.create({ dataDir: pgdata });
+  }
+  writeFileSync(marker, `${process.pid}\n`, { mode: 0o600 });
+  rmSync(pgdata, { recursive: true, force: true });
+  mkdirSync(pgdata, { mode: 0o700 });
+  const db = await createPglite(pgdata, templateDir);
+  unlinkSync(marker);
+  return db;
+}
+
+async function createPglite(pgdata: string, templateDir?: string): Promise<PGlite> {
+  const template = readTemplate(templateDir);
   if (template) {
     try {
       return await PGlite.create({ dataDir: pgdata, loadDataDir: template });
@@ -146,10 +174,7 @@ async function openAndServe(
     mkdirSync(socketDir, { recursive: true, mode: 0o700 });
     const socketPath = join(socketDir, SOCKET_NAME);
     removeStaleSocket(socketPath);
-    const pgdata = join(dataDir, 'pgdata');
-    mkdirSync(pgdata, { recursive: true, mode: 0o700 });
-    chmodSync(pgdata, 0o700);
-    db = await openPglite(pgdata, templateDir);
+    db = await openPglite(dataDir, templateDir);
     server = new PGLiteSocketServer({
       db,
       path: socketPath,
