@@ -1,7 +1,7 @@
 // How a database that a command cannot open is worded, apart from serve.ts so that the
 // one-shot commands (services/cli.ts) need not load the relay to say it.
 import { ConfigError } from '../src/config.ts';
-import { DatabaseUrlError, redactDatabaseUrl, SchemaTooNewError } from '../src/store/index.ts';
+import { DatabaseUrlError, DataDirPathError, redactDatabaseUrl, SchemaTooNewError } from '../src/store/index.ts';
 
 /**
  * A Postgres the node cannot start on (unreachable, no such database or role, refused TLS) is
@@ -11,7 +11,8 @@ import { DatabaseUrlError, redactDatabaseUrl, SchemaTooNewError } from '../src/s
  * (services/cli.ts withStore).
  */
 export function databaseStartError(databaseUrl: string | undefined, err: unknown): unknown {
-  if (err instanceof DatabaseUrlError) return new ConfigError(err.message);
+  // A --data-dir too long for the embedded store's socket is a setting refused in the same way.
+  if (err instanceof DatabaseUrlError || err instanceof DataDirPathError) return new ConfigError(err.message);
   if (!databaseUrl || !(err instanceof Error) || err instanceof SchemaTooNewError) return err;
   return new ConfigError(`--database-url: cannot start on ${redactDatabaseUrl(databaseUrl)}: ${err.message}`);
 }

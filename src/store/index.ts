@@ -9,6 +9,7 @@ export type { DatabaseSource } from './database/types.ts';
 export {
   DatabaseUrlError,
   DataDirBusyError,
+  DataDirPathError,
   openDatabase,
   postgresSource,
   redactDatabaseUrl,

@@ -1,4 +1,5 @@
-// What `phonebridge serve` cannot start on: a data dir that is no directory, a database it cannot
+// What `phonebridge serve` cannot start on: a data dir that is no directory (or too long a path
+// for its socket), a database it cannot
 // reach or use, TLS files it cannot serve from. Each is a ConfigError (exit 2) naming the flag, with no password in it, and the
 // relay is not left listening.
 import { afterAll, describe, expect, it } from 'vitest';
@@ -42,6 +43,21 @@ describe('serve refuses a data dir it cannot use', () => {
     children.push(child);
     expect((await child.exited).code).toBe(2);
     expect(child.stderr.join('\n')).toBe(`phonebridge: --data-dir ${file} is not a directory`);
+  });
+
+  // OPERATIONS "Exit codes": "`2` when the relay cannot start as configured (… a setting it
+  // refuses …)". The embedded store's socket lives in the data dir, <dir>/.cli/.s.PGSQL.5432 the
+  // longer of its two paths, and a Unix socket path has at most 103 bytes (macOS; 107 on Linux).
+  it('a --data-dir too long for the Unix socket inside it: exit 2 with one line naming --data-dir and the limit', async () => {
+    const base = dir();
+    const long = join(base, 'x'.repeat(100 - base.length));
+    const child = startChild(['serve', '--port', '0', '--admin-port', '0', '--data-dir', long]);
+    children.push(child);
+    expect((await child.exited).code).toBe(2);
+    expect(child.stderr).toHaveLength(1);
+    expect(child.stderr[0]).toMatch(
+      /^phonebridge: --data-dir \S+ is too long for a Unix socket inside it \(.* at most 103\)/,
+    );
   });
 
   it('with --database-url too (only relay.json goes there): refused before listening, not after', async () => {

@@ -22,6 +22,7 @@ import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 import { chmodSync, existsSync, lstatSync, mkdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
+import { DataDirPathError } from './data-dir-error.ts';
 import { DataDirBusyError, readLock, tryLock, type LockInfo } from './lock.ts';
 import { useSessionQueue } from './session-queue.ts';
 import { emptyDir, isFreshDataDir, readTemplate } from './template.ts';
@@ -61,7 +62,9 @@ function prepareDataDir(dataDir: string): string {
   const dir = resolve(dataDir);
   const socketPath = join(dir, CLI_SOCKET_DIR, SOCKET_NAME); // the longer of the two socket paths
   if (Buffer.byteLength(socketPath) > MAX_SOCKET_PATH) {
-    throw new Error(`data dir path is too long for a Unix socket (${socketPath}); use a shorter --data-dir`);
+    throw new DataDirPathError(
+      `--data-dir ${dir} is too long for a Unix socket inside it (${socketPath} is ${Buffer.byteLength(socketPath)} bytes, at most ${MAX_SOCKET_PATH}); use a shorter path`,
+    );
   }
   // The socket has no authentication: the directory's mode is the access control.
   mkdirSync(dir, { recursive: true, mode: 0o700 });

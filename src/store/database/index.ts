@@ -5,6 +5,7 @@ import type { DatabaseSource } from './types.ts';
 export type { DatabaseSource } from './types.ts';
 export type { EmbeddedOptions } from './embedded.ts';
 export { DataDirBusyError } from './lock.ts';
+export { DataDirPathError } from './data-dir-error.ts';
 export { DatabaseUrlError, postgresSource, redactDatabaseUrl } from './postgres.ts';
 
 export interface OpenDatabaseOptions extends EmbeddedOptions {
