@@ -4,8 +4,9 @@ import type { PeerDirectory } from './peer-directory.ts';
 import { RemoteRequests } from './remote-requests.ts';
 import type { RemotePending, Route } from './route.ts';
 
-// The origin's deadline on requests out at other nodes: only `add`, `settle` and the host's
-// `timedOut` take part, so the table runs here without a router, a bus or a phone.
+// The origin's table of requests out at other nodes, without a router, a bus or a phone: their
+// deadlines (`add`, `settle`, the host's `timedOut`), and how they end when their node is
+// reported down (a bus that only answers ownerOf).
 function pending(rid: number): RemotePending {
   return {
     rid,
@@ -66,5 +67,40 @@ describe('RemoteRequests deadlines', () => {
     t.close();
     await new Promise((r) => setTimeout(r, 80));
     expect(timedOut).toEqual([]);
+  });
+});
+
+describe('RemoteRequests when their node is reported down', () => {
+  const peers = { departure: () => undefined, endDeparture: () => {} } as unknown as PeerDirectory;
+  const failedWith = (owner: () => Promise<unknown>) => {
+    const errors: Array<{ code?: string }> = [];
+    const ctx = { bus: { ownerOf: owner } } as unknown as GatewayContext;
+    const t = new RemoteRequests(ctx, peers, {
+      timedOut: () => {},
+      routeAgain: () => {},
+      movedFrom: () => Promise.resolve(false),
+    });
+    table = t;
+    const p = pending(1);
+    p.route = {
+      rid: 1,
+      deviceId: 'd1',
+      done: false,
+      sink: { fail: (e: { data?: { code?: string } }) => errors.push(e.data ?? {}) },
+    } as unknown as Route;
+    t.add(p, 60_000);
+    return { t, errors };
+  };
+
+  it('fails a request as device_offline when the bus says its phone is nowhere', async () => {
+    const { t, errors } = failedWith(() => Promise.resolve(undefined));
+    await t.nodeGone('n2', 'down');
+    expect(errors).toEqual([{ code: 'device_offline' }]);
+  });
+
+  it('fails it as relay_unavailable, not device_offline, when the bus cannot say where its phone is', async () => {
+    const { t, errors } = failedWith(() => Promise.reject(new Error('cluster bus unavailable')));
+    await t.nodeGone('n2', 'down');
+    expect(errors).toEqual([{ code: 'relay_unavailable' }]);
   });
 });

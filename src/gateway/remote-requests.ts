@@ -11,6 +11,9 @@ import type { RemotePending, Route } from './route.ts';
 import { byFirst, idTable } from './slot-table.ts';
 import { Deadlines } from './deadlines.ts';
 
+/** An owner lookup that failed (the bus unavailable): where the phone is, nobody here can tell. */
+const UNKNOWN = Symbol('owner unknown');
+
 /** Remote requests older than this have their owner re-checked (a phone that left a dead node). */
 const OWNER_CHECK_MS = 500;
 
@@ -97,21 +100,31 @@ export class RemoteRequests {
   }
 
   private async settleGone(node: string, how: 'bye' | 'down', saidBye: boolean): Promise<void> {
-    const owners = new Map<string, Promise<DeviceOwner | undefined>>();
+    const owners = new Map<string, Promise<DeviceOwner | undefined | typeof UNKNOWN>>();
     for (const [rid, p] of this.pending.entries().sort(byFirst)) {
       if (p.node !== node) continue;
       const d = p.route.deviceId;
       if (!owners.has(d))
         owners.set(
           d,
-          this.ctx.bus.ownerOf(d).catch(() => undefined),
+          this.ctx.bus.ownerOf(d).catch(() => UNKNOWN),
         );
-      const next = how === 'bye' ? 'route again' : await this.afterNodeDown(p, await owners.get(d)!, saidBye);
+      const owner = how === 'bye' ? undefined : await owners.get(d)!;
+      const next =
+        how === 'bye' ? 'route again' : owner === UNKNOWN ? 'unknown' : await this.afterNodeDown(p, owner, saidBye);
       if (next === 'wait') continue;
       if (!this.settle(rid) || p.route.done) continue;
       if (next === 'route again') {
         reroutes.node_left.inc();
         this.host.routeAgain(p.route);
+      } else if (next === 'unknown') {
+        // The bus cannot say where the phone is now: the relay's trouble, not the phone's.
+        p.route.sink.fail(
+          relayError(
+            'relay_unavailable',
+            'the relay node holding the phone stopped, and the cluster bus is unavailable',
+          ),
+        );
       } else {
         p.route.sink.fail(relayError('device_offline', 'the relay node holding the phone stopped'));
       }

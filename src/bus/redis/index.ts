@@ -360,9 +360,16 @@ export class RedisBus implements Bus {
     );
     // Peers lost Redis too, most likely: give them a whole TTL to renew before reaping any.
     if (this.announced) this.blindUntil = Date.now() + this.o.nodeTtlMs;
-    await this.beat();
-    this.up = true;
+    // Redis answers again (the subscriptions went through): calls may go from here on, so the
+    // heartbeat's own reports (a peer that lapsed meanwhile) can look up where its phones are.
     this.down = false;
+    try {
+      await this.beat();
+    } catch (err) {
+      this.down = true;
+      throw err;
+    }
+    this.up = true;
   }
 
   /**
