@@ -7,43 +7,26 @@
 // neither the session lookup of each call nor the replay buffer's append of each SSE event
 // waits out a 1 s command timeout.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { Redis } from 'ioredis';
-import { freePort } from '../../src/bus/redis/test-support.ts';
+import { ScratchRedis } from '../../src/bus/redis/test-support.ts';
 import { startTestCluster, sleep, waitFor, rawClient, outcome, type TestCluster } from '../cluster/harness.ts';
 import { connectClient } from '../helpers/relay.ts';
 
-let proc: ChildProcess;
+let redis: ScratchRedis;
 let tc: TestCluster;
 
 beforeAll(async () => {
-  const port = await freePort();
-  proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
-    stdio: 'ignore',
-  });
-  const probe = new Redis(port, '127.0.0.1', { retryStrategy: () => 50 });
-  probe.on('error', () => {});
-  await waitFor(
-    () =>
-      probe.ping().then(
-        () => true,
-        () => false,
-      ),
-    5000,
-    'redis',
-  );
-  probe.disconnect();
+  redis = await ScratchRedis.start();
   tc = await startTestCluster({
     nodes: 2,
-    redisUrl: `redis://127.0.0.1:${port}`,
+    redisUrl: redis.url,
     serveArgs: ['--request-timeout-ms', '20000'],
   });
 }, 60_000);
 
 afterAll(async () => {
-  proc?.kill('SIGCONT');
+  redis?.signal('SIGCONT');
   await tc?.stop();
-  proc?.kill('SIGKILL');
+  await redis?.kill();
 }, 60_000);
 
 const redisUp = async (adminPort: number) =>
@@ -64,7 +47,7 @@ describe('Redis stops answering: calls to the phone on the node the client reach
     expect(outcome(await raw.call(A.url, 1, 'echo', { text: 'warm' }))).toBe('warm');
     await progressCall();
 
-    proc.kill('SIGSTOP');
+    redis.signal('SIGSTOP');
     try {
       // The node has noticed: Redis is down for it (node TTL 3 s since its last heartbeat).
       await waitFor(async () => !(await redisUp(A.adminPort)), 8000, 'A reporting Redis down');
@@ -87,7 +70,7 @@ describe('Redis stops answering: calls to the phone on the node the client reach
       expect(Math.max(...echoMs)).toBeLessThan(500);
       expect(progressMs).toBeLessThan(1500);
     } finally {
-      proc.kill('SIGCONT');
+      redis.signal('SIGCONT');
       await raw.close();
       await sdk.client.close().catch(() => {});
     }

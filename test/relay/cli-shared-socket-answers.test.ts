@@ -6,27 +6,11 @@
 // same time (each a CLI process: connect, a transaction or a query, end) must never receive
 // pieces of each other's answers: one connection's exchange runs to its ReadyForQuery before
 // another's starts (src/store/database/session-queue.ts).
-import { execFile } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rmSync } from 'node:fs';
 import pg from 'pg';
-import { BIN, startChild, type Child } from '../helpers/processes.ts';
+import { cliResult as pb, startChild, type Child } from '../helpers/processes.ts';
 import { tempDir } from '../helpers/relay.ts';
-
-/** One `phonebridge` command as a real process: its exit code and output, whatever they are. */
-function pb(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [BIN, ...args],
-      { env: { ...process.env, PHONEBRIDGE_LOG_LEVEL: 'warn' }, timeout: 90_000, killSignal: 'SIGKILL' },
-      (err, stdout, stderr) => {
-        const code = err ? (typeof err.code === 'number' ? err.code : null) : 0;
-        resolve({ code, stdout: String(stdout).trim(), stderr: String(stderr).trim() });
-      },
-    );
-  });
-}
 
 let serve: Child;
 let data: string;

@@ -94,6 +94,11 @@ export class ScratchRedis {
     }
   }
 
+  /** SIGSTOP freezes it with its connections open (a hung Redis); SIGCONT lets it go on. */
+  signal(signal: 'SIGSTOP' | 'SIGCONT'): void {
+    this.proc?.kill(signal);
+  }
+
   /** kill -9: connections drop without a goodbye. */
   async kill(): Promise<void> {
     const p = this.proc;
