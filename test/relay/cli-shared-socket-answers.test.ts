@@ -85,11 +85,12 @@ describe("CLI processes sharing serve's PGlite socket", () => {
       }
     };
     const noise = Promise.all([1, 2, 3, 4, 5, 6].map(other));
-    const results: Array<{ code: number | null; stdout: string; stderr: string }> = [];
+    let results: Array<{ code: number | null; stdout: string; stderr: string }>;
     try {
-      for (let i = 0; i < 5; i++)
-        results.push(
-          await pb([
+      // Five commands at once, each its own process and connection, beside the others.
+      results = await Promise.all(
+        [0, 1, 2, 3, 4].map((i) =>
+          pb([
             'enroll',
             'create',
             '--max-phones',
@@ -102,7 +103,8 @@ describe("CLI processes sharing serve's PGlite socket", () => {
             '--data-dir',
             data,
           ]),
-        );
+        ),
+      );
     } finally {
       stop = true;
       await noise;
