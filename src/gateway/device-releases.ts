@@ -34,6 +34,16 @@ export class DeviceReleases {
     }
   }
 
+  /**
+   * Releases the claim a closed (or closing) socket holds: the epoch it holds now, which
+   * reclaimAll (src/gateway/node.ts) may have renewed after an outage, else its first claim's
+   * once known.
+   */
+  async releaseHeld(conn: { deviceId: string; epoch?: number; claim?: Promise<number | undefined> }): Promise<void> {
+    const epoch = conn.epoch ?? (await conn.claim);
+    if (epoch !== undefined) await this.release(conn.deviceId, epoch);
+  }
+
   /** The phone claimed again on this node: its new claim replaces the one left to release. */
   forget(deviceId: string): void {
     if (this.pending.size > 0) this.pending.delete(deviceId);

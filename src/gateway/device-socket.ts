@@ -287,24 +287,14 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
         conn.teardown('relay_error', 'the phone sent a frame over the 256 KiB limit and was disconnected (1006)');
       } else conn.teardown('device_offline');
       ctx.hub.detach(conn);
-      void releaseClaim(ctx, conn).catch(() => {});
+      // Compare-and-delete: a newer claim (the phone back on another node) is not touched.
+      void ctx.releases.releaseHeld(conn).catch(() => {});
       // `closeCode`, not `code`: the logger removes any `code` field (pairing and authorization
       // codes, src/log.ts).
       ctx.log.info({ deviceId: conn.deviceId, closeCode: code }, 'device disconnected');
       ctx.devices.seen.seen(conn.deviceId, new Date());
     },
   };
-}
-
-/**
- * Releases the claim a closed socket holds: the epoch it holds now, which reclaimAll
- * (src/gateway/node.ts) may have renewed after an outage, else its first claim's once known.
- * Compare-and-delete: a newer claim (the phone back on another node) is not touched. One the
- * bus cannot take now is tried again when the bus is back (src/gateway/device-releases.ts).
- */
-async function releaseClaim(ctx: GatewayContext, conn: DeviceConnection): Promise<void> {
-  const epoch = conn.epoch ?? (await conn.claim);
-  if (epoch !== undefined) await ctx.releases.release(conn.deviceId, epoch);
 }
 
 function deviceEvents(ctx: GatewayContext) {

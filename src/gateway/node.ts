@@ -239,12 +239,7 @@ export async function startGateway(opts: {
       await Promise.all(now.map((c) => ctx.router.markMoving(c.deviceId)));
       for (const conn of now) conn.close(CLOSE.restarting, 'relay restarting; reconnect');
       // Released now, not later by the close handler: origins stop sending requests here.
-      await Promise.all(
-        now.map(async (c) => {
-          const epoch = c.epoch ?? (await c.claim);
-          if (epoch !== undefined) await ctx.releases.release(c.deviceId, epoch).catch(() => {});
-        }),
-      );
+      await Promise.all(now.map((c) => ctx.releases.releaseHeld(c).catch(() => {})));
       if (pending.size > 0) await sleep(20);
     }
     // Keep-alive clients still talking to this node get `Connection: close` on each answer
