@@ -594,9 +594,18 @@ export async function main(argv: string[]): Promise<number> {
         ? await startDemoTarget(log)
         : await startRelayTarget(log);
     log(`set-up took ${((Date.now() - started) / 1000).toFixed(1)} s; suite URL ${target.url}`);
-    for (const run of runs) {
-      const t0 = Date.now();
-      let rs = await runSuite(run, target.url, join(outRoot, run), values.verbose);
+    // The runs go side by side against the one target: each is its own client with its own
+    // sessions, and the suite spends most of its time waiting, not computing.
+    const t0 = Date.now();
+    const url = target.url;
+    const perRun = await Promise.all(
+      runs.map(async (run) => {
+        const rs = await runSuite(run, url, join(outRoot, run), values.verbose);
+        return { run, rs, seconds: (Date.now() - t0) / 1000 };
+      }),
+    );
+    for (const { run, seconds, rs: all } of perRun) {
+      let rs = all;
       // A scenario with a run of its own is counted there, not again inside a requirement set or suite.
       if (/^\d{4}-|^suite:/.test(run)) rs = rs.filter((r) => !runs.includes(r.scenario));
       results.push(...rs);
@@ -604,7 +613,7 @@ export async function main(argv: string[]): Promise<number> {
       const un = rs.filter((r) => !r.scored);
       const count = (xs: CheckResult[], st: string) => xs.filter((r) => r.status === st).length;
       log(
-        `${run}: ${count(sc, 'SUCCESS')} passed, ${count(sc, 'FAILURE')} failed in ${new Set(sc.map((r) => r.scenario)).size} scored scenarios (${((Date.now() - t0) / 1000).toFixed(1)} s)` +
+        `${run}: ${count(sc, 'SUCCESS')} passed, ${count(sc, 'FAILURE')} failed in ${new Set(sc.map((r) => r.scenario)).size} scored scenarios (done after ${seconds.toFixed(1)} s)` +
           (un.length
             ? `; not scored: ${count(un, 'SUCCESS')} passed, ${count(un, 'FAILURE')} failed in ${new Set(un.map((r) => r.scenario)).size} scenarios (${[...new Set(un.map((r) => r.scenario))].join(', ')})`
             : ''),
