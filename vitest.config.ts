@@ -5,6 +5,7 @@ export default defineConfig({
     include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
+    globalSetup: ['test/global-setup.ts'],
     pool: 'forks',
     // Two cores here: integration tests start real servers, so keep parallelism modest.
     maxWorkers: 2,

@@ -35,7 +35,8 @@ export function embeddedBackend(): TestBackend {
     name: 'embedded',
     async open() {
       dir = tempDataDir();
-      return openDatabase({ dataDir: dir, role: 'server' });
+      // No prepared template: the suite migrates an empty database itself.
+      return openDatabase({ dataDir: dir, role: 'server', templateDir: join(dir, 'no-template') });
     },
     reopenOptions: () => ({ dataDir: dir!, role: 'server' }),
     // eslint-disable-next-line @typescript-eslint/require-await -- TestBackend.cleanup returns a promise (the Postgres backend drops a database)

@@ -25,7 +25,7 @@ import pg from 'pg';
 import { DataDirPathError } from './data-dir-error.ts';
 import { DataDirBusyError, readLock, tryLock, type LockInfo } from './lock.ts';
 import { useSessionQueue } from './session-queue.ts';
-import { emptyDir, isFreshDataDir, readTemplate } from './template.ts';
+import { copyTemplate, emptyDir, isFreshDataDir } from './template.ts';
 import type { DatabaseSource } from './types.ts';
 
 export { DataDirBusyError } from './lock.ts';
@@ -48,7 +48,7 @@ const IDLE_TIMEOUT_MS = 60_000;
 export interface EmbeddedOptions {
   /** How long to wait for another process's lock to go away (or its socket to answer). Default 10 s. */
   waitMs?: number;
-  /** Where the initdb template is looked for (template.ts); default node_modules/.cache/phonebridge. */
+  /** Where the prepared data dir is looked for (template.ts); default node_modules/.cache/phonebridge. */
   templateDir?: string;
 }
 
@@ -132,8 +132,8 @@ function busyMessage(dataDir: string, holder: LockInfo): string {
 const CREATING_MARKER = 'pgdata.creating';
 
 /**
- * Opens PGlite on `<dataDir>/pgdata`; a new one starts from the prepared initdb template when
- * there is one. The caller holds the lock.
+ * Opens PGlite on `<dataDir>/pgdata`; a new one starts as a copy of the prepared template (initdb
+ * and every migration done) when there is one. The caller holds the lock.
  */
 async function openPglite(dataDir: string, templateDir?: string): Promise<PGlite> {
   const pgdata = join(dataDir, 'pgdata');
@@ -151,14 +151,11 @@ async function openPglite(dataDir: string, templateDir?: string): Promise<PGlite
 }
 
 async function createPglite(pgdata: string, templateDir?: string): Promise<PGlite> {
-  const template = readTemplate(templateDir);
-  if (template) {
-    try {
-      return await PGlite.create({ dataDir: pgdata, loadDataDir: template });
-    } catch {
-      // A damaged template: fall back to initdb in an emptied dir.
-      emptyDir(pgdata);
-    }
+  try {
+    if (copyTemplate(pgdata, templateDir)) return await PGlite.create({ dataDir: pgdata });
+  } catch {
+    // A damaged template: fall back to initdb in an emptied dir.
+    emptyDir(pgdata);
   }
   return PGlite.create({ dataDir: pgdata });
 }

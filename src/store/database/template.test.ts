@@ -1,13 +1,16 @@
-// The initdb template: a new embedded data dir starts from it, an initialized one never does,
-// and a damaged one falls back to initdb. Each case needs its own PGlite cluster (~2–7 s each).
+// The prepared data dir (template.ts): a new embedded data dir starts as a copy of it, an
+// initialized one never does, and a damaged one falls back to initdb. The built one is the
+// schema this build migrates to, with no account in it.
 import { PGlite } from '@electric-sql/pglite';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LATEST_SCHEMA_VERSION } from '../migrations/index.ts';
+import { buildTemplate } from '../template-build.ts';
 import { serveEmbedded } from './embedded.ts';
-import { buildTemplate, templatePath } from './template.ts';
+import { templatePath } from './template.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'pb-tpl-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -19,24 +22,32 @@ beforeAll(async () => {
   const scratch = join(root, 'scratch');
   const db = await PGlite.create({ dataDir: scratch });
   await db.exec('create table from_template (x int)');
-  writeFileSync(templatePath(marked), Buffer.from(await (await db.dumpDataDir('gzip')).arrayBuffer()));
   await db.close();
+  renameSync(scratch, templatePath(marked));
 }, 60_000);
 
-async function hasMarker(dataDir: string, templateDir: string): Promise<boolean> {
+async function query<T>(dataDir: string, templateDir: string, text: string): Promise<T> {
   const source = await serveEmbedded(dataDir, { templateDir });
   const client = new pg.Client(source.pgConfig);
   try {
     await client.connect();
-    const r = await client.query(`select to_regclass('public.from_template') is not null as present`);
-    return r.rows[0].present as boolean;
+    return (await client.query(text)).rows[0] as T;
   } finally {
     await client.end();
     await source.close();
   }
 }
 
-describe('embedded initdb template', () => {
+async function hasMarker(dataDir: string, templateDir: string): Promise<boolean> {
+  const r = await query<{ present: boolean }>(
+    dataDir,
+    templateDir,
+    `select to_regclass('public.from_template') is not null as present`,
+  );
+  return r.present;
+}
+
+describe('embedded data dir template', () => {
   it('a new data dir starts from the template; once initialized it is never replaced', async () => {
     const dir = join(root, 'fresh');
     expect(await hasMarker(dir, marked)).toBe(true);
@@ -47,18 +58,27 @@ describe('embedded initdb template', () => {
 
   it('without a template, or with a damaged one, a new data dir runs initdb', async () => {
     const broken = join(root, 'broken');
-    mkdirSync(broken);
-    writeFileSync(templatePath(broken), 'not a tarball');
+    mkdirSync(templatePath(broken), { recursive: true });
+    writeFileSync(join(templatePath(broken), 'PG_VERSION'), 'not a cluster\n');
     expect(await hasMarker(join(root, 'from-broken'), broken)).toBe(false);
     expect(await hasMarker(join(root, 'from-none'), join(root, 'none'))).toBe(false);
   }, 90_000);
 
-  it('buildTemplate writes the template once, named for this PGlite version', async () => {
+  it('buildTemplate builds it once, named for this PGlite and these migrations, migrated and with no account', async () => {
     const dir = join(root, 'built');
+    mkdirSync(join(dir, 'pglite-0.0.0-schema1-000000000000'), { recursive: true });
     const path = await buildTemplate(dir);
-    expect(path).toMatch(/pglite-\d+\.\d+\.\d+.*-initdb\.tar\.gz$/);
-    expect(existsSync(path)).toBe(true);
+    expect(basename(path)).toMatch(
+      new RegExp(`^pglite-\\d+\\.\\d+\\.\\d+.*-schema${LATEST_SCHEMA_VERSION}-[0-9a-f]{12}$`),
+    );
+    expect(existsSync(join(path, 'PG_VERSION'))).toBe(true);
+    // An older template in the same cache is removed.
+    expect(existsSync(join(dir, 'pglite-0.0.0-schema1-000000000000'))).toBe(false);
     expect(await buildTemplate(dir)).toBe(path); // already there: not rebuilt
-    expect(await hasMarker(join(root, 'from-built'), dir)).toBe(false);
+    const dataDir = join(root, 'from-built');
+    expect(await query<{ version: number }>(dataDir, dir, 'select version from schema_version')).toEqual({
+      version: LATEST_SCHEMA_VERSION,
+    });
+    expect(await query<{ n: string }>(dataDir, dir, 'select count(*) as n from accounts')).toEqual({ n: '0' });
   }, 90_000);
 });
