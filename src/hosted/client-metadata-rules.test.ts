@@ -170,6 +170,7 @@ describe('the metadata document', () => {
       [{ ...good, token_endpoint_auth_method: 'private_key_jwt' }, /public clients/],
       [{ ...good, redirect_uris: [] }, /redirect_uris/],
       [{ ...good, redirect_uris: ['http://evil.example/cb'] }, /https, or http on a loopback/],
+      [{ ...good, redirect_uris: ['http://127.0.0.1:3000/cb#'] }, /fragment/],
       [{ ...good, grant_types: ['implicit'] }, /grant type/],
     ];
     for (const [doc, why] of cases) {

@@ -21,6 +21,8 @@ describe('redirect URIs', () => {
       'http://example.com/cb',
       'http://127.0.0.2.nip.io/cb',
       'https://a.example/cb#x',
+      'https://a.example/cb#',
+      'http://127.0.0.1:53123/cb#',
       'https://u:p@a.example/',
       'javascript:alert(1)',
       'cb',

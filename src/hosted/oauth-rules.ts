@@ -20,13 +20,15 @@ export function redirectUriProblem(uri: unknown): string | undefined {
   // The URL parser drops tabs and newlines; the stored URI is matched exactly, so refuse them.
   // eslint-disable-next-line no-control-regex -- control characters are what is refused
   if (/[\u0000-\u0020\u007f]/.test(uri)) return 'must not contain spaces or control characters';
+  // RFC 6749 §3.1.2: no fragment component, an empty one ("…/cb#") included, which the URL
+  // parser reports as `hash === ''`; a '#' can only ever start the fragment.
+  if (uri.includes('#')) return 'must not have a fragment';
   let u: URL;
   try {
     u = new URL(uri);
   } catch {
     return 'must be an absolute URL';
   }
-  if (u.hash) return 'must not have a fragment';
   if (u.username || u.password) return 'must not carry credentials';
   if (u.protocol === 'https:') return undefined;
   if (u.protocol === 'http:' && LOOPBACK_HOSTS.has(u.hostname)) return undefined;
