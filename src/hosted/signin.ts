@@ -35,6 +35,11 @@ export const SIGNIN_LIMIT_PER_ADDRESS_DAY = 40;
 export const SIGNIN_LIMIT_PER_EMAIL = 5;
 export const SIGNIN_EMAIL_WINDOW_MS = 3600_000;
 export const SIGNIN_LIMIT_PER_EMAIL_ALL = 30;
+/**
+ * A browser keeps the bindings of the newest links it asked for, this many: asking again because
+ * the first mail is slow must not cost the first link its `next`.
+ */
+export const SIGNIN_BROWSER_BINDINGS = 5;
 
 export function registerSigninRoutes(app: HostedRoutes, ctx: GatewayContext, mailer: Mailer): void {
   app.get(
@@ -90,10 +95,10 @@ async function requestLink(r: HostedRequest, mailer: Mailer): Promise<void> {
   }
   const code = newSecret();
   // The link's next is honoured only in this browser (decision 0161): anyone can make the relay
-  // mail a person a genuine link, but not plant this cookie in that person's browser.
-  r.cookie(
-    setCookie(SIGNIN_BROWSER_COOKIE, browserBinding(code), { secure: r.secure, maxAgeS: SIGNIN_CODE_TTL_MS / 1000 }),
-  );
+  // mail a person a genuine link, but not plant this cookie in that person's browser. The
+  // bindings of the links this browser asked for before are kept beside it.
+  const bindings = withBinding(bindingsOf(r.cookies[SIGNIN_BROWSER_COOKIE]), browserBinding(code));
+  r.cookie(signinBrowserCookie(r, bindings));
   await r.ctx.store.hosted.createSigninCode({
     codeHash: hashSecret('signin', code),
     email,
@@ -132,6 +137,34 @@ async function withinSigninBudget(r: HostedRequest, email: string): Promise<bool
 
 /** A cookie value tied to one sign-in code, useless without it (it is a hash of it). */
 const browserBinding = (code: string) => hashSecret('signin-browser', code);
+
+const BINDING_SEPARATOR = '.';
+const WELL_FORMED_BINDING = /^[0-9a-f]{64}$/;
+
+/** The bindings a `pb_signin` cookie holds: the well-formed ones, at most the newest few. */
+export function bindingsOf(cookie: string | undefined): string[] {
+  if (!cookie) return [];
+  return cookie
+    .split(BINDING_SEPARATOR)
+    .filter((b) => WELL_FORMED_BINDING.test(b))
+    .slice(-SIGNIN_BROWSER_BINDINGS);
+}
+
+/** The bindings once this browser asked for one more link: it is the newest, the oldest past the bound go. */
+export function withBinding(bindings: readonly string[], added: string): string[] {
+  return [...bindings.filter((b) => b !== added), added].slice(-SIGNIN_BROWSER_BINDINGS);
+}
+
+/** Whether the bindings hold this one (each compared in constant time, all of them compared). */
+export function holdsBinding(bindings: readonly string[], wanted: string): boolean {
+  return bindings.reduce((found, b) => sameString(b, wanted) || found, false);
+}
+
+/** The `pb_signin` cookie holding these bindings; none left: the cookie is removed. */
+function signinBrowserCookie(r: HostedRequest, bindings: readonly string[]): string {
+  const maxAgeS = bindings.length ? SIGNIN_CODE_TTL_MS / 1000 : 0;
+  return setCookie(SIGNIN_BROWSER_COOKIE, bindings.join(BINDING_SEPARATOR), { secure: r.secure, maxAgeS });
+}
 
 function sameString(a: string, b: string): boolean {
   const x = Buffer.from(a);
@@ -220,9 +253,12 @@ async function consumeLink(r: HostedRequest): Promise<void> {
     expiresAt: new Date(Date.now() + SESSION_TTL_MS),
   });
   r.cookie(setCookie(SESSION_COOKIE, token, { secure: r.secure, maxAgeS: SESSION_TTL_MS / 1000 }));
-  const asked = r.cookies[SIGNIN_BROWSER_COOKIE];
-  const sameBrowser = !!asked && sameString(asked, browserBinding(code));
-  if (sameBrowser) r.cookie(setCookie(SIGNIN_BROWSER_COOKIE, '', { secure: r.secure, maxAgeS: 0 }));
+  // Any link this browser asked for (and only those) goes on to its next; its binding is spent.
+  const bindings = bindingsOf(r.cookies[SIGNIN_BROWSER_COOKIE]);
+  const binding = browserBinding(code);
+  const sameBrowser = holdsBinding(bindings, binding);
+  const unspent = bindings.filter((b) => b !== binding);
+  if (sameBrowser) r.cookie(signinBrowserCookie(r, unspent));
   r.redirect(sameBrowser ? safeNext(used.nextPath) : '/account');
 }
 
