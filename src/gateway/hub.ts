@@ -180,7 +180,9 @@ export class Hub {
 
   /**
    * Counts a client stream against its key on this node; beyond `max` the key's oldest stream
-   * is ended (its client may resume it). Returns the remover, for when the stream closes.
+   * is ended through its `end` (a GET's client may resume it; a listen stream's end writes the
+   * listen request's result first: StatelessEndpoint.listen). Returns the remover, for when the
+   * stream closes.
    */
   admitStream(tokenId: string, max: number, stream: { end(): void }): () => void {
     let set = this.keyStreams.get(tokenId);

@@ -9,7 +9,7 @@ import type { Credential } from './auth.ts';
 import type { Listener } from './hub.ts';
 import type { GatewayContext } from './context.ts';
 import { classifyClientMessage, errorResponse, resultResponse, type JsonRpcRequest } from '../protocol/jsonrpc.ts';
-import { INVALID_REQUEST, METHOD_NOT_FOUND, type JsonRpcErrorObject } from '../protocol/errors.ts';
+import { INVALID_REQUEST, METHOD_NOT_FOUND, relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
 import { paramHeaders, provisionalTimeoutMs } from './tool-header-check.ts';
 import { insufficientScopeChallenge } from '../protocol/scopes.ts';
 import {
@@ -18,7 +18,9 @@ import {
   discoverResult,
   finishStatelessResultFrame,
   honouredFilter,
+  listenNotAcceptable,
   parseSubscriptionFilter,
+  subscriptionClosedResult,
   subscriptionNotification,
   validateStatelessRequest,
   withoutLegacyTask,
@@ -119,7 +121,7 @@ export class StatelessEndpoint {
       ex.send(200, JSON_HEADERS, out);
       return this.observed(ex, msg.method, started, ex.aborted ? 'aborted' : 'ok', bytesIn, Buffer.byteLength(out));
     }
-    if (msg.method === 'subscriptions/listen') return this.listen(ex, cred, msg);
+    if (msg.method === 'subscriptions/listen') return this.listen(ex, h, cred, msg);
 
     // The tasks extension (docs/decisions/0183-tasks-extension.md): its methods need the phone to
     // offer it and the client to declare it; a tools/call loses the member this revision removed.
@@ -211,13 +213,38 @@ export class StatelessEndpoint {
     logMcpRequest(this.ctx.log, method, seconds, bytesIn, bytesOut, ex);
   }
 
-  /** subscriptions/listen: an SSE stream of the change notifications the client opted in to. */
-  private async listen(ex: Exchange, cred: Credential, msg: JsonRpcRequest): Promise<void> {
+  /**
+   * subscriptions/listen: an SSE stream of the change notifications the client opted in to.
+   *
+   * The acknowledgment is its first message (spec basic/patterns/subscriptions): the stream is
+   * registered with the hub before the node hears the device's channel, so what the phone sends
+   * from then on is held (filtered and tagged) until the acknowledgment is written, then written
+   * after it in order. The status line goes out with the acknowledgment, once the node hears the
+   * channel: as a GET's 200 (get-streams.ts), it does not show the stream open before whatever
+   * the phone sends reaches it. A stream the relay ends itself (drain, the key's stream budget,
+   * revocation, removal) gets the listen request's result last: a graceful end, not a drop.
+   */
+  private async listen(ex: Exchange, h: Record<string, string>, cred: Credential, msg: JsonRpcRequest): Promise<void> {
+    // Only ever a stream: a client that lists only JSON gets the refusal GET /mcp gets (0215).
+    const notAcceptable = listenNotAcceptable(h.accept);
+    if (notAcceptable) return ex.send(406, JSON_HEADERS, errorResponse(msg.id, notAcceptable));
     const parsed = parseSubscriptionFilter(msg.params);
     if (!parsed.ok) return ex.send(400, JSON_HEADERS, errorResponse(msg.id, parsed.error));
     const deviceId = cred.token.deviceId;
-    const honoured = honouredFilter(parsed.filter, (await cachedInitialize(this.ctx, deviceId)).capabilities);
-    const stream = new SseStream(ex, {});
+    const init = await cachedInitialize(this.ctx, deviceId);
+    const honoured = honouredFilter(parsed.filter, init.capabilities);
+    if (ex.aborted) return;
+    let stream: SseStream | undefined;
+    /** Notifications that came before the acknowledgment was written; undefined once it was. */
+    let held: string[] | undefined = [];
+    /** The relay ended the stream before it opened: it opens, acknowledges and ends at once. */
+    let endedEarly = false;
+    const close = () => {
+      if (!stream) return void (endedEarly = true);
+      if (stream.closed) return;
+      stream.send(stringifyJson(subscriptionClosedResult(msg.id, init.serverInfo)));
+      stream.end();
+    };
     const listener: Listener = {
       sessionId: `listen:${String(msg.id)}`,
       tokenId: cred.token.id,
@@ -230,19 +257,38 @@ export class StatelessEndpoint {
           return;
         }
         const out = subscriptionNotification(n, msg.id, honoured);
-        if (out) stream.send(stringifyJson(out));
+        if (!out) return;
+        if (held) held.push(stringifyJson(out));
+        else stream?.send(stringifyJson(out));
       },
-      end: () => stream.end(),
+      end: close,
     };
-    const remove = await this.ctx.hub.listen(deviceId, listener).catch(() => undefined);
-    if (!remove) return stream.end();
+    let remove: () => void;
+    try {
+      remove = await this.ctx.hub.listen(deviceId, listener);
+    } catch {
+      // The bus does not answer: nothing could reach the stream (as a GET's 503, get-streams.ts).
+      return ex.send(
+        503,
+        { ...JSON_HEADERS, 'Retry-After': '1' },
+        errorResponse(msg.id, relayError('relay_unavailable')),
+      );
+    }
+    if (ex.aborted) return remove();
+    // Revoked while this request was on its way (authenticated from the cache just before):
+    // the answer a call gets (InFlightCalls.forward).
     if (this.ctx.hub.isRevoked({ tokenId: cred.token.id, deviceId, accountId: cred.account.id })) {
       remove();
-      return stream.end();
+      return ex.send(200, JSON_HEADERS, errorResponse(msg.id, relayError('cancelled', 'the credential was revoked')));
     }
-    stream.onClose(remove);
-    stream.onClose(this.ctx.hub.admitStream(cred.token.id, this.ctx.config.budgets.maxStreamsPerKey, stream));
-    stream.send(stringifyJson(acknowledgeSubscription(msg.id, honoured)));
+    const sse = (stream = new SseStream(ex, {}, undefined, false));
+    sse.onClose(remove);
+    sse.onClose(this.ctx.hub.admitStream(cred.token.id, this.ctx.config.budgets.maxStreamsPerKey, { end: close }));
+    sse.send(stringifyJson(acknowledgeSubscription(msg.id, honoured)));
+    const early = held;
+    held = undefined;
+    for (const line of early) sse.send(line);
+    if (endedEarly) close();
   }
 }
 

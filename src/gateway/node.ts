@@ -253,6 +253,11 @@ export async function startGateway(opts: {
     disconnectStreams(); // those opened meanwhile (keep-alive connections)
   }
 
+  /**
+   * GET streams disconnect (buffering on for their resumption); the rest end. A
+   * subscriptions/listen stream's end is graceful: the listen request's result, then the close
+   * (StatelessEndpoint.listen, docs/PROTOCOL.md "Revision 2026-07-28").
+   */
   function disconnectStreams(): void {
     for (const l of hub.allStreams()) {
       if (l.disconnect) l.disconnect();

@@ -11,6 +11,7 @@ import {
   finishStatelessResult,
   finishStatelessResultFrame,
   honouredFilter,
+  listenNotAcceptable,
   parseSubscriptionFilter,
   shouldForwardLog,
   STATELESS_METHODS,
@@ -432,6 +433,27 @@ describe('subscriptions/listen', () => {
       id: 'listen-1',
       result: { resultType: 'complete', _meta: { 'io.modelcontextprotocol/subscriptionId': 'listen-1' } },
     });
+    expect(subscriptionClosedResult(3, { name: 'p', version: '1' })).toEqual({
+      jsonrpc: '2.0',
+      id: 3,
+      result: {
+        resultType: 'complete',
+        _meta: {
+          'io.modelcontextprotocol/subscriptionId': 3,
+          'io.modelcontextprotocol/serverInfo': { name: 'p', version: '1' },
+        },
+      },
+    });
+  });
+  it('is served only to a client that lists text/event-stream in Accept (406 otherwise)', () => {
+    expect(listenNotAcceptable('application/json, text/event-stream')).toBeUndefined();
+    expect(listenNotAcceptable('text/event-stream')).toBeUndefined();
+    for (const accept of [undefined, '', 'application/json', 'application/json, application/*;q=0.5', '*/*']) {
+      expect(listenNotAcceptable(accept)).toMatchObject({
+        code: -32600,
+        message: expect.stringMatching(/^Not Acceptable/),
+      });
+    }
   });
 });
 

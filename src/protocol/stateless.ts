@@ -13,12 +13,13 @@
  * - discoverResult(cachedInit)            server/discover from the phone's initialize result
  * - finishStatelessResult(method, result) / finishStatelessResultFrame(method, frame)
  *                                         the fields a 2026-07-28 result must carry
- * - parseSubscriptionFilter, acknowledgeSubscription, subscriptionNotification,
- *   subscriptionClosedResult              subscriptions/listen
+ * - listenNotAcceptable, parseSubscriptionFilter, acknowledgeSubscription,
+ *   subscriptionNotification, subscriptionClosedResult
+ *                                         subscriptions/listen
  * - shouldForwardLog(meta, notification)  notifications/message only when asked for
  */
 import { OPEN_OBJ, scanObject, skipWs, type Span } from './json-bytes.ts';
-import { INVALID_PARAMS, METHOD_NOT_FOUND, type JsonRpcErrorObject } from './errors.ts';
+import { INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, type JsonRpcErrorObject } from './errors.ts';
 import type { JsonRpcId } from './jsonrpc.ts';
 import { SESSION_REVISIONS, STATELESS_REVISIONS } from './revisions.ts';
 import { parseJson, stringifyJson } from './exact-json.ts';
@@ -157,8 +158,10 @@ export type Era = 'stateless' | 'session';
  *    (-32602 / -32020 / -32022) it can recognise instead of a legacy 400.
  * 6. Otherwise session (no header is taken as 2025-03-26, as the spec allows).
  *
- * For GET and DELETE pass `body` undefined: only rules 4–6 apply, and a stateless GET or
- * DELETE is answered 405 by the endpoint.
+ * With `body` undefined only rules 4–6 apply. The endpoint classifies GET and DELETE with
+ * getOrDeleteEra (./revisions.ts) instead: rules 4–6, except that a version that is no session
+ * revision never reaches a session (2026-07-28 is 405 with Mcp-Session-Id too, another version
+ * with it 400).
  */
 export function classifyEra(headers: Headers, body: unknown): Era {
   if (Array.isArray(body)) return 'session';
@@ -560,6 +563,21 @@ function objectMembers(s: Buffer, i: number): { members: Map<string, Span>; end:
 // ---------------------------------------------------------------------------------------
 // subscriptions/listen (basic/patterns/subscriptions)
 
+/**
+ * subscriptions/listen is answered only as an SSE stream, so a client whose Accept does not list
+ * `text/event-stream` (JSON answers only, or no Accept: docs/decisions/0215-post-media-types.md)
+ * cannot be served it: 406 with this error, as GET /mcp's stream is refused (docs/PROTOCOL.md).
+ * The same test as every other stream answer of the relay: the Accept lists the type.
+ */
+export function listenNotAcceptable(accept: string | undefined): JsonRpcErrorObject | undefined {
+  if (accept?.includes('text/event-stream')) return undefined;
+  return {
+    code: INVALID_REQUEST,
+    message:
+      'Not Acceptable: subscriptions/listen is answered only as an SSE stream; Accept must list text/event-stream',
+  };
+}
+
 export interface SubscriptionFilter {
   toolsListChanged?: boolean;
   promptsListChanged?: boolean;
@@ -667,7 +685,12 @@ export function subscriptionNotification(
   };
 }
 
-/** The graceful end of a listen stream (e.g. on drain): the response to the listen request. */
+/**
+ * The graceful end of a listen stream the relay ends itself (a drain, the key over its stream
+ * budget, a revocation): the response to the listen request, written last before the stream
+ * closes (spec basic/patterns/subscriptions "Graceful Closure"). Never a
+ * `notifications/cancelled` on Streamable HTTP (docs/PROTOCOL.md "Revision 2026-07-28").
+ */
 export function subscriptionClosedResult(subscriptionId: JsonRpcId, serverInfo?: unknown): Record<string, unknown> {
   const meta: Record<string, unknown> = { [META_SUBSCRIPTION_ID]: subscriptionId };
   if (serverInfo !== undefined) meta[META_SERVER_INFO] = serverInfo;

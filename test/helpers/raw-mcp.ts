@@ -93,18 +93,24 @@ export async function post(
   return { status: r.status, json, text };
 }
 
-/** 2026-07-28 subscriptions/listen: an SSE stream of list_changed notifications. */
-export function listenStream(mcpUrl: string, token: string): Promise<OpenStream> {
-  const meta = {
-    'io.modelcontextprotocol/protocolVersion': STATELESS_REVISION,
-    'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '1' },
-    'io.modelcontextprotocol/clientCapabilities': {},
-  };
-  return openStream(mcpUrl, {
+/** The `_meta` every 2026-07-28 request carries. */
+export const STATELESS_META = {
+  'io.modelcontextprotocol/protocolVersion': STATELESS_REVISION,
+  'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '1' },
+  'io.modelcontextprotocol/clientCapabilities': {},
+};
+
+/** The headers and body of a 2026-07-28 subscriptions/listen (id `sub`) for `notifications`. */
+export function listenRequest(
+  token: string,
+  notifications: Record<string, unknown> = { toolsListChanged: true },
+  accept = 'application/json, text/event-stream',
+): { method: 'POST'; headers: Record<string, string>; body: string } {
+  return {
     method: 'POST',
     headers: {
       'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
+      ...(accept ? { accept } : {}),
       'x-api-key': token,
       'mcp-protocol-version': STATELESS_REVISION,
       'mcp-method': 'subscriptions/listen',
@@ -113,9 +119,14 @@ export function listenStream(mcpUrl: string, token: string): Promise<OpenStream>
       jsonrpc: '2.0',
       id: 'sub',
       method: 'subscriptions/listen',
-      params: { notifications: { toolsListChanged: true }, _meta: meta },
+      params: { notifications, _meta: STATELESS_META },
     }),
-  });
+  };
+}
+
+/** 2026-07-28 subscriptions/listen: an SSE stream of list_changed notifications. */
+export function listenStream(mcpUrl: string, token: string): Promise<OpenStream> {
+  return openStream(mcpUrl, listenRequest(token));
 }
 
 /** One SSE event of a GET stream as readGetStream collects it. */
