@@ -189,10 +189,10 @@ export function busContract(drivers: Array<[string, MakeBus]>): void {
         lastSeenAt: now,
         ...(client ? { client } : {}),
       });
-      await bus.sessions.create(at(old, { name: 'idle-agent', version: '0.1' }), 10_000);
+      await bus.sessions.create({ ...at(old, { name: 'idle-agent', version: '0.1' }), credential: 'grant-1' }, 10_000);
       await bus.sessions.create(at(busy, { name: 'busy-agent' }), 10_000);
       await bus.sessions.create(at(gone, { name: 'short' }), 100);
-      // A record written before sessions carried a client still reads.
+      // A record written before sessions carried a client (or a credential) still reads.
       await bus.sessions.create(at(legacy), 10_000);
       await bus.sessions.create(session(uid(), other, uid()), 10_000);
       await sleep(250); // `gone` expires
@@ -203,6 +203,8 @@ export function busContract(drivers: Array<[string, MakeBus]>): void {
       const byId = new Map(listed.map((s) => [s.id, s]));
       expect(byId.get(old)!.client).toEqual({ name: 'idle-agent', version: '0.1' });
       expect(byId.get(legacy)!.client).toBeUndefined();
+      expect(byId.get(old)!.credential).toBe('grant-1');
+      expect(byId.get(legacy)!.credential).toBeUndefined();
       expect(byId.get(old)!.lastSeenAt).toBe(now);
       expect(byId.get(busy)!.lastSeenAt).toBeGreaterThanOrEqual(now + 200);
       expect(await bus.sessions.listForDevice(d, 1)).toHaveLength(1);

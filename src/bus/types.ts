@@ -5,7 +5,15 @@ import type { SessionRevision } from '../protocol/revisions.ts';
 
 export interface SessionRecord {
   id: string;
+  /** The access token (or API key) that opened the session: the session is bound to it. */
   tokenId: string;
+  /**
+   * The credential behind the token, as the phone knows the caller (`callerCredential`,
+   * src/protocol/caller.ts): an OAuth grant's id, stable across refreshes, or the API key's id.
+   * Absent in records written before it existed: read those as `tokenId`
+   * (docs/decisions/0169-active-clients.md).
+   */
+  credential?: string;
   deviceId: string;
   accountId: string;
   revision: SessionRevision;

@@ -15,6 +15,7 @@ import { errorResponse, resultResponse, type JsonRpcRequest } from '../protocol/
 import { INVALID_REQUEST } from '../protocol/errors.ts';
 import { negotiateRevision } from '../protocol/revisions.ts';
 import { clientInfoOf } from '../protocol/client-info.ts';
+import { callerCredential } from '../protocol/caller.ts';
 import { metrics, rateLimited } from '../metrics.ts';
 import { tracingOn } from '../observability/tracing.ts';
 import { answeredSpan } from '../observability/relay-spans.ts';
@@ -70,6 +71,7 @@ export class SessionOpener {
     const session: SessionRecord = {
       id: randomBytes(18).toString('base64url'),
       tokenId: cred.token.id,
+      credential: callerCredential(cred.token),
       deviceId,
       accountId: cred.account.id,
       revision,

@@ -35,6 +35,29 @@ describe('active clients', () => {
       { name: 'inspector', version: '2.12', sessions: 1, lastSeenAt: now - w },
     ]);
   });
+  it('groups by credential: an OAuth client that refreshed its token (same grant) is one client', () => {
+    const now = 1_000_000;
+    const w = 600_000;
+    const oauth = (id: string, tokenId: string, credential: string | undefined, at: number) => ({
+      ...s(id, tokenId, at, { name: 'claude-code', version: '2.0.1' }),
+      ...(credential ? { credential } : {}),
+    });
+    const got = activeClients(
+      [
+        oauth('1', 'access-1', 'grant-a', now - 60_000), // before the refresh
+        oauth('2', 'access-2', 'grant-a', now - 10), // after it: a new token, the same grant
+        oauth('3', 'access-3', 'grant-b', now - 20), // another connection of the same app
+        oauth('4', 'access-4', undefined, now - 30), // written by a node without `credential`: its token
+      ],
+      now,
+      w,
+    );
+    expect(got.map((c) => [c.sessions, c.lastSeenAt])).toEqual([
+      [2, now - 10],
+      [1, now - 20],
+      [1, now - 30],
+    ]);
+  });
   it('states the window in words', () => {
     expect(windowText(600_000)).toBe('10 min');
     expect(windowText(4_000)).toBe('4 s');

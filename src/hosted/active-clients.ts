@@ -1,6 +1,7 @@
 // Which MCP clients a phone has now, for the dashboard: sessions used within a window, grouped
 // into clients (one credential, one client name and version: mcp-remote opens two sessions per
-// run, which are one client). Pure; the dashboard reads the sessions from the bus
+// run, which are one client; an OAuth client's credential is its grant, so its sessions before
+// and after a refresh are one client too, docs/decisions/0162-a-caller-is-its-grant.md). Pure; the dashboard reads the sessions from the bus
 // (docs/decisions/0169-active-clients.md).
 import type { SessionRecord } from '../bus/types.ts';
 
@@ -19,7 +20,9 @@ export function activeClients(sessions: readonly SessionRecord[], now: number, w
     if (s.lastSeenAt < now - windowMs) continue;
     const name = s.client?.name ?? 'unnamed client';
     const version = s.client?.version;
-    const key = JSON.stringify([s.tokenId, name, version ?? null]);
+    // The credential is the grant for an OAuth client, which a refresh does not change; a record
+    // from a node that did not write it yet (a rolling upgrade) falls back to its token.
+    const key = JSON.stringify([s.credential ?? s.tokenId, name, version ?? null]);
     const g = groups.get(key);
     if (g) {
       g.sessions++;
