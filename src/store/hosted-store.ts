@@ -1,7 +1,7 @@
 // HostedStore on Kysely + pg (src/store/hosted-types.ts): hosted mode's sign-in codes, web sessions,
 // OAuth clients, authorization codes, grants and refresh tokens. Built by the core store
 // (kysely-store.ts) over its Kysely instance, as the fleet store is.
-import type { Kysely, Transaction } from 'kysely';
+import { sql, type Kysely, type Transaction } from 'kysely';
 import type { DB } from './schema.ts';
 import { atKeyCap, deviceOfAccountKeyShared, lockAccountCaps, toToken } from './credentials.ts';
 import { journal } from './journal.ts';
@@ -214,12 +214,14 @@ export class KyselyHostedStore implements HostedStore {
       .selectAll('oauth_grants')
       .select('oauth_clients.name as client_name')
       .select('oauth_clients.redirect_uris as redirect_uris')
+      // The grant's own record of its last mint, which outlives the token (the purge deletes it
+      // an hour later); the newest token still there covers grants last minted before migration
+      // 009 or by a node of the release before it, which does not write the column.
       .select((eb) =>
-        eb
+        sql<Date | null>`greatest(${eb.ref('oauth_grants.last_token_at')}, ${eb
           .selectFrom('tokens')
           .select((t) => t.fn.max('tokens.created_at').as('m'))
-          .whereRef('tokens.grant_id', '=', 'oauth_grants.id')
-          .as('last_used_at'),
+          .whereRef('tokens.grant_id', '=', 'oauth_grants.id')})`.as('last_used_at'),
       )
       .where('oauth_grants.account_id', '=', accountId)
       .orderBy('oauth_grants.created_at')
@@ -243,7 +245,6 @@ export class KyselyHostedStore implements HostedStore {
   }
 }
 
-/** A new access token and refresh token for a grant, inside the caller's transaction. */
 /**
  * Part of Store.purgeExpired, in its transaction: expired or used sign-in and authorization
  * codes, expired web sessions and refresh tokens. Returns how many rows went.
@@ -265,6 +266,10 @@ export async function purgeHostedExpired(trx: Transaction<DB>, now: Date): Promi
   return Number(rows.reduce((n, r) => n + r.numDeletedRows, 0n));
 }
 
+/**
+ * A new access token and refresh token for a grant, inside the caller's transaction; the grant
+ * records the token's mint time (its "last token" on the dashboard, kept after the token is purged).
+ */
 async function mintPair(
   trx: Transaction<DB>,
   grantId: string,
@@ -287,6 +292,7 @@ async function mintPair(
     })
     .returningAll()
     .executeTakeFirstOrThrow();
+  await trx.updateTable('oauth_grants').set({ last_token_at: row.created_at }).where('id', '=', grantId).execute();
   await trx
     .insertInto('oauth_refresh_tokens')
     .values({ token_hash: pair.refresh.hash, grant_id: grantId, expires_at: pair.refresh.expiresAt })

@@ -107,6 +107,8 @@ export interface OAuthGrantsTable {
   device_id: string;
   scopes: ColumnType<string[], string[], string[]>;
   created_at: ColumnType<Date, Date | undefined, never>;
+  /** When it last minted an access token (migration 009; null on grants minted only before it). */
+  last_token_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
 }
 
 export interface OAuthCodesTable {

@@ -8,6 +8,7 @@ import { createStore, LATEST_SCHEMA_VERSION, migrate, openStore, type MigrateRes
 import { MIGRATIONS, type Migration } from './migrations/index.ts';
 import { migration006 } from './migrations/006_removed_devices.ts';
 import { migration008 } from './migrations/008_device_enrollment_unique.ts';
+import { migration009 } from './migrations/009_grant_last_token.ts';
 import { uid, type TestBackend } from './test-support.ts';
 import {
   LOCAL_ACCOUNT_ID,
@@ -209,9 +210,11 @@ export function storeSuite(backend: TestBackend): void {
       it('migrations 006 and 007 bring a database at version 5 to removed_devices and enrollment_id, its devices kept', async () => {
         const acct = await account();
         const dev = await pairedDevice(acct.id);
-        // The schema as version 5 left it: no removed_devices, no devices.enrollment_id (nor its index).
+        // The schema as version 5 left it: no removed_devices, no devices.enrollment_id (nor its
+        // indexes), no oauth_grants.last_token_at (009).
         await raw.query('drop table removed_devices');
         await raw.query('alter table devices drop column enrollment_id');
+        await raw.query('alter table oauth_grants drop column last_token_at');
         await migrateFromBefore(migration006);
         expect((await raw.query('select version, min_release from schema_version')).rows).toEqual([
           { version: LATEST_SCHEMA_VERSION, min_release: MIGRATIONS[MIGRATIONS.length - 1].release },
@@ -232,6 +235,7 @@ export function storeSuite(backend: TestBackend): void {
         const enrollmentId = uid('enr');
         // The schema as version 7 left it, holding twins two racing pairings could make there.
         await raw.query('drop index devices_enrollment_key_unique');
+        await raw.query('alter table oauth_grants drop column last_token_at');
         await raw.query(`update devices set enrollment_id = $1, public_key = 'TWIN', created_at = $2 where id = $3`, [
           enrollmentId,
           new Date(Date.now() - 60_000),
@@ -257,6 +261,44 @@ export function storeSuite(backend: TestBackend): void {
             newer.id,
           ]),
         ).rejects.toThrow(/devices_enrollment_key_unique/);
+      });
+
+      it('migration 009 gives a grant the mint time of its newest token; one without tokens left reads none', async () => {
+        const acct = await account();
+        const dev = await pairedDevice(acct.id);
+        const client = await store.hosted.registerOAuthClient({
+          id: uid('cli'),
+          name: 'Old client',
+          redirectUris: ['http://127.0.0.1:9/cb'],
+        });
+        const grant = async (grantId: string) => {
+          const now = Date.now();
+          await store.hosted.issueOAuthGrant({
+            grantId,
+            accountId: acct.id,
+            clientId: client.id,
+            deviceId: dev.id,
+            scopes: ['devices:read'],
+            access: { id: uid('oat'), hash: sha256Hex(uid('a')), expiresAt: new Date(now + 60 * MIN) },
+            refresh: { hash: sha256Hex(uid('r')), expiresAt: new Date(now + 30 * 24 * 60 * MIN) },
+          });
+        };
+        const [kept, purged] = [uid('grant'), uid('grant')];
+        await grant(kept);
+        await grant(purged);
+        const minted = new Date(Date.now() - 5 * MIN);
+        await raw.query('update tokens set created_at = $2 where grant_id = $1', [kept, minted]);
+        await raw.query('delete from tokens where grant_id = $1', [purged]);
+        // The schema as version 8 left it: no oauth_grants.last_token_at.
+        await raw.query('alter table oauth_grants drop column last_token_at');
+        await migrateFromBefore(migration009);
+        const last = new Map((await store.hosted.listOAuthGrants(acct.id)).map((g) => [g.id, g.lastUsedAt]));
+        expect(last).toEqual(
+          new Map<string, Date | null>([
+            [kept, minted],
+            [purged, null],
+          ]),
+        );
       });
     });
 
@@ -1052,6 +1094,47 @@ export function storeSuite(backend: TestBackend): void {
             { type: 'token_revoked', tokenId: second.access.id },
           ]),
         );
+      });
+
+      it('a grant keeps when it last minted a token once the token is purged; a refresh moves it', async () => {
+        // docs/HOSTED.md (5. Token): the dashboard lists "when its last token was minted".
+        const { acct, dev, client } = await setup();
+        const first = pair();
+        const grantId = uid('grant');
+        await store.hosted.issueOAuthGrant({
+          grantId,
+          accountId: acct.id,
+          clientId: client.id,
+          deviceId: dev.id,
+          scopes: ['devices:read'],
+          ...first,
+        });
+        const minted = (await raw.query('select created_at from tokens where id = $1', [first.access.id])).rows[0]
+          .created_at as Date;
+        const lastToken = async () =>
+          (await store.hosted.listOAuthGrants(acct.id)).find((g) => g.id === grantId)?.lastUsedAt;
+        expect(await lastToken()).toEqual(minted);
+        // The access token expired an hour later and the node's purge deleted it; the grant stays.
+        await store.purgeExpired(new Date(first.access.expiresAt.getTime() + MIN));
+        expect(await store.findTokenByHash(first.access.hash, new Date())).toBeUndefined();
+        expect(await lastToken()).toEqual(minted);
+
+        const second = pair();
+        const rotated = await store.hosted.refreshOAuthGrant({
+          refreshHash: first.refresh.hash,
+          clientId: client.id,
+          now: new Date(),
+          ...second,
+        });
+        expect(rotated.ok).toBe(true);
+        const refreshed = (await raw.query('select created_at from tokens where id = $1', [second.access.id])).rows[0]
+          .created_at as Date;
+        expect(await lastToken()).toEqual(refreshed);
+        // A node of the release before migration 009 mints without writing the column: its newer
+        // token still shows.
+        const later = new Date(refreshed.getTime() + MIN);
+        await raw.query('update tokens set created_at = $2 where id = $1', [second.access.id, later]);
+        expect(await lastToken()).toEqual(later);
       });
 
       it('a refresh may narrow the access token’s scopes, never widen them; a refused one rotates nothing', async () => {

@@ -13,6 +13,7 @@ import { migration005 } from './005_fleet_key_devices.ts';
 import { migration006 } from './006_removed_devices.ts';
 import { migration007 } from './007_device_enrollment.ts';
 import { migration008 } from './008_device_enrollment_unique.ts';
+import { migration009 } from './009_grant_last_token.ts';
 import type { Migration } from './types.ts';
 
 export type { Migration } from './types.ts';
@@ -26,6 +27,7 @@ export const MIGRATIONS: readonly Migration[] = [
   migration006,
   migration007,
   migration008,
+  migration009,
 ];
 export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1].version;
 
