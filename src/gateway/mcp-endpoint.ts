@@ -23,8 +23,14 @@ import { EventStream, newStreamId } from './session-streams.ts';
 import { BusUnavailableError } from '../bus/index.ts';
 import { presentedToken } from './auth.ts';
 import { classify, classifyClientMessage, errorResponse, parseBody } from '../protocol/jsonrpc.ts';
-import { INVALID_REQUEST, relayError } from '../protocol/errors.ts';
-import { allowsBatch, isSessionRevision, SESSION_REVISIONS, STATELESS_REVISIONS } from '../protocol/revisions.ts';
+import { INVALID_REQUEST, relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
+import {
+  allowsBatch,
+  getOrDeleteEra,
+  isSessionRevision,
+  isStatelessRevision,
+  SESSION_REVISIONS,
+} from '../protocol/revisions.ts';
 import { requestTimeoutMs } from '../protocol/timeouts.ts';
 import { callerContextJson, withCallerContext } from '../protocol/caller.ts';
 import { MAX_FRAME_BYTES, notificationFrameBytes } from './device-connection.ts';
@@ -276,13 +282,16 @@ class McpEndpoint implements FastPostHost, AnswerHost {
       return ex.send(
         400,
         JSON_HEADERS,
-        errorResponse(null, {
-          code: INVALID_REQUEST,
+        errorResponse(
+          null,
           // A served stateless revision reaches here only with a session-era body (classifyEra).
-          message: (STATELESS_REVISIONS as readonly string[]).includes(versionHeader)
-            ? `Bad Request: MCP-Protocol-Version ${versionHeader} has no sessions, batches or initialize: send each request on its own, without Mcp-Session-Id, its revision in params._meta (session revisions: ${SESSION_REVISIONS.join(', ')})`
-            : `Bad Request: unsupported MCP-Protocol-Version ${versionHeader}; supported: ${SESSION_REVISIONS.join(', ')}`,
-        }),
+          isStatelessRevision(versionHeader)
+            ? {
+                code: INVALID_REQUEST,
+                message: `Bad Request: MCP-Protocol-Version ${versionHeader} has no sessions, batches or initialize: send each request on its own, without Mcp-Session-Id, its revision in params._meta (session revisions: ${SESSION_REVISIONS.join(', ')})`,
+              }
+            : unsupportedVersion(versionHeader),
+        ),
       );
     }
 
@@ -412,7 +421,11 @@ class McpEndpoint implements FastPostHost, AnswerHost {
     const begun = this.begin(res, req, source);
     if (!begun) return;
     const { ex, h } = begun;
-    if (classifyEra(h, undefined) === 'stateless') return this.statelessMethodNotAllowed(ex);
+    // Before authentication, as the media-type refusals of a POST: the headers alone decide.
+    const era = getOrDeleteEra(h['mcp-session-id'], h['mcp-protocol-version']);
+    if (era === 'stateless') return this.statelessMethodNotAllowed(ex);
+    if (era === 'unsupported-version')
+      return ex.send(400, JSON_HEADERS, errorResponse(null, unsupportedVersion(h['mcp-protocol-version'])));
     if (check && !check(ex, h)) return;
     void (async () => {
       const cred = await this.clientAuth.authenticate(ex, h, this.bound.get(h));
@@ -474,6 +487,14 @@ class McpEndpoint implements FastPostHost, AnswerHost {
     observeMcpRequest(method, outcome, seconds, 'session', tracingOn && ex ? exemplarTraceId(ex) : undefined);
     logMcpRequest(this.ctx.log, method, seconds, bytesIn, bytesOut, ex);
   }
+}
+
+/** The 400 of a session-era request whose MCP-Protocol-Version names no revision the relay speaks. */
+function unsupportedVersion(version: string): JsonRpcErrorObject {
+  return {
+    code: INVALID_REQUEST,
+    message: `Bad Request: unsupported MCP-Protocol-Version ${version}; supported: ${SESSION_REVISIONS.join(', ')}`,
+  };
 }
 
 /** The 413 of a body over 256 KiB (Exchange.readBody sends it, then closes after a bounded lingering read). */

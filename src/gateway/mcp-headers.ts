@@ -49,9 +49,14 @@ class CollectedHeaders {
 
 // One pass over the request's headers (req.forEach) instead of a native call per name; the
 // visitor is shared, its target set just before the pass. Like req.getHeader, a name's first
-// value counts and an empty one is no header.
+// value counts and an empty one is no header — except for the headers 2026-07-28 checks
+// against the body (MCP-Protocol-Version, Mcp-Method, Mcp-Name, Mcp-Param-*): a name sent on
+// several lines is one field whose value is every line's, joined by ", " in order (RFC 9110
+// §5.3), so a repeated line matches the body only if the whole field does, whichever line an
+// intermediary read (docs/PROTOCOL.md, "Revision 2026-07-28 (stateless)").
 let collecting: CollectedHeaders & Record<string, string | undefined>;
 let collectChain: boolean;
+const joined = (prev: string | undefined, v: string): string => (prev === undefined ? v : `${prev}, ${v}`);
 const collectHeader = (k: string, v: string): void => {
   const h = collecting;
   switch (k) {
@@ -68,14 +73,20 @@ const collectHeader = (k: string, v: string): void => {
       if (h['mcp-session-id'] === undefined && v !== '') h['mcp-session-id'] = v;
       return;
     case 'mcp-protocol-version':
-      if (h['mcp-protocol-version'] === undefined && v !== '') h['mcp-protocol-version'] = v;
+      h['mcp-protocol-version'] = joined(h['mcp-protocol-version'], v);
+      return;
+    case 'mcp-method':
+      h['mcp-method'] = joined(h['mcp-method'], v);
+      return;
+    case 'mcp-name':
+      h['mcp-name'] = joined(h['mcp-name'], v);
       return;
   }
   if (MCP_HEADER_SET.has(k)) {
     if (h[k] === undefined && v !== '') h[k] = v;
     if (collectChain && k === 'x-forwarded-for')
       h[FORWARDED_CHAIN] = h[FORWARDED_CHAIN] === undefined ? v : `${h[FORWARDED_CHAIN]},${v}`;
-  } else if (startsWith.call(k, PARAM_PREFIX)) h[k] = v;
+  } else if (startsWith.call(k, PARAM_PREFIX)) h[k] = joined(h[k], v);
 };
 
 export function collectHeaders(req: Req, trustProxy: boolean): McpHeaders {
@@ -83,6 +94,11 @@ export function collectHeaders(req: Req, trustProxy: boolean): McpHeaders {
   collecting = h;
   collectChain = trustProxy;
   req.forEach(collectHeader);
+  // A single empty line of a joined header is no header, as for the others (an empty
+  // Mcp-Param-* stays: it mirrors an empty string).
+  if (h['mcp-protocol-version'] === '') h['mcp-protocol-version'] = undefined;
+  if (h['mcp-method'] === '') h['mcp-method'] = undefined;
+  if (h['mcp-name'] === '') h['mcp-name'] = undefined;
   // Fields of names the request did not carry hold undefined: read as absent, like a missing key.
   return h as McpHeaders;
 }
