@@ -164,6 +164,19 @@ export class HostedRequest {
   }
 }
 
+/**
+ * What an OAuth endpoint answers when its handler failed, which in practice is the store or the bus
+ * not answering (a database failover, a restart): its JSON error shape (RFC 6749 §5.2), not a page.
+ * §5.2 names no code for the server's own trouble; `temporarily_unavailable` is RFC 6749's code for
+ * exactly this (§4.1.2.1), with 503 and Retry-After as /mcp answers a store outage
+ * (storeUnavailable, src/gateway/pairing.ts). No token or client was issued.
+ */
+const UNAVAILABLE_OAUTH_ERROR = {
+  error: 'temporarily_unavailable',
+  error_description: 'the relay cannot complete this request right now; try again shortly',
+};
+const UNAVAILABLE_HEADERS = { 'Retry-After': '5' };
+
 /** A page handler; a synchronous throw is handled like a rejection (see handle). */
 export type HostedHandler = (r: HostedRequest) => void | Promise<void>;
 
@@ -175,7 +188,8 @@ export function handle(
     body?: boolean;
     /**
      * An OAuth endpoint: bad input and a body over the limit are answered as JSON in the OAuth
-     * error shape with this error code (and these headers).
+     * error shape with this error code (and these headers); a failure as 503
+     * temporarily_unavailable (UNAVAILABLE_OAUTH_ERROR), with these headers too.
      */
     oauth?: { error: string; headers: Headers };
     /** Request headers the handler reads besides the pages' (PAGE_HEADERS). */
@@ -209,6 +223,7 @@ export function handle(
       }
       if (err instanceof BodyTooLarge) return r.page(413, 'Too large', '<p class="error">The form was too large.</p>');
       ctx.log.error({ err: String(err) }, 'hosted request failed');
+      if (oauth) return r.jsonResponse(503, UNAVAILABLE_OAUTH_ERROR, { ...oauth.headers, ...UNAVAILABLE_HEADERS });
       r.page(
         500,
         'Something went wrong',
