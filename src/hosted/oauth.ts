@@ -2,7 +2,7 @@
 // discovery (RFC 9728, RFC 8414), dynamic registration (RFC 7591), the consent page and the token
 // endpoint. The rules are in oauth-rules.ts; tokens are ordinary device tokens (docs/decisions/0070-hosted-accounts-and-oauth.md).
 import type { GatewayContext } from '../gateway/context.ts';
-import type { OAuthClient } from '../store/hosted-types.ts';
+import type { OAuthClient, RefreshResult } from '../store/hosted-types.ts';
 import { SCOPES, type Account, type Scope } from '../store/types.ts';
 import { newApiToken, newId, sha256Hex } from '../crypto/secrets.ts';
 import { BadInput, handle, type HostedRequest, type HostedRoutes } from './request.ts';
@@ -414,6 +414,28 @@ const TOKEN_PARAMS = [
 const DESCRIBABLE = /^[\x20\x21\x23-\x5b\x5d-\x7e]{1,60}$/;
 const described = (value: string, otherwise: string) => (DESCRIBABLE.test(value) ? value : otherwise);
 
+/** A token request the endpoint refuses whatever its code or refresh token: the §5.2 error. */
+interface Refusal {
+  error: 'invalid_target' | 'invalid_scope';
+  description: string;
+}
+
+/** RFC 8707: a `resource`, when given, must be this relay's /mcp. */
+function foreignResource(resource: string | undefined, mcpResource: string): Refusal | undefined {
+  if (resource === undefined || resource === mcpResource) return undefined;
+  return { error: 'invalid_target', description: `resource must be ${mcpResource}` };
+}
+
+/** A refresh's `scope` naming a scope this relay does not have. */
+function unknownScope(asked: readonly string[]): Refusal | undefined {
+  const unknown = asked.find((s) => !(SCOPES as readonly string[]).includes(s));
+  if (unknown === undefined) return undefined;
+  return {
+    error: 'invalid_scope',
+    description: `unknown scope ${described(unknown, '(unprintable)')}; scopes are ${SCOPES.join(' ')}`,
+  };
+}
+
 /** The scheme of an Authorization header (RFC 9110 token), to answer with its challenge. */
 function authScheme(header: string | undefined): string | undefined {
   if (!header) return undefined;
@@ -424,8 +446,9 @@ function authScheme(header: string | undefined): string | undefined {
  * The token endpoint (RFC 6749 §4.1.3, §6; OAuth 2.1). Errors follow §5.2: the code the RFC names
  * for each fault, 400 — 401 with a challenge only for a client that tried the Authorization
  * header —, a specific error_description, never cached. A malformed request (a missing or
- * repeated parameter, a scope beyond the grant) changes nothing; a presented code is consumed
- * before it is checked, so a wrong one burns it.
+ * repeated parameter, a scope beyond the grant) changes nothing, but for a rotated refresh token
+ * in it, which revokes its grant whatever else is wrong; a presented code is consumed before it is
+ * checked, so a wrong one burns it.
  */
 async function token(r: HostedRequest): Promise<void> {
   const fail = (status: number, error: string, description: string, headers: Record<string, string> = {}) =>
@@ -469,9 +492,7 @@ async function token(r: HostedRequest): Promise<void> {
       'unsupported_grant_type',
       `grant_type ${described(grantType, 'given')} is not supported; use authorization_code or refresh_token`,
     );
-  const resource = param('resource');
-  if (resource !== undefined && resource !== `${r.ctx.config.publicUrl}/mcp`)
-    return fail(400, 'invalid_target', `resource must be ${r.ctx.config.publicUrl}/mcp`);
+  const targetRefusal = foreignResource(param('resource'), `${r.ctx.config.publicUrl}/mcp`);
   const now = new Date();
   const pair = () => {
     const access = newApiToken();
@@ -499,6 +520,7 @@ async function token(r: HostedRequest): Promise<void> {
     );
 
   if (grantType === 'authorization_code') {
+    if (targetRefusal) return fail(400, targetRefusal.error, targetRefusal.description);
     const code = param('code');
     if (!code) return fail(400, 'invalid_request', 'code is required');
     const redirectUri = param('redirect_uri');
@@ -551,24 +573,26 @@ async function token(r: HostedRequest): Promise<void> {
   // refresh_token, the one grant type left
   const presented = param('refresh_token');
   if (!presented) return fail(400, 'invalid_request', 'refresh_token is required');
-  if (presented.length > 200) return fail(400, 'invalid_grant', 'the refresh token is unknown, expired or revoked');
   // RFC 6749 §6: a scope may narrow what the grant gave, never widen it; none means all of it.
   const asked = (param('scope') ?? '').split(' ').filter(Boolean);
-  const unknownScopes = asked.filter((s) => !(SCOPES as readonly string[]).includes(s));
-  if (unknownScopes.length)
-    return fail(
-      400,
-      'invalid_scope',
-      `unknown scope ${described(unknownScopes[0], '(unprintable)')}; scopes are ${SCOPES.join(' ')}`,
-    );
+  // A request refused for its resource or an unknown scope still goes to the store first: a
+  // rotated refresh token revokes its grant whatever else is wrong (OAuth 2.1 §4.3.1, RFC 9700
+  // §4.14.2); a live one rotates nothing.
+  const refusal = targetRefusal ?? unknownScope(asked);
   const p = pair();
-  const result = await r.ctx.store.hosted.refreshOAuthGrant({
-    refreshHash: hashSecret('refresh', presented),
-    clientId: client.id,
-    now,
-    scopes: asked.length ? SCOPES.filter((s) => asked.includes(s)) : undefined,
-    ...p.stored,
-  });
+  const result: RefreshResult =
+    presented.length > 200
+      ? { ok: false, error: 'invalid' }
+      : await r.ctx.store.hosted.refreshOAuthGrant({
+          refreshHash: hashSecret('refresh', presented),
+          clientId: client.id,
+          now,
+          scopes: asked.length ? SCOPES.filter((s) => asked.includes(s)) : undefined,
+          refused: refusal !== undefined,
+          ...p.stored,
+        });
+  const reused = !result.ok && result.error === 'reused';
+  if (refusal && !reused) return fail(400, refusal.error, refusal.description);
   if (!result.ok && result.error === 'scope')
     return fail(
       400,

@@ -167,7 +167,7 @@ export class KyselyHostedStore implements HostedStore {
   }
 
   async refreshOAuthGrant(
-    input: { refreshHash: string; clientId: string; now: Date; scopes?: Scope[] } & OAuthTokenPair,
+    input: { refreshHash: string; clientId: string; now: Date; scopes?: Scope[]; refused?: boolean } & OAuthTokenPair,
   ): Promise<RefreshResult> {
     return this.db.transaction().execute(async (trx): Promise<RefreshResult> => {
       // FOR UPDATE: two concurrent uses of one refresh token cannot both rotate it.
@@ -192,6 +192,7 @@ export class KyselyHostedStore implements HostedStore {
         await deleteGrant(trx, rt.grant_id);
         return { ok: false, error: 'reused' };
       }
+      if (input.refused) return { ok: false, error: 'refused' };
       if (rt.expires_at.getTime() <= input.now.getTime()) return { ok: false, error: 'invalid' };
       const granted = rt.scopes as Scope[];
       // Checked before the rotation: a refused request leaves the refresh token usable.

@@ -49,7 +49,9 @@ export type RefreshResult =
   /** invalid: unknown, expired or another client's; reused: a rotated token came back, the grant is gone. */
   | { ok: false; error: 'invalid' | 'reused' }
   /** The asked scopes are not all the grant's: nothing rotated. */
-  | { ok: false; error: 'scope'; granted: Scope[] };
+  | { ok: false; error: 'scope'; granted: Scope[] }
+  /** Asked with `refused` and the token was not a rotated one: nothing done. */
+  | { ok: false; error: 'refused' };
 
 export interface HostedStore {
   // --- Sign-in and web sessions ------------------------------------------------------------
@@ -85,10 +87,11 @@ export interface HostedStore {
    * Rotates a refresh token: the presented one is marked used, a new pair is minted with the
    * grant's scopes, or with `scopes` when asked (RFC 6749 §6: only a narrowing; the grant and the
    * next refresh keep the whole). A used (rotated) one revokes the whole grant, its access
-   * tokens included.
+   * tokens included, whatever else the request is: `refused` (the token endpoint refuses the
+   * request anyway, e.g. for its resource) does only that, and rotates nothing.
    */
   refreshOAuthGrant(
-    input: { refreshHash: string; clientId: string; now: Date; scopes?: Scope[] } & OAuthTokenPair,
+    input: { refreshHash: string; clientId: string; now: Date; scopes?: Scope[]; refused?: boolean } & OAuthTokenPair,
   ): Promise<RefreshResult>;
   listOAuthGrants(accountId: string): Promise<OAuthGrant[]>;
   /** Deletes the grant, its refresh tokens and access tokens (journalled as token_revoked each). */

@@ -1169,6 +1169,27 @@ export function storeSuite(backend: TestBackend): void {
         });
       });
 
+      it('refused: a rotated refresh token still revokes the grant; a live one rotates nothing', async () => {
+        const { acct, dev, client } = await setup();
+        const first = pair();
+        await store.hosted.issueOAuthGrant({
+          grantId: uid('grant'),
+          accountId: acct.id,
+          clientId: client.id,
+          deviceId: dev.id,
+          scopes: ['devices:read'],
+          ...first,
+        });
+        const refresh = (refreshHash: string, refused?: boolean, next = pair()) =>
+          store.hosted.refreshOAuthGrant({ refreshHash, clientId: client.id, now: new Date(), refused, ...next });
+        expect(await refresh(first.refresh.hash, true)).toEqual({ ok: false, error: 'refused' });
+        const second = pair();
+        expect(await refresh(first.refresh.hash, false, second)).toMatchObject({ ok: true });
+        expect(await refresh(first.refresh.hash, true)).toEqual({ ok: false, error: 'reused' });
+        expect(await store.hosted.listOAuthGrants(acct.id)).toEqual([]);
+        expect(await store.findTokenByHash(second.access.hash, new Date())).toBeUndefined();
+      });
+
       it('an expired refresh token is refused; revokeOAuthGrant and removing the phone end the grant', async () => {
         const { acct, dev, client } = await setup();
         const p = pair();
