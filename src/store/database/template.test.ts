@@ -56,12 +56,12 @@ describe('embedded data dir template', () => {
     expect(await hasMarker(dir, join(root, 'no-template-here'))).toBe(true);
   }, 60_000);
 
-  it('without a template, or with a damaged one, a new data dir runs initdb', async () => {
+  // Without a template a new data dir runs initdb too: buildTemplate below starts that way.
+  it('with a damaged template, a new data dir runs initdb', async () => {
     const broken = join(root, 'broken');
     mkdirSync(templatePath(broken), { recursive: true });
     writeFileSync(join(templatePath(broken), 'PG_VERSION'), 'not a cluster\n');
     expect(await hasMarker(join(root, 'from-broken'), broken)).toBe(false);
-    expect(await hasMarker(join(root, 'from-none'), join(root, 'none'))).toBe(false);
   }, 90_000);
 
   it('buildTemplate builds it once, named for this PGlite and these migrations, migrated and with no account', async () => {
