@@ -2,7 +2,7 @@
 // initialized one never does, and a damaged one falls back to initdb. The built one is the
 // schema this build migrates to, with no account in it.
 import { PGlite } from '@electric-sql/pglite';
-import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import pg from 'pg';
@@ -15,11 +15,15 @@ import { templatePath } from './template.ts';
 const root = mkdtempSync(join(tmpdir(), 'pb-tpl-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
-/** A template whose cluster carries a marker table, so a test can tell it was used. */
+/**
+ * A template whose cluster carries a marker table, so a test can tell it was used: a copy of the
+ * prepared one (test/global-setup.ts builds it), which saves an initdb.
+ */
 const marked = join(root, 'marked');
 beforeAll(async () => {
   mkdirSync(marked);
   const scratch = join(root, 'scratch');
+  cpSync(templatePath(), scratch, { recursive: true });
   const db = await PGlite.create({ dataDir: scratch });
   await db.exec('create table from_template (x int)');
   await db.close();
