@@ -41,8 +41,10 @@ const USAGE = `phonebridge — relay MCP clients to phones
                     [--upstream-cmd "CMD" | --upstream-url URL] [--scope-map FILE]   (with --backend bridge)
   phonebridge demo     (what npm start runs: relay + one simulated phone + a key)
 
-pair, keys, devices, enroll and accounts take --data-dir / --database-url like serve (or PHONEBRIDGE_DATA_DIR /
-PHONEBRIDGE_DATABASE_URL); demo takes every serve flag; device run opens no database (its phone lives in --state).
+Every command takes --data-dir / --database-url like serve (or PHONEBRIDGE_DATA_DIR / PHONEBRIDGE_DATABASE_URL):
+pair, keys, devices, enroll and accounts work on that database; demo takes every serve flag; device run opens
+no database and ignores them (its phone lives in --state), but refuses a --database-url that is no postgres:// URL
+as they do.
 A command that takes an ID or ACCOUNT takes one (a second is refused). Numbers are decimal integers.
 \`phonebridge serve --help\` lists every serve flag.`;
 

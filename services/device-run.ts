@@ -5,6 +5,8 @@ import { runDevice, loadIdentity, type McpServerLike } from '../src/device/agent
 import { SimPhone } from '../src/device/sim/model.ts';
 import { createPhoneServer } from '../src/device/tools/index.ts';
 import { UsageError } from './usage-error.ts';
+import { ConfigError } from '../src/config.ts';
+import { DatabaseUrlError, postgresSource } from '../src/store/database/postgres.ts';
 
 export function simServerFactory(stateDir: string, seed = 1): () => McpServerLike {
   const phone = new SimPhone({ seed });
@@ -29,8 +31,13 @@ export async function deviceCommand(argv: string[]): Promise<void> {
       'upstream-cmd': { type: 'string' },
       'upstream-url': { type: 'string' },
       'scope-map': { type: 'string' },
+      // Every command takes serve's store flags (README, "Running it for real"); the phone opens
+      // no database and ignores them, but refuses a --database-url every other command refuses.
+      'data-dir': { type: 'string' },
+      'database-url': { type: 'string' },
     },
   });
+  checkStoreFlags(values['database-url']);
   if (!values.state) throw new UsageError('device run needs --state DIR (where the phone keeps its keys)');
   const bridgeFlags = (['upstream-cmd', 'upstream-url', 'scope-map'] as const).filter((f) => values[f] !== undefined);
   let createServer: () => McpServerLike;
@@ -64,4 +71,21 @@ export async function deviceCommand(argv: string[]): Promise<void> {
   });
   console.error(`phonebridge device: stopped (${stop.reason}): ${stop.message}`);
   process.exit(stop.reason === 'stopped' ? 0 : 3);
+}
+
+/**
+ * --database-url as the commands that open the database first read it (src/store/database/postgres.ts):
+ * a value that is no postgres:// URL stops them with one line naming the flag (exit 2,
+ * services/database-start-error.ts), and stops `device run` with the same line. Nothing is
+ * opened; --data-dir has no such check before a database is made in it.
+ */
+function checkStoreFlags(databaseUrl: string | undefined): void {
+  // Empty is unset, as for the other commands (src/store/database/index.ts).
+  if (!databaseUrl) return;
+  try {
+    postgresSource(databaseUrl);
+  } catch (err) {
+    if (err instanceof DatabaseUrlError) throw new ConfigError(err.message);
+    throw err;
+  }
 }
