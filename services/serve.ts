@@ -1,7 +1,7 @@
 // `phonebridge serve`: one gateway node. SIGTERM drains (readiness fails at once, in-flight
 // requests finish up to --drain-ms, phones are told to reconnect), then exits 0.
 import { accessSync, constants, mkdirSync, statSync } from 'node:fs';
-import { apiRequestsPerMinute, ConfigError, type RelayConfig } from '../src/config.ts';
+import { ConfigError, type RelayConfig } from '../src/config.ts';
 import { checkTlsFiles } from './tls-files.ts';
 import { createLogger, type Logger } from '../src/log.ts';
 import { openStore, type OpenStore } from '../src/store/index.ts';
@@ -28,8 +28,6 @@ export async function startRelay(
 ): Promise<RunningRelay> {
   checkDataDir(config.dataDir);
   if (config.tlsCert && config.tlsKey) checkTlsFiles(config.tlsCert, config.tlsKey);
-  // An environment-only setting: read (or refused) before anything opens.
-  const apiPerMinute = apiRequestsPerMinute();
   // The bus first: a topology that is wrong or not there stops the start with one line (exit 2),
   // what was tried and what answered (RedisBus.connect words it), before the store opens.
   let bus: Bus;
@@ -57,7 +55,7 @@ export async function startRelay(
       features: [
         // Hosted mode's modules (mail, OAuth, pages) are loaded only for a node that serves it.
         ...(config.hosted ? [(await import('../src/hosted/index.ts')).hostedFeature(features.hosted)] : []),
-        fleetFeature({ apiRequestsPerMinute: apiPerMinute }),
+        fleetFeature({ apiRequestsPerMinute: config.apiRequestsPerMinute }),
       ],
     });
   } catch (err) {

@@ -57,6 +57,8 @@ export interface RelayConfig {
   mailFrom: string;
   /** Budgets per credential and per node (docs/decisions/0040-credential-budgets.md). */
   budgets: Budgets;
+  /** /api/v1 requests per fleet key per minute across the cluster; undefined: the feature's default (src/fleet). */
+  apiRequestsPerMinute?: number;
 }
 
 /** What one credential (API key) may hold, and what a node holds for everyone together. */
@@ -121,6 +123,7 @@ const FLAGS = {
   'replay-node-bytes': { type: 'string' },
   'replay-key-bytes': { type: 'string' },
   'max-orphans': { type: 'string' },
+  'api-requests-per-minute': { type: 'string' },
 } as const;
 
 export type FlagName = keyof typeof FLAGS;
@@ -200,16 +203,20 @@ function smtpUrlValue(raw: string | undefined): string | undefined {
 }
 
 /**
- * PHONEBRIDGE_API_REQUESTS_PER_MINUTE (environment only): /api/v1 requests per fleet key per
- * minute across the cluster (src/fleet). Absent → the feature's default; otherwise a positive
- * decimal integer, else the start stops (exit 2).
+ * --api-requests-per-minute, or its twin PHONEBRIDGE_API_REQUESTS_PER_MINUTE: /api/v1 requests
+ * per fleet key per minute across the cluster (src/fleet). Absent or empty → the feature's
+ * default; otherwise a positive decimal integer, else the start stops (exit 2) naming where the
+ * value came from. The flag wins over the environment, as every serve flag does.
  */
-export function apiRequestsPerMinute(env: NodeJS.ProcessEnv = process.env): number | undefined {
-  const raw = env.PHONEBRIDGE_API_REQUESTS_PER_MINUTE;
+export function apiRequestsPerMinute(env: NodeJS.ProcessEnv = process.env, flag?: string): number | undefined {
+  const fromFlag = flag !== undefined;
+  const raw = flag ?? env.PHONEBRIDGE_API_REQUESTS_PER_MINUTE;
   if (raw === undefined || raw === '') return undefined;
   const n = decimalInteger(raw);
   if (n === undefined || n < 1)
-    throw new ConfigError(`PHONEBRIDGE_API_REQUESTS_PER_MINUTE must be a positive decimal integer, got "${raw}"`);
+    throw new ConfigError(
+      `${fromFlag ? '--api-requests-per-minute' : 'PHONEBRIDGE_API_REQUESTS_PER_MINUTE'} must be a positive decimal integer, got "${raw}"`,
+    );
   return n;
 }
 
@@ -324,6 +331,7 @@ export function parseRelayConfig(argv: string[], env: NodeJS.ProcessEnv = proces
     smtpUrl: smtpUrlValue(str('smtp-url')),
     mailFrom: str('mail-from') ?? `phonebridge <no-reply@${parsed.hostname}>`,
     budgets: parseBudgets(str, maxInFlight),
+    apiRequestsPerMinute: apiRequestsPerMinute(env, values['api-requests-per-minute']),
   };
 }
 

@@ -405,15 +405,7 @@ describe('a locked account', () => {
 
 describe('the per-key rate limit', () => {
   it('answers 429 rate_limited past the budget, per key', async () => {
-    const before = process.env.PHONEBRIDGE_API_REQUESTS_PER_MINUTE;
-    process.env.PHONEBRIDGE_API_REQUESTS_PER_MINUTE = '5';
-    let limited: TestRelay | undefined;
-    try {
-      limited = await startTestRelay(['--database-url', db.url]);
-    } finally {
-      if (before === undefined) delete process.env.PHONEBRIDGE_API_REQUESTS_PER_MINUTE;
-      else process.env.PHONEBRIDGE_API_REQUESTS_PER_MINUTE = before;
-    }
+    const limited = await startTestRelay(['--database-url', db.url, '--api-requests-per-minute', '5']);
     try {
       const k = await createFleetKey(limited.relay.store.store, { accountId: 'local', scopes: [...SCOPES] });
       const other = await createFleetKey(limited.relay.store.store, { accountId: 'local', scopes: [...SCOPES] });
