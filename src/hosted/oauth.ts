@@ -7,6 +7,7 @@ import { SCOPES, type Account, type Scope } from '../store/types.ts';
 import { newApiToken, newId, sha256Hex } from '../crypto/secrets.ts';
 import { BadInput, handle, type HostedRequest, type HostedRoutes } from './request.ts';
 import { rateLimited } from '../metrics.ts';
+import { logValue } from '../log.ts';
 import {
   ACCESS_TOKEN_TTL_MS,
   AUTHORIZATION_CODE_TTL_MS,
@@ -236,7 +237,12 @@ async function metadataClient(
     async () => (await r.ctx.bus.hit(`cimd:${r.ip}`, FETCH_WINDOW_MS)) <= FETCH_LIMIT,
   );
   if (!got.ok) {
-    r.ctx.log.info({ clientId: url, reason: got.detail ?? got.reason }, 'client metadata document refused');
+    // Both hold what the client sent (its URL, or the document's values in a reason): cut as every
+    // client-supplied value is (src/log.ts logValue; docs/SECURITY.md).
+    r.ctx.log.info(
+      { clientId: logValue(url), reason: logValue(got.detail ?? got.reason) },
+      'client metadata document refused',
+    );
     return got;
   }
   const { clientId, clientName, redirectUris } = got.client;
@@ -537,7 +543,7 @@ async function token(r: HostedRequest): Promise<void> {
       // A code presented again: whatever it issued is revoked (OAuth 2.1 §4.1.3). The grant's id
       // is derived from the code, so only a holder of the code can reach it.
       if (code.length <= 100 && (await r.ctx.store.hosted.revokeOAuthGrant(grantIdOf(code)))) {
-        r.ctx.log.warn({ clientId: client.id }, 'authorization code replayed: its grant revoked');
+        r.ctx.log.warn({ clientId: logValue(client.id) }, 'authorization code replayed: its grant revoked');
         return fail(400, 'invalid_grant', 'the code was already used; what it issued is revoked');
       }
       return fail(400, 'invalid_grant', 'the code is unknown, expired or already used');
@@ -565,7 +571,7 @@ async function token(r: HostedRequest): Promise<void> {
           : 'the phone of this authorization was removed',
       );
     r.ctx.log.info(
-      { clientId: client.id, accountId: stored.accountId, deviceId: stored.deviceId },
+      { clientId: logValue(client.id), accountId: stored.accountId, deviceId: stored.deviceId },
       'oauth grant issued',
     );
     return answer(p.access, p.refresh, stored.scopes);
@@ -601,7 +607,7 @@ async function token(r: HostedRequest): Promise<void> {
     );
   if (!result.ok) {
     if (result.error === 'reused')
-      r.ctx.log.warn({ clientId: client.id }, 'rotated refresh token presented again: grant revoked');
+      r.ctx.log.warn({ clientId: logValue(client.id) }, 'rotated refresh token presented again: grant revoked');
     return fail(
       400,
       'invalid_grant',
