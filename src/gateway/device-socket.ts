@@ -152,7 +152,14 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
       const span = tracingOn ? deviceAuthSpan() : undefined;
       void authenticateDevice(ctx, h)
         .catch((err) => {
-          ctx.log.error({ err: String(err) }, 'device auth failed on the relay');
+          // Anyone can cause this line too (an upgrade for any id while the store is down): it is
+          // the rejection's one line, under the same throttle as the others below.
+          const dropped = rejectedLog.take();
+          if (dropped !== undefined)
+            ctx.log.error(
+              { deviceId: logValue(h['x-device-id']), err: String(err), ...(dropped ? { dropped } : {}) },
+              'device auth failed on the relay',
+            );
           return { ok: false as const, reason: 'relay error', relayFault: true };
         })
         .then((auth) => {
@@ -167,8 +174,9 @@ export function deviceSocketBehavior(ctx: GatewayContext): WebSocketBehavior<Dev
                 rejectCode: 'relayFault' in auth ? CLOSE.relayError : (auth.code ?? CLOSE.unauthorised),
               };
           if (span) data.trace = endDeviceAuth(span, auth.ok, auth.ok ? undefined : auth.reason);
-          if (!auth.ok) {
+          if (!auth.ok && !('relayFault' in auth)) {
             // Anyone can cause this line: values capped, lines throttled (the metric counts them all).
+            // A relay fault wrote its line above, under the same throttle.
             const dropped = rejectedLog.take();
             if (dropped !== undefined)
               ctx.log.info(
