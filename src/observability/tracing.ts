@@ -20,6 +20,7 @@ import {
 } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import type { SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace';
+import { RELAY_ERRORS, type RelayErrorName } from '../protocol/errors.ts';
 import { tracesEndpoint, type Env } from './tracing-endpoint.ts';
 import type { Tracing } from './tracing-pipeline.ts';
 
@@ -64,7 +65,9 @@ export function relayTracingState(): { on: boolean; exporter?: SpanExporter; pro
 
 // --- W3C trace context ---------------------------------------------------------------------------
 
-const w3c = new W3CTraceContextPropagator();
+// Built on first use, which is only ever with tracing on: off, no propagator exists (0110).
+let w3cPropagator: W3CTraceContextPropagator | undefined;
+const w3c = () => (w3cPropagator ??= new W3CTraceContextPropagator());
 type Carrier = Record<string, unknown>;
 const getter: TextMapGetter<Carrier> = {
   keys: (c) => Object.keys(c),
@@ -75,15 +78,20 @@ const setter: TextMapSetter<Carrier> = { set: (c, k, v) => void (c[k] = v) };
 /** The remote parent named by `traceparent` (and `tracestate`) in a carrier, if it is valid. */
 export function extractContext(carrier: Carrier | undefined): Context | undefined {
   if (!carrier || typeof carrier.traceparent !== 'string') return undefined;
-  const ctx = w3c.extract(ROOT_CONTEXT, carrier, getter);
+  const ctx = w3c().extract(ROOT_CONTEXT, carrier, getter);
   return trace.getSpanContext(ctx) ? ctx : undefined;
+}
+
+/** The W3C headers of a span: `traceparent`, and `tracestate` when its context has one. */
+function injected(span: Span): Carrier {
+  const c: Carrier = {};
+  w3c().inject(trace.setSpan(ROOT_CONTEXT, span), c, setter);
+  return c;
 }
 
 /** The `traceparent` of a span, to carry it to the next hop. */
 export function traceparentOf(span: Span): string {
-  const c: Carrier = {};
-  w3c.inject(trace.setSpan(ROOT_CONTEXT, span), c, setter);
-  return c.traceparent as string;
+  return injected(span).traceparent as string;
 }
 
 const metaOf = (params: Record<string, unknown> | undefined): Carrier | undefined => {
@@ -93,10 +101,17 @@ const metaOf = (params: Record<string, unknown> | undefined): Carrier | undefine
 
 /**
  * params with `_meta.traceparent` replaced by the span's (SEP-414): the phone continues the
- * relay's trace. The client's tracestate and baggage travel on untouched, as every other key.
+ * relay's trace. The client's `_meta.tracestate` and `baggage` travel on untouched, as every
+ * other key; without a `_meta.tracestate`, the span's own (the client's `tracestate` HTTP header,
+ * inherited with the `traceparent` header the SERVER span continued) goes with the traceparent
+ * (docs/decisions/0111-trace-context-on-the-bus-and-in-meta.md).
  */
 export function withTraceparent(params: Record<string, unknown> | undefined, span: Span): Record<string, unknown> {
-  return { ...params, _meta: { ...metaOf(params), traceparent: traceparentOf(span) } };
+  const meta = metaOf(params);
+  const { traceparent, tracestate } = injected(span);
+  const out: Carrier = { ...meta, traceparent };
+  if (typeof tracestate === 'string' && !(meta && 'tracestate' in meta)) out.tracestate = tracestate;
+  return { ...params, _meta: out };
 }
 
 // --- spans ---------------------------------------------------------------------------------------
@@ -140,19 +155,113 @@ export function markFailed(span: Span, type: string): void {
   span.setStatus({ code: SpanStatusCode.ERROR, message: type });
 }
 
-/** error.type: the relay's error name (`device_offline`…) when it has one, else the JSON-RPC code. */
+/**
+ * error.type: the relay's error name (`device_offline`…, src/protocol/errors.ts) when the error
+ * is one of the relay's, else the JSON-RPC code. `data.code` is read only as one of those
+ * names with its own code: an answer from the phone can put anything there (a tool echoing
+ * its argument), and no span holds an argument (docs/decisions/0110).
+ */
+export function errorType(error: ErrorLike): string {
+  const named = (error.data as { code?: unknown } | null | undefined)?.code;
+  return typeof named === 'string' &&
+    Object.hasOwn(RELAY_ERRORS, named) &&
+    RELAY_ERRORS[named as RelayErrorName].code === error.code
+    ? named
+    : String(error.code);
+}
+
+/** Ends a failed span: error.type and the status description are errorType's (a name or a code). */
 export function endWithError(span: Span, error: ErrorLike): void {
-  const named = (error.data as { code?: unknown } | undefined)?.code;
-  const type = typeof named === 'string' ? cut(named) : String(error.code);
+  const type = errorType(error);
   span.setAttribute('rpc.response.status_code', String(error.code));
   // The description is the error's name only: a message can echo what the client sent.
   markFailed(span, type);
   span.end();
 }
 
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const isSpace = (c: number | undefined) => c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+
+/** The index of the quote closing the JSON string opened at `open`, or -1 (not JSON). */
+function stringEnd(b: Buffer, open: number): number {
+  for (let q = open; ;) {
+    q = b.indexOf(QUOTE, q + 1);
+    if (q < 0) return -1;
+    let n = 0;
+    while (b[q - 1 - n] === BACKSLASH) n++;
+    if ((n & 1) === 0) return q;
+  }
+}
+
+const RESULT = Buffer.from('result');
+const IS_ERROR = Buffer.from('isError');
+const TRUE = Buffer.from('true');
+// The bytes resultIsError stops at: a quote, an opening or a closing bracket.
+const [STRING, OPENS, CLOSES] = [1, 2, 3];
+const STRUCTURE = new Uint8Array(256);
+STRUCTURE[QUOTE] = STRING;
+STRUCTURE[0x7b] = STRUCTURE[0x5b] = OPENS;
+STRUCTURE[0x7d] = STRUCTURE[0x5d] = CLOSES;
+
+/**
+ * Whether the JSON string between the quotes at `open` and `close` is spelled `name`. Bytes are
+ * compared: a key spelled with escapes (`"is\u0045rror"`, which no JSON serializer writes) is
+ * not read as `name`.
+ */
+const stringIs = (b: Buffer, open: number, close: number, name: Buffer) =>
+  close - open - 1 === name.length && b.compare(name, 0, name.length, open + 1, close) === 0;
+
+/**
+ * Whether a response frame's `result` has `"isError": true` as its own member, as
+ * `JSON.parse(frame).result?.isError === true` would say (the last of duplicate members wins),
+ * without parsing it: strings are skipped by Buffer.indexOf, nesting is counted, and only the
+ * keys of the top-level object and of `result` are read, so an `isError` in content text or in
+ * a nested object is not taken. A frame that never spells `isError` is one native scan.
+ */
+export function resultIsError(b: Buffer): boolean {
+  if (b.indexOf(IS_ERROR) < 0) return false;
+  let depth = 0;
+  let inResult = false; // depth 2 is the top-level `result` object
+  let isError = false;
+  const n = b.length;
+  for (let i = 0; i < n; i++) {
+    const k = STRUCTURE[b[i]];
+    if (k === 0) continue;
+    if (k === OPENS) depth++;
+    else if (k === CLOSES) {
+      if (--depth === 1) inResult = false;
+    } else {
+      const open = i;
+      const close = stringEnd(b, open);
+      if (close < 0) return false; // cut short: not JSON
+      i = close;
+      if (depth !== 1 && !(depth === 2 && inResult)) continue;
+      let j = close + 1;
+      while (isSpace(b[j])) j++;
+      if (b[j] !== 0x3a) continue; // a string value, not a key
+      j++;
+      while (isSpace(b[j])) j++;
+      if (depth === 1) {
+        if (!stringIs(b, open, close, RESULT)) continue;
+        isError = false; // a later `result` replaces an earlier one
+        if (b[j] === 0x7b) {
+          inResult = true;
+          depth = 2;
+          i = j;
+        }
+      } else if (stringIs(b, open, close, IS_ERROR)) {
+        isError = j + 4 <= n && b.compare(TRUE, 0, 4, j, j + 4) === 0;
+      }
+    }
+  }
+  return isError;
+}
+
 /**
  * Ends a span on a response frame: a JSON-RPC error or a tool result with isError marks it
- * failed. Only the members that say so are read (a frame over 64 KiB only at its head).
+ * failed. Only the members that say so are read: a frame up to 64 KiB is parsed; a larger one
+ * is read for a JSON-RPC error at its head and scanned for its result's isError (resultIsError).
  */
 export function endWithFrame(span: Span, frame: Buffer): void {
   if (!span.isRecording()) return span.end(); // sampled out: nothing to read the frame for
@@ -169,6 +278,7 @@ export function endWithFrame(span: Span, frame: Buffer): void {
   } else {
     const head = /"error"\s*:\s*\{\s*"code"\s*:\s*(-?\d+)/.exec(frame.toString('latin1', 0, 256));
     if (head) error = { code: Number(head[1]) };
+    else toolError = resultIsError(frame);
   }
   if (error) return endWithError(span, error);
   if (toolError) markFailed(span, 'tool_error');
