@@ -8,10 +8,16 @@
 // code, the slowest answer, when the node said so (phonebridge_<store>_up 0), time to recover,
 // and what was lost (phone sockets, sessions: a lost session shows as an HTTP 404), with a chart
 // of calls/s and failures/s over time. The short versions of these runs are test/faults/.
-import { requireLocal } from './lib/relay.ts';
+// --redis-url: the Redis behind the proxy, one redis:// (default PHONEBRIDGE_TEST_REDIS_URL or
+// redis://127.0.0.1:6379). Toxiproxy forwards one address, so other topologies are refused
+// (exit 64): a Sentinel or a Redis Cluster hands the nodes further addresses (the master, the
+// shards) that they would dial past the proxy, and rediss:// would check the server's
+// certificate against the proxy's address. --target is refused: the nodes are the scenario's.
+import { UsageError, type CommonOptions } from './lib/options.ts';
+import { oneRedisUrl } from './lib/relay.ts';
 import type { Scenario, ScenarioContext } from './lib/scenario.ts';
 import { lineChart } from './lib/svg.ts';
-import { runFault, startFaultCluster, timeline, type FaultSpec, type Via } from '../test/faults/fault-cluster.ts';
+import type { FaultSpec, Via } from '../test/faults/fault-cluster.ts';
 
 const FAULTS: FaultSpec[] = [
   {
@@ -27,7 +33,6 @@ const FAULTS: FaultSpec[] = [
 const REQUEST_TIMEOUT_MS = 30_000; // the relay's default deadline
 
 async function run(ctx: ScenarioContext): Promise<void> {
-  requireLocal(ctx.opts.target, 'faults', 'it puts Toxiproxy between the nodes it starts and their Redis and Postgres');
   const m = ctx.metrics;
   const calls = m.counter('calls');
   const failed = m.counter('failed');
@@ -39,6 +44,12 @@ async function run(ctx: ScenarioContext): Promise<void> {
   const slowest = m.gauge('slowest_answer_ms');
   let worst = 0;
   const faultMs = ctx.durationS * 1000;
+  // test/faults/fault-cluster.ts and the cluster harness it starts read the Redis they proxy
+  // and share from PHONEBRIDGE_TEST_REDIS_URL as they load: set it first, then load them.
+  const redisUrl = proxiedRedisUrl(ctx.opts);
+  process.env.PHONEBRIDGE_TEST_REDIS_URL = redisUrl;
+  ctx.figures.redis = redisUrl.replace(/\/\/[^@/]*@/, '//…@'); // no password in the report
+  const { runFault, startFaultCluster, timeline } = await import('../test/faults/fault-cluster.ts');
   ctx.beginLoad();
   for (const via of ['redis', 'postgres'] as Via[]) {
     ctx.setNote(`${via}: starting two nodes behind Toxiproxy`);
@@ -107,6 +118,16 @@ async function run(ctx: ScenarioContext): Promise<void> {
   }
 }
 
+/** The one Redis the nodes reach through Toxiproxy: a plain redis:// (see the header). */
+function proxiedRedisUrl(opts: CommonOptions): string {
+  const url = oneRedisUrl(opts);
+  if (!url.startsWith('redis://'))
+    throw new UsageError(
+      `faults puts Toxiproxy in front of one Redis address, so --redis-url must be redis://, not ${url.split(':')[0]}:// (a Sentinel or Cluster hands the nodes addresses past the proxy; rediss:// would check the certificate against the proxy's address)`,
+    );
+  return url;
+}
+
 const upName = (via: Via) => (via === 'redis' ? 'phonebridge_redis_up' : 'phonebridge_store_up');
 
 export const scenario: Scenario = {
@@ -121,4 +142,6 @@ export const scenario: Scenario = {
     'phone_sockets_lost:count==0',
   ],
   run,
+  refusesTarget: 'it puts Toxiproxy between the nodes it starts and their Redis and Postgres',
+  validate: (opts) => void proxiedRedisUrl(opts),
 };

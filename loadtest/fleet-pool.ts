@@ -10,7 +10,7 @@ import { request, Agent } from 'node:http';
 import { createPrivateKey, randomUUID, type KeyObject } from 'node:crypto';
 import { connectPhones, pool } from './lib/phones.ts';
 import { keepAliveAgents, loadSurface, loopbackAddresses } from './lib/light-phone.ts';
-import { startRelays } from './lib/relay.ts';
+import { oneRedisUrl, startRelays } from './lib/relay.ts';
 import type { Scenario, ScenarioContext } from './lib/scenario.ts';
 import { generateDeviceKey } from '../src/crypto/device-auth.ts';
 import { openStore } from '../src/store/index.ts';
@@ -83,7 +83,6 @@ function httpJson(
 }
 
 async function run(ctx: ScenarioContext): Promise<void> {
-  if (ctx.opts.target) throw new Error('fleet starts its own two nodes (it enrolls phones into their store)');
   const m = ctx.metrics;
   const phoneCount = Math.max(10, ctx.opts.phones ?? 5000);
   // Descriptors: this process holds every phone's socket plus the orchestrators' connections
@@ -95,7 +94,7 @@ async function run(ctx: ScenarioContext): Promise<void> {
       `${phoneCount} phones need ~${fds} open files in the load generator, over its limit of ${limit} (ulimit -n): fewer --phones or a higher limit`,
     );
   ctx.setNote('two nodes: setup');
-  const relays = await startRelays({ nodes: 2 });
+  const relays = await startRelays({ nodes: 2, redisUrl: oneRedisUrl(ctx.opts) });
   ctx.defer(() => relays.dispose());
   const dbFlag = relays.store.flags.indexOf('--database-url');
   if (dbFlag < 0) throw new Error('fleet needs Postgres (PHONEBRIDGE_TEST_DATABASE_URL)');
@@ -286,4 +285,6 @@ export const scenario: Scenario = {
   defaultDurationS: 60,
   thresholds: ['errors:rate>0.99', 'enroll_errors:count==0'],
   run,
+  refusesTarget: 'it starts its own two nodes and enrolls phones into their store from 127.0.0.x source addresses',
+  validate: (opts) => void oneRedisUrl(opts),
 };

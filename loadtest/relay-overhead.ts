@@ -1,4 +1,6 @@
-// `npm run loadtest -- relay-overhead [--out DIR] [--rounds N] [--round-ms MS] [--redis-url URL]… [--runs N]`: what the relay
+// `node --import tsx loadtest/relay-overhead.ts [--out DIR] [--rounds N] [--round-ms MS] [--redis-url URL]… [--runs N]`
+// (`npm run loadtest -- relay-overhead` runs it as a child with the common flags mapped onto
+// these and writes the runner's report.json, report.md and charts: loadtest/relay-overhead-scenario.ts): what the relay
 // costs per call, side by side in one run with alternating rounds (docs/BENCHMARKS.md, "Relay
 // overhead"; docs/decisions/0050-one-write-per-answer.md):
 //   relay     phonebridge (the same startRelay as `serve`, embedded store), a child process
@@ -273,6 +275,9 @@ async function main(): Promise<void> {
       'round-ms': { type: 'string', default: '3000' },
       conns: { type: 'string', default: '32' },
       'no-cluster': { type: 'boolean', default: false },
+      // No strace rounds (send syscalls and epoll waits per call): their checks are then not
+      // decided. strace attaching is the slowest part of a short run (the smoke test's).
+      'no-strace': { type: 'boolean', default: false },
       // The open-loop rate of the "same rate" rounds, fixed (calls/s), instead of half the
       // slowest target's closed-loop peak: for A/B runs, whose peaks differ run to run.
       'low-rate': { type: 'string' },
@@ -476,7 +481,8 @@ async function main(): Promise<void> {
 
     // Warm-up (JIT, caches), then each target's idle CPU (timers, the store's journal poll: a
     // cost per second, not per call), then closed-loop rounds, alternating targets.
-    for (const t of targets) await run(t, { tool: 'echo', ms: 1000, conns });
+    // (Rounds under 1 s, the tiny mode of a smoke test, warm up for one round's length.)
+    for (const t of targets) await run(t, { tool: 'echo', ms: Math.min(1000, roundMs), conns });
     const idleUsPerMs: Record<string, number> = {};
     // Redis idle too: heartbeats (one script per node per second), replicas' acks.
     const idleRedisPerMs: Record<string, number> = {};
@@ -565,7 +571,8 @@ async function main(): Promise<void> {
     // does (a session's refresh, the key cache's expiry, a new deadline list), and TurboFan's
     // one-off recompilation of them (docs/BENCHMARKS.md, "On-CPU profiles with `perf`") would
     // otherwise land in the first measured rounds.
-    for (const t of targets) await run(t, { tool: 'echo', ms: Math.max(1000, roundMs / 2), rate: lowRate });
+    const lowWarmMs = roundMs < 1000 ? roundMs : Math.max(1000, roundMs / 2);
+    for (const t of targets) await run(t, { tool: 'echo', ms: lowWarmMs, rate: lowRate });
     const openLow: Record<string, Array<Awaited<ReturnType<typeof run>>>> = {};
     for (let r = 0; r < rounds; r++)
       for (const t of targets) {
@@ -576,7 +583,7 @@ async function main(): Promise<void> {
     const epollWaits: Record<string, number> = {};
     const lowRateEpollWaits: Record<string, number> = {};
     const lowRateNetEpollWaits: Record<string, number> = {};
-    if (haveStrace)
+    if (haveStrace && !values['no-strace'])
       for (const t of targets) {
         const closedLoop = await countSyscalls(t.pids, () =>
           run(t, { tool: 'echo', ms: Math.max(500, roundMs / 2), conns }),

@@ -20,7 +20,7 @@ const SCENARIOS: Record<string, string> = {
   throughput: 'loadtest/throughput.ts',
   storm: 'loadtest/storm.ts',
   soak: 'loadtest/soak.ts',
-  'relay-overhead': 'loadtest/relay-overhead.ts',
+  'relay-overhead': 'loadtest/relay-overhead-scenario.ts',
   churn: 'loadtest/churn.ts',
   'id-restore': 'loadtest/id-restore.bench.ts',
   'cache-latency': 'loadtest/cache-latency.ts',
@@ -41,12 +41,22 @@ scenarios: ${Object.keys(SCENARIOS).join(', ')}
   --threshold 'EXPR'   k6-like, repeatable: METRIC:AGGREGATE OP NUMBER, e.g. 'call_duration:p(99)<250';
                        aggregates avg min max med count rate value p(N); a failed threshold exits 99
   --target URL         load a running relay or cluster front instead of starting one on 127.0.0.1
+                       (framing, throughput: set PHONEBRIDGE_DATABASE_URL to the target's store)
   --phones N           simulated phones (capacity, storm, …)
   --time-scale F       multiplies every protocol limit (timeouts, soak); 1 = the real limits
-  --redis-url URL      a Redis topology for the multi-node passes (throughput), repeatable: one
-                       pass each, Redis commands per call counted (redis://, redis+sentinel://,
-                       redis+cluster://); relay-overhead takes it too
-  --from REV           upgrade: the git revision rolled from (its nodes are replaced by this tree's)`;
+  --redis-url URL      the Redis the scenario's nodes share (redis://, rediss://, redis+sentinel://,
+                       redis+cluster://): throughput and relay-overhead take it repeatedly (one pass
+                       each, Redis commands per call counted); fleet and upgrade take one; faults one
+                       redis:// (Toxiproxy sits in front of it)
+  --from REV           upgrade: the git revision rolled from (its nodes are replaced by this tree's)
+
+--target is refused (exit 64, with the reason) by the scenarios that need relays they start
+themselves: storm, capacity, soak, timeouts, fleet, faults, upgrade, relay-overhead
+(docs/OPERATIONS.md, "Load tests and sizing").
+
+relay-overhead also takes its own flags: --rounds N, --round-ms MS (or --duration S: the
+length of each measured round), --conns N, --no-cluster, --no-strace, --low-rate N, --cpu-prof DIR,
+--runs N, --cpu-limit CORES, --limit-conns N (loadtest/relay-overhead-scenario.ts).`;
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
@@ -76,8 +86,12 @@ async function main(argv: string[]): Promise<number> {
     });
     return r.status ?? 1;
   }
-  const opts = parseOptions(argv);
   const mod = (await import(pathToFileURL(`${root}/${file}`).href)) as { scenario: Scenario };
+  const opts = parseOptions(argv, mod.scenario.options);
+  // What a scenario cannot do is a usage error, refused before anything starts (exit 64).
+  if (opts.target && mod.scenario.refusesTarget)
+    throw new UsageError(`${name} cannot run against --target: ${mod.scenario.refusesTarget}`);
+  mod.scenario.validate?.(opts);
   return runScenario(mod.scenario, opts, `npm run loadtest -- ${argv.join(' ')}`);
 }
 

@@ -32,7 +32,7 @@ import { connectPhones } from './lib/phones.ts';
 import { startAcceptFloor } from './lib/accept-floor.ts';
 import { traceSyscalls } from './lib/strace.ts';
 import { referenceSurface } from './lib/light-phone.ts';
-import { requireLocal, startRelays } from './lib/relay.ts';
+import { startRelays } from './lib/relay.ts';
 import type { Scenario, ScenarioContext } from './lib/scenario.ts';
 import { lineChart } from './lib/svg.ts';
 
@@ -130,7 +130,6 @@ function acceptCpu(c0: ProcessCpu, c1: ProcessCpu, back: number) {
 }
 
 async function run(ctx: ScenarioContext): Promise<void> {
-  requireLocal(ctx.opts.target, 'storm', 'it kills and restarts the node');
   const m = ctx.metrics;
   const count = ctx.opts.phones ?? 5000;
   const surface = await referenceSurface();
@@ -392,4 +391,5 @@ export const scenario: Scenario = {
   defaultDurationS: 120,
   thresholds: ['phones_not_back:count==0', 'targets_missed:count==0'],
   run,
+  refusesTarget: 'it kills and restarts the node it starts',
 };

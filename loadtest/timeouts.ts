@@ -9,7 +9,7 @@ import type { RelayStats } from './fleet-relay.ts';
 import { clientAgent, McpSession } from './lib/mcp-client.ts';
 import { connectPhones } from './lib/phones.ts';
 import { loadSurface, type CallContext } from './lib/light-phone.ts';
-import { requireLocal, startRelays } from './lib/relay.ts';
+import { startRelays } from './lib/relay.ts';
 import type { Scenario, ScenarioContext } from './lib/scenario.ts';
 import { lineChart } from './lib/svg.ts';
 
@@ -19,11 +19,6 @@ type Kind = 'now' | 'late' | 'wait' | 'cancel';
 const MIX: Kind[] = ['now', 'now', 'late', 'now', 'wait', 'now', 'cancel', 'now'];
 
 async function run(ctx: ScenarioContext): Promise<void> {
-  requireLocal(
-    ctx.opts.target,
-    'timeouts',
-    "it sets the relay's deadline (--request-timeout-ms) and reads its pending state and timers",
-  );
   const m = ctx.metrics;
   const scale = ctx.opts.timeScale;
   const deadlineMs = Math.max(100, Math.round(DEFAULT_TIMEOUT_MS * scale));
@@ -206,4 +201,6 @@ export const scenario: Scenario = {
     'leaked_sse_streams:value==0',
   ],
   run,
+  refusesTarget:
+    "it sets the relay's deadline (--request-timeout-ms) and reads the pending requests and timers of the relay process it starts",
 };

@@ -9,8 +9,11 @@
 // reconnected, and sessions kept (each client's session id still valid after the roll).
 // Target: 0 failed calls, 0 lost sessions, every phone back; a miss exits non-zero.
 //
-//   npm run loadtest -- upgrade --from <git-rev> [--duration S] [--phones N]
+//   npm run loadtest -- upgrade --from <git-rev> [--duration S] [--phones N] [--redis-url URL]
 //
+// --redis-url: the Redis both releases' nodes share (any topology the --from release reads;
+// default PHONEBRIDGE_TEST_REDIS_URL or redis://127.0.0.1:6379). --target is refused: the
+// scenario starts and stops the nodes itself.
 // --duration is the steady load before and after the roll (half each); the roll takes as long
 // as three drains and starts. See docs/OPERATIONS.md "Upgrading"
 // (docs/decisions/0200-bus-and-record-format-versions.md).
@@ -22,12 +25,12 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
 import { generateDeviceKey } from '../src/crypto/device-auth.ts';
-import { dropPrefix } from '../src/bus/redis/test-support.ts';
 import { startFront, type Front } from '../services/front.ts';
 import { loadSurface } from './lib/light-phone.ts';
 import { clientAgent, McpSession } from './lib/mcp-client.ts';
 import { connectPhones, type Population } from './lib/phones.ts';
-import { chooseStore, REDIS_URL, requireLocal, SESSION_CHURN_FLAGS } from './lib/relay.ts';
+import { chooseStore, oneRedisUrl, SESSION_CHURN_FLAGS } from './lib/relay.ts';
+import { redisCounter } from './lib/redis-commands.ts';
 import type { Scenario, ScenarioContext } from './lib/scenario.ts';
 
 const ROOT = realpathSync(fileURLToPath(new URL('..', import.meta.url)));
@@ -189,7 +192,6 @@ export const scenario: Scenario = {
   defaultDurationS: 10,
   thresholds: ['calls_failed:count==0', 'sessions_lost:count==0', 'phones_missing:value==0'],
   async run(ctx: ScenarioContext): Promise<void> {
-    requireLocal(ctx.opts.target, 'upgrade', 'it starts and stops the nodes itself');
     const from = ctx.opts.from;
     if (!from) throw new Error('upgrade needs --from <git-rev>: the revision to roll from');
     const phonesCount = Math.min(200, ctx.opts.phones ?? 24);
@@ -217,7 +219,17 @@ export const scenario: Scenario = {
     if (store.kind !== 'postgres') throw new Error('upgrade needs Postgres on 127.0.0.1:5432 (nodes share it)');
     const databaseUrl = store.flags[1];
     const prefix = `pbup:${randomBytes(4).toString('hex')}:`;
-    ctx.defer(() => dropPrefix(prefix, REDIS_URL));
+    const redisUrl = oneRedisUrl(ctx.opts);
+    ctx.figures.redis = redisUrl.replace(/\/\/[^@/]*@/, '//…@'); // no password in the report
+    // Whatever the topology (a Cluster's keys are on several masters): loadtest/lib/redis-commands.ts.
+    ctx.defer(async () => {
+      const r = await redisCounter(redisUrl);
+      try {
+        await r.dropPrefix(prefix);
+      } finally {
+        r.close();
+      }
+    });
     const front: Front = await startFront({ downForMs: 500 });
     ctx.defer(() => front.close());
     const dataDirs = mkdtempSync(join(tmpdir(), 'pb-upgrade-data-'));
@@ -238,7 +250,7 @@ export const scenario: Scenario = {
         '--database-url',
         databaseUrl,
         '--redis-url',
-        REDIS_URL,
+        redisUrl,
         '--redis-prefix',
         prefix,
         '--exit-with-parent',
@@ -453,4 +465,6 @@ export const scenario: Scenario = {
         `${clients.length - sessionsLost.size}/${clients.length} sessions kept`,
     );
   },
+  refusesTarget: 'it starts the nodes of --from and of this tree and stops them itself',
+  validate: (opts) => void oneRedisUrl(opts),
 };

@@ -1,7 +1,7 @@
 // The command line shared by every scenario (fixed: outside checks use it):
 //   npm run loadtest -- <scenario> [--duration S] [--out DIR] [--threshold 'EXPR']… [--target URL]
 //                      [--phones N] [--time-scale F] [--redis-url URL]… [--from REV]
-import { parseArgs } from 'node:util';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { parseThreshold, type Threshold } from './thresholds.ts';
 
 export interface CommonOptions {
@@ -20,7 +20,12 @@ export interface CommonOptions {
   /** upgrade: the git revision whose nodes are replaced by the working tree's. */
   from?: string;
   help: boolean;
+  /** A scenario's own flags (Scenario.options), as parsed: e.g. relay-overhead's --rounds. */
+  extra: Record<string, string | boolean | string[] | undefined>;
 }
+
+/** A scenario's own flags, beside the common ones (node:util parseArgs option shapes). */
+export type ExtraOptions = NonNullable<ParseArgsConfig['options']>;
 
 export class UsageError extends Error {
   override name = 'UsageError';
@@ -34,7 +39,11 @@ function positive(name: string, raw: string | undefined, integer: boolean): numb
   return n;
 }
 
-export function parseOptions(argv: string[]): CommonOptions {
+const COMMON = new Set(['duration', 'out', 'threshold', 'target', 'phones', 'time-scale', 'redis-url', 'from', 'help']);
+
+export function parseOptions(argv: string[], extra: ExtraOptions = {}): CommonOptions {
+  for (const name of Object.keys(extra))
+    if (COMMON.has(name)) throw new Error(`a scenario's own flag --${name} shadows a common one`);
   let parsed;
   try {
     parsed = parseArgs({
@@ -51,6 +60,7 @@ export function parseOptions(argv: string[]): CommonOptions {
         'redis-url': { type: 'string', multiple: true },
         from: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
+        ...extra,
       },
     });
   } catch (err) {
@@ -80,5 +90,8 @@ export function parseOptions(argv: string[]): CommonOptions {
     redisUrls: values['redis-url'] ?? [],
     from: values.from,
     help: !!values.help,
+    extra: Object.fromEntries(
+      Object.keys(extra).map((k) => [k, (values as Record<string, string | boolean | string[] | undefined>)[k]]),
+    ),
   };
 }

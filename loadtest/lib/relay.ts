@@ -8,9 +8,23 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { startRelayChild, type RelayChild } from '../fleet-relay.ts';
+import { UsageError, type CommonOptions } from './options.ts';
 
 export const PG_ADMIN_URL = process.env.PHONEBRIDGE_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 export const REDIS_URL = process.env.PHONEBRIDGE_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+/**
+ * The one Redis (any topology: redis://, rediss://, redis+sentinel://, redis+cluster://) a
+ * scenario's nodes share: --redis-url, else REDIS_URL. For scenarios whose nodes share one bus
+ * (fleet, faults, upgrade): several --redis-url are a usage error (exit 64), not a silent pick.
+ */
+export function oneRedisUrl(opts: CommonOptions): string {
+  if (opts.redisUrls.length > 1)
+    throw new UsageError(
+      `${opts.scenario} takes one --redis-url (its nodes share one bus), got ${opts.redisUrls.length}`,
+    );
+  return opts.redisUrls[0] ?? REDIS_URL;
+}
 
 /**
  * Relay flags for scenarios whose clients, all on one address, open sessions faster than the
@@ -161,11 +175,6 @@ export async function targetNode(url: string): Promise<{ node: TargetNode; close
     },
   };
   return { node, close: () => opened.close() };
-}
-
-/** For scenarios that kill nodes or read a relay's own memory: --target cannot do that. */
-export function requireLocal(target: string | undefined, scenario: string, why: string): void {
-  if (target) throw new Error(`${scenario} cannot run against --target: ${why}`);
 }
 
 /** One node to load: --target's, or a local relay started (and disposed at the end) for the scenario. */

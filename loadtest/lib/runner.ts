@@ -12,6 +12,11 @@ import { evaluateThreshold, parseThreshold } from './thresholds.ts';
 
 export const EXIT_THRESHOLD_FAILED = 99;
 
+/** Where a run's report.json, report.md and charts go: --out, else loadtest-results/<scenario>. */
+export function reportDir(opts: CommonOptions, scenario: string): string {
+  return opts.out ?? join('loadtest-results', scenario);
+}
+
 export async function runScenario(scenario: Scenario, opts: CommonOptions, command: string): Promise<number> {
   const durationS = opts.durationS ?? scenario.defaultDurationS;
   const metrics = new MetricSet();
@@ -53,7 +58,7 @@ export async function runScenario(scenario: Scenario, opts: CommonOptions, comma
     },
   };
   // Setup (pairing thousands of phones) is not in --duration; the bound covers it generously.
-  const boundS = Math.max(600, durationS * 3 + 300);
+  const boundS = scenario.boundS?.(opts, durationS) ?? Math.max(600, durationS * 3 + 300);
   let error: string | undefined;
   let bound: NodeJS.Timeout | undefined;
   const interrupted = () => {
@@ -135,7 +140,7 @@ export async function runScenario(scenario: Scenario, opts: CommonOptions, comma
     charts: chartList,
     notes,
   };
-  const dir = opts.out ?? join('loadtest-results', scenario.name);
+  const dir = reportDir(opts, scenario.name);
   writeReport(dir, report, charts);
   process.stdout.write(summaryText(report));
   process.stdout.write(`  report: ${join(dir, 'report.md')}\n`);

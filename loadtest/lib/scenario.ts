@@ -1,6 +1,6 @@
 // What a scenario module exports and what it gets while it runs. The runner (runScenario)
 // owns the clock, the progress line, thresholds, the summary and the report files.
-import type { CommonOptions } from './options.ts';
+import type { CommonOptions, ExtraOptions } from './options.ts';
 import type { MetricSet } from './metrics.ts';
 
 export interface Target {
@@ -43,4 +43,15 @@ export interface Scenario {
   /** Always evaluated, with any --threshold added. Correctness only: targets are reported, not enforced. */
   thresholds: string[];
   run(ctx: ScenarioContext): Promise<void>;
+  /** Flags of this scenario alone, accepted beside the common ones (CommonOptions.extra). */
+  options?: ExtraOptions;
+  /**
+   * Why this scenario cannot load a relay it did not start, when it cannot: `--target` is then
+   * refused before anything starts, as a usage error (exit 64) naming this reason.
+   */
+  refusesTarget?: string;
+  /** Seconds after which the runner gives up on the scenario; default max(600, 3 × duration + 300). */
+  boundS?(opts: CommonOptions, durationS: number): number;
+  /** Checks the options before anything starts; throws UsageError (exit 64) on what it cannot do. */
+  validate?(opts: CommonOptions): void;
 }
