@@ -19,6 +19,15 @@ function session(id: string, deviceId: string, tokenId: string): SessionRecord {
   };
 }
 
+/**
+ * Until `done()` holds (what was published has arrived), polled: pub/sub delivery takes a
+ * round trip, longer on a loaded machine or a Redis Cluster, so a fixed sleep would race it.
+ */
+async function arrived(done: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!done() && Date.now() < until) await sleep(5);
+}
+
 /** A bus driver under test: `replay` overrides the replay limits of `replay` below. */
 export type MakeBus = (replayLimits?: typeof replay) => Promise<Bus>;
 
@@ -216,7 +225,7 @@ export function busContract(drivers: Array<[string, MakeBus]>): void {
       const got: unknown[] = [];
       bus.onControl((e) => got.push(e));
       await bus.publishControl({ type: 'token_revoked', tokenId: 'tok' });
-      await sleep(50);
+      await arrived(() => got.length >= 1);
       expect(got).toEqual([{ type: 'token_revoked', tokenId: 'tok' }]);
     });
 
@@ -230,7 +239,7 @@ export function busContract(drivers: Array<[string, MakeBus]>): void {
         { type: 'stream_lapsed', sessionId: 's', nodeId: bus.nodeId },
       ] as const;
       for (const e of sent) await bus.publishControl(e);
-      await sleep(50);
+      await arrived(() => got.length >= sent.length);
       expect(got).toEqual(sent);
     });
 
@@ -259,7 +268,7 @@ export function busContract(drivers: Array<[string, MakeBus]>): void {
       bus.onNodeMessage((m) => got.push(m));
       expect(await bus.sendToNode(bus.nodeId, 'hello')).toBe(true);
       expect(await bus.sendToNode('nobody', 'hello')).toBe(false);
-      await sleep(50);
+      await arrived(() => got.length >= 1);
       expect(got).toEqual(['hello']);
     });
 
@@ -271,7 +280,7 @@ export function busContract(drivers: Array<[string, MakeBus]>): void {
       expect(await bus.sendToNode(bus.nodeId, 'before')).toBe(true);
       await bus.replyToNode(bus.nodeId, '{"t":"res","rid":4}\n', frame);
       await bus.replyToNode('nobody', 'lost'); // nobody acts on who heard it: no error
-      await sleep(50);
+      await arrived(() => got.length >= 2);
       expect(got).toEqual(['before', `{"t":"res","rid":4}\n${frame.toString()}`]);
     });
 
@@ -302,7 +311,7 @@ export function busContract(drivers: Array<[string, MakeBus]>): void {
       const frame = Buffer.from('{"result":{"text":"héllo ✓"},"id":3}');
       expect(await bus.sendToNode(bus.nodeId, '{"t":"res","rid":3}\n', frame)).toBe(true);
       expect(await bus.sendToNode(bus.nodeId, 'plain')).toBe(true);
-      await sleep(50);
+      await arrived(() => strings.length >= 2 && bytes.length >= 2);
       expect(strings).toEqual([`{"t":"res","rid":3}\n${frame.toString()}`, 'plain']);
       expect(bytes.map((b) => b.toString())).toEqual(strings);
       expect(Buffer.compare(bytes[0].subarray(bytes[0].indexOf(0x0a) + 1), frame)).toBe(0);
@@ -316,11 +325,11 @@ export function busContract(drivers: Array<[string, MakeBus]>): void {
       const offA = await bus.subscribeDevice(d, (f) => a.push(f));
       const offB = await bus.subscribeDevice(d, (f) => b.push(f));
       expect(await bus.publishDevice(d, 'one')).toBe(1); // one node, however many listeners
-      await sleep(50);
+      await arrived(() => a.length >= 1 && b.length >= 1);
       offA();
       offA(); // idempotent: must not drop B's interest
       expect(await bus.publishDevice(d, 'two')).toBe(1);
-      await sleep(50);
+      await arrived(() => b.length >= 2);
       offB();
       await sleep(50);
       expect(await bus.publishDevice(d, 'three')).toBe(0);
