@@ -30,6 +30,19 @@ export default tseslint.config(
       '@typescript-eslint/await-thenable': 'error',
       '@typescript-eslint/switch-exhaustiveness-check': 'error',
       '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports' }],
+      // Kysely's values come through src/store/kysely.ts (its CommonJS build, one copy).
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          paths: [
+            {
+              name: 'kysely',
+              message: 'import values from src/store/kysely.ts (types may come from kysely)',
+              allowTypeImports: true,
+            },
+          ],
+        },
+      ],
       // A leading underscore marks a parameter or destructured field that is deliberately unused.
       '@typescript-eslint/no-unused-vars': [
         'error',

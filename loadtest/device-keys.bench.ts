@@ -5,7 +5,8 @@
 // throwaway database on the Postgres of PHONEBRIDGE_TEST_DATABASE_URL.
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { sql, type Kysely } from 'kysely';
+import { sql } from '../src/store/kysely.ts';
+import type { Kysely } from 'kysely';
 import { postgresBackend, uid } from '../src/store/test-support.ts';
 import type * as KyselyStore from '../src/store/kysely-store.ts';
 

@@ -1,6 +1,7 @@
 // FleetStore on Kysely + pg (src/store/fleet-types.ts). Allocation exclusivity lives here, in one
 // conditional upsert on allocations' unique device_id (docs/decisions/0171-allocation-atomicity.md).
-import { sql, type Kysely, type RawBuilder, type Selectable } from 'kysely';
+import { sql } from './kysely.ts';
+import type { Kysely, RawBuilder, Selectable } from 'kysely';
 import type { AllocationsTable, DB, DevicesTable, EnrollmentsTable, FleetKeysTable } from './schema.ts';
 import type {
   Allocation,

@@ -1,7 +1,8 @@
 // HostedStore on Kysely + pg (src/store/hosted-types.ts): hosted mode's sign-in codes, web sessions,
 // OAuth clients, authorization codes, grants and refresh tokens. Built by the core store
 // (kysely-store.ts) over its Kysely instance, as the fleet store is.
-import { sql, type Kysely, type Transaction } from 'kysely';
+import { sql } from './kysely.ts';
+import type { Kysely, Transaction } from 'kysely';
 import type { DB } from './schema.ts';
 import { atKeyCap, deviceOfAccountKeyShared, lockAccountCaps, toToken } from './credentials.ts';
 import { journal } from './journal.ts';

@@ -2,7 +2,8 @@
 // Fleets' part (store.fleet, fleet-store.ts) and hosted mode's part (store.hosted,
 // hosted-store.ts) are built in KyselyStore's constructor over the same Kysely instance.
 import { randomBytes, timingSafeEqual } from 'node:crypto';
-import { Kysely, PostgresDialect, sql, type Selectable, type Transaction } from 'kysely';
+import { Kysely, PostgresDialect, sql } from './kysely.ts';
+import type { Selectable, Transaction } from 'kysely';
 import pg from 'pg';
 import type { DatabaseSource } from './database/types.ts';
 import { migrate, readSchemaVersion } from './migrations/index.ts';

@@ -1,5 +1,5 @@
 // The store behaviour suite, run once per backend (store.embedded.test.ts, store.postgres.test.ts).
-import { Kysely, PostgresDialect, sql } from 'kysely';
+import { Kysely, PostgresDialect, sql } from './kysely.ts';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashPairingCode, newApiToken, newPairingCode, sha256Hex } from '../crypto/secrets.ts';

@@ -1,4 +1,5 @@
-import { sql, type Kysely } from 'kysely';
+import { sql } from '../kysely.ts';
+import type { Kysely } from 'kysely';
 import type { Migration } from './types.ts';
 
 // Every row carries an account id (hosted mode); self-hosted relays use the 'local' account.

@@ -1,4 +1,5 @@
-import { sql, type Kysely } from 'kysely';
+import { sql } from '../kysely.ts';
+import type { Kysely } from 'kysely';
 import type { Migration } from './types.ts';
 
 // Hosted mode (docs/decisions/0070-hosted-accounts-and-oauth.md): accounts get an email; sign-in

@@ -1,4 +1,5 @@
-import { sql, type Kysely } from 'kysely';
+import { sql } from '../kysely.ts';
+import type { Kysely } from 'kysely';
 import type { Migration } from './types.ts';
 
 // Fleets (docs/decisions/0170-fleet-model.md): labels on devices, account-scoped fleet keys with

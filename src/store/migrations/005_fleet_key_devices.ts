@@ -1,4 +1,5 @@
-import { sql, type Kysely } from 'kysely';
+import { sql } from '../kysely.ts';
+import type { Kysely } from 'kysely';
 import type { Migration } from './types.ts';
 
 // The phones each fleet key was used on (docs/decisions/0178-fleet-key-revocation-reaches-phones.md):

@@ -1,4 +1,5 @@
-import { sql, type Kysely } from 'kysely';
+import { sql } from '../kysely.ts';
+import type { Kysely } from 'kysely';
 import type { Migration } from './types.ts';
 
 // What the relay keeps of a removed device, so its phone coming back later is told it was

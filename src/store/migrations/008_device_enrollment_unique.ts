@@ -1,4 +1,5 @@
-import { sql, type Kysely } from 'kysely';
+import { sql } from '../kysely.ts';
+import type { Kysely } from 'kysely';
 import type { Migration } from './types.ts';
 
 // One enrollment code's key is one phone, enforced by the database: two copies of one phone's

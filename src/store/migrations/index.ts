@@ -3,7 +3,8 @@
 // that also records the oldest release that can run on the schema (min_release). Every
 // migration leaves the schema usable by the release before it: old nodes keep serving while
 // new ones migrate (docs/decisions/0202-migrations-during-a-rolling-upgrade.md).
-import { sql, type Kysely } from 'kysely';
+import { sql } from '../kysely.ts';
+import type { Kysely } from 'kysely';
 import { SchemaTooNewError } from '../types.ts';
 import { migration001 } from './001_initial.ts';
 import { migration002 } from './002_control_events.ts';
