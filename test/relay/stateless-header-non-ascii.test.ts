@@ -55,12 +55,14 @@ describe('2026-07-28 mirrored headers with bytes outside ASCII', () => {
     expect(await callWith(3, ['Mcp-Method: tools/call', 'Mcp-Name: \u00e9'])).toEqual(REFUSED(3));
   });
 
-  // Known limitation (docs/PROTOCOL.md): the HTTP layer trims these bytes before the relay sees
-  // the value; the request is indistinguishable from one sending "echo" / "tools/call".
+  // Skipped, a known limitation (docs/PROTOCOL.md): the HTTP layer trims these bytes before the
+  // relay sees the value; the request is indistinguishable from one sending "echo" / "tools/call".
   it.skip('refuses Mcp-Name "echo\\u00e9" (raw UTF-8 at the end) with 400 / -32020', async () => {
     expect(await callWith(4, ['Mcp-Method: tools/call', 'Mcp-Name: echo\u00e9'])).toEqual(REFUSED(4));
   });
 
+  // Skipped for the same known limitation: uWS trims the leading bytes too (the last test below
+  // pins that behaviour, and fails once an upgrade stops trimming: then run these two).
   it.skip('refuses Mcp-Method "\\u00e4tools/call" (raw UTF-8 at the start) with 400 / -32020', async () => {
     expect(await callWith(5, ['Mcp-Method: \u00e4tools/call', 'Mcp-Name: echo'])).toEqual(REFUSED(5));
   });
