@@ -153,7 +153,10 @@ export class RemoteRequests {
   /**
    * A node killed without a goodbye is declared dead only after its liveness lapses (≈ 4 s),
    * but its phones reconnect elsewhere within about a second. Requests sent to it that have
-   * waited a while are failed as soon as their phone is owned by another node (or by none).
+   * waited a while are failed as soon as their phone is owned by another node. A phone owned by
+   * none says nothing here: its node may only have lapsed in a Redis outage, still serving the
+   * request (docs/decisions/0210-no-phone-offline-because-redis-was-down.md); a node that really
+   * died is reported down (nodeGone), and one whose phone left answers the request itself.
    */
   private async checkOwners(): Promise<void> {
     if (this.checking || this.pending.size === 0 || !this.ctx.bus.available) return;
@@ -171,7 +174,7 @@ export class RemoteRequests {
         const owner = await this.peers.lookupOwner(deviceId);
         const handedOverBy = new Map<string, boolean>();
         for (const [rid, p] of list) {
-          if (owner?.nodeId === p.node) continue;
+          if (!owner || owner.nodeId === p.node) continue;
           // A phone handed over on purpose: its old node had stopped starting work on it, so its
           // answer, its `redo`, its goodbye or its departure decides (nodeGone), not a guess.
           if (this.peers.hasDeparted(p.node)) continue;

@@ -20,7 +20,10 @@ export interface KeyLayout {
   readonly sess: string;
   /** Single-key state (nonces, rate-limit windows): any slot. */
   readonly single: string;
-  /** Control events: every node hears them (plain pub/sub on every topology). */
+  /**
+   * Control events: every node hears them (plain pub/sub on every topology), published from the
+   * ownership group's server so that one node's events keep their order (scripts.ts `control`).
+   */
   readonly control: string;
   /** Where `sendToNode` publishes (sharded on a cluster). */
   node(nodeId: string): string;

@@ -116,10 +116,12 @@ export class RedisBus implements Bus {
   /** How long the last successful heartbeat took (ms): /readyz shows a slow Redis with it. */
   private lastBeatMs: number | undefined;
   /**
-   * Until then this node's heartbeats reap no peer: its own link to Redis was down (or its
-   * heartbeats late) within the last node TTL, so a peer's lapsed deadline may be the same
-   * outage, not a dead peer. Reaped, a peer's reclaim would take a new epoch instead of keeping
-   * its claim (docs/decisions/0210-no-phone-offline-because-redis-was-down.md).
+   * Until then this node's heartbeats reap no peer and report none down for a lapsed deadline
+   * alone: its own link to Redis was down (or its heartbeats late) within the last node TTL, so
+   * a peer's lapsed deadline may be the same outage, not a dead peer. Reaped, a peer's reclaim
+   * would take a new epoch instead of keeping its claim; reported down, the requests waiting on
+   * it would fail as if its process had died
+   * (docs/decisions/0210-no-phone-offline-because-redis-was-down.md).
    */
   private blindUntil = 0;
   private announced = false;
@@ -430,10 +432,19 @@ export class RedisBus implements Bus {
       const sentAt = Date.now(); // the script ran no earlier: alive at least until sentAt + nodeTtlMs
       const t = performance.now();
       const reap = sentAt >= this.blindUntil ? 1 : 0;
-      const r = (await this.script('heartbeat', [this.nodeId, this.boot, this.o.nodeTtlMs, reap])) as Array<
-        string | number
-      >;
+      // Redis itself skips the reaping when this node's previous renewal is older than
+      // `watchGapMs`: a heartbeat held up by a failover runs late, after its peers lapsed too.
+      // A peer on the same cadence lapses in an outage only if this node's own renewals were at
+      // least a TTL less one period apart. (A process's first heartbeat has watched nothing yet;
+      // it reaps as it always has.)
+      const watchGapMs = Math.max(this.o.heartbeatMs, this.o.nodeTtlMs - this.o.heartbeatMs);
+      const args = [this.nodeId, this.boot, this.o.nodeTtlMs, reap, ...(this.announced ? [watchGapMs] : [])];
+      const r = (await this.script('heartbeat', args)) as Array<string | number>;
       this.lastBeatMs = Math.round((performance.now() - t) * 10) / 10;
+      // Heartbeats that did not follow each other closely (Redis away, a failover, this process
+      // stalled): what lapsed meanwhile may be that trouble, not a dead peer.
+      if (this.announced && Date.now() - this.lastBeatAt > watchGapMs)
+        this.blindUntil = Math.max(this.blindUntil, Date.now() + this.o.nodeTtlMs);
       this.lastBeatAt = sentAt;
       const [wasAlive, prevBoot] = [Number(r[0]), String(r[1])];
       const now = new Map<string, string>();
@@ -453,11 +464,29 @@ export class RedisBus implements Bus {
         this.log.warn({ node: this.nodeId }, 'this node had been presumed dead');
         this.blindUntil = Math.max(this.blindUntil, Date.now() + this.o.nodeTtlMs);
       }
-      for (const [n, boot] of this.peers) if (n !== this.nodeId && now.get(n) !== boot) this.on.nodeDown.emit(n);
-      this.peers = now;
+      this.peers = this.judgePeers(now);
       return lapsed;
     })().finally(() => (this.beating = undefined));
     return this.beating;
+  }
+
+  /**
+   * Reports the peers whose process went: announced by another process (a restart under the
+   * same id), or gone from the live nodes (lapsed, reaped, left). A peer that only lapsed while
+   * this node could not watch (blindUntil) is kept as it was and judged once this node can: the
+   * outage that hid this node's own heartbeats most likely held up the peer's too. Returns the
+   * peers as they now stand.
+   */
+  private judgePeers(alive: Map<string, string>): Map<string, string> {
+    const watching = Date.now() >= this.blindUntil;
+    for (const [n, boot] of this.peers) {
+      if (n === this.nodeId) continue;
+      const seen = alive.get(n);
+      if (seen === boot) continue;
+      if (seen === undefined && !watching) alive.set(n, boot);
+      else this.on.nodeDown.emit(n);
+    }
+    return alive;
   }
 
   /**
@@ -547,7 +576,8 @@ export class RedisBus implements Bus {
     await this.op((r) => r.set(this.key(`rl:${key}`), '1', 'PX', ttlMs));
   }
   async publishControl(event: ControlEvent): Promise<void> {
-    await this.op((r) => r.publish(this.chControl, encodeControl(event)));
+    // Through the ownership shard (scripts.ts `control`): one server, so the events keep their order.
+    await this.run('control', [this.chControl, encodeControl(event)]);
     // Redis writes a publish's reply and its messages to subscribers in one pass before it
     // sleeps, in an order of its own: the reply may go first and, on a loaded machine, reach
     // this node's client before a subscriber has the message. Redis reads the next command only

@@ -33,19 +33,24 @@ afterAll(() => dropPrefix(prefix));
 
 /** Redis' id for the connection named `name` (CLIENT LIST), to kill it. */
 /** A bus node in its own process (test-node.ts) with the `fast` timings, claiming `device`; once it is ready. */
-async function nodeProcess(nodeId: string, device: string): Promise<ChildProcess> {
+async function nodeProcess(
+  nodeId: string,
+  device: string,
+  url = REDIS_URL,
+  timings: { nodeTtlMs: number; heartbeatMs: number } = fast,
+): Promise<ChildProcess> {
   const child = spawn(
     process.execPath,
     ['--import', 'tsx', fileURLToPath(new URL('./test-node.ts', import.meta.url))],
     {
       env: {
         ...process.env,
-        REDIS_URL,
+        REDIS_URL: url,
         PREFIX: prefix,
         NODE_ID: nodeId,
         DEVICE: device,
-        NODE_TTL_MS: String(fast.nodeTtlMs),
-        HEARTBEAT_MS: String(fast.heartbeatMs),
+        NODE_TTL_MS: String(timings.nodeTtlMs),
+        HEARTBEAT_MS: String(timings.heartbeatMs),
       },
       stdio: ['ignore', 'pipe', 'inherit'],
     },
@@ -60,8 +65,8 @@ async function nodeProcess(nodeId: string, device: string): Promise<ChildProcess
  * Until each of `peers` has renewed itself since node `id` last did (the bus's `beats` record):
  * their heartbeats have read the live nodes with `id` among them.
  */
-async function heardBy(peers: RedisBus[], id: string): Promise<void> {
-  const admin = new Redis(REDIS_URL);
+async function heardBy(peers: RedisBus[], id: string, url = REDIS_URL): Promise<void> {
+  const admin = new Redis(url);
   try {
     const beat = async (n: string) => Number(await admin.hget(`${prefix}beats`, n));
     const since = await beat(id);
@@ -819,6 +824,55 @@ describe('RedisBus during a Redis outage', () => {
       expect(await b.sendToNode('a', 'next')).toBe(true);
       await waitFor(() => got.includes('next'), 2000, 'the next message');
     } finally {
+      admin.disconnect();
+    }
+  });
+
+  it('peers that lapsed while Redis was frozen are judged once this node can watch: one that renews is never reported down nor reaped, one that stays silent is', async () => {
+    // A failover or a hung Redis holds every node's heartbeat alike. Here the heartbeat of the
+    // watching node is held (not failed: the command timeout is longer than the freeze), and
+    // its peers' processes are stopped with Redis, so that it is the first to renew afterwards
+    // and finds both peers lapsed (docs/decisions/0210-no-phone-offline-because-redis-was-down.md).
+    redis = await ScratchRedis.start();
+    const timings = { nodeTtlMs: 1200, heartbeatMs: 200 };
+    const a = await node('watcher', { prefix, ...timings, commandTimeoutMs: 10_000 }, redis.url);
+    const down: string[] = [];
+    a.onNodeDown((n) => down.push(n));
+    const [sleeperId, deadId, sleeperDevice, deadDevice] = [`s-${uid()}`, `d-${uid()}`, uid(), uid()];
+    const sleeper = await nodeProcess(sleeperId, sleeperDevice, redis.url, timings);
+    const dead = await nodeProcess(deadId, deadDevice, redis.url, timings);
+    const admin = new Redis(redis.url);
+    try {
+      await heardBy([a], sleeperId, redis.url);
+      await heardBy([a], deadId, redis.url);
+      sleeper.kill('SIGSTOP');
+      dead.kill('SIGSTOP');
+      redis.signal('SIGSTOP');
+      await sleep(timings.nodeTtlMs + 3 * timings.heartbeatMs);
+      redis.signal('SIGCONT');
+      const [sec] = (await admin.time()).map(Number);
+      const lastBeat = async () => Number(await admin.hget(`${prefix}beats`, a.nodeId));
+      await waitFor(
+        async () => (await lastBeat()) >= sec * 1000,
+        5000,
+        "the watcher's first heartbeat after the freeze",
+      );
+      const alive = await a.aliveNodes();
+      expect(alive).not.toContain(sleeperId); // both lapsed in Redis when the watcher renewed
+      expect(alive).not.toContain(deadId);
+      await sleep(50); // its heartbeat's reply handled
+      expect(down).toEqual([]);
+
+      sleeper.kill('SIGCONT'); // it renews within the watcher's blind node TTL
+      await waitFor(() => down.includes(deadId), 3 * timings.nodeTtlMs, 'the silent peer reported down');
+      expect(down).toEqual([deadId]);
+      expect(await a.ownerOf(sleeperDevice)).toEqual({ nodeId: sleeperId, epoch: 1 });
+      expect(await a.ownerOf(deadDevice)).toBeUndefined();
+      expect(await admin.hget(`${prefix}dev:${sleeperDevice}`, 'node')).toBe(sleeperId); // not reaped
+    } finally {
+      redis.signal('SIGCONT');
+      sleeper.kill('SIGKILL');
+      dead.kill('SIGKILL');
       admin.disconnect();
     }
   });

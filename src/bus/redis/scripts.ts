@@ -20,7 +20,8 @@
 // Channels: ch:control, ch:node:<nodeId> ("m"+msg | "s<epoch> <deviceId>"), ch:dev:<deviceId>.
 // On a cluster (connector.ts): node and device channels are sharded, ch:node:{<nodeId>} and
 // ch:dev:{<deviceId>}; the claim scripts' supersede notices go to the plain channel
-// <own>ch:node:<nodeId> (a script may only SPUBLISH to its own slot).
+// <own>ch:node:<nodeId> (a script may only SPUBLISH to its own slot). Control events are
+// published by the `control` script, from the same shard.
 
 import { FORMATS } from '../formats.ts';
 
@@ -225,7 +226,10 @@ if f[1] and alive(ARGV[1], f[1]) then return {f[1], f[2], f[3]} end
 return false`,
 
   // ARGV: p, self, boot, ttlMs, reap (0: reap no peer — this node could not watch them lately;
-  // absent, as an older release sends it: reap). Renews this node, reaps dead ones.
+  // absent, as an older release sends it: reap), watchGapMs (reap no peer either when this
+  // node's previous renewal is older than that, by Redis' clock: a heartbeat held up by an
+  // outage runs after its peers lapsed in the same outage; absent: no such check).
+  // Renews this node, reaps dead ones.
   // Returns {wasAlive, previousBoot, node1, boot1, node2, boot2, ...} (alive nodes after renewal).
   heartbeat: `${NOW}${REAP}
 local p, self, boot = ARGV[1], ARGV[2], ARGV[3]
@@ -233,10 +237,15 @@ local nodes, boots, t = p .. 'nodes', p .. 'boots', now()
 local prevScore = redis.call('ZSCORE', nodes, self)
 local prevBoot = redis.call('HGET', boots, self) or ''
 local wasAlive = (prevScore and tonumber(prevScore) >= t) and 1 or 0
+local watched = true
+if ARGV[6] then
+  local prevBeat = tonumber(redis.call('HGET', p .. 'beats', self) or '0')
+  watched = t - prevBeat <= tonumber(ARGV[6])
+end
 -- A new process under this id holds none of its predecessor's sockets.
 if prevBoot ~= boot then reap(p, self) end
 -- Dead peers lose their devices. A lapsed self keeps its own: reclaimDevice then keeps the epochs.
-if ARGV[5] ~= '0' then
+if ARGV[5] ~= '0' and watched then
   for _, n in ipairs(redis.call('ZRANGEBYSCORE', nodes, '-inf', '(' .. t)) do
     if n ~= self then reap(p, n) end
   end
@@ -250,6 +259,11 @@ for _, n in ipairs(redis.call('ZRANGEBYSCORE', nodes, t, '+inf')) do
   out[#out + 1] = redis.call('HGET', boots, n) or ''
 end
 return out`,
+
+  // ARGV: p, channel, message. Control events leave from the ownership group's shard, one fixed
+  // server, so a node's events reach every subscriber in the order it sent them: a plain PUBLISH
+  // on a cluster goes to any node, and two nodes' hops over the cluster bus can cross.
+  control: `return redis.call('PUBLISH', ARGV[2], ARGV[3])`,
 
   // ARGV: p, self
   leave: `${REAP}
@@ -316,6 +330,7 @@ export const GROUP: Record<ScriptName, 'own' | 'sess' | 'single'> = {
   owner: 'own',
   heartbeat: 'own',
   leave: 'own',
+  control: 'own',
   alive: 'own',
   unheard: 'own',
 };
