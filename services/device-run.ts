@@ -1,7 +1,7 @@
 // `phonebridge device run`: the reference phone. Pairs once (keys kept in --state), then
 // stays connected, serving the simulated phone's tool surface.
 import { parseArgs } from 'node:util';
-import { runDevice, loadIdentity, type McpServerLike } from '../src/device/agent/index.ts';
+import { runDevice, loadIdentity, type McpServerLike, type StopInfo } from '../src/device/agent/index.ts';
 import { SimPhone } from '../src/device/sim/model.ts';
 import { createPhoneServer } from '../src/device/tools/index.ts';
 import { UsageError } from './usage-error.ts';
@@ -41,6 +41,10 @@ export async function deviceCommand(argv: string[]): Promise<void> {
   if (!values.state) throw new UsageError('device run needs --state DIR (where the phone keeps its keys)');
   const bridgeFlags = (['upstream-cmd', 'upstream-url', 'scope-map'] as const).filter((f) => values[f] !== undefined);
   let createServer: () => McpServerLike;
+  // The bridge's upstream outlives nothing of ours: its close() ends a stdio server (stdin closed,
+  // then SIGTERM and SIGKILL after 2 s each, docs/OPERATIONS.md "Bridge mode"), ends an HTTP
+  // session, and logs the last drop counts; process.exit() would skip all of that.
+  let closeBackend: (() => Promise<void>) | undefined;
   if (values.backend === 'sim') {
     // A bridge flag without --backend bridge would otherwise serve the simulated phone in silence.
     if (bridgeFlags.length > 0) throw new UsageError(`--${bridgeFlags[0]} needs --backend bridge`);
@@ -51,24 +55,34 @@ export async function deviceCommand(argv: string[]): Promise<void> {
     if ((values['upstream-cmd'] === undefined) === (values['upstream-url'] === undefined))
       throw new UsageError('device run --backend bridge: give exactly one of --upstream-cmd or --upstream-url');
     const { bridgeServerFactory } = await import('../src/device/bridge/index.ts');
-    createServer = await bridgeServerFactory({
+    const factory = await bridgeServerFactory({
       upstreamCmd: values['upstream-cmd'],
       upstreamUrl: values['upstream-url'],
       scopeMap: values['scope-map'],
     });
+    createServer = factory;
+    closeBackend = () => factory.close();
   } else {
     throw new UsageError(`unknown --backend "${values.backend}"; use sim or bridge`);
   }
   const ac = new AbortController();
   process.once('SIGINT', () => ac.abort());
   process.once('SIGTERM', () => ac.abort());
-  const stop = await runDevice({
-    stateDir: values.state,
-    pair: values.pair,
-    name: values.name,
-    createServer,
-    signal: ac.signal,
-  });
+  let stop: StopInfo;
+  try {
+    stop = await runDevice({
+      stateDir: values.state,
+      pair: values.pair,
+      name: values.name,
+      createServer,
+      signal: ac.signal,
+    });
+  } finally {
+    // Also when pairing fails: the caller (services/cli.ts) exits at once on the error.
+    await closeBackend?.().catch((err: unknown) =>
+      console.error(`phonebridge device: closing the bridge failed: ${(err as Error).message}`),
+    );
+  }
   console.error(`phonebridge device: stopped (${stop.reason}): ${stop.message}`);
   process.exit(stop.reason === 'stopped' ? 0 : 3);
 }
