@@ -104,3 +104,48 @@ describe('RemoteRequests when their node is reported down', () => {
     expect(errors).toEqual([{ code: 'relay_unavailable' }]);
   });
 });
+
+describe('RemoteRequests owner check', () => {
+  // The periodic check of requests older than 0.5 s (checkOwners), with a directory that only
+  // answers lookups: docs/decisions/0210-no-phone-offline-because-redis-was-down.md, rule 5.
+  const watched = (owner: { nodeId: string; epoch: number } | undefined) => {
+    const errors: Array<{ code?: string }> = [];
+    let lookups = 0;
+    const peers = {
+      lookupOwner: () => {
+        lookups++;
+        return Promise.resolve(owner);
+      },
+      hasDeparted: () => false,
+    } as unknown as PeerDirectory;
+    const t = new RemoteRequests({ bus: { available: true } } as unknown as GatewayContext, peers, {
+      timedOut: () => {},
+      routeAgain: () => {},
+      movedFrom: () => Promise.resolve(false),
+    });
+    const p = pending(1);
+    p.sentAt = Date.now() - 1_000;
+    p.route = {
+      rid: 1,
+      deviceId: 'd1',
+      done: false,
+      sink: { fail: (e: { data?: { code?: string } }) => errors.push(e.data ?? {}) },
+    } as unknown as Route;
+    t.add(p, 60_000);
+    return { t, errors, lookups: () => lookups };
+  };
+
+  it('fails a request whose phone another node owns now, and leaves one whose phone no live node owns to its node', async () => {
+    const moved = watched({ nodeId: 'n3', epoch: 2 });
+    const lapsed = watched(undefined); // its node's liveness lapsed in a Redis outage, say: still serving it
+    try {
+      await vi.waitFor(() => expect(moved.errors).toEqual([{ code: 'device_offline' }]), { timeout: 5_000 });
+      await vi.waitFor(() => expect(lapsed.lookups()).toBeGreaterThanOrEqual(2), { timeout: 5_000 });
+      expect(lapsed.errors).toEqual([]);
+      expect(lapsed.t.get(1)).toBeDefined();
+    } finally {
+      moved.t.close();
+      lapsed.t.close();
+    }
+  });
+});
