@@ -97,6 +97,12 @@ type Attempt =
   | { kind: 'failed'; cause: string; /** HTTP status of a refused upgrade */ status?: number }
   | { kind: 'closed'; code: number; reason: string; uptimeMs: number };
 
+/**
+ * How long stop() waits for the relay to answer its close frame before it drops the socket
+ * (terminate()): a round trip on any live path, far below ws's own 30 s.
+ */
+const STOP_CLOSE_GRACE_MS = 1_000;
+
 /** Close codes after which reconnecting is wrong: someone has to act first. */
 const FINAL_CLOSES: Record<number, { reason: StopReason; explain: string }> = {
   4001: {
@@ -166,14 +172,27 @@ export class DeviceAgent extends EventEmitter<DeviceAgentEvents> {
     this.loop = this.lastRun = this.run();
   }
 
-  /** Closes the socket (1000) and ends the loop; resolves once stopped. */
+  /**
+   * Closes the socket (1000) and ends the loop; resolves once stopped, within STOP_CLOSE_GRACE_MS
+   * of the call when the relay does not answer the close.
+   */
   async stop(): Promise<void> {
     if (!this.loop) return;
     this.stopRequested = true;
     this.abort.abort();
     this.wake?.();
-    this.socket?.close(1000, 'device stopping');
-    await this.loop;
+    const socket = this.socket;
+    socket?.close(1000, 'device stopping');
+    // ws waits 30 s for the relay's close frame before it gives up; on a dead path (a NAT that
+    // forgot the flow, a frozen relay) none comes, and the loop waits for the socket's 'close'.
+    // A live relay answers within a round trip, so after a short grace the socket is dropped
+    // without it, as WebSocketTransport.close() does not wait for the closing handshake either.
+    const grace = socket && setTimeout(() => socket.terminate(), STOP_CLOSE_GRACE_MS);
+    try {
+      await this.loop;
+    } finally {
+      clearTimeout(grace);
+    }
   }
 
   /** Resolves when the agent stops, for good or by stop(). */
