@@ -5,6 +5,7 @@ import {
   JSONRPCMessageSchema,
   type JSONRPCErrorResponse,
   type JSONRPCMessage,
+  type JSONRPCNotification,
   type JSONRPCRequest,
   type JSONRPCResultResponse,
   type RequestId,
@@ -33,7 +34,10 @@ export class WebSocketTransport implements Transport {
   private closed = false;
   /** Frames that arrived before start(): the relay sends initialize as soon as the socket opens. */
   private early: JSONRPCMessage[] = [];
-  /** Incoming request id → method, to shape an oversized response (tools/call gets a tool error). */
+  /**
+   * Incoming request id → method, to shape an oversized response (tools/call gets a tool error).
+   * Only requests still open: one leaves when it is answered or cancelled, all when the socket closes.
+   */
   private readonly openRequests = new Map<RequestId, string>();
 
   constructor(
@@ -93,6 +97,10 @@ export class WebSocketTransport implements Transport {
       return;
     }
     if (isRequest(message)) this.openRequests.set(message.id, message.method);
+    // A cancelled request is never answered (MCP forbids it), so send() would never forget it: on a
+    // socket that stays up for days every cancel and relay timeout (docs/PROTOCOL.md "Timeouts")
+    // would stay in the map.
+    else if (isCancellation(message)) this.openRequests.delete(message.params.requestId);
     if (this.started) this.onmessage?.(message);
     else this.early.push(message);
   };
@@ -141,6 +149,14 @@ export class WebSocketTransport implements Transport {
 
 function isRequest(message: JSONRPCMessage): message is JSONRPCRequest {
   return 'method' in message && 'id' in message;
+}
+
+function isCancellation(
+  message: JSONRPCMessage,
+): message is JSONRPCNotification & { params: { requestId: RequestId } } {
+  if (!('method' in message) || 'id' in message || message.method !== 'notifications/cancelled') return false;
+  const requestId = message.params?.requestId;
+  return typeof requestId === 'string' || typeof requestId === 'number';
 }
 
 function isResponse(message: JSONRPCMessage): message is JSONRPCResultResponse | JSONRPCErrorResponse {
