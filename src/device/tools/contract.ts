@@ -94,6 +94,8 @@ export const ERROR_CODES: Readonly<Record<string, string>> = {
   run_not_found: 'No such run (or no active run for stop_run).',
   cancelled:
     'A task-augmented call that ended unfinished (tasks/result): cancelled with tasks/cancel, expired, or its credential revoked.',
+  upstream_unavailable:
+    'Bridged phones only (`device run --backend bridge`): the MCP server behind the bridge is down or restarting, or the bridge is shutting down; the message says which. A call in flight when it went away may have run. Try again shortly.',
   internal_error: 'A bug on the phone; the message says what failed.',
 };
 
