@@ -14,12 +14,18 @@ describe('the program of an --upstream-cmd, for start-up errors', () => {
 });
 
 describe('the upstream URL in the operator’s log', () => {
-  it('keeps no password and no query', () => {
+  it('keeps no user info and no query', () => {
     expect(withoutSecrets('https://bob:hunter2@mcp.example.com/mcp?token=s3cret&x=1')).toBe(
-      'https://bob:***@mcp.example.com/mcp?…',
+      'https://***@mcp.example.com/mcp?…',
     );
     expect(withoutSecrets('http://127.0.0.1:9/mcp')).toBe('http://127.0.0.1:9/mcp');
     expect(withoutSecrets('not a url hunter2')).toBe('(an unparsable URL)');
+  });
+
+  it('keeps no user name either: a token is often sent as one (https://<token>@host)', () => {
+    expect(withoutSecrets('https://ghp_s3cret@mcp.example.com/mcp')).toBe('https://***@mcp.example.com/mcp');
+    expect(withoutSecrets('https://ghp_s3cret:@mcp.example.com/mcp')).toBe('https://***@mcp.example.com/mcp');
+    expect(withoutSecrets('https://:hunter2@mcp.example.com/mcp')).toBe('https://***@mcp.example.com/mcp');
   });
 
   it('a bridge that cannot reach its upstream says so without the URL’s secrets', async () => {
@@ -43,8 +49,9 @@ describe('the upstream URL in the operator’s log', () => {
       (f) => f.close().then(() => 'started'),
       (e: Error) => e.message,
     );
-    expect(err).toMatch(/could not start the upstream MCP server http:\/\/bob:\*\*\*@127\.0\.0\.1:\d+\/mcp\?…/);
+    expect(err).toMatch(/could not start the upstream MCP server http:\/\/\*\*\*@127\.0\.0\.1:\d+\/mcp\?…/);
     for (const text of [err, ...lines]) {
+      expect(text).not.toContain('bob');
       expect(text).not.toContain('hunter2');
       expect(text).not.toContain('s3cret');
     }

@@ -504,13 +504,17 @@ function withoutContent(err: Error): string {
 }
 
 /**
- * An upstream URL as the log may show it: without a password (`user:***@`) and without its query,
- * where tokens travel (`?token=…`); the URL itself is used as given.
+ * An upstream URL as the log may show it: without its user info (`***@`: the user name is a
+ * secret too when it carries a token alone, `https://<token>@host`) and without its query, where
+ * tokens travel (`?token=…`); the URL itself is used as given.
  */
 export function withoutSecrets(url: string): string {
   try {
     const u = new URL(url);
-    if (u.password) u.password = '***';
+    if (u.username || u.password) {
+      u.username = '***';
+      u.password = '';
+    }
     const query = u.search ? '?…' : '';
     u.search = '';
     return `${u.toString()}${query}`;
