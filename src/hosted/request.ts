@@ -146,9 +146,14 @@ export class HostedRequest {
     ex.send(status, headers, body);
   }
 
-  page(status: number, title: string, body: string, opts: { signedIn?: string; head?: string } = {}): void {
+  page(
+    status: number,
+    title: string,
+    body: string,
+    opts: { signedIn?: string; head?: string; headers?: Headers } = {},
+  ): void {
     const csrf = opts.signedIn ? this.csrf() : undefined;
-    this.send(status, pageHeaders(), layout(title, body, { ...opts, csrf }));
+    this.send(status, pageHeaders(opts.headers), layout(title, body, { ...opts, csrf }));
   }
 
   redirect(location: string): void {
@@ -198,12 +203,21 @@ export function handle(
 ) {
   const names = opts.headers ? [...PAGE_HEADERS, ...opts.headers] : PAGE_HEADERS;
   const oauth = opts.oauth;
-  const tooLarge =
-    oauth &&
-    ((limit: number) => ({
-      headers: { 'Content-Type': 'application/json', 'Cache-Control': 'no-store', ...oauth.headers },
-      body: JSON.stringify({ error: oauth.error, error_description: `the body is larger than ${limit} bytes` }),
-    }));
+  // The 413 leaves from the body reader as soon as the limit is passed (Exchange.body), before the
+  // handler's error policy runs, so each kind of route gives it its own shape here: the OAuth error
+  // JSON, or for a page the HTML page every other answer of a page is (docs/HOSTED.md "Pages").
+  const tooLarge = oauth
+    ? (limit: number) => ({
+        headers: { 'Content-Type': 'application/json', 'Cache-Control': 'no-store', ...oauth.headers },
+        body: JSON.stringify({ error: oauth.error, error_description: `the body is larger than ${limit} bytes` }),
+      })
+    : (limit: number) => ({
+        headers: pageHeaders(),
+        body: layout(
+          'Too large',
+          `<p class="error" role="alert">The form was too large (more than ${limit / 1024} KiB). Go back and shorten it.</p><p><a href="/account">Back to your phones</a></p>`,
+        ),
+      });
   return (res: HttpResponse, req: HttpRequest): void => {
     const ex = new Exchange(res);
     const headers = copyHeaders(req, names);
@@ -221,13 +235,17 @@ export function handle(
           return r.jsonResponse(400, { error: opts.oauth.error, error_description: err.message }, opts.oauth.headers);
         return r.page(400, 'Bad request', `<p class="error" role="alert">${esc(err.message)}.</p>`);
       }
-      if (err instanceof BodyTooLarge) return r.page(413, 'Too large', '<p class="error">The form was too large.</p>');
+      // The 413 (tooLarge above) has already been sent.
+      if (err instanceof BodyTooLarge) return;
       ctx.log.error({ err: String(err) }, 'hosted request failed');
       if (oauth) return r.jsonResponse(503, UNAVAILABLE_OAUTH_ERROR, { ...oauth.headers, ...UNAVAILABLE_HEADERS });
+      // As for OAuth: in practice the store or the bus not answering, an outage the person can
+      // wait out (docs/OPERATIONS.md "Postgres unreachable"), not a fault of the page.
       r.page(
-        500,
-        'Something went wrong',
-        `<p class="error">${esc('The relay could not complete this request. Try again shortly.')}</p>`,
+        503,
+        'Try again shortly',
+        `<p class="error" role="alert">${esc('The relay cannot complete this request right now. Try again in a few seconds.')}</p>`,
+        { headers: UNAVAILABLE_HEADERS },
       );
     });
   };
