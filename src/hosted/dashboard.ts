@@ -6,7 +6,7 @@ import { SCOPES, type Account, type ControlEvent, type Scope } from '../store/ty
 import { createKey, createPairing } from '../provisioning.ts';
 import { handle, type HostedRequest, type HostedRoutes } from './request.ts';
 import { qrDataUri } from './qr.ts';
-import { esc, hidden } from './web.ts';
+import { esc, hashSecret, hidden, seal, SESSION_COOKIE, setCookie, unseal } from './web.ts';
 import { factLabels, formatSelector, LabelError, matches, parseSelector, type Selector } from '../fleet/labels.ts';
 import { COUNTDOWN_JS, FAVICON_SVG, PAIRING_JS, STYLE_CSS } from './assets.ts';
 import { activeClients, windowText, type ActiveClient } from './active-clients.ts';
@@ -60,6 +60,10 @@ export function registerDashboardRoutes(app: HostedRoutes, ctx: GatewayContext, 
   app.post(
     '/account/keys',
     handle(ctx, (r) => action(r, (a, f) => createApiKey(r, a, f, windowMs)), { body: true }),
+  );
+  app.get(
+    '/account/keys/created',
+    handle(ctx, (r) => signedIn(r, (a) => keyCreated(r, a))),
   );
   app.post(
     '/account/keys/revoke',
@@ -341,10 +345,65 @@ async function createApiKey(
       signedIn,
     );
   }
+  // Post/Redirect/Get: the token goes to the page after a 303, so a reload or a step through the
+  // history repeats the GET, not this POST (docs/decisions/0253-key-created-page-after-a-redirect.md).
+  const shown: NewKey = { account: account.id, id: key.id, token: key.token, phone: device.name, scopes };
+  r.cookie(
+    setCookie(NEW_KEY_COOKIE, seal(r.cookies[SESSION_COOKIE], NEW_KEY_COOKIE, shown, NEW_KEY_TTL_MS), {
+      secure: r.secure,
+      maxAgeS: NEW_KEY_TTL_MS / 1000,
+    }),
+  );
+  r.redirect('/account/keys/created');
+}
+
+/**
+ * Carries a new key's token from `POST /account/keys` to the one page that shows it: sealed
+ * under the session (web.ts seal), so any node can read it and only this browser's session can.
+ */
+const NEW_KEY_COOKIE = 'pb_newkey';
+/** The redirect is followed at once; a minute covers a slow answer, not a later visit. */
+const NEW_KEY_TTL_MS = 60_000;
+interface NewKey {
+  account: string;
+  id: string;
+  token: string;
+  phone: string;
+  scopes: string[];
+}
+
+/** `GET /account/keys/created`: the new key's token, once; a reload shows it no more. */
+async function keyCreated(r: HostedRequest, account: Account): Promise<void> {
+  const signedIn = { signedIn: label(account.email, account.id) };
+  const sealed = r.cookies[NEW_KEY_COOKIE];
+  let key: NewKey | undefined;
+  if (sealed) {
+    // Cleared by this answer whatever it shows: a reload finds nothing to show.
+    r.cookie(setCookie(NEW_KEY_COOKIE, '', { secure: r.secure, maxAgeS: 0 }));
+    const found = unseal(r.cookies[SESSION_COOKIE], NEW_KEY_COOKIE, sealed) as NewKey | undefined;
+    // Once across the cluster too: a copy of the cookie sent again within its minute (a second
+    // tab, a request raced with this one) counts past 1 on the bus, whichever node it reaches.
+    // Without the bus the cleared cookie is the guard; the person who made the key still gets it.
+    const first =
+      found?.account === account.id &&
+      (await r.ctx.bus.hit(`new-key:${hashSecret(NEW_KEY_COOKIE, sealed)}`, NEW_KEY_TTL_MS).then(
+        (n) => n === 1,
+        () => true,
+      ));
+    if (first) key = found;
+  }
+  if (!key)
+    return r.page(
+      200,
+      'Key created',
+      `<p>A new key's token is shown once, on the page right after <strong>Create key</strong>, and not again. If it was not copied, revoke that key and create another.</p>
+<p><a href="/account">Back to your phones</a></p>`,
+      signedIn,
+    );
   r.page(
     200,
     'Key created',
-    `<p>Key <strong>${esc(key.id)}</strong> for ${esc(device.name)} (${esc(scopes.join(' '))}). Copy it now: it is shown only once.</p>
+    `<p>Key <strong>${esc(key.id)}</strong> for ${esc(key.phone)} (${esc(key.scopes.join(' '))}). Copy it now: it is shown only once.</p>
 <p class="secret" data-testid="new-key">${esc(key.token)}</p>
 <p>Send it as <code>X-Api-Key</code> or <code>Authorization: Bearer</code> to <code>${esc(r.ctx.config.publicUrl)}/mcp</code>.</p>
 <p><a href="/account">Back to your phones</a></p>`,

@@ -1,6 +1,6 @@
 // The browser-facing rules of hosted mode in one place: cookies, the CSRF token, the same-origin
 // check, the strict CSP, and HTML escaping. Pages are server-rendered; no inline script or style.
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Headers } from '../gateway/http.ts';
 
 export const SESSION_COOKIE = 'pb_session';
@@ -73,6 +73,38 @@ export function setCookie(name: string, value: string, opts: { secure: boolean; 
   if (opts.maxAgeS !== undefined) parts.push(`Max-Age=${opts.maxAgeS}`);
   return parts.join('; ');
 }
+
+/**
+ * A value only the browser that holds this session can have a node read back: AES-256-GCM under a
+ * key derived (HKDF) from the session cookie itself, which every node sees on the request and none
+ * stores (the store keeps its hash). No key to share across nodes, nothing kept in a node's memory
+ * (docs/decisions/0253-key-created-page-after-a-redirect.md). `purpose` separates the uses.
+ */
+export function seal(session: string, purpose: string, value: unknown, ttlMs: number): string {
+  const iv = randomBytes(12);
+  const c = createCipheriv('aes-256-gcm', sealingKey(session, purpose), iv);
+  const body = Buffer.concat([c.update(JSON.stringify({ v: value, exp: Date.now() + ttlMs }), 'utf8'), c.final()]);
+  return Buffer.concat([iv, c.getAuthTag(), body]).toString('base64url');
+}
+
+/** What `seal` sealed under this session and purpose, unless it expired or was altered. */
+export function unseal(session: string, purpose: string, sealed: string): unknown {
+  try {
+    const raw = Buffer.from(sealed, 'base64url');
+    if (raw.length < 29) return undefined;
+    const d = createDecipheriv('aes-256-gcm', sealingKey(session, purpose), raw.subarray(0, 12));
+    d.setAuthTag(raw.subarray(12, 28));
+    const text = Buffer.concat([d.update(raw.subarray(28)), d.final()]).toString('utf8');
+    const { v, exp } = JSON.parse(text) as { v: unknown; exp: number };
+    return typeof exp === 'number' && exp > Date.now() ? v : undefined;
+  } catch {
+    // Another session's, altered, or not ours at all: nothing to read.
+    return undefined;
+  }
+}
+
+const sealingKey = (session: string, purpose: string) =>
+  Buffer.from(hkdfSync('sha256', session, '', `phonebridge seal:${purpose}`, 32));
 
 export const newSecret = () => randomBytes(32).toString('base64url');
 export const hashSecret = (kind: string, value: string) =>
