@@ -15,7 +15,7 @@ th, td { text-align: left; padding: 6px 8px; border-bottom: 1px solid #eceff2; v
 button { font: inherit; padding: 5px 12px; border-radius: 6px; border: 1px solid #8a939c; background: #fff; cursor: pointer; }
 button.primary { background: #1f6feb; border-color: #1f6feb; color: #fff; }
 input[type=email], input[type=text] { font: inherit; padding: 5px 8px; border: 1px solid #8a939c; border-radius: 6px; }
-.online { color: #1a7f37; font-weight: 600; } .offline { color: #8a939c; }
+.online { color: #1a7f37; font-weight: 600; } .offline { color: #8a939c; } .unknown { color: #8a939c; font-style: italic; }
 .secret { font-family: ui-monospace, monospace; background: #fff8c5; padding: 6px 10px; border-radius: 6px; word-break: break-all; }
 .code { font-family: ui-monospace, monospace; font-size: 1.2em; letter-spacing: .05em; }
 .qr { width: 240px; height: 240px; image-rendering: pixelated; }
@@ -51,7 +51,7 @@ if (box) {
         const phones = await r.json();
         const fresh = phones.find((p) => !known.has(p.id));
         if (fresh) {
-          box.textContent = 'Paired: ' + fresh.name + (fresh.online ? ' (online)' : '') + '. ';
+          box.textContent = 'Paired: ' + fresh.name + (fresh.online === true ? ' (online)' : '') + '. ';
           const a = document.createElement('a');
           a.href = '/account';
           a.textContent = 'Back to your phones';

@@ -89,22 +89,34 @@ async function announce(r: HostedRequest, event: ControlEvent): Promise<void> {
   await r.ctx.bus.publishControl(event).catch(() => {});
 }
 
+/** Whether a phone is connected, as far as this node can tell right now. */
+type Presence = 'online' | 'offline' | 'unknown';
+
+/**
+ * Cluster-wide from the bus. Without the bus (a Redis outage) a phone whose socket is on this node
+ * is still online, and any other is unknown, never offline: an outage of Redis never reports a
+ * connected phone offline (docs/decisions/0210-no-phone-offline-because-redis-was-down.md).
+ */
+function presence(r: HostedRequest, deviceId: string): Promise<Presence> {
+  return r.ctx.bus.ownerOf(deviceId).then(
+    (o): Presence => (o ? 'online' : 'offline'),
+    (): Presence => (r.ctx.hub.device(deviceId) ? 'online' : 'unknown'),
+  );
+}
+
 /** The account's phones for the pairing page's watcher: id, name, online. Signed out: 401. */
 async function phonesJson(r: HostedRequest): Promise<void> {
   const account = await r.account();
   if (!account) return r.jsonResponse(401, { error: 'signed_out' });
   const devices = await r.ctx.store.listDevices(account.id);
-  const online = await Promise.all(
-    devices.map((d) =>
-      r.ctx.bus.ownerOf(d.id).then(
-        (o) => !!o,
-        () => false,
-      ),
-    ),
-  );
+  const online = await Promise.all(devices.map((d) => presence(r, d.id)));
   r.jsonResponse(
     200,
-    devices.map((d, i) => ({ id: d.id, name: d.name, online: online[i] })),
+    devices.map((d, i) => ({
+      id: d.id,
+      name: d.name,
+      online: online[i] === 'unknown' ? 'unknown' : online[i] === 'online',
+    })),
   );
 }
 
@@ -176,14 +188,7 @@ async function dashboard(r: HostedRequest, account: Account, windowMs: number, n
   const devices = allDevices.filter((d) =>
     matches(selector, { ...(labelsOf.get(d.id) ?? {}), ...factLabels(d.initResult) }),
   );
-  const online = await Promise.all(
-    devices.map((d) =>
-      bus.ownerOf(d.id).then(
-        (o) => !!o,
-        () => false,
-      ),
-    ),
-  );
+  const online = await Promise.all(devices.map((d) => presence(r, d.id)));
   // MCP clients of each phone: its sessions used within the window, on every node (the bus holds
   // them); a session idle longer still exists (24 h) but is not a client someone is running now.
   const now = Date.now();
@@ -204,8 +209,8 @@ async function dashboard(r: HostedRequest, account: Account, windowMs: number, n
     .map((d, i) => {
       const init = d.initResult as { serverInfo?: { name?: string; version?: string } } | null;
       return `<tr><td>${esc(d.name)}<div class="muted">${esc(d.id)}</div></td>
-<td class="${online[i] ? 'online' : 'offline'}">${online[i] ? 'online' : 'offline'}</td>
-<td>${online[i] ? 'now' : esc(when(d.lastSeenAt))}</td><td>${esc(init?.serverInfo?.version ?? '—')}</td><td>${clientsCell(clients[i], capped[i])}</td>
+<td class="${online[i]}">${online[i]}</td>
+<td>${online[i] === 'online' ? 'now' : esc(when(d.lastSeenAt))}</td><td>${esc(init?.serverInfo?.version ?? '—')}</td><td>${clientsCell(clients[i], capped[i])}</td>
 <td data-testid="phone-labels">${labelChips(labelsOf.get(d.id) ?? {})}</td>
 <td><form method="post" action="/account/phones/remove" class="inline">${csrfField}${hidden('device', d.id)}<button type="submit">Remove</button></form></td></tr>`;
     })
