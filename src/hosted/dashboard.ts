@@ -122,7 +122,12 @@ async function phonesJson(r: HostedRequest): Promise<void> {
 
 async function signedIn(r: HostedRequest, fn: (a: Account) => Promise<void>): Promise<void> {
   const account = await r.account();
-  if (!account) return r.redirect('/account/signin?next=/account');
+  if (!account) {
+    // Back to the dashboard after sign-in with its query (a filtered list), as the consent page
+    // keeps its own (src/hosted/oauth.ts); web.ts safeNext keeps `next` under /account.
+    const query = r.query.toString();
+    return r.redirect(`/account/signin?next=${encodeURIComponent(query ? `/account?${query}` : '/account')}`);
+  }
   await fn(account);
 }
 
@@ -264,7 +269,8 @@ ${devices.length ? `<table><thead><tr><th>Name</th><th>Status</th><th>Last seen<
 <section aria-labelledby="keys-h"><h2 id="keys-h">API keys</h2>
 ${keys.length + fleetKeys.length ? `<table><thead><tr><th>Key</th><th>Phone</th><th>Scopes</th><th>Created</th><th></th></tr></thead><tbody>${keyRows}${fleetKeyRows}</tbody></table>` : '<p class="muted">No API key.</p>'}
 ${
-  devices.length
+  // Every phone of the account can get a key: the selector filters the list above, not this.
+  allDevices.length
     ? `<form method="post" action="/account/keys">${csrfField}
 <label for="key-phone">Phone</label> <select id="key-phone" name="device">${phoneOptions}</select>
 <fieldset><legend>Scopes</legend>${scopeBoxes}</fieldset>
