@@ -217,7 +217,7 @@ async function dashboard(r: HostedRequest, account: Account, windowMs: number, n
 <td class="${online[i]}">${online[i]}</td>
 <td>${online[i] === 'online' ? 'now' : esc(when(d.lastSeenAt))}</td><td>${esc(init?.serverInfo?.version ?? '—')}</td><td>${clientsCell(clients[i], capped[i])}</td>
 <td data-testid="phone-labels">${labelChips(labelsOf.get(d.id) ?? {})}</td>
-<td><form method="post" action="/account/phones/remove" class="inline">${csrfField}${hidden('device', d.id)}<button type="submit">Remove</button></form></td></tr>`;
+<td><form method="post" action="/account/phones/remove" class="inline">${csrfField}${hidden('device', d.id)}<button type="submit" aria-label="Remove ${esc(d.name)}">Remove</button></form></td></tr>`;
     })
     .join('');
   const keyRows = keys
@@ -225,7 +225,7 @@ async function dashboard(r: HostedRequest, account: Account, windowMs: number, n
       (
         k,
       ) => `<tr><td>${esc(k.id)}</td><td>${esc(names.get(k.deviceId) ?? k.deviceId)}</td><td>${esc(k.scopes.join(' '))}</td><td>${esc(when(k.createdAt))}</td>
-<td><form method="post" action="/account/keys/revoke" class="inline">${csrfField}${hidden('key', k.id)}<button type="submit">Revoke</button></form></td></tr>`,
+<td><form method="post" action="/account/keys/revoke" class="inline">${csrfField}${hidden('key', k.id)}<button type="submit" aria-label="Revoke key ${esc(k.id)} for ${esc(names.get(k.deviceId) ?? k.deviceId)}">Revoke</button></form></td></tr>`,
     )
     .join('');
   const fleetKeyRows = fleetKeys
@@ -233,7 +233,7 @@ async function dashboard(r: HostedRequest, account: Account, windowMs: number, n
       (
         k,
       ) => `<tr><td>${esc(k.id)}<div class="muted">fleet key</div></td><td data-testid="fleet-key-selector">${k.selector ? `phones matching <code>${esc(k.selector)}</code>` : 'every phone'}</td><td>${esc(k.scopes.join(' '))}</td><td>${esc(when(k.createdAt))}</td>
-<td><form method="post" action="/account/keys/revoke" class="inline">${csrfField}${hidden('key', k.id)}<button type="submit">Revoke</button></form></td></tr>`,
+<td><form method="post" action="/account/keys/revoke" class="inline">${csrfField}${hidden('key', k.id)}<button type="submit" aria-label="Revoke fleet key ${esc(k.id)}">Revoke</button></form></td></tr>`,
     )
     .join('');
   const grantRows = grants
@@ -241,7 +241,7 @@ async function dashboard(r: HostedRequest, account: Account, windowMs: number, n
       (
         g,
       ) => `<tr><td>connected via OAuth: <strong>${esc(g.clientName)}</strong><div class="muted" data-testid="grant-client">${esc(g.clientId)} · to ${esc(hostsOf(g.redirectUris ?? []))}</div></td><td>${esc(names.get(g.deviceId) ?? g.deviceId)}</td><td>${esc(g.scopes.join(' '))}</td><td>${esc(when(g.createdAt))}</td><td data-testid="grant-last-use">${esc(when(g.lastUsedAt ?? null))}</td>
-<td><form method="post" action="/account/connections/revoke" class="inline">${csrfField}${hidden('grant', g.id)}<button type="submit">Revoke</button></form></td></tr>`,
+<td><form method="post" action="/account/connections/revoke" class="inline">${csrfField}${hidden('grant', g.id)}<button type="submit" aria-label="Revoke ${esc(g.clientName)} on ${esc(names.get(g.deviceId) ?? g.deviceId)}">Revoke</button></form></td></tr>`,
     )
     .join('');
   const phoneOptions = allDevices.map((d) => `<option value="${esc(d.id)}">${esc(d.name)}</option>`).join('');
