@@ -75,6 +75,24 @@ export function registerDashboardRoutes(app: HostedRoutes, ctx: GatewayContext, 
   );
 }
 
+/**
+ * Any other path under /account/ (`/account/` with its slash, a mistyped link) is a page like the
+ * others: an HTML 404 with the pages' headers, not the gateway's JSON 404 for unknown endpoints
+ * (src/gateway/node.ts). Registered last; the router prefers every exact path to it.
+ */
+export function registerAccountNotFound(app: HostedRoutes, ctx: GatewayContext): void {
+  app.otherMethods(
+    '/account/*',
+    handle(ctx, (r) =>
+      r.page(
+        404,
+        'Not found',
+        '<p class="error" role="alert">There is no such page.</p><p><a href="/account">Back to your phones</a></p>',
+      ),
+    ),
+  );
+}
+
 const asset = (type: string) => ({
   'Content-Type': `${type}; charset=utf-8`,
   'Cache-Control': 'max-age=300',

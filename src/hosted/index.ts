@@ -4,7 +4,7 @@
 import type { GatewayFeature } from '../gateway/features.ts';
 import { createMailer } from './mail.ts';
 import { registerSigninRoutes } from './signin.ts';
-import { registerDashboardRoutes, type DashboardOptions } from './dashboard.ts';
+import { registerAccountNotFound, registerDashboardRoutes, type DashboardOptions } from './dashboard.ts';
 import { registerOAuthRoutes, resourceMetadataUrl } from './oauth.ts';
 import { ClientMetadataFetcher, type ClientMetadataOptions } from './client-metadata.ts';
 import { MethodRoutes } from '../gateway/http.ts';
@@ -27,6 +27,7 @@ export function hostedFeature(opts: HostedOptions = {}): GatewayFeature {
       registerSigninRoutes(routes, ctx, mailer);
       registerDashboardRoutes(routes, ctx, opts);
       registerOAuthRoutes(routes, ctx, metadata);
+      registerAccountNotFound(routes, ctx);
       routes.finish();
       // The public URL is final only once the node listens (port 0), so it is read per answer.
       mcp.offerOAuth(() => resourceMetadataUrl(ctx.config.publicUrl));
