@@ -14,11 +14,8 @@
 // is a hint the server must not rely on; here it is removed as any client can).
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { useHostedRelay } from './hosted-relay.ts';
-import { newPage, signInOnPage, useBrowser } from './browser.ts';
-
-const h = useHostedRelay();
-const b = useBrowser();
+import { newPage, signInOnPage } from '../browser.ts';
+import { b, h } from './shared.ts';
 
 describe('a dashboard form over the size limit', () => {
   it('is answered with the HTML "Too large" page, not JSON', async () => {

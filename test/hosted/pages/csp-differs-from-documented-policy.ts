@@ -13,13 +13,13 @@
 import { readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { CSP } from '../../src/hosted/web.ts';
-import { useHostedRelay } from './hosted-relay.ts';
-import { newPage, signInOnPage, useBrowser } from './browser.ts';
+import { CSP } from '../../../src/hosted/web.ts';
+import { newPage, signInOnPage } from '../browser.ts';
+import { b, h } from './shared.ts';
 
 /** The "Pages" section of docs/HOSTED.md: from its heading to the next. */
 function pagesSection(): string {
-  const guide = readFileSync(new URL('../../docs/HOSTED.md', import.meta.url), 'utf8');
+  const guide = readFileSync(new URL('../../../docs/HOSTED.md', import.meta.url), 'utf8');
   const start = guide.indexOf('\n## Pages\n');
   expect(start).toBeGreaterThan(-1);
   const end = guide.indexOf('\n## ', start + 1);
@@ -30,9 +30,6 @@ const section = pagesSection();
 const documented = /`Content-Security-Policy: ([^`]+)`/.exec(section)?.[1];
 /** The scripts the section names, in the order it names them. */
 const documentedScripts = [...new Set([...section.matchAll(/`(\/account\/assets\/[a-z-]+\.js)`/g)].map((m) => m[1]))];
-
-const h = useHostedRelay();
-const b = useBrowser();
 
 describe('Content-Security-Policy of the hosted pages', () => {
   it("the guide states one policy and names the pairing page's scripts", () => {

@@ -12,11 +12,8 @@
 // Real relay, real Chromium, the same browser asks for and opens the link.
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { useHostedRelay } from './hosted-relay.ts';
-import { newPage, signInOnPage, useBrowser } from './browser.ts';
-
-const h = useHostedRelay();
-const b = useBrowser();
+import { newPage, signInOnPage } from '../browser.ts';
+import { b, h } from './shared.ts';
 
 describe('sign-in from a filtered dashboard URL', () => {
   it('comes back to the same filtered dashboard', async () => {

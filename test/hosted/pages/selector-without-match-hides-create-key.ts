@@ -11,12 +11,9 @@
 // Real relay, real Chromium.
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { useHostedRelay } from './hosted-relay.ts';
-import { startAccountPhone } from './helpers.ts';
-import { newPage, signInOnPage, useBrowser } from './browser.ts';
-
-const h = useHostedRelay();
-const b = useBrowser();
+import { startAccountPhone } from '../helpers.ts';
+import { newPage, signInOnPage } from '../browser.ts';
+import { b, h } from './shared.ts';
 
 describe('dashboard label filter', () => {
   it('a selector matching no phone still leaves "Create key" for the account\'s phones', async () => {

@@ -15,12 +15,9 @@
 // a desktop Chromium asks "Confirm Form Resubmission" and re-posts on Continue).
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { useHostedRelay } from './hosted-relay.ts';
-import { startAccountPhone } from './helpers.ts';
-import { newPage, signInOnPage, useBrowser } from './browser.ts';
-
-const h = useHostedRelay();
-const b = useBrowser();
+import { startAccountPhone } from '../helpers.ts';
+import { newPage, signInOnPage } from '../browser.ts';
+import { b, h } from './shared.ts';
 
 describe('the "Key created" page', () => {
   it('reloaded, neither mints another key nor shows a new secret', async () => {

@@ -12,12 +12,9 @@
 // Real relay, real Chromium, Chromium's accessibility tree (Playwright's role/name queries).
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { useHostedRelay } from './hosted-relay.ts';
-import { startAccountPhone } from './helpers.ts';
-import { newPage, signInOnPage, useBrowser } from './browser.ts';
-
-const h = useHostedRelay();
-const b = useBrowser();
+import { startAccountPhone } from '../helpers.ts';
+import { newPage, signInOnPage } from '../browser.ts';
+import { b, h } from './shared.ts';
 
 describe('dashboard row actions', () => {
   it('each Remove / Revoke button names what it acts on', async () => {

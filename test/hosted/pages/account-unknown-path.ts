@@ -4,11 +4,9 @@
 // (src/gateway/node.ts), which a browser would show as raw text. docs/HOSTED.md "Pages".
 // Paths outside /account keep the JSON 404; HEAD gets the page's headers without its body.
 import { expect, it } from 'vitest';
-import { CSP } from '../../src/hosted/web.ts';
-import { headerOf as header, headOnClientPort } from '../helpers/raw-http.ts';
-import { useHostedRelay } from './hosted-relay.ts';
-
-const h = useHostedRelay();
+import { CSP } from '../../../src/hosted/web.ts';
+import { headerOf as header, headOnClientPort } from '../../helpers/raw-http.ts';
+import { h } from './shared.ts';
 
 it('answers an unknown path under /account/ with the HTML 404 page, for any method', async () => {
   for (const [method, path] of [
