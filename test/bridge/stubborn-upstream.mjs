@@ -1,4 +1,4 @@
-// A stdio MCP server for the `device run` stop tests (device-run-stop-*.test.ts), written without the SDK so it does exactly this:
+// A stdio MCP server for the `device run` stop test (device-run-stop.test.ts), written without the SDK so it does exactly this:
 // - writes its pid to the file named by argv[2];
 // - answers initialize (tools capability), tools/list (one tool `ok`), tools/call `ok`, ping;
 // - after initialize, writes NOISE (argv[3], default 0) non-JSON lines to stdout (a server logging to stdout);

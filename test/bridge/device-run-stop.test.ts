@@ -1,16 +1,15 @@
 // `phonebridge device run --backend bridge` closes its bridge when it stops (SIGTERM, or the agent
-// stopping for good): services/device-run.ts awaits factory.close() before process.exit(). Without
-// it, a stdio upstream that does not exit on its closed stdin was left running as an orphan after
-// `device run` was gone.
+// stopping for good): services/device-run.ts awaits factory.close() before process.exit(). Exiting
+// without that close left a stdio upstream that ignores its closed stdin running as an orphan, and
+// lost the last counts of what the bridge dropped from it.
 //
 // Promises checked:
 // - src/device/bridge/index.ts, BridgeServerFactory: "close(): ... also stops the shared upstream."
-// - src/device/bridge/upstream.ts, connect(): "the bridge waits, so a server that ignores its closed
-//   stdin is not left running when `device run` exits"
-// - docs/OPERATIONS.md "Bridge mode": an upstream that does not answer is "ended (stdin closed, then
-//   SIGTERM and SIGKILL after 2 s each)" — the way the bridge ends its upstream (Upstream.close()).
-// - DESIGN.md contract: `device run` "the reference phone: pairs once ..., then stays connected";
-//   stopping it (SIGTERM) must not leave a process of its own behind (brief: no leaked child processes).
+// - docs/OPERATIONS.md "Bridge mode": an upstream is "ended (stdin closed, then SIGTERM and SIGKILL
+//   after 2 s each)"; dropped lines are "warned about one by one three times, then counted: one line
+//   every 30 s while they go on, `dropped N more non-JSON lines`, and the last count when the bridge
+//   stops."
+// - DESIGN.md: `device run` is the reference phone; stopping it must leave no process of its own.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -37,7 +36,7 @@ const alive = (pid: number) => {
 
 beforeAll(async () => {
   relay = await startTestRelay();
-  dir = mkdtempSync(join(tmpdir(), 'pb-review-run-'));
+  dir = mkdtempSync(join(tmpdir(), 'pb-device-run-stop-'));
 }, 60_000);
 
 afterAll(async () => {
@@ -47,10 +46,11 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-it('SIGTERM to `device run --backend bridge` ends its stdio upstream too', async () => {
+it('SIGTERM ends its stdio upstream too and logs the last count of dropped lines', async () => {
   const pidFile = join(dir, 'upstream.pid');
   const stateDir = join(dir, 'state');
   const qr = await relay.pair('bridge-phone');
+  // The upstream writes 5 non-JSON lines after initialize: 3 are warned one by one, 2 are counted.
   child = startChild([
     'device',
     'run',
@@ -61,8 +61,13 @@ it('SIGTERM to `device run --backend bridge` ends its stdio upstream too', async
     '--backend',
     'bridge',
     '--upstream-cmd',
-    `'${process.execPath}' '${FIXTURE}' '${pidFile}'`,
+    `'${process.execPath}' '${FIXTURE}' '${pidFile}' 5`,
   ]);
+  await waitFor(
+    () => child!.stderr.filter((l) => l.includes('dropped a line that is not JSON')).length === 3,
+    30_000,
+    'the three one-by-one warnings',
+  );
   // Paired and connected: the relay holds the phone's initialize result.
   await waitFor(
     () => {
@@ -80,7 +85,10 @@ it('SIGTERM to `device run --backend bridge` ends its stdio upstream too', async
   expect(alive(upstreamPid)).toBe(true);
 
   const exit = await child.kill('SIGTERM');
-  expect(exit.code, child.stderr.join('\n')).toBe(0);
+  const stderr = child.stderr.join('\n');
+  expect(exit.code, stderr).toBe(0);
+  expect(stderr).toContain('phonebridge device: stopped (stopped)');
+  expect(stderr).toContain('dropped 2 more non-JSON lines');
 
   // Upstream.close() ends a stubborn server within ~4 s (stdin closed, SIGTERM after 2 s).
   // Poll well past that; the upstream must be gone.
