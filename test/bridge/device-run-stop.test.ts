@@ -9,7 +9,8 @@
 //   after 2 s each)"; dropped lines are "warned about one by one three times, then counted: one line
 //   every 30 s while they go on, `dropped N more non-JSON lines`, and the last count when the bridge
 //   stops."
-// - DESIGN.md: `device run` is the reference phone; stopping it must leave no process of its own.
+// - services/device-run.ts: `device run` is the reference phone; stopping it must leave no process
+//   of its own behind.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

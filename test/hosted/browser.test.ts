@@ -7,7 +7,8 @@ import { createServer, type Server } from 'node:http';
 import { mkdirSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
+import { launchChromium } from './browser.ts';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import {
@@ -47,10 +48,7 @@ beforeAll(async () => {
   ({ url: FRONT, sink, phones } = h);
   direct1 = `http://127.0.0.1:${node1.relay.node.port}`;
   direct2 = `http://127.0.0.1:${node2.relay.node.port}`;
-  browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    args: ['--headless', '--no-sandbox', '--disable-background-networking'],
-  });
+  browser = await launchChromium();
 }, 60_000);
 
 afterAll(async () => {

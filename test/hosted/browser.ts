@@ -5,13 +5,18 @@ import { afterAll, beforeAll } from 'vitest';
 import { chromium, type Browser, type BrowserContextOptions, type Page } from 'playwright-core';
 import type { HostedRelay } from './hosted-relay.ts';
 
+/** Debian's headless Chromium, as every browser test here drives it. */
+export function launchChromium(): Promise<Browser> {
+  return chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    args: ['--headless', '--no-sandbox', '--disable-background-networking'],
+  });
+}
+
 export function useBrowser(): { get: () => Browser } {
   let browser: Browser | undefined;
   beforeAll(async () => {
-    browser = await chromium.launch({
-      executablePath: '/usr/bin/chromium',
-      args: ['--headless', '--no-sandbox', '--disable-background-networking'],
-    });
+    browser = await launchChromium();
   }, 60_000);
   afterAll(async () => {
     await browser?.close();
