@@ -187,12 +187,14 @@ export class KyselyHostedStore implements HostedStore {
         .where('oauth_refresh_tokens.token_hash', '=', input.refreshHash)
         .forUpdate()
         .executeTakeFirst();
-      if (!rt || rt.client_id !== input.clientId) return { ok: false, error: 'invalid' };
+      if (!rt) return { ok: false, error: 'invalid' };
       if (rt.used_at !== null) {
-        // A rotated token came back: someone holds a copy. End the whole grant.
+        // A rotated token came back: someone holds a copy. End the whole grant, whichever
+        // client id it came under (a thief need not present the grant's own).
         await deleteGrant(trx, rt.grant_id);
         return { ok: false, error: 'reused' };
       }
+      if (rt.client_id !== input.clientId) return { ok: false, error: 'invalid' };
       if (input.refused) return { ok: false, error: 'refused' };
       if (rt.expires_at.getTime() <= input.now.getTime()) return { ok: false, error: 'invalid' };
       const granted = rt.scopes as Scope[];

@@ -1190,6 +1190,31 @@ export function storeSuite(backend: TestBackend): void {
         expect(await store.findTokenByHash(second.access.hash, new Date())).toBeUndefined();
       });
 
+      it('a rotated refresh token revokes the grant under another client id too; a live one there changes nothing', async () => {
+        const { acct, dev, client } = await setup();
+        const first = pair();
+        await store.hosted.issueOAuthGrant({
+          grantId: uid('grant'),
+          accountId: acct.id,
+          clientId: client.id,
+          deviceId: dev.id,
+          scopes: ['devices:read'],
+          ...first,
+        });
+        const refresh = (refreshHash: string, clientId: string, next = pair()) =>
+          store.hosted.refreshOAuthGrant({ refreshHash, clientId, now: new Date(), ...next });
+        const second = pair();
+        expect(await refresh(first.refresh.hash, client.id, second)).toMatchObject({ ok: true });
+        // The live token under another id: refused, and the grant and its token stay.
+        expect(await refresh(second.refresh.hash, 'other')).toEqual({ ok: false, error: 'invalid' });
+        expect(await store.findTokenByHash(second.access.hash, new Date())).toBeDefined();
+        // The rotated one under another id: a copy is out, the grant ends.
+        expect(await refresh(first.refresh.hash, 'other')).toEqual({ ok: false, error: 'reused' });
+        expect(await store.hosted.listOAuthGrants(acct.id)).toEqual([]);
+        expect(await store.findTokenByHash(second.access.hash, new Date())).toBeUndefined();
+        expect(await refresh(second.refresh.hash, client.id)).toEqual({ ok: false, error: 'invalid' });
+      });
+
       it('an expired refresh token is refused; revokeOAuthGrant and removing the phone end the grant', async () => {
         const { acct, dev, client } = await setup();
         const p = pair();
