@@ -342,6 +342,10 @@ async function devicesCommand(argv: string[]): Promise<void> {
   });
   if (sub === 'list') {
     noArgs(positionals, 'devices list');
+    // As for `keys create --fleet`: `--selector ""` is most likely an unset shell variable, and
+    // a list of every phone would answer a question nobody asked.
+    if (values.selector !== undefined && values.selector.trim() === '')
+      throw new UsageError('devices list: --selector needs at least one requirement (omit it for every phone)');
     const selector = parseSelector(values.selector);
     const devices = await withStore(values, (store) => store.fleet.listDevices({}));
     const rows = devices

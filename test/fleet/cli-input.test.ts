@@ -7,7 +7,8 @@
 // - `keys create --fleet --selector ""` or `--account ""`: README "Make a fleet key": "It
 //   reaches every phone of the account matching its selector"; only an absent --selector means
 //   every phone, as only an absent --scopes means every scope. An unset shell variable must not
-//   widen a key to every phone, nor move it to another account.
+//   widen a key to every phone, nor move it to another account. `devices list --selector ""`
+//   likewise: a list of every phone is not the answer to a filter that came out empty.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDatabase } from '../cluster/harness.ts';
 import { openStore, type OpenStore } from '../../src/store/index.ts';
@@ -67,5 +68,14 @@ describe('keys create --fleet', () => {
     expect(selector.stderr.split('\n')[0]).toMatch(/--selector needs at least one requirement/);
     expect(account.code, account.stderr).toBe(64);
     expect(await opened.store.fleet.listKeys()).toEqual([]);
+  }, 120_000);
+});
+
+describe('devices list', () => {
+  it('refuses an empty --selector, in the words of keys create', async () => {
+    const r = await run('devices', 'list', '--selector', ' ', '--json');
+    expect(r.code, r.stderr).toBe(64);
+    expect(r.stderr.split('\n')[0]).toMatch(/devices list: --selector needs at least one requirement/);
+    expect(r.stdout).toBe('');
   }, 120_000);
 });
