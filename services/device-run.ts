@@ -5,7 +5,7 @@ import { runDevice, loadIdentity, type McpServerLike, type StopInfo } from '../s
 import { SimPhone } from '../src/device/sim/model.ts';
 import { createPhoneServer } from '../src/device/tools/index.ts';
 import { UsageError } from './usage-error.ts';
-import { ConfigError } from '../src/config.ts';
+import { ConfigError, decimalInteger } from '../src/config.ts';
 import { DatabaseUrlError, postgresSource } from '../src/store/database/postgres.ts';
 
 export function simServerFactory(stateDir: string, seed = 1): () => McpServerLike {
@@ -48,9 +48,12 @@ export async function deviceCommand(argv: string[]): Promise<void> {
   if (values.backend === 'sim') {
     // A bridge flag without --backend bridge would otherwise serve the simulated phone in silence.
     if (bridgeFlags.length > 0) throw new UsageError(`--${bridgeFlags[0]} needs --backend bridge`);
-    if (values.seed !== undefined && !/^\d+$/.test(values.seed))
-      throw new UsageError(`--seed must be a non-negative integer, got "${values.seed}"`);
-    createServer = simServerFactory(values.state, values.seed ? Number(values.seed) : 1);
+    const seed = values.seed === undefined ? 1 : decimalInteger(values.seed);
+    if (seed === undefined)
+      throw new UsageError(
+        `--seed must be a non-negative decimal integer (at most ${Number.MAX_SAFE_INTEGER}), got "${values.seed}"`,
+      );
+    createServer = simServerFactory(values.state, seed);
   } else if (values.backend === 'bridge') {
     if ((values['upstream-cmd'] === undefined) === (values['upstream-url'] === undefined))
       throw new UsageError('device run --backend bridge: give exactly one of --upstream-cmd or --upstream-url');

@@ -1,6 +1,7 @@
 // Usage mistakes in `phonebridge device run` exit 64 with a line saying what is wrong, as every
 // other command's do (docs/OPERATIONS.md, "Exit codes"; services/usage-error.ts): no --state, an
-// unknown `device` subcommand, an unknown --backend, a bridge flag without --backend bridge.
+// unknown `device` subcommand, an unknown --backend, a bridge flag without --backend bridge, a
+// --seed that is no decimal integer or past the integers a double holds exactly.
 import { expect, it } from 'vitest';
 import { execFile } from 'node:child_process';
 import { BIN } from '../helpers/processes.ts';
@@ -29,6 +30,15 @@ it('a usage mistake in `phonebridge device run` exits 64 with its reason first, 
     [
       ['device', 'run', '--state', '/nonexistent-pb-usage', '--upstream-cmd', 'my-server'],
       'phonebridge: --upstream-cmd needs --backend bridge',
+    ],
+    [
+      // Past Number.MAX_SAFE_INTEGER the seed would round to another seed in silence.
+      ['device', 'run', '--state', '/nonexistent-pb-usage', '--seed', '9007199254740993'],
+      'phonebridge: --seed must be a non-negative decimal integer (at most 9007199254740991), got "9007199254740993"',
+    ],
+    [
+      ['device', 'run', '--state', '/nonexistent-pb-usage', '--seed', '0x10'],
+      'phonebridge: --seed must be a non-negative decimal integer (at most 9007199254740991), got "0x10"',
     ],
     [
       ['device', 'run', '--state', '/nonexistent-pb-usage', '--backend', 'bridge'],
