@@ -17,6 +17,7 @@ function header(o: Partial<ReqHeader> & { id: string | number }): ReqHeader {
     timeoutMs: o.timeoutMs ?? 30_000,
     tp: o.tp,
   };
+  if (o.tst !== undefined) h.tst = o.tst;
   if (o.b) h.b = 1;
   if (o.tn !== undefined) h.tn = o.tn;
   if (o.ts !== undefined) h.ts = o.ts;
@@ -34,6 +35,13 @@ const HEADERS: ReqHeader[] = [
   header({ id: 'lone \ud800 surrogate', deviceId: 'pair 😀', from: 'n\u007f' }),
   header({ id: 9, tp: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', tokenId: 'key_t' }),
   header({ id: 3, scopes: ['a', 'b"c', 'd'] }),
+  header({
+    id: 10,
+    tp: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
+    tst: 'vendor=abc,other=t61rcWkgMzE',
+    b: 1,
+    tn: 'echo',
+  }),
   header({ id: 4, ts: Number.NaN, tn: 'x', b: 1 }),
 ];
 

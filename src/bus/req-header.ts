@@ -30,6 +30,8 @@ export interface ReqHeader {
   timeoutMs: number;
   /** The origin's PRODUCER span (W3C traceparent), only while it traces (docs/decisions/0111-trace-context-on-the-bus-and-in-meta.md). */
   tp?: string;
+  /** With `tp`: the W3C tracestate of that span's context (the client's), when it has one. */
+  tst?: string;
   /**
    * 1: the origin read the request from its bytes, and the payload (params with the caller
    * context, as always) is forwarded to the phone without a parse
@@ -76,6 +78,7 @@ export function writeReqHeaderLine(head: string, h: ReqHeader): string {
   if (h.tokenId !== undefined) s += `,"tokenId":${json(h.tokenId)}`;
   s += `,"timeoutMs":${num(h.timeoutMs)}`;
   if (h.tp !== undefined) s += `,"tp":${json(h.tp)}`;
+  if (h.tst !== undefined) s += `,"tst":${json(h.tst)}`;
   if (h.b !== undefined) s += `,"b":${num(h.b)}`;
   if (h.tn !== undefined) s += `,"tn":${json(h.tn)}`;
   if (h.ts !== undefined) s += `,"ts":${num(h.ts)}`;
@@ -96,6 +99,7 @@ const SCOPES = bytes(',"scopes":[');
 const TOKEN_ID = bytes(',"tokenId":');
 const TIMEOUT_MS = bytes(',"timeoutMs":');
 const TP = bytes(',"tp":');
+const TST = bytes(',"tst":');
 const B1 = bytes(',"b":1');
 const TN = bytes(',"tn":');
 const TS = bytes(',"ts":');
@@ -227,6 +231,11 @@ export function readReqHeader(
     const tp = plainString(raw, end, OTHER);
     if (tp === undefined) return undefined;
     h.tp = tp;
+  }
+  if (take(raw, end, TST)) {
+    const tst = plainString(raw, end, OTHER);
+    if (tst === undefined) return undefined;
+    h.tst = tst;
   }
   if (take(raw, end, B1)) h.b = 1;
   if (take(raw, end, TN)) {

@@ -517,6 +517,7 @@ export class Router {
       timeoutMs,
       tp: producer?.tp,
     };
+    if (producer?.tst !== undefined) header.tst = producer.tst;
     if (b) {
       header.b = 1;
       if (b.toolName !== undefined) header.tn = b.toolName;

@@ -51,7 +51,7 @@ export class ServedRequests {
   async serve(h: ReqHeader, payload: Buffer): Promise<void> {
     this.lastServedAt = Date.now();
     crossNode.owner.inc();
-    const consumer = tracingOn ? busServeSpan(h.tp, h.method, h.from) : undefined;
+    const consumer = tracingOn ? busServeSpan(h.tp, h.tst, h.method, h.from) : undefined;
     const sink = new Served(this, h, consumer);
     const conn = this.ctx.hub.device(h.deviceId);
     if (!conn || conn.closed || this.ctx.hub.isMoving(conn)) {

@@ -12,7 +12,7 @@ import {
   relayTracer,
   SpanKind,
   startSpan,
-  traceparentOf,
+  traceContextOf,
 } from './tracing.ts';
 
 interface RequestLike {
@@ -105,13 +105,14 @@ export function exemplarTraceId(ex: object): string | undefined {
 
 /**
  * PRODUCER: the origin publishes a request to the owner node. Its traceparent rides in the
- * request's bus header (`tp`) so that the owner's CONSUMER span is its child.
+ * request's bus header (`tp`) so that the owner's CONSUMER span is its child, with the
+ * client's tracestate (`tst`): the owner writes it to the phone as a single node would.
  */
 export function busSendSpan(
   parent: Context | undefined,
   method: string,
   toNode: string,
-): { tp: string; end(delivered: boolean): void } {
+): { tp: string; tst: string | undefined; end(delivered: boolean): void } {
   const span = startSpan(
     'send phonebridge.node',
     SpanKind.PRODUCER,
@@ -123,8 +124,10 @@ export function busSendSpan(
     },
     parent,
   );
+  const { traceparent, tracestate } = traceContextOf(span);
   return {
-    tp: traceparentOf(span),
+    tp: traceparent,
+    tst: tracestate,
     end(delivered) {
       if (!delivered) markFailed(span, 'not_delivered');
       span.end();
@@ -133,7 +136,7 @@ export function busSendSpan(
 }
 
 /** CONSUMER: the owner runs a request another node sent; it ends when the answer is published. */
-export function busServeSpan(tp: string | undefined, method: string, fromNode: string): Span {
+export function busServeSpan(tp: string | undefined, tst: string | undefined, method: string, fromNode: string): Span {
   return startSpan(
     'process phonebridge.node',
     SpanKind.CONSUMER,
@@ -143,7 +146,7 @@ export function busServeSpan(tp: string | undefined, method: string, fromNode: s
       'messaging.source.name': fromNode,
       'mcp.method.name': method.slice(0, 128),
     },
-    tp ? extractContext({ traceparent: tp }) : undefined,
+    tp ? extractContext(tst === undefined ? { traceparent: tp } : { traceparent: tp, tracestate: tst }) : undefined,
   );
 }
 

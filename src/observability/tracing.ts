@@ -89,9 +89,13 @@ function injected(span: Span): Carrier {
   return c;
 }
 
-/** The `traceparent` of a span, to carry it to the next hop. */
-export function traceparentOf(span: Span): string {
-  return injected(span).traceparent as string;
+/** The `traceparent` of a span and its context's `tracestate`, if any, to carry both to the next hop. */
+export function traceContextOf(span: Span): { traceparent: string; tracestate: string | undefined } {
+  const c = injected(span);
+  return {
+    traceparent: c.traceparent as string,
+    tracestate: typeof c.tracestate === 'string' && c.tracestate !== '' ? c.tracestate : undefined,
+  };
 }
 
 const metaOf = (params: Record<string, unknown> | undefined): Carrier | undefined => {

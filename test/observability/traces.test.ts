@@ -319,6 +319,32 @@ describe('traces across two nodes and a phone', () => {
     expect(receiver.spans.some((x) => x.traceId === t && x.name === 'initialize' && x.kind === KIND.server)).toBe(true);
   }, 30_000);
 
+  it("the client's tracestate header crosses the bus with the traceparent, and reaches the phone", async () => {
+    // W3C Trace Context §3.3: a tracestate received goes on to outgoing requests; the phone's
+    // node writes it into _meta as a single node would (docs/decisions/0111).
+    const t = randomBytes(16).toString('hex');
+    const transport = new StreamableHTTPClientTransport(new URL(`${B.url}/mcp`), {
+      requestInit: {
+        headers: {
+          'X-Api-Key': token,
+          traceparent: `00-${t}-${randomBytes(8).toString('hex')}-01`,
+          tracestate: 'vendor=abc,other=t61rcWkgMzE',
+        },
+      },
+    });
+    const client = new Client({ name: 'traced-client', version: '1.0.0' });
+    await client.connect(transport);
+    await client.callTool({ name: 'echo', arguments: { text: 'tracestate' } });
+    await client.close();
+    const onPhone = () =>
+      receiver.spans.find((s) => s.traceId === t && s.resource['service.name'] === 'phonebridge-device');
+    await waitFor(() => onPhone() !== undefined, 15_000, "the phone's span");
+    // The phone's span continued the _meta its node wrote: the client's tracestate came with it.
+    expect(onPhone()!.traceState).toBe('vendor=abc,other=t61rcWkgMzE');
+    const consumer = receiver.spans.find((s) => s.traceId === t && s.kind === KIND.consumer)!;
+    expect(consumer.traceState).toBe('vendor=abc,other=t61rcWkgMzE');
+  }, 30_000);
+
   it('a call the client cancels ends cancelled on every hop, the phone included', async () => {
     const t = randomBytes(16).toString('hex');
     const p = randomBytes(8).toString('hex');
