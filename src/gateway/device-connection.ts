@@ -3,7 +3,7 @@
 // progress token) restored. What the relay asks the phone itself as its MCP client (initialize
 // once per socket, tools/list kept for scope checks) is its surface, src/gateway/phone-surface.ts.
 import type { WebSocket } from '../uws.ts';
-import { inspectPhoneFrame, withId } from '../protocol/frame.ts';
+import { checkedWhole, inspectPhoneFrame, withId } from '../protocol/frame.ts';
 import { forwardedFrame, requestFrame, type ClientRequestBytes } from '../protocol/request-bytes.ts';
 import {
   classify,
@@ -80,6 +80,13 @@ export interface ReplySink {
    * the end of the turn be copied into a reused buffer (docs/decisions/0235-pooled-answer-buffers.md).
    */
   respondAsReceived?(frame: Buffer, idStart: number, idEnd: number, clientId: JsonRpcId): void;
+  /**
+   * The sink parses the answer whole, or finds it byte for byte equal to one it parsed (the
+   * relay's own requests: src/gateway/phone-surface.ts): the one-pass check that an answer is
+   * one whole JSON object (src/protocol/frame.ts) is left to that. The check of a 35 KB
+   * catalog page was the largest step of a reconnect storm's accept beyond the floor.
+   */
+  readonly checksWhole?: true;
   /** A message about this request that travels before its response (progress). */
   related?(frame: Buffer): void;
   fail(error: JsonRpcErrorObject): void;
@@ -609,7 +616,9 @@ export class DeviceConnection implements TurnWriter {
   onFrame(view: Buffer): void {
     this.lastFrameAt = Date.now();
     framesFromDevice.inc();
-    const f = inspectPhoneFrame(view);
+    let f = inspectPhoneFrame(view, false);
+    if (f.kind === 'response' && f.unchecked && !(typeof f.id === 'number' && this.pending.get(f.id)?.sink.checksWhole))
+      f = checkedWhole(view, f);
     if (f.kind === 'response') {
       const p = typeof f.id === 'number' ? this.settle(f.id) : undefined;
       // Unknown ids are late answers to cancelled or timed-out requests: dropped by design.

@@ -115,7 +115,9 @@ export class PhoneSurface {
    * with what it returns. `file` runs while the frame is still uWS's memory (a view valid
    * during the message callback only, src/gateway/device-socket.ts): it must copy what it
    * keeps — the intern tables copy a frame only when it is new, so a phone like the previous
-   * ones costs no copy of its 35 KB catalog page (docs/decisions/0144-accept-cuts.md).
+   * ones costs no copy of its 35 KB catalog page (docs/decisions/0144-accept-cuts.md). `file`
+   * must parse the frame, or find it equal to one it parsed: the connection leaves the check
+   * that the answer is one whole JSON object to it (ReplySink.checksWhole).
    */
   private callFrame<T>(
     method: string,
@@ -136,6 +138,8 @@ export class PhoneSurface {
         {
           respond: (frame) => take(frame), // id already 0
           respondAsReceived: (frame, start, end) => take(frame, { start, end }),
+          // `file` parses the frame, or finds it equal to one parsed (the intern tables).
+          checksWhole: true,
           fail: (e) => reject(new Error(`${method}: ${e.message}`)),
         },
         this.timeoutMs,

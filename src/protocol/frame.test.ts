@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { inspectPhoneFrame, withId } from './frame.ts';
+import { checkedWhole, inspectPhoneFrame, withId, type PhoneFrame } from './frame.ts';
 
 function restore(text: string, id: string | number | null): unknown {
   const f = inspectPhoneFrame(Buffer.from(text));
@@ -194,6 +194,23 @@ describe('inspectPhoneFrame: only one whole JSON object is a response', () => {
         expect({ tail, f }).toMatchObject({ tail, f: { kind: 'invalid', reason: 'trailing data' } });
         expect(f.kind === 'invalid' && f.id).toBe(text.includes('"s"') ? 's' : 4242);
       }
+  });
+
+  it('without the check, reads every frame as checkedWhole then makes it read with the check', () => {
+    const bytes = Buffer.from(sdkOrder);
+    const frames = [sdkOrder, idFirst, '{"result":1,"jsonrpc":"2.0","id":007}', `${sdkOrder}x`, ` ${sdkOrder}\n`];
+    for (let cut = 0; cut < bytes.length; cut += 7) frames.push(bytes.subarray(0, cut).toString() + ',"id":4242}');
+    let unchecked = 0;
+    for (const text of frames) {
+      const b = Buffer.from(text);
+      const f = inspectPhoneFrame(b, false);
+      if (f.kind === 'response' && f.unchecked) unchecked++;
+      const g = f.kind === 'response' && f.unchecked ? checkedWhole(b, f) : f;
+      const { unchecked: _, ...read } = g as Extract<PhoneFrame, { kind: 'response' }>;
+      expect({ text, read }).toEqual({ text, read: inspectPhoneFrame(b) });
+    }
+    // The cut frames end as an answer does: they took the path without the check.
+    expect(unchecked).toBeGreaterThan(frames.length / 2);
   });
 
   it('accepts whitespace before and after the object', () => {

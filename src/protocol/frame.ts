@@ -14,7 +14,14 @@ import type { JsonRpcId } from './jsonrpc.ts';
 import { bytesAre, decimalDigits, integerAt, put, putDecimal, scanObject, skipWs, type Span } from './json-bytes.ts';
 
 export type PhoneFrame =
-  | { kind: 'response'; id: JsonRpcId | null; idStart: number; idEnd: number }
+  | {
+      kind: 'response';
+      id: JsonRpcId | null;
+      idStart: number;
+      idEnd: number;
+      /** Asked not to (inspectPhoneFrame's `checkWhole`): not yet known to be one whole object. */
+      unchecked?: true;
+    }
   | { kind: 'message'; value: unknown }
   /**
    * `id`: for a response that is not one whole JSON object (cut short, or with trailing data),
@@ -27,17 +34,26 @@ const TAIL_ID = /,\s*"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*"|null)\s*\}\s*$/;
 const FIRST_KEY = /^\s*\{\s*"(result|error)"\s*:/;
 const PEEK = 256;
 
-export function inspectPhoneFrame(frame: Buffer): PhoneFrame {
+/**
+ * What a phone's frame is. `checkWhole` false leaves the scan to the close undone on the common
+ * path (a response with a numeric id last, marked `unchecked`), for a caller whose request's
+ * answer is checked by its own reader: finish with checkedWhole otherwise.
+ */
+export function inspectPhoneFrame(frame: Buffer, checkWhole = true): PhoneFrame {
   // The common case without a string copy: a result or error first, a numeric id last (the
   // relay's own ids are numbers). Anything else takes the regexes below.
   const tail = startsWithResult(frame) ? tailNumericId(frame) : -1;
   if (tail >= 0) {
     // The ends look right; the scan to the close checks everything between.
-    if (!isWholeObject(frame)) return scanTopLevel(frame);
+    if (checkWhole && !isWholeObject(frame)) return scanTopLevel(frame);
     let end = tail;
     while (isDigit(frame[end])) end++;
     const id = integerAt(frame, tail, end);
-    return Number.isNaN(id) ? responseAt(frame, tail, end) : { kind: 'response', id, idStart: tail, idEnd: end };
+    if (Number.isNaN(id))
+      return checkWhole || isWholeObject(frame) ? responseAt(frame, tail, end) : scanTopLevel(frame);
+    return checkWhole
+      ? { kind: 'response', id, idStart: tail, idEnd: end }
+      : { kind: 'response', id, idStart: tail, idEnd: end, unchecked: true };
   }
   // latin1 maps each byte to one char, so regex indexes are byte offsets.
   if (FIRST_KEY.test(frame.toString('latin1', 0, Math.min(PEEK, frame.length)))) {
@@ -50,6 +66,11 @@ export function inspectPhoneFrame(frame: Buffer): PhoneFrame {
     }
   }
   return scanTopLevel(frame);
+}
+
+/** `f`, an `unchecked` response of inspectPhoneFrame, as inspectPhoneFrame would have read it with the check. */
+export function checkedWhole(frame: Buffer, f: PhoneFrame): PhoneFrame {
+  return isWholeObject(frame) ? f : scanTopLevel(frame);
 }
 
 const isWs = (c: number) => c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;

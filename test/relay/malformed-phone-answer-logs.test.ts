@@ -57,3 +57,25 @@ it('a malformed tools/list answer is refused without its content reaching the lo
   for (const l of bad) console.log('LOG LINE:', l.trim());
   expect(bad).toEqual([]);
 });
+
+it('a tools/list answer cut inside, with its id last, fails the handshake as its parse does', async () => {
+  // Answers to the relay's own requests skip the one-pass whole-object check (their parse, or
+  // the intern table's byte comparison with an answer parsed before, stands for it:
+  // ReplySink.checksWhole): a frame that only looks whole at its ends must still be refused.
+  const phone = await pairRaw(relay.url, (await relay.pair()).code);
+  const s = await openSocket(relay.url, signedHeaders(phone, await challenge(relay.url, phone.deviceId)));
+  await answerInitialize(s);
+  const list = await s.nextFrame((f) => f.method === 'tools/list');
+  const marker = 'Cq51a0e7Q';
+  // The description's string swallows `,"`; what follows is no JSON, but the frame starts with
+  // "result" and ends with `,"id":N}` as an SDK's answer does.
+  s.ws.send(`{"result":{"tools":[{"name":"echo","description":"${marker}` + `,"id":${list.id}}`);
+  expect((await s.closed).code).toBe(1011);
+  await waitFor(
+    () => lines.some((l) => l.includes('phone answered tools/list with invalid JSON') && l.includes(phone.deviceId)),
+    5000,
+    'the failure logged, named',
+  );
+  expect(lines.filter((l) => l.includes(marker))).toEqual([]);
+  expect(relay.relay.node.ctx.hub.device(phone.deviceId)).toBeUndefined();
+});
