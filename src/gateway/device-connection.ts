@@ -83,8 +83,8 @@ export interface ReplySink {
   /**
    * The sink parses the answer whole, or finds it byte for byte equal to one it parsed (the
    * relay's own requests: src/gateway/phone-surface.ts): the one-pass check that an answer is
-   * one whole JSON object (src/protocol/frame.ts) is left to that. The check of a 35 KB
-   * catalog page was the largest step of a reconnect storm's accept beyond the floor.
+   * one whole JSON object (src/protocol/frame.ts) is left to that
+   * (docs/decisions/0255-answers-the-relay-parses-skip-the-whole-check.md).
    */
   readonly checksWhole?: true;
   /** A message about this request that travels before its response (progress). */
