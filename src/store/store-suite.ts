@@ -971,6 +971,21 @@ export function storeSuite(backend: TestBackend): void {
         return { acct, dev, client };
       }
 
+      /** setup() with a grant of these scopes issued; `first` is its token pair. */
+      async function issuedGrant(scopes: Scope[] = ['devices:read']) {
+        const { acct, dev, client } = await setup();
+        const first = pair();
+        await store.hosted.issueOAuthGrant({
+          grantId: uid('grant'),
+          accountId: acct.id,
+          clientId: client.id,
+          deviceId: dev.id,
+          scopes,
+          ...first,
+        });
+        return { acct, client, first };
+      }
+
       it('an authorization code is single use (even under a race) and expires', async () => {
         const { acct, dev, client } = await setup();
         const now = new Date();
@@ -1138,16 +1153,7 @@ export function storeSuite(backend: TestBackend): void {
       });
 
       it('a refresh may narrow the access token’s scopes, never widen them; a refused one rotates nothing', async () => {
-        const { acct, dev, client } = await setup();
-        const first = pair();
-        await store.hosted.issueOAuthGrant({
-          grantId: uid('grant'),
-          accountId: acct.id,
-          clientId: client.id,
-          deviceId: dev.id,
-          scopes: ['devices:read', 'devices:act'],
-          ...first,
-        });
+        const { client, first } = await issuedGrant(['devices:read', 'devices:act']);
         const refresh = (refreshHash: string, scopes?: Scope[], next = pair()) =>
           store.hosted.refreshOAuthGrant({ refreshHash, clientId: client.id, now: new Date(), scopes, ...next });
         expect(await refresh(first.refresh.hash, ['devices:read', 'devices:lease'])).toEqual({
@@ -1170,16 +1176,7 @@ export function storeSuite(backend: TestBackend): void {
       });
 
       it('refused: a rotated refresh token still revokes the grant; a live one rotates nothing', async () => {
-        const { acct, dev, client } = await setup();
-        const first = pair();
-        await store.hosted.issueOAuthGrant({
-          grantId: uid('grant'),
-          accountId: acct.id,
-          clientId: client.id,
-          deviceId: dev.id,
-          scopes: ['devices:read'],
-          ...first,
-        });
+        const { acct, client, first } = await issuedGrant();
         const refresh = (refreshHash: string, refused?: boolean, next = pair()) =>
           store.hosted.refreshOAuthGrant({ refreshHash, clientId: client.id, now: new Date(), refused, ...next });
         expect(await refresh(first.refresh.hash, true)).toEqual({ ok: false, error: 'refused' });
@@ -1191,16 +1188,7 @@ export function storeSuite(backend: TestBackend): void {
       });
 
       it('a rotated refresh token revokes the grant under another client id too; a live one there changes nothing', async () => {
-        const { acct, dev, client } = await setup();
-        const first = pair();
-        await store.hosted.issueOAuthGrant({
-          grantId: uid('grant'),
-          accountId: acct.id,
-          clientId: client.id,
-          deviceId: dev.id,
-          scopes: ['devices:read'],
-          ...first,
-        });
+        const { acct, client, first } = await issuedGrant();
         const refresh = (refreshHash: string, clientId: string, next = pair()) =>
           store.hosted.refreshOAuthGrant({ refreshHash, clientId, now: new Date(), ...next });
         const second = pair();
