@@ -10,8 +10,8 @@
 // sees the value, and shows the relay nothing else of the header: `Mcp-Name: echo\u00e9` reaches
 // it as `echo`, byte for byte what `Mcp-Name: echo` gives. Such a value in the middle, or a value
 // made only of such bytes (it arrives empty), is refused; at the ends it cannot be. The tests
-// of the ends stay skipped; the last test pins the HTTP layer's trimming, so that a uWS whose
-// trimming stops fails it, and they are turned on.
+// of the ends run as expected failures; the last test pins the HTTP layer's trimming, so that a
+// uWS whose trimming stops fails it and them, and they are turned into plain tests.
 import { connect } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { useEchoRelay } from '../helpers/per-file.ts';
@@ -56,15 +56,15 @@ describe('2026-07-28 mirrored headers with bytes outside ASCII', () => {
   });
 
   // The HTTP layer trims these bytes before the relay sees the value; the request is
-  // indistinguishable from one sending "echo" / "tools/call".
-  // Skipped: uWS trims non-ASCII bytes at a header value's ends, a known limitation (docs/PROTOCOL.md).
-  it.skip('refuses Mcp-Name "echo\\u00e9" (raw UTF-8 at the end) with 400 / -32020', async () => {
+  // indistinguishable from one sending "echo" / "tools/call". Both run as expected failures
+  // (uWS trims non-ASCII bytes at a header value's ends, a known limitation: docs/PROTOCOL.md);
+  // once an upgrade stops the trimming they pass, `it.fails` reports it, and they become `it`.
+  it.fails('refuses Mcp-Name "echo\\u00e9" (raw UTF-8 at the end) with 400 / -32020', async () => {
     expect(await callWith(4, ['Mcp-Method: tools/call', 'Mcp-Name: echo\u00e9'])).toEqual(REFUSED(4));
   });
 
-  // The last test below pins the trimming, and fails once an upgrade stops it: then run these two.
-  // Skipped: uWS trims the leading non-ASCII bytes too, the same known limitation (docs/PROTOCOL.md).
-  it.skip('refuses Mcp-Method "\\u00e4tools/call" (raw UTF-8 at the start) with 400 / -32020', async () => {
+  // The leading bytes are trimmed too (the last test below pins both ends).
+  it.fails('refuses Mcp-Method "\\u00e4tools/call" (raw UTF-8 at the start) with 400 / -32020', async () => {
     expect(await callWith(5, ['Mcp-Method: \u00e4tools/call', 'Mcp-Name: echo'])).toEqual(REFUSED(5));
   });
 });
