@@ -146,7 +146,7 @@ export function busServeSpan(tp: string | undefined, tst: string | undefined, me
       'messaging.source.name': fromNode,
       'mcp.method.name': method.slice(0, 128),
     },
-    tp ? extractContext(tst === undefined ? { traceparent: tp } : { traceparent: tp, tracestate: tst }) : undefined,
+    tp ? extractContext({ traceparent: tp, tracestate: tst }) : undefined,
   );
 }
 

@@ -12,18 +12,13 @@
 //
 // Real relay, real Chromium: the person pastes a long text into "Phone name" (a field's maxlength
 // is a hint the server must not rely on; here it is removed as any client can).
-import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { newPage, signInOnPage } from '../browser.ts';
-import { b, h } from './shared.ts';
+import { signedInPage } from './shared.ts';
 
 describe('a dashboard form over the size limit', () => {
   it('is answered with the HTML "Too large" page, not JSON', async () => {
-    const { ctx, page } = await newPage(b.get());
+    const { ctx, page } = await signedInPage('big');
     try {
-      const email = `big-${randomBytes(4).toString('hex')}@example.com`;
-      await page.goto(`${h.url}/account`);
-      await signInOnPage(page, h, email);
       const name = page.getByLabel('Phone name');
       await name.evaluate((el) => el.removeAttribute('maxlength'));
       await name.fill('x'.repeat(20_000));

@@ -13,22 +13,14 @@
 //
 // Real relay, real Chromium: press Create key, then reload the page (headless Chromium re-posts;
 // a desktop Chromium asks "Confirm Form Resubmission" and re-posts on Continue).
-import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { startAccountPhone } from '../helpers.ts';
-import { newPage, signInOnPage } from '../browser.ts';
-import { b, h } from './shared.ts';
+import { signedInPage, accountPhones, h } from './shared.ts';
 
 describe('the "Key created" page', () => {
   it('reloaded, neither mints another key nor shows a new secret', async () => {
-    const { ctx, page } = await newPage(b.get());
+    const { ctx, page, email } = await signedInPage('reload');
     try {
-      const email = `reload-${randomBytes(4).toString('hex')}@example.com`;
-      await page.goto(`${h.url}/account`);
-      await signInOnPage(page, h, email);
-      const store = h.relay.relay.store.store;
-      const account = (await store.accountByEmail(email))!;
-      h.phones.push(await startAccountPhone(store, h.url, account.id, 'Pixel'));
+      const { store, account } = await accountPhones(email, 'Pixel');
       await page.goto(`${h.url}/account`);
 
       await page.getByRole('button', { name: 'Create key' }).click();

@@ -10,23 +10,14 @@
 // **Remove** per phone and **Revoke** per key as actions on a specific phone or key.
 //
 // Real relay, real Chromium, Chromium's accessibility tree (Playwright's role/name queries).
-import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { startAccountPhone } from '../helpers.ts';
-import { newPage, signInOnPage } from '../browser.ts';
-import { b, h } from './shared.ts';
+import { signedInPage, accountPhones, h } from './shared.ts';
 
 describe('dashboard row actions', () => {
   it('each Remove / Revoke button names what it acts on', async () => {
-    const { ctx, page } = await newPage(b.get());
+    const { ctx, page, email } = await signedInPage('a11y');
     try {
-      const email = `a11y-${randomBytes(4).toString('hex')}@example.com`;
-      await page.goto(`${h.url}/account`);
-      await signInOnPage(page, h, email);
-      const store = h.relay.relay.store.store;
-      const account = (await store.accountByEmail(email))!;
-      h.phones.push(await startAccountPhone(store, h.url, account.id, 'Pixel A'));
-      h.phones.push(await startAccountPhone(store, h.url, account.id, 'Pixel B'));
+      await accountPhones(email, 'Pixel A', 'Pixel B');
       await page.goto(`${h.url}/account`);
       await page.getByRole('button', { name: 'Create key' }).click();
       await page.getByTestId('new-key').waitFor();

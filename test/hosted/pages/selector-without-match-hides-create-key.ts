@@ -9,22 +9,14 @@
 // not make the account's phones disappear from key creation.
 //
 // Real relay, real Chromium.
-import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { startAccountPhone } from '../helpers.ts';
-import { newPage, signInOnPage } from '../browser.ts';
-import { b, h } from './shared.ts';
+import { signedInPage, accountPhones, h } from './shared.ts';
 
 describe('dashboard label filter', () => {
   it('a selector matching no phone still leaves "Create key" for the account\'s phones', async () => {
-    const { ctx, page } = await newPage(b.get());
+    const { ctx, page, email } = await signedInPage('sel');
     try {
-      const email = `sel-${randomBytes(4).toString('hex')}@example.com`;
-      await page.goto(`${h.url}/account`);
-      await signInOnPage(page, h, email);
-      const store = h.relay.relay.store.store;
-      const account = (await store.accountByEmail(email))!;
-      h.phones.push(await startAccountPhone(store, h.url, account.id, 'Pixel Berlin'));
+      await accountPhones(email, 'Pixel Berlin');
 
       await page.goto(`${h.url}/account`);
       expect(await page.getByRole('button', { name: 'Create key' }).count()).toBe(1);
