@@ -89,10 +89,11 @@ const SELF = fileURLToPath(import.meta.url);
 
 export function startRelayChild(
   flags: string[],
-  opts: { startTimeoutMs?: number; env?: NodeJS.ProcessEnv; execArgv?: string[] } = {},
+  opts: { startTimeoutMs?: number; env?: NodeJS.ProcessEnv; execArgv?: string[]; execPath?: string } = {},
 ): Promise<RelayChild> {
   const child = fork(SELF, flags, {
     execArgv: ['--import', 'tsx', ...(opts.execArgv ?? [])],
+    ...(opts.execPath ? { execPath: opts.execPath } : {}),
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     env: { ...process.env, ...opts.env },
   });

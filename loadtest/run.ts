@@ -30,6 +30,7 @@ const SCENARIOS: Record<string, string> = {
   stalls: 'loadtest/stalls.ts',
   faults: 'loadtest/faults.ts',
   upgrade: 'loadtest/upgrade.ts',
+  instructions: 'loadtest/instructions.ts',
 };
 
 const USAGE = `npm run loadtest -- <scenario> [options]
@@ -56,7 +57,11 @@ themselves: storm, capacity, soak, timeouts, fleet, faults, upgrade, relay-overh
 
 relay-overhead also takes its own flags: --rounds N, --round-ms MS (or --duration S: the
 length of each measured round), --conns N, --no-cluster, --no-strace, --low-rate N, --cpu-prof DIR,
---runs N, --cpu-limit CORES, --limit-conns N (loadtest/relay-overhead-scenario.ts).`;
+--runs N, --cpu-limit CORES, --limit-conns N (loadtest/relay-overhead-scenario.ts).
+
+instructions (valgrind's callgrind: the one-node relay and the uWS floor, instructions per small
+call) takes --rounds N, --window-ms MS, --warm-ms MS, --instrumented-warm-ms MS, --conns N,
+--functions N, --out DIR (loadtest/instructions.ts).`;
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 

@@ -13,9 +13,11 @@ export interface Child {
   stop(): Promise<void>;
 }
 
-export function forkChild(file: string, args: string[], execArgv: string[] = []): Child {
+/** `execPath`: what runs the child instead of this Node (e.g. a wrapper that starts it under valgrind). */
+export function forkChild(file: string, args: string[], execArgv: string[] = [], execPath?: string): Child {
   const proc = fork(file, args, {
     execArgv: ['--import', 'tsx', ...execArgv],
+    ...(execPath ? { execPath } : {}),
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   let seq = 1;

@@ -1,0 +1,390 @@
+// `npm run loadtest -- instructions [--rounds N] [--window-ms MS] [--warm-ms MS] [--conns N]
+//                                   [--instrumented-warm-ms MS] [--functions N] [--out DIR]`:
+// instructions per small call (`tools/call` of the reference phone's `echo`) in the one-node
+// relay and in the uWS floor (loadtest/baseline/uws-floor.ts), counted by valgrind's callgrind.
+//
+// Why beside relay-overhead's CPU times: a count of instructions does not depend on what else
+// the machine runs, so one tree against another, or the relay against the floor, separates by
+// a few per cent where CPU times here move by a fifth or more between runs of the same code
+// (docs/BENCHMARKS.md, "Instructions per call"). What it leaves out is the kernel's part (the
+// same syscalls for both: relay-overhead counts them) and how fast each instruction runs.
+//
+// How: both servers run under `valgrind --tool=callgrind --instr-atstart=no`; the phone and the
+// load generator (relay-overhead's roles) run outside it. Each server is warmed up
+// uninstrumented, then instrumented until its helper threads are quiet; then alternating measured windows, each zeroed before and
+// dumped after (`callgrind_control -z`, `-d`), and last one idle window each (the timers, the
+// embedded store's journal poll). A window's count net of the idle rate, over its calls, is the
+// figure; the main thread apart from V8's and the store's helper threads (callgrind serialises
+// threads, so the helpers' share of a window is not what it is on two cores: read the main
+// thread). With --functions N both run with --perf-basic-prof and the last window's main
+// thread is listed by function, JavaScript named from the perf map.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { forkChild, type Child } from './lib/ipc-child.ts';
+import { probedSession } from './lib/probed-session.ts';
+import { startRelayChild, type RelayChild } from './fleet-relay.ts';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const ROLES = join(ROOT, 'loadtest/relay-overhead.ts');
+const MAX_WARM_WINDOWS = 8;
+
+/** A dump's instruction count per thread, from callgrind's files `<base>.<dump>-<thread>`. */
+export function threadTotals(dir: string, base: string, dump: number): Map<number, number> {
+  const out = new Map<number, number>();
+  for (const f of readdirSync(dir)) {
+    const m = new RegExp(`^${base}\\.${dump}-(\\d+)$`).exec(f);
+    if (!m) continue;
+    const t = /^(?:summary|totals): (\d+)/m.exec(readFileSync(join(dir, f), 'utf8'));
+    out.set(Number(m[1]), t ? Number(t[1]) : 0);
+  }
+  return out;
+}
+
+/** Per call net of idle: `(count - idlePerMs * ms) / calls`. */
+export function netPerCall(count: number, idlePerMs: number, ms: number, calls: number): number {
+  return calls > 0 ? (count - idlePerMs * ms) / calls : NaN;
+}
+
+interface PerfMapEntry {
+  start: number;
+  end: number;
+  name: string;
+}
+
+/** `/tmp/perf-PID.map` (start size name, hex), the latest entry for a start winning. */
+export function readPerfMap(text: string): PerfMapEntry[] {
+  const byStart = new Map<number, PerfMapEntry>();
+  for (const line of text.split('\n')) {
+    const m = /^([0-9a-f]+) ([0-9a-f]+) (.*)$/.exec(line);
+    if (!m) continue;
+    const start = parseInt(m[1], 16);
+    byStart.set(start, { start, end: start + parseInt(m[2], 16), name: m[3] });
+  }
+  return [...byStart.values()].sort((a, b) => a.start - b.start);
+}
+
+export function perfMapName(map: PerfMapEntry[], addr: number): string | undefined {
+  let lo = 0;
+  let hi = map.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    if (map[mid].start <= addr) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  const e = map[hi];
+  return e && addr < e.end ? e.name : undefined;
+}
+
+/** Self instructions by function, from `callgrind_annotate`'s listing, JIT addresses named through `map`. */
+export function byFunction(annotated: string, map: PerfMapEntry[]): Array<{ name: string; ir: number }> {
+  const rows = new Map<string, number>();
+  let total = Infinity;
+  for (const line of annotated.split('\n')) {
+    const m = /^\s*([\d,]+) \([ \d.]+%\)\s+(.*)$/.exec(line);
+    if (!m) continue;
+    const ir = Number(m[1].replace(/,/g, ''));
+    if (m[2].startsWith('PROGRAM TOTALS')) {
+      total = ir;
+      continue;
+    }
+    // A window zeroed and dumped mid-run lists the frames below the event loop (main, uv_run)
+    // with the whole window as their own: not a function's cost.
+    if (ir >= total) continue;
+    let name = m[2];
+    const jit = /^\?\?\?:0x([0-9a-f]+) \[\?\?\?\]$/.exec(name);
+    if (jit) {
+      const js = perfMapName(map, parseInt(jit[1], 16));
+      name = js ? js.replace(`file://${ROOT}`, '') : '[JIT code, unnamed]';
+    } else name = name.replace(/^\?\?\?:/, '').replace(/^.*?:(?=[^/]*\[)/, '');
+    rows.set(name, (rows.get(name) ?? 0) + ir);
+  }
+  return [...rows.entries()].map(([name, ir]) => ({ name, ir })).sort((a, b) => b.ir - a.ir);
+}
+
+interface Target {
+  name: 'relay' | 'floor';
+  pid: number;
+  url: string;
+  headers: Record<string, string>;
+  dumps: number;
+}
+
+interface Window {
+  target: string;
+  calls: number;
+  ms: number;
+  mainPerCall: number;
+  helpersPerCall: number;
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length ? (s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2) : NaN;
+};
+
+function options() {
+  return parseArgs({
+    strict: true,
+    options: {
+      rounds: { type: 'string', default: '4' },
+      'window-ms': { type: 'string', default: '10000' },
+      'warm-ms': { type: 'string', default: '60000' },
+      conns: { type: 'string', default: '4' },
+      functions: { type: 'string', default: '0' },
+      out: { type: 'string', default: join(ROOT, 'loadtest-results/instructions') },
+      'instrumented-warm-ms': { type: 'string', default: '10000' },
+    },
+  });
+}
+
+async function main(): Promise<void> {
+  let values: ReturnType<typeof options>['values'];
+  try {
+    ({ values } = options());
+  } catch (err) {
+    // Unknown flags (--target among them: the servers measured are the ones it starts).
+    console.error(`instructions: ${(err as Error).message}; it starts and measures its own relay and floor`);
+    process.exit(64);
+  }
+  const counts = ['rounds', 'window-ms', 'warm-ms', 'conns', 'functions', 'instrumented-warm-ms'] as const;
+  for (const k of counts)
+    if (!/^\d+$/.test(values[k]) || (k !== 'functions' && Number(values[k]) === 0)) {
+      console.error(
+        `instructions: --${k} takes a whole number${k === 'functions' ? '' : ' above 0'}, not "${values[k]}"`,
+      );
+      process.exit(64);
+    }
+  for (const tool of ['valgrind', 'callgrind_control'])
+    if (spawnSync(tool, ['--version']).error) {
+      console.error(`instructions: ${tool} not found (Debian: apt-get install valgrind)`);
+      process.exit(2);
+    }
+  const rounds = Number(values.rounds);
+  const windowMs = Number(values['window-ms']);
+  const conns = Number(values.conns);
+  const functions = Number(values.functions);
+  const out = values.out;
+
+  const dir = mkdtempSync(join(tmpdir(), 'pb-instructions-'));
+  const wrapper = join(dir, 'node-under-callgrind.sh');
+  const vg = ['-q', '--tool=callgrind', '--instr-atstart=no', '--smc-check=all-non-file', '--separate-threads=yes'];
+  writeFileSync(
+    wrapper,
+    `#!/bin/sh\nexec valgrind ${vg.join(' ')} --callgrind-out-file=${dir}/cg.%p ${process.execPath} "$@"\n`,
+  );
+  chmodSync(wrapper, 0o755);
+  // Extra node flags for both servers, as relay-overhead takes them (e.g. '--trace-deopt').
+  const extraArgs = (process.env.PHONEBRIDGE_LOADTEST_RELAY_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
+  const execArgv = [...(functions > 0 ? ['--perf-basic-prof'] : []), ...extraArgs];
+  const stops: Array<() => Promise<void>> = [];
+  const stopAll = async () => {
+    for (const s of stops.reverse()) await s().catch(() => {});
+    rmSync(dir, { recursive: true, force: true });
+  };
+  process.on('SIGINT', () => void stopAll().finally(() => process.exit(130)));
+  try {
+    const relay: RelayChild = await startRelayChild(['--port', '0', '--data-dir', join(dir, 'relay')], {
+      execPath: wrapper,
+      execArgv,
+      startTimeoutMs: 600_000,
+    });
+    stops.push(() => relay.stop());
+    const floorCode = randomBytes(6).toString('hex');
+    const floor: Child = forkChild(
+      join(ROOT, 'loadtest/baseline/uws-floor.ts'),
+      ['--code', floorCode],
+      execArgv,
+      wrapper,
+    );
+    stops.push(() => floor.stop());
+    const floorReady = await floor.next('ready', 600_000);
+    const phone = forkChild(ROLES, ['--role', 'phone']);
+    stops.push(() => phone.stop());
+    await phone.next('ready');
+    const load = forkChild(ROLES, ['--role', 'load']);
+    stops.push(() => load.stop());
+
+    const [qr] = await relay.pair(1);
+    const deviceId: string = await phone.call({ op: 'pair', qr }, 600_000);
+    await phone.call({ op: 'pair', qr: { v: 1, relay: floorReady.url, code: floorCode } }, 600_000);
+    await floor.next('phone', 600_000);
+    const [{ token }] = await relay.keys([deviceId]);
+    for (let i = 0; i < 600 && !(await relay.connections()).some((c) => c.initialized); i++)
+      await new Promise((r) => setTimeout(r, 100));
+    const targets: Target[] = [
+      {
+        name: 'relay',
+        pid: relay.child.pid!,
+        url: relay.mcpUrl,
+        headers: await probedSession(relay.mcpUrl, { 'x-api-key': token }, 'instructions'),
+        dumps: 0,
+      },
+      {
+        name: 'floor',
+        pid: floor.proc.pid!,
+        url: `${floorReady.url}/mcp`,
+        headers: await probedSession(`${floorReady.url}/mcp`, {}, 'instructions'),
+        dumps: 0,
+      },
+    ];
+    const ctl = (t: Target, ...args: string[]) =>
+      execFileSync('callgrind_control', [...args, String(t.pid)], {
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+    const run = async (t: Target, ms: number) => {
+      const r = await load.call<{ calls: number; errors: number; ms: number }>(
+        { op: 'run', job: { url: t.url, headers: t.headers, tool: 'echo', ms, conns } },
+        ms + 600_000,
+      );
+      if (r.errors) throw new Error(`${t.name}: ${r.errors} of ${r.calls} calls failed`);
+      return r;
+    };
+    /** Zero, run `work`, dump: the window's count per thread and its length. */
+    const window = async (t: Target, work: () => Promise<unknown>) => {
+      ctl(t, '-z');
+      const t0 = performance.now();
+      await work();
+      const ms = performance.now() - t0;
+      ctl(t, '-d', `w${t.dumps + 1}`);
+      return { threads: threadTotals(dir, `cg.${t.pid}`, ++t.dumps), ms };
+    };
+
+    /** A window's counts: the main thread (callgrind's thread 1), and the rest together. */
+    const split = (threads: Map<number, number>) => ({
+      main: threads.get(1) ?? 0,
+      helpers: [...threads.entries()].reduce((s, [k, v]) => s + (k === 1 ? 0 : v), 0),
+    });
+    // Warm: uninstrumented first, then instrumented windows until the helper threads are quiet
+    // (under a quarter of the main thread's count: TurboFan no longer compiling the hot path,
+    // which under valgrind takes many more calls than natively), at most MAX_WARM_WINDOWS.
+    // The relay last, so that round 1 (the relay's first) follows its warm-up at once: idle for
+    // the floor's warm-up, its key would leave the auth cache (30 s) and the first call take the
+    // general path, deoptimising the hot code again.
+    for (const t of [...targets].reverse()) {
+      const warm = await run(t, Number(values['warm-ms']));
+      ctl(t, '-i', 'on');
+      let calls = 0;
+      let windows = 0;
+      for (let quiet = false; !quiet && windows < MAX_WARM_WINDOWS; windows++) {
+        let n = 0;
+        const w = await window(t, async () => (n = (await run(t, Number(values['instrumented-warm-ms']))).calls));
+        const { main, helpers } = split(w.threads);
+        calls += n;
+        quiet = helpers < main / 4;
+      }
+      console.log(`${t.name}: warmed up with ${warm.calls} calls, then ${calls} instrumented in ${windows} windows`);
+    }
+    const raw: Array<{ target: string; calls: number; ms: number; main: number; helpers: number }> = [];
+    for (let round = 0; round < rounds; round++)
+      for (const t of round % 2 ? [...targets].reverse() : targets) {
+        let calls = 0;
+        const w = await window(t, async () => (calls = (await run(t, windowMs)).calls));
+        raw.push({ target: t.name, calls, ms: w.ms, ...split(w.threads) });
+        console.log(`round ${round + 1} ${t.name}: ${calls} calls`);
+      }
+    // The idle rate after the rounds, not between the warm-up and them: an idle window lets the
+    // collector free what the hot code was optimised against, and the first measured window
+    // would then pay for its recompilation ("weak objects" in --trace-deopt).
+    const idle = new Map<string, { main: number; helpers: number }>();
+    for (const t of targets) {
+      const w = await window(t, () => new Promise((r) => setTimeout(r, windowMs)));
+      const { main, helpers } = split(w.threads);
+      idle.set(t.name, { main: main / w.ms, helpers: helpers / w.ms });
+      console.log(`${t.name} idle: ${Math.round((main / w.ms) * 1000)} instructions/s on the main thread`);
+    }
+    const windows: Window[] = raw.map((r) => {
+      const i = idle.get(r.target)!;
+      return {
+        target: r.target,
+        calls: r.calls,
+        ms: Math.round(r.ms),
+        mainPerCall: Math.round(netPerCall(r.main, i.main, r.ms, r.calls)),
+        helpersPerCall: Math.round(netPerCall(r.helpers, i.helpers, r.ms, r.calls)),
+      };
+    });
+    for (const w of windows)
+      console.log(
+        `${w.target}: ${w.calls} calls, ${w.mainPerCall} instructions per call on the main thread, ${w.helpersPerCall} on helpers`,
+      );
+    const summary = Object.fromEntries(
+      targets.map((t) => {
+        const ws = windows.filter((w) => w.target === t.name);
+        return [
+          t.name,
+          {
+            mainPerCall: median(ws.map((w) => w.mainPerCall)),
+            helpersPerCall: median(ws.map((w) => w.helpersPerCall)),
+          },
+        ];
+      }),
+    );
+    const ratio = summary.relay.mainPerCall / summary.floor.mainPerCall;
+    console.log(
+      `\nmain thread, median instructions per call: relay ${summary.relay.mainPerCall}, floor ${summary.floor.mainPerCall}: relay ÷ floor ${ratio.toFixed(2)}`,
+    );
+
+    const listed: Record<string, Array<{ name: string; perCall: number }>> = {};
+    if (functions > 0)
+      for (const t of targets) {
+        // The last measured window (the idle one came after it).
+        const last = windows.filter((w) => w.target === t.name).at(-1)!;
+        const file = join(dir, `cg.${t.pid}.${t.dumps - 1}-01`);
+        const annotated = execFileSync('callgrind_annotate', ['--inclusive=no', '--threshold=100', file], {
+          encoding: 'utf8',
+          maxBuffer: 1 << 28,
+        });
+        const mapFile = `/tmp/perf-${t.pid}.map`;
+        const map = existsSync(mapFile) ? readPerfMap(readFileSync(mapFile, 'utf8')) : [];
+        // Kept for `callgrind_annotate --tree=caller` and the like (JIT code by its perf map).
+        mkdirSync(out, { recursive: true });
+        copyFileSync(file, join(out, `${t.name}.callgrind`));
+        if (existsSync(mapFile)) copyFileSync(mapFile, join(out, `${t.name}.perf.map`));
+        const rows = byFunction(annotated, map);
+        // JavaScript by V8's tier: * TurboFan, + Maglev, ^ Sparkplug, ~ the interpreter. Hot code
+        // outside TurboFan in a measured window means the warm-up did not reach steady state.
+        const tiers: Record<string, number> = {};
+        for (const r of rows) {
+          const tier = /^JS:([*+^~]?)/.exec(r.name)?.[1];
+          if (tier !== undefined)
+            tiers[tier || 'builtin'] = (tiers[tier || 'builtin'] ?? 0) + Math.round(r.ir / last.calls);
+        }
+        console.log(`\n${t.name}: JavaScript's instructions per call by tier ${JSON.stringify(tiers)}`);
+        listed[t.name] = rows
+          .slice(0, functions)
+          .map((r) => ({ name: r.name, perCall: Math.round(r.ir / last.calls) }));
+        console.log(
+          `\n${t.name}, its last window's main thread by function (self, instructions per call, not net of idle):`,
+        );
+        for (const r of listed[t.name]) console.log(`${String(r.perCall).padStart(8)}  ${r.name}`);
+      }
+    mkdirSync(out, { recursive: true });
+    const report = { windowMs, conns, windows, summary, relayOverFloor: ratio, functions: listed };
+    writeFileSync(join(out, 'report.json'), JSON.stringify(report, null, 2));
+    console.log(`report: ${join(out, 'report.json')}`);
+    if (functions > 0) for (const t of targets) rmSync(`/tmp/perf-${t.pid}.map`, { force: true });
+  } finally {
+    await stopAll();
+  }
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url))
+  main().catch((err) => {
+    console.error(`instructions: ${(err as Error).stack ?? err}`);
+    process.exit(1);
+  });
