@@ -24,13 +24,14 @@ export function bytesAre(s: Buffer, at: number, word: Buffer): boolean {
 }
 
 /**
- * Copies src[from, to) into out at o; returns the bytes copied. Short spans are copied here:
- * Buffer#copy costs a call into the runtime and its argument checks, more than the bytes of a
- * member name or a caller context.
+ * Copies src[from, to) into out at o; returns the bytes copied. Spans up to 16 bytes are copied
+ * here: Buffer#copy costs a call into the runtime and its argument checks, more than the bytes
+ * of a member name; from a few dozen bytes on (a caller context, an answer's head) the runtime's
+ * memcpy is the cheaper (docs/decisions/0241-the-request-path-without-runtime-calls.md, amended).
  */
 export function put(src: Buffer, from: number, to: number, out: Buffer, o: number): number {
   const n = to - from;
-  if (n > 96) return src.copy(out, o, from, to);
+  if (n > 16) return src.copy(out, o, from, to);
   for (let k = 0; k < n; k++) out[o + k] = src[from + k];
   return n;
 }

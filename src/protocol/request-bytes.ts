@@ -11,23 +11,19 @@
 import { isUtf8 } from 'node:buffer';
 import type { JsonRpcId } from './jsonrpc.ts';
 import { waitSeconds } from './timeouts.ts';
-import {
-  BACKSLASH,
-  CLOSE_ARR,
-  CLOSE_OBJ,
-  COLON,
-  COMMA,
-  OPEN_ARR,
-  OPEN_OBJ,
-  QUOTE,
-  bytesAre,
-  decimalDigits,
-  integerAt,
-  put,
-  putDecimal,
-  skipWs,
-} from './json-bytes.ts';
+import { bytesAre, decimalDigits, integerAt, put, putDecimal, skipWs } from './json-bytes.ts';
 import { isExactNumber } from './exact-json.ts';
+
+// JSON's structural bytes as this module's own constants, not imported ones: in the per-byte
+// loops below an imported binding costs a load through its module cell each time.
+const QUOTE = 0x22,
+  BACKSLASH = 0x5c,
+  COMMA = 0x2c,
+  COLON = 0x3a,
+  OPEN_OBJ = 0x7b,
+  CLOSE_OBJ = 0x7d,
+  OPEN_ARR = 0x5b,
+  CLOSE_ARR = 0x5d;
 
 export interface ClientRequestBytes {
   id: JsonRpcId;
