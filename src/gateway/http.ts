@@ -109,6 +109,29 @@ export function copyHeadersWithPrefix(
 
 export type Headers = Record<string, string>;
 
+/** The names and values of preEncoded header sets, as bytes, by the set. */
+const encodedSets = new WeakMap<Headers, Buffer[]>();
+
+/**
+ * `headers` frozen, its names and values encoded once: uWS turns a string argument into UTF-8 on
+ * every call (about 850 instructions a string, counted under callgrind: docs/BENCHMARKS.md,
+ * "Instructions per call under callgrind") and reads a Buffer as it is. For the sets every
+ * answer of a kind carries (JSON_HEADERS); a set built per answer is written from its strings.
+ */
+export function preEncoded<H extends Headers>(headers: H): Readonly<H> {
+  const pairs: Buffer[] = [];
+  for (const k in headers) pairs.push(Buffer.from(k), Buffer.from(headers[k]));
+  encodedSets.set(Object.freeze(headers), pairs);
+  return headers;
+}
+
+/** STATUS's lines as bytes (writeNow), and the Keep-Alive header every open answer carries. */
+const STATUS_LINES: Record<number, Buffer> = Object.fromEntries(
+  Object.entries(STATUS).map(([code, line]) => [code, Buffer.from(line)]),
+);
+const KEEP_ALIVE_NAME = Buffer.from('Keep-Alive');
+const KEEP_ALIVE_VALUE = Buffer.from(KEEP_ALIVE_HINT);
+
 /** Whether the serving node is draining (its answers then close the connection). */
 export interface DrainState {
   draining: boolean;
@@ -318,11 +341,13 @@ export class Exchange implements TurnWriter {
     const res = this.res;
     const headers = this.headers!;
     const close = this.closeConnection || this.closing;
-    res.writeStatus(STATUS[this.status] ?? `${this.status} Status`);
-    for (const k in headers) res.writeHeader(k, headers[k]);
+    res.writeStatus(STATUS_LINES[this.status] ?? `${this.status} Status`);
+    const encoded = encodedSets.get(headers);
+    if (encoded) for (let i = 0; i < encoded.length; i += 2) res.writeHeader(encoded[i], encoded[i + 1]);
+    else for (const k in headers) res.writeHeader(k, headers[k]);
     const repeated = this.repeated;
     if (repeated) for (let i = 0; i < repeated.length; i += 2) res.writeHeader(repeated[i], repeated[i + 1]);
-    if (!close) res.writeHeader('Keep-Alive', KEEP_ALIVE_HINT);
+    if (!close) res.writeHeader(KEEP_ALIVE_NAME, KEEP_ALIVE_VALUE);
     if (this.headOnly) {
       const p = this.payload;
       // Both as headers, endWithoutBody() without arguments: uWS 20.30's endWithoutBody(length)

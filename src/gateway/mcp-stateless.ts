@@ -3,7 +3,7 @@
 // server/discover from the phone's cached initialize result, serves subscriptions/listen
 // from the phone's notifications, and forwards the rest, finishing each result with the
 // fields this revision requires. Closing a response stream cancels the request.
-import type { Exchange } from './http.ts';
+import { preEncoded, type Exchange } from './http.ts';
 import { SseStream } from './sse.ts';
 import type { Credential } from './auth.ts';
 import type { Listener } from './hub.ts';
@@ -40,7 +40,7 @@ import { logMcpRequest } from './request-log.ts';
 /** A POST not answered within this long becomes an SSE stream (if the client accepts one). */
 export const SLOW_ANSWER_MS = 1000;
 
-export const JSON_HEADERS = { 'Content-Type': 'application/json' };
+export const JSON_HEADERS = preEncoded({ 'Content-Type': 'application/json' });
 
 /** What a client sees before its phone ever connected: enough to connect and learn it is offline. */
 const FALLBACK_INIT = {
