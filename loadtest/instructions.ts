@@ -37,6 +37,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { forkChild, type Child } from './lib/ipc-child.ts';
 import { probedSession } from './lib/probed-session.ts';
+import { medianOf } from './lib/runs.ts';
 import { startRelayChild, type RelayChild } from './fleet-relay.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -131,11 +132,6 @@ interface Window {
   mainPerCall: number;
   helpersPerCall: number;
 }
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length ? (s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2) : NaN;
-};
 
 function options() {
   return parseArgs({
@@ -255,15 +251,16 @@ async function main(): Promise<void> {
       if (r.errors) throw new Error(`${t.name}: ${r.errors} of ${r.calls} calls failed`);
       return r;
     };
-    /** Zero, run `work`, dump: the window's count per thread and its length. */
-    const window = async (t: Target, work: () => Promise<unknown>) => {
+    /** Zero, run `work` (resolving to its calls), dump: the window's count per thread, its length and calls. */
+    const window = async (t: Target, work: () => Promise<number>) => {
       ctl(t, '-z');
       const t0 = performance.now();
-      await work();
+      const calls = await work();
       const ms = performance.now() - t0;
       ctl(t, '-d', `w${t.dumps + 1}`);
-      return { threads: threadTotals(dir, `cg.${t.pid}`, ++t.dumps), ms };
+      return { threads: threadTotals(dir, `cg.${t.pid}`, ++t.dumps), ms, calls };
     };
+    const calling = (t: Target, ms: number) => async () => (await run(t, ms)).calls;
 
     /** A window's counts: the main thread (callgrind's thread 1), and the rest together. */
     const split = (threads: Map<number, number>) => ({
@@ -282,10 +279,9 @@ async function main(): Promise<void> {
       let calls = 0;
       let windows = 0;
       for (let quiet = false; !quiet && windows < MAX_WARM_WINDOWS; windows++) {
-        let n = 0;
-        const w = await window(t, async () => (n = (await run(t, Number(values['instrumented-warm-ms']))).calls));
+        const w = await window(t, calling(t, Number(values['instrumented-warm-ms'])));
         const { main, helpers } = split(w.threads);
-        calls += n;
+        calls += w.calls;
         quiet = helpers < main / 4;
       }
       console.log(`${t.name}: warmed up with ${warm.calls} calls, then ${calls} instrumented in ${windows} windows`);
@@ -293,17 +289,16 @@ async function main(): Promise<void> {
     const raw: Array<{ target: string; calls: number; ms: number; main: number; helpers: number }> = [];
     for (let round = 0; round < rounds; round++)
       for (const t of round % 2 ? [...targets].reverse() : targets) {
-        let calls = 0;
-        const w = await window(t, async () => (calls = (await run(t, windowMs)).calls));
-        raw.push({ target: t.name, calls, ms: w.ms, ...split(w.threads) });
-        console.log(`round ${round + 1} ${t.name}: ${calls} calls`);
+        const w = await window(t, calling(t, windowMs));
+        raw.push({ target: t.name, calls: w.calls, ms: w.ms, ...split(w.threads) });
+        console.log(`round ${round + 1} ${t.name}: ${w.calls} calls`);
       }
     // The idle rate after the rounds, not between the warm-up and them: an idle window lets the
     // collector free what the hot code was optimised against, and the first measured window
     // would then pay for its recompilation ("weak objects" in --trace-deopt).
     const idle = new Map<string, { main: number; helpers: number }>();
     for (const t of targets) {
-      const w = await window(t, () => new Promise((r) => setTimeout(r, windowMs)));
+      const w = await window(t, () => new Promise<number>((r) => setTimeout(() => r(0), windowMs)));
       const { main, helpers } = split(w.threads);
       idle.set(t.name, { main: main / w.ms, helpers: helpers / w.ms });
       console.log(`${t.name} idle: ${Math.round((main / w.ms) * 1000)} instructions/s on the main thread`);
@@ -328,8 +323,8 @@ async function main(): Promise<void> {
         return [
           t.name,
           {
-            mainPerCall: median(ws.map((w) => w.mainPerCall)),
-            helpersPerCall: median(ws.map((w) => w.helpersPerCall)),
+            mainPerCall: medianOf(ws.map((w) => w.mainPerCall)),
+            helpersPerCall: medianOf(ws.map((w) => w.helpersPerCall)),
           },
         ];
       }),
