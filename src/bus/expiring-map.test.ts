@@ -54,6 +54,27 @@ describe('ExpiringMap', () => {
     m.close();
   });
 
+  it("renew moves a live entry's deadline in place, and treats a missing or expired one as get does", () => {
+    const gone: string[] = [];
+    const m = new ExpiringMap<number>((k) => gone.push(k));
+    const t0 = Date.now();
+    m.set('s', 1, 1000, t0);
+    for (let i = 1; i <= 100; i++) expect(m.renew('s', 1000, t0 + 5 * i)).toBe(1);
+    expect(m.queued).toBe(1); // later deadlines are found when the first comes up
+    expect(m.expire(t0 + 1200)).toBe(0); // renewed to t0 + 1500
+    expect(m.get('s', t0 + 1400)).toBe(1);
+    expect(m.renew('missing', 1000, t0)).toBeUndefined();
+    expect(m.size).toBe(1);
+    expect(m.renew('s', 1000, t0 + 1500)).toBeUndefined(); // due at t0 + 1500: expired
+    expect({ size: m.size, gone }).toEqual({ size: 0, gone: ['s'] });
+    // A shorter time to live queues the earlier deadline.
+    m.set('t', 2, 60_000, t0);
+    expect(m.renew('t', 100, t0)).toBe(2);
+    expect(m.expire(t0 + 200)).toBe(1);
+    expect(gone).toEqual(['s', 't']);
+    m.close();
+  });
+
   it('deleted entries do not pile up in the queue', () => {
     const m = new ExpiringMap<number>();
     for (let i = 0; i < 20_000; i++) {

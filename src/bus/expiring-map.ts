@@ -76,6 +76,24 @@ export class ExpiringMap<V> {
     this.queue(key, fresh, expiresAt);
   }
 
+  /**
+   * The live value, its expiry moved to `now + ttlMs`: get then set of the same value in one
+   * lookup (a session touched on every call). Undefined, as get, for a missing or expired key.
+   */
+  renew(key: string, ttlMs: number, now = Date.now()): V | undefined {
+    const e = this.entries.get(key);
+    if (!e) return undefined;
+    if (e.expiresAt <= now) {
+      this.entries.delete(key);
+      this.onExpire?.(key, e.value);
+      return undefined;
+    }
+    const expiresAt = now + ttlMs;
+    e.expiresAt = expiresAt;
+    if (expiresAt < e.queuedAt) this.queue(key, e, expiresAt);
+    return e.value;
+  }
+
   /** Replaces the value and keeps the expiry. */
   update(key: string, value: V): void {
     const e = this.entries.get(key);

@@ -94,4 +94,32 @@ describe('collectHeaders', () => {
     expect(collectHeaders(request(lines), false)[FORWARDED_CHAIN]).toBeUndefined();
     expect(collectHeaders(request(lines), true)['x-forwarded-for']).toBe('1.1.1.1');
   });
+
+  it('copies every header /mcp reads, first non-empty value, and no other', () => {
+    const read = [
+      'x-api-key',
+      'authorization',
+      'mcp-session-id',
+      'accept',
+      'content-type',
+      'origin',
+      'last-event-id',
+      'x-forwarded-for',
+    ];
+    const lines: Array<[string, string]> = [
+      ['host', '127.0.0.1'],
+      ['content-length', '12'],
+      ['connection', 'keep-alive'],
+      ['user-agent', 'test'],
+      ['mcp-params', 'not a param header'],
+      ...read.flatMap((k): Array<[string, string]> => [
+        [k, ''],
+        [k, `${k} value`],
+        [k, 'second'],
+      ]),
+    ];
+    const h = collectHeaders(request(lines), false);
+    const present = Object.fromEntries(Object.entries(h).filter(([, v]) => v !== undefined));
+    expect(present).toEqual(Object.fromEntries(read.map((k) => [k, `${k} value`])));
+  });
 });

@@ -3,26 +3,12 @@
 import type { HttpRequest as Req } from '../uws.ts';
 import { startsWith } from '../protocol/string-builtins.ts';
 
-const MCP_HEADERS = [
-  'x-api-key',
-  'authorization',
-  'mcp-session-id',
-  'mcp-protocol-version',
-  'mcp-method',
-  'mcp-name',
-  'accept',
-  'content-type',
-  'origin',
-  'last-event-id',
-  'x-forwarded-for',
-] as const;
 export type McpHeaders = Record<string, string>;
 /**
  * Where begin() keeps every X-Forwarded-For value, comma-joined (the chain reads the same:
  * src/gateway/client-address.ts), when proxies are trusted; no real header has a space.
  */
 export const FORWARDED_CHAIN = 'forwarded chain';
-const MCP_HEADER_SET = new Set<string>(MCP_HEADERS);
 const PARAM_PREFIX = 'mcp-param-';
 
 /**
@@ -59,6 +45,9 @@ let collectChain: boolean;
 const joined = (prev: string | undefined, v: string): string => (prev === undefined ? v : `${prev}, ${v}`);
 const collectHeader = (k: string, v: string): void => {
   const h = collecting;
+  // Every name read is a case: a name from uWS is a fresh string, and a Set lookup hashed each
+  // one the relay does not read (host, content-length, …) on every request; a case compares
+  // lengths first (docs/BENCHMARKS.md, "Instructions per call under callgrind").
   switch (k) {
     case 'content-type':
       if (h['content-type'] === undefined && v !== '') h['content-type'] = v;
@@ -81,12 +70,21 @@ const collectHeader = (k: string, v: string): void => {
     case 'mcp-name':
       h['mcp-name'] = joined(h['mcp-name'], v);
       return;
+    case 'authorization':
+      if (h.authorization === undefined && v !== '') h.authorization = v;
+      return;
+    case 'origin':
+      if (h.origin === undefined && v !== '') h.origin = v;
+      return;
+    case 'last-event-id':
+      if (h['last-event-id'] === undefined && v !== '') h['last-event-id'] = v;
+      return;
+    case 'x-forwarded-for':
+      if (h['x-forwarded-for'] === undefined && v !== '') h['x-forwarded-for'] = v;
+      if (collectChain) h[FORWARDED_CHAIN] = h[FORWARDED_CHAIN] === undefined ? v : `${h[FORWARDED_CHAIN]},${v}`;
+      return;
   }
-  if (MCP_HEADER_SET.has(k)) {
-    if (h[k] === undefined && v !== '') h[k] = v;
-    if (collectChain && k === 'x-forwarded-for')
-      h[FORWARDED_CHAIN] = h[FORWARDED_CHAIN] === undefined ? v : `${h[FORWARDED_CHAIN]},${v}`;
-  } else if (startsWith.call(k, PARAM_PREFIX)) h[k] = joined(h[k], v);
+  if (startsWith.call(k, PARAM_PREFIX)) h[k] = joined(h[k], v);
 };
 
 export function collectHeaders(req: Req, trustProxy: boolean): McpHeaders {

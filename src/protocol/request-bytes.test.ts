@@ -227,6 +227,16 @@ describe('readClientRequest', () => {
     expect(tap?.timeoutS).toBeUndefined();
   });
 
+  it('reads a tool name seen before as the same name, whatever shares its memo slot', () => {
+    // Same length, first and last byte (one slot), escapes, non-ASCII, over the memo's 64 bytes.
+    const names = ['tap', 'tip', 't\\u0061p', 'top', 'tæp', 'ta\\"p', '', 'x'.repeat(64), 'x'.repeat(65)];
+    for (let round = 0; round < 3; round++)
+      for (const n of round === 1 ? [...names].reverse() : names) {
+        const text = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"${n}"}}`;
+        expect(readClientRequest(Buffer.from(text))?.toolName, text).toBe(JSON.parse(text).params.name);
+      }
+  });
+
   it('leaves everything else to the full parse', () => {
     for (const text of [
       '[{"jsonrpc":"2.0","id":1,"method":"ping"}]',

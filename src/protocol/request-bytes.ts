@@ -344,6 +344,29 @@ function knownMethod(s: Buffer, start: number, end: number): string | undefined 
   return undefined;
 }
 
+// Tool names read lately, by their JSON string's bytes: clients call the same few tools, so
+// a name seen before is a byte compare and the same string as last time (no UTF-8 decode, and
+// its hash for the tool catalog's Map already computed). Direct-mapped, 16 slots; a name over
+// 64 bytes is read each time. A miss costs one small copy.
+const NAME_SLOTS = 16;
+const MEMO_MAX = 66; // 64 bytes of name and its quotes
+const NO_NAME = Buffer.alloc(0);
+const namesJson: Buffer[] = Array.from({ length: NAME_SLOTS }, () => NO_NAME);
+const names: string[] = Array.from({ length: NAME_SLOTS }, () => '');
+
+/** The (valid) string value s[start, end), quotes included, through the memo above. */
+function toolNameAt(s: Buffer, start: number, end: number): string {
+  const len = end - start;
+  if (len > MEMO_MAX) return stringAt(s, start, end);
+  const slot = (len * 7 + s[start + 1] + s[end - 2]) & (NAME_SLOTS - 1);
+  const json = namesJson[slot];
+  if (json.length === len && bytesAre(s, start, json)) return names[slot];
+  const name = stringAt(s, start, end);
+  namesJson[slot] = Buffer.from(s.subarray(start, end));
+  names[slot] = name;
+  return name;
+}
+
 /** The number at a slot's span, or undefined when it is absent or not a number. */
 function numberAt(s: Buffer, slot: number): number | undefined {
   const at = spanStart[slot];
@@ -414,7 +437,7 @@ export function readClientRequest(body: Buffer): ClientRequestBytes | undefined 
   const name = spanStart[NAME];
   if (name >= 0) {
     if (body[name] !== QUOTE) return undefined;
-    req.toolName = stringAt(body, name, spanEnd[NAME]);
+    req.toolName = toolNameAt(body, name, spanEnd[NAME]);
   }
   const args = spanStart[ARGUMENTS];
   if (req.toolName === WAIT_TOOL && args >= 0 && body[args] === OPEN_OBJ) {

@@ -110,11 +110,11 @@ class LocalSessions implements SessionStore {
     return this.touchNow(id, idleMs);
   }
   touchNow(id: string, idleMs: number): SessionRecord | undefined {
-    const e = this.map.get(id);
+    const now = Date.now();
+    const e = this.map.renew(id, idleMs, now);
     if (!e) return undefined;
-    e.s.lastSeenAt = Date.now();
+    e.s.lastSeenAt = now;
     e.used = ++this.uses;
-    this.map.set(id, e, idleMs);
     return e.s;
   }
   async delete(id: string): Promise<boolean> {
