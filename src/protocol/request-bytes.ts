@@ -8,10 +8,10 @@
 // Anything else (a batch, `_meta`, duplicate members, an escaped "2.0", invalid UTF-8 or
 // JSON) is left to the full parse, which answers it exactly as before: `readClientRequest`
 // returning undefined means "take the general path", never "invalid".
-import { isUtf8 } from 'node:buffer';
+import { Buffer, isUtf8 } from 'node:buffer';
 import type { JsonRpcId } from './jsonrpc.ts';
 import { waitSeconds } from './timeouts.ts';
-import { bytesAre, decimalDigits, integerAt, put, putDecimal, skipWs } from './json-bytes.ts';
+import { decimalDigits, integerAt, put, putDecimal, skipWs } from './json-bytes.ts';
 import { isExactNumber } from './exact-json.ts';
 
 // JSON's structural bytes as this module's own constants, not imported ones: in the per-byte
@@ -24,6 +24,22 @@ const QUOTE = 0x22,
   CLOSE_OBJ = 0x7d,
   OPEN_ARR = 0x5b,
   CLOSE_ARR = 0x5d;
+
+/** The bytes of a constant as a plain array of small integers (matches's `word`). */
+function bytesOf(text: string): readonly number[] {
+  return Array.from(Buffer.from(text));
+}
+
+/**
+ * Whether s[at, at + word.length) is `word`: json-bytes.ts's bytesAre for this module's
+ * constants, which are plain arrays, not Buffers (a typed array's length and elements load with
+ * more checks than an array's: 9.0 thousand instructions per request read against 9.35 with
+ * Buffers; docs/BENCHMARKS.md, "Instructions per call under callgrind").
+ */
+function matches(s: Buffer, at: number, word: readonly number[]): boolean {
+  for (let k = 0; k < word.length; k++) if (s[at + k] !== word[k]) return false;
+  return true;
+}
 
 export interface ClientRequestBytes {
   id: JsonRpcId;
@@ -82,12 +98,11 @@ const ID = 0,
   SLOTS = 8;
 const spanStart = new Int32Array(SLOTS);
 const spanEnd = new Int32Array(SLOTS);
-// The containers open around the current position, innermost last: whether each is an object,
-// its role, and the slot its own value fills (-1: none).
-let containers = new Uint8Array(64);
-let roles = new Uint8Array(64);
-let slotOf = new Int8Array(64);
-let depth = 0;
+// The containers open around the current position, innermost last, one number each: bit 0
+// whether it is an object, bits 1–2 its role, the rest the slot its own value fills plus one
+// (0: none). One typed array, held in a local while a scan runs (a module binding costs a load
+// through its context on each use).
+let stack: Int32Array = new Int32Array(64);
 /** The slot the next value fills (set by its member name), or -1. */
 let pending = -1;
 /** Set by `string` when the string it scanned holds an escape. */
@@ -98,37 +113,22 @@ let paramsMembers = 0;
 let argsIrregular = false;
 
 function scanText(s: Buffer, i: number, end: number, topRole: number): boolean {
-  depth = 0;
   pending = -1;
   const ok = scanJsonText(s, i, end, topRole);
-  // A deeply nested body grew the stacks: let them go rather than keep them for the process's life.
-  if (containers.length > 4096) {
-    containers = new Uint8Array(64);
-    roles = new Uint8Array(64);
-    slotOf = new Int8Array(64);
-  }
+  // A deeply nested body grew the stack: let it go rather than keep it for the process's life.
+  if (stack.length > 4096) stack = new Int32Array(64);
   return ok;
 }
 
-function pushContainer(obj: boolean, role: number, slot: number): void {
-  if (depth === containers.length) {
-    const n = depth * 2;
-    const c = new Uint8Array(n);
-    c.set(containers);
-    containers = c;
-    const r = new Uint8Array(n);
-    r.set(roles);
-    roles = r;
-    const so = new Int8Array(n);
-    so.set(slotOf);
-    slotOf = so;
-  }
-  containers[depth] = obj ? 1 : 0;
-  roles[depth] = role;
-  slotOf[depth++] = slot;
+function grown(st: Int32Array): Int32Array {
+  const bigger = new Int32Array(st.length * 2);
+  bigger.set(st);
+  return (stack = bigger);
 }
 
 function scanJsonText(s: Buffer, i: number, end: number, topRole: number): boolean {
+  let st = stack;
+  let depth = 0;
   i = ws(s, i, end);
   for (;;) {
     // A value starts at i; `slot` is where it is recorded.
@@ -144,13 +144,19 @@ function scanJsonText(s: Buffer, i: number, end: number, topRole: number): boole
       if (s[i] === (obj ? CLOSE_OBJ : CLOSE_ARR)) {
         i++;
       } else {
-        pushContainer(
-          obj,
-          !obj ? OTHER : depth === 0 ? topRole : slot === PARAMS_AT ? IN_PARAMS : slot === ARGUMENTS ? IN_ARGS : OTHER,
-          slot,
-        );
+        const role = !obj
+          ? OTHER
+          : depth === 0
+            ? topRole
+            : slot === PARAMS_AT
+              ? IN_PARAMS
+              : slot === ARGUMENTS
+                ? IN_ARGS
+                : OTHER;
+        if (depth === st.length) st = grown(st);
+        st[depth++] = ((slot + 1) << 3) | (role << 1) | (obj ? 1 : 0);
         if (obj) {
-          i = memberName(s, i, end);
+          i = memberName(s, i, end, role);
           if (i < 0) return false;
         }
         continue;
@@ -172,12 +178,13 @@ function scanJsonText(s: Buffer, i: number, end: number, topRole: number): boole
     for (;;) {
       i = ws(s, i, end);
       if (depth === 0) return i === end;
-      const obj = containers[depth - 1] === 1;
+      const top = st[depth - 1];
+      const obj = (top & 1) === 1;
       const d = s[i];
       if (d === COMMA) {
         i = ws(s, i + 1, end);
         if (obj) {
-          i = memberName(s, i, end);
+          i = memberName(s, i, end, (top >> 1) & 3);
           if (i < 0) return false;
         }
         break;
@@ -185,15 +192,15 @@ function scanJsonText(s: Buffer, i: number, end: number, topRole: number): boole
       if (d !== (obj ? CLOSE_OBJ : CLOSE_ARR)) return false;
       depth--;
       i++;
-      const closed = slotOf[depth];
+      const closed = (top >> 3) - 1;
       if (closed >= 0) spanEnd[closed] = i;
     }
   }
 }
 
-const TRUE = Buffer.from('true');
-const FALSE = Buffer.from('false');
-const NULL = Buffer.from('null');
+const TRUE = bytesOf('true');
+const FALSE = bytesOf('false');
+const NULL = bytesOf('null');
 
 function ws(s: Buffer, i: number, end: number): number {
   while (i < end) {
@@ -204,28 +211,30 @@ function ws(s: Buffer, i: number, end: number): number {
   return i;
 }
 
-/** A member name and its colon at s[i]: the index of its value, or -1 (invalid, or not for this path). */
-function memberName(s: Buffer, i: number, end: number): number {
+/**
+ * A member name and its colon at s[i], in a container of `role`: the index of its value, or -1
+ * (invalid, or not for this path).
+ */
+function memberName(s: Buffer, i: number, end: number, role: number): number {
   if (s[i] !== QUOTE) return -1;
   sawEscape = false;
   const nameEnd = string(s, i, end);
   if (nameEnd < 0) return -1;
-  const role = roles[depth - 1];
   if (role !== OTHER && !noteMember(s, i, nameEnd, role)) return -1;
   i = ws(s, nameEnd, end);
   if (s[i] !== COLON) return -1;
   return ws(s, i + 1, end);
 }
 
-const NAME_ID = Buffer.from('id');
-const NAME_METHOD = Buffer.from('method');
-const NAME_PARAMS = Buffer.from('params');
-const NAME_JSONRPC = Buffer.from('jsonrpc');
-const NAME_META = Buffer.from('_meta');
-const NAME_NAME = Buffer.from('name');
-const NAME_ARGUMENTS = Buffer.from('arguments');
-const NAME_TIMEOUT_S = Buffer.from('timeout_s');
-const NAME_TIMEOUT_MS = Buffer.from('timeout_ms');
+const NAME_ID = bytesOf('id');
+const NAME_METHOD = bytesOf('method');
+const NAME_PARAMS = bytesOf('params');
+const NAME_JSONRPC = bytesOf('jsonrpc');
+const NAME_META = bytesOf('_meta');
+const NAME_NAME = bytesOf('name');
+const NAME_ARGUMENTS = bytesOf('arguments');
+const NAME_TIMEOUT_S = bytesOf('timeout_s');
+const NAME_TIMEOUT_MS = bytesOf('timeout_ms');
 
 /**
  * A member name s[ns, ne) (quotes included) of a container the relay reads: sets `pending` to
@@ -239,8 +248,8 @@ function noteMember(s: Buffer, ns: number, ne: number, role: number): boolean {
   if (role === IN_ARGS) {
     // Read only for wait_for_events, whose name may come after them: noted, decided later.
     if (sawEscape) argsIrregular = true;
-    else if (len === 9 && bytesAre(s, at, NAME_TIMEOUT_S)) slot = TIMEOUT_S;
-    else if (len === 10 && bytesAre(s, at, NAME_TIMEOUT_MS)) slot = TIMEOUT_MS;
+    else if (len === 9 && matches(s, at, NAME_TIMEOUT_S)) slot = TIMEOUT_S;
+    else if (len === 10 && matches(s, at, NAME_TIMEOUT_MS)) slot = TIMEOUT_MS;
     if (slot >= 0 && spanStart[slot] >= 0) {
       argsIrregular = true;
       slot = -1;
@@ -250,23 +259,23 @@ function noteMember(s: Buffer, ns: number, ne: number, role: number): boolean {
   }
   if (sawEscape) return false;
   if (role === TOP) {
-    if (len === 2 && bytesAre(s, at, NAME_ID)) slot = ID;
-    else if (len === 6 && bytesAre(s, at, NAME_METHOD)) slot = METHOD_AT;
-    else if (len === 6 && bytesAre(s, at, NAME_PARAMS)) slot = PARAMS_AT;
-    else if (len === 7 && bytesAre(s, at, NAME_JSONRPC)) slot = RPC;
+    if (len === 2 && matches(s, at, NAME_ID)) slot = ID;
+    else if (len === 6 && matches(s, at, NAME_METHOD)) slot = METHOD_AT;
+    else if (len === 6 && matches(s, at, NAME_PARAMS)) slot = PARAMS_AT;
+    else if (len === 7 && matches(s, at, NAME_JSONRPC)) slot = RPC;
   } else {
     paramsMembers++;
-    if (len === 5 && bytesAre(s, at, NAME_META)) return false;
-    if (len === 4 && bytesAre(s, at, NAME_NAME)) slot = NAME;
-    else if (len === 9 && bytesAre(s, at, NAME_ARGUMENTS)) slot = ARGUMENTS;
+    if (len === 5 && matches(s, at, NAME_META)) return false;
+    if (len === 4 && matches(s, at, NAME_NAME)) slot = NAME;
+    else if (len === 9 && matches(s, at, NAME_ARGUMENTS)) slot = ARGUMENTS;
   }
   if (slot >= 0 && spanStart[slot] >= 0) return false;
   pending = slot;
   return true;
 }
 
-function literal(s: Buffer, i: number, end: number, word: Buffer): number {
-  return i + word.length <= end && bytesAre(s, i, word) ? i + word.length : -1;
+function literal(s: Buffer, i: number, end: number, word: readonly number[]): number {
+  return i + word.length <= end && matches(s, i, word) ? i + word.length : -1;
 }
 
 /** A string at s[i] (a quote): the index after its closing quote, or -1. */
@@ -324,7 +333,7 @@ function number(s: Buffer, i: number, end: number): number {
   return i;
 }
 
-const RPC_20 = Buffer.from('"2.0"');
+const RPC_20 = bytesOf('"2.0"');
 
 // The methods a client sends most, as their JSON strings: read as the same string each time.
 const KNOWN_METHODS = [
@@ -336,11 +345,11 @@ const KNOWN_METHODS = [
   'prompts/list',
   'ping',
   'notifications/cancelled',
-].map((m) => ({ method: m, json: Buffer.from(JSON.stringify(m)) }));
+].map((m) => ({ method: m, json: bytesOf(JSON.stringify(m)) }));
 
 function knownMethod(s: Buffer, start: number, end: number): string | undefined {
   const len = end - start;
-  for (const k of KNOWN_METHODS) if (k.json.length === len && bytesAre(s, start, k.json)) return k.method;
+  for (const k of KNOWN_METHODS) if (k.json.length === len && matches(s, start, k.json)) return k.method;
   return undefined;
 }
 
@@ -350,8 +359,8 @@ function knownMethod(s: Buffer, start: number, end: number): string | undefined 
 // 64 bytes is read each time. A miss costs one small copy.
 const NAME_SLOTS = 16;
 const MEMO_MAX = 66; // 64 bytes of name and its quotes
-const NO_NAME = Buffer.alloc(0);
-const namesJson: Buffer[] = Array.from({ length: NAME_SLOTS }, () => NO_NAME);
+const NO_NAME: readonly number[] = [];
+const namesJson: Array<readonly number[]> = Array.from({ length: NAME_SLOTS }, () => NO_NAME);
 const names: string[] = Array.from({ length: NAME_SLOTS }, () => '');
 
 /** The (valid) string value s[start, end), quotes included, through the memo above. */
@@ -360,9 +369,9 @@ function toolNameAt(s: Buffer, start: number, end: number): string {
   if (len > MEMO_MAX) return stringAt(s, start, end);
   const slot = (len * 7 + s[start + 1] + s[end - 2]) & (NAME_SLOTS - 1);
   const json = namesJson[slot];
-  if (json.length === len && bytesAre(s, start, json)) return names[slot];
+  if (json.length === len && matches(s, start, json)) return names[slot];
   const name = stringAt(s, start, end);
-  namesJson[slot] = Buffer.from(s.subarray(start, end));
+  namesJson[slot] = Array.from(s.subarray(start, end));
   names[slot] = name;
   return name;
 }
@@ -408,7 +417,7 @@ export function readClientRequest(body: Buffer): ClientRequestBytes | undefined 
   argsIrregular = false;
   if (!scanText(body, start, body.length, TOP) || !isUtf8(body)) return undefined;
   const rpc = spanStart[RPC];
-  if (rpc < 0 || spanEnd[RPC] - rpc !== 5 || !bytesAre(body, rpc, RPC_20)) return undefined;
+  if (rpc < 0 || spanEnd[RPC] - rpc !== 5 || !matches(body, rpc, RPC_20)) return undefined;
   const m = spanStart[METHOD_AT];
   const idStart = spanStart[ID];
   if (m < 0 || body[m] !== QUOTE || idStart < 0) return undefined;
