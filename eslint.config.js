@@ -73,6 +73,21 @@ export default tseslint.config(
     rules: { 'require-atomic-updates': ['error', { allowProperties: true }] },
   },
   {
+    // Node defines these three globals as accessors on globalThis: optimised code reads them
+    // through a global-load IC and the getter on every use (performance.now() 594 instructions
+    // against 355 imported; docs/decisions/0256-node-globals-imported.md). The relay imports them.
+    files: ['src/**/*.ts'],
+    ignores: ['**/*.test.ts', '**/test-*.ts', 'src/store/store-suite.ts'],
+    rules: {
+      'no-restricted-globals': [
+        'error',
+        { name: 'Buffer', message: "import { Buffer } from 'node:buffer' (the global is an accessor)" },
+        { name: 'performance', message: "import { performance } from 'node:perf_hooks' (the global is an accessor)" },
+        { name: 'process', message: "import process from 'node:process' (the global is an accessor)" },
+      ],
+    },
+  },
+  {
     files: ['**/*.js', '**/*.mjs'],
     ...tseslint.configs.disableTypeChecked,
   },

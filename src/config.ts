@@ -1,5 +1,6 @@
 // `phonebridge serve` settings: each flag `--some-flag` mirrors env `PHONEBRIDGE_SOME_FLAG`;
 // a flag wins over the environment, the environment over the default.
+import process from 'node:process';
 import { parseArgs } from 'node:util';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';

@@ -1,4 +1,5 @@
 // One structured logger. Method names, sizes, ids and latency only: never message content or secrets.
+import process from 'node:process';
 import { pino, type Logger } from 'pino';
 
 export type { Logger };

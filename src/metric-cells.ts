@@ -5,6 +5,7 @@
 // scraped. Every bound cell is exported, at zero until it counts: binding a label set at start
 // is how a family is present from a node's first scrape (Prometheus' "avoid missing metrics"). A histogram cell may keep exemplars for OpenMetrics
 // (docs/decisions/0121-latency-cell-with-exemplars.md).
+import { performance } from 'node:perf_hooks';
 import client from 'prom-client';
 
 type Labels = Record<string, string>;

@@ -2,6 +2,8 @@
 // no label ever carries a device, account, session or token id. The catalogue with every
 // family is in docs/OPERATIONS.md ("Health and metrics"). Series the per-call path touches are
 // cells bound once (src/metric-cells.ts, docs/decisions/0120-metric-cells.md).
+import process from 'node:process';
+import { Buffer } from 'node:buffer';
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import client from 'prom-client';
 import type { LogEvent } from 'kysely';

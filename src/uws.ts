@@ -1,5 +1,6 @@
 // Loads the native uWebSockets.js binary directly. The package silently falls back to a
 // slow JS shim when the binary does not load; we refuse to start instead.
+import process from 'node:process';
 import { createRequire } from 'node:module';
 import type * as UWS from 'uWebSockets.js';
 

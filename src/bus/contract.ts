@@ -1,5 +1,7 @@
 // One contract, every driver: what the gateway may rely on whichever bus it runs on.
 // bus.test.ts runs it on the local bus and one Redis; redis/topologies.test.ts on Sentinel and Redis Cluster.
+import { performance } from 'node:perf_hooks';
+import { Buffer } from 'node:buffer';
 import { describe, expect, it, afterEach } from 'vitest';
 import { sleep } from './redis/test-support.ts';
 import type { Bus, SessionRecord } from './types.ts';

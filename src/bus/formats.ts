@@ -12,6 +12,7 @@
 // Readers accept every version from `minRead` up (a newer writer promised to stay readable)
 // and refuse older ones with UnreadableFormatError: that older writer's release is no longer
 // supported in a mixed cluster.
+import { Buffer } from 'node:buffer';
 import { bytesAre, integerAt } from '../protocol/json-bytes.ts';
 import { readReqHeader, writeReqHeaderLine, type ReqHeader } from './req-header.ts';
 

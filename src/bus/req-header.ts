@@ -6,6 +6,7 @@
 // the-request-path-without-runtime-calls.md). Anything the reader does not expect — an escape,
 // a fraction, a field of a newer release — sends the header to JSON.parse: the format is
 // nodeMessage's, unchanged (docs/decisions/0200-bus-and-record-format-versions.md).
+import { Buffer } from 'node:buffer';
 import { bytesAre, integerAt } from '../protocol/json-bytes.ts';
 import { charCodeAt } from '../protocol/string-builtins.ts';
 

@@ -1,6 +1,7 @@
 // The device signature that ties a phone's key to one relay host
 // (docs/decisions/0009-pairing-and-device-auth-encodings.md, 0010-signature-binds-relay-host.md).
 // Shared by the relay (verify) and the reference phone (sign) so both sides agree on the bytes.
+import { Buffer } from 'node:buffer';
 import {
   createPrivateKey,
   createPublicKey,

@@ -1,4 +1,5 @@
 // Secrets: generated with CSPRNG, stored only as SHA-256, compared in constant time.
+import { Buffer } from 'node:buffer';
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 
 export function sha256Hex(value: string): string {

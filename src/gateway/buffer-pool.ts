@@ -4,6 +4,7 @@
 // external memory pressure, and V8 answers that with a full mark-compact of the whole heap,
 // several a second. A buffer taken here goes back once nothing reads it (Exchange: after uWS
 // copied it; Served: after Redis read it), so the same few stay in use.
+import { Buffer } from 'node:buffer';
 
 /** Below this Node's own pool serves `Buffer.allocUnsafe` (Buffer.poolSize >>> 1): nothing to gain. */
 export const POOLED_MIN_BYTES = 4096;

@@ -4,6 +4,7 @@
 // timer for the list's head; cancelling unlinks the call in O(1). The timer is not moved when
 // its head goes: it fires, finds the new head not due and is armed again for it, at most once
 // per delay while calls come and go.
+import { performance } from 'node:perf_hooks';
 
 /** The fields an object carries to sit in a Deadlines list; start them `undefined`/0. */
 export interface Timed {

@@ -2,6 +2,7 @@
 // relay-unique id, and the phone's answers go back to whoever asked with the client's id (and
 // progress token) restored. What the relay asks the phone itself as its MCP client (initialize
 // once per socket, tools/list kept for scope checks) is its surface, src/gateway/phone-surface.ts.
+import { Buffer } from 'node:buffer';
 import type { WebSocket } from '../uws.ts';
 import { checkedWhole, inspectPhoneFrame, withId } from '../protocol/frame.ts';
 import { forwardedFrame, requestFrame, type ClientRequestBytes } from '../protocol/request-bytes.ts';

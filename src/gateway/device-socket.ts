@@ -2,6 +2,7 @@
 // challenge. Auth failures still upgrade and close at once with 4003 (4004 for a removed
 // device's phone) so the phone learns why; success attaches a DeviceConnection, superseding
 // any older socket with 4001.
+import { Buffer } from 'node:buffer';
 import type { HttpRequest, HttpResponse, WebSocket } from '../uws.ts';
 import type { WebSocketBehavior, us_socket_context_t } from 'uWebSockets.js';
 import { clientAddress, copyHeaders, Exchange, BodyTooLarge } from './http.ts';

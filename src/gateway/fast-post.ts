@@ -1,6 +1,8 @@
 // The fast path of a session POST (docs/decisions/0131-synchronous-local-calls.md): one object
 // per call is the body's target, the router's sink, the exchange's abort target and the
 // in-flight entry. McpEndpoint decides whether a call may take it (FastPostHost.fastPost).
+import { performance } from 'node:perf_hooks';
+import { Buffer } from 'node:buffer';
 import type { AbortTarget, BodyTarget, Exchange } from './http.ts';
 import { Deadlines, type Timed } from './deadlines.ts';
 import type { LocalRoute } from './route.ts';

@@ -1,6 +1,8 @@
 // uWebSockets.js HTTP plumbing. The rules that keep uWS from crashing or losing data live
 // here once: onAborted before any await, body chunks copied, every write corked and skipped
 // after an abort, backpressure honoured on streams, one syscall per answer (docs/decisions/0050-one-write-per-answer.md).
+import process from 'node:process';
+import { Buffer } from 'node:buffer';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../uws.ts';
 import { limitKey, pickClientAddress, type ProxyTrust } from './client-address.ts';
 import type { RouteMetrics } from '../metrics.ts';

@@ -3,6 +3,7 @@
 // and what refuses a second request whose id is in use (docs/decisions/0216-duplicate-request-ids.md).
 // Also the general path's trip of one request to the phone (`forward`); the fast path
 // (fast-post.ts) enters its calls here itself.
+import { Buffer } from 'node:buffer';
 import type { Exchange } from './http.ts';
 import type { FastPost } from './fast-post.ts';
 import { cancelEntry, inFlightHash, inFlightKey } from './fast-post.ts';

@@ -3,6 +3,7 @@
 // 15-tool catalog is ~35 KB of JSON and several times that as objects). The hash is over the
 // phone's answer as received, so a phone like the others is not even parsed. Shared values
 // are frozen: no connection can change what another one sees.
+import { Buffer } from 'node:buffer';
 import { createHash } from 'node:crypto';
 
 function deepFreeze<T>(v: T): T {

@@ -3,6 +3,8 @@
 // takes the fast path (fast-post.ts) or the general one below, which reads the body and hands
 // initialize to session-opener.ts, one request to single-answer.ts, a batch's requests to
 // in-flight.ts, and answers notifications itself; GET and DELETE act on the session.
+import { performance } from 'node:perf_hooks';
+import { Buffer } from 'node:buffer';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../uws.ts';
 import { BodyTooLarge, Exchange } from './http.ts';
 import { collectHeaders, type McpHeaders } from './mcp-headers.ts';

@@ -3,6 +3,8 @@
 // server/discover from the phone's cached initialize result, serves subscriptions/listen
 // from the phone's notifications, and forwards the rest, finishing each result with the
 // fields this revision requires. Closing a response stream cancels the request.
+import { performance } from 'node:perf_hooks';
+import { Buffer } from 'node:buffer';
 import { preEncoded, type Exchange } from './http.ts';
 import { SseStream } from './sse.ts';
 import type { Credential } from './auth.ts';

@@ -14,6 +14,7 @@
 // request that finds no owner while the moving mark lives is held. A request that has seen the
 // phone moving waits for it until its own deadline, however long the phone takes to come back
 // (docs/decisions/0209-a-moving-phone-is-waited-for-until-the-deadline.md). See docs/OPERATIONS.md.
+import { performance } from 'node:perf_hooks';
 import { relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
 import { offlineRefusal } from '../protocol/scopes.ts';
 import type { JsonRpcId, JsonRpcRequest } from '../protocol/jsonrpc.ts';

@@ -3,6 +3,7 @@
 // DeviceConnection logic as a local call, and its answers go back to the origin node
 // (router.ts), in order; the origin can cancel or orphan it meanwhile. The messages are
 // node-messages.ts.
+import { Buffer } from 'node:buffer';
 import { relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
 import { BusUnavailableError } from '../bus/index.ts';
 import { nodeHeaderLine, ridHeaderLine } from '../bus/formats.ts';

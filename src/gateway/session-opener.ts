@@ -1,6 +1,7 @@
 // initialize on the session revisions: the relay answers it itself, from the phone's cached
 // initialize result, within the per-key and per-address limits, and creates the session on
 // the bus so that every node serves it.
+import { Buffer } from 'node:buffer';
 import { randomBytes } from 'node:crypto';
 import type { Exchange } from './http.ts';
 import type { ObserveCall } from './single-answer.ts';

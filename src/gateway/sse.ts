@@ -2,6 +2,7 @@
 // in one write at its end (scheduleWrite, docs/decisions/0050-one-write-per-answer.md); with write backpressure, when the
 // socket cannot take more, events queue (bounded) until onWritable; a consumer that falls too
 // far behind is cut off rather than growing memory without bound.
+import { Buffer } from 'node:buffer';
 import { KEEP_ALIVE_HINT, scheduleWrite, type Exchange, type TurnWriter } from './http.ts';
 import { metrics } from '../metrics.ts';
 

@@ -3,6 +3,7 @@
 // address (a second DNS answer can never be used); https with the platform's trust (plus, only
 // when a caller passes one, an extra CA); no redirects; 5 KiB; 5 s for everything; cached per the
 // response's Cache-Control within bounds (docs/decisions/0165-client-id-metadata-documents.md).
+import { Buffer } from 'node:buffer';
 import { request } from 'node:https';
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';

@@ -1,6 +1,7 @@
 // The OAuth 2.1 rules of the authorization server as pure functions: what a registration may
 // contain, what an authorization request must carry, PKCE, and scope narrowing. No I/O here;
 // src/hosted/oauth.ts applies them to requests.
+import { Buffer } from 'node:buffer';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { SCOPES, type Scope } from '../store/types.ts';
 

@@ -1,5 +1,6 @@
 // The pairing QR as an SVG image, drawn from the QR encoder that ships inside qrcode-terminal
 // (already a dependency for `phonebridge pair`), so the dashboard needs no image library.
+import { Buffer } from 'node:buffer';
 import { createRequire } from 'node:module';
 
 const require = createRequire(import.meta.url);

@@ -2,6 +2,7 @@
 // a "Sign in" button (mail scanners that prefetch links cannot burn the code); its POST consumes
 // the code (single use, 15 minutes, stored hashed), creates the account on first sign-in and
 // starts a web session (HttpOnly, SameSite=Lax cookie, Secure on https).
+import { Buffer } from 'node:buffer';
 import type { GatewayContext } from '../gateway/context.ts';
 import { DEFAULT_PLAN, normalizeEmail } from './plans.ts';
 import { newId } from '../crypto/secrets.ts';

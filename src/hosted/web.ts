@@ -1,5 +1,6 @@
 // The browser-facing rules of hosted mode in one place: cookies, the CSRF token, the same-origin
 // check, the strict CSP, and HTML escaping. Pages are server-rendered; no inline script or style.
+import { Buffer } from 'node:buffer';
 import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Headers } from '../gateway/http.ts';
 

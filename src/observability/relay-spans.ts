@@ -1,6 +1,7 @@
 // The relay's spans, one function per call site so that each site is a line or two behind
 // `if (tracingOn)` (docs/OPERATIONS.md, "Traces", lists them). Nothing here is reached when
 // tracing is off.
+import { performance } from 'node:perf_hooks';
 import { ROOT_CONTEXT, trace, type Context, type Link, type Span } from '@opentelemetry/api';
 import {
   contextWith,

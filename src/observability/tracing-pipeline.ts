@@ -2,6 +2,7 @@
 // (docs/decisions/0110-tracing-off-by-default-explicit-context.md). It holds everything of the
 // OpenTelemetry SDK, loaded only where tracing is on: by tracing.ts for the relay, by the
 // reference phone (src/device/agent/tracing.ts).
+import process from 'node:process';
 import { readFileSync } from 'node:fs';
 import type { Tracer } from '@opentelemetry/api';
 import { parseKeyPairsIntoRecord } from '@opentelemetry/core';

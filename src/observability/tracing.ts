@@ -5,6 +5,8 @@
 // provider or propagator), and no attribute or event carries a token, code, key, argument,
 // result or message text: names, ids, codes and sizes only. The SDK's pipeline
 // (tracing-pipeline.ts) is loaded only when tracing is on.
+import process from 'node:process';
+import { Buffer } from 'node:buffer';
 import {
   ROOT_CONTEXT,
   SpanKind,

@@ -1,5 +1,6 @@
 // Every forwarded request (and notification) tells the phone who is calling. Any value a client
 // put under the same key is replaced, never merged (docs/decisions/0006-caller-context.md).
+import { Buffer } from 'node:buffer';
 import type { Token } from '../store/types.ts';
 
 export const CALLER_META_KEY = 'phonebridge/caller';

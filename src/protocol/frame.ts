@@ -9,6 +9,7 @@
 // whitespace after the object, with one pass over the bytes (strings and nesting tracked, no
 // parse: docs/decisions/0130-byte-level-requests.md). It does not catch corruption inside a
 // value (`{"result":tru,"id":7}` closes properly): only a full parse would, and 0130 chose not to.
+import { Buffer } from 'node:buffer';
 import { parseJson } from './exact-json.ts';
 import type { JsonRpcId } from './jsonrpc.ts';
 import { bytesAre, decimalDigits, integerAt, put, putDecimal, scanObject, skipWs, type Span } from './json-bytes.ts';

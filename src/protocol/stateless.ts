@@ -18,6 +18,7 @@
  *                                         subscriptions/listen
  * - shouldForwardLog(meta, notification)  notifications/message only when asked for
  */
+import { Buffer } from 'node:buffer';
 import { OPEN_OBJ, scanObject, skipWs, type Span } from './json-bytes.ts';
 import { INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, type JsonRpcErrorObject } from './errors.ts';
 import type { JsonRpcId } from './jsonrpc.ts';

@@ -1,6 +1,8 @@
 // Store on Kysely + pg. The same code serves Postgres and embedded PGlite (through its socket).
 // Fleets' part (store.fleet, fleet-store.ts) and hosted mode's part (store.hosted,
 // hosted-store.ts) are built in KyselyStore's constructor over the same Kysely instance.
+import { performance } from 'node:perf_hooks';
+import { Buffer } from 'node:buffer';
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { Kysely, PostgresDialect, sql } from './kysely.ts';
 import type { Selectable, Transaction } from 'kysely';

@@ -1,6 +1,7 @@
 // In-process bus for a single node: maps with expiry. Nothing leaves the process.
 /* eslint-disable @typescript-eslint/require-await -- every method implements the async Bus/SessionStore
    interfaces with a synchronous body; async keeps a throw a rejection, as on the Redis bus. */
+import { Buffer } from 'node:buffer';
 import type { Logger } from '../../log.ts';
 import type { Bus, ControlEvent, DeviceOwner, ReplayEvent, SessionRecord, SessionStore } from '../types.ts';
 import { checkStreamId, DEFAULT_REPLAY, eventId, Handlers, parseEventId, type ReplayLimits } from '../util.ts';

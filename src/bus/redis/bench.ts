@@ -1,6 +1,8 @@
 // Micro-benchmark (not part of the test suite): round trip of sendToNode between two buses, i.e. the
 // bus's share of a cross-node call (request A→B, response B→A). Real Redis; nothing else.
 //   npx tsx src/bus/redis/bench.ts [--n 20000] [--concurrency 64] [--seconds 5]
+import process from 'node:process';
+import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import { RedisBus } from './index.ts';

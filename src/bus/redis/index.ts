@@ -11,6 +11,8 @@
 // back: only the recovery's own commands (resubscribe, heartbeat) probe Redis meanwhile.
 // ioredis keeps reconnecting; once both connections are back we resubscribe, re-announce the
 // node and fire onReconnected. Nothing is re-claimed automatically: the gateway calls reclaimDevice.
+import { performance } from 'node:perf_hooks';
+import { Buffer } from 'node:buffer';
 import { createHash, randomBytes } from 'node:crypto';
 import type { RedisOptions } from 'ioredis';
 import type { Logger } from '../../log.ts';

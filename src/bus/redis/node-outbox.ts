@@ -5,6 +5,8 @@
 // when nobody hears them (docs/decisions/0142-quiet-answers.md, 0225-quiet-requests.md,
 // 0234-counted-publishes-on-the-quiet-connection.md). Without a quiet connection (a Redis
 // Cluster), every message is a PUBLISH through ioredis with its count.
+import { performance } from 'node:perf_hooks';
+import { Buffer } from 'node:buffer';
 import { BusTimeoutError } from '../errors.ts';
 import type { KeyLayout } from './connector.ts';
 import type { QuietPublisher } from './quiet.ts';

@@ -10,6 +10,7 @@
 // frame (replies to SUBSCRIBE, UNSUBSCRIBE, PING, errors) goes to ioredis's own decoder,
 // always whole, so its decoder is never left half-way through a frame and its command queue
 // sees every reply it waits for.
+import { Buffer } from 'node:buffer';
 import type { Socket } from 'node:net';
 
 const CR = 0x0d;

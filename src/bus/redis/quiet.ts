@@ -19,6 +19,8 @@
 // replies.ts instead of ioredis's command queue
 // (docs/decisions/0234-counted-publishes-on-the-quiet-connection.md). Once replies are off,
 // every command on this connection is written here and its reply read there, in order.
+import { performance } from 'node:perf_hooks';
+import { Buffer } from 'node:buffer';
 import type { Socket } from 'node:net';
 import type { Redis } from 'ioredis';
 import { busPublish, redisCommand } from '../../metrics.ts';

@@ -15,6 +15,7 @@
 // the younger ones: the commands before the one it belongs to were refused in silence, and
 // fail; with no owner the order is lost, and so is the connection
 // (docs/decisions/0234-counted-publishes-on-the-quiet-connection.md, amended).
+import { performance } from 'node:perf_hooks';
 import type { Socket } from 'node:net';
 import { BusTimeoutError, BusUnavailableError } from '../errors.ts';
 import { decimalAt, frameEnd, PushReader, readBefore } from './push-reader.ts';

@@ -1,6 +1,7 @@
 // The reference phone's connection to the relay: challenge → sign → upgrade → serve MCP over the
 // socket → on close, stop or reconnect according to the close code. A fresh MCP server is created
 // per socket because the relay sends initialize once per socket.
+import process from 'node:process';
 import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
 import type { KeyObject } from 'node:crypto';

@@ -1,6 +1,7 @@
 // Talking to the relay before the socket opens: JSON POSTs (/pair, /device/challenge) and the
 // TLS pin from the QR's `fp`. A pinned connection is verified on 'secureConnect' before any
 // request byte is written; the pin then stands in for CA validation, so a self-signed relay works.
+import { Buffer } from 'node:buffer';
 import { createHash, X509Certificate } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';

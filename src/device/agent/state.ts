@@ -2,6 +2,7 @@
 // and device.json, both 0600 and written atomically so a crash never leaves half a file.
 // The key is written before /pair is called: a pairing code is single use, so losing the key
 // after a successful pair would waste it.
+import process from 'node:process';
 import { createPublicKey, randomBytes, type KeyObject } from 'node:crypto';
 import {
   chmodSync,

@@ -3,6 +3,7 @@
 // the OTEL_* variables are set. It wraps the socket transport, so it covers every backend
 // (simulated phone, bridged server) without touching their handlers. Names and ids only:
 // never an argument or a result.
+import process from 'node:process';
 import type { Transport, TransportSendOptions } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage, RequestId } from '@modelcontextprotocol/sdk/types.js';
 import { createTracing } from '../../observability/tracing-pipeline.ts';

@@ -1,5 +1,6 @@
 // An MCP SDK Transport over one `ws` socket: one JSON-RPC message per text frame, never a frame
 // over 256 KiB. Works on either end of the socket (the agent serves over it; tests drive it as a client).
+import { Buffer } from 'node:buffer';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import {
   JSONRPCMessageSchema,

@@ -15,6 +15,7 @@
 // answered with resultType "task", tasks/get, tasks/update, tasks/cancel), whose requests and
 // results go through as they are (docs/decisions/0183-tasks-extension.md). The `experimental`
 // capability is not advertised.
+import { Buffer } from 'node:buffer';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { z } from 'zod';
 import type { RequestOptions } from '@modelcontextprotocol/sdk/shared/protocol.js';

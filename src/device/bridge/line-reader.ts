@@ -3,6 +3,7 @@
 // one difference, for a server that wrote a message without its newline: the line that message
 // ran into is still dropped, but an answer found whole at its start fails its request at once
 // (docs/decisions/0227-an-answer-that-shares-its-line.md).
+import { Buffer } from 'node:buffer';
 import { deserializeMessage, STDIO_DEFAULT_MAX_BUFFER_SIZE } from '@modelcontextprotocol/sdk/shared/stdio.js';
 import {
   ErrorCode,

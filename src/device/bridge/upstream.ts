@@ -1,6 +1,7 @@
 // The one MCP client connection to the bridged server, shared by every relay socket. When the
 // server goes away it is restarted (stdio) or reconnected (HTTP) with backoff; calls made
 // meanwhile fail at once with a clear error rather than hang.
+import process from 'node:process';
 import type { ChildProcess } from 'node:child_process';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport, type StdioServerParameters } from '@modelcontextprotocol/sdk/client/stdio.js';

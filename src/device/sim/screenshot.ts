@@ -2,6 +2,7 @@
 // glyphs (font/glyphs.ts), so that a person or a model reading the screenshot reads what
 // observe_screen reports. Flat colours compress well, but the size is checked anyway: a
 // screenshot must fit one 256 KiB JSON-RPC frame together with its envelope.
+import { Buffer } from 'node:buffer';
 import { deflateSync } from 'node:zlib';
 import { drawLine, lineHeight, textWidth, wrap } from './font/glyphs.ts';
 import { SimError, type Role, type SimPhone, type UiElement } from './model.ts';

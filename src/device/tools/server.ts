@@ -1,5 +1,6 @@
 // The phone's MCP tool surface (published as docs/TOOLS.md): four groups, one scope each, typed results,
 // explicit annotations, strict inputs, leases, idempotency keys and runs.
+import { Buffer } from 'node:buffer';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';

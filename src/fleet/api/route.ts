@@ -1,6 +1,7 @@
 // The /api/v1 route table: each route names the zod schemas its handler validates with, and the
 // OpenAPI document (openapi.ts) is generated from the same table, so the two cannot drift
 // (docs/decisions/0175-api-v1.md).
+import { Buffer } from 'node:buffer';
 import { z } from 'zod';
 
 export type Method = 'get' | 'post' | 'patch' | 'delete';

@@ -1,4 +1,6 @@
 // /api/v1's routes: schemas (the same ones the OpenAPI document is made of) and handlers.
+import { performance } from 'node:perf_hooks';
+import { Buffer } from 'node:buffer';
 import { z } from 'zod';
 import { newApiToken, newId, sha256Hex } from '../../crypto/secrets.ts';
 import { SCOPES, type LabelledDevice, type Scope, type Token } from '../../store/index.ts';

@@ -17,6 +17,8 @@
 //   from other connections wait. Inside a transaction, never await work on another connection.
 // - Session state (SET, session advisory locks, temp tables, LISTEN) is shared by everyone.
 //   Locks must be transaction-scoped (pg_advisory_xact_lock), which the serialisation makes exact.
+import process from 'node:process';
+import { Buffer } from 'node:buffer';
 import { PGlite } from '@electric-sql/pglite';
 import { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 import { chmodSync, existsSync, lstatSync, mkdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';

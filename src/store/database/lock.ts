@@ -1,6 +1,7 @@
 // Exclusive "I have PGlite open on this directory" lock. PGlite is one Postgres backend in one
 // process; two processes opening the same pgdata corrupt it, so whoever opens it (serve or a CLI
 // command without a running serve) first creates this file with O_EXCL.
+import process from 'node:process';
 import { closeSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
 
 export interface LockInfo {

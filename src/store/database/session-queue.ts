@@ -15,6 +15,7 @@
 // the queue is the only part whose policy is wrong; the server's framing, SSL and cancel
 // handling, connection limit and idle timeout stay pglite-socket's (pinned, 0.2.17). The price
 // is one private field name, checked at start-up (docs/decisions/0011-embedded-store-over-unix-socket.md).
+import { Buffer } from 'node:buffer';
 import type { PGlite } from '@electric-sql/pglite';
 import type { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 

@@ -1,6 +1,7 @@
 // Run as a separate process by database/embedded.test.ts: joins a data dir the way a CLI command
 // does, waits for "go" on stdin, then writes and reads through the socket with several connections.
 // Prints one JSON line.
+import process from 'node:process';
 import { createInterface } from 'node:readline';
 import pg from 'pg';
 import { openStore } from '../index.ts';

@@ -2,6 +2,7 @@
 // atlas (atlas.ts, rasterized once from DejaVu Sans by scripts/gen-sim-font.ts), scaled to the
 // requested pixel size by supersampling and blended onto an RGB raster. No font file, native
 // module or download at run time.
+import { Buffer } from 'node:buffer';
 import { inflateSync } from 'node:zlib';
 import { ATLAS_ASCENT, ATLAS_DATA, ATLAS_GLYPHS, ATLAS_HEIGHT, ATLAS_SIZE } from './atlas.ts';
 
