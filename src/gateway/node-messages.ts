@@ -51,7 +51,8 @@ export function farewellMessage(nodeId: string): string {
 }
 
 /**
- * A forwarded request (Header `b`) to start with handleClientBytes, or undefined if its
+ * A forwarded request (Header `b`) to start with handleClientBytes (its fields in
+ * readClientRequest's order: one shape for both), or undefined if its
  * payload is not a JSON object: the origin checked the client's JSON and UTF-8
  * (src/protocol/request-bytes.ts) and built the payload from it.
  */

@@ -427,15 +427,20 @@ export function readClientRequest(body: Buffer): ClientRequestBytes | undefined 
   if (id === undefined) return undefined;
   const mEnd = spanEnd[METHOD_AT];
   const method = knownMethod(body, m, mEnd) ?? stringAt(body, m, mEnd);
+  // Every field, in forwardedBytes's order (src/gateway/node-messages.ts): one shape for every
+  // request read, so the code that reads them (requestFrame, admission) loads each field directly.
   const req: ClientRequestBytes = {
     id,
     method,
+    toolName: undefined,
+    timeoutS: undefined,
     body,
     methodStart: m,
     methodEnd: mEnd,
     paramsStart: -1,
     paramsEnd: -1,
     paramsMembers: false,
+    forwarded: false,
   };
   const p = spanStart[PARAMS_AT];
   if (p < 0) return req;
