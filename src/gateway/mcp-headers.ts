@@ -45,44 +45,74 @@ let collectChain: boolean;
 const joined = (prev: string | undefined, v: string): string => (prev === undefined ? v : `${prev}, ${v}`);
 const collectHeader = (k: string, v: string): void => {
   const h = collecting;
-  // Every name read is a case: a name from uWS is a fresh string, and a Set lookup hashed each
-  // one the relay does not read (host, content-length, …) on every request; a case compares
-  // lengths first (docs/BENCHMARKS.md, "Instructions per call under callgrind").
-  switch (k) {
-    case 'content-type':
-      if (h['content-type'] === undefined && v !== '') h['content-type'] = v;
-      return;
-    case 'accept':
-      if (h.accept === undefined && v !== '') h.accept = v;
-      return;
-    case 'x-api-key':
-      if (h['x-api-key'] === undefined && v !== '') h['x-api-key'] = v;
-      return;
-    case 'mcp-session-id':
-      if (h['mcp-session-id'] === undefined && v !== '') h['mcp-session-id'] = v;
-      return;
-    case 'mcp-protocol-version':
-      h['mcp-protocol-version'] = joined(h['mcp-protocol-version'], v);
-      return;
-    case 'mcp-method':
-      h['mcp-method'] = joined(h['mcp-method'], v);
-      return;
-    case 'mcp-name':
-      h['mcp-name'] = joined(h['mcp-name'], v);
-      return;
-    case 'authorization':
-      if (h.authorization === undefined && v !== '') h.authorization = v;
-      return;
-    case 'origin':
-      if (h.origin === undefined && v !== '') h.origin = v;
-      return;
-    case 'last-event-id':
-      if (h['last-event-id'] === undefined && v !== '') h['last-event-id'] = v;
-      return;
-    case 'x-forwarded-for':
-      if (h['x-forwarded-for'] === undefined && v !== '') h['x-forwarded-for'] = v;
-      if (collectChain) h[FORWARDED_CHAIN] = h[FORWARDED_CHAIN] === undefined ? v : `${h[FORWARDED_CHAIN]},${v}`;
-      return;
+  // Every name read is compared, by length first: a name from uWS is a fresh string, so a Set
+  // lookup hashed each one the relay does not read (host, content-length, …) on every request,
+  // and a plain switch compared each with up to eleven names (docs/BENCHMARKS.md, "Instructions
+  // per call under callgrind").
+  switch (k.length) {
+    case 6:
+      if (k === 'accept') {
+        if (h.accept === undefined && v !== '') h.accept = v;
+        return;
+      }
+      if (k === 'origin') {
+        if (h.origin === undefined && v !== '') h.origin = v;
+        return;
+      }
+      break;
+    case 8:
+      if (k === 'mcp-name') {
+        h['mcp-name'] = joined(h['mcp-name'], v);
+        return;
+      }
+      break;
+    case 9:
+      if (k === 'x-api-key') {
+        if (h['x-api-key'] === undefined && v !== '') h['x-api-key'] = v;
+        return;
+      }
+      break;
+    case 10:
+      if (k === 'mcp-method') {
+        h['mcp-method'] = joined(h['mcp-method'], v);
+        return;
+      }
+      break;
+    case 12:
+      if (k === 'content-type') {
+        if (h['content-type'] === undefined && v !== '') h['content-type'] = v;
+        return;
+      }
+      break;
+    case 13:
+      if (k === 'authorization') {
+        if (h.authorization === undefined && v !== '') h.authorization = v;
+        return;
+      }
+      if (k === 'last-event-id') {
+        if (h['last-event-id'] === undefined && v !== '') h['last-event-id'] = v;
+        return;
+      }
+      break;
+    case 14:
+      if (k === 'mcp-session-id') {
+        if (h['mcp-session-id'] === undefined && v !== '') h['mcp-session-id'] = v;
+        return;
+      }
+      break;
+    case 15:
+      if (k === 'x-forwarded-for') {
+        if (h['x-forwarded-for'] === undefined && v !== '') h['x-forwarded-for'] = v;
+        if (collectChain) h[FORWARDED_CHAIN] = h[FORWARDED_CHAIN] === undefined ? v : `${h[FORWARDED_CHAIN]},${v}`;
+        return;
+      }
+      break;
+    case 20:
+      if (k === 'mcp-protocol-version') {
+        h['mcp-protocol-version'] = joined(h['mcp-protocol-version'], v);
+        return;
+      }
+      break;
   }
   if (startsWith.call(k, PARAM_PREFIX)) h[k] = joined(h[k], v);
 };
