@@ -47,14 +47,7 @@ export class ExpiringMap<V> {
   }
 
   get(key: string, now = Date.now()): V | undefined {
-    const e = this.entries.get(key);
-    if (!e) return undefined;
-    if (e.expiresAt <= now) {
-      this.entries.delete(key);
-      this.onExpire?.(key, e.value);
-      return undefined;
-    }
-    return e.value;
+    return this.live(key, now)?.value;
   }
 
   has(key: string, now = Date.now()): boolean {
@@ -81,13 +74,8 @@ export class ExpiringMap<V> {
    * lookup (a session touched on every call). Undefined, as get, for a missing or expired key.
    */
   renew(key: string, ttlMs: number, now = Date.now()): V | undefined {
-    const e = this.entries.get(key);
+    const e = this.live(key, now);
     if (!e) return undefined;
-    if (e.expiresAt <= now) {
-      this.entries.delete(key);
-      this.onExpire?.(key, e.value);
-      return undefined;
-    }
     const expiresAt = now + ttlMs;
     e.expiresAt = expiresAt;
     if (expiresAt < e.queuedAt) this.queue(key, e, expiresAt);
@@ -112,6 +100,18 @@ export class ExpiringMap<V> {
   remainingMs(key: string, now = Date.now()): number | undefined {
     const e = this.entries.get(key);
     return e && e.expiresAt > now ? e.expiresAt - now : undefined;
+  }
+
+  /** The entry of `key` if it has not expired by `now`; an expired one goes at once (onExpire). */
+  private live(key: string, now: number): Entry<V> | undefined {
+    const e = this.entries.get(key);
+    if (!e) return undefined;
+    if (e.expiresAt <= now) {
+      this.entries.delete(key);
+      this.onExpire?.(key, e.value);
+      return undefined;
+    }
+    return e;
   }
 
   /** Removes every entry due by `now`, earliest first; returns how many went. Runs on its own timer too. */
