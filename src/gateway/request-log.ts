@@ -5,6 +5,14 @@ import { methodLabel } from '../metrics.ts';
 import { requestLogFields } from '../observability/relay-spans.ts';
 import { tracingOn } from '../observability/tracing.ts';
 
+/**
+ * pino's debug level. The check runs on every answered call: `isLevelEnabled('debug')` looked
+ * the name up in the level table and called a comparison each time (0.38 thousand instructions
+ * per call under callgrind, docs/BENCHMARKS.md, "six more cuts"); the logger's numeric level
+ * against this is the same test for pino's default levels, which src/log.ts uses.
+ */
+const DEBUG = 20;
+
 export function logMcpRequest(
   log: Logger,
   method: string,
@@ -13,7 +21,7 @@ export function logMcpRequest(
   bytesOut: number,
   ex: object | undefined,
 ): void {
-  if (!log.isLevelEnabled('debug')) return;
+  if (log.levelVal > DEBUG) return;
   log.debug(
     {
       method: methodLabel(method),
