@@ -23,6 +23,9 @@ export function createLogger(
   return opts.destination ? pino(options, opts.destination) : pino(options);
 }
 
+/** pino's debug level as a number: `log.levelVal > DEBUG_LEVEL` is a cheap `!isLevelEnabled('debug')`. */
+export const DEBUG_LEVEL = pino.levels.values.debug;
+
 /** The longest client-supplied value (a header) that goes into a log line. */
 export const MAX_LOGGED_VALUE = 128;
 
