@@ -31,6 +31,7 @@ import type { RelayChild, startRelayChild as StartRelayChild } from './fleet-rel
 import { forkChild } from './lib/ipc-child.ts';
 import { processCpuTimeUs } from './lib/proc-cpu.ts';
 import { probedSession } from './lib/probed-session.ts';
+import { createDatabase } from './lib/scratch-database.ts';
 
 type Json = any;
 
@@ -38,7 +39,6 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 // Its phone and load-generator roles (the reference agent; node:http keep-alive clients).
 const ROLES = join(ROOT, 'loadtest/relay-overhead.ts');
 const REDIS_URL = process.env.PHONEBRIDGE_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
-const PG_ADMIN_URL = process.env.PHONEBRIDGE_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
 const { values } = parseArgs({
   options: {
@@ -89,7 +89,6 @@ interface Result {
 // on the socket it opened first.
 const phones: Array<ReturnType<typeof child>> = [];
 const load = child(['--role', 'load']);
-const pg = (await import('pg')).default;
 const cleanup: Array<() => Promise<unknown>> = [];
 const targets: Target[] = [];
 try {
@@ -97,20 +96,9 @@ try {
     const { startRelayChild } = (await import(join(tree, 'loadtest/fleet-relay.ts'))) as {
       startRelayChild: typeof StartRelayChild;
     };
-    const db = `pb_cross_ab_${randomBytes(4).toString('hex')}`;
-    const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
-    await admin.connect();
-    await admin.query(`CREATE DATABASE ${db}`);
-    await admin.end();
-    cleanup.push(async () => {
-      const c = new pg.Client({ connectionString: PG_ADMIN_URL });
-      await c.connect();
-      await c.query(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`);
-      await c.end();
-    });
-    const dbUrl = new URL(PG_ADMIN_URL);
-    dbUrl.pathname = `/${db}`;
-    const flags = ['--port', '0', '--database-url', dbUrl.toString(), '--redis-url', REDIS_URL];
+    const db = await createDatabase('pb_cross_ab');
+    cleanup.push(() => db.drop());
+    const flags = ['--port', '0', '--database-url', db.url, '--redis-url', REDIS_URL];
     flags.push('--redis-prefix', `pbab:${randomBytes(3).toString('hex')}:`);
     const execArgv = (process.env.XNODE_ARGS ?? '').split(/\s+/).filter(Boolean);
     const a = await startRelayChild([...flags, '--node-id', `ab-a${i}`], { execArgv });

@@ -1,7 +1,11 @@
 // `npm run loadtest -- instructions [--rounds N] [--window-ms MS] [--warm-ms MS] [--conns N]
-//                                   [--instrumented-warm-ms MS] [--functions N] [--out DIR]`:
+//                                   [--instrumented-warm-ms MS] [--functions N] [--cluster] [--out DIR]`:
 // instructions per small call (`tools/call` of the reference phone's `echo`) in the one-node
 // relay and in the uWS floor (loadtest/baseline/uws-floor.ts), counted by valgrind's callgrind.
+// With --cluster, also a cross-node call: two relay nodes on Postgres and Redis (as
+// relay-overhead's `cluster` target), the phone on node a, the client on node b; its count is
+// both nodes' main threads, so cluster ÷ relay is relay-overhead's "two nodes ÷ one" in
+// instructions.
 //
 // Why beside relay-overhead's CPU times: a count of instructions does not depend on what else
 // the machine runs, so one tree against another, or the relay against the floor, separates by
@@ -39,10 +43,15 @@ import { forkChild, type Child } from './lib/ipc-child.ts';
 import { probedSession } from './lib/probed-session.ts';
 import { medianOf } from './lib/runs.ts';
 import { startRelayChild, type RelayChild } from './fleet-relay.ts';
+import { createDatabase } from './lib/scratch-database.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const ROLES = join(ROOT, 'loadtest/relay-overhead.ts');
 const MAX_WARM_WINDOWS = 8;
+const CLUSTER_WARM = 3;
+const STEADY = 0.05;
+const LEAD_IN_MS = 2000;
+const REDIS_URL = process.env.PHONEBRIDGE_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 
 /** A dump's instruction count per thread, from callgrind's files `<base>.<dump>-<thread>`. */
 export function threadTotals(dir: string, base: string, dump: number): Map<number, number> {
@@ -118,8 +127,9 @@ export function byFunction(annotated: string, map: PerfMapEntry[]): Array<{ name
 }
 
 interface Target {
-  name: 'relay' | 'floor';
-  pid: number;
+  name: 'relay' | 'floor' | 'cluster';
+  /** The processes a call runs in (the cluster's: the phone's node, then the client's), each under callgrind. */
+  pids: number[];
   url: string;
   headers: Record<string, string>;
   dumps: number;
@@ -131,6 +141,8 @@ interface Window {
   ms: number;
   mainPerCall: number;
   helpersPerCall: number;
+  /** The main thread per call of each of the target's processes, in `pids` order. */
+  mainPerCallByProcess: number[];
 }
 
 function options() {
@@ -144,6 +156,7 @@ function options() {
       functions: { type: 'string', default: '0' },
       out: { type: 'string', default: join(ROOT, 'loadtest-results/instructions') },
       'instrumented-warm-ms': { type: 'string', default: '10000' },
+      cluster: { type: 'boolean', default: false },
     },
   });
 }
@@ -232,24 +245,50 @@ async function main(): Promise<void> {
     const targets: Target[] = [
       {
         name: 'relay',
-        pid: relay.child.pid!,
+        pids: [relay.child.pid!],
         url: relay.mcpUrl,
         headers: await probedSession(relay.mcpUrl, { 'x-api-key': token }, 'instructions'),
         dumps: 0,
       },
       {
         name: 'floor',
-        pid: floor.proc.pid!,
+        pids: [floor.proc.pid!],
         url: `${floorReady.url}/mcp`,
         headers: await probedSession(`${floorReady.url}/mcp`, {}, 'instructions'),
         dumps: 0,
       },
     ];
-    const ctl = (t: Target, ...args: string[]) =>
-      execFileSync('callgrind_control', [...args, String(t.pid)], {
-        encoding: 'utf8',
-        stdio: ['ignore', 'pipe', 'pipe'],
+    if (values.cluster) {
+      const db = await createDatabase('pb_instructions');
+      stops.push(() => db.drop());
+      const prefix = `pbi:${randomBytes(4).toString('hex')}:`;
+      const flags = ['--port', '0', '--database-url', db.url, '--redis-url', REDIS_URL, '--redis-prefix', prefix];
+      flags.push('--control-poll-ms', '60000'); // as the one-node relay's, above
+      const nodeOpts = { execPath: wrapper, execArgv, startTimeoutMs: 600_000 };
+      const a = await startRelayChild([...flags, '--node-id', 'instr-a'], nodeOpts);
+      stops.push(() => a.stop());
+      const b = await startRelayChild([...flags, '--node-id', 'instr-b'], nodeOpts);
+      stops.push(() => b.stop());
+      const [qrA] = await a.pair(1);
+      const clusterDevice: string = await phone.call({ op: 'pair', qr: qrA }, 600_000);
+      const [{ token: clusterToken }] = await a.keys([clusterDevice]);
+      for (let i = 0; i < 600 && !(await a.connections()).some((c) => c.initialized); i++)
+        await new Promise((r) => setTimeout(r, 100));
+      targets.push({
+        name: 'cluster',
+        pids: [a.child.pid!, b.child.pid!],
+        url: b.mcpUrl,
+        headers: await probedSession(b.mcpUrl, { 'x-api-key': clusterToken }, 'instructions'),
+        dumps: 0,
       });
+    }
+    const ctl = (t: Target, ...args: string[]) => {
+      for (const pid of t.pids)
+        execFileSync('callgrind_control', [...args, String(pid)], {
+          encoding: 'utf8',
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
+    };
     const run = async (t: Target, ms: number) => {
       const r = await load.call<{ calls: number; errors: number; ms: number }>(
         { op: 'run', job: { url: t.url, headers: t.headers, tool: 'echo', ms, conns } },
@@ -258,44 +297,64 @@ async function main(): Promise<void> {
       if (r.errors) throw new Error(`${t.name}: ${r.errors} of ${r.calls} calls failed`);
       return r;
     };
-    /** Zero, run `work` (resolving to its calls), dump: the window's count per thread, its length and calls. */
+    /** Zero, run `work` (resolving to its calls), dump: the window's count per process and thread, its length and calls. */
     const window = async (t: Target, work: () => Promise<number>) => {
       ctl(t, '-z');
       const t0 = performance.now();
       const calls = await work();
       const ms = performance.now() - t0;
       ctl(t, '-d', `w${t.dumps + 1}`);
-      return { threads: threadTotals(dir, `cg.${t.pid}`, ++t.dumps), ms, calls };
+      t.dumps++;
+      return { threads: t.pids.map((pid) => threadTotals(dir, `cg.${pid}`, t.dumps)), ms, calls };
     };
     const calling = (t: Target, ms: number) => async () => (await run(t, ms)).calls;
 
-    /** A window's counts: the main thread (callgrind's thread 1), and the rest together. */
-    const split = (threads: Map<number, number>) => ({
-      main: threads.get(1) ?? 0,
-      helpers: [...threads.entries()].reduce((s, [k, v]) => s + (k === 1 ? 0 : v), 0),
-    });
+    /** A window's counts: the main threads (callgrind's thread 1 of each process), each and summed, and the rest together. */
+    const split = (byProcess: Array<Map<number, number>>) => {
+      const mains = byProcess.map((threads) => threads.get(1) ?? 0);
+      return {
+        main: mains.reduce((s, m) => s + m, 0),
+        mains,
+        helpers: byProcess.reduce(
+          (sum, threads) => sum + [...threads.entries()].reduce((s, [k, v]) => s + (k === 1 ? 0 : v), 0),
+          0,
+        ),
+      };
+    };
     // Warm: uninstrumented first, then instrumented windows until the helper threads are quiet
     // (under a quarter of the main thread's count: TurboFan no longer compiling the hot path,
-    // which under valgrind takes many more calls than natively), at most MAX_WARM_WINDOWS.
+    // which under valgrind takes many more calls than natively) and the main thread's count per
+    // call is steady (within STEADY of the window before), at most MAX_WARM_WINDOWS. A cross-node
+    // call runs under valgrind twice, at a sixth of the one-node relay's rate: its uninstrumented
+    // warm-up is CLUSTER_WARM times as long (with the first run's one, code still in Sparkplug
+    // at its third window and V8's compiler thread busier than the main one).
     // The relay last, so that round 1 (the relay's first) follows its warm-up at once: idle for
     // the floor's warm-up, its key would leave the auth cache (30 s) and the first call take the
     // general path, deoptimising the hot code again.
     for (const t of [...targets].reverse()) {
-      const warm = await run(t, Number(values['warm-ms']));
+      const warm = await run(t, Number(values['warm-ms']) * (t.name === 'cluster' ? CLUSTER_WARM : 1));
       ctl(t, '-i', 'on');
       let calls = 0;
       let windows = 0;
-      for (let quiet = false; !quiet && windows < MAX_WARM_WINDOWS; windows++) {
+      let lastPerCall = NaN; // no window before the first: never steady at once
+      for (let steady = false; !steady && windows < MAX_WARM_WINDOWS; windows++) {
         const w = await window(t, calling(t, Number(values['instrumented-warm-ms'])));
         const { main, helpers } = split(w.threads);
         calls += w.calls;
-        quiet = helpers < main / 4;
+        const perCall = main / Math.max(1, w.calls);
+        steady = helpers < main / 4 && Math.abs(perCall - lastPerCall) <= STEADY * lastPerCall;
+        lastPerCall = perCall;
       }
       console.log(`${t.name}: warmed up with ${warm.calls} calls, then ${calls} instrumented in ${windows} windows`);
     }
-    const raw: Array<{ target: string; calls: number; ms: number; main: number; helpers: number }> = [];
+    const raw: Array<{ target: string; calls: number; ms: number; main: number; mains: number[]; helpers: number }> =
+      [];
     for (let round = 0; round < rounds; round++)
       for (const t of round % 2 ? [...targets].reverse() : targets) {
+        // Calls before the window, not counted: after the other targets' windows this one's key
+        // may have left the auth cache (30 s), and its first call, on the general path, would
+        // otherwise open the window.
+        await run(t, LEAD_IN_MS);
         const w = await window(t, calling(t, windowMs));
         raw.push({ target: t.name, calls: w.calls, ms: w.ms, ...split(w.threads) });
         console.log(`round ${round + 1} ${t.name}: ${w.calls} calls`);
@@ -303,11 +362,11 @@ async function main(): Promise<void> {
     // The idle rate after the rounds, not between the warm-up and them: an idle window lets the
     // collector free what the hot code was optimised against, and the first measured window
     // would then pay for its recompilation ("weak objects" in --trace-deopt).
-    const idle = new Map<string, { main: number; helpers: number }>();
+    const idle = new Map<string, { main: number; mains: number[]; helpers: number }>();
     for (const t of targets) {
       const w = await window(t, () => new Promise<number>((r) => setTimeout(() => r(0), windowMs)));
-      const { main, helpers } = split(w.threads);
-      idle.set(t.name, { main: main / w.ms, helpers: helpers / w.ms });
+      const { main, mains, helpers } = split(w.threads);
+      idle.set(t.name, { main: main / w.ms, mains: mains.map((m) => m / w.ms), helpers: helpers / w.ms });
       console.log(`${t.name} idle: ${Math.round((main / w.ms) * 1000)} instructions/s on the main thread`);
     }
     const windows: Window[] = raw.map((r) => {
@@ -318,11 +377,12 @@ async function main(): Promise<void> {
         ms: Math.round(r.ms),
         mainPerCall: Math.round(netPerCall(r.main, i.main, r.ms, r.calls)),
         helpersPerCall: Math.round(netPerCall(r.helpers, i.helpers, r.ms, r.calls)),
+        mainPerCallByProcess: r.mains.map((m, k) => Math.round(netPerCall(m, i.mains[k], r.ms, r.calls))),
       };
     });
     for (const w of windows)
       console.log(
-        `${w.target}: ${w.calls} calls, ${w.mainPerCall} instructions per call on the main thread, ${w.helpersPerCall} on helpers`,
+        `${w.target}: ${w.calls} calls, ${w.mainPerCall} instructions per call on the main thread${w.mainPerCallByProcess.length > 1 ? ` (${w.mainPerCallByProcess.join(' + ')})` : ''}, ${w.helpersPerCall} on helpers`,
       );
     const summary = Object.fromEntries(
       targets.map((t) => {
@@ -332,6 +392,7 @@ async function main(): Promise<void> {
           {
             mainPerCall: medianOf(ws.map((w) => w.mainPerCall)),
             helpersPerCall: medianOf(ws.map((w) => w.helpersPerCall)),
+            mainPerCallByProcess: t.pids.map((_, k) => medianOf(ws.map((w) => w.mainPerCallByProcess[k]))),
           },
         ];
       }),
@@ -340,23 +401,32 @@ async function main(): Promise<void> {
     console.log(
       `\nmain thread, median instructions per call: relay ${summary.relay.mainPerCall}, floor ${summary.floor.mainPerCall}: relay ÷ floor ${ratio.toFixed(2)}`,
     );
+    const clusterOverRelay = summary.cluster ? summary.cluster.mainPerCall / summary.relay.mainPerCall : undefined;
+    if (summary.cluster)
+      console.log(
+        `cross-node, both nodes' main threads: ${summary.cluster.mainPerCall} (the phone's node ${summary.cluster.mainPerCallByProcess[0]}, the client's ${summary.cluster.mainPerCallByProcess[1]}): cluster ÷ relay ${clusterOverRelay!.toFixed(2)}`,
+      );
 
     const listed: Record<string, Array<{ name: string; perCall: number }>> = {};
+    // A listing per process: the cluster's as cluster-a (the phone's node) and cluster-b (the client's).
+    const listings = targets.flatMap((t) =>
+      t.pids.map((pid, k) => ({ t, pid, name: t.pids.length > 1 ? `${t.name}-${'ab'[k]}` : t.name })),
+    );
     if (functions > 0)
-      for (const t of targets) {
+      for (const { t, pid, name } of listings) {
         // The last measured window (the idle one came after it).
         const last = windows.filter((w) => w.target === t.name).at(-1)!;
-        const file = join(dir, `cg.${t.pid}.${t.dumps - 1}-01`);
+        const file = join(dir, `cg.${pid}.${t.dumps - 1}-01`);
         const annotated = execFileSync('callgrind_annotate', ['--inclusive=no', '--threshold=100', file], {
           encoding: 'utf8',
           maxBuffer: 1 << 28,
         });
-        const mapFile = `/tmp/perf-${t.pid}.map`;
+        const mapFile = `/tmp/perf-${pid}.map`;
         const map = existsSync(mapFile) ? readPerfMap(readFileSync(mapFile, 'utf8')) : [];
         // Kept for `callgrind_annotate --tree=caller` and the like (JIT code by its perf map).
         mkdirSync(out, { recursive: true });
-        copyFileSync(file, join(out, `${t.name}.callgrind`));
-        if (existsSync(mapFile)) copyFileSync(mapFile, join(out, `${t.name}.perf.map`));
+        copyFileSync(file, join(out, `${name}.callgrind`));
+        if (existsSync(mapFile)) copyFileSync(mapFile, join(out, `${name}.perf.map`));
         const rows = byFunction(annotated, map);
         // JavaScript by V8's tier: * TurboFan, + Maglev, ^ Sparkplug, ~ the interpreter. Hot code
         // outside TurboFan in a measured window means the warm-up did not reach steady state.
@@ -366,20 +436,18 @@ async function main(): Promise<void> {
           if (tier !== undefined)
             tiers[tier || 'builtin'] = (tiers[tier || 'builtin'] ?? 0) + Math.round(r.ir / last.calls);
         }
-        console.log(`\n${t.name}: JavaScript's instructions per call by tier ${JSON.stringify(tiers)}`);
-        listed[t.name] = rows
-          .slice(0, functions)
-          .map((r) => ({ name: r.name, perCall: Math.round(r.ir / last.calls) }));
+        console.log(`\n${name}: JavaScript's instructions per call by tier ${JSON.stringify(tiers)}`);
+        listed[name] = rows.slice(0, functions).map((r) => ({ name: r.name, perCall: Math.round(r.ir / last.calls) }));
         console.log(
-          `\n${t.name}, its last window's main thread by function (self, instructions per call, not net of idle):`,
+          `\n${name}, its last window's main thread by function (self, instructions per call, not net of idle):`,
         );
-        for (const r of listed[t.name]) console.log(`${String(r.perCall).padStart(8)}  ${r.name}`);
+        for (const r of listed[name]) console.log(`${String(r.perCall).padStart(8)}  ${r.name}`);
       }
     mkdirSync(out, { recursive: true });
-    const report = { windowMs, conns, windows, summary, relayOverFloor: ratio, functions: listed };
+    const report = { windowMs, conns, windows, summary, relayOverFloor: ratio, clusterOverRelay, functions: listed };
     writeFileSync(join(out, 'report.json'), JSON.stringify(report, null, 2));
     console.log(`report: ${join(out, 'report.json')}`);
-    if (functions > 0) for (const t of targets) rmSync(`/tmp/perf-${t.pid}.map`, { force: true });
+    if (functions > 0) for (const { pid } of listings) rmSync(`/tmp/perf-${pid}.map`, { force: true });
   } finally {
     await stopAll();
   }

@@ -27,6 +27,7 @@ import { processCpuTimeUs, processCpuUs } from './lib/proc-cpu.ts';
 import { traceSyscalls } from './lib/strace.ts';
 import { perCall, redisCounter, type RedisCounter } from './lib/redis-commands.ts';
 import { probedSession } from './lib/probed-session.ts';
+import { createDatabase } from './lib/scratch-database.ts';
 import { checkLine, medianChecks, meets } from './lib/runs.ts';
 
 const SELF = fileURLToPath(import.meta.url);
@@ -35,7 +36,6 @@ const REVISION = '2025-11-25';
 // A 256 KiB answer: the text plus its JSON-RPC envelope within the 256 KiB frame limit.
 const BLOB_BYTES = 256 * 1024 - 256;
 const REDIS_URL = process.env.PHONEBRIDGE_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
-const PG_ADMIN_URL = process.env.PHONEBRIDGE_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
 type Json = any;
 
@@ -237,26 +237,6 @@ async function countSyscalls<T>(
   return { sends, epollWaits, result };
 }
 
-async function createDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
-  const pg = (await import('pg')).default;
-  const name = `pb_overhead_${randomBytes(4).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  const url = new URL(PG_ADMIN_URL);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    async drop() {
-      const c = new pg.Client({ connectionString: PG_ADMIN_URL });
-      await c.connect();
-      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await c.end();
-    },
-  };
-}
-
 const median = (xs: number[]) => {
   const s = [...xs].filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
   return s.length ? s[Math.floor(s.length / 2)] : NaN;
@@ -398,7 +378,7 @@ async function main(): Promise<void> {
         cleanup.push(() => Promise.resolve(counter.close()));
         // The first topology's targets keep their names (the checks below read them).
         const suffix = u === 0 ? '' : `@${counter.kind}${u}`;
-        const db = await createDatabase();
+        const db = await createDatabase('pb_overhead');
         cleanup.push(() => db.drop());
         const prefix = `pbo:${randomBytes(4).toString('hex')}:`;
         cleanup.push(() => counter.dropPrefix(prefix));

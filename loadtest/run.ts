@@ -60,8 +60,9 @@ length of each measured round), --conns N, --no-cluster, --no-strace, --low-rate
 --runs N, --cpu-limit CORES, --limit-conns N (loadtest/relay-overhead-scenario.ts).
 
 instructions (valgrind's callgrind: the one-node relay and the uWS floor, instructions per small
-call) takes --rounds N, --window-ms MS, --warm-ms MS, --instrumented-warm-ms MS, --conns N,
---functions N, --out DIR (loadtest/instructions.ts).`;
+call; with --cluster a cross-node call on two nodes too) takes --rounds N, --window-ms MS,
+--warm-ms MS, --instrumented-warm-ms MS, --conns N, --functions N, --cluster, --out DIR
+(loadtest/instructions.ts).`;
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
