@@ -12,8 +12,8 @@
 // Readers accept every version from `minRead` up (a newer writer promised to stay readable)
 // and refuse older ones with UnreadableFormatError: that older writer's release is no longer
 // supported in a mixed cluster.
-import { Buffer } from 'node:buffer';
-import { bytesAre, integerAt } from '../protocol/json-bytes.ts';
+import { type Buffer } from 'node:buffer';
+import { bytesAre, bytesOf, integerAt } from '../protocol/json-bytes.ts';
 import { readReqHeader, writeReqHeaderLine, type ReqHeader } from './req-header.ts';
 
 /** One format: the version this release writes, and the oldest it still reads. */
@@ -139,12 +139,12 @@ export function decodeNodeMessage<H extends { t: string }>(raw: Buffer): NodeMes
   return { header: h, payload: nl < 0 ? raw.subarray(raw.length) : raw.subarray(nl + 1) };
 }
 
-const NODE_HEAD_BYTES = Buffer.from(NODE_HEAD);
+const NODE_HEAD_BYTES = bytesOf(NODE_HEAD);
 
 /** `{"v":<this release's version>,"t":"` */
-const RID_HEAD = Buffer.from(`${NODE_HEAD}"t":"`);
+const RID_HEAD = bytesOf(`${NODE_HEAD}"t":"`);
 const RID_TYPES = ['res', 'rel', 'unheard'] as const;
-const RID_TYPE_BYTES = RID_TYPES.map((t) => Buffer.from(`${t}","rid":`));
+const RID_TYPE_BYTES = RID_TYPES.map((t) => bytesOf(`${t}","rid":`));
 
 /**
  * The header `raw[0..nl)` if it is exactly what ridHeaderLine writes (what most messages

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { decodeNodeMessage, nodeHeaderLine, reqHeaderLine } from './formats.ts';
-import type { ReqHeader } from './req-header.ts';
+import { readReqHeader, type ReqHeader } from './req-header.ts';
 
 // Headers as the router builds them (router.ts `send`): its members in its order.
 function header(o: Partial<ReqHeader> & { id: string | number }): ReqHeader {
@@ -63,6 +63,40 @@ describe('the request header written and read by hand', () => {
       expect(m.header).toEqual(JSON.parse(line));
       expect(m.payload.toString()).toBe('{"p":1}');
     }
+  });
+
+  it('reads and writes each member the same whether it repeats the last one, extends it or shortens it', () => {
+    // Each member's memo (the writer's last string, the reader's last bytes) met by a string
+    // equal to it, longer with it as a prefix, shorter, escaped and plain again; scopes with the
+    // list's own `]` and `,` inside a string.
+    const devices = ['dev_abc', 'dev_abc', 'dev_abcd', 'dev_ab', 'dev_"ab', 'dev_ab', ''];
+    const scopes = [['a'], ['a'], ['a', 'b'], ['a]', 'b'], ['a]', 'b'], ['a],"b'], ['a'], []];
+    const tools = ['echo', 'echo', 'echoes', 'ech', 'ech\\', 'ech'];
+    let k = 0;
+    for (const deviceId of devices)
+      for (const sc of scopes)
+        for (const tn of tools) {
+          const h = header({
+            id: k++,
+            deviceId: deviceId.slice(), // equal strings, not always the same object
+            from: k % 3 ? 'node-1' : 'node-10',
+            scopes: sc,
+            tokenId: k % 2 ? 'key_1' : 'key_12',
+            method: k % 5 ? 'tools/call' : 'tools/list',
+            b: 1,
+            tn,
+          });
+          const line = reqHeaderLine(h);
+          expect(line).toBe(nodeHeaderLine(h));
+          const m = decodeNodeMessage<{ t: string }>(Buffer.from(line));
+          expect(JSON.stringify(m.header)).toBe(JSON.stringify(JSON.parse(line)));
+          // Read by hand, not left to JSON.parse, unless a string has an escape.
+          const raw = Buffer.from(line);
+          const byHand = readReqHeader(raw, line.indexOf(',') + 1, line.length - 1, m.header.v!);
+          if (line.includes('\\')) continue;
+          expect(byHand, line).toBeDefined();
+          expect(JSON.stringify(byHand)).toBe(JSON.stringify(JSON.parse(line)));
+        }
   });
 
   it('leaves any other header to JSON.parse (another order, a newer member, a mutation), with the same result', () => {

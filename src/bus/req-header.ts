@@ -6,8 +6,8 @@
 // the-request-path-without-runtime-calls.md). Anything the reader does not expect — an escape,
 // a fraction, a field of a newer release — sends the header to JSON.parse: the format is
 // nodeMessage's, unchanged (docs/decisions/0200-bus-and-record-format-versions.md).
-import { Buffer } from 'node:buffer';
-import { bytesAre, integerAt } from '../protocol/json-bytes.ts';
+import { type Buffer } from 'node:buffer';
+import { bytesAre, bytesOf, integerAt } from '../protocol/json-bytes.ts';
 import { charCodeAt } from '../protocol/string-builtins.ts';
 
 /**
@@ -54,6 +54,31 @@ function plainJson(s: string): string | undefined {
 }
 
 const json = (s: string): string => plainJson(s) ?? JSON.stringify(s);
+
+// The members whose strings a node's requests repeat (their origin, device, method, credential
+// and tool), for the memos of both the writer and the reader; OTHER has none.
+const FROM = 0,
+  DEVICE = 1,
+  METHOD_NAME = 2,
+  TOKEN = 3,
+  TOOL = 4,
+  OTHER = 5;
+
+// The strings written last, by member, and their JSON: the same string again is one compare
+// (the same object, mostly: a pointer's), not a scan of its characters.
+const lastWritten: string[] = [];
+const lastWrittenJson: string[] = [];
+for (let k = 0; k < OTHER; k++) {
+  lastWritten.push('');
+  lastWrittenJson.push('""');
+}
+
+/** json(s) for member `memo`, from the memo when it is the string written last there. */
+function memberJson(s: string, memo: number): string {
+  if (s === lastWritten[memo]) return lastWrittenJson[memo];
+  lastWritten[memo] = s;
+  return (lastWrittenJson[memo] = json(s));
+}
 const num = (n: number): string => (Number.isFinite(n) ? String(n) : 'null');
 
 // The scopes of the last header written (a copy: compared by content, so an array changed in
@@ -75,13 +100,13 @@ function scopesJson(scopes: readonly string[]): string {
 
 /** `nodeHeaderLine(h)` for a `req` header (`head`: nodeHeaderLine's `{"v":N,`), without JSON.stringify. */
 export function writeReqHeaderLine(head: string, h: ReqHeader): string {
-  let s = `${head}"t":"req","from":${json(h.from)},"rid":${num(h.rid)},"deviceId":${json(h.deviceId)},"epoch":${num(h.epoch)},"id":${typeof h.id === 'number' ? num(h.id) : json(h.id)},"method":${json(h.method)},"scopes":${scopesJson(h.scopes)}`;
-  if (h.tokenId !== undefined) s += `,"tokenId":${json(h.tokenId)}`;
+  let s = `${head}"t":"req","from":${memberJson(h.from, FROM)},"rid":${num(h.rid)},"deviceId":${memberJson(h.deviceId, DEVICE)},"epoch":${num(h.epoch)},"id":${typeof h.id === 'number' ? num(h.id) : json(h.id)},"method":${memberJson(h.method, METHOD_NAME)},"scopes":${scopesJson(h.scopes)}`;
+  if (h.tokenId !== undefined) s += `,"tokenId":${memberJson(h.tokenId, TOKEN)}`;
   s += `,"timeoutMs":${num(h.timeoutMs)}`;
   if (h.tp !== undefined) s += `,"tp":${json(h.tp)}`;
   if (h.tst !== undefined) s += `,"tst":${json(h.tst)}`;
   if (h.b !== undefined) s += `,"b":${num(h.b)}`;
-  if (h.tn !== undefined) s += `,"tn":${json(h.tn)}`;
+  if (h.tn !== undefined) s += `,"tn":${memberJson(h.tn, TOOL)}`;
   if (h.ts !== undefined) s += `,"ts":${num(h.ts)}`;
   return s + '}\n';
 }
@@ -89,45 +114,37 @@ export function writeReqHeaderLine(head: string, h: ReqHeader): string {
 // ---- reading ------------------------------------------------------------------------------
 
 const QUOTE = 0x22;
-const bytes = (s: string) => Buffer.from(s, 'latin1');
-const T_REQ = bytes('"t":"req","from":');
-const RID = bytes(',"rid":');
-const DEVICE_ID = bytes(',"deviceId":');
-const EPOCH = bytes(',"epoch":');
-const ID = bytes(',"id":');
-const METHOD = bytes(',"method":');
-const SCOPES = bytes(',"scopes":[');
-const TOKEN_ID = bytes(',"tokenId":');
-const TIMEOUT_MS = bytes(',"timeoutMs":');
-const TP = bytes(',"tp":');
-const TST = bytes(',"tst":');
-const B1 = bytes(',"b":1');
-const TN = bytes(',"tn":');
-const TS = bytes(',"ts":');
+const T_REQ = bytesOf('"t":"req","from":');
+const RID = bytesOf(',"rid":');
+const DEVICE_ID = bytesOf(',"deviceId":');
+const EPOCH = bytesOf(',"epoch":');
+const ID = bytesOf(',"id":');
+const METHOD = bytesOf(',"method":');
+const SCOPES = bytesOf(',"scopes":[');
+const TOKEN_ID = bytesOf(',"tokenId":');
+const TIMEOUT_MS = bytesOf(',"timeoutMs":');
+const TP = bytesOf(',"tp":');
+const TST = bytesOf(',"tst":');
+const B1 = bytesOf(',"b":1');
+const TN = bytesOf(',"tn":');
+const TS = bytesOf(',"ts":');
 
 // The reader's position in the header (readReqHeader never re-enters).
 let at = 0;
 
 /** The header's bytes `want` at `at` (moved past them), or false. */
-function take(raw: Buffer, end: number, want: Buffer): boolean {
+function take(raw: Buffer, end: number, want: readonly number[]): boolean {
   if (at + want.length > end || !bytesAre(raw, at, want)) return false;
   at += want.length;
   return true;
 }
 
-// The strings read last, by the member they were read for, with their bytes: a node's
-// requests repeat their origin, device, method, credential and tool, and comparing a few
+// The strings read last, by the member they were read for, with their bytes: comparing a few
 // bytes costs less than making the string again (Buffer#toString is a runtime call).
-const FROM = 0,
-  DEVICE = 1,
-  METHOD_NAME = 2,
-  TOKEN = 3,
-  TOOL = 4,
-  OTHER = 5;
-const lastBytes: Buffer[] = [];
+const lastBytes: Array<readonly number[]> = [];
 const lastStrings: string[] = [];
 for (let k = 0; k < OTHER; k++) {
-  lastBytes.push(Buffer.alloc(0));
+  lastBytes.push([]);
   lastStrings.push('');
 }
 
@@ -135,14 +152,22 @@ for (let k = 0; k < OTHER; k++) {
 function plainString(raw: Buffer, end: number, memo: number): string | undefined {
   if (raw[at] !== QUOTE) return undefined;
   const start = at + 1;
+  if (memo !== OTHER) {
+    // The last string first: it was read as a plain string, so its bytes then a quote are
+    // this string, known without a scan for the quote before the compare.
+    const last = lastBytes[memo];
+    const close = start + last.length;
+    if (close < end && raw[close] === QUOTE && bytesAre(raw, start, last)) {
+      at = close + 1;
+      return lastStrings[memo];
+    }
+  }
   for (let i = start; i < end; i++) {
     const c = raw[i];
     if (c === QUOTE) {
       at = i + 1;
       if (memo === OTHER) return raw.toString('utf8', start, i);
-      const last = lastBytes[memo];
-      if (last.length === i - start && bytesAre(raw, start, last)) return lastStrings[memo];
-      lastBytes[memo] = Buffer.from(raw.subarray(start, i));
+      lastBytes[memo] = Array.from(raw.subarray(start, i));
       return (lastStrings[memo] = raw.toString('utf8', start, i));
     }
     if (c < 0x20 || c === 0x5c) return undefined;
@@ -151,15 +176,15 @@ function plainString(raw: Buffer, end: number, memo: number): string | undefined
 }
 
 // The scopes read last: one credential's requests carry the same list.
-let lastScopesBytes = Buffer.alloc(0);
+let lastScopesBytes: readonly number[] = [];
 let lastScopesRead: string[] = [];
 
 /** The scopes' list at `at` (after its `[`; moved past its `]`), or undefined. */
 function scopeList(raw: Buffer, end: number): string[] | undefined {
   const start = at;
-  let close = start;
-  while (close < end && raw[close] !== 0x5d) close++;
-  if (close - start === lastScopesBytes.length && bytesAre(raw, start, lastScopesBytes)) {
+  // The last list first: read as plain strings, its bytes then a `]` are this list.
+  const close = start + lastScopesBytes.length;
+  if (close < end && raw[close] === 0x5d && bytesAre(raw, start, lastScopesBytes)) {
     at = close + 1;
     return lastScopesRead.slice();
   }
@@ -174,7 +199,7 @@ function scopeList(raw: Buffer, end: number): string[] | undefined {
     }
   }
   if (raw[at++] !== 0x5d) return undefined;
-  lastScopesBytes = Buffer.from(raw.subarray(start, at - 1));
+  lastScopesBytes = Array.from(raw.subarray(start, at - 1));
   lastScopesRead = scopes.slice();
   return scopes;
 }

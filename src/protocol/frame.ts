@@ -12,7 +12,17 @@
 import { Buffer } from 'node:buffer';
 import { parseJson } from './exact-json.ts';
 import type { JsonRpcId } from './jsonrpc.ts';
-import { bytesAre, decimalDigits, integerAt, put, putDecimal, scanObject, skipWs, type Span } from './json-bytes.ts';
+import {
+  bytesAre,
+  bytesOf,
+  decimalDigits,
+  integerAt,
+  put,
+  putDecimal,
+  scanObject,
+  skipWs,
+  type Span,
+} from './json-bytes.ts';
 
 export type PhoneFrame =
   | {
@@ -76,8 +86,8 @@ export function checkedWhole(frame: Buffer, f: PhoneFrame): PhoneFrame {
 
 const isWs = (c: number) => c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
 const isDigit = (c: number) => c >= 0x30 && c <= 0x39;
-const RESULT = Buffer.from('"result"');
-const ERROR = Buffer.from('"error"');
+const RESULT = bytesOf('"result"');
+const ERROR = bytesOf('"error"');
 
 /** `{` then `"result"` or `"error"` then `:`, JSON whitespace between (a subset of FIRST_KEY). */
 function startsWithResult(s: Buffer): boolean {

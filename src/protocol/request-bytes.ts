@@ -11,7 +11,7 @@
 import { Buffer, isUtf8 } from 'node:buffer';
 import type { JsonRpcId } from './jsonrpc.ts';
 import { waitSeconds } from './timeouts.ts';
-import { decimalDigits, integerAt, put, putDecimal, skipWs } from './json-bytes.ts';
+import { bytesAre, bytesOf, decimalDigits, integerAt, put, putDecimal, skipWs } from './json-bytes.ts';
 import { isExactNumber } from './exact-json.ts';
 
 // JSON's structural bytes as this module's own constants, not imported ones: in the per-byte
@@ -24,22 +24,6 @@ const QUOTE = 0x22,
   CLOSE_OBJ = 0x7d,
   OPEN_ARR = 0x5b,
   CLOSE_ARR = 0x5d;
-
-/** The bytes of a constant as a plain array of small integers (matches's `word`). */
-function bytesOf(text: string): readonly number[] {
-  return Array.from(Buffer.from(text));
-}
-
-/**
- * Whether s[at, at + word.length) is `word`: json-bytes.ts's bytesAre for this module's
- * constants, which are plain arrays, not Buffers (a typed array's length and elements load with
- * more checks than an array's: 9.0 thousand instructions per request read against 9.35 with
- * Buffers; docs/BENCHMARKS.md, "Instructions per call under callgrind").
- */
-function matches(s: Buffer, at: number, word: readonly number[]): boolean {
-  for (let k = 0; k < word.length; k++) if (s[at + k] !== word[k]) return false;
-  return true;
-}
 
 export interface ClientRequestBytes {
   id: JsonRpcId;
@@ -248,8 +232,8 @@ function noteMember(s: Buffer, ns: number, ne: number, role: number): boolean {
   if (role === IN_ARGS) {
     // Read only for wait_for_events, whose name may come after them: noted, decided later.
     if (sawEscape) argsIrregular = true;
-    else if (len === 9 && matches(s, at, NAME_TIMEOUT_S)) slot = TIMEOUT_S;
-    else if (len === 10 && matches(s, at, NAME_TIMEOUT_MS)) slot = TIMEOUT_MS;
+    else if (len === 9 && bytesAre(s, at, NAME_TIMEOUT_S)) slot = TIMEOUT_S;
+    else if (len === 10 && bytesAre(s, at, NAME_TIMEOUT_MS)) slot = TIMEOUT_MS;
     if (slot >= 0 && spanStart[slot] >= 0) {
       argsIrregular = true;
       slot = -1;
@@ -259,15 +243,15 @@ function noteMember(s: Buffer, ns: number, ne: number, role: number): boolean {
   }
   if (sawEscape) return false;
   if (role === TOP) {
-    if (len === 2 && matches(s, at, NAME_ID)) slot = ID;
-    else if (len === 6 && matches(s, at, NAME_METHOD)) slot = METHOD_AT;
-    else if (len === 6 && matches(s, at, NAME_PARAMS)) slot = PARAMS_AT;
-    else if (len === 7 && matches(s, at, NAME_JSONRPC)) slot = RPC;
+    if (len === 2 && bytesAre(s, at, NAME_ID)) slot = ID;
+    else if (len === 6 && bytesAre(s, at, NAME_METHOD)) slot = METHOD_AT;
+    else if (len === 6 && bytesAre(s, at, NAME_PARAMS)) slot = PARAMS_AT;
+    else if (len === 7 && bytesAre(s, at, NAME_JSONRPC)) slot = RPC;
   } else {
     paramsMembers++;
-    if (len === 5 && matches(s, at, NAME_META)) return false;
-    if (len === 4 && matches(s, at, NAME_NAME)) slot = NAME;
-    else if (len === 9 && matches(s, at, NAME_ARGUMENTS)) slot = ARGUMENTS;
+    if (len === 5 && bytesAre(s, at, NAME_META)) return false;
+    if (len === 4 && bytesAre(s, at, NAME_NAME)) slot = NAME;
+    else if (len === 9 && bytesAre(s, at, NAME_ARGUMENTS)) slot = ARGUMENTS;
   }
   if (slot >= 0 && spanStart[slot] >= 0) return false;
   pending = slot;
@@ -275,7 +259,7 @@ function noteMember(s: Buffer, ns: number, ne: number, role: number): boolean {
 }
 
 function literal(s: Buffer, i: number, end: number, word: readonly number[]): number {
-  return i + word.length <= end && matches(s, i, word) ? i + word.length : -1;
+  return i + word.length <= end && bytesAre(s, i, word) ? i + word.length : -1;
 }
 
 /** A string at s[i] (a quote): the index after its closing quote, or -1. */
@@ -349,7 +333,7 @@ const KNOWN_METHODS = [
 
 function knownMethod(s: Buffer, start: number, end: number): string | undefined {
   const len = end - start;
-  for (const k of KNOWN_METHODS) if (k.json.length === len && matches(s, start, k.json)) return k.method;
+  for (const k of KNOWN_METHODS) if (k.json.length === len && bytesAre(s, start, k.json)) return k.method;
   return undefined;
 }
 
@@ -369,7 +353,7 @@ function toolNameAt(s: Buffer, start: number, end: number): string {
   if (len > MEMO_MAX) return stringAt(s, start, end);
   const slot = (len * 7 + s[start + 1] + s[end - 2]) & (NAME_SLOTS - 1);
   const json = namesJson[slot];
-  if (json.length === len && matches(s, start, json)) return names[slot];
+  if (json.length === len && bytesAre(s, start, json)) return names[slot];
   const name = stringAt(s, start, end);
   namesJson[slot] = Array.from(s.subarray(start, end));
   names[slot] = name;
@@ -417,7 +401,7 @@ export function readClientRequest(body: Buffer): ClientRequestBytes | undefined 
   argsIrregular = false;
   if (!scanText(body, start, body.length, TOP) || !isUtf8(body)) return undefined;
   const rpc = spanStart[RPC];
-  if (rpc < 0 || spanEnd[RPC] - rpc !== 5 || !matches(body, rpc, RPC_20)) return undefined;
+  if (rpc < 0 || spanEnd[RPC] - rpc !== 5 || !bytesAre(body, rpc, RPC_20)) return undefined;
   const m = spanStart[METHOD_AT];
   const idStart = spanStart[ID];
   if (m < 0 || body[m] !== QUOTE || idStart < 0) return undefined;
