@@ -43,7 +43,7 @@ export async function rawPubSub(
   // The relay's own reader (src/bus/redis/push-reader.ts): messages to `on`, and the only
   // other frame this connection gets, SUBSCRIBE's reply, means it is listening.
   const reader = new PushReader(
-    (_channel, payload) => on(payload.toString('utf8')),
+    (b, at) => on(b.toString('utf8', at.payloadStart, at.payloadEnd)),
     () => subscribed(),
   );
   sub.on('data', (chunk: Buffer) => reader.write(chunk));

@@ -21,7 +21,8 @@ import type { Bus, ControlEvent, DeviceOwner, ReplayEvent } from '../types.ts';
 import { checkStreamId, DEFAULT_REPLAY, eventId, Handlers, parseEventId, type ReplayLimits } from '../util.ts';
 import { GROUP, lua, type ScriptName } from './scripts.ts';
 import { connectorFor, type Connector, type KeyLayout, type RedisClient } from './connector.ts';
-import { readPushesDirectly } from './push-reader.ts';
+import { readPushesDirectly, type MessageAt } from './push-reader.ts';
+import { bytesAre } from '../../protocol/json-bytes.ts';
 import { QuietPublisher } from './quiet.ts';
 import { NODE_MESSAGE, NodeOutbox } from './node-outbox.ts';
 import { RedisSessions } from './sessions.ts';
@@ -98,6 +99,8 @@ export class RedisBus implements Bus {
   private readonly chControl: string;
   private readonly chSelf: string;
   private readonly chSelfBytes: Buffer;
+  /** chSelfBytes as bytesAre compares them. */
+  private readonly chSelfWord: readonly number[];
   /** Supersede notices: the node channel itself on one Redis, a plain channel on a cluster. */
   private readonly chSuperseded: string;
   private readonly devices = new Map<string, DeviceSub>();
@@ -166,6 +169,7 @@ export class RedisBus implements Bus {
     this.chControl = this.layout.control;
     this.chSelf = this.layout.node(nodeId);
     this.chSelfBytes = Buffer.from(this.chSelf);
+    this.chSelfWord = Array.from(this.chSelfBytes);
     this.chSuperseded = this.layout.superseded(nodeId);
     const common: RedisOptions = {
       lazyConnect: true,
@@ -498,17 +502,35 @@ export class RedisBus implements Bus {
   private readMessagesDirectly(): void {
     const socket = this.connector.stream(this.sub);
     if (!socket) return;
-    if (!readPushesDirectly(socket, (channel, msg) => this.dispatchBytes(channel, msg)))
+    if (!readPushesDirectly(socket, (b, at) => this.dispatchAt(b, at)))
       this.log.debug('redis subscriber: messages left to ioredis (its decoder was not found)');
   }
 
+  /**
+   * A message as the direct reader found it: a node message on this node's channel is compared
+   * and cut where it lies (one view, the body's), not through views of its channel and payload
+   * and Buffer#equals (about 2.8 thousand instructions per message against 1.0).
+   */
+  private dispatchAt(b: Buffer, at: Readonly<MessageAt>): void {
+    const { channelStart, channelEnd, payloadStart, payloadEnd } = at;
+    const self = this.chSelfWord;
+    if (
+      payloadEnd > payloadStart &&
+      b[payloadStart] === NODE_MESSAGE &&
+      channelEnd - channelStart === self.length &&
+      bytesAre(b, channelStart, self)
+    )
+      return this.nodeBytesHere(b.subarray(payloadStart + 1, payloadEnd));
+    this.dispatchBytes(b.subarray(channelStart, channelEnd), b.subarray(payloadStart, payloadEnd));
+  }
+
+  private nodeBytesHere(body: Buffer): void {
+    if (!this.on.nodeBytes.empty) this.on.nodeBytes.emit(body);
+    if (!this.on.nodeMessage.empty) this.on.nodeMessage.emit(body.toString('utf8'));
+  }
+
   private dispatchBytes(channel: Buffer, msg: Buffer): void {
-    if (msg[0] === NODE_MESSAGE && channel.equals(this.chSelfBytes)) {
-      const body = msg.subarray(1);
-      if (!this.on.nodeBytes.empty) this.on.nodeBytes.emit(body);
-      if (!this.on.nodeMessage.empty) this.on.nodeMessage.emit(body.toString('utf8'));
-      return;
-    }
+    if (msg[0] === NODE_MESSAGE && channel.equals(this.chSelfBytes)) return this.nodeBytesHere(msg.subarray(1));
     this.dispatch(channel.toString('utf8'), msg.toString('utf8'));
   }
 

@@ -34,7 +34,11 @@ function feed(chunks: Buffer[]) {
   const messages: Array<[string, string]> = [];
   const other: Buffer[] = [];
   const r = new PushReader(
-    (c, p) => messages.push([c.toString(), p.toString()]),
+    (b, at) =>
+      messages.push([
+        b.toString('utf8', at.channelStart, at.channelEnd),
+        b.toString('utf8', at.payloadStart, at.payloadEnd),
+      ]),
     (b) => other.push(Buffer.from(b)),
   );
   for (const c of chunks) r.write(c);
@@ -207,7 +211,11 @@ describe('PushReader', () => {
       const messages: Array<[string, string]> = [];
       const other: Buffer[] = [];
       const r = new PushReader(
-        (c, p) => messages.push([c.toString('latin1'), p.toString('latin1')]),
+        (b, at) =>
+          messages.push([
+            b.toString('latin1', at.channelStart, at.channelEnd),
+            b.toString('latin1', at.payloadStart, at.payloadEnd),
+          ]),
         (b) => other.push(Buffer.from(b)),
       );
       for (const c of chunks) r.write(c);

@@ -6,7 +6,8 @@
 // messages read directly").
 //
 // The socket's bytes are cut into whole RESP frames here. A `message` / `smessage` push goes
-// straight to `onMessage` (channel and payload as views of what was read, no copy); every other
+// straight to `onMessage` (the bytes read and where its channel and payload are in them, no
+// copy and no view); every other
 // frame (replies to SUBSCRIBE, UNSUBSCRIBE, PING, errors) goes to ioredis's own decoder,
 // always whole, so its decoder is never left half-way through a frame and its command queue
 // sees every reply it waits for.
@@ -160,8 +161,12 @@ export class PushReader {
   private broken = false;
   private readonly at: MessageAt = { channelStart: 0, channelEnd: 0, payloadStart: 0, payloadEnd: 0 };
 
+  /**
+   * `onMessage`: each message, as the bytes read and where its fields are in them (`at`, valid
+   * during the call): a view of a field costs more than most readers do with it.
+   */
   constructor(
-    private readonly onMessage: ((channel: Buffer, payload: Buffer) => void) | undefined,
+    private readonly onMessage: ((b: Buffer, at: Readonly<MessageAt>) => void) | undefined,
     private readonly other: (frames: Buffer) => void,
   ) {}
 
@@ -188,7 +193,7 @@ export class PushReader {
           this.other(b.subarray(otherFrom, i));
           otherFrom = -1;
         }
-        onMessage(b.subarray(at.channelStart, at.channelEnd), b.subarray(at.payloadStart, at.payloadEnd));
+        onMessage(b, at);
         i = end;
         continue;
       }
@@ -221,7 +226,7 @@ export class PushReader {
  * If ioredis's decoder is not found, nothing is changed and ioredis goes on delivering
  * messages itself. Returns whether the reader was put in place.
  */
-export function readPushesDirectly(socket: Socket, onMessage: (channel: Buffer, payload: Buffer) => void): boolean {
+export function readPushesDirectly(socket: Socket, onMessage: (b: Buffer, at: Readonly<MessageAt>) => void): boolean {
   return readBefore(socket, (decoder) => new PushReader(onMessage, decoder));
 }
 
