@@ -1,7 +1,8 @@
 // The quiet connection (quiet.ts, replies.ts, push-reader.ts) against a real Redis that misbehaves:
 // replies a byte per read or cut off by a close (through a TCP proxy that can hold and trickle
 // what Redis sends back), and commands refused in silence while replies are off (-BUSY during
-// another client's long script, on a scratch server).
+// another client's long script, on a scratch server); and, through the same proxy, messages to
+// several channels in turn.
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { connect, createServer, type Server, type Socket } from 'node:net';
@@ -231,6 +232,40 @@ describe('quiet connection, replies a byte per read', () => {
     expect(results).toEqual([undefined, 1, 0, undefined, 1]);
     await waitFor(() => got.length === 4, 2000, 'every message');
     expect(got).toEqual(['a', 'b', 'd', 'e']);
+  });
+});
+
+describe('quiet connection, messages to channels in turn', () => {
+  // The RESP that depends only on a message's channels is kept for the last channel of each
+  // kind (quiet.ts): messages to two channels in turn, each kind of command, and bounces to two
+  // back channels, in one turn and across turns.
+  it('every message reaches its own channel and every bounce its own back channel', async () => {
+    const { q, ch, got } = await proxied(5000);
+    const other = `${ch}:other`;
+    const gotOther = await listen(other);
+    const backs = [`${ch}:back1`, `${ch}:back2`];
+    const bounced = await Promise.all(backs.map((b) => listen(b)));
+    for (let turn = 0; turn < 2; turn++) {
+      const results = await Promise.all([
+        q.publish(ch, `a${turn}`),
+        q.publish(other, `b${turn}`),
+        q.publishOrBounce(ch, `c${turn}`, Buffer.from('+payload'), backs[0], `x${turn}`),
+        q.publishOrBounce(`${ch}:nobody`, `d${turn}`, undefined, backs[1], `y${turn}`),
+        q.publishOrBounce(other, `e${turn}`, undefined, backs[0], `z${turn}`),
+        q.publishOrBounce(`${ch}:nobody`, `f${turn}`, undefined, backs[0], `w${turn}`),
+        q.publishCounted(other, `g${turn}`),
+        q.publishCounted(ch, `h${turn}`),
+      ]);
+      expect(results).toEqual([undefined, undefined, undefined, undefined, undefined, undefined, 1, 1]);
+    }
+    await waitFor(() => got.length === 6 && gotOther.length === 6 && bounced[0].length === 2, 2000, 'every message');
+    await waitFor(() => bounced[1].length === 2, 2000, 'every bounce');
+    expect(got).toEqual(['a0', 'c0+payload', 'h0', 'a1', 'c1+payload', 'h1']);
+    expect(gotOther).toEqual(['b0', 'e0', 'g0', 'b1', 'e1', 'g1']);
+    expect(bounced).toEqual([
+      ['w0', 'w1'],
+      ['y0', 'y1'],
+    ]);
   });
 });
 
