@@ -79,6 +79,7 @@ function memberJson(s: string, memo: number): string {
   lastWritten[memo] = s;
   return (lastWrittenJson[memo] = json(s));
 }
+
 const num = (n: number): string => (Number.isFinite(n) ? String(n) : 'null');
 
 // The scopes of the last header written (a copy: compared by content, so an array changed in
