@@ -15,9 +15,10 @@
 //
 // How: both servers run under `valgrind --tool=callgrind --instr-atstart=no`; the phone and the
 // load generator (relay-overhead's roles) run outside it. Each server is warmed up
-// uninstrumented, then instrumented until its helper threads are quiet; then alternating measured windows, each zeroed before and
-// dumped after (`callgrind_control -z`, `-d`), and last one idle window each (the timers, the
-// embedded store's journal poll). A window's count net of the idle rate, over its calls, is the
+// uninstrumented, then instrumented until its count per call is steady and its helper threads
+// quiet; then alternating measured windows, each after a lead-in of calls, zeroed before
+// and dumped after (`callgrind_control -z`, `-d`), and last one idle window each (the timers,
+// the store's journal poll). A window's count net of the idle rate, over its calls, is the
 // figure; the main thread apart from V8's and the store's helper threads (callgrind serialises
 // threads, so the helpers' share of a window is not what it is on two cores: read the main
 // thread). With --functions N both run with --perf-basic-prof and the last window's main
@@ -50,7 +51,7 @@ const ROLES = join(ROOT, 'loadtest/relay-overhead.ts');
 const MAX_WARM_WINDOWS = 8;
 const CLUSTER_WARM = 3;
 const STEADY = 0.05;
-const LEAD_IN_MS = 2000;
+const LEAD_IN_MS = 10_000;
 const REDIS_URL = process.env.PHONEBRIDGE_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 
 /** A dump's instruction count per thread, from callgrind's files `<base>.<dump>-<thread>`. */
@@ -351,9 +352,14 @@ async function main(): Promise<void> {
       [];
     for (let round = 0; round < rounds; round++)
       for (const t of round % 2 ? [...targets].reverse() : targets) {
-        // Calls before the window, not counted: after the other targets' windows this one's key
-        // may have left the auth cache (30 s), and its first call, on the general path, would
-        // otherwise open the window.
+        // Calls before the window, not counted: after the other targets' windows (and, before
+        // round 1, their warm-ups) this one's key may have left the auth cache (30 s) and V8 may
+        // have dropped code it had not run since; the recompiling, on V8's helper threads and in
+        // the main thread's slower tiers, is meant to happen here, not in the window (with a 2-s
+        // lead-in, the cluster's first window still read 198–230 thousand instructions per call
+        // against 175–192 in the others, its helpers 96–308 thousand). Instrumented: turning
+        // callgrind's instrumentation off and on again flushes its translations, and the window
+        // after it served a third to a half of the calls while they were made again.
         await run(t, LEAD_IN_MS);
         const w = await window(t, calling(t, windowMs));
         raw.push({ target: t.name, calls: w.calls, ms: w.ms, ...split(w.threads) });
