@@ -8,7 +8,6 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pg from 'pg';
 import { type Redis } from 'ioredis';
 import { Agent, request as httpRequest } from 'node:http';
 import { startCluster, type Cluster, type ClusterNode, type ClusterOptions } from '../../services/cluster.ts';
@@ -18,37 +17,23 @@ import { DeviceAgent, silentLogger, type DeviceAgentOptions } from '../../src/de
 import { saveIdentity } from '../../src/device/agent/state.ts';
 import { createEchoServer, type EchoServerControl } from '../fixtures/echo-server.ts';
 import type { Tracing } from '../../src/observability/tracing.ts';
+import {
+  createDatabase as scratchDatabase,
+  PG_ADMIN_URL,
+  type ScratchDatabase,
+} from '../../loadtest/lib/scratch-database.ts';
 
 import { waitFor } from '../helpers/relay.ts';
 
 export { waitFor };
 
 export const REDIS_URL = process.env.PHONEBRIDGE_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
-export const PG_ADMIN_URL = process.env.PHONEBRIDGE_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+export { PG_ADMIN_URL };
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-async function admin<T>(fn: (c: pg.Client) => Promise<T>): Promise<T> {
-  const c = new pg.Client({ connectionString: PG_ADMIN_URL });
-  await c.connect();
-  try {
-    return await fn(c);
-  } finally {
-    await c.end();
-  }
-}
-
 /** A fresh Postgres database; `drop()` removes it (closing whatever still uses it). */
-export async function createDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
-  const name = `pb_cluster_${randomBytes(5).toString('hex')}`;
-  await admin((c) => c.query(`create database ${name}`));
-  const url = new URL(PG_ADMIN_URL);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    drop: () => admin((c) => c.query(`drop database if exists ${name} with (force)`)).then(() => undefined),
-  };
-}
+export const createDatabase = (): Promise<ScratchDatabase> => scratchDatabase('pb_cluster');
 
 export interface ClusterPhone {
   agent: DeviceAgent;

@@ -6,23 +6,13 @@
 // While the relay's database refuses connections (a failover, a restart), the token and
 // registration endpoints must still answer in their JSON error shape, readable cross-origin:
 // HOSTED.md (5. Token) "503 `temporarily_unavailable` … with `Retry-After`".
-import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
-import { PG_ADMIN_URL } from '../cluster/harness.ts';
+import { adminQuery as admin } from '../../loadtest/lib/scratch-database.ts';
 import { useHostedRelay } from './hosted-relay.ts';
 import { accountWithClient } from './oauth-connection.ts';
 
 const h = useHostedRelay({ args: ['--trust-proxy'] });
 
-async function admin(sql: string): Promise<void> {
-  const c = new pg.Client({ connectionString: PG_ADMIN_URL });
-  await c.connect();
-  try {
-    await c.query(sql);
-  } finally {
-    await c.end();
-  }
-}
 const dbName = () => new URL(h.db.url).pathname.slice(1);
 /** This relay's database (and only it) stops taking connections, and its open ones end. */
 async function databaseDown() {

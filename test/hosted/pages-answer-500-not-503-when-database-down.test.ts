@@ -14,23 +14,13 @@
 //
 // Set-up as test/hosted/oauth-errors-store-down.test.ts: only this test's database stops taking
 // connections and its open ones end. Real relay, real HTTP.
-import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
-import { PG_ADMIN_URL } from '../cluster/harness.ts';
+import { adminQuery as admin } from '../../loadtest/lib/scratch-database.ts';
 import { signedInWithPhone, useHostedRelay } from './hosted-relay.ts';
 import { formFields } from './helpers.ts';
 
 const h = useHostedRelay();
 
-async function admin(sql: string): Promise<void> {
-  const c = new pg.Client({ connectionString: PG_ADMIN_URL });
-  await c.connect();
-  try {
-    await c.query(sql);
-  } finally {
-    await c.end();
-  }
-}
 const dbName = () => new URL(h.db.url).pathname.slice(1);
 afterAll(async () => {
   await admin(`alter database ${dbName()} allow_connections true`).catch(() => {});
