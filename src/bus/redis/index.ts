@@ -12,7 +12,7 @@
 // ioredis keeps reconnecting; once both connections are back we resubscribe, re-announce the
 // node and fire onReconnected. Nothing is re-claimed automatically: the gateway calls reclaimDevice.
 import { performance } from 'node:perf_hooks';
-import { Buffer } from 'node:buffer';
+import { type Buffer } from 'node:buffer';
 import { createHash, randomBytes } from 'node:crypto';
 import type { RedisOptions } from 'ioredis';
 import type { Logger } from '../../log.ts';
@@ -22,7 +22,7 @@ import { checkStreamId, DEFAULT_REPLAY, eventId, Handlers, parseEventId, type Re
 import { GROUP, lua, type ScriptName } from './scripts.ts';
 import { connectorFor, type Connector, type KeyLayout, type RedisClient } from './connector.ts';
 import { readPushesDirectly, type MessageAt } from './push-reader.ts';
-import { bytesAre } from '../../protocol/json-bytes.ts';
+import { bytesAre, bytesOf } from '../../protocol/json-bytes.ts';
 import { QuietPublisher } from './quiet.ts';
 import { NODE_MESSAGE, NodeOutbox } from './node-outbox.ts';
 import { RedisSessions } from './sessions.ts';
@@ -98,8 +98,7 @@ export class RedisBus implements Bus {
   private readonly layout: KeyLayout;
   private readonly chControl: string;
   private readonly chSelf: string;
-  private readonly chSelfBytes: Buffer;
-  /** chSelfBytes as bytesAre compares them. */
+  /** chSelf's bytes, as bytesAre compares them. */
   private readonly chSelfWord: readonly number[];
   /** Supersede notices: the node channel itself on one Redis, a plain channel on a cluster. */
   private readonly chSuperseded: string;
@@ -168,8 +167,7 @@ export class RedisBus implements Bus {
     this.layout = connector.layout;
     this.chControl = this.layout.control;
     this.chSelf = this.layout.node(nodeId);
-    this.chSelfBytes = Buffer.from(this.chSelf);
-    this.chSelfWord = Array.from(this.chSelfBytes);
+    this.chSelfWord = bytesOf(this.chSelf);
     this.chSuperseded = this.layout.superseded(nodeId);
     const common: RedisOptions = {
       lazyConnect: true,
@@ -513,15 +511,14 @@ export class RedisBus implements Bus {
    */
   private dispatchAt(b: Buffer, at: Readonly<MessageAt>): void {
     const { channelStart, channelEnd, payloadStart, payloadEnd } = at;
-    const self = this.chSelfWord;
-    if (
-      payloadEnd > payloadStart &&
-      b[payloadStart] === NODE_MESSAGE &&
-      channelEnd - channelStart === self.length &&
-      bytesAre(b, channelStart, self)
-    )
+    if (payloadEnd > payloadStart && b[payloadStart] === NODE_MESSAGE && this.isSelf(b, channelStart, channelEnd))
       return this.nodeBytesHere(b.subarray(payloadStart + 1, payloadEnd));
     this.dispatchBytes(b.subarray(channelStart, channelEnd), b.subarray(payloadStart, payloadEnd));
+  }
+
+  /** Whether b[start, end) is this node's channel. */
+  private isSelf(b: Buffer, start: number, end: number): boolean {
+    return end - start === this.chSelfWord.length && bytesAre(b, start, this.chSelfWord);
   }
 
   private nodeBytesHere(body: Buffer): void {
@@ -530,7 +527,7 @@ export class RedisBus implements Bus {
   }
 
   private dispatchBytes(channel: Buffer, msg: Buffer): void {
-    if (msg[0] === NODE_MESSAGE && channel.equals(this.chSelfBytes)) return this.nodeBytesHere(msg.subarray(1));
+    if (msg[0] === NODE_MESSAGE && this.isSelf(channel, 0, channel.length)) return this.nodeBytesHere(msg.subarray(1));
     this.dispatch(channel.toString('utf8'), msg.toString('utf8'));
   }
 

@@ -8,8 +8,8 @@
 // The socket's bytes are cut into whole RESP frames here. A `message` / `smessage` push goes
 // straight to `onMessage` (the bytes read and where its channel and payload are in them, no
 // copy and no view); every other frame (replies to SUBSCRIBE, UNSUBSCRIBE, PING, errors) goes
-// to ioredis's own decoder, always whole, so its decoder is never left half-way through a frame and its command queue
-// sees every reply it waits for.
+// to ioredis's own decoder, always whole, so its decoder is never left half-way through a
+// frame and its command queue sees every reply it waits for.
 import { Buffer } from 'node:buffer';
 import type { Socket } from 'node:net';
 

@@ -126,41 +126,40 @@ class Counted implements Awaited {
   }
 }
 
-// The RESP around a message that depends only on its channels, the last one of each kept: a
-// node's messages go to few channels (its peers', its own for bounces), and each piece is
-// otherwise a byte count (a runtime call) and several concatenations per message.
-let publishChannel = '';
-let publishHead = '';
-let evalChannel = '';
-let evalHead = '';
-let bounceChannel = '';
-let bounceHead = '';
+/**
+ * `make` of a channel, kept for the last channel asked: the RESP around a message that depends
+ * only on its channels. A node's messages go to few channels (its peers', its own for
+ * bounces), and each piece is otherwise a byte count (a runtime call) and several
+ * concatenations per message.
+ */
+function lastChannel(make: (channel: string) => string): (channel: string) => string {
+  let last: string | undefined;
+  let made = '';
+  return (channel) => {
+    if (channel !== last) {
+      made = make(channel);
+      last = channel;
+    }
+    return made;
+  };
+}
 
 /** `PUBLISH channel` up to its message, as RESP. */
-function publishBefore(channel: string): string {
-  if (channel !== publishChannel) {
-    publishHead = `*3\r\n$7\r\nPUBLISH\r\n$${Buffer.byteLength(channel)}\r\n${channel}\r\n`;
-    publishChannel = channel;
-  }
-  return publishHead;
-}
+const publishBefore = lastChannel(
+  (channel) => `*3\r\n$7\r\nPUBLISH\r\n$${Buffer.byteLength(channel)}\r\n${channel}\r\n`,
+);
 
 /** The bounce script's EVAL up to its message (ARGV[2]), published on `channel`, as RESP. */
-function evalBefore(channel: string): string {
-  if (channel !== evalChannel) {
-    evalHead = `*7\r\n$4\r\nEVAL\r\n${BOUNCE_SCRIPT}$1\r\n0\r\n$${Buffer.byteLength(channel)}\r\n${channel}\r\n`;
-    evalChannel = channel;
-  }
-  return evalHead;
-}
+const evalBefore = lastChannel(
+  (channel) => `*7\r\n$4\r\nEVAL\r\n${BOUNCE_SCRIPT}$1\r\n0\r\n$${Buffer.byteLength(channel)}\r\n${channel}\r\n`,
+);
+
+/** The bounce script's `back` (ARGV[3]) and the `$` of the bounce's length after it. */
+const backBefore = lastChannel((back) => `\r\n$${Buffer.byteLength(back)}\r\n${back}\r\n$`);
 
 /** What follows the message in the bounce script's EVAL: `back` and `bounce` (ARGV[3], ARGV[4]). */
 function evalAfter(back: string, bounce: string): string {
-  if (back !== bounceChannel) {
-    bounceHead = `\r\n$${Buffer.byteLength(back)}\r\n${back}\r\n$`;
-    bounceChannel = back;
-  }
-  return `${bounceHead}${Buffer.byteLength(bounce)}\r\n${bounce}\r\n`;
+  return `${backBefore(back)}${Buffer.byteLength(bounce)}\r\n${bounce}\r\n`;
 }
 
 /** Payload bytes in a turn past which they are written as they are, not copied into one Buffer. */
