@@ -23,6 +23,7 @@ import { performance } from 'node:perf_hooks';
 import { Buffer } from 'node:buffer';
 import type { Socket } from 'node:net';
 import type { Redis } from 'ioredis';
+import { TurnBytes } from './turn-bytes.ts';
 import { busPublish, redisCommand } from '../../metrics.ts';
 import { BusTimeoutError, BusUnavailableError } from '../errors.ts';
 import {
@@ -154,74 +155,8 @@ const evalBefore = lastChannel(
   (channel) => `*7\r\n$4\r\nEVAL\r\n${BOUNCE_SCRIPT}$1\r\n0\r\n$${Buffer.byteLength(channel)}\r\n${channel}\r\n`,
 );
 
-/** The bounce script's `back` (ARGV[3]) and the `$` of the bounce's length after it. */
-const backBefore = lastChannel((back) => `\r\n$${Buffer.byteLength(back)}\r\n${back}\r\n$`);
-
-/** What follows the message in the bounce script's EVAL: `back` and `bounce` (ARGV[3], ARGV[4]). */
-function evalAfter(back: string, bounce: string): string {
-  return `${backBefore(back)}${Buffer.byteLength(bounce)}\r\n${bounce}\r\n`;
-}
-
-/** Payload bytes in a turn past which they are written as they are, not copied into one Buffer. */
-const COPY_PAYLOADS_UP_TO = 64 * 1024;
-
-/**
- * A turn's commands for one socket, written as one Buffer when the turn ends: a string run is
- * encoded once and a payload copied once, where the socket's own cork would keep every piece
- * as a chunk of its own (a `write` each, then a `writev` that converts them one by one). A
- * turn with large payloads (a 256 KiB answer) writes them uncopied, in one cork. @internal
- */
-export class TurnBytes {
-  /** Buffers and the strings between them; `text` is the string after the last of them. */
-  private readonly parts: Buffer[] = [];
-  private readonly texts: string[] = [];
-  private text = '';
-  private payloadBytes = 0;
-
-  constructor(readonly socket: Socket) {}
-
-  add(text: string): void {
-    this.text += text;
-  }
-
-  addPayload(payload: Buffer): void {
-    this.texts.push(this.text);
-    this.text = '';
-    this.parts.push(payload);
-    this.payloadBytes += payload.length;
-  }
-
-  /** Writes the turn's bytes (nothing when the socket has closed since). */
-  flush(): void {
-    const s = this.socket;
-    if (s.destroyed) return;
-    const { parts, texts, text } = this;
-    if (parts.length === 0) {
-      if (text.length) s.write(text);
-      return;
-    }
-    if (this.payloadBytes > COPY_PAYLOADS_UP_TO) {
-      s.cork();
-      for (let i = 0; i < parts.length; i++) {
-        if (texts[i].length) s.write(texts[i]);
-        s.write(parts[i]);
-      }
-      if (text.length) s.write(text);
-      s.uncork();
-      return;
-    }
-    let size = this.payloadBytes + Buffer.byteLength(text);
-    for (const t of texts) size += Buffer.byteLength(t);
-    const out = Buffer.allocUnsafe(size);
-    let at = 0;
-    for (let i = 0; i < parts.length; i++) {
-      at += out.write(texts[i], at);
-      at += parts[i].copy(out, at);
-    }
-    out.write(text, at);
-    s.write(out);
-  }
-}
+/** The end of the message's bulk string, and the bounce script's `back` (ARGV[3]). */
+const backBefore = lastChannel((back) => `\r\n$${Buffer.byteLength(back)}\r\n${back}\r\n`);
 
 function confirmNow(q: QuietPublisher): void {
   q.confirm();
@@ -241,7 +176,9 @@ export class QuietPublisher {
   /** The socket the bounce script was found to run on (see turnOff). */
   private bouncesOn?: Socket;
   /** This turn's commands, until it ends (setImmediate): one write per turn. */
-  private turn?: TurnBytes;
+  private readonly turn = new TurnBytes();
+  /** Whether a turn is under way (its end is scheduled, or held by its caller). */
+  private turnOpen = false;
   /** A caller ends this turn itself (holdTurn): no immediate is scheduled for it. */
   private held = false;
   /** The replies awaited on `offOn`, read there directly (replies.ts). */
@@ -287,7 +224,10 @@ export class QuietPublisher {
    * write), resolved once Redis is known to have read it. Only when `ready`.
    */
   publish(channel: string, head: string, payload?: Buffer): Promise<void> {
-    return this.quietly(publishBefore(channel), head, payload, '\r\n');
+    const t = this.quietTurn();
+    this.bytes += this.put(t, publishBefore(channel), head, payload);
+    t.add('\r\n');
+    return this.quietPromise();
   }
 
   /**
@@ -300,7 +240,8 @@ export class QuietPublisher {
     if (!replies) return Promise.reject(new BusUnavailableError('cluster bus unavailable: connection not ready'));
     const t = this.turnBytes();
     if (!this.repliesOn) this.repliesOnAt(t, replies);
-    this.put(t, publishBefore(channel), head, payload, '\r\n');
+    this.put(t, publishBefore(channel), head, payload);
+    t.add('\r\n');
     return new Promise<number>((resolve, reject) => replies.push(new Counted(resolve, reject, this.asError)));
   }
 
@@ -317,17 +258,27 @@ export class QuietPublisher {
     back: string,
     bounce: string,
   ): Promise<void> {
-    return this.quietly(evalBefore(channel), head, payload, evalAfter(back, bounce));
+    const t = this.quietTurn();
+    this.bytes += this.put(t, evalBefore(channel), head, payload);
+    t.add(backBefore(back));
+    t.addBulkLength(Buffer.byteLength(bounce));
+    t.add(bounce);
+    t.add('\r\n');
+    return this.quietPromise();
   }
 
-  /** A command with replies off, resolved by a later confirmation. */
-  private quietly(before: string, head: string, payload: Buffer | undefined, after: string): Promise<void> {
+  /** This turn's bytes, replies off from here. */
+  private quietTurn(): TurnBytes {
     const t = this.turnBytes();
     if (this.repliesOn) {
       t.add(OFF);
       this.repliesOn = false;
     }
-    this.bytes += this.put(t, before, head, payload, after);
+    return t;
+  }
+
+  /** The promise of a command just written with replies off, resolved by a later confirmation. */
+  private quietPromise(): Promise<void> {
     const p = new Promise<void>((resolve, reject) => this.waiting.push({ resolve, reject }));
     if (this.bytes >= CONFIRM_BYTES) {
       if (!this.soon) {
@@ -340,8 +291,9 @@ export class QuietPublisher {
 
   /** This turn's bytes, written when the turn ends: the turn's commands leave in one write. */
   private turnBytes(): TurnBytes {
-    if (!this.turn) {
-      this.turn = new TurnBytes(this.client.stream);
+    if (!this.turnOpen) {
+      this.turnOpen = true;
+      this.turn.socket = this.client.stream;
       if (!this.held) setImmediate(uncork, this);
     }
     return this.turn;
@@ -358,12 +310,13 @@ export class QuietPublisher {
     this.held = true;
   }
 
-  /** Adds a command whose last-but-one argument is the bulk string `head` + `payload`; its size. */
-  private put(t: TurnBytes, before: string, head: string, payload: Buffer | undefined, after: string): number {
+  /** Adds a command up to the end of its bulk string `head` + `payload` (its CRLF next); its size. */
+  private put(t: TurnBytes, before: string, head: string, payload: Buffer | undefined): number {
     const n = Buffer.byteLength(head) + (payload?.length ?? 0);
-    t.add(`${before}$${n}\r\n${head}`);
+    t.add(before);
+    t.addBulkLength(n);
+    t.add(head);
     if (payload?.length) t.addPayload(payload);
-    t.add(after);
     return n;
   }
 
@@ -383,9 +336,9 @@ export class QuietPublisher {
   /** @internal Ends the turn (replies off again first): its commands leave in one write. */
   uncork(): void {
     this.held = false;
+    if (!this.turnOpen) return;
+    this.turnOpen = false;
     const t = this.turn;
-    this.turn = undefined;
-    if (!t) return;
     if (this.repliesOn) {
       t.add(OFF);
       this.repliesOn = false;
@@ -408,11 +361,12 @@ export class QuietPublisher {
     }
     // Its +OK comes after every message written before it; replies go off again behind it, in
     // the same write (the turn's, if this turn has commands waiting for its end).
-    const t = this.turn ?? new TurnBytes(this.client.stream);
+    const t = this.turn;
+    if (!this.turnOpen) t.socket = this.client.stream;
     this.repliesOnAt(t, replies);
     t.add(OFF);
     this.repliesOn = false;
-    if (t !== this.turn) t.flush();
+    if (!this.turnOpen) t.flush();
   }
 
   /** Messages not yet confirmed are treated as unsent: the connection went away. */
@@ -424,7 +378,8 @@ export class QuietPublisher {
     this.waiting = [];
     this.bytes = 0;
     this.offOn = undefined;
-    this.turn = undefined;
+    this.turnOpen = false;
+    this.turn.discard();
     this.repliesOn = false;
     this.replies?.close(err);
     this.replies = undefined;

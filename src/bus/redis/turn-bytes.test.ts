@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import { createServer, connect, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { TurnBytes } from './quiet.ts';
+import { TurnBytes } from './turn-bytes.ts';
 
 // A real loopback connection: what the far end reads once the client is gone is what a turn
 // wrote; `writes` counts the client's write calls.
@@ -76,6 +76,40 @@ describe('TurnBytes', () => {
     onlyText.flush();
     const got = await p.received();
     expect(got.equals(Buffer.concat([Buffer.from('a'), big, Buffer.from('bcde')]))).toBe(true);
+  });
+
+  it('never writes over bytes the socket still holds, across turns and slabs', async () => {
+    const p = await pair();
+    const t = new TurnBytes(p.client);
+    // More than the kernel takes at once: the socket keeps later turns' views queued.
+    const first = Buffer.alloc(8 * 1024 * 1024, 1);
+    t.addPayload(first);
+    t.flush();
+    expect(p.client.writableLength).toBeGreaterThan(0);
+    const expected: Buffer[] = [first];
+    for (let turn = 0; turn < 400; turn++) {
+      const text = `turn ${turn} ${'é'.repeat(turn % 50)}|`;
+      const payload = Buffer.alloc(turn % 7 === 0 ? 20_000 : turn * 3, turn & 0xff);
+      t.add(text);
+      t.addBulkLength(turn * 1009);
+      t.addPayload(payload);
+      t.add('\r\n');
+      expected.push(Buffer.from(text), Buffer.from(`$${turn * 1009}\r\n`), payload, Buffer.from('\r\n'));
+      t.flush();
+    }
+    const got = await p.received();
+    expect(got.length).toBe(Buffer.concat(expected).length);
+    expect(got.equals(Buffer.concat(expected))).toBe(true);
+  });
+
+  it('writes a bulk length as Redis reads it: digits without leading zeros', async () => {
+    const p = await pair();
+    const t = new TurnBytes(p.client);
+    const lengths = [0, 1, 9, 10, 99, 100, 65_535, 1_000_000, 536_870_912];
+    for (const n of lengths) t.addBulkLength(n);
+    t.flush();
+    const got = await p.received();
+    expect(got.toString('latin1')).toBe(lengths.map((n) => `$${n}\r\n`).join(''));
   });
 
   it('writes nothing once its socket is destroyed', async () => {
