@@ -112,6 +112,33 @@ describe('TurnBytes', () => {
     expect(got.toString('latin1')).toBe(lengths.map((n) => `$${n}\r\n`).join(''));
   });
 
+  it("writes a bulk string's length from its UTF-8 bytes, when multi-byte text lengthens the line too", async () => {
+    const p = await pair();
+    const t = new TurnBytes(p.client);
+    const cases: [string, number][] = [
+      ['ascii', 0],
+      ['ascii', 95], // 100 bytes: as guessed
+      ['é', 8], // guessed 9, 10 bytes: one digit more
+      ['€'.repeat(40), 0], // guessed 40, 120 bytes
+      ['✓ ok', 99_990], // guessed 99,994, 99,996 bytes
+      ['é'.repeat(5), 99_995], // guessed 100,000, 100,005: same digits
+      ['\ud800', 0], // a lone surrogate: 3 bytes (U+FFFD)
+    ];
+    const expected: Buffer[] = [];
+    for (const [text, more] of cases) {
+      t.addBytes(Buffer.from('*'));
+      const n = t.addBulkStart(text, more);
+      const bytes = Buffer.from(text);
+      expect(n).toBe(bytes.length + more);
+      t.addPayload(Buffer.alloc(more, 0x2e));
+      t.addLineEnd();
+      expected.push(Buffer.from(`*$${bytes.length + more}\r\n`), bytes, Buffer.alloc(more, 0x2e), Buffer.from('\r\n'));
+    }
+    t.flush();
+    const got = await p.received();
+    expect(got.equals(Buffer.concat(expected))).toBe(true);
+  });
+
   it('writes nothing once its socket is destroyed', async () => {
     const p = await pair();
     const t = new TurnBytes(p.client);
