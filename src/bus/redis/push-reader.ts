@@ -12,6 +12,7 @@
 // frame and its command queue sees every reply it waits for.
 import { Buffer } from 'node:buffer';
 import type { Socket } from 'node:net';
+import { bytesAre, bytesOf } from '../../protocol/json-bytes.ts';
 
 const CR = 0x0d;
 /** RESP3 push `>` and RESP2 array `*`: a message is one of these of three bulk strings. */
@@ -64,10 +65,15 @@ export function frameEnd(b: Buffer, i: number): number {
   }
 }
 
-/** The index after the CRLF of the line starting at `i`, or -1 if it is not all there. */
+/**
+ * The index after the CRLF of the line starting at `i`, or -1 if it is not all there. Scanned
+ * here: a RESP line is a few bytes, and `Buffer#indexOf` is a call into C++ that costs more
+ * than the scan (two per message).
+ */
 function lineEnd(b: Buffer, i: number): number {
-  const cr = b.indexOf(CR, i);
-  return cr < 0 || cr + 1 >= b.length ? -1 : cr + 2;
+  const n = b.length;
+  while (i < n && b[i] !== CR) i++;
+  return i + 1 >= n ? -1 : i + 2;
 }
 
 /**
@@ -93,8 +99,8 @@ export function decimalAt(b: Buffer, i: number, end: number): number {
   return neg ? -n : n;
 }
 
-const MESSAGE = Buffer.from('$7\r\nmessage\r\n');
-const SMESSAGE = Buffer.from('$8\r\nsmessage\r\n');
+const MESSAGE = bytesOf('$7\r\nmessage\r\n');
+const SMESSAGE = bytesOf('$8\r\nsmessage\r\n');
 
 /** Where a pub/sub message's fields are, as `messageAt` found them. */
 export interface MessageAt {
@@ -115,35 +121,45 @@ export function messageAt(b: Buffer, i: number, at: MessageAt): number {
   if (b[i + 1] !== 0x33 || b[i + 2] !== CR) return 0;
   let j = i + 4;
   const kind = b[j + 1] === 0x37 ? MESSAGE : SMESSAGE;
-  for (let k = 0; k < kind.length; k++, j++) {
-    if (j >= b.length) return -(j + 1);
-    if (b[j] !== kind[k]) return 0;
-  }
+  if (j + kind.length <= b.length) {
+    if (!bytesAre(b, j, kind)) return 0;
+    j += kind.length;
+  } else
+    for (let k = 0; k < kind.length; k++, j++) {
+      if (j >= b.length) return -(j + 1);
+      if (b[j] !== kind[k]) return 0;
+    }
   const channelStart = bulkStart(b, j);
   if (channelStart <= 0) return channelStart;
-  const channelEnd = bulkEnd(b, j, channelStart);
-  if (channelEnd < 0) return channelEnd;
-  const payloadStart = bulkStart(b, channelEnd);
+  const channelEnd = channelStart + bulkBytes;
+  if (channelEnd + 2 > b.length) return -(channelEnd + 2);
+  const payloadStart = bulkStart(b, channelEnd + 2);
   if (payloadStart <= 0) return payloadStart;
-  const payloadEnd = bulkEnd(b, channelEnd, payloadStart);
-  if (payloadEnd < 0) return payloadEnd;
+  const payloadEnd = payloadStart + bulkBytes;
+  if (payloadEnd + 2 > b.length) return -(payloadEnd + 2);
   at.channelStart = channelStart;
-  at.channelEnd = channelEnd - 2;
+  at.channelEnd = channelEnd;
   at.payloadStart = payloadStart;
-  at.payloadEnd = payloadEnd - 2;
-  return payloadEnd;
+  at.payloadEnd = payloadEnd;
+  return payloadEnd + 2;
 }
 
+/** The length of the bulk string bulkStart last found. */
+let bulkBytes = 0;
+
 /**
- * Where the bytes of the non-null bulk string at `i` start; 0 if there is none there, or
- * minus the length `b` must reach to tell.
+ * Where the bytes of the non-null bulk string at `i` start (its length then in `bulkBytes`);
+ * 0 if there is none there, or minus the length `b` must reach to tell.
  */
 function bulkStart(b: Buffer, i: number): number {
   if (i >= b.length) return -(i + 1);
   if (b[i] !== BULK) return 0;
   const line = lineEnd(b, i + 1);
   if (line < 0) return -(b.length + 1);
-  return decimalAt(b, i + 1, line) < 0 ? 0 : line;
+  const n = decimalAt(b, i + 1, line);
+  if (n < 0) return 0;
+  bulkBytes = n;
+  return line;
 }
 
 /**
