@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { decodeNodeMessage, nodeHeaderLine, reqHeaderLine } from './formats.ts';
-import { readReqHeader, type ReqHeader } from './req-header.ts';
+import { readReqHeader, writeReqHeaderLine, type ReqHeader } from './req-header.ts';
 
 // Headers as the router builds them (router.ts `send`): its members in its order.
 function header(o: Partial<ReqHeader> & { id: string | number }): ReqHeader {
@@ -97,6 +97,50 @@ describe('the request header written and read by hand', () => {
           expect(byHand, line).toBeDefined();
           expect(JSON.stringify(byHand)).toBe(JSON.stringify(JSON.parse(line)));
         }
+  });
+
+  it('writes each run of the header again when any one of its members changes, and only then', () => {
+    // The writer keeps four runs (origin, device, call, tail) with the members they were made
+    // of: each member changed alone, then back, then the same again.
+    const base = header({ id: 1, tokenId: 'key_1', b: 1, tn: 'echo', ts: 5 });
+    const changes: Array<Partial<ReqHeader>> = [
+      { from: 'node-2' },
+      { rid: 8 },
+      { deviceId: 'dev_abd' },
+      { epoch: 4 },
+      { epoch: 0 },
+      { epoch: Number.NaN },
+      { id: 'x' },
+      { method: 'tools/list' },
+      { scopes: ['devices:read'] },
+      { tokenId: undefined },
+      { tokenId: 'key_2' },
+      { timeoutMs: 29_999 },
+      { timeoutMs: Number.NaN },
+      { tp: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' },
+      { b: undefined },
+      { tn: undefined },
+      { tn: 'wait_for_events' },
+      { ts: undefined },
+      { ts: 2.5 },
+    ];
+    for (const change of changes)
+      for (const h of [{ ...base, ...change }, base, base, { ...base, ...change }, { ...base, ...change }]) {
+        if (h.tokenId === undefined) delete h.tokenId;
+        if (h.b === undefined) delete h.b;
+        if (h.tn === undefined) delete h.tn;
+        if (h.ts === undefined) delete h.ts;
+        expect(reqHeaderLine(h), JSON.stringify(change)).toBe(nodeHeaderLine(h));
+      }
+    // Another version's head, then this one's again.
+    const line = nodeHeaderLine(base);
+    expect(writeReqHeaderLine('{"v":9,', base)).toBe(line.replace(/^\{"v":\d+,/, '{"v":9,'));
+    expect(reqHeaderLine(base)).toBe(line);
+    // A scopes array changed in place between two headers.
+    const h = header({ id: 2, scopes: ['a', 'b'] });
+    expect(reqHeaderLine(h)).toBe(nodeHeaderLine(h));
+    (h.scopes as string[])[1] = 'c';
+    expect(reqHeaderLine(h)).toBe(nodeHeaderLine(h));
   });
 
   it('leaves any other header to JSON.parse (another order, a newer member, a mutation), with the same result', () => {
