@@ -99,15 +99,17 @@ describe('the request header written and read by hand', () => {
         }
   });
 
-  it('writes each run of the header again when any one of its members changes, and only then', () => {
-    // The writer keeps four runs (origin, device, call, tail) with the members they were made
-    // of: each member changed alone, then back, then the same again.
+  it('writes and reads each run of the header again when any one of its members changes', () => {
+    // The writer and the reader keep four runs (origin, device, call, tail) with their members:
+    // each member changed alone, then back, then the same again; numbers that extend the last
+    // (a run ending in a number matches the start of a longer one).
     const base = header({ id: 1, tokenId: 'key_1', b: 1, tn: 'echo', ts: 5 });
     const changes: Array<Partial<ReqHeader>> = [
       { from: 'node-2' },
       { rid: 8 },
       { deviceId: 'dev_abd' },
       { epoch: 4 },
+      { epoch: 33 },
       { epoch: 0 },
       { epoch: Number.NaN },
       { id: 'x' },
@@ -116,6 +118,7 @@ describe('the request header written and read by hand', () => {
       { tokenId: undefined },
       { tokenId: 'key_2' },
       { timeoutMs: 29_999 },
+      { timeoutMs: 300_000 },
       { timeoutMs: Number.NaN },
       { tp: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' },
       { b: undefined },
@@ -123,6 +126,8 @@ describe('the request header written and read by hand', () => {
       { tn: 'wait_for_events' },
       { ts: undefined },
       { ts: 2.5 },
+      { ts: 55 },
+      { tn: 'echo', ts: 5, b: undefined },
     ];
     for (const change of changes)
       for (const h of [{ ...base, ...change }, base, base, { ...base, ...change }, { ...base, ...change }]) {
@@ -130,7 +135,12 @@ describe('the request header written and read by hand', () => {
         if (h.b === undefined) delete h.b;
         if (h.tn === undefined) delete h.tn;
         if (h.ts === undefined) delete h.ts;
-        expect(reqHeaderLine(h), JSON.stringify(change)).toBe(nodeHeaderLine(h));
+        const line = reqHeaderLine(h);
+        expect(line, JSON.stringify(change)).toBe(nodeHeaderLine(h));
+        const byHand = readReqHeader(Buffer.from(line), line.indexOf(',') + 1, line.length - 1, 1);
+        // Read by hand unless a number is not an integer (NaN is written null; a fraction).
+        if (!line.includes('null') && Number.isInteger(h.ts ?? 0)) expect(byHand, line).toBeDefined();
+        if (byHand) expect(JSON.stringify(byHand), line).toBe(JSON.stringify(JSON.parse(line)));
       }
     // Another version's head, then this one's again.
     const line = nodeHeaderLine(base);

@@ -283,10 +283,112 @@ function integer(raw: Buffer, end: number): number {
   return n;
 }
 
+// The runs of the last header read (the writer's four: origin, device, call, tail), each as its
+// bytes with the members read from them. A node's requests repeat them, and one compare of a
+// run's bytes costs less than reading its members one by one. Each run ends where nothing can
+// continue it: a member's name (origin, device), or the byte checked after it (call: `,` or
+// `}`; tail: the header's `}`).
+const NONE: readonly number[] = [0x100]; // matches no byte
+
+let seenOrigin = NONE;
+let seenFrom = '';
+
+/** `"t":"req","from":…,"rid":` at `at`: the origin node, or undefined. */
+function readOriginRun(raw: Buffer, end: number): string | undefined {
+  if (take(raw, end, seenOrigin)) return seenFrom;
+  const start = at;
+  if (!take(raw, end, T_REQ)) return undefined;
+  const from = plainString(raw, end, FROM);
+  if (from === undefined || !take(raw, end, RID)) return undefined;
+  seenOrigin = Array.from(raw.subarray(start, at));
+  return (seenFrom = from);
+}
+
+let seenDevice = NONE;
+let seenDeviceId = '';
+let seenEpoch = 0;
+
+/** `,"deviceId":…,"epoch":…,"id":` at `at`, its members then in seenDeviceId and seenEpoch. */
+function readDeviceRun(raw: Buffer, end: number): boolean {
+  if (take(raw, end, seenDevice)) return true;
+  const start = at;
+  if (!take(raw, end, DEVICE_ID)) return false;
+  const deviceId = plainString(raw, end, DEVICE);
+  if (deviceId === undefined || !take(raw, end, EPOCH)) return false;
+  const epoch = integer(raw, end);
+  if (Number.isNaN(epoch) || !take(raw, end, ID)) return false;
+  seenDevice = Array.from(raw.subarray(start, at));
+  seenDeviceId = deviceId;
+  seenEpoch = epoch;
+  return true;
+}
+
+let seenCall = NONE;
+let seenMethod = '';
+let seenScopes: string[] = [];
+let seenToken: string | undefined;
+let seenTimeout = 0;
+
+/** `,"method":…,"scopes":[…](,"tokenId":…),"timeoutMs":…` at `at`, its members then in seen*. */
+function readCallRun(raw: Buffer, end: number): boolean {
+  const start = at;
+  if (take(raw, end, seenCall) && (raw[at] === 0x2c || raw[at] === 0x7d)) return true;
+  at = start;
+  if (!take(raw, end, METHOD)) return false;
+  const method = plainString(raw, end, METHOD_NAME);
+  if (method === undefined || !take(raw, end, SCOPES)) return false;
+  const scopes = scopeList(raw, end);
+  if (scopes === undefined) return false;
+  let tokenId: string | undefined;
+  if (take(raw, end, TOKEN_ID)) {
+    tokenId = plainString(raw, end, TOKEN);
+    if (tokenId === undefined) return false;
+  }
+  if (!take(raw, end, TIMEOUT_MS)) return false;
+  const timeoutMs = integer(raw, end);
+  if (Number.isNaN(timeoutMs)) return false;
+  seenCall = Array.from(raw.subarray(start, at));
+  seenMethod = method;
+  seenScopes = scopes;
+  seenToken = tokenId;
+  seenTimeout = timeoutMs;
+  return true;
+}
+
+let seenTail = NONE;
+let seenB: 1 | undefined;
+let seenTool: string | undefined;
+let seenWait: number | undefined;
+
+/** `(,"b":1)(,"tn":…)(,"ts":…)` at `at`, up to the header's last byte; its members then in seen*. */
+function readTailRun(raw: Buffer, end: number): boolean {
+  const start = at;
+  if (take(raw, end, seenTail) && at === end - 1) return true;
+  at = start;
+  const b = take(raw, end, B1) ? 1 : undefined;
+  let tn: string | undefined;
+  if (take(raw, end, TN)) {
+    tn = plainString(raw, end, TOOL);
+    if (tn === undefined) return false;
+  }
+  let ts: number | undefined;
+  if (take(raw, end, TS)) {
+    ts = integer(raw, end);
+    if (Number.isNaN(ts)) return false;
+  }
+  if (at !== end - 1) return false;
+  seenTail = Array.from(raw.subarray(start, at));
+  seenB = b;
+  seenTool = tn;
+  seenWait = ts;
+  return true;
+}
+
 /**
  * The `req` header in raw[from, end) if it is exactly what writeReqHeaderLine writes for
  * version `v` (from just after `{"v":N,`), read without JSON.parse; undefined for anything
- * else, which JSON.parse then reads.
+ * else, which JSON.parse then reads. Every member is in the object, in the order JSON.parse
+ * makes them, those the header lacks undefined (one shape for every header read here).
  */
 export function readReqHeader(
   raw: Buffer,
@@ -295,53 +397,39 @@ export function readReqHeader(
   v: number,
 ): (ReqHeader & { v: number }) | undefined {
   at = from;
-  if (!take(raw, end, T_REQ)) return undefined;
-  const fromNode = plainString(raw, end, FROM);
-  if (fromNode === undefined || !take(raw, end, RID)) return undefined;
+  const fromNode = readOriginRun(raw, end);
+  if (fromNode === undefined) return undefined;
   const rid = integer(raw, end);
-  if (Number.isNaN(rid) || !take(raw, end, DEVICE_ID)) return undefined;
-  const deviceId = plainString(raw, end, DEVICE);
-  if (deviceId === undefined || !take(raw, end, EPOCH)) return undefined;
-  const epoch = integer(raw, end);
-  if (Number.isNaN(epoch) || !take(raw, end, ID)) return undefined;
+  if (Number.isNaN(rid) || !readDeviceRun(raw, end)) return undefined;
   const id = raw[at] === QUOTE ? plainString(raw, end, OTHER) : integer(raw, end);
-  if (id === undefined || Number.isNaN(id) || !take(raw, end, METHOD)) return undefined;
-  const method = plainString(raw, end, METHOD_NAME);
-  if (method === undefined || !take(raw, end, SCOPES)) return undefined;
-  const scopes = scopeList(raw, end);
-  if (scopes === undefined) return undefined;
-  let tokenId: string | undefined;
-  if (take(raw, end, TOKEN_ID)) {
-    tokenId = plainString(raw, end, TOKEN);
-    if (tokenId === undefined) return undefined;
-  }
-  if (!take(raw, end, TIMEOUT_MS)) return undefined;
-  const timeoutMs = integer(raw, end);
-  if (Number.isNaN(timeoutMs)) return undefined;
-  // Its members in the order JSON.parse makes them.
-  const h: ReqHeader & { v: number } =
-    tokenId === undefined
-      ? { v, t: 'req', from: fromNode, rid, deviceId, epoch, id, method, scopes, timeoutMs }
-      : { v, t: 'req', from: fromNode, rid, deviceId, epoch, id, method, scopes, tokenId, timeoutMs };
+  if (id === undefined || Number.isNaN(id) || !readCallRun(raw, end)) return undefined;
+  let tp: string | undefined;
   if (take(raw, end, TP)) {
-    const tp = plainString(raw, end, OTHER);
+    tp = plainString(raw, end, OTHER);
     if (tp === undefined) return undefined;
-    h.tp = tp;
   }
+  let tst: string | undefined;
   if (take(raw, end, TST)) {
-    const tst = plainString(raw, end, OTHER);
+    tst = plainString(raw, end, OTHER);
     if (tst === undefined) return undefined;
-    h.tst = tst;
   }
-  if (take(raw, end, B1)) h.b = 1;
-  if (take(raw, end, TN)) {
-    const tn = plainString(raw, end, TOOL);
-    if (tn === undefined) return undefined;
-    h.tn = tn;
-  }
-  if (take(raw, end, TS)) {
-    h.ts = integer(raw, end);
-    if (Number.isNaN(h.ts)) return undefined;
-  }
-  return at === end - 1 && raw[at] === 0x7d ? h : undefined;
+  if (!readTailRun(raw, end) || raw[at] !== 0x7d) return undefined;
+  return {
+    v,
+    t: 'req',
+    from: fromNode,
+    rid,
+    deviceId: seenDeviceId,
+    epoch: seenEpoch,
+    id,
+    method: seenMethod,
+    scopes: seenScopes.slice(),
+    tokenId: seenToken,
+    timeoutMs: seenTimeout,
+    tp,
+    tst,
+    b: seenB,
+    tn: seenTool,
+    ts: seenWait,
+  };
 }
