@@ -120,12 +120,13 @@ export interface NodeMessage<H> {
  * that is not a JSON object with a string `t`, or of a version this release no longer reads.
  */
 export function decodeNodeMessage<H extends { t: string }>(raw: Buffer): NodeMessage<H> {
+  const rid = ridHeader(raw);
+  if (rid) return { header: rid as unknown as H & { v?: number }, payload: raw.subarray(ridLineEnd + 1) };
   const nl = raw.indexOf(NL);
   const short =
-    ridHeader(raw, nl) ??
-    (nl > 0 && bytesAre(raw, 0, NODE_HEAD_BYTES)
+    nl > 0 && bytesAre(raw, 0, NODE_HEAD_BYTES)
       ? readReqHeader(raw, NODE_HEAD_BYTES.length, nl, FORMATS.nodeMessage.write)
-      : undefined);
+      : undefined;
   if (short) return { header: short as unknown as H & { v?: number }, payload: raw.subarray(nl + 1) };
   let h: H & { v?: number };
   try {
@@ -146,21 +147,31 @@ const RID_HEAD = bytesOf(`${NODE_HEAD}"t":"`);
 const RID_TYPES = ['res', 'rel', 'unheard'] as const;
 const RID_TYPE_BYTES = RID_TYPES.map((t) => bytesOf(`${t}","rid":`));
 
+/** Where the line of the header ridHeader last read ends (its `\n`). */
+let ridLineEnd = 0;
+
 /**
- * The header `raw[0..nl)` if it is exactly what ridHeaderLine writes (what most messages
- * are), read without JSON.parse; undefined for any other header, which JSON.parse then reads.
+ * The header at the start of `raw` if it is exactly what ridHeaderLine writes (what most
+ * messages are), read without JSON.parse and without a search for its line's end (a call into
+ * the runtime): the line ends at the first `}`, which must be followed by `\n` (its end then in
+ * ridLineEnd); undefined for any other header, which JSON.parse then reads.
  */
-function ridHeader(raw: Buffer, nl: number): { v: number; t: (typeof RID_TYPES)[number]; rid: number } | undefined {
-  if (nl < RID_HEAD.length + 12 || nl > 64 || raw[nl - 1] !== CLOSE_BRACE || !bytesAre(raw, 0, RID_HEAD))
-    return undefined;
+function ridHeader(raw: Buffer): { v: number; t: (typeof RID_TYPES)[number]; rid: number } | undefined {
+  if (raw.length < RID_HEAD.length + 14 || !bytesAre(raw, 0, RID_HEAD)) return undefined;
   let i = RID_HEAD.length;
   let type = 0;
   while (type < RID_TYPES.length && !bytesAre(raw, i, RID_TYPE_BYTES[type])) type++;
   if (type === RID_TYPES.length) return undefined;
   i += RID_TYPE_BYTES[type].length;
+  let close = i;
+  const last = Math.min(raw.length - 1, 64);
+  while (close < last && raw[close] !== CLOSE_BRACE) close++;
+  if (close === last || raw[close] !== CLOSE_BRACE || raw[close + 1] !== NL) return undefined;
   // An integer as JSON writes one (anything else is JSON.parse's to read).
-  const rid = integerAt(raw, i, nl - 1);
-  return Number.isNaN(rid) ? undefined : { v: FORMATS.nodeMessage.write, t: RID_TYPES[type], rid };
+  const rid = integerAt(raw, i, close);
+  if (Number.isNaN(rid)) return undefined;
+  ridLineEnd = close + 1;
+  return { v: FORMATS.nodeMessage.write, t: RID_TYPES[type], rid };
 }
 
 // --- supersede notices ------------------------------------------------------------------------

@@ -124,6 +124,15 @@ it("answers' and bounces' headers are written and read without JSON, byte for by
     }
     expect(got, head).toEqual(want);
   }
+  // The answer's header is read up to its first `}`, which must end the line.
+  const line = ridHeaderLine('res', 7);
+  expect(() => decodeNodeMessage(Buffer.from(line.slice(0, -1)))).not.toThrow(); // no line end: JSON.parse
+  expect(decodeNodeMessage(Buffer.from(line.slice(0, -1))).header).toEqual(JSON.parse(line));
+  expect(() => decodeNodeMessage(Buffer.from(`${line.slice(0, -1)} \n`))).not.toThrow();
+  expect(decodeNodeMessage(Buffer.from(`${line.slice(0, -1)} \n{"p":1}`)).payload.toString()).toBe('{"p":1}');
+  expect(() => decodeNodeMessage(Buffer.from(`${line.slice(0, -1)}x\n`))).toThrow(UnreadableFormatError);
+  const long = `{"v":${v},"t":"res","rid":${'1'.repeat(40)}}`;
+  expect(decodeNodeMessage(Buffer.from(`${long}\n`)).header).toEqual(JSON.parse(long));
 });
 
 it('what this release writes is the previous format with a version added, and reads back', () => {
