@@ -283,6 +283,15 @@ function integer(raw: Buffer, end: number): number {
   return n;
 }
 
+/**
+ * The string member `name` at `at` (moved past it): undefined if the header has no such member,
+ * null if its value is not a plain string.
+ */
+function optionalString(raw: Buffer, end: number, name: readonly number[], memo: number): string | undefined | null {
+  if (!take(raw, end, name)) return undefined;
+  return plainString(raw, end, memo) ?? null;
+}
+
 // The runs of the last header read (the writer's four: origin, device, call, tail), each as its
 // bytes with the members read from them. A node's requests repeat them, and one compare of a
 // run's bytes costs less than reading its members one by one. Each run ends where nothing can
@@ -366,11 +375,8 @@ function readTailRun(raw: Buffer, end: number): boolean {
   if (take(raw, end, seenTail) && at === end - 1) return true;
   at = start;
   const b = take(raw, end, B1) ? 1 : undefined;
-  let tn: string | undefined;
-  if (take(raw, end, TN)) {
-    tn = plainString(raw, end, TOOL);
-    if (tn === undefined) return false;
-  }
+  const tn = optionalString(raw, end, TN, TOOL);
+  if (tn === null) return false;
   let ts: number | undefined;
   if (take(raw, end, TS)) {
     ts = integer(raw, end);
@@ -403,16 +409,9 @@ export function readReqHeader(
   if (Number.isNaN(rid) || !readDeviceRun(raw, end)) return undefined;
   const id = raw[at] === QUOTE ? plainString(raw, end, OTHER) : integer(raw, end);
   if (id === undefined || Number.isNaN(id) || !readCallRun(raw, end)) return undefined;
-  let tp: string | undefined;
-  if (take(raw, end, TP)) {
-    tp = plainString(raw, end, OTHER);
-    if (tp === undefined) return undefined;
-  }
-  let tst: string | undefined;
-  if (take(raw, end, TST)) {
-    tst = plainString(raw, end, OTHER);
-    if (tst === undefined) return undefined;
-  }
+  const tp = optionalString(raw, end, TP, OTHER);
+  const tst = tp === null ? null : optionalString(raw, end, TST, OTHER);
+  if (tp === null || tst === null) return undefined;
   if (!readTailRun(raw, end) || raw[at] !== 0x7d) return undefined;
   return {
     v,
