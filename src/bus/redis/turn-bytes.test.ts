@@ -91,7 +91,7 @@ describe('TurnBytes', () => {
       const text = `turn ${turn} ${'é'.repeat(turn % 50)}|`;
       const payload = Buffer.alloc(turn % 7 === 0 ? 20_000 : turn * 3, turn & 0xff);
       t.add(text);
-      t.addBulkLength(turn * 1009);
+      t.addBulkStart('', turn * 1009);
       t.addPayload(payload);
       t.add('\r\n');
       expected.push(Buffer.from(text), Buffer.from(`$${turn * 1009}\r\n`), payload, Buffer.from('\r\n'));
@@ -106,7 +106,7 @@ describe('TurnBytes', () => {
     const p = await pair();
     const t = new TurnBytes(p.client);
     const lengths = [0, 1, 9, 10, 99, 100, 65_535, 1_000_000, 536_870_912];
-    for (const n of lengths) t.addBulkLength(n);
+    for (const n of lengths) t.addBulkStart('', n);
     t.flush();
     const got = await p.received();
     expect(got.toString('latin1')).toBe(lengths.map((n) => `$${n}\r\n`).join(''));

@@ -47,11 +47,6 @@ export class TurnBytes {
   /** @param socket Where flush() writes; the owner sets it when a turn begins. */
   constructor(public socket?: Socket) {}
 
-  /** Whether this turn has nothing to write yet. */
-  get empty(): boolean {
-    return this.at === this.start && this.chunks.length === 0;
-  }
-
   /** Text, as UTF-8. */
   add(text: string): void {
     const most = text.length * 3; // UTF-8 bytes per UTF-16 unit, at most
@@ -84,12 +79,6 @@ export class TurnBytes {
     if (this.at + n > this.slab.length) this.nextSlab(n);
     this.slab.set(payload, this.at);
     this.at += n;
-  }
-
-  /** A bulk string's length line, `$<n>\r\n`. */
-  addBulkLength(n: number): void {
-    if (this.at + 16 > this.slab.length) this.nextSlab(16);
-    this.at = this.lengthLineAt(this.at, n);
   }
 
   /**
