@@ -166,7 +166,7 @@ function ridHeader(raw: Buffer): { v: number; t: (typeof RID_TYPES)[number]; rid
   let close = i;
   const last = Math.min(raw.length - 1, 64);
   while (close < last && raw[close] !== CLOSE_BRACE) close++;
-  if (close === last || raw[close] !== CLOSE_BRACE || raw[close + 1] !== NL) return undefined;
+  if (close === last || raw[close + 1] !== NL) return undefined;
   // An integer as JSON writes one (anything else is JSON.parse's to read).
   const rid = integerAt(raw, i, close);
   if (Number.isNaN(rid)) return undefined;

@@ -18,6 +18,24 @@ export interface Span {
   end: number;
 }
 
+/**
+ * `encode(key)` as UTF-8 bytes, kept for the last key asked: for what a process encodes again
+ * and again for few keys (its public host, a forwarded method, a peer's channel). Comparing the
+ * key (mostly the same string object: a pointer's compare) costs less than the runtime's
+ * encoding each time.
+ */
+export function bytesForLast(encode: (key: string) => string): (key: string) => Buffer {
+  let last: string | undefined;
+  let bytes = Buffer.alloc(0);
+  return (key) => {
+    if (key !== last) {
+      bytes = Buffer.from(encode(key));
+      last = key;
+    }
+    return bytes;
+  };
+}
+
 /** A constant's bytes (its UTF-8) for bytesAre: a plain array, not a Buffer. */
 export function bytesOf(text: string): readonly number[] {
   return Array.from(Buffer.from(text));

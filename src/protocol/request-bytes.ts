@@ -11,7 +11,7 @@
 import { Buffer, isUtf8 } from 'node:buffer';
 import type { JsonRpcId } from './jsonrpc.ts';
 import { waitSeconds } from './timeouts.ts';
-import { bytesAre, bytesOf, decimalDigits, integerAt, put, putDecimal, skipWs } from './json-bytes.ts';
+import { bytesAre, bytesForLast, bytesOf, decimalDigits, integerAt, put, putDecimal, skipWs } from './json-bytes.ts';
 import { isExactNumber } from './exact-json.ts';
 
 // JSON's structural bytes as this module's own constants, not imported ones: in the per-byte
@@ -503,21 +503,12 @@ export function paramsWithCaller(req: ClientRequestBytes, callerJson: Buffer): B
 
 const PARAMS = Buffer.from(',"params":');
 
-let lastMethod = '';
-let lastMethodJson = Buffer.from('""');
-
 /**
  * The method as JSON bytes, kept for the last method: a node forwards few, and stringifying,
  * measuring and encoding it cost three calls into the runtime per request (about 2 thousand
  * instructions) where a copy of kept bytes costs a few hundred.
  */
-function methodJson(method: string): Buffer {
-  if (method !== lastMethod) {
-    lastMethodJson = Buffer.from(JSON.stringify(method));
-    lastMethod = method;
-  }
-  return lastMethodJson;
-}
+const methodJson = bytesForLast((method) => JSON.stringify(method));
 
 /** The frame to the phone for a forwarded request: params (paramsWithCaller's) copied whole. */
 export function forwardedFrame(relayId: number, method: string, params: Buffer): Buffer {

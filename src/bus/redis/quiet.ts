@@ -24,6 +24,7 @@ import { Buffer } from 'node:buffer';
 import type { Socket } from 'node:net';
 import type { Redis } from 'ioredis';
 import { TurnBytes } from './turn-bytes.ts';
+import { bytesForLast } from '../../protocol/json-bytes.ts';
 import { busPublish, redisCommand } from '../../metrics.ts';
 import { BusTimeoutError, BusUnavailableError } from '../errors.ts';
 import {
@@ -128,36 +129,23 @@ class Counted implements Awaited {
   }
 }
 
-/**
- * `make` of a channel as bytes, kept for the last channel asked: the RESP around a message
- * that depends only on its channels. A node's messages go to few channels (its peers', its own
- * for bounces), and bytes made once are copied into the turn for a fraction of what encoding
- * the string costs each time (turn-bytes.ts).
- */
-function lastChannel(make: (channel: string) => string): (channel: string) => Buffer {
-  let last: string | undefined;
-  let made = Buffer.alloc(0);
-  return (channel) => {
-    if (channel !== last) {
-      made = Buffer.from(make(channel));
-      last = channel;
-    }
-    return made;
-  };
-}
+// The RESP around a message that depends only on its channels, as bytes kept for the last
+// channel: a node's messages go to few channels (its peers', its own for bounces), and bytes
+// made once are copied into the turn for a fraction of what encoding the string costs each time
+// (turn-bytes.ts).
 
 /** `PUBLISH channel` up to its message, as RESP. */
-const publishBefore = lastChannel(
+const publishBefore = bytesForLast(
   (channel) => `*3\r\n$7\r\nPUBLISH\r\n$${Buffer.byteLength(channel)}\r\n${channel}\r\n`,
 );
 
 /** The bounce script's EVAL up to its message (ARGV[2]), published on `channel`, as RESP. */
-const evalBefore = lastChannel(
+const evalBefore = bytesForLast(
   (channel) => `*7\r\n$4\r\nEVAL\r\n${BOUNCE_SCRIPT}$1\r\n0\r\n$${Buffer.byteLength(channel)}\r\n${channel}\r\n`,
 );
 
-/** The end of the message's bulk string, and the bounce script's `back` (ARGV[3]). */
-const backBefore = lastChannel((back) => `\r\n$${Buffer.byteLength(back)}\r\n${back}\r\n`);
+/** The bounce script's `back` (ARGV[3]), after the message. */
+const backArgument = bytesForLast((back) => `$${Buffer.byteLength(back)}\r\n${back}\r\n`);
 
 function confirmNow(q: QuietPublisher): void {
   q.confirm();
@@ -227,7 +215,6 @@ export class QuietPublisher {
   publish(channel: string, head: string, payload?: Buffer): Promise<void> {
     const t = this.quietTurn();
     this.bytes += this.put(t, publishBefore(channel), head, payload);
-    t.addLineEnd();
     return this.quietPromise();
   }
 
@@ -242,7 +229,6 @@ export class QuietPublisher {
     const t = this.turnBytes();
     if (!this.repliesOn) this.repliesOnAt(t, replies);
     this.put(t, publishBefore(channel), head, payload);
-    t.addLineEnd();
     return new Promise<number>((resolve, reject) => replies.push(new Counted(resolve, reject, this.asError)));
   }
 
@@ -261,7 +247,7 @@ export class QuietPublisher {
   ): Promise<void> {
     const t = this.quietTurn();
     this.bytes += this.put(t, evalBefore(channel), head, payload);
-    t.addBytes(backBefore(back));
+    t.addBytes(backArgument(back));
     t.addBulkStart(bounce, 0);
     t.addLineEnd();
     return this.quietPromise();
@@ -270,10 +256,7 @@ export class QuietPublisher {
   /** This turn's bytes, replies off from here. */
   private quietTurn(): TurnBytes {
     const t = this.turnBytes();
-    if (this.repliesOn) {
-      t.addBytes(OFF_BYTES);
-      this.repliesOn = false;
-    }
+    if (this.repliesOn) this.repliesOffAt(t);
     return t;
   }
 
@@ -310,12 +293,19 @@ export class QuietPublisher {
     this.held = true;
   }
 
-  /** Adds a command up to the end of its bulk string `head` + `payload` (its CRLF next); its size. */
+  /** Adds a command up to its bulk string `head` + `payload`, that included; its size. */
   private put(t: TurnBytes, before: Buffer, head: string, payload: Buffer | undefined): number {
     t.addBytes(before);
     const n = t.addBulkStart(head, payload?.length ?? 0);
     if (payload?.length) t.addPayload(payload);
+    t.addLineEnd();
     return n;
+  }
+
+  /** Replies off from here (after counted publishes or a confirmation). */
+  private repliesOffAt(t: TurnBytes): void {
+    t.addBytes(OFF_BYTES);
+    this.repliesOn = false;
   }
 
   /** Replies on from here; their +OK confirms the quiet messages written so far. */
@@ -337,10 +327,7 @@ export class QuietPublisher {
     if (!this.turnOpen) return;
     this.turnOpen = false;
     const t = this.turn;
-    if (this.repliesOn) {
-      t.addBytes(OFF_BYTES);
-      this.repliesOn = false;
-    }
+    if (this.repliesOn) this.repliesOffAt(t);
     t.flush();
   }
 
@@ -362,8 +349,7 @@ export class QuietPublisher {
     const t = this.turn;
     if (!this.turnOpen) t.socket = this.client.stream;
     this.repliesOnAt(t, replies);
-    t.addBytes(OFF_BYTES);
-    this.repliesOn = false;
+    this.repliesOffAt(t);
     if (!this.turnOpen) t.flush();
   }
 
