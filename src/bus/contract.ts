@@ -309,7 +309,7 @@ export function busContract(drivers: Array<[string, MakeBus]>): void {
       const strings: string[] = [];
       const bytes: Buffer[] = [];
       bus.onNodeMessage((m) => strings.push(m));
-      bus.onNodeBytes((m) => bytes.push(Buffer.from(m)));
+      bus.onNodeBytes((m, s, e) => bytes.push(Buffer.from(m.subarray(s, e))));
       const frame = Buffer.from('{"result":{"text":"héllo ✓"},"id":3}');
       expect(await bus.sendToNode(bus.nodeId, '{"t":"res","rid":3}\n', frame)).toBe(true);
       expect(await bus.sendToNode(bus.nodeId, 'plain')).toBe(true);

@@ -12,9 +12,9 @@
 // Readers accept every version from `minRead` up (a newer writer promised to stay readable)
 // and refuse older ones with UnreadableFormatError: that older writer's release is no longer
 // supported in a mixed cluster.
-import { type Buffer } from 'node:buffer';
-import { bytesAre, bytesOf, integerAt } from '../protocol/json-bytes.ts';
-import { readReqHeader, writeReqHeaderLine, type ReqHeader } from './req-header.ts';
+import { Buffer } from 'node:buffer';
+import { bytesAre, bytesOf, integerAt, runAt, runOf } from '../protocol/json-bytes.ts';
+import { readReqHeader, reqLineEnd, writeReqHeaderLine, type ReqHeader } from './req-header.ts';
 
 /** One format: the version this release writes, and the oldest it still reads. */
 export interface FormatVersion {
@@ -116,55 +116,67 @@ export interface NodeMessage<H> {
 }
 
 /**
- * Reads a node message (without the bus's `m` tag). Throws UnreadableFormatError on a header
- * that is not a JSON object with a string `t`, or of a version this release no longer reads.
+ * Reads the node message raw[start, end) (without the bus's `m` tag; the whole of `raw` by
+ * default). Throws UnreadableFormatError on a header that is not a JSON object with a string
+ * `t`, or of a version this release no longer reads.
  */
-export function decodeNodeMessage<H extends { t: string }>(raw: Buffer): NodeMessage<H> {
-  const rid = ridHeader(raw);
-  if (rid) return { header: rid as unknown as H & { v?: number }, payload: raw.subarray(ridLineEnd + 1) };
-  const nl = raw.indexOf(NL);
+export function decodeNodeMessage<H extends { t: string }>(
+  raw: Buffer,
+  start = 0,
+  end = raw.length,
+): NodeMessage<H> {
+  const rid = ridHeader(raw, start, end);
+  if (rid) return { header: rid as unknown as H & { v?: number }, payload: raw.subarray(ridLineEnd + 1, end) };
+  // The request's header is read up to its line's end, found by the reader (reqLineEnd).
   const short =
-    nl > 0 && bytesAre(raw, 0, NODE_HEAD_BYTES)
-      ? readReqHeader(raw, NODE_HEAD_BYTES.length, nl, FORMATS.nodeMessage.write)
+    end - start > NODE_HEAD_BYTES.length && bytesAre(raw, start, NODE_HEAD_BYTES)
+      ? readReqHeader(raw, start + NODE_HEAD_BYTES.length, end, FORMATS.nodeMessage.write)
       : undefined;
-  if (short) return { header: short as unknown as H & { v?: number }, payload: raw.subarray(nl + 1) };
+  if (short) return { header: short as unknown as H & { v?: number }, payload: raw.subarray(reqLineEnd + 1, end) };
+  let nl = raw.indexOf(NL, start);
+  if (nl >= end) nl = -1;
   let h: H & { v?: number };
   try {
-    h = JSON.parse(raw.toString('utf8', 0, nl < 0 ? raw.length : nl)) as H & { v?: number };
+    h = JSON.parse(raw.toString('utf8', start, nl < 0 ? end : nl)) as H & { v?: number };
   } catch {
     throw new UnreadableFormatError('nodeMessage', undefined, 'header is not JSON');
   }
   if (typeof h !== 'object' || h === null || typeof h.t !== 'string')
     throw new UnreadableFormatError('nodeMessage', undefined, 'header has no type');
   checkVersion('nodeMessage', h.v);
-  return { header: h, payload: nl < 0 ? raw.subarray(raw.length) : raw.subarray(nl + 1) };
+  return { header: h, payload: raw.subarray(nl < 0 ? end : nl + 1, end) };
 }
 
 const NODE_HEAD_BYTES = bytesOf(NODE_HEAD);
 
 /** `{"v":<this release's version>,"t":"` */
-const RID_HEAD = bytesOf(`${NODE_HEAD}"t":"`);
+const RID_HEAD = runOf(Buffer.from(`${NODE_HEAD}"t":"`));
 const RID_TYPES = ['res', 'rel', 'unheard'] as const;
-const RID_TYPE_BYTES = RID_TYPES.map((t) => bytesOf(`${t}","rid":`));
+const RID_TYPE_RUNS = RID_TYPES.map((t) => runOf(Buffer.from(`${t}","rid":`)));
 
 /** Where the line of the header ridHeader last read ends (its `\n`). */
 let ridLineEnd = 0;
 
 /**
- * The header at the start of `raw` if it is exactly what ridHeaderLine writes (what most
- * messages are), read without JSON.parse and without a search for its line's end (a call into
- * the runtime): the line ends at the first `}`, which must be followed by `\n` (its end then in
- * ridLineEnd); undefined for any other header, which JSON.parse then reads.
+ * The header at the start of raw[start, end) if it is exactly what ridHeaderLine writes (what
+ * most messages are), read without JSON.parse and without a search for its line's end (a call
+ * into the runtime): the line ends at the first `}`, which must be followed by `\n` (its end
+ * then in ridLineEnd); undefined for any other header, which JSON.parse then reads.
  */
-function ridHeader(raw: Buffer): { v: number; t: (typeof RID_TYPES)[number]; rid: number } | undefined {
-  if (raw.length < RID_HEAD.length + 14 || !bytesAre(raw, 0, RID_HEAD)) return undefined;
-  let i = RID_HEAD.length;
+function ridHeader(
+  raw: Buffer,
+  start: number,
+  end: number,
+): { v: number; t: (typeof RID_TYPES)[number]; rid: number } | undefined {
+  if (end - start < RID_HEAD.length + 14 || !runAt(raw, start, RID_HEAD)) return undefined;
+  let i = start + RID_HEAD.length;
   let type = 0;
-  while (type < RID_TYPES.length && !bytesAre(raw, i, RID_TYPE_BYTES[type])) type++;
+  while (type < RID_TYPES.length && (i + RID_TYPE_RUNS[type].length > end || !runAt(raw, i, RID_TYPE_RUNS[type])))
+    type++;
   if (type === RID_TYPES.length) return undefined;
-  i += RID_TYPE_BYTES[type].length;
+  i += RID_TYPE_RUNS[type].length;
   let close = i;
-  const last = Math.min(raw.length - 1, 64);
+  const last = Math.min(end - 1, start + 64);
   while (close < last && raw[close] !== CLOSE_BRACE) close++;
   if (close === last || raw[close + 1] !== NL) return undefined;
   // An integer as JSON writes one (anything else is JSON.parse's to read).

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { decodeNodeMessage, nodeHeaderLine, reqHeaderLine } from './formats.ts';
-import { readReqHeader, writeReqHeaderLine, type ReqHeader } from './req-header.ts';
+import { readReqHeader, reqLineEnd, writeReqHeaderLine, type ReqHeader } from './req-header.ts';
 
 // Headers as the router builds them (router.ts `send`): its members in its order.
 function header(o: Partial<ReqHeader> & { id: string | number }): ReqHeader {
@@ -65,6 +65,26 @@ describe('the request header written and read by hand', () => {
     }
   });
 
+  it('reads a message where it lies: from its start to its end, in a buffer that holds more', () => {
+    for (const h of HEADERS) {
+      const line = nodeHeaderLine(h);
+      const bytes = Buffer.from(`{"v":1,"t":"rel","rid":9}\n${line}{"p":1}\n${line}`);
+      const start = bytes.indexOf(0x0a) + 1;
+      const end = start + Buffer.byteLength(line) + 7;
+      const m = decodeNodeMessage<{ t: string }>(bytes, start, end);
+      expect(m.header).toEqual(JSON.parse(line));
+      expect(m.payload.toString()).toBe('{"p":1}\n'.slice(0, 7));
+      // An answer's header the same way; a message cut inside its header line: no header.
+      const answer = decodeNodeMessage<{ t: string }>(bytes, 0, start);
+      expect([answer.header, answer.payload.length]).toEqual([{ v: 1, t: 'rel', rid: 9 }, 0]);
+      expect(() => decodeNodeMessage(bytes, start, start + Buffer.byteLength(line) - 2)).toThrow();
+      expect(() => decodeNodeMessage(bytes, 0, start - 2)).toThrow();
+    }
+    const answer = Buffer.from('{"v":1,"t":"res","rid":123456789}\n{}');
+    expect(() => decodeNodeMessage(answer, 0, answer.indexOf('}'))).toThrow();
+    expect(decodeNodeMessage(answer, 0, answer.length - 2).header).toEqual({ v: 1, t: 'res', rid: 123456789 });
+  });
+
   it('reads and writes each member the same whether it repeats the last one, extends it or shortens it', () => {
     // Each member's memo (the writer's last string, the reader's last bytes) met by a string
     // equal to it, longer with it as a prefix, shorter, escaped and plain again; scopes with the
@@ -92,7 +112,7 @@ describe('the request header written and read by hand', () => {
           expect(JSON.stringify(m.header)).toBe(JSON.stringify(JSON.parse(line)));
           // Read by hand, not left to JSON.parse, unless a string has an escape.
           const raw = Buffer.from(line);
-          const byHand = readReqHeader(raw, line.indexOf(',') + 1, line.length - 1, m.header.v!);
+          const byHand = readReqHeader(raw, line.indexOf(',') + 1, line.length, m.header.v!);
           if (line.includes('\\')) continue;
           expect(byHand, line).toBeDefined();
           expect(JSON.stringify(byHand)).toBe(JSON.stringify(JSON.parse(line)));
@@ -137,7 +157,8 @@ describe('the request header written and read by hand', () => {
         if (h.ts === undefined) delete h.ts;
         const line = reqHeaderLine(h);
         expect(line, JSON.stringify(change)).toBe(nodeHeaderLine(h));
-        const byHand = readReqHeader(Buffer.from(line), line.indexOf(',') + 1, line.length - 1, 1);
+        const byHand = readReqHeader(Buffer.from(line), line.indexOf(',') + 1, line.length, 1);
+        if (byHand) expect(reqLineEnd, line).toBe(line.length - 1);
         // Read by hand unless a number is not an integer (NaN is written null; a fraction).
         if (!line.includes('null') && Number.isInteger(h.ts ?? 0)) expect(byHand, line).toBeDefined();
         if (byHand) expect(JSON.stringify(byHand), line).toBe(JSON.stringify(JSON.parse(line)));
@@ -170,23 +191,31 @@ describe('the request header written and read by hand', () => {
       for (let m = 1 + rand(2); m > 0; m--) b[rand(b.length)] = alphabet.charCodeAt(rand(alphabet.length));
       variants.push(b.toString('latin1'));
     }
+    // Each read where it lies in a larger buffer, a payload after its line that could end a
+    // header (`}` then a line end) and bytes after the message: the header is its line's.
+    const at = (v: string) => {
+      const bytes = Buffer.from(`{"v":1,"t":"res","rid":5}\n${v}\n{"a":"}"}\n}\nmore`, 'latin1');
+      const start = bytes.indexOf('\n') + 1;
+      return [bytes, start, bytes.length - 'more'.length] as const;
+    };
     let read = 0;
     for (const v of variants) {
       let want: unknown;
       try {
         want = JSON.parse(v);
       } catch {
-        expect(() => decodeNodeMessage(Buffer.from(`${v}\n`, 'latin1')), v).toThrow();
+        expect(() => decodeNodeMessage(...at(v)), v).toThrow();
         continue;
       }
-      let got: unknown;
+      let got: { header: unknown; payload: Buffer };
       try {
-        got = decodeNodeMessage(Buffer.from(`${v}\n`, 'latin1')).header;
+        got = decodeNodeMessage(...at(v));
       } catch {
         continue; // valid JSON that is no readable header (no `t`, an old version): refused, as before
       }
       read++;
-      expect(JSON.stringify(got), v).toBe(JSON.stringify(want));
+      expect(JSON.stringify(got.header), v).toBe(JSON.stringify(want));
+      expect(got.payload.toString('latin1'), v).toBe('{"a":"}"}\n}\n');
     }
     expect(read).toBeGreaterThan(1_000);
   });

@@ -7,7 +7,7 @@
 // a fraction, a field of a newer release — sends the header to JSON.parse: the format is
 // nodeMessage's, unchanged (docs/decisions/0200-bus-and-record-format-versions.md).
 import { Buffer } from 'node:buffer';
-import { bytesAre, bytesOf, integerAt } from '../protocol/json-bytes.ts';
+import { bytesAre, bytesOf, integerAt, runAt, runOf, type Run } from '../protocol/json-bytes.ts';
 import { charCodeAt } from '../protocol/string-builtins.ts';
 
 /**
@@ -209,6 +209,13 @@ function take(raw: Buffer, end: number, want: readonly number[]): boolean {
   return true;
 }
 
+/** The header's run `run` at `at` (moved past it), or false. */
+function takeRun(raw: Buffer, end: number, run: Run): boolean {
+  if (at + run.length > end || !runAt(raw, at, run)) return false;
+  at += run.length;
+  return true;
+}
+
 // The strings read last, by the member they were read for, with their bytes: comparing a few
 // bytes costs less than making the string again (Buffer#toString is a runtime call).
 const lastBytes: Array<readonly number[]> = [];
@@ -293,23 +300,23 @@ function optionalString(raw: Buffer, end: number, name: readonly number[], memo:
 }
 
 // The runs of the last header read (the writer's four: origin, device, call, tail), each as its
-// bytes with the members read from them. A node's requests repeat them, and one compare of a
-// run's bytes costs less than reading its members one by one. Each run ends where nothing can
-// continue it: a member's name (origin, device), or the byte checked after it (call: `,` or
-// `}`; tail: the header's `}`).
-const NONE: readonly number[] = [0x100]; // matches no byte
+// bytes (as words: runOf) with the members read from them. A node's requests repeat them, and
+// one compare of a run's bytes costs less than reading its members one by one. Each run ends
+// where nothing can continue it: a member's name (origin, device), or the byte checked after
+// it (call: `,` or `}`; tail: the header's `}`).
+const NONE = runOf([0x100]); // matches no byte
 
 let seenOrigin = NONE;
 let seenFrom = '';
 
 /** `"t":"req","from":…,"rid":` at `at`: the origin node, or undefined. */
 function readOriginRun(raw: Buffer, end: number): string | undefined {
-  if (take(raw, end, seenOrigin)) return seenFrom;
+  if (takeRun(raw, end, seenOrigin)) return seenFrom;
   const start = at;
   if (!take(raw, end, T_REQ)) return undefined;
   const from = plainString(raw, end, FROM);
   if (from === undefined || !take(raw, end, RID)) return undefined;
-  seenOrigin = Array.from(raw.subarray(start, at));
+  seenOrigin = runOf(raw.subarray(start, at));
   return (seenFrom = from);
 }
 
@@ -319,14 +326,14 @@ let seenEpoch = 0;
 
 /** `,"deviceId":…,"epoch":…,"id":` at `at`, its members then in seenDeviceId and seenEpoch. */
 function readDeviceRun(raw: Buffer, end: number): boolean {
-  if (take(raw, end, seenDevice)) return true;
+  if (takeRun(raw, end, seenDevice)) return true;
   const start = at;
   if (!take(raw, end, DEVICE_ID)) return false;
   const deviceId = plainString(raw, end, DEVICE);
   if (deviceId === undefined || !take(raw, end, EPOCH)) return false;
   const epoch = integer(raw, end);
   if (Number.isNaN(epoch) || !take(raw, end, ID)) return false;
-  seenDevice = Array.from(raw.subarray(start, at));
+  seenDevice = runOf(raw.subarray(start, at));
   seenDeviceId = deviceId;
   seenEpoch = epoch;
   return true;
@@ -341,7 +348,7 @@ let seenTimeout = 0;
 /** `,"method":…,"scopes":[…](,"tokenId":…),"timeoutMs":…` at `at`, its members then in seen*. */
 function readCallRun(raw: Buffer, end: number): boolean {
   const start = at;
-  if (take(raw, end, seenCall) && (raw[at] === 0x2c || raw[at] === 0x7d)) return true;
+  if (takeRun(raw, end, seenCall) && (raw[at] === 0x2c || raw[at] === 0x7d)) return true;
   at = start;
   if (!take(raw, end, METHOD)) return false;
   const method = plainString(raw, end, METHOD_NAME);
@@ -356,7 +363,7 @@ function readCallRun(raw: Buffer, end: number): boolean {
   if (!take(raw, end, TIMEOUT_MS)) return false;
   const timeoutMs = integer(raw, end);
   if (Number.isNaN(timeoutMs)) return false;
-  seenCall = Array.from(raw.subarray(start, at));
+  seenCall = runOf(raw.subarray(start, at));
   seenMethod = method;
   seenScopes = scopes;
   seenToken = tokenId;
@@ -369,10 +376,13 @@ let seenB: 1 | undefined;
 let seenTool: string | undefined;
 let seenWait: number | undefined;
 
-/** `(,"b":1)(,"tn":…)(,"ts":…)` at `at`, up to the header's last byte; its members then in seen*. */
+/** Whether the header's line ends at `at`: `}\n`. */
+const lineEndsAt = (raw: Buffer, end: number): boolean => at + 1 < end && raw[at] === 0x7d && raw[at + 1] === 0x0a;
+
+/** `(,"b":1)(,"tn":…)(,"ts":…)` at `at`, up to the header's `}\n`; its members then in seen*. */
 function readTailRun(raw: Buffer, end: number): boolean {
   const start = at;
-  if (take(raw, end, seenTail) && at === end - 1) return true;
+  if (takeRun(raw, end, seenTail) && lineEndsAt(raw, end)) return true;
   at = start;
   const b = take(raw, end, B1) ? 1 : undefined;
   const tn = optionalString(raw, end, TN, TOOL);
@@ -382,19 +392,25 @@ function readTailRun(raw: Buffer, end: number): boolean {
     ts = integer(raw, end);
     if (Number.isNaN(ts)) return false;
   }
-  if (at !== end - 1) return false;
-  seenTail = Array.from(raw.subarray(start, at));
+  if (!lineEndsAt(raw, end)) return false;
+  seenTail = runOf(raw.subarray(start, at));
   seenB = b;
   seenTool = tn;
   seenWait = ts;
   return true;
 }
 
+/** Where the line of the header readReqHeader last read ends (its `\n`). */
+export let reqLineEnd = 0;
+
 /**
- * The `req` header in raw[from, end) if it is exactly what writeReqHeaderLine writes for
- * version `v` (from just after `{"v":N,`), read without JSON.parse; undefined for anything
- * else, which JSON.parse then reads. Every member is in the object, in the order JSON.parse
- * makes them, those the header lacks undefined (one shape for every header read here).
+ * The `req` header starting in raw[from, end) if it is exactly what writeReqHeaderLine writes
+ * for version `v` (from just after `{"v":N,`), read without JSON.parse and without a search for
+ * the line's end (a call into the runtime): the reader finds the `}\n` that ends it (its `\n`
+ * then in reqLineEnd), and nothing it reads can hold a line end (a string with a control
+ * character is not read here). Undefined for anything else, which JSON.parse then reads. Every
+ * member is in the object, in the order JSON.parse makes them, those the header lacks
+ * undefined (one shape for every header read here).
  */
 export function readReqHeader(
   raw: Buffer,
@@ -412,7 +428,8 @@ export function readReqHeader(
   const tp = optionalString(raw, end, TP, OTHER);
   const tst = tp === null ? null : optionalString(raw, end, TST, OTHER);
   if (tp === null || tst === null) return undefined;
-  if (!readTailRun(raw, end) || raw[at] !== 0x7d) return undefined;
+  if (!readTailRun(raw, end)) return undefined;
+  reqLineEnd = at + 1;
   return {
     v,
     t: 'req',

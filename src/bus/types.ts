@@ -186,8 +186,12 @@ export interface Bus {
    */
   sendOrBounce(nodeId: string, msg: string, payload: Buffer | undefined, bounce: string): Promise<boolean>;
   onNodeMessage(handler: (msg: string) => void): void;
-  /** onNodeMessage as bytes: the message as it came off the wire, without a string copy. */
-  onNodeBytes(handler: (msg: Buffer) => void): void;
+  /**
+   * onNodeMessage as bytes: the message is bytes[start, end), where it came off the wire (no
+   * string, no copy, no view made for it: a view costs the runtime about a thousand
+   * instructions, and the reader makes the one the message needs, its payload's).
+   */
+  onNodeBytes(handler: (bytes: Buffer, start: number, end: number) => void): void;
   /** Fans a frame out to every node subscribed to the device; resolves with how many nodes got it. */
   publishDevice(deviceId: string, frame: string): Promise<number>;
   /**

@@ -16,7 +16,9 @@ export class Handlers<A extends unknown[]> {
     return this.list.length === 0;
   }
   emit(...args: A): void {
-    for (const h of this.list) {
+    const list = this.list;
+    for (let i = 0; i < list.length; i++) {
+      const h = list[i];
       try {
         h(...args);
       } catch (err) {

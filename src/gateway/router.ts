@@ -112,7 +112,7 @@ export class Router {
       movedFrom: async (deviceId, node) => (await ctx.bus.peek(movedFromKey(deviceId, node))) > 0,
     });
     const bus = ctx.bus;
-    bus.onNodeBytes((m) => this.onMessage(m));
+    bus.onNodeBytes((b, start, end) => this.onMessage(b, start, end));
     bus.onNodeDown((node) => {
       this.peers.forgetNode(node);
       this.served.originGone(node);
@@ -614,16 +614,17 @@ export class Router {
     if (this.remote.settle(rid)) r.sink.fail(relayError('timeout', 'no answer from the node holding the phone'));
   }
 
-  private onMessage(raw: Buffer): void {
+  /** The node message bytes[start, end). */
+  private onMessage(bytes: Buffer, start: number, end: number): void {
     let h: Header;
     // A view of the message: a phone frame goes on to the client without a copy.
     let payload: Buffer;
     try {
-      ({ header: h, payload } = decodeNodeMessage<Header>(raw));
+      ({ header: h, payload } = decodeNodeMessage<Header>(bytes, start, end));
     } catch (err) {
       if (!(err instanceof UnreadableFormatError)) throw err;
       unreadable.nodeMessage.inc();
-      this.ctx.log.warn({ bytes: raw.length, why: err.message }, 'unreadable node message');
+      this.ctx.log.warn({ bytes: end - start, why: err.message }, 'unreadable node message');
       return;
     }
     switch (h.t) {

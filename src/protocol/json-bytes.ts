@@ -54,6 +54,44 @@ export function bytesAre(s: Buffer, at: number, word: readonly number[]): boolea
 }
 
 /**
+ * Bytes to find again and again in received bytes (a header's run that repeats), held as
+ * 32-bit words: runAt compares four bytes at a time, about 10 instructions a byte against
+ * bytesAre's 16 (a 240-byte run in a loop under callgrind: 2.4 against 3.9 thousand; a
+ * runtime compare, Buffer#compare, costs 1.4 thousand whatever the length).
+ */
+export interface Run {
+  /** Little-endian words of four bytes; the last 1–3 bytes, if any, in a last word, zero above. */
+  readonly words: readonly number[];
+  readonly length: number;
+}
+
+/** The Run of `bytes` (a byte may be 0x100: a run that matches nothing). */
+export function runOf(bytes: ArrayLike<number>): Run {
+  const words: number[] = [];
+  for (let k = 0; k < bytes.length; k += 4) {
+    let w = 0;
+    for (let j = 0; j < 4 && k + j < bytes.length; j++) w |= bytes[k + j] << (8 * j);
+    words.push(w);
+  }
+  return { words, length: bytes.length };
+}
+
+/** Whether s[at, at + run.length) is `run`'s bytes; the caller knows they are within s. */
+export function runAt(s: Buffer, at: number, run: Run): boolean {
+  const w = run.words;
+  const whole = run.length >> 2;
+  let i = at;
+  for (let j = 0; j < whole; j++, i += 4)
+    if ((s[i] | (s[i + 1] << 8) | (s[i + 2] << 16) | (s[i + 3] << 24)) !== w[j]) return false;
+  const rest = run.length & 3;
+  if (rest === 0) return true;
+  let t = s[i];
+  if (rest > 1) t |= s[i + 1] << 8;
+  if (rest > 2) t |= s[i + 2] << 16;
+  return t === w[whole];
+}
+
+/**
  * Copies src[from, to) into out at o; returns the bytes copied. Spans up to 16 bytes are copied
  * here: a copy by the runtime costs a call into it, more than the bytes of a member name; from
  * a few dozen bytes on (a caller context, an answer's head) the runtime's memcpy is the cheaper

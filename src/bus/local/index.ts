@@ -201,7 +201,7 @@ export class LocalBus implements Bus {
   private readonly devices = new Map<string, Set<(frame: string) => void>>();
   private readonly control: Handlers<[ControlEvent]>;
   private readonly nodeMessages: Handlers<[string]>;
-  private readonly nodeBytes: Handlers<[Buffer]>;
+  private readonly nodeBytes: Handlers<[Buffer, number, number]>;
   private readonly log?: Logger;
   private readonly bounds: typeof LOCAL_BUS_BOUNDS;
 
@@ -287,8 +287,10 @@ export class LocalBus implements Bus {
   async sendToNode(nodeId: string, msg: string, payload?: Buffer): Promise<boolean> {
     if (nodeId !== this.nodeId) return false;
     if (!this.nodeMessages.empty) this.nodeMessages.emit(payload ? msg + payload.toString('utf8') : msg);
-    if (!this.nodeBytes.empty)
-      this.nodeBytes.emit(payload ? Buffer.concat([Buffer.from(msg), payload]) : Buffer.from(msg));
+    if (!this.nodeBytes.empty) {
+      const bytes = payload ? Buffer.concat([Buffer.from(msg), payload]) : Buffer.from(msg);
+      this.nodeBytes.emit(bytes, 0, bytes.length);
+    }
     return true;
   }
   async replyToNode(nodeId: string, msg: string, payload?: Buffer): Promise<void> {
@@ -300,7 +302,7 @@ export class LocalBus implements Bus {
   onNodeMessage(handler: (msg: string) => void): void {
     this.nodeMessages.add(handler);
   }
-  onNodeBytes(handler: (msg: Buffer) => void): void {
+  onNodeBytes(handler: (bytes: Buffer, start: number, end: number) => void): void {
     this.nodeBytes.add(handler);
   }
   async publishDevice(deviceId: string, frame: string): Promise<number> {

@@ -193,7 +193,7 @@ describe('RedisBus across nodes', () => {
     const [a, b] = [await node(), await node()];
     await waitFor(() => b.quietReady, 2000, 'the quiet connection');
     const got: Buffer[] = [];
-    a.onNodeBytes((m) => got.push(Buffer.from(m)));
+    a.onNodeBytes((m, s, e) => got.push(Buffer.from(m.subarray(s, e))));
     const frame = Buffer.from('{"result":{"text":"héllo ✓"},"id":3}');
     const sent = Array.from({ length: 50 }, (_, i) => b.replyToNode(a.nodeId, `{"t":"res","rid":${i}}\n`, frame));
     await Promise.all(sent);
@@ -217,7 +217,7 @@ describe('RedisBus across nodes', () => {
     const [a, b] = [await node(), await node()];
     await waitFor(() => b.quietReady, 2000, 'the quiet connection');
     const got: Buffer[] = [];
-    a.onNodeBytes((m) => got.push(Buffer.from(m)));
+    a.onNodeBytes((m, s, e) => got.push(Buffer.from(m.subarray(s, e))));
     // Empty, tiny and large payloads (up to 200 KiB) in one turn's writes (quiet.ts).
     const sizes = [0, 1, 16 * 1024 - 1, 16 * 1024, 16 * 1024 + 1, 200 * 1024, 3];
     const frames = sizes.map((n, i) => Buffer.alloc(n, 97 + i));
@@ -263,7 +263,7 @@ describe('RedisBus across nodes', () => {
     await waitFor(() => b.quietReady, 2000, 'the quiet connection');
     const atA: Buffer[] = [];
     const atB: string[] = [];
-    a.onNodeBytes((m) => atA.push(Buffer.from(m)));
+    a.onNodeBytes((m, s, e) => atA.push(Buffer.from(m.subarray(s, e))));
     b.onNodeMessage((m) => atB.push(m));
     const frame = Buffer.from('{"name":"echo","arguments":{"text":"héllo ✓"}}');
     for (const [i, n] of [0, 16 * 1024, 200 * 1024].entries())
@@ -551,7 +551,7 @@ describe('RedisBus across nodes', () => {
     let viaIoredis = 0;
     sub.on('messageBuffer', () => viaIoredis++);
     const atB: Buffer[] = [];
-    b.onNodeBytes((m) => atB.push(Buffer.from(m)));
+    b.onNodeBytes((m, s, e) => atB.push(Buffer.from(m.subarray(s, e))));
     const big = Buffer.alloc(300 * 1024, 'y');
     const roundOfMessages = async (tag: string) => {
       atB.length = 0;

@@ -1,0 +1,36 @@
+import { Buffer } from 'node:buffer';
+import { describe, expect, it } from 'vitest';
+import { bytesAre, runAt, runOf } from './json-bytes.ts';
+
+describe('runs: bytes compared four at a time', () => {
+  it('finds a run exactly where its bytes are, whatever its length and its bytes', () => {
+    // Bytes with the high bit set (a negative word), zeros, and every length up to three words
+    // and a tail; the run put at each offset of a larger buffer (no word alignment).
+    const pool = Buffer.from('\u0000\u00ff{"v":1,"t":"req"} é漢😀\u007f\u0080', 'utf8');
+    for (let len = 0; len <= 14; len++)
+      for (let from = 0; from + len <= pool.length; from += 3) {
+        const bytes = pool.subarray(from, from + len);
+        const run = runOf(bytes);
+        expect(run.length).toBe(len);
+        for (let at = 0; at < 5; at++) {
+          const s = Buffer.concat([Buffer.alloc(at, 0x20), bytes, Buffer.from('tail')]);
+          expect(runAt(s, at, run)).toBe(true);
+          expect(runAt(s, at, run)).toBe(bytesAre(s, at, Array.from(bytes)));
+          // Any one byte changed, by one bit or by all: no match, as bytesAre.
+          for (let k = 0; k < len; k++)
+            for (const flip of [0x01, 0x80, 0xff]) {
+              const t = Buffer.from(s);
+              t[at + k] ^= flip;
+              expect(runAt(t, at, run), `${len} ${k} ${flip}`).toBe(false);
+            }
+        }
+      }
+  });
+
+  it('matches nothing with a byte no buffer holds', () => {
+    const never = runOf([0x100]);
+    for (let b = 0; b < 256; b++) expect(runAt(Buffer.from([b, 1, 0, 0]), 0, never)).toBe(false);
+    const tail = runOf([0x41, 0x100]);
+    for (let b = 0; b < 256; b++) expect(runAt(Buffer.from([0x41, b]), 0, tail)).toBe(false);
+  });
+});
