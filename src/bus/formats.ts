@@ -120,11 +120,7 @@ export interface NodeMessage<H> {
  * default). Throws UnreadableFormatError on a header that is not a JSON object with a string
  * `t`, or of a version this release no longer reads.
  */
-export function decodeNodeMessage<H extends { t: string }>(
-  raw: Buffer,
-  start = 0,
-  end = raw.length,
-): NodeMessage<H> {
+export function decodeNodeMessage<H extends { t: string }>(raw: Buffer, start = 0, end = raw.length): NodeMessage<H> {
   const rid = ridHeader(raw, start, end);
   if (rid) return { header: rid as unknown as H & { v?: number }, payload: raw.subarray(ridLineEnd + 1, end) };
   // The request's header is read up to its line's end, found by the reader (reqLineEnd).

@@ -529,7 +529,8 @@ export class RedisBus implements Bus {
   }
 
   private dispatchBytes(channel: Buffer, msg: Buffer): void {
-    if (msg[0] === NODE_MESSAGE && this.isSelf(channel, 0, channel.length)) return this.nodeBytesHere(msg, 1, msg.length);
+    if (msg[0] === NODE_MESSAGE && this.isSelf(channel, 0, channel.length))
+      return this.nodeBytesHere(msg, 1, msg.length);
     this.dispatch(channel.toString('utf8'), msg.toString('utf8'));
   }
 
