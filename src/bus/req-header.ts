@@ -84,7 +84,7 @@ function scopesJson(scopes: readonly string[]): string {
 }
 
 // The header is written as four runs that a node's requests repeat, each kept with what it was
-// made of, and the members between them that change (rid, id, trace context). A concatenation
+// made of, and the members between them that change (rid, id, timeout, trace context). A concatenation
 // is a tree of its pieces that the runtime walks, piece by piece, each time the string is
 // encoded: about 3 thousand instructions for a header of some 30 pieces, against several
 // hundred for 7 flat ones. Strings compare as pointers when they are the same object, which
@@ -127,24 +127,25 @@ function deviceRun(id: string, epoch: number): string {
   return device;
 }
 
-function makeCall(method: string, scopes: string, tokenId: string | undefined, timeoutMs: number): string {
+function makeCall(method: string, scopes: string, tokenId: string | undefined): string {
   const token = tokenId === undefined ? '' : `,"tokenId":${json(tokenId)}`;
-  return flat(`,"method":${json(method)},"scopes":${scopes}${token},"timeoutMs":${num(timeoutMs)}`);
+  return flat(`,"method":${json(method)},"scopes":${scopes}${token},"timeoutMs":`);
 }
 let callMethod = '';
 let callScopes = '[]';
 let callToken: string | undefined;
-let callTimeout = 0;
-let call = makeCall(callMethod, callScopes, callToken, callTimeout);
+let call = makeCall(callMethod, callScopes, callToken);
 
-/** `,"method":…,"scopes":[…](,"tokenId":…),"timeoutMs":…` */
-function callRun(method: string, scopes: string, tokenId: string | undefined, timeoutMs: number): string {
-  if (method !== callMethod || scopes !== callScopes || tokenId !== callToken || !Object.is(timeoutMs, callTimeout)) {
-    call = makeCall(method, scopes, tokenId, timeoutMs);
+/**
+ * `,"method":…,"scopes":[…](,"tokenId":…),"timeoutMs":` — the timeout is not in the run: it is
+ * what is left of the request's deadline, a millisecond less from one request to the next.
+ */
+function callRun(method: string, scopes: string, tokenId: string | undefined): string {
+  if (method !== callMethod || scopes !== callScopes || tokenId !== callToken) {
+    call = makeCall(method, scopes, tokenId);
     callMethod = method;
     callScopes = scopes;
     callToken = tokenId;
-    callTimeout = timeoutMs;
   }
   return call;
 }
@@ -175,7 +176,7 @@ function tailRun(b: number | undefined, tn: string | undefined, ts: number | und
 export function writeReqHeaderLine(head: string, h: ReqHeader): string {
   const id = typeof h.id === 'number' ? num(h.id) : json(h.id);
   let s = originRun(head, h.from) + num(h.rid) + deviceRun(h.deviceId, h.epoch) + id;
-  s += callRun(h.method, scopesJson(h.scopes), h.tokenId, h.timeoutMs);
+  s += callRun(h.method, scopesJson(h.scopes), h.tokenId) + num(h.timeoutMs);
   if (h.tp !== undefined) s += `,"tp":${json(h.tp)}`;
   if (h.tst !== undefined) s += `,"tst":${json(h.tst)}`;
   return s + tailRun(h.b, h.tn, h.ts);
@@ -302,8 +303,8 @@ function optionalString(raw: Buffer, end: number, name: readonly number[], memo:
 // The runs of the last header read (the writer's four: origin, device, call, tail), each as its
 // bytes (as words: runOf) with the members read from them. A node's requests repeat them, and
 // one compare of a run's bytes costs less than reading its members one by one. Each run ends
-// where nothing can continue it: a member's name (origin, device), or the byte checked after
-// it (call: `,` or `}`; tail: the header's `}`).
+// where nothing can continue it: a member's name (origin, device, call), or the header's `}`
+// (tail).
 const NONE = runOf([0x100]); // matches no byte
 
 let seenOrigin = NONE;
@@ -343,13 +344,11 @@ let seenCall = NONE;
 let seenMethod = '';
 let seenScopes: string[] = [];
 let seenToken: string | undefined;
-let seenTimeout = 0;
 
-/** `,"method":…,"scopes":[…](,"tokenId":…),"timeoutMs":…` at `at`, its members then in seen*. */
+/** `,"method":…,"scopes":[…](,"tokenId":…),"timeoutMs":` at `at`, its members then in seen*. */
 function readCallRun(raw: Buffer, end: number): boolean {
+  if (takeRun(raw, end, seenCall)) return true;
   const start = at;
-  if (takeRun(raw, end, seenCall) && (raw[at] === 0x2c || raw[at] === 0x7d)) return true;
-  at = start;
   if (!take(raw, end, METHOD)) return false;
   const method = plainString(raw, end, METHOD_NAME);
   if (method === undefined || !take(raw, end, SCOPES)) return false;
@@ -361,13 +360,10 @@ function readCallRun(raw: Buffer, end: number): boolean {
     if (tokenId === undefined) return false;
   }
   if (!take(raw, end, TIMEOUT_MS)) return false;
-  const timeoutMs = integer(raw, end);
-  if (Number.isNaN(timeoutMs)) return false;
   seenCall = runOf(raw.subarray(start, at));
   seenMethod = method;
   seenScopes = scopes;
   seenToken = tokenId;
-  seenTimeout = timeoutMs;
   return true;
 }
 
@@ -425,6 +421,8 @@ export function readReqHeader(
   if (Number.isNaN(rid) || !readDeviceRun(raw, end)) return undefined;
   const id = raw[at] === QUOTE ? plainString(raw, end, OTHER) : integer(raw, end);
   if (id === undefined || Number.isNaN(id) || !readCallRun(raw, end)) return undefined;
+  const timeoutMs = integer(raw, end);
+  if (Number.isNaN(timeoutMs)) return undefined;
   const tp = optionalString(raw, end, TP, OTHER);
   const tst = tp === null ? null : optionalString(raw, end, TST, OTHER);
   if (tp === null || tst === null) return undefined;
@@ -441,7 +439,7 @@ export function readReqHeader(
     method: seenMethod,
     scopes: seenScopes.slice(),
     tokenId: seenToken,
-    timeoutMs: seenTimeout,
+    timeoutMs,
     tp,
     tst,
     b: seenB,
