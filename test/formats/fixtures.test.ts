@@ -311,7 +311,7 @@ describe.each(SETS)('fixtures %s', (set) => {
       const bodies: Buffer[] = [];
       bus.onControl((e) => got.control.push(e));
       bus.onSuperseded((d, e) => got.superseded.push([d, e]));
-      bus.onNodeBytes((m) => bodies.push(Buffer.from(m)));
+      bus.onNodeBytes((m, s, e) => bodies.push(Buffer.from(m.subarray(s, e))));
       const leave = await bus.subscribeDevice(manifest.deviceId, (f) => got.frames.push(f));
       try {
         for (const m of manifest.messages) {
