@@ -98,7 +98,7 @@ export class RedisBus implements Bus {
   private readonly layout: KeyLayout;
   private readonly chControl: string;
   private readonly chSelf: string;
-  /** chSelf's bytes, as bytesAre compares them. */
+  /** chSelf's bytes, as runAt compares them. */
   private readonly chSelfRun: Run;
   /** Supersede notices: the node channel itself on one Redis, a plain channel on a cluster. */
   private readonly chSuperseded: string;
