@@ -87,8 +87,8 @@ function scopesJson(scopes: readonly string[]): string {
 // made of, and the members between them that change (rid, id, timeout, trace context). A
 // concatenation is a tree of its pieces that the runtime walks, piece by piece, each time the
 // string is encoded: about 3 thousand instructions for a header of some 30 pieces, against
-// several hundred for 7 flat ones. Strings compare as pointers when they are the same object, which
-// repeated members mostly are.
+// several hundred for 7 flat ones. Strings compare as pointers when they are the same object,
+// which repeated members mostly are.
 
 /**
  * `s` as one flat string: a run is written into every header made while it lasts, and a
