@@ -12,8 +12,8 @@
 // Readers accept every version from `minRead` up (a newer writer promised to stay readable)
 // and refuse older ones with UnreadableFormatError: that older writer's release is no longer
 // supported in a mixed cluster.
-import { Buffer } from 'node:buffer';
-import { bytesAre, bytesOf, integerAt, runAt, runOf } from '../protocol/json-bytes.ts';
+import { type Buffer } from 'node:buffer';
+import { integerAt, runAt, runOf } from '../protocol/json-bytes.ts';
 import { readReqHeader, reqLineEnd, writeReqHeaderLine, type ReqHeader } from './req-header.ts';
 
 /** One format: the version this release writes, and the oldest it still reads. */
@@ -125,8 +125,8 @@ export function decodeNodeMessage<H extends { t: string }>(raw: Buffer, start = 
   if (rid) return { header: rid as unknown as H & { v?: number }, payload: raw.subarray(ridLineEnd + 1, end) };
   // The request's header is read up to its line's end, found by the reader (reqLineEnd).
   const short =
-    end - start > NODE_HEAD_BYTES.length && bytesAre(raw, start, NODE_HEAD_BYTES)
-      ? readReqHeader(raw, start + NODE_HEAD_BYTES.length, end, FORMATS.nodeMessage.write)
+    end - start > NODE_HEAD_RUN.length && runAt(raw, start, NODE_HEAD_RUN)
+      ? readReqHeader(raw, start + NODE_HEAD_RUN.length, end, FORMATS.nodeMessage.write)
       : undefined;
   if (short) return { header: short as unknown as H & { v?: number }, payload: raw.subarray(reqLineEnd + 1, end) };
   let nl = raw.indexOf(NL, start);
@@ -143,12 +143,12 @@ export function decodeNodeMessage<H extends { t: string }>(raw: Buffer, start = 
   return { header: h, payload: raw.subarray(nl < 0 ? end : nl + 1, end) };
 }
 
-const NODE_HEAD_BYTES = bytesOf(NODE_HEAD);
+const NODE_HEAD_RUN = runOf(NODE_HEAD);
 
 /** `{"v":<this release's version>,"t":"` */
-const RID_HEAD = runOf(Buffer.from(`${NODE_HEAD}"t":"`));
+const RID_HEAD = runOf(`${NODE_HEAD}"t":"`);
 const RID_TYPES = ['res', 'rel', 'unheard'] as const;
-const RID_TYPE_RUNS = RID_TYPES.map((t) => runOf(Buffer.from(`${t}","rid":`)));
+const RID_TYPE_RUNS = RID_TYPES.map((t) => runOf(`${t}","rid":`));
 
 /** Where the line of the header ridHeader last read ends (its `\n`). */
 let ridLineEnd = 0;

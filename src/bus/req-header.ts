@@ -7,7 +7,7 @@
 // a fraction, a field of a newer release — sends the header to JSON.parse: the format is
 // nodeMessage's, unchanged (docs/decisions/0200-bus-and-record-format-versions.md).
 import { Buffer } from 'node:buffer';
-import { bytesAre, bytesOf, integerAt, runAt, runOf, type Run } from '../protocol/json-bytes.ts';
+import { integerAt, runAt, runOf, type Run } from '../protocol/json-bytes.ts';
 import { charCodeAt } from '../protocol/string-builtins.ts';
 
 /**
@@ -185,44 +185,37 @@ export function writeReqHeaderLine(head: string, h: ReqHeader): string {
 // ---- reading ------------------------------------------------------------------------------
 
 const QUOTE = 0x22;
-const T_REQ = bytesOf('"t":"req","from":');
-const RID = bytesOf(',"rid":');
-const DEVICE_ID = bytesOf(',"deviceId":');
-const EPOCH = bytesOf(',"epoch":');
-const ID = bytesOf(',"id":');
-const METHOD = bytesOf(',"method":');
-const SCOPES = bytesOf(',"scopes":[');
-const TOKEN_ID = bytesOf(',"tokenId":');
-const TIMEOUT_MS = bytesOf(',"timeoutMs":');
-const TP = bytesOf(',"tp":');
-const TST = bytesOf(',"tst":');
-const B1 = bytesOf(',"b":1');
-const TN = bytesOf(',"tn":');
-const TS = bytesOf(',"ts":');
+const T_REQ = runOf('"t":"req","from":');
+const RID = runOf(',"rid":');
+const DEVICE_ID = runOf(',"deviceId":');
+const EPOCH = runOf(',"epoch":');
+const ID = runOf(',"id":');
+const METHOD = runOf(',"method":');
+const SCOPES = runOf(',"scopes":[');
+const TOKEN_ID = runOf(',"tokenId":');
+const TIMEOUT_MS = runOf(',"timeoutMs":');
+const TP = runOf(',"tp":');
+const TST = runOf(',"tst":');
+const B1 = runOf(',"b":1');
+const TN = runOf(',"tn":');
+const TS = runOf(',"ts":');
 
 // The reader's position in the header (readReqHeader never re-enters).
 let at = 0;
 
 /** The header's bytes `want` at `at` (moved past them), or false. */
-function take(raw: Buffer, end: number, want: readonly number[]): boolean {
-  if (at + want.length > end || !bytesAre(raw, at, want)) return false;
+function take(raw: Buffer, end: number, want: Run): boolean {
+  if (at + want.length > end || !runAt(raw, at, want)) return false;
   at += want.length;
-  return true;
-}
-
-/** The header's run `run` at `at` (moved past it), or false. */
-function takeRun(raw: Buffer, end: number, run: Run): boolean {
-  if (at + run.length > end || !runAt(raw, at, run)) return false;
-  at += run.length;
   return true;
 }
 
 // The strings read last, by the member they were read for, with their bytes: comparing a few
 // bytes costs less than making the string again (Buffer#toString is a runtime call).
-const lastBytes: Array<readonly number[]> = [];
+const lastBytes: Run[] = [];
 const lastStrings: string[] = [];
 for (let k = 0; k < OTHER; k++) {
-  lastBytes.push([]);
+  lastBytes.push(runOf([]));
   lastStrings.push('');
 }
 
@@ -235,7 +228,7 @@ function plainString(raw: Buffer, end: number, memo: number): string | undefined
     // this string, known without a scan for the quote before the compare.
     const last = lastBytes[memo];
     const close = start + last.length;
-    if (close < end && raw[close] === QUOTE && bytesAre(raw, start, last)) {
+    if (close < end && raw[close] === QUOTE && runAt(raw, start, last)) {
       at = close + 1;
       return lastStrings[memo];
     }
@@ -245,7 +238,7 @@ function plainString(raw: Buffer, end: number, memo: number): string | undefined
     if (c === QUOTE) {
       at = i + 1;
       if (memo === OTHER) return raw.toString('utf8', start, i);
-      lastBytes[memo] = Array.from(raw.subarray(start, i));
+      lastBytes[memo] = runOf(raw.subarray(start, i));
       return (lastStrings[memo] = raw.toString('utf8', start, i));
     }
     if (c < 0x20 || c === 0x5c) return undefined;
@@ -254,7 +247,7 @@ function plainString(raw: Buffer, end: number, memo: number): string | undefined
 }
 
 // The scopes read last: one credential's requests carry the same list.
-let lastScopesBytes: readonly number[] = [];
+let lastScopesBytes = runOf([]);
 let lastScopesRead: string[] = [];
 
 /** The scopes' list at `at` (after its `[`; moved past its `]`), or undefined. */
@@ -262,7 +255,7 @@ function scopeList(raw: Buffer, end: number): string[] | undefined {
   const start = at;
   // The last list first: read as plain strings, its bytes then a `]` are this list.
   const close = start + lastScopesBytes.length;
-  if (close < end && raw[close] === 0x5d && bytesAre(raw, start, lastScopesBytes)) {
+  if (close < end && raw[close] === 0x5d && runAt(raw, start, lastScopesBytes)) {
     at = close + 1;
     return lastScopesRead.slice();
   }
@@ -277,7 +270,7 @@ function scopeList(raw: Buffer, end: number): string[] | undefined {
     }
   }
   if (raw[at++] !== 0x5d) return undefined;
-  lastScopesBytes = Array.from(raw.subarray(start, at - 1));
+  lastScopesBytes = runOf(raw.subarray(start, at - 1));
   lastScopesRead = scopes.slice();
   return scopes;
 }
@@ -295,7 +288,7 @@ function integer(raw: Buffer, end: number): number {
  * The string member `name` at `at` (moved past it): undefined if the header has no such member,
  * null if its value is not a plain string.
  */
-function optionalString(raw: Buffer, end: number, name: readonly number[], memo: number): string | undefined | null {
+function optionalString(raw: Buffer, end: number, name: Run, memo: number): string | undefined | null {
   if (!take(raw, end, name)) return undefined;
   return plainString(raw, end, memo) ?? null;
 }
@@ -312,7 +305,7 @@ let seenFrom = '';
 
 /** `"t":"req","from":…,"rid":` at `at`: the origin node, or undefined. */
 function readOriginRun(raw: Buffer, end: number): string | undefined {
-  if (takeRun(raw, end, seenOrigin)) return seenFrom;
+  if (take(raw, end, seenOrigin)) return seenFrom;
   const start = at;
   if (!take(raw, end, T_REQ)) return undefined;
   const from = plainString(raw, end, FROM);
@@ -327,7 +320,7 @@ let seenEpoch = 0;
 
 /** `,"deviceId":…,"epoch":…,"id":` at `at`, its members then in seenDeviceId and seenEpoch. */
 function readDeviceRun(raw: Buffer, end: number): boolean {
-  if (takeRun(raw, end, seenDevice)) return true;
+  if (take(raw, end, seenDevice)) return true;
   const start = at;
   if (!take(raw, end, DEVICE_ID)) return false;
   const deviceId = plainString(raw, end, DEVICE);
@@ -347,7 +340,7 @@ let seenToken: string | undefined;
 
 /** `,"method":…,"scopes":[…](,"tokenId":…),"timeoutMs":` at `at`, its members then in seen*. */
 function readCallRun(raw: Buffer, end: number): boolean {
-  if (takeRun(raw, end, seenCall)) return true;
+  if (take(raw, end, seenCall)) return true;
   const start = at;
   if (!take(raw, end, METHOD)) return false;
   const method = plainString(raw, end, METHOD_NAME);
@@ -378,7 +371,7 @@ const lineEndsAt = (raw: Buffer, end: number): boolean => at + 1 < end && raw[at
 /** `(,"b":1)(,"tn":…)(,"ts":…)` at `at`, up to the header's `}\n`; its members then in seen*. */
 function readTailRun(raw: Buffer, end: number): boolean {
   const start = at;
-  if (takeRun(raw, end, seenTail) && lineEndsAt(raw, end)) return true;
+  if (take(raw, end, seenTail) && lineEndsAt(raw, end)) return true;
   at = start;
   const b = take(raw, end, B1) ? 1 : undefined;
   const tn = optionalString(raw, end, TN, TOOL);

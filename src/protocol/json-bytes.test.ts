@@ -27,6 +27,10 @@ describe('runs: bytes compared four at a time', () => {
       }
   });
 
+  it("makes a text's run from its UTF-8", () => {
+    for (const text of ['', 'a', '{"v":1,', 'é漢😀 x']) expect(runOf(text)).toEqual(runOf(Buffer.from(text)));
+  });
+
   it('matches nothing with a byte no buffer holds', () => {
     const never = runOf([0x100]);
     for (let b = 0; b < 256; b++) expect(runAt(Buffer.from([b, 1, 0, 0]), 0, never)).toBe(false);

@@ -65,8 +65,9 @@ export interface Run {
   readonly length: number;
 }
 
-/** The Run of `bytes` (a byte may be 0x100: a run that matches nothing). */
-export function runOf(bytes: ArrayLike<number>): Run {
+/** The Run of `bytes`, or of a text's UTF-8 (a byte may be 0x100: a run that matches nothing). */
+export function runOf(from: ArrayLike<number> | string): Run {
+  const bytes = typeof from === 'string' ? Buffer.from(from) : from;
   const words: number[] = [];
   for (let k = 0; k < bytes.length; k += 4) {
     let w = 0;

@@ -12,7 +12,7 @@
 // ioredis keeps reconnecting; once both connections are back we resubscribe, re-announce the
 // node and fire onReconnected. Nothing is re-claimed automatically: the gateway calls reclaimDevice.
 import { performance } from 'node:perf_hooks';
-import { Buffer } from 'node:buffer';
+import { type Buffer } from 'node:buffer';
 import { createHash, randomBytes } from 'node:crypto';
 import type { RedisOptions } from 'ioredis';
 import type { Logger } from '../../log.ts';
@@ -167,7 +167,7 @@ export class RedisBus implements Bus {
     this.layout = connector.layout;
     this.chControl = this.layout.control;
     this.chSelf = this.layout.node(nodeId);
-    this.chSelfRun = runOf(Buffer.from(this.chSelf));
+    this.chSelfRun = runOf(this.chSelf);
     this.chSuperseded = this.layout.superseded(nodeId);
     const common: RedisOptions = {
       lazyConnect: true,
