@@ -714,6 +714,7 @@ async function main(): Promise<void> {
     if (T['floor-cluster'] && T.cluster) {
       const F = T['floor-cluster'];
       report.clusterFloor = {
+        cpuPerCallOverOneNode: round2(F.netServerCpuUsPerCall / T.floor.netServerCpuUsPerCall),
         cpuPerCallOverOneNodeAtSameRate: round2(F.lowRateNetServerCpuUsPerCall / T.floor.lowRateNetServerCpuUsPerCall),
         hopCpuUsPerCallAtSameRate: round2(F.lowRateNetServerCpuUsPerCall - T.floor.lowRateNetServerCpuUsPerCall),
         relayHopCpuUsPerCallAtSameRate: round2(
@@ -737,12 +738,23 @@ async function main(): Promise<void> {
         floorName,
       });
     if (T.relay.sendsPerCall !== null) check('send syscalls per small call (relay)', T.relay.sendsPerCall, 2, true);
-    check('relay CPU per call / baseline', T.relay.serverCpuUsPerCall / T.baseline.serverCpuUsPerCall, 0.4, true);
+    // The uWS floor's own figure beside it: at or over 0.4 on these machines (docs/BENCHMARKS.md,
+    // "The floor, and the targets against it"), where no relay on this stack meets the target.
+    check(
+      'relay CPU per call / baseline',
+      T.relay.serverCpuUsPerCall / T.baseline.serverCpuUsPerCall,
+      0.4,
+      true,
+      round2(T.floor.serverCpuUsPerCall / T.baseline.serverCpuUsPerCall),
+      "the uWS floor's",
+    );
     check(
       'relay CPU per call / baseline, net of idle',
       T.relay.netServerCpuUsPerCall / T.baseline.netServerCpuUsPerCall,
       0.4,
       true,
+      round2(T.floor.netServerCpuUsPerCall / T.baseline.netServerCpuUsPerCall),
+      "the uWS floor's",
     );
     // Calls/s against the baseline's at the same CPU limit (docs/decisions/0248), decided only
     // where both servers were what ran out; the floor's figure beside it.
@@ -800,6 +812,7 @@ async function main(): Promise<void> {
         T.cluster.netServerCpuUsPerCall / T.relay.netServerCpuUsPerCall,
         2.2,
         true,
+        report.clusterFloor?.cpuPerCallOverOneNode,
       );
       check(
         'two nodes: CPU per call / one node at the same rate (half the slowest peak), net of idle',
