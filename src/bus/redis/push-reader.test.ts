@@ -292,6 +292,65 @@ describe('readBefore on a real socket', () => {
     }
   });
 
+  it('schedules no read-more tick per chunk, and reads on after a pause that filled the buffer', async () => {
+    const { socket, peer, close } = await socketPair();
+    const nextTick = process.nextTick;
+    try {
+      socket.prependListener('data', () => {});
+      socket.resume();
+      // The ticks each chunk's push schedules for the stream's read-more (maybeReadMore_).
+      let readMores = 0;
+      let pushing = false;
+      process.nextTick = ((fn: (...a: unknown[]) => void, ...args: unknown[]) => {
+        if (pushing && fn.name === 'maybeReadMore_') readMores++;
+        return nextTick(fn, ...args);
+      }) as typeof process.nextTick;
+      const push = socket.push.bind(socket);
+      socket.push = (chunk: unknown, encoding?: BufferEncoding) => {
+        pushing = true;
+        try {
+          return push(chunk, encoding);
+        } finally {
+          pushing = false;
+        }
+      };
+      let bytes = 0;
+      const got = (n: number) => waitFor(() => bytes === n, 5000, `${n} bytes`);
+      socket.on('data', (chunk: Buffer) => (bytes += chunk.length));
+      // Before the reader: each chunk schedules one (what the reader saves).
+      peer.write('zero');
+      await got(4);
+      await new Promise((r) => setImmediate(r));
+      expect(readMores).toBeGreaterThan(0);
+      socket.removeAllListeners('data');
+      socket.prependListener('data', () => {});
+      readMores = 0;
+      bytes = 0;
+      readBefore(socket, () => ({ write: (chunk: Buffer) => void (bytes += chunk.length) }));
+      for (const text of ['one', 'two']) {
+        const before = bytes;
+        peer.write(text);
+        await got(before + text.length);
+        await new Promise((r) => setImmediate(r));
+      }
+      expect(readMores).toBe(0);
+      // Paused with more than the stream's high-water mark written: the socket stops reading its
+      // handle; resumed, it starts again and the reader gets every byte.
+      socket.pause();
+      const big = Buffer.alloc(1024 * 1024, 0x61);
+      peer.write(big);
+      await new Promise((r) => setTimeout(r, 100));
+      expect(socket.readableLength).toBeGreaterThanOrEqual(socket.readableHighWaterMark);
+      socket.resume();
+      await got(6 + big.length);
+      peer.write('end');
+      await got(6 + big.length + 3);
+    } finally {
+      process.nextTick = nextTick;
+      close();
+    }
+  });
+
   it('keeps any other `data` listener behind the reader, a `once` still once', async () => {
     const { socket, peer, close } = await socketPair();
     try {

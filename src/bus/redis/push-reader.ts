@@ -265,10 +265,31 @@ export function readBefore(
   // each chunk it reads in its buffer and hands it on a tick later, through `readable` and
   // `read()`, instead of at once (Node 20's Readable `addChunk`). Any other listener (a `once`
   // of ioredis's) goes back behind the reader, as it was behind the decoder.
-  socket.on('data', (chunk: Buffer) => reader.write(chunk));
+  const state = readState(socket);
+  socket.on('data', (chunk: Buffer) => {
+    reader.write(chunk);
+    // Marked as if a "read more" were scheduled, so the stream schedules none after this chunk.
+    if (state) state.readingMore = true;
+  });
   for (const l of others) socket.on('data', l);
   readDirectly.add(socket);
   return true;
+}
+
+/**
+ * The socket's Readable state where it has Node's `readingMore` flag, else undefined (then
+ * nothing is changed). After each chunk it hands on, a flowing Readable schedules a "read more"
+ * for the next tick (Node 20's `maybeReadMore`): a `process.nextTick` whose entry is an object
+ * literal with symbol keys that the runtime defines one by one, then a `read(0)` that finds
+ * nothing to do — about 3 to 4 thousand instructions per chunk (docs/BENCHMARKS.md, "The
+ * stream's read-more per chunk"). A socket reads from its handle whenever it flows, and these
+ * readers take every chunk as it comes (nothing is buffered, so a read is never stopped for a
+ * full buffer), so the scheduled read never has anything to start: with the flag kept set it is
+ * not scheduled. A read the flag would skip is still started by `resume` and `read` themselves.
+ */
+function readState(socket: Socket): { readingMore: boolean } | undefined {
+  const state = (socket as { _readableState?: { readingMore?: unknown } })._readableState;
+  return state && typeof state.readingMore === 'boolean' ? (state as { readingMore: boolean }) : undefined;
 }
 
 /** Sockets a reader of ours already reads (a second `ready` on one socket changes nothing). */
