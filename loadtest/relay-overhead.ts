@@ -740,22 +740,18 @@ async function main(): Promise<void> {
     if (T.relay.sendsPerCall !== null) check('send syscalls per small call (relay)', T.relay.sendsPerCall, 2, true);
     // The uWS floor's own figure beside it: at or over 0.4 on these machines (docs/BENCHMARKS.md,
     // "The floor, and the targets against it"), where no relay on this stack meets the target.
-    check(
-      'relay CPU per call / baseline',
-      T.relay.serverCpuUsPerCall / T.baseline.serverCpuUsPerCall,
-      0.4,
-      true,
-      round2(T.floor.serverCpuUsPerCall / T.baseline.serverCpuUsPerCall),
-      "the uWS floor's",
-    );
-    check(
-      'relay CPU per call / baseline, net of idle',
-      T.relay.netServerCpuUsPerCall / T.baseline.netServerCpuUsPerCall,
-      0.4,
-      true,
-      round2(T.floor.netServerCpuUsPerCall / T.baseline.netServerCpuUsPerCall),
-      "the uWS floor's",
-    );
+    for (const [suffix, cpu] of [
+      ['', 'serverCpuUsPerCall'],
+      [', net of idle', 'netServerCpuUsPerCall'],
+    ] as const)
+      check(
+        `relay CPU per call / baseline${suffix}`,
+        T.relay[cpu] / T.baseline[cpu],
+        0.4,
+        true,
+        round2(T.floor[cpu] / T.baseline[cpu]),
+        "the uWS floor's",
+      );
     // Calls/s against the baseline's at the same CPU limit (docs/decisions/0248), decided only
     // where both servers were what ran out; the floor's figure beside it.
     const limitedCheck = `relay calls/s / baseline, each at a CPU limit of ${limitCores} core (median round)`;

@@ -247,6 +247,21 @@ async function socketPair(): Promise<{ socket: Socket; peer: Socket; close: () =
   };
 }
 
+/** `now`: whether the socket is inside its own push of a chunk (its `push` wrapped). */
+function whilePushing(socket: Socket): { now: boolean } {
+  const state = { now: false };
+  const push = socket.push.bind(socket);
+  socket.push = (chunk: unknown, encoding?: BufferEncoding) => {
+    state.now = true;
+    try {
+      return push(chunk, encoding);
+    } finally {
+      state.now = false;
+    }
+  };
+  return state;
+}
+
 describe('readBefore on a real socket', () => {
   it('puts the reader first and hands it each chunk as it is read, not a tick later through `readable`', async () => {
     const { socket, peer, close } = await socketPair();
@@ -258,21 +273,12 @@ describe('readBefore on a real socket', () => {
       socket.resume();
       // Whether the chunk reaches the reader inside the socket's own push of it (Node's
       // stream read hands it over there when the stream is flowing with a `data` listener).
-      let pushing = false;
-      const push = socket.push.bind(socket);
-      socket.push = (chunk: unknown, encoding?: BufferEncoding) => {
-        pushing = true;
-        try {
-          return push(chunk, encoding);
-        } finally {
-          pushing = false;
-        }
-      };
+      const pushing = whilePushing(socket);
       const read: Array<{ chunk: string; duringPush: boolean }> = [];
       expect(
         readBefore(socket, (decoder) => ({
           write(chunk: Buffer) {
-            read.push({ chunk: chunk.toString(), duringPush: pushing });
+            read.push({ chunk: chunk.toString(), duringPush: pushing.now });
             decoder(chunk);
           },
         })),
@@ -294,26 +300,18 @@ describe('readBefore on a real socket', () => {
 
   it('schedules no read-more tick per chunk, and reads on after a pause that filled the buffer', async () => {
     const { socket, peer, close } = await socketPair();
-    const nextTick = process.nextTick;
+    const nextTick = Object.getOwnPropertyDescriptor(process, 'nextTick')!;
+    const schedule = process.nextTick.bind(process);
     try {
       socket.prependListener('data', () => {});
       socket.resume();
       // The ticks each chunk's push schedules for the stream's read-more (maybeReadMore_).
       let readMores = 0;
-      let pushing = false;
+      const pushing = whilePushing(socket);
       process.nextTick = ((fn: (...a: unknown[]) => void, ...args: unknown[]) => {
-        if (pushing && fn.name === 'maybeReadMore_') readMores++;
-        return nextTick(fn, ...args);
+        if (pushing.now && fn.name === 'maybeReadMore_') readMores++;
+        schedule(fn, ...args);
       }) as typeof process.nextTick;
-      const push = socket.push.bind(socket);
-      socket.push = (chunk: unknown, encoding?: BufferEncoding) => {
-        pushing = true;
-        try {
-          return push(chunk, encoding);
-        } finally {
-          pushing = false;
-        }
-      };
       let bytes = 0;
       const got = (n: number) => waitFor(() => bytes === n, 5000, `${n} bytes`);
       socket.on('data', (chunk: Buffer) => (bytes += chunk.length));
@@ -346,7 +344,7 @@ describe('readBefore on a real socket', () => {
       peer.write('end');
       await got(6 + big.length + 3);
     } finally {
-      process.nextTick = nextTick;
+      Object.defineProperty(process, 'nextTick', nextTick);
       close();
     }
   });
