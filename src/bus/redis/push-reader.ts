@@ -281,11 +281,12 @@ export function readBefore(
  * nothing is changed). After each chunk it hands on, a flowing Readable schedules a "read more"
  * for the next tick (Node 20's `maybeReadMore`): a `process.nextTick` whose entry is an object
  * literal with symbol keys that the runtime defines one by one, then a `read(0)` that finds
- * nothing to do — about 3 to 4 thousand instructions per chunk (docs/BENCHMARKS.md, "The
- * stream's read-more per chunk"). A socket reads from its handle whenever it flows, and these
- * readers take every chunk as it comes (nothing is buffered, so a read is never stopped for a
- * full buffer), so the scheduled read never has anything to start: with the flag kept set it is
- * not scheduled. A read the flag would skip is still started by `resume` and `read` themselves.
+ * nothing to do — 7 to 9 thousand instructions per chunk with the tick queue's run
+ * (docs/BENCHMARKS.md, "The stream's read-more per chunk"). A socket reads from its handle
+ * whenever it flows, and these readers take every chunk as it comes (nothing is buffered, so a
+ * read is never stopped for a full buffer), so the scheduled read never has anything to start:
+ * with the flag kept set it is not scheduled. A read the flag would skip is still started by
+ * `resume` and `read` themselves.
  */
 function readState(socket: Socket): { readingMore: boolean } | undefined {
   const state = (socket as { _readableState?: { readingMore?: unknown } })._readableState;
