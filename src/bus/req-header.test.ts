@@ -6,15 +6,15 @@ import { readReqHeader, reqLineEnd, writeReqHeaderLine, type ReqHeader } from '.
 function header(o: Partial<ReqHeader> & { id: string | number }): ReqHeader {
   const h: ReqHeader = {
     t: 'req',
-    from: o.from ?? 'node-1',
     rid: o.rid ?? 7,
+    id: o.id,
+    timeoutMs: o.timeoutMs ?? 30_000,
+    from: o.from ?? 'node-1',
     deviceId: o.deviceId ?? 'dev_abc',
     epoch: o.epoch ?? 3,
-    id: o.id,
     method: o.method ?? 'tools/call',
     scopes: o.scopes ?? ['devices:read', 'devices:act'],
     tokenId: o.tokenId,
-    timeoutMs: o.timeoutMs ?? 30_000,
     tp: o.tp,
   };
   if (o.tst !== undefined) h.tst = o.tst;
@@ -120,7 +120,7 @@ describe('the request header written and read by hand', () => {
   });
 
   it('writes and reads each run of the header again when any one of its members changes', () => {
-    // The writer and the reader keep four runs (origin, device, call, tail) with their members:
+    // The writer and the reader keep runs (the writer's start, the context, the tail) with their members:
     // each member changed alone, then back, then the same again; numbers that extend the last
     // (a run ending in a number matches the start of a longer one).
     const base = header({ id: 1, tokenId: 'key_1', b: 1, tn: 'echo', ts: 5 });
@@ -177,7 +177,9 @@ describe('the request header written and read by hand', () => {
   it('leaves any other header to JSON.parse (another order, a newer member, a mutation), with the same result', () => {
     const line = nodeHeaderLine(header({ id: 12, tokenId: 'key_1', b: 1, tn: 'tap' })).slice(0, -1);
     const variants = [
-      line.replace('"rid":7,', '').replace('"t":"req",', '"t":"req","rid":7,'),
+      line.replace('"rid":7,', '').replace(/}$/, ',"rid":7}'),
+      line.replace(',"from":"node-1"', '').replace('"t":"req",', '"t":"req","from":"node-1",'),
+      line.replace('"id":12,"timeoutMs":30000', '"timeoutMs":30000,"id":12'),
       line.replace('}', ',"later":true}'),
       line.replace('"epoch":3', '"epoch":3.0'),
       line.replace('"rid":7', '"rid":07'),

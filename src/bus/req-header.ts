@@ -12,23 +12,25 @@ import { charCodeAt } from '../protocol/string-builtins.ts';
 
 /**
  * The fields of a request's header (src/gateway/node-messages.ts `Header`), in the order the
- * router builds them (JSON.stringify's order).
+ * router builds them (JSON.stringify's order): the members that change from one request to the
+ * next first, then the request's context (origin, device, call), which a node's requests
+ * repeat, in one run (docs/decisions/0257-the-request-header-s-context-in-one-run.md).
  */
 export interface ReqHeader {
   t: 'req';
-  /** The origin node. */
-  from: string;
   /** The origin's id for the request. */
   rid: number;
+  /** The client's id. */
+  id: string | number;
+  timeoutMs: number;
+  /** The origin node. */
+  from: string;
   deviceId: string;
   /** The owner's epoch the origin found. */
   epoch: number;
-  /** The client's id. */
-  id: string | number;
   method: string;
   scopes: readonly string[];
   tokenId?: string;
-  timeoutMs: number;
   /** The origin's PRODUCER span (W3C traceparent), only while it traces (docs/decisions/0111-trace-context-on-the-bus-and-in-meta.md). */
   tp?: string;
   /** With `tp`: the W3C tracestate of that span's context (the client's), when it has one. */
@@ -83,8 +85,8 @@ function scopesJson(scopes: readonly string[]): string {
   return lastScopesJson;
 }
 
-// The header is written as four runs that a node's requests repeat, each kept with what it was
-// made of, and the members between them that change (rid, id, timeout, trace context). A
+// The header is written as runs that a node's requests repeat, each kept with what it was made
+// of, and the members between them that change (rid, id, timeout, trace context). A
 // concatenation is a tree of its pieces that the runtime walks, piece by piece, each time the
 // string is encoded: about 3 thousand instructions for a header of some 30 pieces, against
 // several hundred for 7 flat ones. Strings compare as pointers when they are the same object,
@@ -97,57 +99,58 @@ function scopesJson(scopes: readonly string[]): string {
  */
 const flat = (s: string): string => Buffer.from(s, 'utf8').toString('utf8');
 
-const makeOrigin = (head: string, from: string): string => flat(`${head}"t":"req","from":${json(from)},"rid":`);
-let originHead = '';
-let originFrom = '';
-let origin = makeOrigin(originHead, originFrom);
+let startHead = '';
+let start = flat(`"t":"req","rid":`);
 
-/** `{"v":N,"t":"req","from":…,"rid":` */
-function originRun(head: string, from: string): string {
-  if (head !== originHead || from !== originFrom) {
-    origin = makeOrigin(head, from);
-    originHead = head;
-    originFrom = from;
+/** `{"v":N,"t":"req","rid":` */
+function startRun(head: string): string {
+  if (head !== startHead) {
+    start = flat(`${head}"t":"req","rid":`);
+    startHead = head;
   }
-  return origin;
+  return start;
 }
 
-const makeDevice = (id: string, epoch: number): string => flat(`,"deviceId":${json(id)},"epoch":${num(epoch)},"id":`);
-let deviceId = '';
-let deviceEpoch = 0;
-let device = makeDevice(deviceId, deviceEpoch);
-
-/** `,"deviceId":…,"epoch":…,"id":` */
-function deviceRun(id: string, epoch: number): string {
-  if (id !== deviceId || !Object.is(epoch, deviceEpoch)) {
-    device = makeDevice(id, epoch);
-    deviceId = id;
-    deviceEpoch = epoch;
-  }
-  return device;
-}
-
-function makeCall(method: string, scopes: string, tokenId: string | undefined): string {
+function makeContext(
+  from: string,
+  deviceId: string,
+  epoch: number,
+  method: string,
+  scopes: string,
+  tokenId: string | undefined,
+): string {
   const token = tokenId === undefined ? '' : `,"tokenId":${json(tokenId)}`;
-  return flat(`,"method":${json(method)},"scopes":${scopes}${token},"timeoutMs":`);
+  return flat(
+    `,"from":${json(from)},"deviceId":${json(deviceId)},"epoch":${num(epoch)},"method":${json(method)},"scopes":${scopes}${token}`,
+  );
 }
-let callMethod = '';
-let callScopes = '[]';
-let callToken: string | undefined;
-let call = makeCall(callMethod, callScopes, callToken);
+let ctxFrom = '';
+let ctxDevice = '';
+let ctxEpoch = 0;
+let ctxMethod = '';
+let ctxScopes = '[]';
+let ctxToken: string | undefined;
+let context = makeContext(ctxFrom, ctxDevice, ctxEpoch, ctxMethod, ctxScopes, ctxToken);
 
-/**
- * `,"method":…,"scopes":[…](,"tokenId":…),"timeoutMs":` — the timeout is not in the run: it is
- * what is left of the request's deadline, a millisecond less from one request to the next.
- */
-function callRun(method: string, scopes: string, tokenId: string | undefined): string {
-  if (method !== callMethod || scopes !== callScopes || tokenId !== callToken) {
-    call = makeCall(method, scopes, tokenId);
-    callMethod = method;
-    callScopes = scopes;
-    callToken = tokenId;
+/** `,"from":…,"deviceId":…,"epoch":…,"method":…,"scopes":[…](,"tokenId":…)`: the request's context. */
+function contextRun(h: ReqHeader, scopes: string): string {
+  if (
+    h.from !== ctxFrom ||
+    h.deviceId !== ctxDevice ||
+    !Object.is(h.epoch, ctxEpoch) ||
+    h.method !== ctxMethod ||
+    scopes !== ctxScopes ||
+    h.tokenId !== ctxToken
+  ) {
+    context = makeContext(h.from, h.deviceId, h.epoch, h.method, scopes, h.tokenId);
+    ctxFrom = h.from;
+    ctxDevice = h.deviceId;
+    ctxEpoch = h.epoch;
+    ctxMethod = h.method;
+    ctxScopes = scopes;
+    ctxToken = h.tokenId;
   }
-  return call;
+  return context;
 }
 
 function makeTail(b: number | undefined, tn: string | undefined, ts: number | undefined): string {
@@ -175,8 +178,8 @@ function tailRun(b: number | undefined, tn: string | undefined, ts: number | und
 /** `nodeHeaderLine(h)` for a `req` header (`head`: nodeHeaderLine's `{"v":N,`), without JSON.stringify. */
 export function writeReqHeaderLine(head: string, h: ReqHeader): string {
   const id = typeof h.id === 'number' ? num(h.id) : json(h.id);
-  let s = originRun(head, h.from) + num(h.rid) + deviceRun(h.deviceId, h.epoch) + id;
-  s += callRun(h.method, scopesJson(h.scopes), h.tokenId) + num(h.timeoutMs);
+  let s = startRun(head) + num(h.rid) + ',"id":' + id + ',"timeoutMs":' + num(h.timeoutMs);
+  s += contextRun(h, scopesJson(h.scopes));
   if (h.tp !== undefined) s += `,"tp":${json(h.tp)}`;
   if (h.tst !== undefined) s += `,"tst":${json(h.tst)}`;
   return s + tailRun(h.b, h.tn, h.ts);
@@ -185,8 +188,8 @@ export function writeReqHeaderLine(head: string, h: ReqHeader): string {
 // ---- reading ------------------------------------------------------------------------------
 
 const QUOTE = 0x22;
-const T_REQ = runOf('"t":"req","from":');
-const RID = runOf(',"rid":');
+const T_REQ = runOf('"t":"req","rid":');
+const FROM_NODE = runOf(',"from":');
 const DEVICE_ID = runOf(',"deviceId":');
 const EPOCH = runOf(',"epoch":');
 const ID = runOf(',"id":');
@@ -293,56 +296,41 @@ function optionalString(raw: Buffer, end: number, name: Run, memo: number): stri
   return plainString(raw, end, memo) ?? null;
 }
 
-// The runs of the last header read (the writer's four: origin, device, call, tail), each as its
-// bytes (as words: runOf) with the members read from them. A node's requests repeat them, and
-// one compare of a run's bytes costs less than reading its members one by one. Each run ends
-// where nothing can continue it: a member's name (origin, device, call), or the header's `}`
-// (tail).
-const NONE = runOf([0x100]); // matches no byte
-
-let seenOrigin = NONE;
+// The context of the last header read, as its bytes, with the members read from them: a
+// node's requests repeat it, and one compare of its bytes costs less than reading its members
+// one by one. It ends with a string's quote or the scopes' `]`, so the only longer context that
+// starts with it is the same one with a credential after the scopes (`,"tokenId":…`): read whole,
+// never short.
+// Compared by Buffer#compare: one call into the runtime, about 1.4 thousand instructions
+// whatever the length, against some 13 a byte compared in JavaScript (runAt) for a context of
+// 120–200 bytes (docs/decisions/0257-the-request-header-s-context-in-one-run.md).
+let seenContext: Buffer = Buffer.alloc(0);
 let seenFrom = '';
-
-/** `"t":"req","from":…,"rid":` at `at`: the origin node, or undefined. */
-function readOriginRun(raw: Buffer, end: number): string | undefined {
-  if (take(raw, end, seenOrigin)) return seenFrom;
-  const start = at;
-  if (!take(raw, end, T_REQ)) return undefined;
-  const from = plainString(raw, end, FROM);
-  if (from === undefined || !take(raw, end, RID)) return undefined;
-  seenOrigin = runOf(raw.subarray(start, at));
-  return (seenFrom = from);
-}
-
-let seenDevice = NONE;
 let seenDeviceId = '';
 let seenEpoch = 0;
-
-/** `,"deviceId":…,"epoch":…,"id":` at `at`, its members then in seenDeviceId and seenEpoch. */
-function readDeviceRun(raw: Buffer, end: number): boolean {
-  if (take(raw, end, seenDevice)) return true;
-  const start = at;
-  if (!take(raw, end, DEVICE_ID)) return false;
-  const deviceId = plainString(raw, end, DEVICE);
-  if (deviceId === undefined || !take(raw, end, EPOCH)) return false;
-  const epoch = integer(raw, end);
-  if (Number.isNaN(epoch) || !take(raw, end, ID)) return false;
-  seenDevice = runOf(raw.subarray(start, at));
-  seenDeviceId = deviceId;
-  seenEpoch = epoch;
-  return true;
-}
-
-let seenCall = NONE;
 let seenMethod = '';
 let seenScopes: string[] = [];
 let seenToken: string | undefined;
 
-/** `,"method":…,"scopes":[…](,"tokenId":…),"timeoutMs":` at `at`, its members then in seen*. */
-function readCallRun(raw: Buffer, end: number): boolean {
-  if (take(raw, end, seenCall)) return true;
+/** `,"from":…,"deviceId":…,"epoch":…,"method":…,"scopes":[…](,"tokenId":…)` at `at`, its members then in seen*. */
+function readContextRun(raw: Buffer, end: number): boolean {
+  const n = seenContext.length;
+  if (n > 0 && at + n <= end && raw.compare(seenContext, 0, n, at, at + n) === 0) {
+    // A context without a credential starts the same context with one: that one is read whole.
+    const after = at + n;
+    if (after + TOKEN_ID.length > end || !runAt(raw, after, TOKEN_ID)) {
+      at = after;
+      return true;
+    }
+  }
   const start = at;
-  if (!take(raw, end, METHOD)) return false;
+  if (!take(raw, end, FROM_NODE)) return false;
+  const from = plainString(raw, end, FROM);
+  if (from === undefined || !take(raw, end, DEVICE_ID)) return false;
+  const deviceId = plainString(raw, end, DEVICE);
+  if (deviceId === undefined || !take(raw, end, EPOCH)) return false;
+  const epoch = integer(raw, end);
+  if (Number.isNaN(epoch) || !take(raw, end, METHOD)) return false;
   const method = plainString(raw, end, METHOD_NAME);
   if (method === undefined || !take(raw, end, SCOPES)) return false;
   const scopes = scopeList(raw, end);
@@ -352,13 +340,19 @@ function readCallRun(raw: Buffer, end: number): boolean {
     tokenId = plainString(raw, end, TOKEN);
     if (tokenId === undefined) return false;
   }
-  if (!take(raw, end, TIMEOUT_MS)) return false;
-  seenCall = runOf(raw.subarray(start, at));
+  seenContext = Buffer.from(raw.subarray(start, at));
+  seenFrom = from;
+  seenDeviceId = deviceId;
+  seenEpoch = epoch;
   seenMethod = method;
   seenScopes = scopes;
   seenToken = tokenId;
   return true;
 }
+
+// The tail of the last header read (`b`, `tn`, `ts`), as its bytes (as words: runOf) with its
+// members; it ends at the header's `}`.
+const NONE = runOf([0x100]); // matches no byte
 
 let seenTail = NONE;
 let seenB: 1 | undefined;
@@ -408,14 +402,13 @@ export function readReqHeader(
   v: number,
 ): (ReqHeader & { v: number }) | undefined {
   at = from;
-  const fromNode = readOriginRun(raw, end);
-  if (fromNode === undefined) return undefined;
+  if (!take(raw, end, T_REQ)) return undefined;
   const rid = integer(raw, end);
-  if (Number.isNaN(rid) || !readDeviceRun(raw, end)) return undefined;
+  if (Number.isNaN(rid) || !take(raw, end, ID)) return undefined;
   const id = raw[at] === QUOTE ? plainString(raw, end, OTHER) : integer(raw, end);
-  if (id === undefined || Number.isNaN(id) || !readCallRun(raw, end)) return undefined;
+  if (id === undefined || Number.isNaN(id) || !take(raw, end, TIMEOUT_MS)) return undefined;
   const timeoutMs = integer(raw, end);
-  if (Number.isNaN(timeoutMs)) return undefined;
+  if (Number.isNaN(timeoutMs) || !readContextRun(raw, end)) return undefined;
   const tp = optionalString(raw, end, TP, OTHER);
   const tst = tp === null ? null : optionalString(raw, end, TST, OTHER);
   if (tp === null || tst === null) return undefined;
@@ -424,15 +417,15 @@ export function readReqHeader(
   return {
     v,
     t: 'req',
-    from: fromNode,
     rid,
+    id,
+    timeoutMs,
+    from: seenFrom,
     deviceId: seenDeviceId,
     epoch: seenEpoch,
-    id,
     method: seenMethod,
     scopes: seenScopes.slice(),
     tokenId: seenToken,
-    timeoutMs,
     tp,
     tst,
     b: seenB,

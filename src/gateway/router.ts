@@ -505,17 +505,18 @@ export class Router {
     if (b) r.payloadBytes ??= paramsWithCaller(b, r.callerJson!);
     else r.payload ??= r.params === undefined ? '' : stringifyJson(r.params);
     const producer = tracingOn ? busSendSpan(r.caller.trace, r.msg.method, owner.nodeId) : undefined;
+    // Members in src/bus/req-header.ts's order: what changes per request, then the context.
     const header: ReqHeader = {
       t: 'req',
-      from: this.ctx.bus.nodeId,
       rid,
+      id: r.msg.id,
+      timeoutMs,
+      from: this.ctx.bus.nodeId,
       deviceId: r.deviceId,
       epoch: owner.epoch,
-      id: r.msg.id,
       method: r.msg.method,
       scopes: r.caller.scopes as Scope[], // serialised at once: no copy
       tokenId: r.caller.tokenId,
-      timeoutMs,
       tp: producer?.tp,
     };
     if (producer?.tst !== undefined) header.tst = producer.tst;
