@@ -23,7 +23,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { forkChild, serveParent } from './lib/ipc-child.ts';
 import { cpuLimit } from './lib/cpu-limit.ts';
-import { processCpuTimeUs, processCpuUs } from './lib/proc-cpu.ts';
+import { mainThreadCpuTimeUs, processCpuTimeUs, processCpuUs } from './lib/proc-cpu.ts';
 import { traceSyscalls } from './lib/strace.ts';
 import { perCall, redisCounter, type RedisCounter } from './lib/redis-commands.ts';
 import { probedSession } from './lib/probed-session.ts';
@@ -438,9 +438,11 @@ async function main(): Promise<void> {
       const redisCpu0 = await t.redis?.cpuUs();
       const sys0 = t.pids.reduce((s, p) => s + processCpuUs(p).system, 0);
       const each0 = t.pids.map((p) => cpuUs(p));
+      const main0 = t.pids.map((p) => mainThreadCpuTimeUs(p));
       const phone0 = cpuUs(phonePid);
       const r: JobResult = await load.call({ op: 'run', job: { ...job, url: t.url, headers: t.headers } });
       const each = t.pids.map((p, i) => cpuUs(p) - each0[i]);
+      const mains = t.pids.map((p, i) => mainThreadCpuTimeUs(p) - main0[i]);
       const cpu = each.reduce((s, x) => s + x, 0);
       const sys = t.pids.reduce((s, p) => s + processCpuUs(p).system, 0) - sys0;
       // The phone process is the direct target's server: its CPU is counted there, not here.
@@ -452,6 +454,11 @@ async function main(): Promise<void> {
         ...r,
         serverCpuUs: cpu,
         serverCpuUsByProcess: each,
+        /**
+         * Each process's CPU off its main thread: V8's compiler and collector, libuv's pool. Not
+         * below 0: a thread that exits in the round takes its time out of the live threads' sum.
+         */
+        serverHelperCpuUsByProcess: each.map((x, i) => Math.max(0, x - mains[i])),
         serverSystemCpuUs: sys,
         phoneCpuUs,
         redis,
@@ -613,6 +620,16 @@ async function main(): Promise<void> {
         ),
         lowRateServerCpuUsPerCallByProcess: t.pids.map((_, i) =>
           round2(median(openLow[t.name].map((x) => x.serverCpuUsByProcess[i] / Math.max(1, x.calls)))),
+        ),
+        /** What of those is off the main threads (V8 compiling and collecting, libuv's pool), per round. */
+        helperCpuUsPerCallByRound: c.map((x) =>
+          round2(x.serverHelperCpuUsByProcess.reduce((s, y) => s + y, 0) / Math.max(1, x.calls)),
+        ),
+        lowRateHelperCpuUsPerCallByRound: openLow[t.name].map((x) =>
+          round2(x.serverHelperCpuUsByProcess.reduce((s, y) => s + y, 0) / Math.max(1, x.calls)),
+        ),
+        lowRateNetServerCpuUsPerCallByRound: openLow[t.name].map((x) =>
+          round2((x.serverCpuUs - idleUsPerMs[t.name] * x.ms) / Math.max(1, x.calls)),
         ),
         loadCpuUsPerCall: round2(median(c.map((x) => x.cpuUs / Math.max(1, x.calls)))),
         /** The phone process (the reference agent) per call, for what shares the cores. */

@@ -40,6 +40,19 @@ export function processCpuTimeUs(pid: number | 'self'): number {
 }
 
 /**
+ * A process's main (JavaScript) thread's CPU time, µs, to the nanosecond (its schedstat; the
+ * main thread's id is the process's): the rest of processCpuTimeUs is V8's helper threads
+ * (garbage collection, compilation) and libuv's pool. NaN without /proc.
+ */
+export function mainThreadCpuTimeUs(pid: number): number {
+  try {
+    return Number(readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'latin1').split(' ', 1)[0]) / 1000;
+  } catch {
+    return NaN;
+  }
+}
+
+/**
  * This process's main (JavaScript) thread's CPU time, ms: the rest of its CPU is V8's helper
  * threads (garbage collection, compilation) and libuv's pool. Undefined without /proc.
  */

@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { processCpuTimeUs } from '../../loadtest/lib/proc-cpu.ts';
+import { mainThreadCpuTimeUs, processCpuTimeUs } from '../../loadtest/lib/proc-cpu.ts';
 
 // A child that spends `ms` of CPU when asked, and tells its CPU time so far (getrusage, every
 // thread) when asked for 0. One thread only, so its collector and compiler run there too.
@@ -43,6 +43,38 @@ describe('processCpuTimeUs', () => {
       console.log('MISSES', misses.map(Math.round).join(' '));
       // Read in 10 ms ticks, bursts of 3–9 ms are off by several ms in most rounds.
       expect(misses[3]).toBeLessThan(1000);
+    } finally {
+      child.kill();
+    }
+  });
+});
+
+// A child whose worker thread spends 300 ms of CPU when asked while its main thread waits.
+const WORKER_BURNER = `
+const { Worker } = require('node:worker_threads');
+process.on('message', () => {
+  const w = new Worker("const s = Date.now(); while (Date.now() - s < 300);", { eval: true });
+  w.on('exit', () => process.send('done'));
+});
+process.send('ready');
+`;
+
+describe('mainThreadCpuTimeUs', () => {
+  it("reads the main thread's CPU alone: a helper thread's burn is in the process's, not in it", async () => {
+    const child = spawn(process.execPath, ['-e', WORKER_BURNER], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+    try {
+      await once(child, 'message');
+      const pid = child.pid!;
+      const [all0, main0] = [processCpuTimeUs(pid), mainThreadCpuTimeUs(pid)];
+      child.send('go');
+      await once(child, 'message');
+      // The worker has exited by the answer: its time has left the live threads' sum but stays
+      // in /proc/PID/stat's count, under which processCpuTimeUs never reads.
+      const [all1, main1] = [processCpuTimeUs(pid), mainThreadCpuTimeUs(pid)];
+      expect(all1 - all0).toBeGreaterThan(250_000);
+      expect(main1 - main0).toBeLessThan(all1 - all0 - 200_000);
+      expect(main1).toBeGreaterThanOrEqual(main0);
+      expect(mainThreadCpuTimeUs(2 ** 30)).toBeNaN();
     } finally {
       child.kill();
     }

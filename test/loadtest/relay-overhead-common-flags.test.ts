@@ -56,6 +56,16 @@ describe('npm run loadtest -- relay-overhead with the common flags', () => {
       floorName: "the uWS floor's",
       floor: ratio(T.floor.netServerCpuUsPerCall, T.baseline.netServerCpuUsPerCall),
     });
+    // Per round, what of each target's CPU ran off its main threads (V8's compiler and
+    // collector, libuv's pool), and the same-rate figure each round gave: one entry per round,
+    // a share of the round's own CPU.
+    for (const t of Object.values(T) as Array<Record<string, number & number[]>>) {
+      expect(t.helperCpuUsPerCallByRound).toHaveLength(1);
+      expect(t.helperCpuUsPerCallByRound[0]).toBeGreaterThanOrEqual(0);
+      expect(t.helperCpuUsPerCallByRound[0]).toBeLessThanOrEqual(t.serverCpuUsPerCall);
+      expect(t.lowRateHelperCpuUsPerCallByRound).toHaveLength(1);
+      expect(t.lowRateNetServerCpuUsPerCallByRound).toEqual([t.lowRateNetServerCpuUsPerCall]);
+    }
     // The thresholds, through the shared evaluator, on its metrics.
     const verdict = (t: string) => rep.thresholds.find((v: { threshold: string }) => v.threshold === t);
     expect(verdict('errors:count==0')).toMatchObject({ ok: true, actual: 0 });
