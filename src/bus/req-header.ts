@@ -4,8 +4,8 @@
 // the one header of every cross-node call whose fields vary (the answers' are ridHeaderLine's),
 // and JSON.stringify and JSON.parse of it cost about a microsecond each (docs/decisions/0241-
 // the-request-path-without-runtime-calls.md). Anything the reader does not expect — an escape,
-// a fraction, a field of a newer release — sends the header to JSON.parse: the format is
-// nodeMessage's, unchanged (docs/decisions/0200-bus-and-record-format-versions.md).
+// a fraction, another order, a field of a newer release — sends the header to JSON.parse: the
+// format is nodeMessage's, unchanged (docs/decisions/0200-bus-and-record-format-versions.md).
 import { Buffer } from 'node:buffer';
 import { integerAt, runAt, runOf, type Run } from '../protocol/json-bytes.ts';
 import { charCodeAt } from '../protocol/string-builtins.ts';
