@@ -59,7 +59,14 @@ describe('npm run loadtest -- relay-overhead with the common flags', () => {
     // Per round, what of each target's CPU ran off its main threads (V8's compiler and
     // collector, libuv's pool), and the same-rate figure each round gave: one entry per round,
     // a share of the round's own CPU.
-    for (const t of Object.values(T) as Array<Record<string, number & number[]>>) {
+    interface PerRound {
+      serverCpuUsPerCall: number;
+      lowRateNetServerCpuUsPerCall: number;
+      helperCpuUsPerCallByRound: number[];
+      lowRateHelperCpuUsPerCallByRound: number[];
+      lowRateNetServerCpuUsPerCallByRound: number[];
+    }
+    for (const t of Object.values<PerRound>(T)) {
       expect(t.helperCpuUsPerCallByRound).toHaveLength(1);
       expect(t.helperCpuUsPerCallByRound[0]).toBeGreaterThanOrEqual(0);
       expect(t.helperCpuUsPerCallByRound[0]).toBeLessThanOrEqual(t.serverCpuUsPerCall);
