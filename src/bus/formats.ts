@@ -166,6 +166,8 @@ function ridHeader(
 ): { v: number; t: (typeof RID_TYPES)[number]; rid: number } | undefined {
   if (end - start < RID_HEAD.length + 14 || !runAt(raw, start, RID_HEAD)) return undefined;
   let i = start + RID_HEAD.length;
+  // `req"`: a request's header (most of what a phone's node reads) is none of these.
+  if (raw[i + 2] === 0x71) return undefined;
   let type = 0;
   while (type < RID_TYPES.length && (i + RID_TYPE_RUNS[type].length > end || !runAt(raw, i, RID_TYPE_RUNS[type])))
     type++;
