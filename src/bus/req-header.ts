@@ -85,11 +85,11 @@ function scopesJson(scopes: readonly string[]): string {
   return lastScopesJson;
 }
 
-// The header is written as runs that a node's requests repeat, each kept with what it was made
-// of, and the members between them that change (rid, id, timeout, trace context). A
-// concatenation is a tree of its pieces that the runtime walks, piece by piece, each time the
-// string is encoded: about 3 thousand instructions for a header of some 30 pieces, against
-// several hundred for 7 flat ones. Strings compare as pointers when they are the same object,
+// The header is written as runs that a node's requests repeat (its start, the context, the
+// tail), each kept with what it was made of, and the members that change (rid, id, timeout,
+// trace context) between them. A concatenation is a tree of its pieces that the runtime walks,
+// piece by piece, each time the string is encoded: about 3 thousand instructions for a header
+// of some 30 pieces, against several hundred for 7 flat ones. Strings compare as pointers when they are the same object,
 // which repeated members mostly are.
 
 /**
