@@ -287,7 +287,7 @@ async function childMain(argv: string[]): Promise<void> {
           return answer({
             cpuMs: (cpu.user + cpu.system) / 1000,
             cpuSystemMs: cpu.system / 1000,
-            mainThreadCpuMs: await mainThreadCpuMs(),
+            mainThreadCpuMs: mainThreadCpuMs(),
           });
         }
         case 'profile': {

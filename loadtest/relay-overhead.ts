@@ -599,9 +599,15 @@ async function main(): Promise<void> {
       targets: {} as Json,
       checks: [] as Json[],
     };
+    /** A round's CPU off the main threads (V8 compiling and collecting, libuv's pool), per call. */
+    const helperPerCall = (x: Awaited<ReturnType<typeof run>>) =>
+      round2(x.serverHelperCpuUsByProcess.reduce((s, y) => s + y, 0) / Math.max(1, x.calls));
     for (const t of targets) {
       const c = closed[t.name];
       const o = open[t.name];
+      const lowRateNetByRound = openLow[t.name].map((x) =>
+        round2((x.serverCpuUs - idleUsPerMs[t.name] * x.ms) / Math.max(1, x.calls)),
+      );
       report.targets[t.name] = {
         callsPerSecond: Math.round(median(c.map((x) => (x.calls / x.ms) * 1000))),
         bestCallsPerSecond: Math.round(Math.max(...c.map((x) => (x.calls / x.ms) * 1000))),
@@ -622,15 +628,9 @@ async function main(): Promise<void> {
           round2(median(openLow[t.name].map((x) => x.serverCpuUsByProcess[i] / Math.max(1, x.calls)))),
         ),
         /** What of those is off the main threads (V8 compiling and collecting, libuv's pool), per round. */
-        helperCpuUsPerCallByRound: c.map((x) =>
-          round2(x.serverHelperCpuUsByProcess.reduce((s, y) => s + y, 0) / Math.max(1, x.calls)),
-        ),
-        lowRateHelperCpuUsPerCallByRound: openLow[t.name].map((x) =>
-          round2(x.serverHelperCpuUsByProcess.reduce((s, y) => s + y, 0) / Math.max(1, x.calls)),
-        ),
-        lowRateNetServerCpuUsPerCallByRound: openLow[t.name].map((x) =>
-          round2((x.serverCpuUs - idleUsPerMs[t.name] * x.ms) / Math.max(1, x.calls)),
-        ),
+        helperCpuUsPerCallByRound: c.map(helperPerCall),
+        lowRateHelperCpuUsPerCallByRound: openLow[t.name].map(helperPerCall),
+        lowRateNetServerCpuUsPerCallByRound: lowRateNetByRound,
         loadCpuUsPerCall: round2(median(c.map((x) => x.cpuUs / Math.max(1, x.calls)))),
         /** The phone process (the reference agent) per call, for what shares the cores. */
         phoneCpuUsPerCall: round2(median(c.map((x) => x.phoneCpuUs / Math.max(1, x.calls)))),
@@ -647,9 +647,7 @@ async function main(): Promise<void> {
         /** CPU per call at the same arrival rate for every target (half the slowest peak), net of
          *  idle: cost under equal load, where the closed-loop figure also holds how many calls
          *  each turn of a target's event loop shares. */
-        lowRateNetServerCpuUsPerCall: round2(
-          median(openLow[t.name].map((x) => (x.serverCpuUs - idleUsPerMs[t.name] * x.ms) / Math.max(1, x.calls))),
-        ),
+        lowRateNetServerCpuUsPerCall: median(lowRateNetByRound),
         sendsPerCall: sends[t.name] !== undefined ? round2(sends[t.name]) : null,
         /** epoll waits (event-loop iterations) per call, summed over the target's processes (strace -c). */
         epollWaitsPerCall: epollWaits[t.name] !== undefined ? round2(epollWaits[t.name]) : null,

@@ -190,9 +190,11 @@ async function childMain(): Promise<void> {
       return answer(storedKeys.size);
     }
     const cpu = process.cpuUsage();
-    void mainThreadCpuMs().then((main) =>
-      answer({ cpuMs: (cpu.user + cpu.system) / 1000, cpuSystemMs: cpu.system / 1000, mainThreadCpuMs: main }),
-    );
+    answer({
+      cpuMs: (cpu.user + cpu.system) / 1000,
+      cpuSystemMs: cpu.system / 1000,
+      mainThreadCpuMs: mainThreadCpuMs(),
+    });
   });
   process.on('disconnect', () => process.exit(0));
   app.listen('127.0.0.1', 0, (socket) => {

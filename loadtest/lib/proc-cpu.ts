@@ -3,7 +3,6 @@
 // calls/s moved a target's CPU per call by 6 µs a step. `processCpuTimeUs` sums the scheduler's
 // nanosecond counts of every thread instead.
 import { readdirSync, readFileSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 
 /** utime and stime of a /proc …/stat line, in µs. */
 function statCpuUs(stat: string): { user: number; system: number } {
@@ -52,15 +51,8 @@ export function mainThreadCpuTimeUs(pid: number): number {
   }
 }
 
-/**
- * This process's main (JavaScript) thread's CPU time, ms: the rest of its CPU is V8's helper
- * threads (garbage collection, compilation) and libuv's pool. Undefined without /proc.
- */
-export async function mainThreadCpuMs(): Promise<number | undefined> {
-  try {
-    const c = statCpuUs(await readFile(`/proc/self/task/${process.pid}/stat`, 'utf8'));
-    return (c.user + c.system) / 1000;
-  } catch {
-    return undefined;
-  }
+/** This process's main thread's CPU time (mainThreadCpuTimeUs), ms; undefined without /proc. */
+export function mainThreadCpuMs(): number | undefined {
+  const us = mainThreadCpuTimeUs(process.pid);
+  return Number.isNaN(us) ? undefined : us / 1000;
 }
