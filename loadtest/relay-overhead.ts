@@ -244,6 +244,8 @@ const median = (xs: number[]) => {
 const round2 = (x: number) => Math.round(x * 100) / 100;
 /** The targets read at a CPU limit: one process each, whose calls/s the limit then sets. */
 const ONE_NODE_SERVERS = ['baseline', 'floor', 'relay'];
+/** One idle window's length (the idle rates: measureIdle in main). */
+const IDLE_MS = 2000;
 /** A round at a CPU limit counts when its server ran out of quota in this share of periods. */
 const BOUND_BY_LIMIT = 0.8;
 
@@ -470,31 +472,43 @@ async function main(): Promise<void> {
     // cost per second, not per call), then closed-loop rounds, alternating targets.
     // (Rounds under 1 s, the tiny mode of a smoke test, warm up for one round's length.)
     for (const t of targets) await run(t, { tool: 'echo', ms: Math.min(1000, roundMs), conns });
-    const idleUsPerMs: Record<string, number> = {};
-    // Redis idle too: heartbeats (one script per node per second), replicas' acks.
-    const idleRedisPerMs: Record<string, number> = {};
-    const idleSentPerMs: Record<string, number> = {};
-    const idleRedisCpuUsPerMs: Record<string, number> = {};
-    {
+    // Each target's idle rates (timers, the store's journal poll; Redis: heartbeats, replicas'
+    // acks) over IDLE_MS with no calls, per ms. Read in three windows — after the warm-up, before
+    // the same-rate rounds and after them — and taken off as the median of the three: one window
+    // read the one-node relay at 3.5 % of a core against 1.8 in its other runs (the collector or
+    // the compiler finishing the warm-up's work), which alone moved two nodes ÷ one at the same
+    // rate from 1.95 to 2.22 (docs/BENCHMARKS.md, "The idle rate in three windows").
+    type IdleRates = { cpuUs: number; redis?: number; sent?: number; redisCpuUs?: number };
+    const idleWindows: Array<Record<string, IdleRates>> = [];
+    const measureIdle = async () => {
       const c0 = targets.map((t) => t.pids.reduce((s, p) => s + cpuUs(p), 0));
       const r0 = await Promise.all(targets.map((t) => t.redis?.count() ?? Promise.resolve(undefined)));
       const rc0 = await Promise.all(targets.map((t) => t.redis?.cpuUs() ?? Promise.resolve(undefined)));
       const t0 = performance.now();
-      await new Promise((r) => setTimeout(r, 2000));
+      await new Promise((r) => setTimeout(r, IDLE_MS));
       const ms = performance.now() - t0;
       const r1 = await Promise.all(targets.map((t) => t.redis?.count() ?? Promise.resolve(undefined)));
       const rc1 = await Promise.all(targets.map((t) => t.redis?.cpuUs() ?? Promise.resolve(undefined)));
+      const window: Record<string, IdleRates> = {};
       targets.forEach((t, i) => {
-        idleUsPerMs[t.name] = (t.pids.reduce((s, p) => s + cpuUs(p), 0) - c0[i]) / ms;
+        const rates: IdleRates = { cpuUs: (t.pids.reduce((s, p) => s + cpuUs(p), 0) - c0[i]) / ms };
         const [rcA, rcB] = [rc0[i], rc1[i]];
-        if (rcA !== undefined && rcB !== undefined) idleRedisCpuUsPerMs[t.name] = (rcB - rcA) / ms;
+        if (rcA !== undefined && rcB !== undefined) rates.redisCpuUs = (rcB - rcA) / ms;
         const [a, b] = [r0[i], r1[i]];
         if (a && b) {
-          idleRedisPerMs[t.name] = perCall(a, b, 1).total / ms;
-          idleSentPerMs[t.name] = perCall(a, b, 1).sent / ms;
+          rates.redis = perCall(a, b, 1).total / ms;
+          rates.sent = perCall(a, b, 1).sent / ms;
         }
+        window[t.name] = rates;
       });
-    }
+      idleWindows.push(window);
+    };
+    /** A target's idle rate of one kind, per ms: the median of the windows that read it. */
+    const idleRate = (name: string, kind: keyof IdleRates): number | undefined => {
+      const xs = idleWindows.map((w) => w[name][kind]).filter((x): x is number => x !== undefined);
+      return xs.length ? median(xs) : undefined;
+    };
+    await measureIdle();
     const closed: Record<string, Array<Awaited<ReturnType<typeof run>>>> = {};
     const blob: Record<string, number[]> = {};
     // Server CPU per 256 KiB answer (docs/decisions/0235-pooled-answer-buffers.md: what a large answer's buffers cost).
@@ -545,6 +559,7 @@ async function main(): Promise<void> {
     const open: Record<string, Array<Awaited<ReturnType<typeof run>>>> = {};
     for (let r = 0; r < rounds; r++)
       for (const t of targets) (open[t.name] ??= []).push(await run(t, { tool: 'echo', ms: roundMs, rate }));
+    await measureIdle();
     // The direct path (the SDK's own Streamable HTTP server) may not sustain half the baseline's
     // peak: added latency is also measured at half of the slowest target's peak, a rate every
     // target sustains, so the floor is a floor.
@@ -566,6 +581,19 @@ async function main(): Promise<void> {
         console.log(`round ${r + 1}: ${t.name}, ${lowRate} calls/s, ${roundMs} ms (server pids ${t.pids.join(' ')})`);
         (openLow[t.name] ??= []).push(await run(t, { tool: 'echo', ms: roundMs, rate: lowRate }));
       }
+    await measureIdle();
+    const idleRates = (kind: keyof IdleRates) => {
+      const out: Record<string, number> = {};
+      for (const t of targets) {
+        const x = idleRate(t.name, kind);
+        if (x !== undefined) out[t.name] = x;
+      }
+      return out;
+    };
+    const idleUsPerMs = idleRates('cpuUs');
+    const idleRedisPerMs = idleRates('redis');
+    const idleSentPerMs = idleRates('sent');
+    const idleRedisCpuUsPerMs = idleRates('redisCpuUs');
     const sends: Record<string, number> = {};
     const epollWaits: Record<string, number> = {};
     const lowRateEpollWaits: Record<string, number> = {};
@@ -612,6 +640,8 @@ async function main(): Promise<void> {
         callsPerSecond: Math.round(median(c.map((x) => (x.calls / x.ms) * 1000))),
         bestCallsPerSecond: Math.round(Math.max(...c.map((x) => (x.calls / x.ms) * 1000))),
         idleCpuPercent: round2(idleUsPerMs[t.name] / 10),
+        /** Each idle window's figure (after the warm-up, before and after the same-rate rounds): idleCpuPercent is their median. */
+        idleCpuPercentByWindow: idleWindows.map((w) => round2(w[t.name].cpuUs / 10)),
         /** Less what the process burns idle over the same time (its timers and journal poll). */
         netServerCpuUsPerCall: round2(
           median(c.map((x) => (x.serverCpuUs - idleUsPerMs[t.name] * x.ms) / Math.max(1, x.calls))),

@@ -58,13 +58,15 @@ describe('npm run loadtest -- relay-overhead with the common flags', () => {
     });
     // Per round, what of each target's CPU ran off its main threads (V8's compiler and
     // collector, libuv's pool), and the same-rate figure each round gave: one entry per round,
-    // a share of the round's own CPU.
+    // a share of the round's own CPU; per idle window, the idle rate.
     interface PerRound {
       serverCpuUsPerCall: number;
       lowRateNetServerCpuUsPerCall: number;
       helperCpuUsPerCallByRound: number[];
       lowRateHelperCpuUsPerCallByRound: number[];
       lowRateNetServerCpuUsPerCallByRound: number[];
+      idleCpuPercent: number;
+      idleCpuPercentByWindow: number[];
     }
     for (const t of Object.values<PerRound>(T)) {
       expect(t.helperCpuUsPerCallByRound).toHaveLength(1);
@@ -72,6 +74,11 @@ describe('npm run loadtest -- relay-overhead with the common flags', () => {
       expect(t.helperCpuUsPerCallByRound[0]).toBeLessThanOrEqual(t.serverCpuUsPerCall);
       expect(t.lowRateHelperCpuUsPerCallByRound).toHaveLength(1);
       expect(t.lowRateNetServerCpuUsPerCallByRound).toEqual([t.lowRateNetServerCpuUsPerCall]);
+      // The idle rate taken off is the median of three windows (after the warm-up, before and
+      // after the same-rate rounds), each reported.
+      expect(t.idleCpuPercentByWindow).toHaveLength(3);
+      for (const x of t.idleCpuPercentByWindow) expect(x).toBeGreaterThanOrEqual(0);
+      expect(t.idleCpuPercent).toBe([...t.idleCpuPercentByWindow].sort((a, b) => a - b)[1]);
     }
     // The thresholds, through the shared evaluator, on its metrics.
     const verdict = (t: string) => rep.thresholds.find((v: { threshold: string }) => v.threshold === t);
