@@ -507,7 +507,7 @@ new ReadGauge(
 new ReadGauge(
   {
     name: 'phonebridge_store_up',
-    help: "1 when this node's last read of the store (the invalidation journal, every --control-poll-ms) succeeded, else 0",
+    help: "1 when this node's last read of the store (the invalidation journal, every --control-poll-ms; on the embedded store after a change, at least every 10 polls) succeeded, else 0",
     registers: [registry],
   },
   () => all((n) => n.storeUp(), false),

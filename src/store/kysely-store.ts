@@ -104,10 +104,14 @@ class KyselyStore implements Store {
     private readonly db: Kysely<DB>,
     readonly schemaVersion: number,
     private readonly pool: pg.Pool,
+    source?: DatabaseSource,
   ) {
     this.fleet = new KyselyFleetStore(db);
     this.hosted = new KyselyHostedStore(db);
+    if (source?.changeCount) this.changeCount = () => source.changeCount!();
   }
+
+  readonly changeCount?: () => number;
 
   /**
    * The journal poll's read, as a prepared statement on one of the pool's connections. A server
@@ -624,7 +628,7 @@ export async function createStore(source: DatabaseSource, options: CreateStoreOp
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }), log: observeStoreQuery });
   try {
     const version = options.migrate === false ? await readSchemaVersion(db) : (await migrate(db)).to;
-    return new KyselyStore(db, version, pool);
+    return new KyselyStore(db, version, pool, source);
   } catch (err) {
     await db.destroy().catch(() => {});
     throw err;

@@ -178,6 +178,12 @@ export interface Store {
    * now; pass back the one returned. Each event is returned once per cursor chain.
    */
   tailControlEvents(cursor: string | null, limit?: number): Promise<{ cursor: string; events: ControlEvent[] }>;
+  /**
+   * A count that moves whenever the database may have changed, where this process sees every
+   * change (the embedded database it serves: DatabaseSource.changeCount); absent elsewhere. The
+   * journal's tail skips a read when it has not moved (src/gateway/node.ts).
+   */
+  readonly changeCount?: () => number;
 
   /**
    * Drops expired pairing codes (a used one stays until then: its phone may repeat the

@@ -26,7 +26,7 @@ import { join, resolve } from 'node:path';
 import pg from 'pg';
 import { DataDirPathError } from './data-dir-error.ts';
 import { DataDirBusyError, readLock, tryLock, type LockInfo } from './lock.ts';
-import { useSessionQueue } from './session-queue.ts';
+import { useSessionQueue, type SessionQueue } from './session-queue.ts';
 import { copyTemplate, emptyDir, isFreshDataDir } from './template.ts';
 import type { DatabaseSource } from './types.ts';
 
@@ -172,6 +172,7 @@ async function openAndServe(
 ): Promise<DatabaseSource> {
   let db: PGlite | undefined;
   let server: PGLiteSocketServer | undefined;
+  let queue: SessionQueue;
   try {
     mkdirSync(socketDir, { recursive: true, mode: 0o700 });
     const socketPath = join(socketDir, SOCKET_NAME);
@@ -184,7 +185,7 @@ async function openAndServe(
       idleTimeout: IDLE_TIMEOUT_MS,
     });
     // One connection's exchange at a time on PGlite's single session (session-queue.ts).
-    useSessionQueue(server, db);
+    queue = useSessionQueue(server, db);
     await server.start();
   } catch (err) {
     await server?.stop().catch(() => {});
@@ -199,6 +200,7 @@ async function openAndServe(
     kind: 'embedded',
     pgConfig: pgConfigFor(socketDir),
     label,
+    changeCount: () => queue.changes,
     close: () =>
       (closing ??= (async () => {
         try {

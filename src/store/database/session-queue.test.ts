@@ -9,6 +9,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { tempDataDir } from '../test-support.ts';
 import { serveEmbedded } from './embedded.ts';
+import { ReadyWatcher } from './session-queue.ts';
 import type { DatabaseSource } from './types.ts';
 
 const dir = tempDataDir();
@@ -97,5 +98,62 @@ it('a connection that goes away in the middle of an extended query (no Sync) giv
   // … until the holder leaves: its insert, never synced, is rolled back.
   sock.destroy();
   expect((await read).rows[0].n).toBe(0);
+  await b.end();
+});
+
+/** A backend message: type, length, body. */
+function backendMessage(type: string, body: Buffer): Buffer {
+  const head = Buffer.alloc(5);
+  head[0] = type.charCodeAt(0);
+  head.writeInt32BE(4 + body.length, 1);
+  return Buffer.concat([head, body]);
+}
+const complete = (tag: string) => backendMessage('C', Buffer.from(`${tag}\0`));
+const readyIdle = backendMessage('Z', Buffer.from('I'));
+
+it('counts the statements that may have written by their CommandComplete tags, in whatever chunks the answer comes', () => {
+  const answers: Array<[Buffer, number]> = [
+    [Buffer.concat([complete('SELECT 1'), readyIdle]), 0],
+    [Buffer.concat([complete('INSERT 0 1'), readyIdle]), 1],
+    [Buffer.concat([complete('BEGIN'), complete('INSERT 0 1'), complete('COMMIT'), readyIdle]), 3],
+    [Buffer.concat([complete('UPDATE 2'), complete('DELETE 0'), readyIdle]), 2],
+    // Tags that start like SELECT's and part from it, and a SELECT of many rows.
+    [Buffer.concat([complete('SET'), complete('SELECT 12345'), complete('SAVEPOINT'), readyIdle]), 2],
+    // Rows before the tag do not read as one (a DataRow whose bytes spell INSERT).
+    [Buffer.concat([backendMessage('D', Buffer.from('INSERT')), complete('SELECT 1'), readyIdle]), 0],
+  ];
+  for (const [answer, writes] of answers)
+    for (let cut = 0; cut <= answer.length; cut++) {
+      // The same answer in two chunks cut anywhere, and byte by byte.
+      const w = new ReadyWatcher();
+      w.feed(answer.subarray(0, cut));
+      w.feed(answer.subarray(cut));
+      expect({ cut, writes: w.writes, ready: w.ready }).toEqual({ cut, writes, ready: 0x49 });
+    }
+  const bytewise = new ReadyWatcher();
+  for (const b of Buffer.concat([complete('SELECT 1'), complete('COMMIT'), readyIdle])) bytewise.feed(Uint8Array.of(b));
+  expect(bytewise.writes).toBe(1);
+  // A CommandComplete too short to be a SELECT's counts (no real tag is, but the count errs on the side of a read).
+  const short = new ReadyWatcher();
+  short.feed(Buffer.concat([backendMessage('C', Buffer.from('SEL')), readyIdle]));
+  expect(short.writes).toBe(1);
+});
+
+it("moves the source's change count for every connection's writes, not for reads", async () => {
+  const count = () => source.changeCount!();
+  const a = await client();
+  const b = await client();
+  const start = count();
+  await a.query('select count(*) from queue_probe');
+  await b.query({ text: 'select v from queue_probe where v = $1', values: [9], name: 'probe-read' });
+  await b.query({ text: 'select v from queue_probe where v = $1', values: [9], name: 'probe-read' });
+  expect(count()).toBe(start);
+  await b.query('insert into queue_probe values (9)');
+  expect(count()).toBe(start + 1);
+  await a.query('begin');
+  await a.query('delete from queue_probe where v = 9');
+  await a.query('commit');
+  expect(count()).toBe(start + 4);
+  await a.end();
   await b.end();
 });

@@ -20,6 +20,8 @@ import type { PGlite } from '@electric-sql/pglite';
 import type { PGLiteSocketServer } from '@electric-sql/pglite-socket';
 
 const READY_FOR_QUERY = 0x5a; // 'Z'
+const COMMAND_COMPLETE = 0x43; // 'C'
+const SELECT_TAG = Buffer.from('SELECT');
 const IDLE = 0x49; // 'I'
 const TERMINATE = 0x58; // 'X'
 const SYNC = Uint8Array.of(0x53, 0, 0, 0, 4); // 'S', length 4
@@ -36,20 +38,26 @@ const ROLLBACK = simpleQuery('ROLLBACK');
 
 /**
  * Follows the backend's messages through the chunks PGlite streams out and keeps the status of a
- * ReadyForQuery that ends them (undefined when the answer does not end with one).
+ * ReadyForQuery that ends them (undefined when the answer does not end with one), and counts the
+ * statements completed that may have written: every CommandComplete whose tag is not `SELECT …`
+ * (INSERT, UPDATE, DELETE, COMMIT, …; a SET or SHOW counts too, harmlessly).
  */
-class ReadyWatcher {
+export class ReadyWatcher {
   private readonly head = new Uint8Array(5);
   private headLen = 0;
   private left = 0; // body bytes of the current message still to come
   private type = 0;
+  /** Bytes of a CommandComplete's tag matched with SELECT's so far; -1 outside a tag being read. */
+  private tagAt = -1;
   ready: number | undefined;
+  writes = 0;
 
   feed(chunk: Uint8Array): void {
     let i = 0;
     while (i < chunk.length) {
       if (this.left > 0) {
         if (this.type === READY_FOR_QUERY) this.ready = chunk[i];
+        else if (this.tagAt >= 0) this.readTag(chunk, i);
         const n = Math.min(this.left, chunk.length - i);
         this.left -= n;
         i += n;
@@ -61,7 +69,28 @@ class ReadyWatcher {
       this.type = this.head[0];
       this.left = new DataView(this.head.buffer).getInt32(1) - 4;
       this.ready = undefined; // another message after a ReadyForQuery: the answer goes on
+      if (this.type === COMMAND_COMPLETE) {
+        this.tagAt = 0;
+        if (this.left <= 0) this.endTag();
+      }
     }
+  }
+
+  /** Compares the tag's bytes in chunk from `start` (the message's next ones) with SELECT's. */
+  private readTag(chunk: Uint8Array, start: number): void {
+    const end = Math.min(chunk.length, start + this.left);
+    for (let i = start; i < end && this.tagAt >= 0; i++) {
+      if (chunk[i] !== SELECT_TAG[this.tagAt]) this.endTag();
+      else if (++this.tagAt === SELECT_TAG.length) this.tagAt = -1; // a SELECT: read, not written
+    }
+    // The message ends here before its tag was told apart (every real tag ends in a NUL, which
+    // no byte of SELECT matches): not a SELECT.
+    if (this.tagAt >= 0 && start + this.left <= chunk.length) this.endTag();
+  }
+
+  private endTag(): void {
+    this.tagAt = -1;
+    this.writes++;
   }
 }
 
@@ -77,6 +106,11 @@ export class SessionQueue {
   /** The connection whose exchange is under way; undefined when the session is idle. */
   private holder: number | undefined;
   private running: number | undefined;
+  /**
+   * Statements completed on the session that may have written (ReadyWatcher.writes), from every
+   * connection: what the journal's tail reads to know that nothing changed since its last read.
+   */
+  changes = 0;
 
   constructor(private readonly db: PGlite) {}
 
@@ -100,6 +134,7 @@ export class SessionQueue {
             watcher.feed(data);
             onData(data);
           });
+          this.changes += watcher.writes;
           this.holder = watcher.ready === IDLE ? undefined : handlerId;
           resolve(bytes);
         },
@@ -174,10 +209,12 @@ export class SessionQueue {
 }
 
 /** Puts a SessionQueue in place of pglite-socket's own queue; call before start(). */
-export function useSessionQueue(server: PGLiteSocketServer, db: PGlite): void {
+export function useSessionQueue(server: PGLiteSocketServer, db: PGlite): SessionQueue {
   const internals = server as unknown as { queryQueue?: unknown };
   if (typeof (internals.queryQueue as { enqueue?: unknown } | undefined)?.enqueue !== 'function') {
     throw new Error('@electric-sql/pglite-socket has no queryQueue to replace: check session-queue.ts against it');
   }
-  internals.queryQueue = new SessionQueue(db);
+  const queue = new SessionQueue(db);
+  internals.queryQueue = queue;
+  return queue;
 }

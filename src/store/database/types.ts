@@ -11,6 +11,13 @@ export interface DatabaseSource {
   readonly pgConfig: pg.PoolConfig;
   /** Human-readable origin for logs; never contains a password. */
   readonly label: string;
+  /**
+   * Where this process serves the database itself (embedded, opened here), a count that moves
+   * each time a statement that may have written completes, whichever process sent it: a reader
+   * that saw no move since its last read knows nothing changed (session-queue.ts). Absent where
+   * others write without this process seeing it (Postgres, or joining another process's PGlite).
+   */
+  changeCount?(): number;
   /** Releases what this source opened (the PGlite instance, its socket and lock). Idempotent. */
   close(): Promise<void>;
 }
