@@ -435,7 +435,7 @@ function tailControlJournal(ctx: GatewayContext, pollMs: number): JournalTail {
   let lastMs: number | undefined;
   // Where the store counts its changes (the embedded database this process serves), a poll
   // reads only after the count moved, and at least every READ_AT_LEAST_EVERY polls: an idle
-  // relay's reads of PGlite were two thirds of its idle CPU
+  // relay's reads of PGlite were about half of its idle CPU
   // (docs/decisions/0258-the-journal-read-after-a-change.md).
   const changeCount = ctx.store.changeCount;
   let changesAtLastRead: number | undefined;
