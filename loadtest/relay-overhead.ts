@@ -477,7 +477,8 @@ async function main(): Promise<void> {
     // the same-rate rounds and after them — and taken off as the median of the three: one window
     // read the one-node relay at 3.5 % of a core against 1.8 in its other runs (the collector or
     // the compiler finishing the warm-up's work), which alone moved two nodes ÷ one at the same
-    // rate from 1.95 to 2.22 (docs/BENCHMARKS.md, "The idle rate in three windows").
+    // rate from 1.95 to 2.22 (docs/BENCHMARKS.md, "The idle rate in three windows; the journal
+    // read after a change").
     type IdleRates = { cpuUs: number; redis?: number; sent?: number; redisCpuUs?: number };
     const idleWindows: Array<Record<string, IdleRates>> = [];
     const measureIdle = async () => {

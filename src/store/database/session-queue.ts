@@ -129,12 +129,15 @@ export class SessionQueue {
         run: async () => {
           const watcher = new ReadyWatcher();
           let bytes = 0;
-          await this.exec(message, (data) => {
-            bytes += data.length;
-            watcher.feed(data);
-            onData(data);
-          });
-          this.changes += watcher.writes;
+          try {
+            await this.exec(message, (data) => {
+              bytes += data.length;
+              watcher.feed(data);
+              onData(data);
+            });
+          } finally {
+            this.changes += watcher.writes; // what completed counts, even if the exchange then failed
+          }
           this.holder = watcher.ready === IDLE ? undefined : handlerId;
           resolve(bytes);
         },
