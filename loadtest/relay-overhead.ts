@@ -655,6 +655,8 @@ async function main(): Promise<void> {
         serverCpuUsPerCallByProcess: t.pids.map((_, i) =>
           round2(median(c.map((x) => x.serverCpuUsByProcess[i] / Math.max(1, x.calls)))),
         ),
+        /** At the same rate with nothing taken off: beside the net figure, which leans on the idle rate. */
+        lowRateServerCpuUsPerCall: round2(median(openLow[t.name].map((x) => x.serverCpuUs / Math.max(1, x.calls)))),
         lowRateServerCpuUsPerCallByProcess: t.pids.map((_, i) =>
           round2(median(openLow[t.name].map((x) => x.serverCpuUsByProcess[i] / Math.max(1, x.calls)))),
         ),
@@ -771,6 +773,17 @@ async function main(): Promise<void> {
         closedLoopCallsPerSecondShare: round2(F.callsPerSecond / T.floor.callsPerSecond),
       };
     }
+    // Not a target: the same-rate ratios with no idle rate taken off. The net figures lean on the
+    // idle rate (a few µs a call at these rates, which moved between runs as much as a cut is
+    // worth); these do not, and read steadier (docs/BENCHMARKS.md, "The idle rate in three
+    // windows; the journal read after a change").
+    const grossAtSameRate = (a: string, b: string) =>
+      T[a] && T[b] ? round2(T[a].lowRateServerCpuUsPerCall / T[b].lowRateServerCpuUsPerCall) : null;
+    report.withNothingTakenOffAtSameRate = {
+      relayOverFloor: grossAtSameRate('relay', 'floor'),
+      clusterOverRelay: grossAtSameRate('cluster', 'relay'),
+      floorClusterOverFloor: grossAtSameRate('floor-cluster', 'floor'),
+    };
     // `floor`: the same figure for a floor (the two-node floor unless `floorName` says), printed beside it.
     const check = (name: string, value: number, limit: number, atMost: boolean, floor?: number, floorName?: string) =>
       report.checks.push({
@@ -959,7 +972,16 @@ async function main(): Promise<void> {
     mkdirSync(values.out, { recursive: true });
     writeFileSync(join(values.out, 'report.json'), JSON.stringify(report, null, 2));
     console.log(
-      JSON.stringify({ targets: report.targets, floor: report.floor, clusterFloor: report.clusterFloor }, null, 2),
+      JSON.stringify(
+        {
+          targets: report.targets,
+          floor: report.floor,
+          clusterFloor: report.clusterFloor,
+          withNothingTakenOffAtSameRate: report.withNothingTakenOffAtSameRate,
+        },
+        null,
+        2,
+      ),
     );
     for (const c of report.checks) console.log(checkLine(c));
     console.log(`report: ${join(values.out, 'report.json')}`);

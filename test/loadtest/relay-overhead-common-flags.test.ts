@@ -65,6 +65,7 @@ describe('npm run loadtest -- relay-overhead with the common flags', () => {
       helperCpuUsPerCallByRound: number[];
       lowRateHelperCpuUsPerCallByRound: number[];
       lowRateNetServerCpuUsPerCallByRound: number[];
+      lowRateServerCpuUsPerCall: number;
       idleCpuPercent: number;
       idleCpuPercentByWindow: number[];
     }
@@ -79,7 +80,15 @@ describe('npm run loadtest -- relay-overhead with the common flags', () => {
       expect(t.idleCpuPercentByWindow).toHaveLength(3);
       for (const x of t.idleCpuPercentByWindow) expect(x).toBeGreaterThanOrEqual(0);
       expect(t.idleCpuPercent).toBe([...t.idleCpuPercentByWindow].sort((a, b) => a - b)[1]);
+      // The same round with nothing taken off: no less than the net figure.
+      expect(t.lowRateServerCpuUsPerCall).toBeGreaterThanOrEqual(t.lowRateNetServerCpuUsPerCall);
     }
+    // The same-rate ratios with nothing taken off, reported beside the net ones (no cluster here).
+    expect(measured.withNothingTakenOffAtSameRate).toEqual({
+      relayOverFloor: ratio(T.relay.lowRateServerCpuUsPerCall, T.floor.lowRateServerCpuUsPerCall),
+      clusterOverRelay: null,
+      floorClusterOverFloor: null,
+    });
     // The thresholds, through the shared evaluator, on its metrics.
     const verdict = (t: string) => rep.thresholds.find((v: { threshold: string }) => v.threshold === t);
     expect(verdict('errors:count==0')).toMatchObject({ ok: true, actual: 0 });
