@@ -504,11 +504,6 @@ async function main(): Promise<void> {
       });
       idleWindows.push(window);
     };
-    /** A target's idle rate of one kind, per ms: the median of the windows that read it. */
-    const idleRate = (name: string, kind: keyof IdleRates): number | undefined => {
-      const xs = idleWindows.map((w) => w[name][kind]).filter((x): x is number => x !== undefined);
-      return xs.length ? median(xs) : undefined;
-    };
     await measureIdle();
     const closed: Record<string, Array<Awaited<ReturnType<typeof run>>>> = {};
     const blob: Record<string, number[]> = {};
@@ -583,11 +578,12 @@ async function main(): Promise<void> {
         (openLow[t.name] ??= []).push(await run(t, { tool: 'echo', ms: roundMs, rate: lowRate }));
       }
     await measureIdle();
+    /** Each target's idle rate of one kind, per ms: the median of the windows that read it. */
     const idleRates = (kind: keyof IdleRates) => {
       const out: Record<string, number> = {};
       for (const t of targets) {
-        const x = idleRate(t.name, kind);
-        if (x !== undefined) out[t.name] = x;
+        const xs = idleWindows.map((w) => w[t.name][kind]).filter((x): x is number => x !== undefined);
+        if (xs.length) out[t.name] = median(xs);
       }
       return out;
     };

@@ -89,8 +89,8 @@ function scopesJson(scopes: readonly string[]): string {
 // tail), each kept with what it was made of, and the members that change (rid, id, timeout,
 // trace context) between them. A concatenation is a tree of its pieces that the runtime walks,
 // piece by piece, each time the string is encoded: about 3 thousand instructions for a header
-// of some 30 pieces, against several hundred for 7 flat ones. Strings compare as pointers when they are the same object,
-// which repeated members mostly are.
+// of some 30 pieces, against several hundred for 7 flat ones. Strings compare as pointers when
+// they are the same object, which repeated members mostly are.
 
 /**
  * `s` as one flat string: a run is written into every header made while it lasts, and a

@@ -99,6 +99,8 @@ type TailRow = { xmin: string; xmax: string; id: string | null; event: unknown }
 class KyselyStore implements Store {
   readonly fleet: FleetStore;
   readonly hosted: HostedStore;
+  /** The source's, where it counts its changes (Store.changeCount). */
+  readonly changeCount?: () => number;
 
   constructor(
     private readonly db: Kysely<DB>,
@@ -108,10 +110,8 @@ class KyselyStore implements Store {
   ) {
     this.fleet = new KyselyFleetStore(db);
     this.hosted = new KyselyHostedStore(db);
-    if (source?.changeCount) this.changeCount = () => source.changeCount!();
+    this.changeCount = source?.changeCount;
   }
-
-  readonly changeCount?: () => number;
 
   /**
    * The journal poll's read, as a prepared statement on one of the pool's connections. A server

@@ -71,7 +71,7 @@ export class ReadyWatcher {
       this.ready = undefined; // another message after a ReadyForQuery: the answer goes on
       if (this.type === COMMAND_COMPLETE) {
         this.tagAt = 0;
-        if (this.left <= 0) this.endTag();
+        if (this.left <= 0) this.countWrite();
       }
     }
   }
@@ -80,15 +80,16 @@ export class ReadyWatcher {
   private readTag(chunk: Uint8Array, start: number): void {
     const end = Math.min(chunk.length, start + this.left);
     for (let i = start; i < end && this.tagAt >= 0; i++) {
-      if (chunk[i] !== SELECT_TAG[this.tagAt]) this.endTag();
+      if (chunk[i] !== SELECT_TAG[this.tagAt]) this.countWrite();
       else if (++this.tagAt === SELECT_TAG.length) this.tagAt = -1; // a SELECT: read, not written
     }
     // The message ends here before its tag was told apart (every real tag ends in a NUL, which
     // no byte of SELECT matches): not a SELECT.
-    if (this.tagAt >= 0 && start + this.left <= chunk.length) this.endTag();
+    if (this.tagAt >= 0 && start + this.left <= chunk.length) this.countWrite();
   }
 
-  private endTag(): void {
+  /** The tag being read is not a SELECT's: a statement that may have written. */
+  private countWrite(): void {
     this.tagAt = -1;
     this.writes++;
   }

@@ -17,7 +17,7 @@ export interface DatabaseSource {
    * that saw no move since its last read knows nothing changed (session-queue.ts). Absent where
    * others write without this process seeing it (Postgres, or joining another process's PGlite).
    */
-  changeCount?(): number;
+  readonly changeCount?: () => number;
   /** Releases what this source opened (the PGlite instance, its socket and lock). Idempotent. */
   close(): Promise<void>;
 }
