@@ -10,7 +10,7 @@ import type { Caller, ReplySink } from './device-connection.ts';
 import type { BufferPool } from './buffer-pool.ts';
 import { answerPoolOf, takeAnswerBuffer } from './answer-buffers.ts';
 import { withId } from '../protocol/frame.ts';
-import type { ClientRequestBytes } from '../protocol/request-bytes.ts';
+import { RequestMemo, type ClientRequestBytes } from '../protocol/request-bytes.ts';
 import { JSON_HEADERS, SLOW_ANSWER_MS } from './mcp-stateless.ts';
 import type { EventStream } from './session-streams.ts';
 import type { Credential } from './auth.ts';
@@ -41,8 +41,15 @@ export function cancelEntry(e: (() => void) | FastPost | undefined): void {
   else e?.cancel();
 }
 
-/** A cached credential's caller, made once: the auth cache replaces the credential when it changes. */
-const fastCallers = new WeakMap<Credential, Caller>();
+/**
+ * What the fast path keeps of a cached credential: its caller, made once, and its client's last
+ * request read in full (RequestMemo). The auth cache replaces the credential when it changes.
+ */
+interface FastClient {
+  readonly caller: Caller;
+  readonly memo: RequestMemo;
+}
+const fastClients = new WeakMap<Credential, FastClient>();
 
 /** FastPosts that may still open an SSE stream: their answer is slow (SLOW_ANSWER_MS). */
 const slowAnswers = new Deadlines<FastPost>((call) => {
@@ -71,6 +78,7 @@ export class FastPost implements BodyTarget, ReplySink, AbortTarget, Timed {
   private method = '';
   private id: JsonRpcId = 0;
   private bytesIn = 0;
+  private fastClient?: FastClient = undefined;
 
   constructor(
     private readonly endpoint: FastPostHost,
@@ -95,16 +103,15 @@ export class FastPost implements BodyTarget, ReplySink, AbortTarget, Timed {
     // BodyTooLarge: Exchange.readBody has answered 413 already.
   }
 
-  caller(): Caller {
-    let c = fastCallers.get(this.cred);
+  /** Its credential's FastClient, looked up once per call. */
+  client(): FastClient {
+    let c = this.fastClient ?? fastClients.get(this.cred);
     if (!c) {
       const t = this.cred.token;
-      fastCallers.set(
-        this.cred,
-        (c = Object.freeze({ scopes: t.scopes, tokenId: t.id, accountId: this.cred.account.id })),
-      );
+      const caller = Object.freeze({ scopes: t.scopes, tokenId: t.id, accountId: this.cred.account.id });
+      fastClients.set(this.cred, (c = { caller, memo: new RequestMemo() }));
     }
-    return c;
+    return (this.fastClient = c);
   }
 
   start(session: SessionRecord, req: ClientRequestBytes, bytesIn: number): void {

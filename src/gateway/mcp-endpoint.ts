@@ -182,7 +182,8 @@ class McpEndpoint implements FastPostHost, AnswerHost {
     const { h, cred } = call;
     const versionHeader = h['mcp-protocol-version'];
     if (versionHeader && !isSessionRevision(versionHeader)) return false;
-    const req = readClientRequest(raw);
+    const client = call.client();
+    const req = readClientRequest(raw, client.memo);
     if (!req || req.method === 'initialize' || this.ctx.config.budgets.maxBatch < 1) return false;
     // The in-process store, or this node's lease on a Redis session
     // (docs/decisions/0133-session-leases.md); undefined sends it to the general path, which asks the bus.
@@ -209,8 +210,8 @@ class McpEndpoint implements FastPostHost, AnswerHost {
     call.timeoutMs = timeoutMs;
     const callerJson = callerContextJson(cred.token);
     const route = conn
-      ? this.ctx.router.startLocal(conn, req, callerJson, call.caller(), call, timeoutMs)
-      : this.ctx.router.startRemote(deviceId, owner!, req, callerJson, call.caller(), call, timeoutMs);
+      ? this.ctx.router.startLocal(conn, req, callerJson, client.caller, call, timeoutMs)
+      : this.ctx.router.startRemote(deviceId, owner!, req, callerJson, client.caller, call, timeoutMs);
     if (!route.done) {
       call.route = route;
       call.key = key;

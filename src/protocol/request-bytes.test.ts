@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { forwardedFrame, isJsonText, paramsWithCaller, readClientRequest, requestFrame } from './request-bytes.ts';
+import {
+  forwardedFrame,
+  isJsonText,
+  paramsWithCaller,
+  readClientRequest,
+  RequestMemo,
+  requestFrame,
+  type ClientRequestBytes,
+} from './request-bytes.ts';
 import { withCallerContext } from './caller.ts';
 import { waitSeconds } from './timeouts.ts';
 import type { Scope } from '../store/types.ts';
@@ -266,3 +274,107 @@ describe('readClientRequest', () => {
     expect(readClientRequest(bad)).toBeUndefined();
   });
 });
+
+describe('RequestMemo', () => {
+  // Layouts clients write: the Python SDK's order, the TypeScript SDK's (id last), no params,
+  // wait_for_events, whitespace.
+  const layouts = [
+    (id: string) =>
+      `{"jsonrpc":"2.0","id":${id},"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}`,
+    (id: string) => `{"method":"tools/call","params":{"name":"screenshot","arguments":{}},"jsonrpc":"2.0","id":${id}}`,
+    (id: string) => `{"jsonrpc":"2.0","id":${id},"method":"ping"}`,
+    (id: string) =>
+      `{"jsonrpc":"2.0","id":${id},"method":"tools/call","params":{"name":"wait_for_events","arguments":{"timeout_ms":2500}}}`,
+    (id: string) => `{ "jsonrpc" : "2.0" , "id" : ${id} , "method" : "tools/list" , "params" : { } }`,
+  ];
+  const ids = [
+    '17',
+    '0',
+    '-0',
+    '-12',
+    '9',
+    '10',
+    '123456789012345',
+    '1234567890123456',
+    '007',
+    '1.5',
+    '1e3',
+    '"17"',
+    ' 17',
+    '',
+    '1x',
+  ];
+
+  it('reads a body as the full read does, whatever the last one was', () => {
+    const memo = new RequestMemo();
+    let seed = 11;
+    const rand = (n: number) => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff), seed % n);
+    const alphabet = Buffer.from('{}[]",:\\ 0123456789.eE-_tnmdisaoup');
+    let read = 0;
+    for (let k = 0; k < 12_000; k++) {
+      const b = Buffer.from(layouts[rand(layouts.length)](ids[rand(ids.length)]));
+      // One body in three mutated: a compare must fail on any changed byte, head or tail.
+      if (rand(3) === 0) b[rand(b.length)] = alphabet[rand(alphabet.length)];
+      const text = b.toString();
+      const want = readClientRequest(b);
+      const got = readClientRequest(b, memo);
+      expect(got, text).toEqual(want);
+      if (got) {
+        read++;
+        expect(JSON.parse(requestFrame(got, 9, Buffer.from('{}')).toString()), text).toMatchObject({ id: 9 });
+      }
+    }
+    expect(read).toBeGreaterThan(5_000);
+  });
+
+  it('reads a repeat from the memo: another integer id between the same bytes', () => {
+    for (const [i, layout] of layouts.entries()) {
+      const memo = new RequestMemo();
+      const first = readClientRequest(Buffer.from(layout('5')), memo)!;
+      // What the memo holds is what a repeat is read as (the body is not scanned again).
+      memo.method = 'marked';
+      const again = readClientRequest(Buffer.from(layout('123456')), memo)!;
+      expect(again).toEqual({
+        ...first,
+        id: 123456,
+        method: 'marked',
+        body: Buffer.from(layout('123456')),
+        ...shifted(first, again),
+      });
+      // A body that is not a repeat is read in full; kept in the memo's place if it could be one.
+      expect(readClientRequest(Buffer.from(layout('"s"')), memo)!.method).not.toBe('marked');
+      expect(readClientRequest(Buffer.from(layout('6')), memo)!.method).toBe('marked');
+      readClientRequest(Buffer.from(layouts[(i + 1) % layouts.length]('8')), memo);
+      expect(readClientRequest(Buffer.from(layout('6')), memo)!.method).not.toBe('marked');
+    }
+  });
+
+  it('never reads a string id, a long body or an id that is not an integer from the memo', () => {
+    const long = (id: string) =>
+      `{"jsonrpc":"2.0","id":${id},"method":"tools/call","params":{"name":"type","arguments":{"text":"${'x'.repeat(600)}"}}}`;
+    for (const [layout, first, next] of [
+      [layouts[0], '"a"', '"b"'],
+      [long, '1', '2'],
+      [layouts[0], '1e3', '2e3'],
+    ] as const) {
+      const memo = new RequestMemo();
+      readClientRequest(Buffer.from(layout(first)), memo);
+      memo.method = 'marked';
+      const r = readClientRequest(Buffer.from(layout(next)), memo)!;
+      expect(r.method, next).toBe('tools/call');
+    }
+  });
+});
+
+/** A repeat's spans: those after its id move with the id's length, those before it stay. */
+function shifted(first: ClientRequestBytes, again: ClientRequestBytes) {
+  const d = again.body.length - first.body.length;
+  const idAt = first.body.indexOf(String(first.id), first.body.indexOf('"id"'));
+  const move = (at: number) => (at > idAt ? at + d : at);
+  return {
+    methodStart: move(first.methodStart),
+    methodEnd: move(first.methodEnd),
+    paramsStart: first.paramsStart < 0 ? -1 : move(first.paramsStart),
+    paramsEnd: first.paramsStart < 0 ? -1 : move(first.paramsEnd),
+  };
+}

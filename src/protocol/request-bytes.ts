@@ -11,7 +11,19 @@
 import { Buffer, isUtf8 } from 'node:buffer';
 import type { JsonRpcId } from './jsonrpc.ts';
 import { waitSeconds } from './timeouts.ts';
-import { bytesAre, bytesForLast, bytesOf, decimalDigits, integerAt, put, putDecimal, skipWs } from './json-bytes.ts';
+import {
+  bytesAre,
+  bytesForLast,
+  bytesOf,
+  decimalDigits,
+  integerAt,
+  put,
+  putDecimal,
+  runAt,
+  runOf,
+  skipWs,
+  type Run,
+} from './json-bytes.ts';
 import { isExactNumber } from './exact-json.ts';
 
 // JSON's structural bytes as this module's own constants, not imported ones: in the per-byte
@@ -392,8 +404,89 @@ function idAt(s: Buffer, start: number, end: number): JsonRpcId | undefined {
   return Number.isSafeInteger(id) && isExactNumber(text) ? id : undefined;
 }
 
-/** The request, or undefined: the general path (full parse) decides what it is. */
-export function readClientRequest(body: Buffer): ClientRequestBytes | undefined {
+/**
+ * A client's last request read in full, kept to read its next one as two compares: an agent
+ * asks again and again with the same bytes but for the id (a screenshot, the screen's text, a
+ * wait for events, a list), and a body that is the last one's bytes around another integer id
+ * is the same request, as valid as it was (docs/decisions/0259-a-request-read-as-the-last-one-again.md).
+ * One per client (its caller holds it); any other body is read in full and kept in its place.
+ */
+export class RequestMemo {
+  /** The last request's bytes before its id's digits, and after them. */
+  head: Run = NO_RUN;
+  tail: Run = NO_RUN;
+  method = '';
+  toolName: string | undefined = undefined;
+  timeoutS: number | undefined = undefined;
+  paramsMembers = false;
+  hasParams = false;
+  // Its spans: a position before the id from the body's start, one after it from the body's
+  // end (negative).
+  methodStart = 0;
+  methodEnd = 0;
+  paramsStart = 0;
+  paramsEnd = 0;
+}
+
+const NO_RUN: Run = { words: [], length: 0 };
+/** Longer bodies are not kept: a compare that fails late costs more than it saves. */
+const MEMO_BODY_MAX = 512;
+
+/** `req` as the client's request memo, when its id is an integer and its body short enough. */
+function remember(memo: RequestMemo, req: ClientRequestBytes, idStart: number, idEnd: number): void {
+  const b = req.body;
+  if (typeof req.id !== 'number' || b.length > MEMO_BODY_MAX || Number.isNaN(integerAt(b, idStart, idEnd))) return;
+  const rel = (at: number) => (at < idStart ? at : at - b.length);
+  memo.head = runOf(b.subarray(0, idStart));
+  memo.tail = runOf(b.subarray(idEnd));
+  memo.method = req.method;
+  memo.toolName = req.toolName;
+  memo.timeoutS = req.timeoutS;
+  memo.paramsMembers = req.paramsMembers;
+  memo.methodStart = rel(req.methodStart);
+  memo.methodEnd = rel(req.methodEnd);
+  memo.hasParams = req.paramsStart >= 0;
+  memo.paramsStart = rel(req.paramsStart);
+  memo.paramsEnd = rel(req.paramsEnd);
+}
+
+const abs = (at: number, length: number) => (at < 0 ? at + length : at);
+
+/** The memo's request again with the integer id between its head and tail, or undefined. */
+function again(memo: RequestMemo, body: Buffer): ClientRequestBytes | undefined {
+  const idStart = memo.head.length;
+  const idEnd = body.length - memo.tail.length;
+  if (idEnd <= idStart || idEnd - idStart > 16 || idStart === 0) return undefined;
+  if (!runAt(body, idEnd, memo.tail) || !runAt(body, 0, memo.head)) return undefined;
+  const id = integerAt(body, idStart, idEnd);
+  if (Number.isNaN(id)) return undefined;
+  const n = body.length;
+  const params = memo.hasParams;
+  return {
+    id,
+    method: memo.method,
+    toolName: memo.toolName,
+    timeoutS: memo.timeoutS,
+    body,
+    methodStart: abs(memo.methodStart, n),
+    methodEnd: abs(memo.methodEnd, n),
+    paramsStart: params ? abs(memo.paramsStart, n) : -1,
+    paramsEnd: params ? abs(memo.paramsEnd, n) : -1,
+    paramsMembers: memo.paramsMembers,
+    forwarded: false,
+  };
+}
+
+/**
+ * The request, or undefined: the general path (full parse) decides what it is. With the
+ * client's memo, a body that repeats its last request but for the id is read from the memo.
+ */
+export function readClientRequest(body: Buffer, memo?: RequestMemo): ClientRequestBytes | undefined {
+  if (memo === undefined) return readInFull(body, undefined);
+  return again(memo, body) ?? readInFull(body, memo);
+}
+
+function readInFull(body: Buffer, memo: RequestMemo | undefined): ClientRequestBytes | undefined {
   const start = skipWs(body, 0);
   if (body[start] !== OPEN_OBJ) return undefined;
   for (let k = 0; k < SLOTS; k++) spanStart[k] = -1;
@@ -427,7 +520,10 @@ export function readClientRequest(body: Buffer): ClientRequestBytes | undefined 
     forwarded: false,
   };
   const p = spanStart[PARAMS_AT];
-  if (p < 0) return req;
+  if (p < 0) {
+    if (memo !== undefined) remember(memo, req, idStart, spanEnd[ID]);
+    return req;
+  }
   if (body[p] !== OPEN_OBJ) return undefined;
   req.paramsStart = p;
   req.paramsEnd = spanEnd[PARAMS_AT];
@@ -443,6 +539,7 @@ export function readClientRequest(body: Buffer): ClientRequestBytes | undefined 
     const wait = waitSeconds(numberAt(body, TIMEOUT_S), numberAt(body, TIMEOUT_MS));
     if (wait !== undefined) req.timeoutS = wait;
   }
+  if (memo !== undefined) remember(memo, req, idStart, spanEnd[ID]);
   return req;
 }
 
