@@ -327,6 +327,20 @@ describe('RequestMemo', () => {
     expect(read).toBeGreaterThan(5_000);
   });
 
+  it('reads a repeat with any one byte changed as the full read does', () => {
+    for (const layout of layouts) {
+      const base = Buffer.from(layout('18'));
+      for (let at = 0; at < base.length; at++)
+        for (const c of Buffer.from(' ,:}]"0a\\')) {
+          const memo = new RequestMemo();
+          readClientRequest(Buffer.from(layout('17')), memo);
+          const b = Buffer.from(base);
+          b[at] = c;
+          expect(readClientRequest(b, memo), b.toString()).toEqual(readClientRequest(b));
+        }
+    }
+  });
+
   it('reads a repeat from the memo: another integer id between the same bytes', () => {
     for (const [i, layout] of layouts.entries()) {
       const memo = new RequestMemo();
@@ -341,11 +355,34 @@ describe('RequestMemo', () => {
         body: Buffer.from(layout('123456')),
         ...shifted(first, again),
       });
-      // A body that is not a repeat is read in full; kept in the memo's place if it could be one.
+      // A body that is not a repeat is read in full; one such between repeats leaves the memo.
+      const other = layouts[(i + 1) % layouts.length];
       expect(readClientRequest(Buffer.from(layout('"s"')), memo)!.method).not.toBe('marked');
       expect(readClientRequest(Buffer.from(layout('6')), memo)!.method).toBe('marked');
-      readClientRequest(Buffer.from(layouts[(i + 1) % layouts.length]('8')), memo);
+      expect(readClientRequest(Buffer.from(other('8')), memo)!.method).not.toBe('marked');
+      expect(readClientRequest(Buffer.from(layout('6')), memo)!.method).toBe('marked');
+      // Two in a row: the second is kept in its place.
+      readClientRequest(Buffer.from(other('8')), memo);
+      readClientRequest(Buffer.from(other('9')), memo);
       expect(readClientRequest(Buffer.from(layout('6')), memo)!.method).not.toBe('marked');
+      const kept = readClientRequest(Buffer.from(other('10')), memo)!;
+      expect(kept).toEqual({ ...readClientRequest(Buffer.from(other('10')))! });
+    }
+  });
+
+  it("keeps an agent's repeat through the other requests of its loop", () => {
+    const memo = new RequestMemo();
+    const screen = (id: number) =>
+      Buffer.from(`{"jsonrpc":"2.0","id":${id},"method":"tools/call","params":{"name":"screen","arguments":{}}}`);
+    const tap = (id: number) =>
+      Buffer.from(
+        `{"jsonrpc":"2.0","id":${id},"method":"tools/call","params":{"name":"tap","arguments":{"x":${id},"y":${id * 3}}}}`,
+      );
+    readClientRequest(screen(1), memo);
+    memo.toolName = 'marked';
+    for (let id = 2; id < 40; id += 2) {
+      expect(readClientRequest(tap(id), memo)!.toolName).toBe('tap');
+      expect(readClientRequest(screen(id + 1), memo)!.toolName, `screen ${id + 1}`).toBe('marked');
     }
   });
 

@@ -11,19 +11,7 @@
 import { Buffer, isUtf8 } from 'node:buffer';
 import type { JsonRpcId } from './jsonrpc.ts';
 import { waitSeconds } from './timeouts.ts';
-import {
-  bytesAre,
-  bytesForLast,
-  bytesOf,
-  decimalDigits,
-  integerAt,
-  put,
-  putDecimal,
-  runAt,
-  runOf,
-  skipWs,
-  type Run,
-} from './json-bytes.ts';
+import { bytesAre, bytesForLast, bytesOf, decimalDigits, integerAt, put, putDecimal, skipWs } from './json-bytes.ts';
 import { isExactNumber } from './exact-json.ts';
 
 // JSON's structural bytes as this module's own constants, not imported ones: in the per-byte
@@ -409,12 +397,20 @@ function idAt(s: Buffer, start: number, end: number): JsonRpcId | undefined {
  * asks again and again with the same bytes but for the id (a screenshot, the screen's text, a
  * wait for events, a list), and a body that is the last one's bytes around another integer id
  * is the same request, as valid as it was (docs/decisions/0259-a-request-read-as-the-last-one-again.md).
- * One per client (its caller holds it); any other body is read in full and kept in its place.
+ * One per client (its caller holds it); any other body is read in full, and kept in its place
+ * after two such in a row (`replaces`).
  */
 export class RequestMemo {
-  /** The last request's bytes before its id's digits, and after them. */
-  head: Run = NO_RUN;
-  tail: Run = NO_RUN;
+  /**
+   * The last request's bytes, a copy of its own (made once per memo, MEMO_BODY_MAX long: a body
+   * is not ours to keep), and where its id's digits are in them; idStart 0: none kept.
+   */
+  bytes: Buffer | undefined = undefined;
+  length = 0;
+  idStart = 0;
+  idEnd = 0;
+  /** Requests read in full since the kept one was last read again or kept. */
+  misses = 0;
   method = '';
   toolName: string | undefined = undefined;
   timeoutS: number | undefined = undefined;
@@ -428,7 +424,6 @@ export class RequestMemo {
   paramsEnd = 0;
 }
 
-const NO_RUN: Run = { words: [], length: 0 };
 /** Longer bodies are not kept: a compare that fails late costs more than it saves. */
 const MEMO_BODY_MAX = 512;
 
@@ -436,31 +431,38 @@ const MEMO_BODY_MAX = 512;
 function remember(memo: RequestMemo, req: ClientRequestBytes, idStart: number, idEnd: number): void {
   const b = req.body;
   if (typeof req.id !== 'number' || b.length > MEMO_BODY_MAX || Number.isNaN(integerAt(b, idStart, idEnd))) return;
-  const rel = (at: number) => (at < idStart ? at : at - b.length);
-  memo.head = runOf(b.subarray(0, idStart));
-  memo.tail = runOf(b.subarray(idEnd));
+  (memo.bytes ??= Buffer.allocUnsafeSlow(MEMO_BODY_MAX)).set(b);
+  memo.misses = 0;
+  memo.length = b.length;
+  memo.idStart = idStart;
+  memo.idEnd = idEnd;
   memo.method = req.method;
   memo.toolName = req.toolName;
   memo.timeoutS = req.timeoutS;
   memo.paramsMembers = req.paramsMembers;
-  memo.methodStart = rel(req.methodStart);
-  memo.methodEnd = rel(req.methodEnd);
   memo.hasParams = req.paramsStart >= 0;
-  memo.paramsStart = rel(req.paramsStart);
-  memo.paramsEnd = rel(req.paramsEnd);
+  memo.methodStart = relative(req.methodStart, idStart, b.length);
+  memo.methodEnd = relative(req.methodEnd, idStart, b.length);
+  memo.paramsStart = relative(req.paramsStart, idStart, b.length);
+  memo.paramsEnd = relative(req.paramsEnd, idStart, b.length);
 }
 
-const abs = (at: number, length: number) => (at < 0 ? at + length : at);
+const relative = (at: number, idStart: number, length: number) => (at < idStart ? at : at - length);
+const absolute = (at: number, length: number) => (at < 0 ? at + length : at);
 
-/** The memo's request again with the integer id between its head and tail, or undefined. */
+/** The memo's request again with another integer id between its bytes, or undefined. */
 function again(memo: RequestMemo, body: Buffer): ClientRequestBytes | undefined {
-  const idStart = memo.head.length;
-  const idEnd = body.length - memo.tail.length;
-  if (idEnd <= idStart || idEnd - idStart > 16 || idStart === 0) return undefined;
-  if (!runAt(body, idEnd, memo.tail) || !runAt(body, 0, memo.head)) return undefined;
+  const m = memo.bytes;
+  const idStart = memo.idStart;
+  const n = body.length;
+  const idEnd = n - (memo.length - memo.idEnd);
+  if (m === undefined || idStart === 0 || idEnd <= idStart || idEnd - idStart > 16) return undefined;
+  // Each side from its end: one client's requests differ in their arguments, which end the part
+  // after the id (the Python SDK's order) or the part before it (the TypeScript SDK's, id last).
+  for (let i = n - 1, j = memo.length - 1; i >= idEnd; i--, j--) if (body[i] !== m[j]) return undefined;
+  for (let i = idStart - 1; i >= 0; i--) if (body[i] !== m[i]) return undefined;
   const id = integerAt(body, idStart, idEnd);
   if (Number.isNaN(id)) return undefined;
-  const n = body.length;
   const params = memo.hasParams;
   return {
     id,
@@ -468,10 +470,10 @@ function again(memo: RequestMemo, body: Buffer): ClientRequestBytes | undefined 
     toolName: memo.toolName,
     timeoutS: memo.timeoutS,
     body,
-    methodStart: abs(memo.methodStart, n),
-    methodEnd: abs(memo.methodEnd, n),
-    paramsStart: params ? abs(memo.paramsStart, n) : -1,
-    paramsEnd: params ? abs(memo.paramsEnd, n) : -1,
+    methodStart: absolute(memo.methodStart, n),
+    methodEnd: absolute(memo.methodEnd, n),
+    paramsStart: params ? absolute(memo.paramsStart, n) : -1,
+    paramsEnd: params ? absolute(memo.paramsEnd, n) : -1,
     paramsMembers: memo.paramsMembers,
     forwarded: false,
   };
@@ -483,7 +485,19 @@ function again(memo: RequestMemo, body: Buffer): ClientRequestBytes | undefined 
  */
 export function readClientRequest(body: Buffer, memo?: RequestMemo): ClientRequestBytes | undefined {
   if (memo === undefined) return readInFull(body, undefined);
-  return again(memo, body) ?? readInFull(body, memo);
+  const req = again(memo, body);
+  if (req === undefined) return readInFull(body, memo);
+  memo.misses = 0;
+  return req;
+}
+
+/**
+ * Whether a request read in full takes the memo's place: when none is kept, or when the kept
+ * one was not asked again for two requests in a row. An agent's loop (the screen, a tap, the
+ * screen, a swipe, …) keeps its repeat; a client that never repeats copies every other body.
+ */
+function replaces(memo: RequestMemo): boolean {
+  return memo.idStart === 0 || ++memo.misses >= 2;
 }
 
 function readInFull(body: Buffer, memo: RequestMemo | undefined): ClientRequestBytes | undefined {
@@ -521,7 +535,7 @@ function readInFull(body: Buffer, memo: RequestMemo | undefined): ClientRequestB
   };
   const p = spanStart[PARAMS_AT];
   if (p < 0) {
-    if (memo !== undefined) remember(memo, req, idStart, spanEnd[ID]);
+    if (memo !== undefined && replaces(memo)) remember(memo, req, idStart, spanEnd[ID]);
     return req;
   }
   if (body[p] !== OPEN_OBJ) return undefined;
@@ -539,7 +553,7 @@ function readInFull(body: Buffer, memo: RequestMemo | undefined): ClientRequestB
     const wait = waitSeconds(numberAt(body, TIMEOUT_S), numberAt(body, TIMEOUT_MS));
     if (wait !== undefined) req.timeoutS = wait;
   }
-  if (memo !== undefined) remember(memo, req, idStart, spanEnd[ID]);
+  if (memo !== undefined && replaces(memo)) remember(memo, req, idStart, spanEnd[ID]);
   return req;
 }
 

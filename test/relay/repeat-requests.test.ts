@@ -56,7 +56,7 @@ for (const topology of ['one node', 'two nodes (client on the node without the p
       const answers = ids.map((id) =>
         post(env.clientNode.mcpUrl, { ...h, accept: 'application/json' }, body(String(id))),
       );
-      const frames = [];
+      const frames: Array<{ id: number }> = [];
       for (let k = 0; k < ids.length; k++) {
         const got = await env.nextRaw((x) => x.method === 'tools/call' && !frames.some((g) => g.id === x.id), from);
         frames.push(got.f);
