@@ -1,7 +1,10 @@
 // `npm run loadtest -- instructions [--rounds N] [--window-ms MS] [--warm-ms MS] [--conns N]
-//                                   [--instrumented-warm-ms MS] [--functions N] [--cluster] [--out DIR]`:
+//                                   [--instrumented-warm-ms MS] [--functions N] [--cluster]
+//                                   [--distinct-args] [--out DIR]`:
 // instructions per small call (`tools/call` of the reference phone's `echo`) in the one-node
 // relay and in the uWS floor (loadtest/baseline/uws-floor.ts), counted by valgrind's callgrind.
+// Each call repeats the last but for its id; with --distinct-args each carries another text, so
+// that no request is read as the last one again (docs/decisions/0259-a-request-read-as-the-last-one-again.md).
 // With --cluster, also a cross-node call: two relay nodes on Postgres and Redis (as
 // relay-overhead's `cluster` target), the phone on node a, the client on node b; its count is
 // both nodes' main threads, so cluster ÷ relay is relay-overhead's "two nodes ÷ one" in
@@ -158,6 +161,7 @@ function options() {
       out: { type: 'string', default: join(ROOT, 'loadtest-results/instructions') },
       'instrumented-warm-ms': { type: 'string', default: '10000' },
       cluster: { type: 'boolean', default: false },
+      'distinct-args': { type: 'boolean', default: false },
     },
   });
 }
@@ -292,7 +296,10 @@ async function main(): Promise<void> {
     };
     const run = async (t: Target, ms: number) => {
       const r = await load.call<{ calls: number; errors: number; ms: number }>(
-        { op: 'run', job: { url: t.url, headers: t.headers, tool: 'echo', ms, conns } },
+        {
+          op: 'run',
+          job: { url: t.url, headers: t.headers, tool: 'echo', ms, conns, distinctArgs: values['distinct-args'] },
+        },
         ms + 600_000,
       );
       if (r.errors) throw new Error(`${t.name}: ${r.errors} of ${r.calls} calls failed`);

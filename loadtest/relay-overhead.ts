@@ -108,6 +108,8 @@ interface Job {
   ms: number;
   conns?: number;
   rate?: number;
+  /** Each echo call's text differs (`hi-<id>`): no request repeats the last but for its id. */
+  distinctArgs?: boolean;
 }
 
 interface JobResult {
@@ -136,7 +138,9 @@ async function runJob(job: Job): Promise<JobResult> {
   let bytes = 0;
   const once = (): Promise<void> =>
     new Promise((resolve) => {
-      const body = `{"jsonrpc":"2.0","id":${id++},"method":"tools/call","params":{"name":"${job.tool}","arguments":${args}}}`;
+      const n = id++;
+      const callArgs = job.distinctArgs ? `{"text":"hi-${n}"}` : args;
+      const body = `{"jsonrpc":"2.0","id":${n},"method":"tools/call","params":{"name":"${job.tool}","arguments":${callArgs}}}`;
       const req = request(
         {
           host: u.hostname,

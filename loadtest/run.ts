@@ -61,7 +61,7 @@ length of each measured round), --conns N, --no-cluster, --no-strace, --low-rate
 
 instructions (valgrind's callgrind: the one-node relay and the uWS floor, instructions per small
 call; with --cluster a cross-node call on two nodes too) takes --rounds N, --window-ms MS,
---warm-ms MS, --instrumented-warm-ms MS, --conns N, --functions N, --cluster, --out DIR
+--warm-ms MS, --instrumented-warm-ms MS, --conns N, --functions N, --cluster, --distinct-args, --out DIR
 (loadtest/instructions.ts).`;
 
 const root = fileURLToPath(new URL('..', import.meta.url));
