@@ -402,10 +402,13 @@ function idAt(s: Buffer, start: number, end: number): JsonRpcId | undefined {
  */
 export class RequestMemo {
   /**
-   * The last request's bytes, a copy of its own (made once per memo, MEMO_BODY_MAX long: a body
-   * is not ours to keep), and where its id's digits are in them; idStart 0: none kept.
+   * The last request's bytes before its id and after it, as little-endian words of four bytes
+   * (the last of each part zero above its bytes), the part after from `tailAt` on; idStart 0:
+   * none kept. Words, not a copy of the bytes: a compare loads one word of them for four bytes
+   * of the body, and an Int32Array holds each as an integer.
    */
-  bytes: Buffer | undefined = undefined;
+  words = new Int32Array(0);
+  tailAt = 0;
   length = 0;
   idStart = 0;
   idEnd = 0;
@@ -431,7 +434,9 @@ const MEMO_BODY_MAX = 512;
 function remember(memo: RequestMemo, req: ClientRequestBytes, idStart: number, idEnd: number): void {
   const b = req.body;
   if (typeof req.id !== 'number' || b.length > MEMO_BODY_MAX || Number.isNaN(integerAt(b, idStart, idEnd))) return;
-  (memo.bytes ??= Buffer.allocUnsafeSlow(MEMO_BODY_MAX)).set(b);
+  if (memo.words.length === 0) memo.words = new Int32Array(MEMO_BODY_MAX / 4 + 2);
+  memo.tailAt = keepWords(memo.words, 0, b, 0, idStart);
+  keepWords(memo.words, memo.tailAt, b, idEnd, b.length);
   memo.misses = 0;
   memo.length = b.length;
   memo.idStart = idStart;
@@ -450,17 +455,46 @@ function remember(memo: RequestMemo, req: ClientRequestBytes, idStart: number, i
 const relative = (at: number, idStart: number, length: number) => (at < idStart ? at : at - length);
 const absolute = (at: number, length: number) => (at < 0 ? at + length : at);
 
+/** s[from, to) into words from index `at` on; returns the index after the last. */
+function keepWords(words: Int32Array, at: number, s: Buffer, from: number, to: number): number {
+  const whole = (to - from) >> 2;
+  for (let w = 0; w < whole; w++) words[at + w] = wordAt(s, from + 4 * w);
+  const rest = (to - from) & 3;
+  if (rest === 0) return at + whole;
+  words[at + whole] = restAt(s, from + 4 * whole, rest);
+  return at + whole + 1;
+}
+
+/**
+ * Whether s[from, to) is the words kept from `at` on, compared from the end: one client's
+ * requests differ in their arguments, which end the part after the id (the Python SDK's member
+ * order) or the part before it (the TypeScript SDK's, id last).
+ */
+function sameWords(words: Int32Array, at: number, s: Buffer, from: number, to: number): boolean {
+  const whole = (to - from) >> 2;
+  const rest = (to - from) & 3;
+  if (rest !== 0 && words[at + whole] !== restAt(s, from + 4 * whole, rest)) return false;
+  for (let w = whole - 1; w >= 0; w--) if (words[at + w] !== wordAt(s, from + 4 * w)) return false;
+  return true;
+}
+
+const wordAt = (s: Buffer, i: number) => s[i] | (s[i + 1] << 8) | (s[i + 2] << 16) | (s[i + 3] << 24);
+
+function restAt(s: Buffer, i: number, n: number): number {
+  let w = s[i];
+  if (n > 1) w |= s[i + 1] << 8;
+  if (n > 2) w |= s[i + 2] << 16;
+  return w;
+}
+
 /** The memo's request again with another integer id between its bytes, or undefined. */
 function again(memo: RequestMemo, body: Buffer): ClientRequestBytes | undefined {
-  const m = memo.bytes;
   const idStart = memo.idStart;
   const n = body.length;
   const idEnd = n - (memo.length - memo.idEnd);
-  if (m === undefined || idStart === 0 || idEnd <= idStart || idEnd - idStart > 16) return undefined;
-  // Each side from its end: one client's requests differ in their arguments, which end the part
-  // after the id (the Python SDK's order) or the part before it (the TypeScript SDK's, id last).
-  for (let i = n - 1, j = memo.length - 1; i >= idEnd; i--, j--) if (body[i] !== m[j]) return undefined;
-  for (let i = idStart - 1; i >= 0; i--) if (body[i] !== m[i]) return undefined;
+  if (idStart === 0 || idEnd <= idStart || idEnd - idStart > 16) return undefined;
+  const words = memo.words;
+  if (!sameWords(words, memo.tailAt, body, idEnd, n) || !sameWords(words, 0, body, 0, idStart)) return undefined;
   const id = integerAt(body, idStart, idEnd);
   if (Number.isNaN(id)) return undefined;
   const params = memo.hasParams;
