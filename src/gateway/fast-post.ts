@@ -78,7 +78,6 @@ export class FastPost implements BodyTarget, ReplySink, AbortTarget, Timed {
   private method = '';
   private id: JsonRpcId = 0;
   private bytesIn = 0;
-  private fastClient?: FastClient = undefined;
 
   constructor(
     private readonly endpoint: FastPostHost,
@@ -103,15 +102,15 @@ export class FastPost implements BodyTarget, ReplySink, AbortTarget, Timed {
     // BodyTooLarge: Exchange.readBody has answered 413 already.
   }
 
-  /** Its credential's FastClient, looked up once per call. */
+  /** Its credential's FastClient. */
   client(): FastClient {
-    let c = this.fastClient ?? fastClients.get(this.cred);
+    let c = fastClients.get(this.cred);
     if (!c) {
       const t = this.cred.token;
       const caller = Object.freeze({ scopes: t.scopes, tokenId: t.id, accountId: this.cred.account.id });
       fastClients.set(this.cred, (c = { caller, memo: new RequestMemo() }));
     }
-    return (this.fastClient = c);
+    return c;
   }
 
   start(session: SessionRecord, req: ClientRequestBytes, bytesIn: number): void {

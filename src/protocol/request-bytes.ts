@@ -518,10 +518,15 @@ function again(memo: RequestMemo, body: Buffer): ClientRequestBytes | undefined 
  * client's memo, a body that repeats its last request but for the id is read from the memo.
  */
 export function readClientRequest(body: Buffer, memo?: RequestMemo): ClientRequestBytes | undefined {
-  if (memo === undefined) return readInFull(body, undefined);
-  const req = again(memo, body);
-  if (req === undefined) return readInFull(body, memo);
-  memo.misses = 0;
+  if (memo === undefined) return readInFull(body);
+  const repeat = again(memo, body);
+  if (repeat !== undefined) {
+    memo.misses = 0;
+    return repeat;
+  }
+  const req = readInFull(body);
+  // The id's span is still the scan's, which ran last.
+  if (req !== undefined && replaces(memo)) remember(memo, req, spanStart[ID], spanEnd[ID]);
   return req;
 }
 
@@ -534,7 +539,7 @@ function replaces(memo: RequestMemo): boolean {
   return memo.idStart === 0 || ++memo.misses >= 2;
 }
 
-function readInFull(body: Buffer, memo: RequestMemo | undefined): ClientRequestBytes | undefined {
+function readInFull(body: Buffer): ClientRequestBytes | undefined {
   const start = skipWs(body, 0);
   if (body[start] !== OPEN_OBJ) return undefined;
   for (let k = 0; k < SLOTS; k++) spanStart[k] = -1;
@@ -568,10 +573,7 @@ function readInFull(body: Buffer, memo: RequestMemo | undefined): ClientRequestB
     forwarded: false,
   };
   const p = spanStart[PARAMS_AT];
-  if (p < 0) {
-    if (memo !== undefined && replaces(memo)) remember(memo, req, idStart, spanEnd[ID]);
-    return req;
-  }
+  if (p < 0) return req;
   if (body[p] !== OPEN_OBJ) return undefined;
   req.paramsStart = p;
   req.paramsEnd = spanEnd[PARAMS_AT];
@@ -587,7 +589,6 @@ function readInFull(body: Buffer, memo: RequestMemo | undefined): ClientRequestB
     const wait = waitSeconds(numberAt(body, TIMEOUT_S), numberAt(body, TIMEOUT_MS));
     if (wait !== undefined) req.timeoutS = wait;
   }
-  if (memo !== undefined && replaces(memo)) remember(memo, req, idStart, spanEnd[ID]);
   return req;
 }
 
