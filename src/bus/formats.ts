@@ -250,8 +250,12 @@ export function decodeSession<S extends { id: string }>(json: string): S {
   if (typeof o !== 'object' || o === null || typeof o.id !== 'string')
     throw new UnreadableFormatError('session', undefined, 'no id');
   checkVersion('session', o.v);
-  delete o.v;
-  return o;
+  // A copy without `v`, not `delete o.v`: deleting a member other than the last one written
+  // leaves the object in dictionary mode, and every read of a session's fields on the request
+  // path then goes through the generic load IC
+  // (docs/decisions/0260-typed-array-methods-read-once.md).
+  const { v: _version, ...rec } = o;
+  return rec as unknown as S;
 }
 
 // --- ownership records ------------------------------------------------------------------------

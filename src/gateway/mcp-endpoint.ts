@@ -42,7 +42,7 @@ import type { GatewayContext } from './context.ts';
 import type { CredentialSource, McpMount } from './features.ts';
 import { tracingOn } from '../observability/tracing.ts';
 import { exemplarTraceId, noteHttpRequest, requestLogFields } from '../observability/relay-spans.ts';
-import { logMcpRequest } from './request-log.ts';
+import { RequestLog } from './request-log.ts';
 
 export function registerMcpRoutes(
   app: TemplatedApp,
@@ -83,8 +83,10 @@ class McpEndpoint implements FastPostHost, AnswerHost {
   private readonly stateless: StatelessEndpoint;
   /** Requests on mounted routes, by their copied headers (begin() binds them). */
   private readonly bound = new WeakMap<McpHeaders, Bound>();
+  private readonly requestLog: RequestLog;
 
   constructor(readonly ctx: GatewayContext) {
+    this.requestLog = new RequestLog(ctx.log);
     this.getStreams = new GetStreams(ctx);
     this.sessions = new SessionLookup(ctx);
     this.clientAuth = new ClientAuth(ctx);
@@ -488,7 +490,7 @@ class McpEndpoint implements FastPostHost, AnswerHost {
   observe(method: string, started: number, bytesIn: number, bytesOut: number, outcome: string, ex?: Exchange): void {
     const seconds = (performance.now() - started) / 1000;
     observeMcpRequest(method, outcome, seconds, 'session', tracingOn && ex ? exemplarTraceId(ex) : undefined);
-    logMcpRequest(this.ctx.log, method, seconds, bytesIn, bytesOut, ex);
+    this.requestLog.write(method, seconds, bytesIn, bytesOut, ex);
   }
 }
 

@@ -37,7 +37,7 @@ import { initializeFrom, observeMcpRequest } from '../metrics.ts';
 import { tracingOn } from '../observability/tracing.ts';
 import { answeredSpan } from '../observability/relay-spans.ts';
 import { parseJson, stringifyJson } from '../protocol/exact-json.ts';
-import { logMcpRequest } from './request-log.ts';
+import { RequestLog } from './request-log.ts';
 
 /** A POST not answered within this long becomes an SSE stream (if the client accepts one). */
 export const SLOW_ANSWER_MS = 1000;
@@ -79,10 +79,14 @@ export type Forward = (
 ) => Promise<ForwardOutcome>;
 
 export class StatelessEndpoint {
+  private readonly requestLog: RequestLog;
+
   constructor(
     private readonly ctx: GatewayContext,
     private readonly forward: Forward,
-  ) {}
+  ) {
+    this.requestLog = new RequestLog(ctx.log);
+  }
 
   /**
    * `started`: when the request arrived (performance.now()), for its latency; `bytesIn`: its
@@ -212,7 +216,7 @@ export class StatelessEndpoint {
   ): void {
     const seconds = (performance.now() - started) / 1000;
     observeMcpRequest(method, outcome, seconds, 'stateless');
-    logMcpRequest(this.ctx.log, method, seconds, bytesIn, bytesOut, ex);
+    this.requestLog.write(method, seconds, bytesIn, bytesOut, ex);
   }
 
   /**

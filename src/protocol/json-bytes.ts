@@ -3,6 +3,7 @@
 // UTF-8 never reuses ASCII bytes inside multi-byte sequences, so a byte scan is exact.
 // Used to restore ids (frame.ts) and to splice members into results (stateless.ts).
 import { Buffer } from 'node:buffer';
+import { setBytes, spanOf } from './byte-calls.ts';
 
 export const QUOTE = 0x22,
   BACKSLASH = 0x5c,
@@ -99,12 +100,13 @@ export function runAt(s: Buffer, at: number, run: Run): boolean {
  * (docs/decisions/0241-the-request-path-without-runtime-calls.md, amended). Through
  * `Uint8Array#set`, not `Buffer#copy`: the latter checks its arguments in JavaScript and makes
  * a view of the span even for a whole buffer (a whole 90-byte buffer 682 instructions with
- * `copy`, 530 with `set`; a span of one 1,254 and 1,045).
+ * `copy`, 530 with `set`; a span of one 1,254 and 1,045); `set` and the view's parts read once
+ * (src/protocol/byte-calls.ts).
  */
 export function put(src: Buffer, from: number, to: number, out: Buffer, o: number): number {
   const n = to - from;
   if (n > 16) {
-    out.set(from === 0 && to === src.length ? src : new Uint8Array(src.buffer, src.byteOffset + from, n), o);
+    setBytes.call(out, from === 0 && to === src.length ? src : spanOf(src, from, n), o);
     return n;
   }
   for (let k = 0; k < n; k++) out[o + k] = src[from + k];

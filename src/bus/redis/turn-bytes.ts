@@ -6,6 +6,7 @@
 // (a `write` each, then a `writev` that converts them one by one).
 import { Buffer } from 'node:buffer';
 import type { Socket } from 'node:net';
+import { setBytes, writeUtf8 } from '../../protocol/byte-calls.ts';
 
 /** A slab's size: a turn's bytes fit many times over; a larger turn takes one of its size. */
 const SLAB_BYTES = 64 * 1024;
@@ -51,14 +52,14 @@ export class TurnBytes {
   add(text: string): void {
     const most = text.length * 3; // UTF-8 bytes per UTF-16 unit, at most
     if (this.at + most > this.slab.length) this.nextSlab(most);
-    this.at += this.slab.write(text, this.at, this.slab.length - this.at);
+    this.at += writeUtf8.call(this.slab, text, this.at, this.slab.length - this.at);
   }
 
   /** Bytes made in advance (a command's fixed part). */
   addBytes(bytes: Uint8Array): void {
     const n = bytes.length;
     if (this.at + n > this.slab.length) this.nextSlab(n);
-    this.slab.set(bytes, this.at);
+    setBytes.call(this.slab, bytes, this.at);
     this.at += n;
   }
 
@@ -77,7 +78,7 @@ export class TurnBytes {
       return;
     }
     if (this.at + n > this.slab.length) this.nextSlab(n);
-    this.slab.set(payload, this.at);
+    setBytes.call(this.slab, payload, this.at);
     this.at += n;
   }
 
@@ -92,7 +93,7 @@ export class TurnBytes {
     // Written as if each character were one byte (the headers here are ASCII), put right after.
     const guess = text.length + more;
     const textAt = this.lengthLineAt(this.at, guess);
-    const written = s.write(text, textAt, s.length - textAt);
+    const written = writeUtf8.call(s, text, textAt, s.length - textAt);
     if (written === text.length) {
       this.at = textAt + written;
       return guess;
