@@ -99,10 +99,31 @@ export type MethodVerdict =
   | { ok: false; reason: 'method_not_found'; message: string }
   | { ok: false; reason: 'insufficient_scope'; scope: Scope };
 
-/** Whether the phone's capabilities advertise `capability` (a path, or one of a list of paths). */
-export function advertised(capabilities: unknown, capability: string | readonly CapabilityPath[]): boolean {
+/** A capability as the lists of keys it may be found under, one of which suffices. */
+function pathsOf(capability: string | readonly CapabilityPath[]): readonly (readonly string[])[] {
   const paths = typeof capability === 'string' ? [capability] : capability;
-  return paths.some((p) => hasPath(capabilities, typeof p === 'string' ? p.split('.') : p));
+  return paths.map((p) => (typeof p === 'string' ? p.split('.') : p));
+}
+
+/**
+ * Each method's rule with its capability's paths split once: checkMethod runs on every request,
+ * where splitting them made an array per path and a closure each time.
+ */
+interface CheckedRule {
+  paths: readonly (readonly string[])[] | undefined;
+  rule: MethodRule;
+}
+const CHECKED_RULES = new Map<string, CheckedRule>(
+  Object.entries(METHOD_RULES).map(([method, rule]) => [
+    method,
+    { paths: rule.capability === undefined ? undefined : pathsOf(rule.capability), rule },
+  ]),
+);
+
+/** Whether the phone's capabilities hold one of `paths`. */
+function advertised(capabilities: unknown, paths: readonly (readonly string[])[]): boolean {
+  for (const path of paths) if (hasPath(capabilities, path)) return true;
+  return false;
 }
 
 function hasPath(capabilities: unknown, path: readonly string[]): boolean {
@@ -122,18 +143,23 @@ function describe(capability: string | readonly CapabilityPath[]): string {
 
 /** Whether a client request may go to (or be answered for) the phone; tools/call then checks the tool. */
 export function checkMethod(method: string, capabilities: unknown, scopes: readonly Scope[]): MethodVerdict {
-  const rule = Object.hasOwn(METHOD_RULES, method) ? METHOD_RULES[method] : undefined;
-  if (!rule) return { ok: false, reason: 'method_not_found', message: `Method not found: ${method}` };
-  if (rule.capability && !advertised(capabilities, rule.capability))
+  const checked = CHECKED_RULES.get(method);
+  if (!checked) return { ok: false, reason: 'method_not_found', message: `Method not found: ${method}` };
+  const rule = checked.rule;
+  if (checked.paths && !advertised(capabilities, checked.paths))
     return {
       ok: false,
       reason: 'method_not_found',
-      message: `Method not found: the phone does not offer ${describe(rule.capability)} (${method})`,
+      message: `Method not found: the phone does not offer ${describe(rule.capability!)} (${method})`,
     };
   if (rule.scope !== 'any' && rule.scope !== 'per-tool' && !scopes.includes(rule.scope))
     return { ok: false, reason: 'insufficient_scope', scope: rule.scope };
-  return { ok: true, perTool: rule.scope === 'per-tool' };
+  return rule.scope === 'per-tool' ? ADMITTED_PER_TOOL : ADMITTED;
 }
+
+// The verdicts that admit, made once (a verdict is read, never changed).
+const ADMITTED: MethodVerdict = Object.freeze({ ok: true, perTool: false });
+const ADMITTED_PER_TOOL: MethodVerdict = Object.freeze({ ok: true, perTool: true });
 
 /** The error of a request outside the credential's scopes (-31008, with the scope it needs). */
 export function insufficientScopeError(scope: Scope): JsonRpcErrorObject {
