@@ -253,7 +253,7 @@ export function decodeSession<S extends { id: string }>(json: string): S {
   // A copy without `v`, not `delete o.v`: deleting a member other than the last one written
   // leaves the object in dictionary mode, and every read of a session's fields on the request
   // path then goes through the generic load IC
-  // (docs/decisions/0260-typed-array-methods-read-once.md).
+  // (docs/decisions/0260-reads-the-optimizer-left-generic.md).
   const { v: _version, ...rec } = o;
   return rec as unknown as S;
 }

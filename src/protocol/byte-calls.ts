@@ -32,11 +32,11 @@ export function spanOf(src: Uint8Array, from: number, n: number): Uint8Array {
 }
 
 type Utf8Write = (this: Buffer, text: string, offset: number, length: number) => number;
+const BUFFER: object = Buffer.prototype as object;
 /**
  * `buf.write(text, offset, length)` as UTF-8: `writeUtf8.call(buf, text, offset, length)`, the
  * bytes written. Node's native `utf8Write`, which `Buffer#write` calls after checking its
  * arguments (the callers here pass offsets inside the buffer); `Buffer#write` itself where a
  * Node has no such method.
  */
-const BUFFER: object = Buffer.prototype as object;
 export const writeUtf8 = functionOf<Utf8Write>(BUFFER, 'utf8Write' in BUFFER ? 'utf8Write' : 'write', 'value');
