@@ -136,9 +136,8 @@ function hasPath(capabilities: unknown, path: readonly string[]): boolean {
   return node !== undefined && node !== null && node !== false;
 }
 
-function describe(capability: string | readonly CapabilityPath[]): string {
-  const paths = typeof capability === 'string' ? [capability] : capability;
-  return paths.map((p) => (typeof p === 'string' ? p : p.join('.'))).join(' or ');
+function describe(paths: readonly (readonly string[])[]): string {
+  return paths.map((p) => p.join('.')).join(' or ');
 }
 
 /** Whether a client request may go to (or be answered for) the phone; tools/call then checks the tool. */
@@ -150,7 +149,7 @@ export function checkMethod(method: string, capabilities: unknown, scopes: reado
     return {
       ok: false,
       reason: 'method_not_found',
-      message: `Method not found: the phone does not offer ${describe(rule.capability!)} (${method})`,
+      message: `Method not found: the phone does not offer ${describe(checked.paths)} (${method})`,
     };
   if (rule.scope !== 'any' && rule.scope !== 'per-tool' && !scopes.includes(rule.scope))
     return { ok: false, reason: 'insufficient_scope', scope: rule.scope };
