@@ -14,6 +14,7 @@
 // supported in a mixed cluster.
 import { type Buffer } from 'node:buffer';
 import { integerAt, runAt, runOf } from '../protocol/json-bytes.ts';
+import { bufferSpan } from '../protocol/byte-calls.ts';
 import { readReqHeader, reqLineEnd, writeReqHeaderLine, type ReqHeader } from './req-header.ts';
 
 /** One format: the version this release writes, and the oldest it still reads. */
@@ -122,13 +123,13 @@ export interface NodeMessage<H> {
  */
 export function decodeNodeMessage<H extends { t: string }>(raw: Buffer, start = 0, end = raw.length): NodeMessage<H> {
   const rid = ridHeader(raw, start, end);
-  if (rid) return { header: rid as unknown as H & { v?: number }, payload: raw.subarray(ridLineEnd + 1, end) };
+  if (rid) return { header: rid as unknown as H & { v?: number }, payload: bufferSpan(raw, ridLineEnd + 1, end) };
   // The request's header is read up to its line's end, found by the reader (reqLineEnd).
   const short =
     end - start > NODE_HEAD_RUN.length && runAt(raw, start, NODE_HEAD_RUN)
       ? readReqHeader(raw, start + NODE_HEAD_RUN.length, end, FORMATS.nodeMessage.write)
       : undefined;
-  if (short) return { header: short as unknown as H & { v?: number }, payload: raw.subarray(reqLineEnd + 1, end) };
+  if (short) return { header: short as unknown as H & { v?: number }, payload: bufferSpan(raw, reqLineEnd + 1, end) };
   let nl = raw.indexOf(NL, start);
   if (nl >= end) nl = -1;
   let h: H & { v?: number };
@@ -140,7 +141,7 @@ export function decodeNodeMessage<H extends { t: string }>(raw: Buffer, start = 
   if (typeof h !== 'object' || h === null || typeof h.t !== 'string')
     throw new UnreadableFormatError('nodeMessage', undefined, 'header has no type');
   checkVersion('nodeMessage', h.v);
-  return { header: h, payload: raw.subarray(nl < 0 ? end : nl + 1, end) };
+  return { header: h, payload: bufferSpan(raw, nl < 0 ? end : nl + 1, end) };
 }
 
 const NODE_HEAD_RUN = runOf(NODE_HEAD);

@@ -5,6 +5,7 @@
 // several a second. A buffer taken here goes back once nothing reads it (Exchange: after uWS
 // copied it; Served: after Redis read it), so the same few stay in use.
 import { Buffer } from 'node:buffer';
+import { bufferSpan } from '../protocol/byte-calls.ts';
 
 /** Below this Node's own pool serves `Buffer.allocUnsafe` (Buffer.poolSize >>> 1): nothing to gain. */
 export const POOLED_MIN_BYTES = 4096;
@@ -42,11 +43,11 @@ export class BufferPool {
     const b = this.free[cls]?.pop();
     if (b) {
       this.freeBytes -= b.buffer.byteLength;
-      return b.subarray(0, n);
+      return bufferSpan(b, 0, n);
     }
     const made = Buffer.allocUnsafeSlow(1 << cls);
     this.own.add(made.buffer);
-    return made.subarray(0, n);
+    return bufferSpan(made, 0, n);
   }
 
   /** Gives back a buffer `take` returned; nothing may read it afterwards. Others are ignored. */

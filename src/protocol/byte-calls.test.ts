@@ -1,7 +1,7 @@
 import { Buffer } from 'node:buffer';
 import { describe, expect, it } from 'vitest';
 import { prng } from '../prng.ts';
-import { setBytes, spanOf, writeUtf8 } from './byte-calls.ts';
+import { bufferSpan, setBytes, spanOf, writeUtf8 } from './byte-calls.ts';
 
 // Each once-read method against the Buffer method it stands for, on pooled Buffers (whose
 // byteOffset into their ArrayBuffer is not 0) and on Buffers of their own.
@@ -30,6 +30,24 @@ describe('byte calls read once', () => {
       expect(out.equals(expected)).toBe(true);
       src[from] ^= 0xff; // a view, not a copy
       if (n > 0) expect(view[0]).toBe(src[from]);
+    }
+  });
+
+  it('bufferSpan is subarray: a Buffer over the same memory', () => {
+    for (let round = 0; round < 2000; round++) {
+      const src = source();
+      const from = int(src.length + 1);
+      const end = from + int(src.length - from + 1);
+      const span = bufferSpan(src, from, end);
+      expect(span).toBeInstanceOf(Buffer);
+      expect(span.equals(src.subarray(from, end))).toBe(true);
+      expect(span.buffer).toBe(src.buffer);
+      expect(span.byteOffset).toBe(src.byteOffset + from);
+      if (end > from) {
+        src[from] ^= 0xff; // a view, not a copy
+        expect(span[0]).toBe(src[from]);
+      }
+      expect(span.toString('latin1')).toBe(src.toString('latin1', from, end));
     }
   });
 

@@ -31,6 +31,31 @@ export function spanOf(src: Uint8Array, from: number, n: number): Uint8Array {
   return new Bytes(bufferOf.call(src), byteOffsetOf.call(src) + from, n);
 }
 
+type BufferView = new (memory: ArrayBufferLike, byteOffset: number, length: number) => Buffer;
+
+/**
+ * The class Node makes Buffers of, as `subarray` finds it (the species of `Buffer`); where a
+ * Node has none that makes a Buffer view, a constructor that returns `Buffer.from`'s view.
+ */
+const BufferView: BufferView = (() => {
+  const species = (Buffer as unknown as Record<symbol, unknown>)[Symbol.species];
+  if (typeof species === 'function') {
+    const made = new (species as BufferView)(new ArrayBuffer(2), 1, 1);
+    if (made instanceof Buffer && made.byteOffset === 1 && made.length === 1) return species as BufferView;
+  }
+  return function (memory: ArrayBufferLike, byteOffset: number, length: number) {
+    return Buffer.from(memory, byteOffset, length);
+  } as unknown as BufferView;
+})();
+
+/**
+ * `src.subarray(from, end)` for a Buffer: a Buffer over the same memory, nothing copied. Node's
+ * `subarray` also looks up the species through `constructor`, each a generic read.
+ */
+export function bufferSpan(src: Uint8Array, from: number, end: number): Buffer {
+  return new BufferView(bufferOf.call(src), byteOffsetOf.call(src) + from, end - from);
+}
+
 type Utf8Write = (this: Buffer, text: string, offset: number, length: number) => number;
 const BUFFER: object = Buffer.prototype as object;
 /**
