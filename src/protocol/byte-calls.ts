@@ -49,8 +49,9 @@ const BufferView: BufferView = (() => {
 })();
 
 /**
- * `src.subarray(from, end)` for a Buffer: a Buffer over the same memory, nothing copied. Node's
- * `subarray` also looks up the species through `constructor`, each a generic read.
+ * `src.subarray(from, end)` for a Buffer, with 0 <= from <= end <= src.length (not clamped as
+ * `subarray` does): a Buffer over the same memory, nothing copied. Node's `subarray` also looks
+ * up the species through `constructor`, each a generic read.
  */
 export function bufferSpan(src: Uint8Array, from: number, end: number): Buffer {
   return new BufferView(bufferOf.call(src), byteOffsetOf.call(src) + from, end - from);
