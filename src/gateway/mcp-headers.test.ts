@@ -2,17 +2,28 @@ import { describe, expect, it } from 'vitest';
 import type { HttpRequest } from '../uws.ts';
 import { collectHeaders, FORWARDED_CHAIN } from './mcp-headers.ts';
 
-/** A request whose forEach visits these (name, value) lines in order, as uWS does. */
+/**
+ * A request of these (name, value) lines, as uWS reads them: forEach visits every line in order,
+ * getHeader gives a name's first line ('' for none). `passes` counts the forEach calls.
+ */
+let passes = 0;
 const request = (lines: Array<[string, string]>) =>
-  ({ forEach: (cb: (k: string, v: string) => void) => lines.forEach(([k, v]) => cb(k, v)) }) as unknown as HttpRequest;
+  ({
+    forEach: (cb: (k: string, v: string) => void) => {
+      passes++;
+      lines.forEach(([k, v]) => cb(k, v));
+    },
+    getHeader: (name: string | Buffer) => lines.find(([k]) => k === String(name))?.[1] ?? '',
+  }) as unknown as HttpRequest;
 
 describe('collectHeaders', () => {
-  it('keeps the first non-empty value of the headers read once', () => {
+  it('keeps the first non-empty value of the headers read once, on the pass over every header', () => {
     const h = collectHeaders(
       request([
         ['x-api-key', ''],
         ['x-api-key', 'k1'],
         ['x-api-key', 'k2'],
+        ['mcp-session-id', ''],
         ['mcp-session-id', 's1'],
         ['mcp-session-id', 's2'],
         ['accept', 'application/json'],
@@ -25,6 +36,74 @@ describe('collectHeaders', () => {
       session: 's1',
       accept: 'application/json',
     });
+  });
+
+  it('reads a session request of a session-era revision (or none) by name: first lines, no pass', () => {
+    const twoVersions: Array<[string, string]> = [
+      ['mcp-protocol-version', '2025-11-25'],
+      ['mcp-protocol-version', '2026-07-28'],
+    ];
+    for (const version of [twoVersions, []]) {
+      const before = passes;
+      const h = collectHeaders(
+        request([
+          ['host', '127.0.0.1'],
+          ['mcp-session-id', 's1'],
+          ['mcp-session-id', 's2'],
+          ...version,
+          ['x-api-key', ''],
+          ['x-api-key', 'k1'],
+          ['authorization', 'Bearer t'],
+          ['accept', 'application/json'],
+          ['accept', 'text/event-stream'],
+          ['content-type', 'application/json'],
+          ['origin', 'https://a.example'],
+          ['last-event-id', 'e1'],
+          ['x-forwarded-for', '1.1.1.1'],
+          ['x-forwarded-for', '2.2.2.2'],
+          ['mcp-method', 'tools/call'],
+          ['mcp-name', 'echo'],
+          ['mcp-param-region', 'us'],
+        ]),
+        true,
+      );
+      expect(passes).toBe(before);
+      const present = Object.fromEntries(Object.entries(h).filter(([, v]) => v !== undefined));
+      // The first line counts, an empty one as no header; what only 2026-07-28 or initialize reads
+      // (Mcp-Method, Mcp-Name, Mcp-Param-*, X-Forwarded-For) is not read.
+      expect(present).toEqual({
+        'mcp-session-id': 's1',
+        ...(version.length ? { 'mcp-protocol-version': '2025-11-25' } : {}),
+        authorization: 'Bearer t',
+        accept: 'application/json',
+        'content-type': 'application/json',
+        origin: 'https://a.example',
+        'last-event-id': 'e1',
+      });
+    }
+  });
+
+  it('passes over every header for a request without a session or with a version of no session era', () => {
+    for (const lines of [
+      [['mcp-protocol-version', '2025-11-25']],
+      [
+        ['mcp-session-id', ''],
+        ['mcp-session-id', 's1'],
+      ],
+      [
+        ['mcp-session-id', 's1'],
+        ['mcp-protocol-version', '2026-07-28'],
+      ],
+      [
+        ['mcp-session-id', 's1'],
+        ['mcp-protocol-version', '1999-01-01'],
+      ],
+    ] as Array<Array<[string, string]>>) {
+      const before = passes;
+      const h = collectHeaders(request([...lines, ['mcp-name', 'echo'], ['mcp-name', 'tap']]), false);
+      expect(passes).toBe(before + 1);
+      expect(h['mcp-name']).toBe('echo, tap');
+    }
   });
 
   it('joins the lines of a header 2026-07-28 checks against the body with ", " (RFC 9110 §5.3)', () => {

@@ -1,7 +1,10 @@
-// Which request headers /mcp reads, copied in one pass: uWS's request object is valid only
-// during the synchronous handler (McpEndpoint.begin), so everything later reads this copy.
+// Which request headers /mcp reads, copied by name or in one pass over every header line: uWS's
+// request object is valid only during the synchronous handler (McpEndpoint.begin), so
+// everything later reads this copy.
+import { Buffer } from 'node:buffer';
 import type { HttpRequest as Req } from '../uws.ts';
 import { startsWith } from '../protocol/string-builtins.ts';
+import { isSessionRevision } from '../protocol/revisions.ts';
 
 export type McpHeaders = Record<string, string>;
 /**
@@ -117,7 +120,30 @@ const collectHeader = (k: string, v: string): void => {
   if (startsWith.call(k, PARAM_PREFIX)) h[k] = joined(h[k], v);
 };
 
+// The names read one by one (namedHeaders), as bytes made once: uWS turns a string argument
+// into UTF-8 on every call and reads a Buffer as it is (as preEncoded in http.ts).
+const SESSION_ID = Buffer.from('mcp-session-id');
+const VERSION = Buffer.from('mcp-protocol-version');
+const API_KEY = Buffer.from('x-api-key');
+const AUTHORIZATION = Buffer.from('authorization');
+const ACCEPT = Buffer.from('accept');
+const CONTENT_TYPE = Buffer.from('content-type');
+const ORIGIN = Buffer.from('origin');
+const LAST_EVENT_ID = Buffer.from('last-event-id');
+const present = (v: string): string | undefined => (v === '' ? undefined : v);
+
+/**
+ * The request's headers. A request in a session whose version header names a session-era
+ * revision (or none) reads each name /mcp reads with one native call (namedHeaders); any other
+ * takes the pass over every header, whose fields are joined as 2026-07-28 requires
+ * (docs/decisions/0262-session-requests-read-headers-by-name.md).
+ */
 export function collectHeaders(req: Req, trustProxy: boolean): McpHeaders {
+  const sessionId = req.getHeader(SESSION_ID);
+  if (sessionId !== '') {
+    const version = req.getHeader(VERSION);
+    if (version === '' || isSessionRevision(version)) return namedHeaders(req, sessionId, version);
+  }
   const h = new CollectedHeaders() as CollectedHeaders & Record<string, string | undefined>;
   collecting = h;
   collectChain = trustProxy;
@@ -128,5 +154,25 @@ export function collectHeaders(req: Req, trustProxy: boolean): McpHeaders {
   if (h['mcp-method'] === '') h['mcp-method'] = undefined;
   if (h['mcp-name'] === '') h['mcp-name'] = undefined;
   // Fields of names the request did not carry hold undefined: read as absent, like a missing key.
+  return h as McpHeaders;
+}
+
+/**
+ * A session-era request's headers, each by name: each name's first line, an empty one as no
+ * header. The pass over every header made two strings and a call from C++ into JavaScript per
+ * header, read or not (docs/decisions/0262-session-requests-read-headers-by-name.md).
+ * X-Forwarded-For is not read: only initialize reads it (session-opener.ts), and initialize
+ * carries no session id.
+ */
+function namedHeaders(req: Req, sessionId: string, version: string): McpHeaders {
+  const h = new CollectedHeaders() as CollectedHeaders & Record<string, string | undefined>;
+  h['mcp-session-id'] = sessionId;
+  h['mcp-protocol-version'] = present(version);
+  h['x-api-key'] = present(req.getHeader(API_KEY));
+  h.authorization = present(req.getHeader(AUTHORIZATION));
+  h.accept = present(req.getHeader(ACCEPT));
+  h['content-type'] = present(req.getHeader(CONTENT_TYPE));
+  h.origin = present(req.getHeader(ORIGIN));
+  h['last-event-id'] = present(req.getHeader(LAST_EVENT_ID));
   return h as McpHeaders;
 }

@@ -11,6 +11,8 @@ export const META = {
 
 export interface RawLinesAnswer {
   status: number;
+  /** The status line and header lines, as received. */
+  head: string;
   body: string;
   json: any;
 }
@@ -34,14 +36,15 @@ export function rawPost(port: number, headerLines: string[], body: string, path 
       clearTimeout(timer);
       const text = Buffer.concat(chunks).toString('utf8');
       const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(text)?.[1] ?? 0);
-      const bodyText = text.slice(text.indexOf('\r\n\r\n') + 4);
+      const headEnd = text.indexOf('\r\n\r\n');
+      const bodyText = text.slice(headEnd + 4);
       let json: any;
       try {
         json = JSON.parse(bodyText);
       } catch {
         json = undefined;
       }
-      resolve({ status, body: bodyText, json });
+      resolve({ status, head: text.slice(0, headEnd), body: bodyText, json });
     });
   });
 }
