@@ -13,7 +13,7 @@ const request = (lines: Array<[string, string]>) =>
       passes++;
       lines.forEach(([k, v]) => cb(k, v));
     },
-    getHeader: (name: string | Buffer) => lines.find(([k]) => k === String(name))?.[1] ?? '',
+    getHeader: (name: ArrayBuffer) => lines.find(([k]) => k === Buffer.from(name).toString())?.[1] ?? '',
   }) as unknown as HttpRequest;
 
 describe('collectHeaders', () => {

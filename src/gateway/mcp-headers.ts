@@ -121,15 +121,17 @@ const collectHeader = (k: string, v: string): void => {
 };
 
 // The names read one by one (namedHeaders), as bytes made once: uWS turns a string argument
-// into UTF-8 on every call and reads a Buffer as it is (as preEncoded in http.ts).
-const SESSION_ID = Buffer.from('mcp-session-id');
-const VERSION = Buffer.from('mcp-protocol-version');
-const API_KEY = Buffer.from('x-api-key');
-const AUTHORIZATION = Buffer.from('authorization');
-const ACCEPT = Buffer.from('accept');
-const CONTENT_TYPE = Buffer.from('content-type');
-const ORIGIN = Buffer.from('origin');
-const LAST_EVENT_ID = Buffer.from('last-event-id');
+// into UTF-8 on every call (a copy it allocates), and reads an ArrayBuffer's bytes as they are,
+// without asking a view (a Buffer) for its buffer, offset and length as well.
+const nameBytes = (name: string): ArrayBuffer => new Uint8Array(Buffer.from(name)).buffer;
+const SESSION_ID = nameBytes('mcp-session-id');
+const VERSION = nameBytes('mcp-protocol-version');
+const API_KEY = nameBytes('x-api-key');
+const AUTHORIZATION = nameBytes('authorization');
+const ACCEPT = nameBytes('accept');
+const CONTENT_TYPE = nameBytes('content-type');
+const ORIGIN = nameBytes('origin');
+const LAST_EVENT_ID = nameBytes('last-event-id');
 const present = (v: string): string | undefined => (v === '' ? undefined : v);
 
 /**
