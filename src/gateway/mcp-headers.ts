@@ -9,7 +9,8 @@ import { isSessionRevision } from '../protocol/revisions.ts';
 export type McpHeaders = Record<string, string>;
 /**
  * Where begin() keeps every X-Forwarded-For value, comma-joined (the chain reads the same:
- * src/gateway/client-address.ts), when proxies are trusted; no real header has a space.
+ * src/gateway/client-address.ts), when proxies are trusted; no real header has a space. Kept
+ * by the pass over every line only: initialize reads it, and carries no session id.
  */
 export const FORWARDED_CHAIN = 'forwarded chain';
 const PARAM_PREFIX = 'mcp-param-';
