@@ -37,9 +37,9 @@ class CollectedHeaders {
   'forwarded chain': string | undefined = undefined;
 }
 
-// One pass over the request's headers (req.forEach) instead of a native call per name; the
-// visitor is shared, its target set just before the pass. Like req.getHeader, a name's first
-// value counts and an empty one is no header — except for the headers 2026-07-28 checks
+// The pass over every header line (req.forEach), for a request that is not in a session of a
+// session-era revision (collectHeaders); the visitor is shared, its target set just before the
+// pass. A name's first non-empty value counts — except for the headers 2026-07-28 checks
 // against the body (MCP-Protocol-Version, Mcp-Method, Mcp-Name, Mcp-Param-*): a name sent on
 // several lines is one field whose value is every line's, joined by ", " in order (RFC 9110
 // §5.3), so a repeated line matches the body only if the whole field does, whichever line an
