@@ -109,10 +109,11 @@ class McpEndpoint implements FastPostHost, AnswerHost {
   private begin(
     res: HttpResponse,
     req: HttpRequest,
-    source?: CredentialSource<unknown>,
+    source: CredentialSource<unknown> | undefined,
+    readsLastEventId: boolean,
   ): { ex: Exchange; h: McpHeaders } | undefined {
     const ex = new Exchange(res);
-    const h = collectHeaders(req, this.ctx.config.trustProxy);
+    const h = collectHeaders(req, this.ctx.config.trustProxy, readsLastEventId);
     if (source) this.bound.set(h, { source, captured: source.capture(req) });
     if (tracingOn) noteHttpRequest(ex, req, h);
     if (h.origin && !this.allowedOrigins.has(h.origin)) {
@@ -128,7 +129,7 @@ class McpEndpoint implements FastPostHost, AnswerHost {
   }
 
   post(res: HttpResponse, req: HttpRequest, source?: CredentialSource<unknown>): void {
-    const begun = this.begin(res, req, source);
+    const begun = this.begin(res, req, source, false);
     if (!begun) return;
     const { ex, h } = begun;
     // Before anything else, as the MCP SDK's server does: a body not declared JSON is 415, an
@@ -423,7 +424,7 @@ class McpEndpoint implements FastPostHost, AnswerHost {
     handle: (ex: Exchange, h: McpHeaders, session: SessionRecord) => Promise<void>,
     check?: (ex: Exchange, h: McpHeaders) => boolean,
   ): void {
-    const begun = this.begin(res, req, source);
+    const begun = this.begin(res, req, source, true);
     if (!begun) return;
     const { ex, h } = begun;
     // Before authentication, as the media-type refusals of a POST: the headers alone decide.

@@ -83,6 +83,15 @@ describe('collectHeaders', () => {
     }
   });
 
+  it('reads Last-Event-ID by name only where asked (a POST never resumes)', () => {
+    const lines: Array<[string, string]> = [
+      ['mcp-session-id', 's1'],
+      ['last-event-id', 'e1'],
+    ];
+    expect(collectHeaders(request(lines), false, false)['last-event-id']).toBeUndefined();
+    expect(collectHeaders(request(lines), false, true)['last-event-id']).toBe('e1');
+  });
+
   it('passes over every header for a request without a session or with a version of no session era', () => {
     for (const lines of [
       [['mcp-protocol-version', '2025-11-25']],

@@ -139,13 +139,15 @@ const present = (v: string): string | undefined => (v === '' ? undefined : v);
  * The request's headers. A request in a session whose version header names a session-era
  * revision (or none) reads each name /mcp reads with one native call (namedHeaders); any other
  * takes the pass over every header, whose fields are joined as 2026-07-28 requires
- * (docs/decisions/0262-session-requests-read-headers-by-name.md).
+ * (docs/decisions/0262-session-requests-read-headers-by-name.md). A body of such a request that
+ * names 2026-07-28 is refused at its version header's compare, before any field the named path
+ * leaves unread. Last-Event-ID is read only where asked (GET resumes; a POST never does).
  */
-export function collectHeaders(req: Req, trustProxy: boolean): McpHeaders {
+export function collectHeaders(req: Req, trustProxy: boolean, readsLastEventId = true): McpHeaders {
   const sessionId = req.getHeader(SESSION_ID);
   if (sessionId !== '') {
     const version = req.getHeader(VERSION);
-    if (version === '' || isSessionRevision(version)) return namedHeaders(req, sessionId, version);
+    if (version === '' || isSessionRevision(version)) return namedHeaders(req, sessionId, version, readsLastEventId);
   }
   const h = new CollectedHeaders() as CollectedHeaders & Record<string, string | undefined>;
   collecting = h;
@@ -167,7 +169,7 @@ export function collectHeaders(req: Req, trustProxy: boolean): McpHeaders {
  * X-Forwarded-For is not read: only initialize reads it (session-opener.ts), and initialize
  * carries no session id.
  */
-function namedHeaders(req: Req, sessionId: string, version: string): McpHeaders {
+function namedHeaders(req: Req, sessionId: string, version: string, readsLastEventId: boolean): McpHeaders {
   const h = new CollectedHeaders() as CollectedHeaders & Record<string, string | undefined>;
   h['mcp-session-id'] = sessionId;
   h['mcp-protocol-version'] = present(version);
@@ -176,6 +178,6 @@ function namedHeaders(req: Req, sessionId: string, version: string): McpHeaders 
   h.accept = present(req.getHeader(ACCEPT));
   h['content-type'] = present(req.getHeader(CONTENT_TYPE));
   h.origin = present(req.getHeader(ORIGIN));
-  h['last-event-id'] = present(req.getHeader(LAST_EVENT_ID));
+  if (readsLastEventId) h['last-event-id'] = present(req.getHeader(LAST_EVENT_ID));
   return h as McpHeaders;
 }

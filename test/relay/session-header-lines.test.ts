@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { useEchoRelay } from '../helpers/per-file.ts';
 import type { EchoServerControl } from '../fixtures/echo-server.ts';
-import { rawPost } from '../helpers/raw-header-lines.ts';
+import { rawPost, toolCallBody } from '../helpers/raw-header-lines.ts';
 
 const control: EchoServerControl = { calls: [], cancellations: 0 };
 const echo = useEchoRelay([], { control });
@@ -83,6 +83,22 @@ describe('session-era header lines', () => {
       `MCP-Protocol-Version: ${SESSION_ERA}`,
     ]);
     expect(r).toMatchObject({ status: 400, reachedPhone: false });
+  });
+
+  it('refuses a body of 2026-07-28 under session headers at the version compare, Mcp-Method unread', async () => {
+    const sid = await openSession();
+    const before = control.calls.length;
+    const r = await rawPost(
+      port(),
+      [...json, `X-Api-Key: ${echo.token}`, `Mcp-Session-Id: ${sid}`, `MCP-Protocol-Version: ${SESSION_ERA}`],
+      toolCallBody(8, 'echo', { text: 'mixed' }),
+    );
+    expect({ status: r.status, code: r.json?.error?.code, message: r.json?.error?.message }).toEqual({
+      status: 400,
+      code: -32020,
+      message: expect.stringContaining('MCP-Protocol-Version'),
+    });
+    expect(control.calls.length).toBe(before);
   });
 
   it('takes the first Mcp-Session-Id and X-Api-Key lines; an empty first key line is no key (401)', async () => {
