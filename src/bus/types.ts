@@ -40,8 +40,9 @@ export interface SessionStore {
    * `touch` answered at once when this process can answer for the session: the in-process
    * store always; the Redis store while it holds a lease on it (docs/decisions/0133-session-leases.md).
    * Undefined otherwise: the caller then awaits `touch`. Lets a call go through without a wait.
+   * `now`: the caller's reading of the clock (Date.now()), when it has one.
    */
-  touchNow?(id: string, idleMs: number): SessionRecord | undefined;
+  touchNow?(id: string, idleMs: number, now?: number): SessionRecord | undefined;
   delete(id: string): Promise<boolean>;
   /** Live sessions bound to a device: the MCP clients connected to it (the hosted dashboard). */
   countForDevice(deviceId: string): Promise<number>;

@@ -12,7 +12,7 @@ import {
   webcrypto,
   KeyObject,
 } from 'node:crypto';
-import { bytesForLast } from '../protocol/json-bytes.ts';
+import { keptBytes } from '../protocol/json-bytes.ts';
 
 export const PROTOCOL_TAG = 'phonebridge-v1';
 export const NONCE_BYTES = 32;
@@ -24,7 +24,7 @@ export function signedPayload(nonce: Buffer, relayHost: string, ts: number | str
 
 const TAG_BYTES = Buffer.from(PROTOCOL_TAG, 'utf8');
 // A relay signs against one host (its --public-url) for its whole life: encoded once.
-const hostBytes = bytesForLast((host) => host);
+const hostBytes = keptBytes((host) => host);
 
 // Nonces are cut from a pool of random bytes: one call into the CSPRNG per 128 challenges.
 // Every nonce is its own 32 bytes (a view of a pool that is replaced, never refilled).

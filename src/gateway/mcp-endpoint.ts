@@ -190,7 +190,10 @@ class McpEndpoint implements FastPostHost, AnswerHost {
     if (!req || req.method === 'initialize' || this.ctx.config.budgets.maxBatch < 1) return false;
     // The in-process store, or this node's lease on a Redis session
     // (docs/decisions/0133-session-leases.md); undefined sends it to the general path, which asks the bus.
-    const session = this.ctx.bus.sessions.touchNow!(h['mcp-session-id'], this.ctx.config.sessionIdleMs);
+    // One reading of the clock for the steps below (a runtime call each: docs/BENCHMARKS.md,
+    // "Channels made once, the clock read once").
+    const now = Date.now();
+    const session = this.ctx.bus.sessions.touchNow!(h['mcp-session-id'], this.ctx.config.sessionIdleMs, now);
     if (!session || session.tokenId !== cred.token.id) return false;
     // Its id is in use in the session: the general path refuses it (InFlightCalls.forward).
     const key = inFlightKey(session.id, req.id);
@@ -199,9 +202,9 @@ class McpEndpoint implements FastPostHost, AnswerHost {
     const deviceId = session.deviceId;
     if (this.ctx.hub.isRevoked({ tokenId: cred.token.id, deviceId, accountId: cred.account.id })) return false;
     const conn = this.ctx.router.readyLocal(deviceId);
-    const owner = conn ? undefined : this.ctx.router.knownRemoteOwner(deviceId);
+    const owner = conn ? undefined : this.ctx.router.knownRemoteOwner(deviceId, now);
     if (!conn && !owner) return false;
-    this.sessions.note(session);
+    this.sessions.note(session, now);
     call.start(session, req, raw.length);
     const timeoutMs = requestTimeoutMs(
       req.method,
@@ -213,8 +216,8 @@ class McpEndpoint implements FastPostHost, AnswerHost {
     call.timeoutMs = timeoutMs;
     const callerJson = callerContextJson(cred.token);
     const route = conn
-      ? this.ctx.router.startLocal(conn, req, callerJson, client.caller, call, timeoutMs)
-      : this.ctx.router.startRemote(deviceId, owner!, req, callerJson, client.caller, call, timeoutMs);
+      ? this.ctx.router.startLocal(conn, req, callerJson, client.caller, call, timeoutMs, now)
+      : this.ctx.router.startRemote(deviceId, owner!, req, callerJson, client.caller, call, timeoutMs, now);
     if (!route.done) {
       call.route = route;
       call.key = key;

@@ -23,10 +23,10 @@ export class PeerDirectory {
   constructor(private readonly bus: Bus) {}
 
   /** The owner remembered for a phone on another node, if not yet expired. */
-  cachedOwner(deviceId: string): DeviceOwner | undefined {
+  cachedOwner(deviceId: string, now = Date.now()): DeviceOwner | undefined {
     const e = this.owners.get(deviceId);
     if (!e) return undefined;
-    if (e.until > Date.now()) return e.owner;
+    if (e.until > now) return e.owner;
     this.owners.delete(deviceId);
     return undefined;
   }

@@ -60,8 +60,10 @@ export class Route implements ReplySink {
     readonly caller: Caller,
     private readonly out: ReplySink,
     timeoutMs: number,
+    /** The clock (Date.now()) as the caller read it. */
+    now = Date.now(),
   ) {
-    this.deadline = Date.now() + timeoutMs;
+    this.deadline = now + timeoutMs;
     active.set(this.seq, this);
   }
 

@@ -243,8 +243,9 @@ export class Router {
     caller: Caller,
     sink: ReplySink,
     timeoutMs: number,
+    now = Date.now(),
   ): LocalRoute {
-    const r = this.bytesRoute(conn.deviceId, req, caller, sink, timeoutMs);
+    const r = this.bytesRoute(conn.deviceId, req, caller, sink, timeoutMs, now);
     r.state = 'local';
     r.conn = conn;
     r.relayId = conn.handleClientBytes(req, callerJson, caller, r, timeoutMs);
@@ -256,9 +257,9 @@ export class Router {
    * another node is remembered (peer-directory.ts), and the bus is whole. Undefined otherwise
    * (the general path decides: `request`).
    */
-  knownRemoteOwner(deviceId: string): DeviceOwner | undefined {
+  knownRemoteOwner(deviceId: string, now = Date.now()): DeviceOwner | undefined {
     if (!this.ctx.bus.available || this.ctx.hub.device(deviceId)) return undefined;
-    return this.peers.cachedOwner(deviceId);
+    return this.peers.cachedOwner(deviceId, now);
   }
 
   /**
@@ -275,16 +276,24 @@ export class Router {
     caller: Caller,
     sink: ReplySink,
     timeoutMs: number,
+    now = Date.now(),
   ): LocalRoute {
-    const r = this.bytesRoute(deviceId, req, caller, sink, timeoutMs);
+    const r = this.bytesRoute(deviceId, req, caller, sink, timeoutMs, now);
     r.bytes = req;
     r.callerJson = callerJson;
-    void this.send(r, owner, true);
+    void this.send(r, owner, true, now);
     return r;
   }
 
   /** The route of a request held as bytes: only its id and method are kept as a message. */
-  private bytesRoute(deviceId: string, req: ClientRequestBytes, caller: Caller, sink: ReplySink, timeoutMs: number) {
+  private bytesRoute(
+    deviceId: string,
+    req: ClientRequestBytes,
+    caller: Caller,
+    sink: ReplySink,
+    timeoutMs: number,
+    now: number,
+  ) {
     return new Route(
       this.active,
       deviceId,
@@ -293,6 +302,7 @@ export class Router {
       caller,
       sink,
       timeoutMs,
+      now,
     );
   }
 
@@ -481,15 +491,17 @@ export class Router {
     r.sink.fail(offlineRefusal(r.msg.method, initResult, r.caller.scopes) ?? relayError('device_offline', detail));
   }
 
-  private remaining(r: Route): number {
-    return Math.max(1, r.deadline - Date.now());
+  private remaining(r: Route, now = Date.now()): number {
+    return Math.max(1, r.deadline - now);
   }
 
-  private async send(r: Route, owner: DeviceOwner, cached: boolean): Promise<void> {
+  /** `now`: the clock as the caller read it (Date.now()), when the request starts here. */
+  private async send(r: Route, owner: DeviceOwner, cached: boolean, now?: number): Promise<void> {
     let rid = this.rids.take();
     if (rid === 0) {
       // A new block of ids (once a million requests, or the first one): cancel works meanwhile.
       await this.rids.more();
+      now = undefined; // the caller's clock is only good without a wait
       if (r.done) return;
       rid = this.rids.take();
       if (rid === 0) return void r.sink.fail(relayError('relay_unavailable'));
@@ -497,7 +509,8 @@ export class Router {
     // Found at an owner: the move (if any) is over; a later one marks the request again.
     const wasMoving = r.moving;
     r.moving = false;
-    const timeoutMs = this.remaining(r);
+    now ??= Date.now();
+    const timeoutMs = this.remaining(r, now);
     r.state = 'remote';
     r.rid = rid;
     r.sentPerf = performance.now();
@@ -544,7 +557,7 @@ export class Router {
         route: r,
         node: owner.nodeId,
         epoch: owner.epoch,
-        sentAt: Date.now(),
+        sentAt: now,
         cached,
         moving: wasMoving,
         sent,

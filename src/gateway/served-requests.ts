@@ -50,10 +50,10 @@ export class ServedRequests {
 
   /** Runs a request for another node and sends the answer back to it. */
   async serve(h: ReqHeader, payload: Buffer): Promise<void> {
-    this.lastServedAt = Date.now();
+    const now = (this.lastServedAt = Date.now());
     crossNode.owner.inc();
     const consumer = tracingOn ? busServeSpan(h.tp, h.tst, h.method, h.from) : undefined;
-    const sink = new Served(this, h, consumer);
+    const sink = new Served(this, h, consumer, now);
     const conn = this.ctx.hub.device(h.deviceId);
     if (!conn || conn.closed || this.ctx.hub.isMoving(conn)) {
       // Handed over (drain): the origin waits for the phone's next node. Otherwise the origin
@@ -219,10 +219,12 @@ class Served implements ReplySink {
     private readonly owner: ServedRequests,
     private readonly h: ReqHeader,
     private readonly consumer: ReturnType<typeof busServeSpan> | undefined,
+    /** The clock (Date.now()) as the caller read it. */
+    now: number,
   ) {
     this.key = servedKey(h.from, h.rid);
     this.keyHash = owner.hashOf(h.from, h.rid);
-    this.until = Date.now() + h.timeoutMs + ORIGIN_GRACE_MS;
+    this.until = now + h.timeoutMs + ORIGIN_GRACE_MS;
   }
 
   /** Cancelled or orphaned by the origin before it started (ServedRequests.untilReady). */

@@ -87,8 +87,8 @@ export class SessionLookup {
    * remember() for a session served without a touch of the bus (in-process store, or a
    * lease): the outage fallback is refreshed only once it is RECENT_REFRESH_MS old, not per call.
    */
-  note(s: SessionRecord): void {
-    const left = this.recent.remainingMs(s.id);
+  note(s: SessionRecord, now = Date.now()): void {
+    const left = this.recent.remainingMs(s.id, now);
     if (left === undefined || left < this.ctx.config.sessionIdleMs - RECENT_REFRESH_MS) this.remember(s);
   }
 

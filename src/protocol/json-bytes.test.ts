@@ -1,6 +1,6 @@
 import { Buffer } from 'node:buffer';
 import { describe, expect, it } from 'vitest';
-import { bytesAre, runAt, runOf } from './json-bytes.ts';
+import { bytesAre, keptBytes, runAt, runOf } from './json-bytes.ts';
 
 describe('runs: bytes compared four at a time', () => {
   it('finds a run exactly where its bytes are, whatever its length and its bytes', () => {
@@ -36,5 +36,32 @@ describe('runs: bytes compared four at a time', () => {
     for (let b = 0; b < 256; b++) expect(runAt(Buffer.from([b, 1, 0, 0]), 0, never)).toBe(false);
     const tail = runOf([0x41, 0x100]);
     for (let b = 0; b < 256; b++) expect(runAt(Buffer.from([0x41, b]), 0, tail)).toBe(false);
+  });
+});
+
+describe('keptBytes: encodings kept per key', () => {
+  it('encodes each key once while keys take turns, and gives each its own bytes', () => {
+    const encoded: string[] = [];
+    const bytesOfKey = keptBytes((k) => {
+      encoded.push(k);
+      return `<${k}>`;
+    });
+    // Keys made anew each time (equal content, other string objects), taking turns.
+    for (let round = 0; round < 3; round++)
+      for (const k of ['a', 'ch:node:é', 'b']) expect(bytesOfKey(String(k)).toString('utf8')).toBe(`<${k}>`);
+    expect(encoded).toEqual(['a', 'ch:node:é', 'b']);
+  });
+
+  it('keeps at most max keys, and stays right past that', () => {
+    const encoded: string[] = [];
+    const bytesOfKey = keptBytes((k) => {
+      encoded.push(k);
+      return k.toUpperCase();
+    }, 2);
+    for (const k of ['a', 'b', 'c', 'a', 'b']) expect(bytesOfKey(k).toString()).toBe(k.toUpperCase());
+    // a and b kept; c starts the map again (c kept), a then b encoded again (the map full after a).
+    expect(encoded).toEqual(['a', 'b', 'c', 'a', 'b']);
+    expect(bytesOfKey('b').toString()).toBe('B');
+    expect(encoded).toHaveLength(5);
   });
 });

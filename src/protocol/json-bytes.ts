@@ -20,20 +20,26 @@ export interface Span {
 }
 
 /**
- * `encode(key)` as UTF-8 bytes, kept for the last key asked: for what a process encodes again
- * and again for few keys (its public host, a forwarded method, a peer's channel). Comparing the
- * key (mostly the same string object: a pointer's compare) costs less than the runtime's
- * encoding each time.
+ * `encode(key)` as UTF-8 bytes, kept per key: for what a process encodes again and again for
+ * few keys (its public host, a forwarded method, its peers' channels). The last key is compared
+ * first (mostly the same string object: a pointer's compare), which costs less than the
+ * runtime's encoding; the others wait in a map, so that keys taking turns (a node's messages to
+ * several peers, a client's methods) are not encoded again at each change. At most `max` keys
+ * are kept (past that the map starts again: a client picks its methods).
  */
-export function bytesForLast(encode: (key: string) => string): (key: string) => Buffer {
+export function keptBytes(encode: (key: string) => string, max = 64): (key: string) => Buffer {
   let last: string | undefined;
-  let bytes = Buffer.alloc(0);
+  let bytes: Buffer = Buffer.alloc(0);
+  const kept = new Map<string, Buffer>();
   return (key) => {
-    if (key !== last) {
-      bytes = Buffer.from(encode(key));
-      last = key;
+    if (key === last) return bytes;
+    let b = kept.get(key);
+    if (b === undefined) {
+      if (kept.size >= max) kept.clear();
+      kept.set(key, (b = Buffer.from(encode(key))));
     }
-    return bytes;
+    last = key;
+    return (bytes = b);
   };
 }
 

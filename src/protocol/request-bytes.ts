@@ -11,7 +11,7 @@
 import { Buffer, isUtf8 } from 'node:buffer';
 import type { JsonRpcId } from './jsonrpc.ts';
 import { waitSeconds } from './timeouts.ts';
-import { bytesAre, bytesForLast, bytesOf, decimalDigits, integerAt, put, putDecimal, skipWs } from './json-bytes.ts';
+import { bytesAre, keptBytes, bytesOf, decimalDigits, integerAt, put, putDecimal, skipWs } from './json-bytes.ts';
 import { isExactNumber } from './exact-json.ts';
 
 // JSON's structural bytes as this module's own constants, not imported ones: in the per-byte
@@ -657,7 +657,7 @@ export function paramsWithCaller(req: ClientRequestBytes, callerJson: Buffer): B
  * (about 2 thousand instructions) where a copy of kept bytes costs a few hundred — and one copy
  * of the three pieces together less than three (each under put's 16 bytes, a byte loop).
  */
-const methodAndParams = bytesForLast((method) => `,"method":${JSON.stringify(method)},"params":`);
+const methodAndParams = keptBytes((method) => `,"method":${JSON.stringify(method)},"params":`);
 
 /** The frame to the phone for a forwarded request: params (paramsWithCaller's) copied whole. */
 export function forwardedFrame(relayId: number, method: string, params: Buffer): Buffer {

@@ -110,8 +110,7 @@ class LocalSessions implements SessionStore {
   async touch(id: string, idleMs: number): Promise<SessionRecord | undefined> {
     return this.touchNow(id, idleMs);
   }
-  touchNow(id: string, idleMs: number): SessionRecord | undefined {
-    const now = Date.now();
+  touchNow(id: string, idleMs: number, now = Date.now()): SessionRecord | undefined {
     const e = this.map.renew(id, idleMs, now);
     if (!e) return undefined;
     e.s.lastSeenAt = now;

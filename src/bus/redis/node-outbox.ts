@@ -41,6 +41,9 @@ function countNotRead(): void {}
  */
 export const QUIET_REQUESTS_PER_TURN = 4;
 
+/** Peers' channels kept at most (channel()). */
+const MAX_PEER_CHANNELS = 1024;
+
 function sendTurnRequests(outbox: NodeOutbox): void {
   outbox.sendTurnRequests();
 }
@@ -66,6 +69,9 @@ export interface CommandConnection {
 export class NodeOutbox {
   /** sendOrBounce requests of this turn, sent together at its end. */
   private turnRequests: TurnRequest[] = [];
+  private readonly channels = new Map<string, string>();
+  private lastPeer: string | undefined;
+  private lastChannel = '';
 
   constructor(
     private readonly layout: KeyLayout,
@@ -75,6 +81,24 @@ export class NodeOutbox {
     private readonly commands: CommandConnection,
   ) {}
 
+  /**
+   * A peer's channel, made once per peer: `layout.node` concatenates anew each time, and a
+   * fresh concatenation compared with the channel whose RESP bytes are kept (quiet.ts) is
+   * flattened first, some 800 instructions a message (docs/BENCHMARKS.md, "Channels made once, the clock read once").
+   * The last peer is compared first: mostly the same id string, a pointer's compare.
+   */
+  private channel(nodeId: string): string {
+    if (nodeId === this.lastPeer) return this.lastChannel;
+    let ch = this.channels.get(nodeId);
+    if (ch === undefined) {
+      // Peers come and go under new ids (a restarted node): the map starts again past its bound.
+      if (this.channels.size >= MAX_PEER_CHANNELS) this.channels.clear();
+      this.channels.set(nodeId, (ch = this.layout.node(nodeId)));
+    }
+    this.lastPeer = nodeId;
+    return (this.lastChannel = ch);
+  }
+
   /** Whether replies go out without Redis' answers now. */
   get quietReady(): boolean {
     return this.quiet?.ready ?? false;
@@ -83,7 +107,7 @@ export class NodeOutbox {
   sendToNode(nodeId: string, msg: string, payload?: Buffer): Promise<boolean> {
     // Its receiver count read off the quiet connection, not through ioredis's command queue
     // (docs/decisions/0234-counted-publishes-on-the-quiet-connection.md).
-    if (this.quiet?.ready) return this.quiet.publishCounted(this.layout.node(nodeId), 'm' + msg, payload).then(heard);
+    if (this.quiet?.ready) return this.quiet.publishCounted(this.channel(nodeId), 'm' + msg, payload).then(heard);
     return this.publishWithReply(nodeId, msg, payload);
   }
 
@@ -92,7 +116,7 @@ export class NodeOutbox {
     const started = performance.now();
     const body = payload === undefined ? 'm' + msg : nodeMessage(msg, payload);
     try {
-      return (await this.commands.publish(this.layout.node(nodeId), body)) > 0;
+      return (await this.commands.publish(this.channel(nodeId), body)) > 0;
     } finally {
       busPublish.since(started);
     }
@@ -100,7 +124,7 @@ export class NodeOutbox {
 
   /** Every answer of a request served here: on the quiet path, no promise of its own. */
   replyToNode(nodeId: string, msg: string, payload?: Buffer): Promise<void> {
-    if (this.quiet?.ready) return this.quiet.publish(this.layout.node(nodeId), 'm' + msg, payload);
+    if (this.quiet?.ready) return this.quiet.publish(this.channel(nodeId), 'm' + msg, payload);
     return this.sendToNode(nodeId, msg, payload).then(countNotRead);
   }
 
@@ -131,7 +155,7 @@ export class NodeOutbox {
     try {
       if (batch.length <= QUIET_REQUESTS_PER_TURN && quiet?.bounceReady) {
         for (const r of batch)
-          quiet.publishOrBounce(this.layout.node(r.nodeId), 'm' + r.msg, r.payload, this.chSelf, 'm' + r.bounce).then(
+          quiet.publishOrBounce(this.channel(r.nodeId), 'm' + r.msg, r.payload, this.chSelf, 'm' + r.bounce).then(
             () => r.resolve(true),
             // Written, then its connection closed before Redis confirmed it: it may have run (and
             // been heard), so it is in doubt, as a publish whose reply came too late.

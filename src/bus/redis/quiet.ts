@@ -24,7 +24,7 @@ import { Buffer } from 'node:buffer';
 import type { Socket } from 'node:net';
 import type { Redis } from 'ioredis';
 import { TurnBytes } from './turn-bytes.ts';
-import { bytesForLast } from '../../protocol/json-bytes.ts';
+import { keptBytes } from '../../protocol/json-bytes.ts';
 import { busPublish, redisCommand } from '../../metrics.ts';
 import { BusTimeoutError, BusUnavailableError } from '../errors.ts';
 import {
@@ -129,23 +129,21 @@ class Counted implements Awaited {
   }
 }
 
-// The RESP around a message that depends only on its channels, as bytes kept for the last
-// channel: a node's messages go to few channels (its peers', its own for bounces), and bytes
-// made once are copied into the turn for a fraction of what encoding the string costs each time
+// The RESP around a message that depends only on its channels, as bytes kept per channel: a
+// node's messages go to few channels (its peers', its own for bounces), and bytes made once are
+// copied into the turn for a fraction of what encoding the string costs each time
 // (turn-bytes.ts).
 
 /** `PUBLISH channel` up to its message, as RESP. */
-const publishBefore = bytesForLast(
-  (channel) => `*3\r\n$7\r\nPUBLISH\r\n$${Buffer.byteLength(channel)}\r\n${channel}\r\n`,
-);
+const publishBefore = keptBytes((channel) => `*3\r\n$7\r\nPUBLISH\r\n$${Buffer.byteLength(channel)}\r\n${channel}\r\n`);
 
 /** The bounce script's EVAL up to its message (ARGV[2]), published on `channel`, as RESP. */
-const evalBefore = bytesForLast(
+const evalBefore = keptBytes(
   (channel) => `*7\r\n$4\r\nEVAL\r\n${BOUNCE_SCRIPT}$1\r\n0\r\n$${Buffer.byteLength(channel)}\r\n${channel}\r\n`,
 );
 
 /** The bounce script's `back` (ARGV[3]), after the message. */
-const backArgument = bytesForLast((back) => `$${Buffer.byteLength(back)}\r\n${back}\r\n`);
+const backArgument = keptBytes((back) => `$${Buffer.byteLength(back)}\r\n${back}\r\n`);
 
 function confirmNow(q: QuietPublisher): void {
   q.confirm();

@@ -293,6 +293,42 @@ describe('RedisBus across nodes', () => {
     expect(atB).toEqual(['{"t":"unheard","rid":3}\n']);
   });
 
+  it('messages to peers taking turns reach each its own peer, in one turn and across turns (channels kept per peer)', async () => {
+    const [a, b, c] = [await node(), await node(), await node()];
+    await waitFor(() => c.quietReady, 2000, 'the quiet connection');
+    const at = new Map<string, string[]>([
+      [a.nodeId, []],
+      [b.nodeId, []],
+      [c.nodeId, []],
+    ]);
+    for (const n of [a, b, c]) n.onNodeMessage((m) => at.get(n.nodeId)!.push(m));
+    const frame = Buffer.from('{"result":{},"id":1}');
+    // Ids made anew for each message (as read off the wire): equal text, other string objects.
+    const peer = (n: RedisBus) => `${n.nodeId.slice(0, 2)}${n.nodeId.slice(2)}`;
+    for (let round = 0; round < 3; round++) {
+      const sends: Promise<unknown>[] = [];
+      for (const [i, n] of [a, b, a, b].entries()) {
+        sends.push(c.replyToNode(peer(n), `{"t":"res","rid":${round * 10 + i}}\n`, frame));
+        // One request in the turn: it goes as the quiet script, with the bounce for nobody.
+        if (i === 1) sends.push(c.sendOrBounce(peer(n), `{"t":"req","rid":${round}}\n`, frame, 'x'));
+      }
+      sends.push(
+        c.sendOrBounce('nobody', `{"t":"req","rid":${100 + round}}\n`, frame, `{"t":"unheard","rid":${round}}\n`),
+      );
+      await Promise.all(sends);
+      await sleep(5); // the next round in another turn
+    }
+    await waitFor(() => at.get(a.nodeId)!.length === 6 && at.get(b.nodeId)!.length === 9, 3000, 'every message');
+    await waitFor(() => at.get(c.nodeId)!.length === 3, 3000, 'the bounces');
+    const heads = (id: string) => at.get(id)!.map((m) => m.slice(0, m.indexOf('\n')));
+    expect(heads(a.nodeId)).toEqual([0, 2, 10, 12, 20, 22].map((rid) => `{"t":"res","rid":${rid}}`));
+    expect(heads(b.nodeId).filter((h) => h.includes('"res"'))).toEqual(
+      [1, 3, 11, 13, 21, 23].map((rid) => `{"t":"res","rid":${rid}}`),
+    );
+    expect(heads(b.nodeId).filter((h) => h.includes('"req"'))).toEqual([0, 1, 2].map((r) => `{"t":"req","rid":${r}}`));
+    expect(heads(c.nodeId)).toEqual([0, 1, 2].map((r) => `{"t":"unheard","rid":${r}}`));
+  });
+
   it('requests of a busy turn go with their Redis replies: nobody hearing one is known at once, and nothing bounces', async () => {
     const [a, b] = [await node(), await node()];
     await waitFor(() => b.quietReady, 2000, 'the quiet connection');

@@ -89,10 +89,9 @@ export class RedisSessions implements SessionStore {
    * interval is renewed in the background; one that could not be renewed for LEASE_MAX_MS
    * (or half the idle time) no longer serves.
    */
-  touchNow(id: string, idleMs: number): SessionRecord | undefined {
+  touchNow(id: string, idleMs: number, now = Date.now()): SessionRecord | undefined {
     const lease = this.leases.get(id);
     if (!lease) return undefined;
-    const now = Date.now();
     const age = now - lease.confirmedAt;
     if (age >= Math.min(LEASE_MAX_MS, idleMs / 2)) {
       this.leases.delete(id);
