@@ -110,6 +110,30 @@ export function ridHeaderLine(t: 'res' | 'rel' | 'unheard', rid: number): string
   return `${NODE_HEAD}"t":"${t}","rid":${rid}}\n`;
 }
 
+/** ridHeaderLine's text before its rid, and after it. */
+export function ridHeaderAround(t: 'res' | 'rel' | 'unheard'): readonly [before: string, after: string] {
+  return [`${NODE_HEAD}"t":"${t}","rid":`, '}\n'];
+}
+
+/**
+ * ridHeaderLine(t, rid) kept as its parts, for a bus that writes bytes: it writes the line
+ * without making the string, which costs a concatenation, its flattening and a call into the
+ * runtime to encode it, some 1.3 thousand instructions a message
+ * (docs/decisions/0263-answer-headers-written-as-bytes.md). String(h) is the line.
+ */
+export class RidHeader {
+  constructor(
+    readonly t: 'res' | 'rel' | 'unheard',
+    readonly rid: number,
+  ) {}
+  toString(): string {
+    return ridHeaderLine(this.t, this.rid);
+  }
+}
+
+/** A node message's header line: as text, or a RidHeader. */
+export type NodeHead = string | RidHeader;
+
 export interface NodeMessage<H> {
   header: H & { v?: number };
   /** A view of the message after the header line (no copy). */

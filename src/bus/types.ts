@@ -1,6 +1,7 @@
 // The cluster bus: everything gateway nodes must share. One small interface, two drivers:
 // `local` (in-process, single node — the default) and `redis` (many nodes).
 import type { Scope } from '../store/types.ts';
+import type { NodeHead } from './formats.ts';
 import type { SessionRevision } from '../protocol/revisions.ts';
 
 export interface SessionRecord {
@@ -168,16 +169,17 @@ export interface Bus {
   /**
    * Delivers an opaque message to one node's onNodeMessage (and onNodeBytes) handlers; false
    * if that node is not listening. `payload`, when given, is the message's tail as bytes
-   * (a phone frame: never turned into a string on its way).
+   * (a phone frame: never turned into a string on its way). `msg` may be a RidHeader, whose
+   * String() is the message's text: a driver that writes bytes writes it without the string.
    */
-  sendToNode(nodeId: string, msg: string, payload?: Buffer): Promise<boolean>;
+  sendToNode(nodeId: string, msg: NodeHead, payload?: Buffer): Promise<boolean>;
   /**
    * sendToNode for a message whose sender does not act on who heard it (an answer to another
    * node's request): a driver may skip the per-message reply (docs/decisions/0142-quiet-answers.md).
    * Resolves once the bus has taken it; rejects as sendToNode does (BusUnavailableError: not
    * sent, send again; BusTimeoutError: it may have been delivered).
    */
-  replyToNode(nodeId: string, msg: string, payload?: Buffer): Promise<void>;
+  replyToNode(nodeId: string, msg: NodeHead, payload?: Buffer): Promise<void>;
   /**
    * sendToNode for a message whose sender must learn when nobody heard it, but need not wait
    * to know that it was heard (a request to another node): false if the driver knows at once
@@ -185,7 +187,7 @@ export interface Bus {
    * all, `bounce` reaches this node's own onNodeMessage handlers instead. A driver may skip the
    * per-message reply this way (docs/decisions/0225-quiet-requests.md). Rejects as sendToNode.
    */
-  sendOrBounce(nodeId: string, msg: string, payload: Buffer | undefined, bounce: string): Promise<boolean>;
+  sendOrBounce(nodeId: string, msg: string, payload: Buffer | undefined, bounce: NodeHead): Promise<boolean>;
   onNodeMessage(handler: (msg: string) => void): void;
   /**
    * onNodeMessage as bytes: the message is bytes[start, end), where it came off the wire (no

@@ -188,11 +188,11 @@ class McpEndpoint implements FastPostHost, AnswerHost {
     const client = call.client();
     const req = readClientRequest(raw, client.memo);
     if (!req || req.method === 'initialize' || this.ctx.config.budgets.maxBatch < 1) return false;
+    // One reading of the clock for the steps below (a runtime call each: docs/BENCHMARKS.md,
+    // "Channels made once, the clock read once, answer headers as bytes").
+    const now = Date.now();
     // The in-process store, or this node's lease on a Redis session
     // (docs/decisions/0133-session-leases.md); undefined sends it to the general path, which asks the bus.
-    // One reading of the clock for the steps below (a runtime call each: docs/BENCHMARKS.md,
-    // "Channels made once, the clock read once").
-    const now = Date.now();
     const session = this.ctx.bus.sessions.touchNow!(h['mcp-session-id'], this.ctx.config.sessionIdleMs, now);
     if (!session || session.tokenId !== cred.token.id) return false;
     // Its id is in use in the session: the general path refuses it (InFlightCalls.forward).

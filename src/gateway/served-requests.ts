@@ -6,7 +6,7 @@
 import { Buffer } from 'node:buffer';
 import { relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
 import { BusUnavailableError } from '../bus/index.ts';
-import { nodeHeaderLine, ridHeaderLine } from '../bus/formats.ts';
+import { nodeHeaderLine, RidHeader, type NodeHead } from '../bus/formats.ts';
 import type { CallHandle, Caller, DeviceConnection, ReplySink } from './device-connection.ts';
 import type { GatewayContext } from './context.ts';
 import { crossNode } from '../metrics.ts';
@@ -180,7 +180,7 @@ export class ServedRequests {
    */
   async replyTo(
     node: string,
-    msg: string,
+    msg: NodeHead,
     until: number,
     payload: Buffer | undefined,
     last: boolean,
@@ -254,12 +254,12 @@ class Served implements ReplySink {
   private answered(frame: Buffer, pool?: BufferPool): void {
     this.done = true;
     this.owner.unserve(this);
-    this.reply(ridHeaderLine('res', this.h.rid), frame, true, pool);
+    this.reply(new RidHeader('res', this.h.rid), frame, true, pool);
     if (this.consumer) endServe(this.consumer);
   }
 
   related(frame: Buffer): void {
-    this.reply(ridHeaderLine('rel', this.h.rid), frame, false);
+    this.reply(new RidHeader('rel', this.h.rid), frame, false);
   }
 
   fail(error: JsonRpcErrorObject): void {
@@ -293,7 +293,7 @@ class Served implements ReplySink {
    * Sends a reply's header line `msg`; `last` unless more replies follow (`rel`). A `frame`
    * taken from `pool` goes back to it once sent.
    */
-  reply(msg: string, frame?: Buffer, last = true, pool?: BufferPool): void {
+  reply(msg: NodeHead, frame?: Buffer, last = true, pool?: BufferPool): void {
     const prev = this.outbox;
     // The first reply (usually the only one) is sent at once; later ones wait for the one
     // before (answered by Redis, so delivered before it even on another connection).

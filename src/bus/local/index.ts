@@ -8,6 +8,7 @@ import { checkStreamId, DEFAULT_REPLAY, eventId, Handlers, parseEventId, type Re
 import { ExpiringMap } from '../expiring-map.ts';
 import { ReplayBudget, type ReplayEntry } from './replay-budget.ts';
 import { localBusDropped } from '../../metrics.ts';
+import type { NodeHead } from '../formats.ts';
 import type { Count } from '../../metric-cells.ts';
 
 /**
@@ -283,8 +284,9 @@ export class LocalBus implements Bus {
   }
   onNodeDown(): void {}
 
-  async sendToNode(nodeId: string, msg: string, payload?: Buffer): Promise<boolean> {
+  async sendToNode(nodeId: string, head: NodeHead, payload?: Buffer): Promise<boolean> {
     if (nodeId !== this.nodeId) return false;
+    const msg = String(head);
     if (!this.nodeMessages.empty) this.nodeMessages.emit(payload ? msg + payload.toString('utf8') : msg);
     if (!this.nodeBytes.empty) {
       const bytes = payload ? Buffer.concat([Buffer.from(msg), payload]) : Buffer.from(msg);
@@ -292,7 +294,7 @@ export class LocalBus implements Bus {
     }
     return true;
   }
-  async replyToNode(nodeId: string, msg: string, payload?: Buffer): Promise<void> {
+  async replyToNode(nodeId: string, msg: NodeHead, payload?: Buffer): Promise<void> {
     await this.sendToNode(nodeId, msg, payload);
   }
   sendOrBounce(nodeId: string, msg: string, payload: Buffer | undefined): Promise<boolean> {

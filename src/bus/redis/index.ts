@@ -37,6 +37,7 @@ import {
   encodeControl,
   encodeDeviceFrame,
   UnreadableFormatError,
+  type NodeHead,
 } from '../formats.ts';
 
 export interface RedisBusOptions {
@@ -644,17 +645,17 @@ export class RedisBus implements Bus {
 
   // --- messaging ----------------------------------------------------------------------------------
 
-  sendToNode(nodeId: string, msg: string, payload?: Buffer): Promise<boolean> {
+  sendToNode(nodeId: string, msg: NodeHead, payload?: Buffer): Promise<boolean> {
     return this.outbox.sendToNode(nodeId, msg, payload);
   }
   /** @internal Whether replies go out without Redis' answers now (tests). */
   get quietReady(): boolean {
     return this.outbox.quietReady;
   }
-  replyToNode(nodeId: string, msg: string, payload?: Buffer): Promise<void> {
+  replyToNode(nodeId: string, msg: NodeHead, payload?: Buffer): Promise<void> {
     return this.outbox.replyToNode(nodeId, msg, payload);
   }
-  sendOrBounce(nodeId: string, msg: string, payload: Buffer | undefined, bounce: string): Promise<boolean> {
+  sendOrBounce(nodeId: string, msg: string, payload: Buffer | undefined, bounce: NodeHead): Promise<boolean> {
     return this.outbox.sendOrBounce(nodeId, msg, payload, bounce);
   }
   onNodeMessage(handler: (msg: string) => void): void {

@@ -9,7 +9,8 @@ import { performance } from 'node:perf_hooks';
 import { Buffer } from 'node:buffer';
 import { BusTimeoutError } from '../errors.ts';
 import type { KeyLayout } from './connector.ts';
-import type { QuietPublisher } from './quiet.ts';
+import type { NumberedHead, QuietHead, QuietPublisher } from './quiet.ts';
+import { ridHeaderAround, type NodeHead } from '../formats.ts';
 import { busPublish } from '../../metrics.ts';
 
 /** `m`: the first byte of a node message on a node's channel (scripts.ts, "Channels"). */
@@ -23,6 +24,27 @@ function nodeMessage(msg: string, payload: Buffer): Buffer {
   out.write(msg, 1, 'utf8');
   payload.copy(out, 1 + head);
   return out;
+}
+
+/** `m` + ridHeaderLine's text before the rid, and after it, as bytes: by the header's type. */
+const RID_HEAD_BYTES = new Map(
+  (['res', 'rel', 'unheard'] as const).map((t) => {
+    const [before, after] = ridHeaderAround(t);
+    return [t, { before: Buffer.from('m' + before), after: Buffer.from(after) }] as const;
+  }),
+);
+
+/**
+ * A node message's head as the quiet connection writes it: `m` + its text, or a RidHeader's
+ * bytes around its rid, no string made (docs/decisions/0263-answer-headers-written-as-bytes.md).
+ */
+function quietHead(msg: NodeHead): QuietHead {
+  if (typeof msg === 'string') return 'm' + msg;
+  const rid = msg.rid;
+  // What the digit writer writes as ridHeaderLine would (anything else, as text).
+  if (!Number.isInteger(rid) || rid < 0 || rid >= 1e10) return 'm' + String(msg);
+  const parts = RID_HEAD_BYTES.get(msg.t)!;
+  return { before: parts.before, n: rid, after: parts.after } satisfies NumberedHead;
 }
 
 /** A publish's receiver count: whether anybody heard it. */
@@ -53,7 +75,7 @@ interface TurnRequest {
   nodeId: string;
   msg: string;
   payload: Buffer | undefined;
-  bounce: string;
+  bounce: NodeHead;
   resolve: (heard: boolean) => void;
   reject: (err: unknown) => void;
 }
@@ -84,8 +106,9 @@ export class NodeOutbox {
   /**
    * A peer's channel, made once per peer: `layout.node` concatenates anew each time, and a
    * fresh concatenation compared with the channel whose RESP bytes are kept (quiet.ts) is
-   * flattened first, some 800 instructions a message (docs/BENCHMARKS.md, "Channels made once, the clock read once").
-   * The last peer is compared first: mostly the same id string, a pointer's compare.
+   * flattened first, some 800 instructions a message (docs/BENCHMARKS.md, "Channels made
+   * once, the clock read once, answer headers as bytes"). The last peer is compared first:
+   * mostly the same id string, a pointer's compare.
    */
   private channel(nodeId: string): string {
     if (nodeId === this.lastPeer) return this.lastChannel;
@@ -104,11 +127,11 @@ export class NodeOutbox {
     return this.quiet?.ready ?? false;
   }
 
-  sendToNode(nodeId: string, msg: string, payload?: Buffer): Promise<boolean> {
+  sendToNode(nodeId: string, msg: NodeHead, payload?: Buffer): Promise<boolean> {
     // Its receiver count read off the quiet connection, not through ioredis's command queue
     // (docs/decisions/0234-counted-publishes-on-the-quiet-connection.md).
-    if (this.quiet?.ready) return this.quiet.publishCounted(this.channel(nodeId), 'm' + msg, payload).then(heard);
-    return this.publishWithReply(nodeId, msg, payload);
+    if (this.quiet?.ready) return this.quiet.publishCounted(this.channel(nodeId), quietHead(msg), payload).then(heard);
+    return this.publishWithReply(nodeId, String(msg), payload);
   }
 
   /** sendToNode through ioredis, on the command connection. */
@@ -123,8 +146,8 @@ export class NodeOutbox {
   }
 
   /** Every answer of a request served here: on the quiet path, no promise of its own. */
-  replyToNode(nodeId: string, msg: string, payload?: Buffer): Promise<void> {
-    if (this.quiet?.ready) return this.quiet.publish(this.channel(nodeId), 'm' + msg, payload);
+  replyToNode(nodeId: string, msg: NodeHead, payload?: Buffer): Promise<void> {
+    if (this.quiet?.ready) return this.quiet.publish(this.channel(nodeId), quietHead(msg), payload);
     return this.sendToNode(nodeId, msg, payload).then(countNotRead);
   }
 
@@ -134,7 +157,7 @@ export class NodeOutbox {
    * together in one read and cost Redis less than a script each
    * (docs/decisions/0225-quiet-requests.md).
    */
-  sendOrBounce(nodeId: string, msg: string, payload: Buffer | undefined, bounce: string): Promise<boolean> {
+  sendOrBounce(nodeId: string, msg: string, payload: Buffer | undefined, bounce: NodeHead): Promise<boolean> {
     if (!this.quiet?.bounceReady) return this.sendToNode(nodeId, msg, payload);
     return new Promise<boolean>((resolve, reject) => {
       if (this.turnRequests.push({ nodeId, msg, payload, bounce, resolve, reject }) === 1)
@@ -155,7 +178,7 @@ export class NodeOutbox {
     try {
       if (batch.length <= QUIET_REQUESTS_PER_TURN && quiet?.bounceReady) {
         for (const r of batch)
-          quiet.publishOrBounce(this.channel(r.nodeId), 'm' + r.msg, r.payload, this.chSelf, 'm' + r.bounce).then(
+          quiet.publishOrBounce(this.channel(r.nodeId), 'm' + r.msg, r.payload, this.chSelf, quietHead(r.bounce)).then(
             () => r.resolve(true),
             // Written, then its connection closed before Redis confirmed it: it may have run (and
             // been heard), so it is in doubt, as a publish whose reply came too late.

@@ -52,6 +52,21 @@ const BOUNCE_SCRIPT = `$${BOUNCE.length}\r\n${BOUNCE}\r\n`;
 /** A channel nobody listens on, for the script's trial run. */
 const PROBE = 'phonebridge:probe';
 
+/**
+ * A bulk string's first part written from bytes kept in advance around a number (a node
+ * message's `{ t, rid }` header: node-outbox.ts), never made into a string
+ * (docs/decisions/0263-answer-headers-written-as-bytes.md).
+ */
+export interface NumberedHead {
+  before: Uint8Array;
+  /** A non-negative integer below 10^10. */
+  n: number;
+  after: Uint8Array;
+}
+
+/** A message's head: its text, or a NumberedHead. */
+export type QuietHead = string | NumberedHead;
+
 interface Waiter {
   resolve(): void;
   reject(err: Error): void;
@@ -145,6 +160,13 @@ const evalBefore = keptBytes(
 /** The bounce script's `back` (ARGV[3]), after the message. */
 const backArgument = keptBytes((back) => `$${Buffer.byteLength(back)}\r\n${back}\r\n`);
 
+/** A bulk string's length line and its first part, `head`, whose `more` bytes follow. */
+function addHead(t: TurnBytes, head: QuietHead, more: number): number {
+  return typeof head === 'string'
+    ? t.addBulkStart(head, more)
+    : t.addNumberedBulkStart(head.before, head.n, head.after, more);
+}
+
 function confirmNow(q: QuietPublisher): void {
   q.confirm();
 }
@@ -210,7 +232,7 @@ export class QuietPublisher {
    * PUBLISH channel (`head` + `payload`): written at once (with this turn's others, in one
    * write), resolved once Redis is known to have read it. Only when `ready`.
    */
-  publish(channel: string, head: string, payload?: Buffer): Promise<void> {
+  publish(channel: string, head: QuietHead, payload?: Buffer): Promise<void> {
     const t = this.quietTurn();
     this.bytes += this.put(t, publishBefore(channel), head, payload);
     return this.quietPromise();
@@ -221,7 +243,7 @@ export class QuietPublisher {
    * Written with this turn's others, replies on around them. BusTimeoutError if the connection
    * closes or Redis does not answer in time (in doubt: it may have been heard). Only when `ready`.
    */
-  publishCounted(channel: string, head: string, payload?: Buffer): Promise<number> {
+  publishCounted(channel: string, head: QuietHead, payload?: Buffer): Promise<number> {
     const replies = this.replies;
     if (!replies) return Promise.reject(new BusUnavailableError('cluster bus unavailable: connection not ready'));
     const t = this.turnBytes();
@@ -241,12 +263,12 @@ export class QuietPublisher {
     head: string,
     payload: Buffer | undefined,
     back: string,
-    bounce: string,
+    bounce: QuietHead,
   ): Promise<void> {
     const t = this.quietTurn();
     this.bytes += this.put(t, evalBefore(channel), head, payload);
     t.addBytes(backArgument(back));
-    t.addBulkStart(bounce, 0);
+    addHead(t, bounce, 0);
     t.addLineEnd();
     return this.quietPromise();
   }
@@ -292,9 +314,9 @@ export class QuietPublisher {
   }
 
   /** Adds a command up to its bulk string `head` + `payload`, that included; its size. */
-  private put(t: TurnBytes, before: Buffer, head: string, payload: Buffer | undefined): number {
+  private put(t: TurnBytes, before: Buffer, head: QuietHead, payload: Buffer | undefined): number {
     t.addBytes(before);
-    const n = t.addBulkStart(head, payload?.length ?? 0);
+    const n = addHead(t, head, payload?.length ?? 0);
     if (payload?.length) t.addPayload(payload);
     t.addLineEnd();
     return n;

@@ -139,6 +139,33 @@ describe('TurnBytes', () => {
     expect(got.equals(Buffer.concat(expected))).toBe(true);
   });
 
+  it('writes a first part made of kept bytes around a number as the same text would, its length counted, across slabs', async () => {
+    const p = await pair();
+    const t = new TurnBytes(p.client);
+    const before = Buffer.from('m{"v":1,"t":"res","rid":');
+    const after = Buffer.from('}\n');
+    const numbers = [0, 7, 10, 99, 65_535, 1_234_567_890, 9_999_999_999];
+    const expected: Buffer[] = [];
+    // Enough of them (with payloads) to fill the 64 KiB slab more than once.
+    for (let round = 0; round < 40; round++)
+      for (const [i, n] of numbers.entries()) {
+        const more = (round * 7 + i) * 37;
+        const total = t.addNumberedBulkStart(before, n, after, more);
+        const text = `${before.toString()}${n}${after.toString()}`;
+        expect(total).toBe(text.length + more);
+        t.addPayload(Buffer.alloc(more, 0x61 + i));
+        t.addLineEnd();
+        expected.push(
+          Buffer.from(`$${text.length + more}\r\n${text}`),
+          Buffer.alloc(more, 0x61 + i),
+          Buffer.from('\r\n'),
+        );
+      }
+    t.flush();
+    const got = await p.received();
+    expect(got.equals(Buffer.concat(expected))).toBe(true);
+  });
+
   it('writes nothing once its socket is destroyed', async () => {
     const p = await pair();
     const t = new TurnBytes(p.client);

@@ -106,6 +106,32 @@ export class TurnBytes {
     return n;
   }
 
+  /**
+   * addBulkStart for a first part made of bytes kept in advance around a number: `before`, the
+   * decimal digits of `n` (a non-negative integer below 10^10), then `after` (a few bytes). No
+   * string is made or encoded. Returns the bulk string's length.
+   */
+  addNumberedBulkStart(before: Uint8Array, n: number, after: Uint8Array, more: number): number {
+    const digits = digitCount(n);
+    const text = before.length + digits + after.length;
+    const most = 16 + text;
+    if (this.at + most > this.slab.length) this.nextSlab(most);
+    const s = this.slab;
+    const total = text + more;
+    let at = this.lengthLineAt(this.at, total);
+    setBytes.call(s, before, at);
+    at += before.length;
+    for (let i = at + digits - 1, m = n; i >= at; i--) {
+      const q = Math.floor(m / 10);
+      s[i] = 0x30 + m - q * 10;
+      m = q;
+    }
+    at += digits;
+    for (let i = 0; i < after.length; i++) s[at++] = after[i];
+    this.at = at;
+    return total;
+  }
+
   /** Writes the turn's bytes (none when the socket has closed since), and begins the next. */
   flush(): void {
     const s = this.socket;
