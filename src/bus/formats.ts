@@ -15,7 +15,8 @@
 import { type Buffer } from 'node:buffer';
 import { integerAt, runAt, runOf } from '../protocol/json-bytes.ts';
 import { bufferSpan } from '../protocol/byte-calls.ts';
-import { readReqHeader, reqLineEnd, writeReqHeaderLine, type ReqHeader } from './req-header.ts';
+import { readReqHeader, reqHeaderParts, reqLineEnd, writeReqHeaderLine, type ReqHeader } from './req-header.ts';
+import { NumberedLine } from './numbered-line.ts';
 
 /** One format: the version this release writes, and the oldest it still reads. */
 export interface FormatVersion {
@@ -96,6 +97,15 @@ export function reqHeaderLine(h: ReqHeader): string {
   return writeReqHeaderLine(NODE_HEAD, h);
 }
 
+/**
+ * reqHeaderLine(h) as a NumberedLine (its rid, id and timeout between kept texts) when it can be
+ * one (src/bus/req-header.ts reqHeaderParts), else as the string.
+ */
+export function reqHead(h: ReqHeader): NodeHead {
+  const parts = reqHeaderParts(NODE_HEAD, h);
+  return parts ? new NumberedLine(parts.texts, parts.numbers) : writeReqHeaderLine(NODE_HEAD, h);
+}
+
 /** A node message: its header line, then the payload (a phone frame travels unescaped). */
 export function encodeNodeMessage(h: object, payload = ''): string {
   return nodeHeaderLine(h) + payload;
@@ -110,29 +120,25 @@ export function ridHeaderLine(t: 'res' | 'rel' | 'unheard', rid: number): string
   return `${NODE_HEAD}"t":"${t}","rid":${rid}}\n`;
 }
 
-/** ridHeaderLine's text before its rid, and after it. */
-export function ridHeaderAround(t: 'res' | 'rel' | 'unheard'): readonly [before: string, after: string] {
-  return [`${NODE_HEAD}"t":"${t}","rid":`, '}\n'];
-}
+/** ridHeaderLine's texts around its rid, by type: kept, so that a writer keeps their bytes. */
+const RID_TEXTS = {
+  res: [`${NODE_HEAD}"t":"res","rid":`, '}\n'],
+  rel: [`${NODE_HEAD}"t":"rel","rid":`, '}\n'],
+  unheard: [`${NODE_HEAD}"t":"unheard","rid":`, '}\n'],
+} as const;
 
 /**
- * ridHeaderLine(t, rid) kept as its parts, for a bus that writes bytes: it writes the line
+ * ridHeaderLine(t, rid) as a NumberedLine, for a bus that writes bytes: it writes the line
  * without making the string, which costs a concatenation, its flattening and a call into the
  * runtime to encode it, some 1.3 thousand instructions a message
- * (docs/decisions/0263-answer-headers-written-as-bytes.md). String(h) is the line.
+ * (docs/decisions/0263-header-lines-written-as-bytes.md).
  */
-export class RidHeader {
-  constructor(
-    readonly t: 'res' | 'rel' | 'unheard',
-    readonly rid: number,
-  ) {}
-  toString(): string {
-    return ridHeaderLine(this.t, this.rid);
-  }
+export function ridHead(t: 'res' | 'rel' | 'unheard', rid: number): NumberedLine {
+  return new NumberedLine(RID_TEXTS[t], [rid]);
 }
 
-/** A node message's header line: as text, or a RidHeader. */
-export type NodeHead = string | RidHeader;
+/** A node message's header line: as text, or a NumberedLine whose String() is the text. */
+export type NodeHead = string | NumberedLine;
 
 export interface NodeMessage<H> {
   header: H & { v?: number };

@@ -187,7 +187,7 @@ export interface Bus {
    * all, `bounce` reaches this node's own onNodeMessage handlers instead. A driver may skip the
    * per-message reply this way (docs/decisions/0225-quiet-requests.md). Rejects as sendToNode.
    */
-  sendOrBounce(nodeId: string, msg: string, payload: Buffer | undefined, bounce: NodeHead): Promise<boolean>;
+  sendOrBounce(nodeId: string, msg: NodeHead, payload: Buffer | undefined, bounce: NodeHead): Promise<boolean>;
   onNodeMessage(handler: (msg: string) => void): void;
   /**
    * onNodeMessage as bytes: the message is bytes[start, end), where it came off the wire (no

@@ -189,7 +189,7 @@ class McpEndpoint implements FastPostHost, AnswerHost {
     const req = readClientRequest(raw, client.memo);
     if (!req || req.method === 'initialize' || this.ctx.config.budgets.maxBatch < 1) return false;
     // One reading of the clock for the steps below (a runtime call each: docs/BENCHMARKS.md,
-    // "Channels made once, the clock read once, answer headers as bytes").
+    // "Channels made once, the clock read once, header lines as bytes").
     const now = Date.now();
     // The in-process store, or this node's lease on a Redis session
     // (docs/decisions/0133-session-leases.md); undefined sends it to the general path, which asks the bus.

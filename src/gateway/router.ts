@@ -19,7 +19,7 @@ import { relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
 import { offlineRefusal } from '../protocol/scopes.ts';
 import type { JsonRpcId, JsonRpcRequest } from '../protocol/jsonrpc.ts';
 import { BusTimeoutError, BusUnavailableError, type Bus, type DeviceOwner } from '../bus/index.ts';
-import { decodeNodeMessage, reqHeaderLine, RidHeader, UnreadableFormatError } from '../bus/formats.ts';
+import { decodeNodeMessage, reqHead, ridHead, UnreadableFormatError } from '../bus/formats.ts';
 import type { Scope } from '../store/types.ts';
 import type { CallHandle, Caller, DeviceConnection, ReplySink } from './device-connection.ts';
 import { paramsWithCaller, type ClientRequestBytes } from '../protocol/request-bytes.ts';
@@ -545,9 +545,9 @@ export class Router {
     const sent = this.ctx.bus
       .sendOrBounce(
         owner.nodeId,
-        b ? reqHeaderLine(header) : encode(header, r.payload),
+        b ? reqHead(header) : encode(header, r.payload),
         r.payloadBytes,
-        new RidHeader('unheard', rid),
+        ridHead('unheard', rid),
       )
       .catch(deliveredLate);
     // Nothing about the request arrives before this turn ends: recorded after its send started.

@@ -6,7 +6,7 @@
 import { Buffer } from 'node:buffer';
 import { relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
 import { BusUnavailableError } from '../bus/index.ts';
-import { nodeHeaderLine, RidHeader, type NodeHead } from '../bus/formats.ts';
+import { nodeHeaderLine, ridHead, type NodeHead } from '../bus/formats.ts';
 import type { CallHandle, Caller, DeviceConnection, ReplySink } from './device-connection.ts';
 import type { GatewayContext } from './context.ts';
 import { crossNode } from '../metrics.ts';
@@ -254,12 +254,12 @@ class Served implements ReplySink {
   private answered(frame: Buffer, pool?: BufferPool): void {
     this.done = true;
     this.owner.unserve(this);
-    this.reply(new RidHeader('res', this.h.rid), frame, true, pool);
+    this.reply(ridHead('res', this.h.rid), frame, true, pool);
     if (this.consumer) endServe(this.consumer);
   }
 
   related(frame: Buffer): void {
-    this.reply(new RidHeader('rel', this.h.rid), frame, false);
+    this.reply(ridHead('rel', this.h.rid), frame, false);
   }
 
   fail(error: JsonRpcErrorObject): void {

@@ -297,7 +297,7 @@ export class LocalBus implements Bus {
   async replyToNode(nodeId: string, msg: NodeHead, payload?: Buffer): Promise<void> {
     await this.sendToNode(nodeId, msg, payload);
   }
-  sendOrBounce(nodeId: string, msg: string, payload: Buffer | undefined): Promise<boolean> {
+  sendOrBounce(nodeId: string, msg: NodeHead, payload: Buffer | undefined): Promise<boolean> {
     return this.sendToNode(nodeId, msg, payload);
   }
   onNodeMessage(handler: (msg: string) => void): void {

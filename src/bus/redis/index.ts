@@ -655,7 +655,7 @@ export class RedisBus implements Bus {
   replyToNode(nodeId: string, msg: NodeHead, payload?: Buffer): Promise<void> {
     return this.outbox.replyToNode(nodeId, msg, payload);
   }
-  sendOrBounce(nodeId: string, msg: string, payload: Buffer | undefined, bounce: NodeHead): Promise<boolean> {
+  sendOrBounce(nodeId: string, msg: NodeHead, payload: Buffer | undefined, bounce: NodeHead): Promise<boolean> {
     return this.outbox.sendOrBounce(nodeId, msg, payload, bounce);
   }
   onNodeMessage(handler: (msg: string) => void): void {

@@ -10,7 +10,9 @@ import { Buffer } from 'node:buffer';
 import { BusTimeoutError } from '../errors.ts';
 import type { KeyLayout } from './connector.ts';
 import type { NumberedHead, QuietHead, QuietPublisher } from './quiet.ts';
-import { ridHeaderAround, type NodeHead } from '../formats.ts';
+import type { NodeHead } from '../formats.ts';
+import type { NumberedLine } from '../numbered-line.ts';
+import { keptBytes } from '../../protocol/json-bytes.ts';
 import { busPublish } from '../../metrics.ts';
 
 /** `m`: the first byte of a node message on a node's channel (scripts.ts, "Channels"). */
@@ -24,27 +26,6 @@ function nodeMessage(msg: string, payload: Buffer): Buffer {
   out.write(msg, 1, 'utf8');
   payload.copy(out, 1 + head);
   return out;
-}
-
-/** `m` + ridHeaderLine's text before the rid, and after it, as bytes: by the header's type. */
-const RID_HEAD_BYTES = new Map(
-  (['res', 'rel', 'unheard'] as const).map((t) => {
-    const [before, after] = ridHeaderAround(t);
-    return [t, { before: Buffer.from('m' + before), after: Buffer.from(after) }] as const;
-  }),
-);
-
-/**
- * A node message's head as the quiet connection writes it: `m` + its text, or a RidHeader's
- * bytes around its rid, no string made (docs/decisions/0263-answer-headers-written-as-bytes.md).
- */
-function quietHead(msg: NodeHead): QuietHead {
-  if (typeof msg === 'string') return 'm' + msg;
-  const rid = msg.rid;
-  // What the digit writer writes as ridHeaderLine would (anything else, as text).
-  if (!Number.isInteger(rid) || rid < 0 || rid >= 1e10) return 'm' + String(msg);
-  const parts = RID_HEAD_BYTES.get(msg.t)!;
-  return { before: parts.before, n: rid, after: parts.after } satisfies NumberedHead;
 }
 
 /** A publish's receiver count: whether anybody heard it. */
@@ -73,7 +54,7 @@ function sendTurnRequests(outbox: NodeOutbox): void {
 /** A sendOrBounce request waiting for the end of its turn. */
 interface TurnRequest {
   nodeId: string;
-  msg: string;
+  msg: NodeHead;
   payload: Buffer | undefined;
   bounce: NodeHead;
   resolve: (heard: boolean) => void;
@@ -92,6 +73,10 @@ export class NodeOutbox {
   /** sendOrBounce requests of this turn, sent together at its end. */
   private turnRequests: TurnRequest[] = [];
   private readonly channels = new Map<string, string>();
+  /** A NumberedLine's texts as bytes, the first with the `m` tag, by its texts' array. */
+  private readonly lineBytes = new WeakMap<readonly string[], Uint8Array[]>();
+  private readonly tagged = keptBytes((text) => 'm' + text);
+  private readonly untagged = keptBytes((text) => text, 256);
   private lastPeer: string | undefined;
   private lastChannel = '';
 
@@ -107,7 +92,7 @@ export class NodeOutbox {
    * A peer's channel, made once per peer: `layout.node` concatenates anew each time, and a
    * fresh concatenation compared with the channel whose RESP bytes are kept (quiet.ts) is
    * flattened first, some 800 instructions a message (docs/BENCHMARKS.md, "Channels made
-   * once, the clock read once, answer headers as bytes"). The last peer is compared first:
+   * once, the clock read once, header lines as bytes"). The last peer is compared first:
    * mostly the same id string, a pointer's compare.
    */
   private channel(nodeId: string): string {
@@ -122,6 +107,33 @@ export class NodeOutbox {
     return (this.lastChannel = ch);
   }
 
+  /**
+   * A node message's head as the quiet connection writes it: `m` + its text, or a NumberedLine
+   * as its texts' bytes (kept) and its numbers, no string made
+   * (docs/decisions/0263-header-lines-written-as-bytes.md).
+   */
+  private quietHead(msg: NodeHead): QuietHead {
+    if (typeof msg === 'string') return 'm' + msg;
+    const numbers = msg.numbers;
+    // What the digit writer writes as String(n) would (anything else, as text).
+    for (let i = 0; i < numbers.length; i++) {
+      const n = numbers[i];
+      if (!(n >= 0 && n < 1e10 && Math.floor(n) === n)) return 'm' + String(msg);
+    }
+    return { texts: this.bytesOf(msg), numbers } satisfies NumberedHead;
+  }
+
+  private bytesOf(line: NumberedLine): Uint8Array[] {
+    let bytes = this.lineBytes.get(line.texts);
+    if (bytes === undefined) {
+      // A new array for texts seen before (another device's request, then this one's again):
+      // each text's bytes are kept too, and only a text not seen lately is encoded.
+      bytes = line.texts.map((text, i) => (i === 0 ? this.tagged(text) : this.untagged(text)));
+      this.lineBytes.set(line.texts, bytes);
+    }
+    return bytes;
+  }
+
   /** Whether replies go out without Redis' answers now. */
   get quietReady(): boolean {
     return this.quiet?.ready ?? false;
@@ -130,7 +142,8 @@ export class NodeOutbox {
   sendToNode(nodeId: string, msg: NodeHead, payload?: Buffer): Promise<boolean> {
     // Its receiver count read off the quiet connection, not through ioredis's command queue
     // (docs/decisions/0234-counted-publishes-on-the-quiet-connection.md).
-    if (this.quiet?.ready) return this.quiet.publishCounted(this.channel(nodeId), quietHead(msg), payload).then(heard);
+    if (this.quiet?.ready)
+      return this.quiet.publishCounted(this.channel(nodeId), this.quietHead(msg), payload).then(heard);
     return this.publishWithReply(nodeId, String(msg), payload);
   }
 
@@ -147,7 +160,7 @@ export class NodeOutbox {
 
   /** Every answer of a request served here: on the quiet path, no promise of its own. */
   replyToNode(nodeId: string, msg: NodeHead, payload?: Buffer): Promise<void> {
-    if (this.quiet?.ready) return this.quiet.publish(this.channel(nodeId), quietHead(msg), payload);
+    if (this.quiet?.ready) return this.quiet.publish(this.channel(nodeId), this.quietHead(msg), payload);
     return this.sendToNode(nodeId, msg, payload).then(countNotRead);
   }
 
@@ -157,7 +170,7 @@ export class NodeOutbox {
    * together in one read and cost Redis less than a script each
    * (docs/decisions/0225-quiet-requests.md).
    */
-  sendOrBounce(nodeId: string, msg: string, payload: Buffer | undefined, bounce: NodeHead): Promise<boolean> {
+  sendOrBounce(nodeId: string, msg: NodeHead, payload: Buffer | undefined, bounce: NodeHead): Promise<boolean> {
     if (!this.quiet?.bounceReady) return this.sendToNode(nodeId, msg, payload);
     return new Promise<boolean>((resolve, reject) => {
       if (this.turnRequests.push({ nodeId, msg, payload, bounce, resolve, reject }) === 1)
@@ -178,15 +191,25 @@ export class NodeOutbox {
     try {
       if (batch.length <= QUIET_REQUESTS_PER_TURN && quiet?.bounceReady) {
         for (const r of batch)
-          quiet.publishOrBounce(this.channel(r.nodeId), 'm' + r.msg, r.payload, this.chSelf, quietHead(r.bounce)).then(
-            () => r.resolve(true),
-            // Written, then its connection closed before Redis confirmed it: it may have run (and
-            // been heard), so it is in doubt, as a publish whose reply came too late.
-            (err: unknown) =>
-              r.reject(
-                new BusTimeoutError('cluster bus connection closed before Redis confirmed the message', { cause: err }),
-              ),
-          );
+          quiet
+            .publishOrBounce(
+              this.channel(r.nodeId),
+              this.quietHead(r.msg),
+              r.payload,
+              this.chSelf,
+              this.quietHead(r.bounce),
+            )
+            .then(
+              () => r.resolve(true),
+              // Written, then its connection closed before Redis confirmed it: it may have run (and
+              // been heard), so it is in doubt, as a publish whose reply came too late.
+              (err: unknown) =>
+                r.reject(
+                  new BusTimeoutError('cluster bus connection closed before Redis confirmed the message', {
+                    cause: err,
+                  }),
+                ),
+            );
         return;
       }
       for (const r of batch) this.sendToNode(r.nodeId, r.msg, r.payload).then(r.resolve, r.reject);

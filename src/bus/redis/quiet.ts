@@ -53,15 +53,15 @@ const BOUNCE_SCRIPT = `$${BOUNCE.length}\r\n${BOUNCE}\r\n`;
 const PROBE = 'phonebridge:probe';
 
 /**
- * A bulk string's first part written from bytes kept in advance around a number (a node
- * message's `{ t, rid }` header: node-outbox.ts), never made into a string
- * (docs/decisions/0263-answer-headers-written-as-bytes.md).
+ * A bulk string's first part written from bytes kept in advance with integers between them (a
+ * node message's header line: node-outbox.ts), never made into a string
+ * (docs/decisions/0263-header-lines-written-as-bytes.md).
  */
 export interface NumberedHead {
-  before: Uint8Array;
-  /** A non-negative integer below 10^10. */
-  n: number;
-  after: Uint8Array;
+  /** One more than `numbers`: the bytes before the first number, between each two, after the last. */
+  texts: readonly Uint8Array[];
+  /** Non-negative integers below 10^10. */
+  numbers: readonly number[];
 }
 
 /** A message's head: its text, or a NumberedHead. */
@@ -162,9 +162,7 @@ const backArgument = keptBytes((back) => `$${Buffer.byteLength(back)}\r\n${back}
 
 /** A bulk string's length line and its first part, `head`, whose `more` bytes follow. */
 function addHead(t: TurnBytes, head: QuietHead, more: number): number {
-  return typeof head === 'string'
-    ? t.addBulkStart(head, more)
-    : t.addNumberedBulkStart(head.before, head.n, head.after, more);
+  return typeof head === 'string' ? t.addBulkStart(head, more) : t.addNumberedBulkStart(head.texts, head.numbers, more);
 }
 
 function confirmNow(q: QuietPublisher): void {
@@ -260,7 +258,7 @@ export class QuietPublisher {
    */
   publishOrBounce(
     channel: string,
-    head: string,
+    head: QuietHead,
     payload: Buffer | undefined,
     back: string,
     bounce: QuietHead,

@@ -8,7 +8,8 @@ import { busPublish } from '../../metrics.ts';
 import { BusTimeoutError, BusUnavailableError } from '../errors.ts';
 import { RedisBus, type RedisBusOptions } from './index.ts';
 import { QUIET_REQUESTS_PER_TURN } from './node-outbox.ts';
-import { RidHeader, ridHeaderLine } from '../formats.ts';
+import { ridHead, ridHeaderLine } from '../formats.ts';
+import { NumberedLine } from '../numbered-line.ts';
 import { dropPrefix, quietLog, randomPrefix, REDIS_URL, ScratchRedis, sleep, waitFor } from './test-support.ts';
 
 const prefix = randomPrefix();
@@ -330,7 +331,7 @@ describe('RedisBus across nodes', () => {
     expect(heads(c.nodeId)).toEqual([0, 1, 2].map((r) => `{"t":"unheard","rid":${r}}`));
   });
 
-  it('a RidHeader head arrives as its text, on every path: a quiet reply, a counted send, a bounce', async () => {
+  it('a NumberedLine head arrives as its text, on every path: a quiet reply, a counted send, a request and its bounce', async () => {
     const [a, b] = [await node(), await node()];
     await waitFor(() => b.quietReady, 2000, 'the quiet connection');
     const atA: string[] = [];
@@ -338,22 +339,24 @@ describe('RedisBus across nodes', () => {
     a.onNodeMessage((m) => atA.push(m));
     b.onNodeMessage((m) => atB.push(m));
     const frame = Buffer.from('{"result":{"text":"é"},"id":1}');
-    // Written as bytes around the rid, or (past what the digit writer takes) as the text.
+    // Written as bytes with the numbers between them, or (past what the digit writer takes) as the text.
     const rids = [0, 7, 10, 1_234_567_890, 9_999_999_999, 10_000_000_000, 1.5, -1];
+    const request = (rid: number) => new NumberedLine(['{"t":"req","rid":', ',"n":', ',"é":"✓"}\n'], [rid, rid + 1]);
     for (const rid of rids) {
-      await b.replyToNode(a.nodeId, new RidHeader('res', rid), frame);
-      expect(await b.sendToNode(a.nodeId, new RidHeader('rel', rid), frame)).toBe(true);
-      expect(await b.sendOrBounce('nobody', '{"t":"req"}\n', frame, new RidHeader('unheard', rid))).toBe(true);
+      await b.replyToNode(a.nodeId, ridHead('res', rid), frame);
+      expect(await b.sendToNode(a.nodeId, ridHead('rel', rid), frame)).toBe(true);
+      expect(await b.sendOrBounce(a.nodeId, request(rid), frame, ridHead('unheard', rid))).toBe(true);
+      expect(await b.sendOrBounce('nobody', request(rid), frame, ridHead('unheard', rid))).toBe(true);
     }
-    await waitFor(() => atA.length === 2 * rids.length && atB.length === rids.length, 3000, 'every message');
+    await waitFor(() => atA.length === 3 * rids.length && atB.length === rids.length, 3000, 'every message');
     expect(atA).toEqual(
       rids.flatMap((rid) => [
         ridHeaderLine('res', rid) + frame.toString(),
         ridHeaderLine('rel', rid) + frame.toString(),
+        `{"t":"req","rid":${rid},"n":${rid + 1},"é":"✓"}\n${frame.toString()}`,
       ]),
     );
     expect(atB).toEqual(rids.map((rid) => ridHeaderLine('unheard', rid)));
-    expect(String(new RidHeader('res', 12))).toBe('{"v":1,"t":"res","rid":12}\n');
   });
 
   it('requests of a busy turn go with their Redis replies: nobody hearing one is known at once, and nothing bounces', async () => {

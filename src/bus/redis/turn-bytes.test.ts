@@ -139,25 +139,48 @@ describe('TurnBytes', () => {
     expect(got.equals(Buffer.concat(expected))).toBe(true);
   });
 
-  it('writes a first part made of kept bytes around a number as the same text would, its length counted, across slabs', async () => {
+  it('writes a first part of kept bytes with numbers between them as the same text would, its length counted, across slabs', async () => {
     const p = await pair();
     const t = new TurnBytes(p.client);
-    const before = Buffer.from('m{"v":1,"t":"res","rid":');
-    const after = Buffer.from('}\n');
+    // Short texts (stored byte by byte) and long ones (copied), an empty one, multi-byte bytes.
+    const texts = ['m{"v":1,"t":"req","rid":', ',"id":', '', ',"rest":"é ✓ ' + 'x'.repeat(40) + '"}\n'].map((x) =>
+      Buffer.from(x),
+    );
     const numbers = [0, 7, 10, 99, 65_535, 1_234_567_890, 9_999_999_999];
     const expected: Buffer[] = [];
     // Enough of them (with payloads) to fill the 64 KiB slab more than once.
     for (let round = 0; round < 40; round++)
       for (const [i, n] of numbers.entries()) {
         const more = (round * 7 + i) * 37;
-        const total = t.addNumberedBulkStart(before, n, after, more);
-        const text = `${before.toString()}${n}${after.toString()}`;
-        expect(total).toBe(text.length + more);
+        const ns = [n, numbers[(i + 1) % numbers.length], round];
+        const line = Buffer.concat([
+          texts[0],
+          Buffer.from(`${ns[0]}`),
+          texts[1],
+          Buffer.from(`${ns[1]}`),
+          texts[2],
+          Buffer.from(`${ns[2]}`),
+          texts[3],
+        ]);
+        expect(t.addNumberedBulkStart(texts, ns, more)).toBe(line.length + more);
         t.addPayload(Buffer.alloc(more, 0x61 + i));
         t.addLineEnd();
         expected.push(
-          Buffer.from(`$${text.length + more}\r\n${text}`),
+          Buffer.from(`$${line.length + more}\r\n`),
+          line,
           Buffer.alloc(more, 0x61 + i),
+          Buffer.from('\r\n'),
+        );
+        // One number alone, between two texts.
+        expect(t.addNumberedBulkStart([texts[1], texts[0]], [n], 0)).toBe(
+          texts[1].length + `${n}`.length + texts[0].length,
+        );
+        t.addLineEnd();
+        expected.push(
+          Buffer.from(`$${texts[1].length + `${n}`.length + texts[0].length}\r\n`),
+          texts[1],
+          Buffer.from(`${n}`),
+          texts[0],
           Buffer.from('\r\n'),
         );
       }

@@ -107,29 +107,47 @@ export class TurnBytes {
   }
 
   /**
-   * addBulkStart for a first part made of bytes kept in advance around a number: `before`, the
-   * decimal digits of `n` (a non-negative integer below 10^10), then `after` (a few bytes). No
-   * string is made or encoded. Returns the bulk string's length.
+   * addBulkStart for a first part made of bytes kept in advance with numbers between them:
+   * texts[0], the decimal digits of numbers[0], texts[1], …, the last text (one more text than
+   * numbers; the numbers non-negative integers below 10^10). No string is made or encoded.
+   * Returns the bulk string's length.
    */
-  addNumberedBulkStart(before: Uint8Array, n: number, after: Uint8Array, more: number): number {
-    const digits = digitCount(n);
-    const text = before.length + digits + after.length;
+  addNumberedBulkStart(texts: readonly Uint8Array[], numbers: readonly number[], more: number): number {
+    let text = texts[numbers.length].length;
+    for (let k = 0; k < numbers.length; k++) text += texts[k].length + digitCount(numbers[k]);
     const most = 16 + text;
     if (this.at + most > this.slab.length) this.nextSlab(most);
     const s = this.slab;
     const total = text + more;
     let at = this.lengthLineAt(this.at, total);
-    setBytes.call(s, before, at);
-    at += before.length;
-    for (let i = at + digits - 1, m = n; i >= at; i--) {
-      const q = Math.floor(m / 10);
-      s[i] = 0x30 + m - q * 10;
-      m = q;
+    for (let k = 0; k < numbers.length; k++) {
+      at = this.bytesAt(at, texts[k]);
+      const n = numbers[k];
+      const digits = digitCount(n);
+      for (let i = at + digits - 1, m = n; i >= at; i--) {
+        const q = Math.floor(m / 10);
+        s[i] = 0x30 + m - q * 10;
+        m = q;
+      }
+      at += digits;
     }
-    at += digits;
-    for (let i = 0; i < after.length; i++) s[at++] = after[i];
-    this.at = at;
+    this.at = this.bytesAt(at, texts[numbers.length]);
     return total;
+  }
+
+  /**
+   * `bytes` at `at` (room checked by the caller); where they end. A few bytes are stored one by
+   * one, which costs less than a copy's call.
+   */
+  private bytesAt(at: number, bytes: Uint8Array): number {
+    const n = bytes.length;
+    if (n > 16) {
+      setBytes.call(this.slab, bytes, at);
+      return at + n;
+    }
+    const s = this.slab;
+    for (let i = 0; i < n; i++) s[at + i] = bytes[i];
+    return at + n;
   }
 
   /** Writes the turn's bytes (none when the socket has closed since), and begins the next. */
