@@ -23,6 +23,27 @@ function digitCount(n: number): number {
 }
 
 /**
+ * The `digits` decimal digits of `n` (a non-negative integer below 10^10) at `at`. Below 2^31
+ * in 32-bit integer arithmetic, whose division by 10 the compiler makes a multiplication; above,
+ * in floating point (docs/BENCHMARKS.md, "Channels made once, the clock read once, header lines
+ * as bytes").
+ */
+function putDigits(s: Buffer, at: number, n: number, digits: number): void {
+  if (n <= 0x7fffffff)
+    for (let i = at + digits - 1, m = n | 0; i >= at; i--) {
+      const q = (m / 10) | 0;
+      s[i] = 0x30 + m - q * 10;
+      m = q;
+    }
+  else
+    for (let i = at + digits - 1, m = n; i >= at; i--) {
+      const q = Math.floor(m / 10);
+      s[i] = 0x30 + m - q * 10;
+      m = q;
+    }
+}
+
+/**
  * One socket's bytes of the turn under way. A slab's bytes before `start` have been handed to
  * the socket, which may still hold them (a write the kernel did not take at once): they are
  * never written over; a full slab is left to them and a new one taken.
@@ -124,11 +145,7 @@ export class TurnBytes {
       at = this.bytesAt(at, texts[k]);
       const n = numbers[k];
       const digits = digitCount(n);
-      for (let i = at + digits - 1, m = n; i >= at; i--) {
-        const q = Math.floor(m / 10);
-        s[i] = 0x30 + m - q * 10;
-        m = q;
-      }
+      putDigits(s, at, n, digits);
       at += digits;
     }
     this.at = this.bytesAt(at, texts[numbers.length]);
@@ -177,11 +194,7 @@ export class TurnBytes {
     const s = this.slab;
     s[at++] = DOLLAR;
     const digits = digitCount(n);
-    for (let i = at + digits - 1, m = n; i >= at; i--) {
-      const q = Math.floor(m / 10);
-      s[i] = 0x30 + m - q * 10;
-      m = q;
-    }
+    putDigits(s, at, n, digits);
     at += digits;
     s[at++] = CR;
     s[at++] = LF;
