@@ -15,7 +15,7 @@
 import { type Buffer } from 'node:buffer';
 import { integerAt, runAt, runOf } from '../protocol/json-bytes.ts';
 import { bufferSpan } from '../protocol/byte-calls.ts';
-import { readReqHeader, reqHeaderParts, reqLineEnd, writeReqHeaderLine, type ReqHeader } from './req-header.ts';
+import { readReqHeader, reqLineEnd, writeReqHeaderLine, type ReqHeader } from './req-header.ts';
 import { NumberedLine } from './numbered-line.ts';
 
 /** One format: the version this release writes, and the oldest it still reads. */
@@ -95,15 +95,6 @@ export function nodeHeaderLine(h: object): string {
 /** nodeHeaderLine of a request's header, written without JSON.stringify (src/bus/req-header.ts). */
 export function reqHeaderLine(h: ReqHeader): string {
   return writeReqHeaderLine(NODE_HEAD, h);
-}
-
-/**
- * reqHeaderLine(h) as a NumberedLine (its rid, id and timeout between kept texts) when it can be
- * one (src/bus/req-header.ts reqHeaderParts), else as the string.
- */
-export function reqHead(h: ReqHeader): NodeHead {
-  const parts = reqHeaderParts(NODE_HEAD, h);
-  return parts ? new NumberedLine(parts.texts, parts.numbers) : writeReqHeaderLine(NODE_HEAD, h);
 }
 
 /** A node message: its header line, then the payload (a phone frame travels unescaped). */

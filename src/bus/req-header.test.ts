@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decodeNodeMessage, nodeHeaderLine, reqHead, reqHeaderLine } from './formats.ts';
-import { NumberedLine } from './numbered-line.ts';
+import { decodeNodeMessage, nodeHeaderLine, reqHeaderLine } from './formats.ts';
 import { readReqHeader, reqLineEnd, writeReqHeaderLine, type ReqHeader } from './req-header.ts';
 
 // Headers as the router builds them (router.ts `send`): its members in its order.
@@ -54,35 +53,6 @@ describe('the request header written and read by hand', () => {
     expect(reqHeaderLine(h)).toBe(nodeHeaderLine(h));
     (h.scopes as string[]).push('devices:act');
     expect(reqHeaderLine(h)).toBe(nodeHeaderLine(h));
-  });
-
-  it('as texts with its numbers between them, the same bytes; the texts kept as one array while its runs stay the same', () => {
-    for (const h of HEADERS) {
-      const head = reqHead(h);
-      expect(String(head)).toBe(nodeHeaderLine(h));
-      // Written whole: a string id, trace context, an id, rid or timeout JSON writes as null.
-      const whole =
-        typeof h.id !== 'number' || h.tp !== undefined || ![h.id, h.rid, h.timeoutMs].every((n) => Number.isFinite(n));
-      expect(head instanceof NumberedLine, JSON.stringify(h)).toBe(!whole);
-    }
-    const base = header({ id: 1, tokenId: 'key_1', b: 1, tn: 'echo', ts: 5 });
-    const first = reqHead(base) as NumberedLine;
-    const again = reqHead({ ...base, rid: 99, id: 100, timeoutMs: 5 }) as NumberedLine;
-    expect(again.texts).toBe(first.texts);
-    expect(again.numbers).toEqual([99, 100, 5]);
-    for (const change of [
-      { deviceId: 'dev_other' },
-      { tn: 'tap' },
-      { tokenId: 'key_2' },
-      { epoch: 9 },
-    ] as Partial<ReqHeader>[]) {
-      const h = { ...base, ...change };
-      const changed = reqHead(h) as NumberedLine;
-      expect(changed.texts).not.toBe(first.texts);
-      expect(String(changed)).toBe(nodeHeaderLine(h));
-      const back = reqHead(base) as NumberedLine;
-      expect(String(back)).toBe(nodeHeaderLine(base));
-    }
   });
 
   it('reads what JSON.parse reads, members in the same order', () => {

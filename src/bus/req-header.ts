@@ -185,45 +185,6 @@ export function writeReqHeaderLine(head: string, h: ReqHeader): string {
   return s + tailRun(h.b, h.tn, h.ts);
 }
 
-// The texts between a header's numbers (reqHeaderParts), kept while its runs stay the same.
-let partsStart = '';
-let partsRest = '';
-let restContext = '';
-let restTail = '';
-let partsTexts: readonly string[] = [];
-
-/**
- * writeReqHeaderLine(head, h) as the texts between its rid, id and timeout and those numbers:
- * texts[0] + rid + texts[1] + id + texts[2] + timeoutMs + texts[3], the same bytes. The texts
- * come as one array while the header's runs stay the same (a writer of bytes keeps their bytes
- * by it: docs/decisions/0263-header-lines-written-as-bytes.md). Undefined for a header with a
- * string id or trace context, or a number that is not finite (JSON's `null`), which are written
- * whole.
- */
-export function reqHeaderParts(
-  head: string,
-  h: ReqHeader,
-): { texts: readonly string[]; numbers: readonly number[] } | undefined {
-  const { rid, id, timeoutMs } = h;
-  if (typeof id !== 'number' || !Number.isFinite(id) || !Number.isFinite(rid) || !Number.isFinite(timeoutMs))
-    return undefined;
-  if (h.tp !== undefined || h.tst !== undefined) return undefined;
-  const start = startRun(head);
-  const context = contextRun(h, scopesJson(h.scopes));
-  const tail = tailRun(h.b, h.tn, h.ts);
-  if (context !== restContext || tail !== restTail) {
-    partsRest = flat(context + tail);
-    restContext = context;
-    restTail = tail;
-    partsTexts = [];
-  }
-  if (start !== partsStart || partsTexts.length === 0) {
-    partsTexts = [start, ',"id":', ',"timeoutMs":', partsRest];
-    partsStart = start;
-  }
-  return { texts: partsTexts, numbers: [rid, id, timeoutMs] };
-}
-
 // ---- reading ------------------------------------------------------------------------------
 
 const QUOTE = 0x22;

@@ -19,7 +19,7 @@ import { relayError, type JsonRpcErrorObject } from '../protocol/errors.ts';
 import { offlineRefusal } from '../protocol/scopes.ts';
 import type { JsonRpcId, JsonRpcRequest } from '../protocol/jsonrpc.ts';
 import { BusTimeoutError, BusUnavailableError, type Bus, type DeviceOwner } from '../bus/index.ts';
-import { decodeNodeMessage, reqHead, ridHead, UnreadableFormatError } from '../bus/formats.ts';
+import { decodeNodeMessage, reqHeaderLine, ridHead, UnreadableFormatError } from '../bus/formats.ts';
 import type { Scope } from '../store/types.ts';
 import type { CallHandle, Caller, DeviceConnection, ReplySink } from './device-connection.ts';
 import { paramsWithCaller, type ClientRequestBytes } from '../protocol/request-bytes.ts';
@@ -545,7 +545,7 @@ export class Router {
     const sent = this.ctx.bus
       .sendOrBounce(
         owner.nodeId,
-        b ? reqHead(header) : encode(header, r.payload),
+        b ? reqHeaderLine(header) : encode(header, r.payload),
         r.payloadBytes,
         ridHead('unheard', rid),
       )

@@ -76,7 +76,7 @@ export class NodeOutbox {
   /** A NumberedLine's texts as bytes, the first with the `m` tag, by its texts' array. */
   private readonly lineBytes = new WeakMap<readonly string[], Uint8Array[]>();
   private readonly tagged = keptBytes((text) => 'm' + text);
-  private readonly untagged = keptBytes((text) => text, 256);
+  private readonly untagged = keptBytes((text) => text);
   private lastPeer: string | undefined;
   private lastChannel = '';
 
@@ -126,8 +126,8 @@ export class NodeOutbox {
   private bytesOf(line: NumberedLine): Uint8Array[] {
     let bytes = this.lineBytes.get(line.texts);
     if (bytes === undefined) {
-      // A new array for texts seen before (another device's request, then this one's again):
-      // each text's bytes are kept too, and only a text not seen lately is encoded.
+      // A new array may repeat texts seen before: each text's bytes are kept too, and only a
+      // text not seen lately is encoded.
       bytes = line.texts.map((text, i) => (i === 0 ? this.tagged(text) : this.untagged(text)));
       this.lineBytes.set(line.texts, bytes);
     }
