@@ -31,6 +31,17 @@ async function node(id = `n-${uid()}`, opts: RedisBusOptions = fast, url = REDIS
 afterEach(async () => {
   await Promise.all(open.splice(0).map((b) => b.close()));
 });
+
+/** Two nodes, b's quiet connection ready, each node's messages (as strings) collected. */
+async function twoListening(): Promise<{ a: RedisBus; b: RedisBus; atA: string[]; atB: string[] }> {
+  const [a, b] = [await node(), await node()];
+  await waitFor(() => b.quietReady, 2000, 'the quiet connection');
+  const atA: string[] = [];
+  const atB: string[] = [];
+  a.onNodeMessage((m) => atA.push(m));
+  b.onNodeMessage((m) => atB.push(m));
+  return { a, b, atA, atB };
+}
 afterAll(() => dropPrefix(prefix));
 
 /** Redis' id for the connection named `name` (CLIENT LIST), to kill it. */
@@ -332,12 +343,7 @@ describe('RedisBus across nodes', () => {
   });
 
   it('a NumberedLine head arrives as its text, on every path: a quiet reply, a counted send, a request and its bounce', async () => {
-    const [a, b] = [await node(), await node()];
-    await waitFor(() => b.quietReady, 2000, 'the quiet connection');
-    const atA: string[] = [];
-    const atB: string[] = [];
-    a.onNodeMessage((m) => atA.push(m));
-    b.onNodeMessage((m) => atB.push(m));
+    const { a, b, atA, atB } = await twoListening();
     const frame = Buffer.from('{"result":{"text":"é"},"id":1}');
     // Written as bytes with the numbers between them, or (past what the digit writer takes) as the text.
     const rids = [0, 7, 10, 1_234_567_890, 9_999_999_999, 10_000_000_000, 1.5, -1];
@@ -386,12 +392,7 @@ describe('RedisBus across nodes', () => {
   });
 
   it('requests of a quiet turn all go without their replies: the unheard one bounces', async () => {
-    const [a, b] = [await node(), await node()];
-    await waitFor(() => b.quietReady, 2000, 'the quiet connection');
-    const atA: string[] = [];
-    const atB: string[] = [];
-    a.onNodeMessage((m) => atA.push(m));
-    b.onNodeMessage((m) => atB.push(m));
+    const { a, b, atA, atB } = await twoListening();
     const n = QUIET_REQUESTS_PER_TURN;
     const heard = await Promise.all(
       Array.from({ length: n }, (_, i) =>
