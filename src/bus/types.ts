@@ -169,7 +169,7 @@ export interface Bus {
   /**
    * Delivers an opaque message to one node's onNodeMessage (and onNodeBytes) handlers; false
    * if that node is not listening. `payload`, when given, is the message's tail as bytes
-   * (a phone frame: never turned into a string on its way). `msg` may be a RidHeader, whose
+   * (a phone frame: never turned into a string on its way). `msg` may be a NumberedLine, whose
    * String() is the message's text: a driver that writes bytes writes it without the string.
    */
   sendToNode(nodeId: string, msg: NodeHead, payload?: Buffer): Promise<boolean>;

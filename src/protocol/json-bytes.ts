@@ -20,27 +20,35 @@ export interface Span {
 }
 
 /**
- * `encode(key)` as UTF-8 bytes, kept per key: for what a process encodes again and again for
- * few keys (its public host, a forwarded method, its peers' channels). The last key is compared
- * first (mostly the same string object: a pointer's compare), which costs less than the
- * runtime's encoding; the others wait in a map, so that keys taking turns (a node's messages to
- * several peers, a client's methods) are not encoded again at each change. At most `max` keys
- * are kept (past that the map starts again: a client picks its methods).
+ * `make(key)`, kept per key: for what a process makes again and again for few keys. The last key
+ * is compared first (mostly the same string object: a pointer's compare); the others wait in a
+ * map, so that keys taking turns (a node's messages to several peers, a client's methods) are
+ * not made again at each change. At most `max` keys are kept (past that the map starts again:
+ * peers come and go, a client picks its methods).
  */
-export function keptBytes(encode: (key: string) => string, max = 64): (key: string) => Buffer {
+export function keptPerKey<V>(make: (key: string) => V, max: number): (key: string) => V {
   let last: string | undefined;
-  let bytes: Buffer = Buffer.alloc(0);
-  const kept = new Map<string, Buffer>();
+  let value!: V;
+  const kept = new Map<string, V>();
   return (key) => {
-    if (key === last) return bytes;
-    let b = kept.get(key);
-    if (b === undefined) {
+    if (key === last) return value;
+    let v = kept.get(key);
+    if (v === undefined) {
       if (kept.size >= max) kept.clear();
-      kept.set(key, (b = Buffer.from(encode(key))));
+      kept.set(key, (v = make(key)));
     }
     last = key;
-    return (bytes = b);
+    return (value = v);
   };
+}
+
+/**
+ * `encode(key)` as UTF-8 bytes, kept per key (keptPerKey): for what a process encodes again and
+ * again for few keys (its public host, a forwarded method, its peers' channels), which costs
+ * more through the runtime's encoding each time than a compare of the key.
+ */
+export function keptBytes(encode: (key: string) => string, max = 64): (key: string) => Buffer {
+  return keptPerKey((key) => Buffer.from(encode(key)), max);
 }
 
 /** A constant's bytes (its UTF-8) for bytesAre: a plain array, not a Buffer. */
@@ -147,13 +155,25 @@ export function decimalDigits(n: number): number {
   return d;
 }
 
-/** Writes the non-negative integer `n` (`digits` long) in decimal at out[o]; returns `digits`. */
+/**
+ * Writes the non-negative integer `n` (`digits` long) in decimal at out[o]; returns `digits`.
+ * Below 2^31 in 32-bit integer arithmetic, whose division by 10 the compiler makes a
+ * multiplication; above, in floating point (docs/BENCHMARKS.md, "Channels made once, the clock
+ * read once, header lines as bytes").
+ */
 export function putDecimal(out: Buffer, o: number, n: number, digits: number): number {
-  for (let k = o + digits - 1; k >= o; k--) {
-    const q = Math.floor(n / 10);
-    out[k] = 0x30 + (n - q * 10);
-    n = q;
-  }
+  if (n <= 0x7fffffff)
+    for (let k = o + digits - 1, m = n | 0; k >= o; k--) {
+      const q = (m / 10) | 0;
+      out[k] = 0x30 + m - q * 10;
+      m = q;
+    }
+  else
+    for (let k = o + digits - 1; k >= o; k--) {
+      const q = Math.floor(n / 10);
+      out[k] = 0x30 + (n - q * 10);
+      n = q;
+    }
   return digits;
 }
 

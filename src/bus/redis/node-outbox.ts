@@ -12,7 +12,7 @@ import type { KeyLayout } from './connector.ts';
 import type { NumberedHead, QuietHead, QuietPublisher } from './quiet.ts';
 import type { NodeHead } from '../formats.ts';
 import type { NumberedLine } from '../numbered-line.ts';
-import { keptBytes } from '../../protocol/json-bytes.ts';
+import { keptPerKey } from '../../protocol/json-bytes.ts';
 import { busPublish } from '../../metrics.ts';
 
 /** `m`: the first byte of a node message on a node's channel (scripts.ts, "Channels"). */
@@ -44,7 +44,7 @@ function countNotRead(): void {}
  */
 export const QUIET_REQUESTS_PER_TURN = 4;
 
-/** Peers' channels kept at most (channel()). */
+/** Peers' channels kept at most (`channel`: peers come and go under new ids, a restarted node). */
 const MAX_PEER_CHANNELS = 1024;
 
 function sendTurnRequests(outbox: NodeOutbox): void {
@@ -72,13 +72,15 @@ export interface CommandConnection {
 export class NodeOutbox {
   /** sendOrBounce requests of this turn, sent together at its end. */
   private turnRequests: TurnRequest[] = [];
-  private readonly channels = new Map<string, string>();
+  /**
+   * A peer's channel, made once per peer: `layout.node` concatenates anew each time, and a
+   * fresh concatenation compared with the channel whose RESP bytes are kept (quiet.ts) is
+   * flattened first, some 800 instructions a message (docs/BENCHMARKS.md, "Channels made
+   * once, the clock read once, header lines as bytes").
+   */
+  private readonly channel = keptPerKey((nodeId) => this.layout.node(nodeId), MAX_PEER_CHANNELS);
   /** A NumberedLine's texts as bytes, the first with the `m` tag, by its texts' array. */
-  private readonly lineBytes = new WeakMap<readonly string[], Uint8Array[]>();
-  private readonly tagged = keptBytes((text) => 'm' + text);
-  private readonly untagged = keptBytes((text) => text);
-  private lastPeer: string | undefined;
-  private lastChannel = '';
+  private readonly lineBytes = new WeakMap<readonly string[], Buffer[]>();
 
   constructor(
     private readonly layout: KeyLayout,
@@ -87,25 +89,6 @@ export class NodeOutbox {
     private readonly quiet: QuietPublisher | undefined,
     private readonly commands: CommandConnection,
   ) {}
-
-  /**
-   * A peer's channel, made once per peer: `layout.node` concatenates anew each time, and a
-   * fresh concatenation compared with the channel whose RESP bytes are kept (quiet.ts) is
-   * flattened first, some 800 instructions a message (docs/BENCHMARKS.md, "Channels made
-   * once, the clock read once, header lines as bytes"). The last peer is compared first:
-   * mostly the same id string, a pointer's compare.
-   */
-  private channel(nodeId: string): string {
-    if (nodeId === this.lastPeer) return this.lastChannel;
-    let ch = this.channels.get(nodeId);
-    if (ch === undefined) {
-      // Peers come and go under new ids (a restarted node): the map starts again past its bound.
-      if (this.channels.size >= MAX_PEER_CHANNELS) this.channels.clear();
-      this.channels.set(nodeId, (ch = this.layout.node(nodeId)));
-    }
-    this.lastPeer = nodeId;
-    return (this.lastChannel = ch);
-  }
 
   /**
    * A node message's head as the quiet connection writes it: `m` + its text, or a NumberedLine
@@ -123,14 +106,10 @@ export class NodeOutbox {
     return { texts: this.bytesOf(msg), numbers } satisfies NumberedHead;
   }
 
-  private bytesOf(line: NumberedLine): Uint8Array[] {
+  private bytesOf(line: NumberedLine): Buffer[] {
     let bytes = this.lineBytes.get(line.texts);
-    if (bytes === undefined) {
-      // A new array may repeat texts seen before: each text's bytes are kept too, and only a
-      // text not seen lately is encoded.
-      bytes = line.texts.map((text, i) => (i === 0 ? this.tagged(text) : this.untagged(text)));
-      this.lineBytes.set(line.texts, bytes);
-    }
+    if (bytes === undefined)
+      this.lineBytes.set(line.texts, (bytes = line.texts.map((text, i) => Buffer.from(i === 0 ? 'm' + text : text))));
     return bytes;
   }
 

@@ -7,6 +7,7 @@
 import { Buffer } from 'node:buffer';
 import type { Socket } from 'node:net';
 import { setBytes, writeUtf8 } from '../../protocol/byte-calls.ts';
+import { put, putDecimal } from '../../protocol/json-bytes.ts';
 
 /** A slab's size: a turn's bytes fit many times over; a larger turn takes one of its size. */
 const SLAB_BYTES = 64 * 1024;
@@ -20,27 +21,6 @@ const LF = 0x0a;
 function digitCount(n: number): number {
   if (n < 1e5) return n < 10 ? 1 : n < 100 ? 2 : n < 1000 ? 3 : n < 10000 ? 4 : 5;
   return n < 1e6 ? 6 : n < 1e7 ? 7 : n < 1e8 ? 8 : n < 1e9 ? 9 : 10;
-}
-
-/**
- * The `digits` decimal digits of `n` (a non-negative integer below 10^10) at `at`. Below 2^31
- * in 32-bit integer arithmetic, whose division by 10 the compiler makes a multiplication; above,
- * in floating point (docs/BENCHMARKS.md, "Channels made once, the clock read once, header lines
- * as bytes").
- */
-function putDigits(s: Buffer, at: number, n: number, digits: number): void {
-  if (n <= 0x7fffffff)
-    for (let i = at + digits - 1, m = n | 0; i >= at; i--) {
-      const q = (m / 10) | 0;
-      s[i] = 0x30 + m - q * 10;
-      m = q;
-    }
-  else
-    for (let i = at + digits - 1, m = n; i >= at; i--) {
-      const q = Math.floor(m / 10);
-      s[i] = 0x30 + m - q * 10;
-      m = q;
-    }
 }
 
 /**
@@ -133,7 +113,7 @@ export class TurnBytes {
    * numbers; the numbers non-negative integers below 10^10). No string is made or encoded.
    * Returns the bulk string's length.
    */
-  addNumberedBulkStart(texts: readonly Uint8Array[], numbers: readonly number[], more: number): number {
+  addNumberedBulkStart(texts: readonly Buffer[], numbers: readonly number[], more: number): number {
     let text = texts[numbers.length].length;
     for (let k = 0; k < numbers.length; k++) text += texts[k].length + digitCount(numbers[k]);
     const most = 16 + text;
@@ -142,29 +122,13 @@ export class TurnBytes {
     const total = text + more;
     let at = this.lengthLineAt(this.at, total);
     for (let k = 0; k < numbers.length; k++) {
-      at = this.bytesAt(at, texts[k]);
+      at += put(texts[k], 0, texts[k].length, s, at);
       const n = numbers[k];
-      const digits = digitCount(n);
-      putDigits(s, at, n, digits);
-      at += digits;
+      at += putDecimal(s, at, n, digitCount(n));
     }
-    this.at = this.bytesAt(at, texts[numbers.length]);
+    const last = texts[numbers.length];
+    this.at = at + put(last, 0, last.length, s, at);
     return total;
-  }
-
-  /**
-   * `bytes` at `at` (room checked by the caller); where they end. A few bytes are stored one by
-   * one, which costs less than a copy's call.
-   */
-  private bytesAt(at: number, bytes: Uint8Array): number {
-    const n = bytes.length;
-    if (n > 16) {
-      setBytes.call(this.slab, bytes, at);
-      return at + n;
-    }
-    const s = this.slab;
-    for (let i = 0; i < n; i++) s[at + i] = bytes[i];
-    return at + n;
   }
 
   /** Writes the turn's bytes (none when the socket has closed since), and begins the next. */
@@ -193,9 +157,7 @@ export class TurnBytes {
   private lengthLineAt(at: number, n: number): number {
     const s = this.slab;
     s[at++] = DOLLAR;
-    const digits = digitCount(n);
-    putDigits(s, at, n, digits);
-    at += digits;
+    at += putDecimal(s, at, n, digitCount(n));
     s[at++] = CR;
     s[at++] = LF;
     return at;
