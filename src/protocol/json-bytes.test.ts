@@ -1,6 +1,6 @@
 import { Buffer } from 'node:buffer';
 import { describe, expect, it } from 'vitest';
-import { bytesAre, keptBytes, runAt, runOf } from './json-bytes.ts';
+import { bytesAre, decimalDigits, keptBytes, putDecimal, runAt, runOf } from './json-bytes.ts';
 
 describe('runs: bytes compared four at a time', () => {
   it('finds a run exactly where its bytes are, whatever its length and its bytes', () => {
@@ -63,5 +63,21 @@ describe('keptBytes: encodings kept per key', () => {
     expect(encoded).toEqual(['a', 'b', 'c', 'a', 'b']);
     expect(bytesOfKey('b').toString()).toBe('B');
     expect(encoded).toHaveLength(5);
+  });
+});
+
+describe('decimal digits', () => {
+  it('counts the digits of every non-negative safe integer as its text has them', () => {
+    // Each side of every power of ten a safe integer reaches, and numbers spread over the range.
+    const ns = [0, Number.MAX_SAFE_INTEGER];
+    for (let k = 1, p = 10; p <= Number.MAX_SAFE_INTEGER; k++, p *= 10) ns.push(p - 1, p, p + 1, 2 ** 31 - 1, 2 ** 31);
+    for (let x = 1; x < Number.MAX_SAFE_INTEGER; x = Math.floor(x * 1.37) + 1) ns.push(x);
+    for (const n of ns) {
+      const text = String(n);
+      expect(decimalDigits(n), text).toBe(text.length);
+      const out = Buffer.alloc(text.length + 2, 0x2e);
+      expect(putDecimal(out, 1, n, decimalDigits(n))).toBe(text.length);
+      expect(out.toString('latin1')).toBe(`.${text}.`);
+    }
   });
 });

@@ -7,7 +7,7 @@
 import { Buffer } from 'node:buffer';
 import type { Socket } from 'node:net';
 import { setBytes, writeUtf8 } from '../../protocol/byte-calls.ts';
-import { put, putDecimal } from '../../protocol/json-bytes.ts';
+import { decimalDigits, put, putDecimal } from '../../protocol/json-bytes.ts';
 
 /** A slab's size: a turn's bytes fit many times over; a larger turn takes one of its size. */
 const SLAB_BYTES = 64 * 1024;
@@ -16,12 +16,6 @@ const WRITE_PAYLOADS_FROM = 16 * 1024;
 const DOLLAR = 0x24;
 const CR = 0x0d;
 const LF = 0x0a;
-
-/** Decimal digits of a non-negative integer below 10^10. */
-function digitCount(n: number): number {
-  if (n < 1e5) return n < 10 ? 1 : n < 100 ? 2 : n < 1000 ? 3 : n < 10000 ? 4 : 5;
-  return n < 1e6 ? 6 : n < 1e7 ? 7 : n < 1e8 ? 8 : n < 1e9 ? 9 : 10;
-}
 
 /**
  * One socket's bytes of the turn under way. A slab's bytes before `start` have been handed to
@@ -100,7 +94,7 @@ export class TurnBytes {
       return guess;
     }
     const n = written + more;
-    const shift = digitCount(n) - digitCount(guess);
+    const shift = decimalDigits(n) - decimalDigits(guess);
     if (shift !== 0) s.copyWithin(textAt + shift, textAt, textAt + written);
     this.lengthLineAt(this.at, n);
     this.at = textAt + shift + written;
@@ -115,7 +109,7 @@ export class TurnBytes {
    */
   addNumberedBulkStart(texts: readonly Buffer[], numbers: readonly number[], more: number): number {
     let text = texts[numbers.length].length;
-    for (let k = 0; k < numbers.length; k++) text += texts[k].length + digitCount(numbers[k]);
+    for (let k = 0; k < numbers.length; k++) text += texts[k].length + decimalDigits(numbers[k]);
     const most = 16 + text;
     if (this.at + most > this.slab.length) this.nextSlab(most);
     const s = this.slab;
@@ -124,7 +118,7 @@ export class TurnBytes {
     for (let k = 0; k < numbers.length; k++) {
       at += put(texts[k], 0, texts[k].length, s, at);
       const n = numbers[k];
-      at += putDecimal(s, at, n, digitCount(n));
+      at += putDecimal(s, at, n, decimalDigits(n));
     }
     const last = texts[numbers.length];
     this.at = at + put(last, 0, last.length, s, at);
@@ -157,7 +151,7 @@ export class TurnBytes {
   private lengthLineAt(at: number, n: number): number {
     const s = this.slab;
     s[at++] = DOLLAR;
-    at += putDecimal(s, at, n, digitCount(n));
+    at += putDecimal(s, at, n, decimalDigits(n));
     s[at++] = CR;
     s[at++] = LF;
     return at;
