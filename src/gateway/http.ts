@@ -147,6 +147,7 @@ export interface DrainState {
 let handlerDrainState: DrainState | undefined;
 let handlerRoute: RouteMetrics | undefined;
 let handlerHead = false;
+let handlerArrivedAt = 0;
 
 export function runRoute(
   drain: DrainState,
@@ -156,16 +157,20 @@ export function runRoute(
   route?: RouteMetrics,
   /** A HEAD request: its Exchange answers without a body. */
   head = false,
+  /** The wrapper's reading of the clock as the request arrived (Exchange.arrivedAt). */
+  arrivedAt = 0,
 ): void {
   handlerDrainState = drain;
   handlerRoute = route;
   handlerHead = head;
+  handlerArrivedAt = arrivedAt;
   try {
     handler(res, req);
   } finally {
     handlerDrainState = undefined;
     handlerRoute = undefined;
     handlerHead = false;
+    handlerArrivedAt = 0;
   }
 }
 
@@ -207,6 +212,17 @@ export class Exchange implements TurnWriter {
    * and no body (one would be read as the start of the next answer on a keep-alive connection).
    */
   readonly headOnly: boolean;
+
+  private arrived = handlerArrivedAt;
+
+  /**
+   * When the request arrived (ms since the epoch): the route wrapper's reading of the clock,
+   * which the steps of a call reuse instead of reading it again (a runtime call each: docs/
+   * BENCHMARKS.md, "One clock reading per request"); read now for an Exchange made outside it.
+   */
+  get arrivedAt(): number {
+    return this.arrived !== 0 ? this.arrived : (this.arrived = Date.now());
+  }
 
   constructor(
     readonly res: HttpResponse,

@@ -146,7 +146,7 @@ class McpEndpoint implements FastPostHost, AnswerHost {
     // The common call, from a key in the cache: read the body into an object, then straight on
     // (fastPost), or the general path below with the body read. Mounted routes resolve their
     // own credentials, on the general path.
-    const cred = source ? undefined : this.ctx.auth.cached(presentedToken(h));
+    const cred = source ? undefined : this.ctx.auth.cached(presentedToken(h), ex.arrivedAt);
     // With tracing on, every request takes the general path: its SERVER span and the trace
     // context written into the forwarded request live there (docs/decisions/0110-tracing-off-by-default-explicit-context.md).
     if (
@@ -188,9 +188,10 @@ class McpEndpoint implements FastPostHost, AnswerHost {
     const client = call.client();
     const req = readClientRequest(raw, client.memo);
     if (!req || req.method === 'initialize' || this.ctx.config.budgets.maxBatch < 1) return false;
-    // One reading of the clock for the steps below (a runtime call each: docs/BENCHMARKS.md,
-    // "Channels made once, the clock read once, header lines as bytes").
-    const now = Date.now();
+    // The request's arrival, read once by the route wrapper, for the steps below: the session's
+    // touch, the remembered owner and the call's deadline, which so counts from the request's
+    // arrival even when its body came later (docs/BENCHMARKS.md, "One clock reading per request").
+    const now = call.ex.arrivedAt;
     // The in-process store, or this node's lease on a Redis session
     // (docs/decisions/0133-session-leases.md); undefined sends it to the general path, which asks the bus.
     const session = this.ctx.bus.sessions.touchNow!(h['mcp-session-id'], this.ctx.config.sessionIdleMs, now);

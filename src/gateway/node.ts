@@ -347,8 +347,9 @@ function closingWhileDraining(
   const wrap =
     (handler: Handler, route: RouteMetrics, verb: string): Handler =>
     (res, req) => {
-      traffic.lastRequestAt = Date.now();
-      runRoute(state, handler, res, req, route, verb === 'head' || (verb === 'any' && req.getMethod() === 'head'));
+      const now = Date.now();
+      traffic.lastRequestAt = now;
+      runRoute(state, handler, res, req, route, verb === 'head' || (verb === 'any' && req.getMethod() === 'head'), now);
     };
   const proxy: TemplatedApp = new Proxy(app, {
     get(target, prop) {
