@@ -217,8 +217,9 @@ export class Exchange implements TurnWriter {
 
   /**
    * When the request arrived (ms since the epoch): the route wrapper's reading of the clock,
-   * which the steps of a call reuse instead of reading it again (a runtime call each: docs/
-   * BENCHMARKS.md, "One clock reading per request"); read now for an Exchange made outside it.
+   * which the steps of a call reuse instead of reading it again, a runtime call each
+   * (docs/decisions/0264-a-call-s-clock-is-its-request-s-arrival.md). An Exchange made outside
+   * a wrapped handler reads it the first time it is asked, and keeps it.
    */
   get arrivedAt(): number {
     return this.arrived !== 0 ? this.arrived : (this.arrived = Date.now());

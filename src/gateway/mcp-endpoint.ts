@@ -190,7 +190,7 @@ class McpEndpoint implements FastPostHost, AnswerHost {
     if (!req || req.method === 'initialize' || this.ctx.config.budgets.maxBatch < 1) return false;
     // The request's arrival, read once by the route wrapper, for the steps below: the session's
     // touch, the remembered owner and the call's deadline, which so counts from the request's
-    // arrival even when its body came later (docs/BENCHMARKS.md, "One clock reading per request").
+    // arrival even when its body came later (docs/decisions/0264-a-call-s-clock-is-its-request-s-arrival.md).
     const now = call.ex.arrivedAt;
     // The in-process store, or this node's lease on a Redis session
     // (docs/decisions/0133-session-leases.md); undefined sends it to the general path, which asks the bus.
