@@ -20,8 +20,8 @@
 // load generator (relay-overhead's roles) run outside it. Each server is warmed up
 // uninstrumented, then instrumented until its count per call is steady and its helper threads
 // quiet; then alternating measured windows, each after a lead-in of calls, zeroed before
-// and dumped after (`callgrind_control -z`, `-d`), and last one idle window each (the timers,
-// the store's journal poll). A window's count net of the idle rate, over its calls, is the
+// and dumped after (`callgrind_control -z`, `-d`), and last three idle windows each (the timers,
+// the store's journal poll). A window's count net of the median idle rate, over its calls, is the
 // figure; the main thread apart from V8's and the store's helper threads (callgrind serialises
 // threads, so the helpers' share of a window is not what it is on two cores: read the main
 // thread). With --functions N both run with --perf-basic-prof and the last window's main
@@ -55,6 +55,8 @@ const MAX_WARM_WINDOWS = 8;
 const CLUSTER_WARM = 3;
 const STEADY = 0.05;
 const LEAD_IN_MS = 10_000;
+/** Idle windows per target after the rounds; their median rate is taken off. */
+const IDLE_WINDOWS = 3;
 const REDIS_URL = process.env.PHONEBRIDGE_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 
 /** A dump's instruction count per thread, from callgrind's files `<base>.<dump>-<thread>`. */
@@ -357,6 +359,8 @@ async function main(): Promise<void> {
     }
     const raw: Array<{ target: string; calls: number; ms: number; main: number; mains: number[]; helpers: number }> =
       [];
+    /** Each target's dump of its last measured window (for the listing by function). */
+    const lastMeasuredDump = new Map<string, number>();
     for (let round = 0; round < rounds; round++)
       for (const t of round % 2 ? [...targets].reverse() : targets) {
         // Calls before the window, not counted: after the other targets' windows (and, before
@@ -370,17 +374,35 @@ async function main(): Promise<void> {
         await run(t, LEAD_IN_MS);
         const w = await window(t, calling(t, windowMs));
         raw.push({ target: t.name, calls: w.calls, ms: w.ms, ...split(w.threads) });
+        lastMeasuredDump.set(t.name, t.dumps);
         console.log(`round ${round + 1} ${t.name}: ${w.calls} calls`);
       }
     // The idle rate after the rounds, not between the warm-up and them: an idle window lets the
     // collector free what the hot code was optimised against, and the first measured window
     // would then pay for its recompilation ("weak objects" in --trace-deopt).
+    // Three idle windows each, the median taken off: one window may hold what idleness itself
+    // sets off (the collector's memory reducer, a journal read) and another not, and one such
+    // window moved a run's one-node figure by 2.7 thousand a call (docs/BENCHMARKS.md, "One clock
+    // reading per request").
+    const idleRates = new Map<string, Array<{ main: number; mains: number[]; helpers: number }>>();
+    for (let k = 0; k < IDLE_WINDOWS; k++)
+      for (const t of targets) {
+        const w = await window(t, () => new Promise<number>((r) => setTimeout(() => r(0), windowMs)));
+        const { main, mains, helpers } = split(w.threads);
+        const rates = idleRates.get(t.name) ?? [];
+        rates.push({ main: main / w.ms, mains: mains.map((m) => m / w.ms), helpers: helpers / w.ms });
+        idleRates.set(t.name, rates);
+      }
     const idle = new Map<string, { main: number; mains: number[]; helpers: number }>();
-    for (const t of targets) {
-      const w = await window(t, () => new Promise<number>((r) => setTimeout(() => r(0), windowMs)));
-      const { main, mains, helpers } = split(w.threads);
-      idle.set(t.name, { main: main / w.ms, mains: mains.map((m) => m / w.ms), helpers: helpers / w.ms });
-      console.log(`${t.name} idle: ${Math.round((main / w.ms) * 1000)} instructions/s on the main thread`);
+    for (const [name, rates] of idleRates) {
+      const i = {
+        main: medianOf(rates.map((r) => r.main)),
+        mains: rates[0].mains.map((_, k) => medianOf(rates.map((r) => r.mains[k]))),
+        helpers: medianOf(rates.map((r) => r.helpers)),
+      };
+      idle.set(name, i);
+      const perSecond = rates.map((r) => Math.round(r.main * 1000)).join(', ');
+      console.log(`${name} idle: ${Math.round(i.main * 1000)} instructions/s on the main thread [${perSecond}]`);
     }
     const windows: Window[] = raw.map((r) => {
       const i = idle.get(r.target)!;
@@ -427,9 +449,9 @@ async function main(): Promise<void> {
     );
     if (functions > 0)
       for (const { t, pid, name } of listings) {
-        // The last measured window (the idle one came after it).
+        // The last measured window (the idle ones came after it).
         const last = windows.filter((w) => w.target === t.name).at(-1)!;
-        const file = join(dir, `cg.${pid}.${t.dumps - 1}-01`);
+        const file = join(dir, `cg.${pid}.${lastMeasuredDump.get(t.name)}-01`);
         const annotated = execFileSync('callgrind_annotate', ['--inclusive=no', '--threshold=100', file], {
           encoding: 'utf8',
           maxBuffer: 1 << 28,
