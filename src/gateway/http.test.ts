@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { HttpRequest, HttpResponse } from '../uws.ts';
 import { Exchange, runRoute } from './http.ts';
 
-// The two calls an Exchange makes of uWS's response when it is made (onAborted) and none else.
+// A uWS response as far as an Exchange uses one when it is made: its onAborted.
 const response = () => ({ onAborted: () => undefined }) as unknown as HttpResponse;
 
 describe('Exchange.arrivedAt: one reading of the clock per request', () => {
