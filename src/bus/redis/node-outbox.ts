@@ -98,10 +98,11 @@ export class NodeOutbox {
   private quietHead(msg: NodeHead): QuietHead {
     if (typeof msg === 'string') return 'm' + msg;
     const numbers = msg.numbers;
-    // What the digit writer writes as String(n) would (anything else, as text).
+    // What the digit writer writes as String(n) would: a non-negative safe integer (anything
+    // else, as text).
     for (let i = 0; i < numbers.length; i++) {
       const n = numbers[i];
-      if (!(n >= 0 && n < 1e10 && Math.floor(n) === n)) return 'm' + String(msg);
+      if (!(n >= 0 && Number.isSafeInteger(n))) return 'm' + String(msg);
     }
     return { texts: this.bytesOf(msg), numbers } satisfies NumberedHead;
   }

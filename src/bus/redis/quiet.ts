@@ -60,7 +60,7 @@ const PROBE = 'phonebridge:probe';
 export interface NumberedHead {
   /** One more than `numbers`: the bytes before the first number, between each two, after the last. */
   texts: readonly Buffer[];
-  /** Non-negative integers below 10^10. */
+  /** Non-negative safe integers. */
   numbers: readonly number[];
 }
 

@@ -345,8 +345,9 @@ describe('RedisBus across nodes', () => {
   it('a NumberedLine head arrives as its text, on every path: a quiet reply, a counted send, a request and its bounce', async () => {
     const { a, b, atA, atB } = await twoListening();
     const frame = Buffer.from('{"result":{"text":"é"},"id":1}');
-    // Written as bytes with the numbers between them, or (past what the digit writer takes) as the text.
-    const rids = [0, 7, 10, 1_234_567_890, 9_999_999_999, 10_000_000_000, 1.5, -1];
+    // Written as bytes with the numbers between them, or (a number the digit writer does not take:
+    // negative, fractional, past 2^53) as the text.
+    const rids = [0, 7, 10, 1_234_567_890, 9_999_999_999, 10_000_000_000, Number.MAX_SAFE_INTEGER, 1.5, -1];
     const request = (rid: number) => new NumberedLine(['{"t":"req","rid":', ',"n":', ',"é":"✓"}\n'], [rid, rid + 1]);
     for (const rid of rids) {
       await b.replyToNode(a.nodeId, ridHead('res', rid), frame);

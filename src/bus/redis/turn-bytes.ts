@@ -104,7 +104,7 @@ export class TurnBytes {
   /**
    * addBulkStart for a first part made of bytes kept in advance with numbers between them:
    * texts[0], the decimal digits of numbers[0], texts[1], …, the last text (one more text than
-   * numbers; the numbers non-negative integers below 10^10). No string is made or encoded.
+   * numbers; the numbers non-negative safe integers). No string is made or encoded.
    * Returns the bulk string's length.
    */
   addNumberedBulkStart(texts: readonly Buffer[], numbers: readonly number[], more: number): number {
