@@ -1,7 +1,15 @@
 import { once } from 'node:events';
 import { createServer, connect, type Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { frameEnd, messageAt, PushReader, readBefore, type MessageAt } from './push-reader.ts';
+import {
+  frameEnd,
+  messageAt,
+  OWN_READ_BYTES,
+  PushReader,
+  readBefore,
+  readIntoOwnBuffer,
+  type MessageAt,
+} from './push-reader.ts';
 import { waitFor } from './test-support.ts';
 
 const bulk = (s: string | Buffer) => {
@@ -262,9 +270,17 @@ function whilePushing(socket: Socket): { now: boolean } {
   return state;
 }
 
+/** The socket's handle made one that cannot read into a buffer of ours, as a TLS socket's. */
+function withoutOwnBuffer(socket: Socket): Socket {
+  const handle = (socket as unknown as { _handle: object })._handle;
+  Object.defineProperty(handle, 'useUserBuffer', { value: undefined });
+  return socket;
+}
+
 describe('readBefore on a real socket', () => {
-  it('puts the reader first and hands it each chunk as it is read, not a tick later through `readable`', async () => {
+  it('where the socket cannot read into a buffer of ours: puts the reader first and hands it each chunk as it is read, not a tick later through `readable`', async () => {
     const { socket, peer, close } = await socketPair();
+    withoutOwnBuffer(socket);
     try {
       const decoded: string[] = [];
       // As ioredis 6 adds its decoder (prependListener: the stream is not told of a `data`
@@ -298,8 +314,9 @@ describe('readBefore on a real socket', () => {
     }
   });
 
-  it('schedules no read-more tick per chunk, and reads on after a pause that filled the buffer', async () => {
+  it('where the socket cannot read into a buffer of ours: schedules no read-more tick per chunk, and reads on after a pause that filled the buffer', async () => {
     const { socket, peer, close } = await socketPair();
+    withoutOwnBuffer(socket);
     const nextTick = Object.getOwnPropertyDescriptor(process, 'nextTick')!;
     const schedule = process.nextTick.bind(process);
     try {
@@ -366,6 +383,104 @@ describe('readBefore on a real socket', () => {
         await waitFor(() => seen.at(-1) === `decoder ${text}` || seen.at(-1) === `once ${text}`, 2000, text);
       }
       expect(seen).toEqual(['reader one', 'decoder one', 'once one', 'reader two', 'decoder two']);
+    } finally {
+      close();
+    }
+  });
+  it('where the socket can, reads into one buffer of ours: each chunk its own copy, no `data` event from the stream', async () => {
+    const { socket, peer, close } = await socketPair();
+    try {
+      socket.prependListener('data', () => {});
+      socket.resume();
+      let pushes = 0;
+      const push = socket.push.bind(socket);
+      socket.push = (chunk: unknown, encoding?: BufferEncoding) => {
+        pushes++;
+        return push(chunk, encoding);
+      };
+      const chunks: Buffer[] = [];
+      let bytes = 0;
+      expect(
+        readBefore(socket, () => ({
+          write(chunk: Buffer) {
+            chunks.push(chunk);
+            bytes += chunk.length;
+          },
+        })),
+      ).toBe(true);
+      expect(socket.listeners('data')).toHaveLength(0);
+      // Writes one at a time (each its own read, into the same buffer), then one larger than a
+      // read: were a chunk a view of the buffer read into, the later reads would overwrite the
+      // earlier chunks' bytes.
+      const sent: Buffer[] = [];
+      for (let i = 0; i < 20; i++) {
+        const b = Buffer.from(`write ${i} `.repeat(i + 1));
+        sent.push(b);
+        peer.write(b);
+        const want = bytes + b.length;
+        await waitFor(() => bytes === want, 2000, `write ${i}`);
+      }
+      const big = Buffer.alloc(3 * OWN_READ_BYTES + 123);
+      for (let i = 0; i < big.length; i++) big[i] = (i * 7 + 3) & 0xff;
+      sent.push(big);
+      peer.write(big);
+      const total = Buffer.concat(sent).length;
+      await waitFor(() => bytes === total, 5000, 'the large write');
+      expect(Buffer.concat(chunks).equals(Buffer.concat(sent))).toBe(true);
+      expect(chunks.length).toBeGreaterThanOrEqual(24);
+      expect(Math.max(...chunks.map((c) => c.length))).toBeLessThanOrEqual(OWN_READ_BYTES);
+      expect(pushes).toBe(0);
+      // The end still reaches the socket's listeners.
+      const ended = once(socket, 'end');
+      peer.end();
+      await ended;
+    } finally {
+      close();
+    }
+  });
+
+  it('reading into our buffer, calls any other `data` listener after the reader, a `once` once', async () => {
+    const { socket, peer, close } = await socketPair();
+    try {
+      const seen: string[] = [];
+      socket.prependListener('data', (chunk: Buffer) => seen.push(`decoder ${chunk.toString()}`));
+      socket.once('data', (chunk: Buffer) => seen.push(`once ${chunk.toString()}`));
+      readBefore(socket, (decoder) => ({
+        write(chunk: Buffer) {
+          seen.push(`reader ${chunk.toString()}`);
+          decoder(chunk);
+        },
+      }));
+      for (const text of ['one', 'two']) {
+        peer.write(text);
+        await waitFor(() => seen.at(-1) === `decoder ${text}` || seen.at(-1) === `once ${text}`, 2000, text);
+      }
+      expect(seen).toEqual(['reader one', 'decoder one', 'once one', 'reader two', 'decoder two']);
+      // A listener added later gets the chunks too, after the reader.
+      socket.on('data', (chunk: Buffer) => seen.push(`later ${chunk.toString()}`));
+      peer.write('three');
+      await waitFor(() => seen.at(-1) === 'later three', 2000, 'three');
+      expect(seen.slice(5)).toEqual(['reader three', 'decoder three', 'later three']);
+    } finally {
+      close();
+    }
+  });
+
+  it('leaves a socket as it is where its stream holds bytes not read yet, or it reads into a buffer already', async () => {
+    const { socket, peer, close } = await socketPair();
+    try {
+      socket.pause();
+      peer.write('waiting');
+      await waitFor(() => socket.readableLength > 0, 2000, 'bytes in the stream');
+      expect(readIntoOwnBuffer(socket, () => {})).toBe(false);
+      expect(socket.read()?.toString()).toBe('waiting');
+      const got: string[] = [];
+      expect(readIntoOwnBuffer(socket, (c) => got.push(c.toString()))).toBe(true);
+      expect(readIntoOwnBuffer(socket, () => got.push('second'))).toBe(false);
+      socket.resume();
+      peer.write('next');
+      await waitFor(() => got.length > 0, 2000, 'next');
+      expect(got).toEqual(['next']);
     } finally {
       close();
     }

@@ -13,6 +13,7 @@
 import { Buffer } from 'node:buffer';
 import type { Socket } from 'node:net';
 import { bytesAre, bytesOf } from '../../protocol/json-bytes.ts';
+import { setBytes } from '../../protocol/byte-calls.ts';
 
 const CR = 0x0d;
 /** RESP3 push `>` and RESP2 array `*`: a message is one of these of three bulk strings. */
@@ -249,6 +250,12 @@ export function readPushesDirectly(socket: Socket, onMessage: (b: Buffer, at: Re
  * Makes `make`'s reader the first to read `socket`'s bytes, given ioredis's decoder to pass on
  * to. ioredis 6 prepends its decoder to the socket's `data` listeners; if that is not what is
  * found, nothing is changed and false returned. A second call on one socket changes nothing.
+ *
+ * Where the socket's handle can (a TCP or Unix socket, not a TLS one), it then reads into one
+ * buffer of ours and hands each read to the reader as a copy of its bytes, without the stream's
+ * `data` event (readIntoOwnBuffer); elsewhere the reader is the first `data` listener. Any
+ * other `data` listener (a `once` of ioredis's) is called after the reader, as it was after
+ * the decoder.
  */
 export function readBefore(
   socket: Socket,
@@ -260,20 +267,84 @@ export function readBefore(
   const reader = make(decoder);
   const others = socket.rawListeners('data').filter((l) => l !== decoder) as Array<(chunk: Buffer) => void>;
   socket.removeAllListeners('data');
-  // Added with the stream's own `on`, which marks it as read by a `data` listener. ioredis adds
-  // its decoder with prependListener, which does not: a flowing socket without that mark keeps
-  // each chunk it reads in its buffer and hands it on a tick later, through `readable` and
-  // `read()`, instead of at once (Node 20's Readable `addChunk`). Any other listener (a `once`
-  // of ioredis's) goes back behind the reader, as it was behind the decoder.
-  const state = readState(socket);
-  socket.on('data', (chunk: Buffer) => {
-    reader.write(chunk);
-    // Marked as if a "read more" were scheduled, so the stream schedules none after this chunk.
-    if (state) state.readingMore = true;
-  });
-  for (const l of others) socket.on('data', l);
   readDirectly.add(socket);
+  const own = readIntoOwnBuffer(socket, (chunk) => {
+    reader.write(chunk);
+    if (socket.listenerCount('data') > 0) socket.emit('data', chunk);
+  });
+  if (!own) {
+    // Added with the stream's own `on`, which marks it as read by a `data` listener. ioredis adds
+    // its decoder with prependListener, which does not: a flowing socket without that mark keeps
+    // each chunk it reads in its buffer and hands it on a tick later, through `readable` and
+    // `read()`, instead of at once (Node 20's Readable `addChunk`).
+    const state = readState(socket);
+    socket.on('data', (chunk: Buffer) => {
+      reader.write(chunk);
+      // Marked as if a "read more" were scheduled, so the stream schedules none after this chunk.
+      if (state) state.readingMore = true;
+    });
+  }
+  for (const l of others) socket.on('data', l);
   return true;
+}
+
+/** How much one read of a socket read into our own buffer takes at most (libuv's own size). */
+export const OWN_READ_BYTES = 64 * 1024;
+
+/**
+ * Turns a connected socket to reading into one buffer of ours, as a socket made with Node's
+ * `onread` option does (ioredis makes its sockets without it): `onChunk` gets each read's bytes
+ * as a new Buffer of its own, the buffer read into is used again for the next read, and the
+ * stream's `data` event is not emitted. False (nothing changed) where the socket's handle has
+ * no such mode (a TLS socket's), the socket already reads so or has bytes waiting in its
+ * stream, or this Node keeps the option's state elsewhere than where `onread` puts it.
+ *
+ * Why: a read into a buffer Node makes costs a new ArrayBuffer with its backing store, its
+ * copy down to the bytes read, and the stream's push and `data` event, about 5 thousand
+ * instructions a read; a copy into a Buffer from Node's pool about 0.7
+ * (docs/decisions/0265-redis-sockets-read-into-our-own-buffer.md). Each chunk is a copy, as
+ * before: what a reader keeps of it stays as it was when read.
+ */
+export function readIntoOwnBuffer(socket: Socket, onChunk: (chunk: Buffer) => void): boolean {
+  const keys = onreadKeys(socket);
+  const handle = (socket as { _handle?: { useUserBuffer?: unknown } | null })._handle;
+  if (!keys || !handle || typeof handle.useUserBuffer !== 'function') return false;
+  const state = socket as unknown as Record<symbol, unknown>;
+  if (state[keys.buffer] !== null || state[keys.callback] !== null || state[keys.generator] !== null) return false;
+  if (socket.connecting || socket.destroyed || socket.readableLength > 0) return false;
+  const into = Buffer.allocUnsafeSlow(OWN_READ_BYTES);
+  const memory = into.buffer;
+  try {
+    (handle.useUserBuffer as (b: Buffer) => void).call(handle, into);
+  } catch {
+    return false;
+  }
+  // Node's onStreamRead (lib/internal/stream_base_commons.js) calls the callback with the
+  // number of bytes read into the buffer, for as long as the buffer is set.
+  state[keys.callback] = (nread: number) => {
+    const chunk = Buffer.allocUnsafe(nread);
+    setBytes.call(chunk, nread === OWN_READ_BYTES ? into : new Uint8Array(memory, 0, nread), 0);
+    onChunk(chunk);
+  };
+  state[keys.buffer] = into;
+  return true;
+}
+
+/**
+ * The keys of the socket's own properties that Node's `onread` option sets (lib/net.js: the
+ * buffer, its callback and its generator, null on a socket made without it), by their
+ * symbols' descriptions; undefined if this Node has not all three.
+ */
+function onreadKeys(socket: Socket): { buffer: symbol; callback: symbol; generator: symbol } | undefined {
+  let buffer: symbol | undefined;
+  let callback: symbol | undefined;
+  let generator: symbol | undefined;
+  for (const key of Object.getOwnPropertySymbols(socket)) {
+    if (key.description === 'kBuffer') buffer = key;
+    else if (key.description === 'kBufferCb') callback = key;
+    else if (key.description === 'kBufferGen') generator = key;
+  }
+  return buffer && callback && generator ? { buffer, callback, generator } : undefined;
 }
 
 /**

@@ -635,6 +635,9 @@ describe('RedisBus across nodes', () => {
       expect(atB.map(String)).toEqual(sent);
       expect(frames).toEqual([`${tag}-frame`]);
       off();
+      // Read into the reader's own buffer (push-reader.ts readIntoOwnBuffer), not through the
+      // stream's `data` event, which would need a listener of its own.
+      expect(sub.stream.listenerCount('data')).toBe(0);
     };
     await roundOfMessages('first');
 
