@@ -366,8 +366,12 @@ describe('readBefore on a real socket', () => {
     }
   });
 
-  it('keeps any other `data` listener behind the reader, a `once` still once', async () => {
+  it.each([
+    ['reading into a buffer of ours', (socket: Socket) => socket],
+    ['as the first `data` listener', withoutOwnBuffer],
+  ])('%s, calls any other `data` listener after the reader, a `once` once', async (_, as) => {
     const { socket, peer, close } = await socketPair();
+    as(socket);
     try {
       const seen: string[] = [];
       socket.prependListener('data', (chunk: Buffer) => seen.push(`decoder ${chunk.toString()}`));
@@ -383,10 +387,16 @@ describe('readBefore on a real socket', () => {
         await waitFor(() => seen.at(-1) === `decoder ${text}` || seen.at(-1) === `once ${text}`, 2000, text);
       }
       expect(seen).toEqual(['reader one', 'decoder one', 'once one', 'reader two', 'decoder two']);
+      // A listener added later gets the chunks too, after the reader.
+      socket.on('data', (chunk: Buffer) => seen.push(`later ${chunk.toString()}`));
+      peer.write('three');
+      await waitFor(() => seen.at(-1) === 'later three', 2000, 'three');
+      expect(seen.slice(5)).toEqual(['reader three', 'decoder three', 'later three']);
     } finally {
       close();
     }
   });
+
   it('where the socket can, reads into one buffer of ours: each chunk its own copy, no `data` event from the stream', async () => {
     const { socket, peer, close } = await socketPair();
     try {
@@ -434,33 +444,6 @@ describe('readBefore on a real socket', () => {
       const ended = once(socket, 'end');
       peer.end();
       await ended;
-    } finally {
-      close();
-    }
-  });
-
-  it('reading into our buffer, calls any other `data` listener after the reader, a `once` once', async () => {
-    const { socket, peer, close } = await socketPair();
-    try {
-      const seen: string[] = [];
-      socket.prependListener('data', (chunk: Buffer) => seen.push(`decoder ${chunk.toString()}`));
-      socket.once('data', (chunk: Buffer) => seen.push(`once ${chunk.toString()}`));
-      readBefore(socket, (decoder) => ({
-        write(chunk: Buffer) {
-          seen.push(`reader ${chunk.toString()}`);
-          decoder(chunk);
-        },
-      }));
-      for (const text of ['one', 'two']) {
-        peer.write(text);
-        await waitFor(() => seen.at(-1) === `decoder ${text}` || seen.at(-1) === `once ${text}`, 2000, text);
-      }
-      expect(seen).toEqual(['reader one', 'decoder one', 'once one', 'reader two', 'decoder two']);
-      // A listener added later gets the chunks too, after the reader.
-      socket.on('data', (chunk: Buffer) => seen.push(`later ${chunk.toString()}`));
-      peer.write('three');
-      await waitFor(() => seen.at(-1) === 'later three', 2000, 'three');
-      expect(seen.slice(5)).toEqual(['reader three', 'decoder three', 'later three']);
     } finally {
       close();
     }
