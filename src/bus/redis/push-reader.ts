@@ -301,7 +301,7 @@ export const OWN_READ_BYTES = 64 * 1024;
  *
  * Why: a read into a buffer Node makes costs a new ArrayBuffer with its backing store, its
  * copy down to the bytes read, and the stream's push and `data` event, about 5 thousand
- * instructions a read; a copy into a Buffer from Node's pool about 0.7
+ * instructions a read; this mode, the copy into a Buffer from Node's pool included, about 1.6
  * (docs/decisions/0265-redis-sockets-read-into-our-own-buffer.md). Each chunk is a copy, as
  * before: what a reader keeps of it stays as it was when read.
  */
@@ -319,8 +319,8 @@ export function readIntoOwnBuffer(socket: Socket, onChunk: (chunk: Buffer) => vo
   } catch {
     return false;
   }
-  // Node's onStreamRead (lib/internal/stream_base_commons.js) calls the callback with the
-  // number of bytes read into the buffer, for as long as the buffer is set.
+  // Node's `onStreamRead` calls the callback with the number of bytes read into the buffer,
+  // for as long as the buffer is set.
   state[keys.callback] = (nread: number) => {
     const chunk = Buffer.allocUnsafe(nread);
     setBytes.call(chunk, nread === OWN_READ_BYTES ? into : new Uint8Array(memory, 0, nread), 0);
@@ -331,7 +331,7 @@ export function readIntoOwnBuffer(socket: Socket, onChunk: (chunk: Buffer) => vo
 }
 
 /**
- * The keys of the socket's own properties that Node's `onread` option sets (lib/net.js: the
+ * The keys of the socket's own properties that Node's `onread` option sets (`net.Socket`: the
  * buffer, its callback and its generator, null on a socket made without it), by their
  * symbols' descriptions; undefined if this Node has not all three.
  */
