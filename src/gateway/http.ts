@@ -4,7 +4,7 @@
 import process from 'node:process';
 import { Buffer } from 'node:buffer';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../uws.ts';
-import { setBytes } from '../protocol/byte-calls.ts';
+import { copyOf } from '../protocol/byte-calls.ts';
 import { limitKey, pickClientAddress, type ProxyTrust } from './client-address.ts';
 import type { RouteMetrics } from '../metrics.ts';
 import type { BufferPool } from './buffer-pool.ts';
@@ -282,11 +282,8 @@ export class Exchange implements TurnWriter {
         refused.dropped(0, isLast);
         return;
       }
-      // A copy (uWS reuses the chunk's memory) into Node's buffer pool when small: `chunk.slice(0)`
-      // would make a new ArrayBuffer per request, ~10× the cost with its GC bookkeeping. `set`
-      // read once (src/protocol/byte-calls.ts).
-      const copy = Buffer.allocUnsafe(chunk.byteLength);
-      setBytes.call(copy, new Uint8Array(chunk), 0);
+      // A copy: uWS reuses the chunk's memory.
+      const copy = copyOf(chunk, chunk.byteLength);
       if (first === undefined) first = copy;
       else (chunks ??= [first]).push(copy);
       if (isLast) target.bodyRead(chunks ? Buffer.concat(chunks, size) : first);

@@ -1,7 +1,7 @@
 import { Buffer } from 'node:buffer';
 import { describe, expect, it } from 'vitest';
 import { prng } from '../prng.ts';
-import { bufferSpan, setBytes, spanOf, writeUtf8 } from './byte-calls.ts';
+import { bufferSpan, copyOf, setBytes, spanOf, writeUtf8 } from './byte-calls.ts';
 
 // Each once-read method against the Buffer method it stands for, on pooled Buffers (whose
 // byteOffset into their ArrayBuffer is not 0) and on Buffers of their own.
@@ -63,6 +63,18 @@ describe('byte calls read once', () => {
       const b = Buffer.alloc(size, 0xee);
       expect(writeUtf8.call(a, text, at, room)).toBe(b.write(text, at, room));
       expect(a.equals(b)).toBe(true);
+    }
+  });
+
+  it('copyOf holds the first n bytes of the memory, and keeps them when the memory is written again', () => {
+    const memory = new ArrayBuffer(64 * 1024);
+    const bytes = new Uint8Array(memory);
+    for (const n of [0, 1, 300, 4095, 4096, 64 * 1024]) {
+      for (let i = 0; i < n; i++) bytes[i] = int(256);
+      const want = Buffer.from(bytes.subarray(0, n));
+      const copy = copyOf(memory, n);
+      bytes.fill(0xee);
+      expect(copy.equals(want)).toBe(true);
     }
   });
 });

@@ -13,7 +13,7 @@
 import { Buffer } from 'node:buffer';
 import type { Socket } from 'node:net';
 import { bytesAre, bytesOf } from '../../protocol/json-bytes.ts';
-import { setBytes } from '../../protocol/byte-calls.ts';
+import { copyOf } from '../../protocol/byte-calls.ts';
 
 const CR = 0x0d;
 /** RESP3 push `>` and RESP2 array `*`: a message is one of these of three bulk strings. */
@@ -309,8 +309,8 @@ export function readIntoOwnBuffer(socket: Socket, onChunk: (chunk: Buffer) => vo
   const keys = onreadKeys(socket);
   const handle = (socket as { _handle?: { useUserBuffer?: unknown } | null })._handle;
   if (!keys || !handle || typeof handle.useUserBuffer !== 'function') return false;
-  const state = socket as unknown as Record<symbol, unknown>;
-  if (state[keys.buffer] !== null || state[keys.callback] !== null || state[keys.generator] !== null) return false;
+  const props = socket as unknown as Record<symbol, unknown>;
+  if (props[keys.buffer] !== null || props[keys.callback] !== null || props[keys.generator] !== null) return false;
   if (socket.connecting || socket.destroyed || socket.readableLength > 0) return false;
   const into = Buffer.allocUnsafeSlow(OWN_READ_BYTES);
   const memory = into.buffer;
@@ -321,12 +321,8 @@ export function readIntoOwnBuffer(socket: Socket, onChunk: (chunk: Buffer) => vo
   }
   // Node's `onStreamRead` calls the callback with the number of bytes read into the buffer,
   // for as long as the buffer is set.
-  state[keys.callback] = (nread: number) => {
-    const chunk = Buffer.allocUnsafe(nread);
-    setBytes.call(chunk, nread === OWN_READ_BYTES ? into : new Uint8Array(memory, 0, nread), 0);
-    onChunk(chunk);
-  };
-  state[keys.buffer] = into;
+  props[keys.callback] = (nread: number) => onChunk(copyOf(memory, nread));
+  props[keys.buffer] = into;
   return true;
 }
 
