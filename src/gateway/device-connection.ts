@@ -21,7 +21,7 @@ import { checkMethod, insufficientScopeError, methodRefusal, type ToolCatalog } 
 import type { Scope } from '../store/types.ts';
 import type { Logger } from '../log.ts';
 import { framesFromDevice, framesTooBig, rateLimited, sentToPhone } from '../metrics.ts';
-import { scheduleWrite, type TurnWriter } from './http.ts';
+import { scheduleWrite, type TurnWriter } from '../turn-writes.ts';
 import { PhoneSurface } from './phone-surface.ts';
 import { Deadlines, type Timed } from './deadlines.ts';
 import { endOnAnswer, tracingOn, withTraceparent, type Context } from '../observability/tracing.ts';

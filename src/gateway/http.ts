@@ -1,52 +1,13 @@
 // uWebSockets.js HTTP plumbing. The rules that keep uWS from crashing or losing data live
 // here once: onAborted before any await, body chunks copied, every write corked and skipped
 // after an abort, backpressure honoured on streams, one syscall per answer (docs/decisions/0050-one-write-per-answer.md).
-import process from 'node:process';
 import { Buffer } from 'node:buffer';
 import type { HttpRequest, HttpResponse, TemplatedApp } from '../uws.ts';
 import { copyOf } from '../protocol/byte-calls.ts';
 import { limitKey, pickClientAddress, type ProxyTrust } from './client-address.ts';
 import type { RouteMetrics } from '../metrics.ts';
 import type { BufferPool } from './buffer-pool.ts';
-
-/**
- * Something with bytes to hand to uWS at the end of this event-loop turn. uWS 20.30 corks one
- * socket at a time: an answer written while another socket's callback runs (a phone frame,
- * and the promise continuations uWS drains inside that callback) is not corked, and every
- * piece of it becomes its own syscall. So responses, SSE events and phone frames are queued
- * and written from a setImmediate (libuv's check phase, where no uWS socket holds the cork),
- * each inside its own socket's cork: one syscall per socket per turn (docs/decisions/0050-one-write-per-answer.md).
- */
-export interface TurnWriter {
-  /** Called once per scheduleWrite, with no uWS socket corked. */
-  writeQueued(): void;
-}
-
-let writeQueue: TurnWriter[] = [];
-let flushScheduled = false;
-
-/** Queues `w.writeQueued()` for the end of this turn; callers schedule each writer once per turn. */
-export function scheduleWrite(w: TurnWriter): void {
-  writeQueue.push(w);
-  if (!flushScheduled) {
-    flushScheduled = true;
-    setImmediate(flushWrites);
-  }
-}
-
-function flushWrites(): void {
-  flushScheduled = false;
-  const queue = writeQueue;
-  writeQueue = [];
-  for (let i = 0; i < queue.length; i++) {
-    try {
-      queue[i].writeQueued();
-    } catch (err) {
-      // A write to a socket uWS already freed; the others in this turn still go out.
-      process.emitWarning(`phonebridge: a queued write failed: ${String(err)}`);
-    }
-  }
-}
+import { scheduleWrite, type TurnWriter } from '../turn-writes.ts';
 
 /**
  * How long a client may keep an idle keep-alive connection, advertised as `Keep-Alive:

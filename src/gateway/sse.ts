@@ -3,7 +3,8 @@
 // socket cannot take more, events queue (bounded) until onWritable; a consumer that falls too
 // far behind is cut off rather than growing memory without bound.
 import { Buffer } from 'node:buffer';
-import { KEEP_ALIVE_HINT, scheduleWrite, type Exchange, type TurnWriter } from './http.ts';
+import { KEEP_ALIVE_HINT, type Exchange } from './http.ts';
+import { scheduleWrite, type TurnWriter } from '../turn-writes.ts';
 import { metrics } from '../metrics.ts';
 
 const MAX_QUEUED_BYTES = 4 * 1024 * 1024;

@@ -11,6 +11,7 @@ import {
   type MessageAt,
 } from './push-reader.ts';
 import { waitFor } from './test-support.ts';
+import { scheduleWrite } from '../../turn-writes.ts';
 
 const bulk = (s: string | Buffer) => {
   const b = Buffer.from(s);
@@ -392,6 +393,34 @@ describe('readBefore on a real socket', () => {
       peer.write('three');
       await waitFor(() => seen.at(-1) === 'later three', 2000, 'three');
       expect(seen.slice(5)).toEqual(['reader three', 'decoder three', 'later three']);
+    } finally {
+      close();
+    }
+  });
+
+  it.each([
+    ['reading into a buffer of ours', 'when the read returns', (socket: Socket) => socket],
+    ['as the first `data` listener', 'in the check phase', withoutOwnBuffer],
+  ])('%s, writes the turn writes the reader queued %s', async (_, when, as) => {
+    const { socket, peer, close } = await socketPair();
+    as(socket);
+    try {
+      const writes: string[] = [];
+      // What had been written when a microtask queued by the reader ran: after the read's
+      // callback, before the check phase.
+      const atMicrotask: number[] = [];
+      socket.prependListener('data', () => {});
+      socket.resume();
+      readBefore(socket, () => ({
+        write(chunk: Buffer) {
+          scheduleWrite({ writeQueued: () => writes.push(chunk.toString()) });
+          queueMicrotask(() => atMicrotask.push(writes.length));
+        },
+      }));
+      peer.write('answer');
+      await waitFor(() => writes.length === 1, 2000, 'the write');
+      expect(writes).toEqual(['answer']);
+      expect(atMicrotask).toEqual([when === 'when the read returns' ? 1 : 0]);
     } finally {
       close();
     }

@@ -14,6 +14,7 @@ import { Buffer } from 'node:buffer';
 import type { Socket } from 'node:net';
 import { bytesAre, bytesOf } from '../../protocol/json-bytes.ts';
 import { copyOf } from '../../protocol/byte-calls.ts';
+import { readTurn } from '../../turn-writes.ts';
 
 const CR = 0x0d;
 /** RESP3 push `>` and RESP2 array `*`: a message is one of these of three bulk strings. */
@@ -268,10 +269,14 @@ export function readBefore(
   const others = socket.rawListeners('data').filter((l) => l !== decoder) as Array<(chunk: Buffer) => void>;
   socket.removeAllListeners('data');
   readDirectly.add(socket);
-  const own = readIntoOwnBuffer(socket, (chunk) => {
+  const deliver = (chunk: Buffer) => {
     reader.write(chunk);
     if (socket.listenerCount('data') > 0) socket.emit('data', chunk);
-  });
+  };
+  // libuv calls a read into our buffer straight from the socket's poll, outside every uWS
+  // callback: the answers and phone frames it queues go out as it ends (readTurn). Read through
+  // the stream, a chunk may be handed on later, from inside another callback: the check phase.
+  const own = readIntoOwnBuffer(socket, (chunk) => readTurn(deliver, chunk));
   if (!own) {
     // Added with the stream's own `on`, which marks it as read by a `data` listener. ioredis adds
     // its decoder with prependListener, which does not: a flowing socket without that mark keeps
